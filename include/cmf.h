@@ -1,0 +1,152 @@
+/*
+ * cmf.h — the public C API of cmf, a runtime for language models stored in CMF v2 files.
+ *
+ * Data flows one way: file -> model -> session -> tokens/text.
+ *
+ *   cmf_model *m; cmf_session *s;
+ *   if (cmf_model_load("model.cmf", NULL, &m) != CMF_OK) { puts(cmf_last_error()); ... }
+ *   cmf_session_new(m, 2048, &s);
+ *   cmf_session_prefill(s, ids, n, NULL);        // logits of the last position: cmf_session_logits(s)
+ *   cmf_session_decode(s, next_id);              // one more token
+ *   cmf_session_free(s); cmf_model_free(m);
+ *
+ * Errors: every call that can fail returns a cmf_status; CMF_OK is 0. The message of the most recent failure on
+ * the calling thread is returned by cmf_last_error() (SQLite's errmsg convention, kept per thread). The library
+ * never prints, never exits and never aborts on bad input.
+ *
+ * Thread safety: a cmf_model is read-only after load and may be shared by sessions on several threads; a
+ * cmf_session is used by one thread at a time.
+ */
+#ifndef CMF_H
+#define CMF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define CMF_VERSION_STRING "0.1.0"
+
+typedef enum cmf_status {
+    CMF_OK = 0,
+    CMF_E_IO = 1,          /* open/read/write/mmap failed */
+    CMF_E_FORMAT = 2,      /* malformed or corrupt input (file, JSON, tensor payload) */
+    CMF_E_UNSUPPORTED = 3, /* well-formed but not supported (feature bit, dtype, architecture) */
+    CMF_E_NOMEM = 4,       /* allocation failed */
+    CMF_E_ARG = 5,         /* bad argument from the caller (NULL, out of range, prompt longer than context) */
+    CMF_E_INTEGRITY = 6,   /* hash mismatch found by verify */
+    CMF_E_NOT_FOUND = 7,   /* a named tensor, file or token that does not exist */
+} cmf_status;
+
+/* The message of the last failure on this thread ("" if none). Valid until the next failing call on this thread. */
+const char *cmf_last_error(void);
+
+/* A short constant name for a status ("ok", "io error", ...). Never NULL. */
+const char *cmf_status_str(cmf_status st);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Files: the CMF v2 container (spec: CMF_FORMAT.md §1).
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cmf_file cmf_file;
+
+/* Maps `path` read-only and checks everything open() must check (CMF_FORMAT.md §1.11): envelope, section bounds,
+ * header JSON with its required keys, directory, dtype sizes, masks and index sections. Hashes are not checked
+ * here (see cmf_file_verify). On success *out owns the mapping; free it with cmf_file_close.
+ * Errors: CMF_E_IO (cannot open/map), CMF_E_FORMAT (corrupt; the message names the field and its offset),
+ * CMF_E_UNSUPPORTED (version, feature bit). */
+cmf_status cmf_file_open(const char *path, cmf_file **out);
+
+/* Unmaps and frees. NULL is allowed. */
+void cmf_file_close(cmf_file *f);
+
+/* Recomputes the header hash, directory hash, section hashes and every tensor's hash64 (§1.10–1.11).
+ * Returns CMF_OK when intact; CMF_E_INTEGRITY when any hash differs. If `report` is not NULL it receives a
+ * malloc'd text (one problem per line, "" when intact) that the caller frees. */
+cmf_status cmf_file_verify(const cmf_file *f, char **report);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Models and sessions.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cmf_model cmf_model;
+typedef struct cmf_session cmf_session;
+
+typedef struct cmf_model_params {
+    int n_threads; /* worker threads for matrix products; 0 = number of online CPUs */
+} cmf_model_params;
+
+/* Opens a CMF file and builds a model on the CPU: weights are read in place from the mapping (never copied).
+ * `params` may be NULL for defaults. Errors: those of cmf_file_open, plus CMF_E_UNSUPPORTED for an architecture
+ * or dtype the runtime cannot run and CMF_E_FORMAT for missing or mis-shaped tensors (message names the tensor). */
+cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out);
+
+void cmf_model_free(cmf_model *m);
+
+/* Geometry of a loaded model. */
+int cmf_model_vocab_size(const cmf_model *m);
+int cmf_model_n_ctx_train(const cmf_model *m); /* arch.max_position_embeddings */
+const char *cmf_model_arch(const cmf_model *m);
+
+/* End-of-sequence ids from header.tokenizer_config.eos_token_ids (§1.8). *n receives the count. */
+const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n);
+
+/* BOS id, or -1 when the file has none. */
+int32_t cmf_model_bos_id(const cmf_model *m);
+
+/* Creates a session with a KV cache for `n_ctx` positions (allocated here, once). n_ctx <= 0 uses the model's
+ * trained context. Errors: CMF_E_NOMEM, CMF_E_ARG. */
+cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out);
+
+void cmf_session_free(cmf_session *s);
+
+/* Forgets all positions (the KV cache is reused). */
+void cmf_session_reset(cmf_session *s);
+
+/* Number of positions already in the KV cache, and the session's capacity. */
+int cmf_session_pos(const cmf_session *s);
+int cmf_session_n_ctx(const cmf_session *s);
+
+/* Runs `n` tokens through the model at positions pos..pos+n-1 as one batch (prefill) and appends them to the KV
+ * cache. If `all_logits` is not NULL it receives n*vocab floats (row-major, one row per position); the last
+ * row is always available from cmf_session_logits. Errors: CMF_E_ARG when pos+n exceeds n_ctx or an id is out
+ * of range (nothing is appended then). */
+cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, float *all_logits);
+
+/* One decode step: prefill of a single token. */
+cmf_status cmf_session_decode(cmf_session *s, int32_t token);
+
+/* Logits of the last processed position: vocab floats owned by the session, valid until the next call. */
+const float *cmf_session_logits(const cmf_session *s);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Tokenizer (tokenizer.json, stored verbatim in the file's vocab section).
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cmf_tokenizer cmf_tokenizer;
+
+/* The model's tokenizer, or NULL when the file has no vocab section. Owned by the model. */
+const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m);
+
+/* Parses a Hugging Face tokenizer.json (`json` need not be NUL-terminated). Errors: CMF_E_FORMAT for malformed
+ * JSON, CMF_E_UNSUPPORTED for a component the tokenizer does not implement (the message names it). */
+cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out);
+void cmf_tokenizer_free(cmf_tokenizer *t);
+
+/* Encodes UTF-8 text as HF tokenizers' encode(text, add_special_tokens) does: added tokens matched first, then
+ * normalizer, pre-tokenizer, model, and (when add_special) the post-processor's template. *ids receives a
+ * malloc'd array the caller frees; *n its length. */
+cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, int add_special, int32_t **ids,
+                        size_t *n);
+
+/* Decodes ids to UTF-8 text (HF decode with skip_special_tokens as given). *text is malloc'd, NUL-terminated. */
+cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text);
+
+int cmf_tokenizer_vocab_size(const cmf_tokenizer *t);
+
+/* Id of a token string (exact vocabulary or added-token match), or -1. */
+int32_t cmf_tokenizer_token_id(const cmf_tokenizer *t, const char *token);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CMF_H */

@@ -1,0 +1,34 @@
+/* convert.h — converters into CMF v2: Hugging Face checkpoints (safetensors + config.json + tokenizer files)
+ * and GGUF files. */
+#ifndef CMF_CONVERT_H
+#define CMF_CONVERT_H
+
+#include <stddef.h>
+
+#include "cmf.h"
+
+typedef struct cmf_convert_opts {
+    int quant;          /* target dtype for 2-D matrices (enum cmf_dtype): f32, f16, bf16, q8_row, q8_2f */
+    int progress;       /* 1: draw a progress bar on stderr when the conversion takes more than a second */
+    /* Warnings (e.g. "no tokenizer files: no vocab section") are passed here; may be NULL. */
+    void (*warn)(void *ctx, const char *msg);
+    void *warn_ctx;
+} cmf_convert_opts;
+
+/* Converts a Hugging Face model directory (config.json, *.safetensors [+ index], generation_config.json,
+ * tokenizer.json, tokenizer_config.json) to a CMF file at `out_path` (CMF_FORMAT.md §1.12, §5). Tensor names
+ * stay the HF names; config fields map to `arch` as §5.2 describes. Errors: CMF_E_IO, CMF_E_FORMAT,
+ * CMF_E_UNSUPPORTED (unknown model_type or source dtype), each with a message naming the file/tensor/key. */
+cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts);
+
+/* Converts a GGUF v2/v3 file (llama architecture, F32/F16 tensors) to CMF: metadata -> header, tensors renamed to
+ * the HF names, the embedded tokenizer -> an equivalent tokenizer.json in the vocab section. The RoPE pairing
+ * stays llama2.c's interleaved one and is recorded as arch.rope_pairing = "interleaved". */
+cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const cmf_convert_opts *opts);
+
+/* Builds a Hugging Face tokenizer.json equivalent to the tokenizer embedded in a GGUF file (tokenizer.ggml.*).
+ * *json is malloc'd (NUL-terminated), *len its length. Errors: CMF_E_FORMAT, CMF_E_UNSUPPORTED (tokenizer model
+ * other than "llama" (SentencePiece) or "gpt2" (byte-level BPE)). */
+cmf_status cmf_gguf_tokenizer_json(const char *gguf_path, char **json, size_t *len);
+
+#endif

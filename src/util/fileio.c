@@ -1,0 +1,96 @@
+/* fileio.c — whole-file reads and read-only memory maps. */
+#include "util/fileio.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/error.h"
+
+cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return cmf_err(CMF_E_IO, "%s: %s", path, strerror(errno));
+    if (fseek(fp, 0, SEEK_END) != 0) {
+        fclose(fp);
+        return cmf_err(CMF_E_IO, "%s: cannot seek", path);
+    }
+    long sz = ftell(fp);
+    if (sz < 0 || fseek(fp, 0, SEEK_SET) != 0) {
+        fclose(fp);
+        return cmf_err(CMF_E_IO, "%s: cannot determine size", path);
+    }
+    char *buf = malloc((size_t)sz + 1);
+    if (!buf) {
+        fclose(fp);
+        return cmf_err(CMF_E_NOMEM, "%s: cannot allocate %ld bytes", path, sz);
+    }
+    size_t got = fread(buf, 1, (size_t)sz, fp);
+    fclose(fp);
+    if (got != (size_t)sz) {
+        free(buf);
+        return cmf_err(CMF_E_IO, "%s: short read", path);
+    }
+    buf[sz] = 0;
+    *data = buf;
+    *len = (size_t)sz;
+    return CMF_OK;
+}
+
+cmf_status cmf_mmap_open(const char *path, cmf_mmap *m) {
+    m->data = NULL;
+    m->size = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return cmf_err(CMF_E_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        close(fd);
+        return cmf_err(CMF_E_IO, "%s: %s", path, strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return cmf_err(CMF_E_IO, "%s: not a regular file", path);
+    }
+    if (st.st_size == 0) {
+        close(fd);
+        return CMF_OK;
+    }
+    void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) return cmf_err(CMF_E_IO, "%s: mmap: %s", path, strerror(errno));
+    m->data = p;
+    m->size = (size_t)st.st_size;
+    return CMF_OK;
+}
+
+void cmf_mmap_close(cmf_mmap *m) {
+    if (m->data) munmap(m->data, m->size);
+    m->data = NULL;
+    m->size = 0;
+}
+
+int cmf_is_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+int cmf_is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+char *cmf_path_join(const char *dir, const char *name) {
+    size_t a = strlen(dir), b = strlen(name);
+    char *p = malloc(a + b + 2);
+    if (!p) return NULL;
+    memcpy(p, dir, a);
+    p[a] = '/';
+    memcpy(p + a + 1, name, b + 1);
+    return p;
+}

@@ -1,0 +1,31 @@
+/* fileio.h — small file helpers shared by the format, converters and tools. */
+#ifndef CMF_UTIL_FILEIO_H
+#define CMF_UTIL_FILEIO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+
+/* Reads a whole file into a malloc'd buffer with one extra NUL byte after the end (so text can be parsed in
+ * place). *len excludes the NUL. Errors: CMF_E_IO (message names the path), CMF_E_NOMEM. */
+cmf_status cmf_read_file(const char *path, char **data, size_t *len);
+
+/* A read-only memory map of a whole file. */
+typedef struct cmf_mmap {
+    uint8_t *data;
+    size_t size;
+} cmf_mmap;
+
+/* Maps `path` read-only (MAP_PRIVATE). An empty file maps to data=NULL, size=0. Errors: CMF_E_IO. */
+cmf_status cmf_mmap_open(const char *path, cmf_mmap *m);
+void cmf_mmap_close(cmf_mmap *m);
+
+/* Whether `path` names an existing directory / regular file. */
+int cmf_is_dir(const char *path);
+int cmf_is_file(const char *path);
+
+/* Joins dir + "/" + name into a malloc'd string (NULL on allocation failure). */
+char *cmf_path_join(const char *dir, const char *name);
+
+#endif

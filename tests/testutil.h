@@ -1,0 +1,40 @@
+/* testutil.h — tiny assertion helpers for the ctest programs. A test prints one line per failed check and
+ * returns non-zero from main through CMF_TEST_END. */
+#ifndef CMF_TESTUTIL_H
+#define CMF_TESTUTIL_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+extern int cmf_test_failures;
+
+#define CHECK(cond)                                                                                              \
+    do {                                                                                                         \
+        if (!(cond)) {                                                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);                          \
+            cmf_test_failures++;                                                                                 \
+        }                                                                                                        \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                                     \
+    do {                                                                                                         \
+        if (!(cond)) {                                                                                           \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);                           \
+            fprintf(stderr, __VA_ARGS__);                                                                        \
+            fputc('\n', stderr);                                                                                 \
+            cmf_test_failures++;                                                                                 \
+        }                                                                                                        \
+    } while (0)
+
+#define CMF_TEST_END()                                                                                           \
+    do {                                                                                                         \
+        if (cmf_test_failures) fprintf(stderr, "%d check(s) failed\n", cmf_test_failures);                     \
+        return cmf_test_failures ? 1 : 0;                                                                        \
+    } while (0)
+
+/* $CMF_SHARED/<rel>: a path into the shared test data (static buffer, one at a time). */
+const char *shared_path(const char *rel);
+/* $CMF_TMP/<name>: a scratch path for files a test writes (static buffer, one at a time). */
+const char *tmp_path(const char *name);
+
+#endif
