@@ -38,7 +38,13 @@ cmf_status cmf_err_prefix(cmf_status st, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(pre, sizeof pre, fmt, ap);
     va_end(ap);
-    snprintf(g_msg, sizeof g_msg, "%s%s", pre, old);
+    size_t a = strlen(pre);
+    if (a >= sizeof g_msg) a = sizeof g_msg - 1;
+    memcpy(g_msg, pre, a);
+    size_t b = strlen(old);
+    if (b > sizeof g_msg - 1 - a) b = sizeof g_msg - 1 - a;
+    memcpy(g_msg + a, old, b);
+    g_msg[a + b] = 0;
     return st;
 }
 
