@@ -143,6 +143,14 @@ cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, 
 
 int cmf_tokenizer_vocab_size(const cmf_tokenizer *t);
 
+/* Streaming decode (as HF tokenizers' DecodeStream): feed generated ids one at a time and get back only text
+ * that is complete UTF-8; bytes of a character that spans tokens are held back until it is complete. */
+typedef struct cmf_detok_stream cmf_detok_stream;
+cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_detok_stream **out);
+/* Appends id; *text receives a malloc'd NUL-terminated string (possibly "") the caller frees. */
+cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text);
+void cmf_detok_stream_free(cmf_detok_stream *s);
+
 /* Id of a token string (exact vocabulary or added-token match), or -1. */
 int32_t cmf_tokenizer_token_id(const cmf_tokenizer *t, const char *token);
 
