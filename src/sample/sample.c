@@ -1,0 +1,283 @@
+/* sample.c — token sampling (see sample.h for the order of operations and its sources). */
+#include "sample/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/error.h"
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * PCG32 (XSH-RR): 64-bit LCG state, output = rotate(((s >> 18) ^ s) >> 27, s >> 59).
+ * ------------------------------------------------------------------------------------------------------------- */
+#define PCG_MULT 6364136223846793005ULL
+#define PCG_STREAM 1442695040888963407ULL
+
+void cmf_rng_seed(cmf_rng *r, uint64_t seed) {
+    r->state = 0;
+    r->inc = PCG_STREAM | 1u;
+    (void)cmf_rng_u32(r);
+    r->state += seed;
+    (void)cmf_rng_u32(r);
+}
+
+uint32_t cmf_rng_u32(cmf_rng *r) {
+    uint64_t old = r->state;
+    r->state = old * PCG_MULT + r->inc;
+    uint32_t xorshifted = (uint32_t)(((old >> 18) ^ old) >> 27);
+    uint32_t rot = (uint32_t)(old >> 59);
+    return (xorshifted >> rot) | (xorshifted << ((32u - rot) & 31u));
+}
+
+double cmf_rng_uniform(cmf_rng *r) {
+    uint64_t hi = cmf_rng_u32(r) >> 5; /* 27 bits */
+    uint64_t lo = cmf_rng_u32(r) >> 6; /* 26 bits */
+    return (double)((hi << 26) | lo) * (1.0 / 9007199254740992.0); /* / 2^53 */
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Sampler state.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cand {
+    float z;
+    int32_t id;
+} cand;
+
+struct cmf_sampler {
+    cmf_sampler_params p;
+    int vocab;
+    cmf_rng rng;
+    float *work;     /* [vocab] penalized logits */
+    cand *cands;     /* [vocab] candidates */
+    double *w;       /* [vocab] exp(z - max) of the candidates, parallel to cands */
+    int32_t *counts; /* [vocab] scratch, all zero between calls */
+    int32_t *recent; /* ring buffer of the last penalty_last_n accepted tokens */
+    int n_recent, recent_head;
+};
+
+cmf_sampler_params cmf_sampler_default_params(void) {
+    cmf_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 0.8f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.presence_penalty = 0.0f;
+    p.frequency_penalty = 0.0f;
+    p.penalty_last_n = 64;
+    p.seed = 0;
+    return p;
+}
+
+cmf_status cmf_sampler_new(int vocab, const cmf_sampler_params *p, cmf_sampler **out) {
+    *out = NULL;
+    if (vocab <= 0) return cmf_err(CMF_E_ARG, "sampler: vocab size %d must be > 0", vocab);
+    if (!p) return cmf_err(CMF_E_ARG, "sampler: params is NULL");
+    if (isnan(p->temperature)) return cmf_err(CMF_E_ARG, "sampler: temperature is NaN");
+    if (p->top_k < 0) return cmf_err(CMF_E_ARG, "sampler: top_k %d must be >= 0", p->top_k);
+    if (!(p->top_p > 0.0f && p->top_p <= 1.0f))
+        return cmf_err(CMF_E_ARG, "sampler: top_p %g must be in (0, 1]", (double)p->top_p);
+    if (!(p->min_p >= 0.0f && p->min_p <= 1.0f))
+        return cmf_err(CMF_E_ARG, "sampler: min_p %g must be in [0, 1]", (double)p->min_p);
+    if (!(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty))
+        return cmf_err(CMF_E_ARG, "sampler: repeat_penalty %g must be > 0", (double)p->repeat_penalty);
+    if (!isfinite(p->presence_penalty) || !isfinite(p->frequency_penalty))
+        return cmf_err(CMF_E_ARG, "sampler: presence/frequency penalties must be finite");
+    if (p->penalty_last_n < 0)
+        return cmf_err(CMF_E_ARG, "sampler: penalty_last_n %d must be >= 0", p->penalty_last_n);
+
+    cmf_sampler *s = calloc(1, sizeof *s);
+    if (!s) return cmf_err(CMF_E_NOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->vocab = vocab;
+    s->work = malloc((size_t)vocab * sizeof *s->work);
+    s->cands = malloc((size_t)vocab * sizeof *s->cands);
+    s->w = malloc((size_t)vocab * sizeof *s->w);
+    s->counts = calloc((size_t)vocab, sizeof *s->counts);
+    s->recent = malloc((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1) * sizeof *s->recent);
+    if (!s->work || !s->cands || !s->w || !s->counts || !s->recent) {
+        cmf_sampler_free(s);
+        return cmf_err(CMF_E_NOMEM, "sampler: out of memory for a vocabulary of %d", vocab);
+    }
+    cmf_sampler_reset(s);
+    *out = s;
+    return CMF_OK;
+}
+
+void cmf_sampler_free(cmf_sampler *s) {
+    if (!s) return;
+    free(s->work);
+    free(s->cands);
+    free(s->w);
+    free(s->counts);
+    free(s->recent);
+    free(s);
+}
+
+void cmf_sampler_reset(cmf_sampler *s) {
+    s->n_recent = 0;
+    s->recent_head = 0;
+    cmf_rng_seed(&s->rng, s->p.seed);
+}
+
+void cmf_sampler_accept(cmf_sampler *s, int32_t token) {
+    int cap = s->p.penalty_last_n;
+    if (cap <= 0 || token < 0 || token >= s->vocab) return;
+    s->recent[s->recent_head] = token;
+    s->recent_head = (s->recent_head + 1) % cap;
+    if (s->n_recent < cap) s->n_recent++;
+}
+
+int32_t cmf_argmax(const float *v, int n) {
+    int32_t best = -1;
+    for (int i = 0; i < n; i++) {
+        if (isnan(v[i])) continue;
+        if (best < 0 || v[i] > v[best]) best = i;
+    }
+    return best;
+}
+
+/* Penalties over the recent window, each distinct token once with its count (O(window)). */
+static void apply_penalties(cmf_sampler *s, float *l) {
+    const cmf_sampler_params *p = &s->p;
+    if (s->n_recent == 0) return;
+    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) return;
+    for (int i = 0; i < s->n_recent; i++) s->counts[s->recent[i]]++;
+    for (int i = 0; i < s->n_recent; i++) {
+        int32_t t = s->recent[i];
+        int32_t c = s->counts[t];
+        if (!c) continue; /* already handled */
+        s->counts[t] = 0;
+        float x = l[t];
+        if (p->repeat_penalty != 1.0f) x = x > 0.0f ? x / p->repeat_penalty : x * p->repeat_penalty;
+        x -= p->presence_penalty + (float)c * p->frequency_penalty;
+        l[t] = x;
+    }
+}
+
+/* The total order of candidates: larger z first, then the lower id. */
+static int before(const cand *a, const cand *b) { return a->z > b->z || (a->z == b->z && a->id < b->id); }
+
+static void swap_c(cand *a, cand *b) {
+    cand t = *a;
+    *a = *b;
+    *b = t;
+}
+
+/* Quickselect: rearranges c[0..n) so that c[0..k) are the k first candidates in the total order (in no particular
+ * order among themselves). Deterministic (median-of-three pivots), O(n) on average. Requires 0 < k < n. */
+static void select_top(cand *c, int n, int k) {
+    int lo = 0, hi = n - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        /* median of three into c[hi] */
+        if (before(&c[mid], &c[lo])) swap_c(&c[mid], &c[lo]);
+        if (before(&c[hi], &c[lo])) swap_c(&c[hi], &c[lo]);
+        if (before(&c[mid], &c[hi])) swap_c(&c[mid], &c[hi]);
+        cand pivot = c[hi];
+        int store = lo;
+        for (int i = lo; i < hi; i++)
+            if (before(&c[i], &pivot)) swap_c(&c[i], &c[store++]);
+        swap_c(&c[store], &c[hi]);
+        if (store == k - 1) return;
+        if (store > k - 1)
+            hi = store - 1;
+        else
+            lo = store + 1;
+    }
+}
+
+static int cmp_cand(const void *a, const void *b) {
+    const cand *x = a, *y = b;
+    if (before(x, y)) return -1;
+    if (before(y, x)) return 1;
+    return 0;
+}
+
+cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token) {
+    const cmf_sampler_params *p = &s->p;
+    int V = s->vocab;
+    float *l = s->work;
+    memcpy(l, logits, (size_t)V * sizeof *l);
+    apply_penalties(s, l);
+
+    if (p->temperature <= 0.0f) {
+        int32_t best = cmf_argmax(l, V);
+        if (best < 0) return cmf_err(CMF_E_ARG, "sampler: every logit is NaN");
+        *token = best;
+        return CMF_OK;
+    }
+
+    /* Candidates: every token with a finite scaled logit (NaN and -inf can never be drawn). */
+    cand *c = s->cands;
+    int n = 0;
+    float zmax = -INFINITY;
+    for (int i = 0; i < V; i++) {
+        float z = l[i] / p->temperature;
+        if (isnan(z) || z == -INFINITY) continue;
+        if (z == INFINITY) z = 3.0e38f; /* +inf beats everything; keep arithmetic finite */
+        c[n].z = z;
+        c[n].id = i;
+        n++;
+        if (z > zmax) zmax = z;
+    }
+    if (n == 0) return cmf_err(CMF_E_ARG, "sampler: no token has a finite logit");
+
+    /* top-k */
+    if (p->top_k > 0 && p->top_k < n) {
+        select_top(c, n, p->top_k);
+        n = p->top_k;
+    }
+
+    /* weights relative to the max (which is always kept), and the normalizer of what top-k kept */
+    double *w = s->w;
+    double Z = 0.0;
+    for (int i = 0; i < n; i++) {
+        w[i] = exp((double)c[i].z - (double)zmax);
+        Z += w[i];
+    }
+
+    /* min-p: p_i >= min_p * p_max  <=>  w_i >= min_p (a prefix of the order, kept in place) */
+    if (p->min_p > 0.0f) {
+        int m = 0;
+        for (int i = 0; i < n; i++) {
+            if (w[i] >= (double)p->min_p) {
+                c[m] = c[i];
+                w[m] = w[i];
+                m++;
+            }
+        }
+        n = m; /* >= 1: the max has w = 1 */
+    }
+
+    /* top-p: the smallest prefix (in order) whose probability under the top-k distribution reaches top_p */
+    if (p->top_p < 1.0f && n > 1) {
+        qsort(c, (size_t)n, sizeof *c, cmp_cand);
+        double cum = 0.0, target = (double)p->top_p * Z;
+        int m = 0;
+        while (m < n) {
+            w[m] = exp((double)c[m].z - (double)zmax);
+            cum += w[m];
+            m++;
+            if (cum >= target) break;
+        }
+        n = m;
+    }
+
+    /* draw */
+    double total = 0.0;
+    for (int i = 0; i < n; i++) total += w[i];
+    double r = cmf_rng_uniform(&s->rng) * total;
+    double acc = 0.0;
+    int32_t pick = c[n - 1].id;
+    for (int i = 0; i < n; i++) {
+        acc += w[i];
+        if (r < acc) {
+            pick = c[i].id;
+            break;
+        }
+    }
+    *token = pick;
+    return CMF_OK;
+}

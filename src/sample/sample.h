@@ -1,0 +1,83 @@
+/* sample.h — choosing the next token from a row of logits: greedy, temperature, top-k, top-p (nucleus), min-p,
+ * and repetition / presence / frequency penalties over a window of recent tokens, driven by a seeded PRNG of our
+ * own (PCG32), so the same seed gives the same tokens on every platform.
+ *
+ * Order of operations (Hugging Face transformers' generate(): logits processors, then warpers):
+ *   1. penalties over the last `penalty_last_n` accepted tokens (each distinct token once, with its count c):
+ *        repetition (CTRL paper, Keskar et al. 2019; HF RepetitionPenaltyLogitsProcessor):
+ *            l = l > 0 ? l / r : l * r
+ *        presence / frequency (OpenAI API definition): l -= presence + c * frequency
+ *   2. temperature <= 0: greedy argmax (ties -> lowest id); stop here.
+ *   3. z = l / temperature
+ *   4. top-k: keep the k largest z (k = 0: off)                                  (HF TopKLogitsWarper)
+ *   5. top-p: keep the smallest set of most probable tokens whose probability (renormalized over what step 4
+ *      kept) sums to >= top_p; always at least one token (top_p >= 1: off)       (HF TopPLogitsWarper)
+ *   6. min-p: keep tokens with p >= min_p * p_max (min_p = 0: off)               (HF MinPLogitsWarper)
+ *   7. draw from softmax(z) over the kept tokens with one uniform number.
+ * All kept sets are prefixes of the tokens ordered by (z descending, id ascending), so steps 4-6 are computed as
+ * prefix lengths: top-k by quickselect (no full sort), min-p by a threshold pass, and only the survivors are
+ * sorted when top-p needs an order. Cost per token: O(vocab) plus O(n log n) for the n survivors when top-p is on
+ * (the whole vocab only when top-k and min-p are both off).
+ *
+ * Memory: everything is allocated by cmf_sampler_new; sampling allocates nothing.
+ */
+#ifndef CMF_SAMPLE_H
+#define CMF_SAMPLE_H
+
+#include <stdint.h>
+
+#include "cmf.h"
+
+typedef struct cmf_sampler_params {
+    float temperature;       /* <= 0: greedy */
+    int top_k;               /* 0: off */
+    float top_p;             /* >= 1: off; must be in (0, 1] */
+    float min_p;             /* 0: off; must be in [0, 1] */
+    float repeat_penalty;    /* 1: off; must be > 0 */
+    float presence_penalty;  /* 0: off */
+    float frequency_penalty; /* 0: off */
+    int penalty_last_n;      /* window of recent tokens the penalties look at; 0: penalties off */
+    uint64_t seed;
+} cmf_sampler_params;
+
+typedef struct cmf_sampler cmf_sampler;
+
+/* The defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0, penalties off, window 64, seed 0. */
+cmf_sampler_params cmf_sampler_default_params(void);
+
+/* Creates a sampler for a vocabulary of `vocab` ids (buffers of O(vocab + penalty_last_n) allocated here, once).
+ * Errors: CMF_E_ARG (vocab <= 0, top_k < 0, top_p outside (0,1], min_p outside [0,1], repeat_penalty <= 0,
+ * penalty_last_n < 0, a NaN parameter), CMF_E_NOMEM. */
+cmf_status cmf_sampler_new(int vocab, const cmf_sampler_params *p, cmf_sampler **out);
+
+/* Frees the sampler. NULL is allowed. */
+void cmf_sampler_free(cmf_sampler *s);
+
+/* Forgets the recent-token window and restarts the PRNG from the seed. */
+void cmf_sampler_reset(cmf_sampler *s);
+
+/* Records a token (prompt or generated) in the penalty window. Ids outside [0, vocab) are ignored. */
+void cmf_sampler_accept(cmf_sampler *s, int32_t token);
+
+/* Chooses the next token from `logits` (vocab floats, not modified) and stores it in *token. It does not accept
+ * the token: call cmf_sampler_accept for it. Errors: CMF_E_ARG when every logit is NaN or -inf after the
+ * penalties (no token can be drawn). */
+cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token);
+
+/* Index of the largest value (ties -> the lowest index); NaN entries never win. -1 when n <= 0 or all NaN. */
+int32_t cmf_argmax(const float *v, int n);
+
+/* The PRNG: PCG32 (M.E. O'Neill, "PCG: A Family of Simple Fast Space-Efficient Statistically Good Algorithms for
+ * Random Number Generation", 2014; XSH-RR output, 64-bit LCG state). */
+typedef struct cmf_rng {
+    uint64_t state, inc;
+} cmf_rng;
+
+/* Seeds the generator (any seed is valid; the stream constant is fixed). */
+void cmf_rng_seed(cmf_rng *r, uint64_t seed);
+/* Next 32 uniformly distributed bits. */
+uint32_t cmf_rng_u32(cmf_rng *r);
+/* A uniform double in [0, 1) with 53 random bits (two draws). */
+double cmf_rng_uniform(cmf_rng *r);
+
+#endif
