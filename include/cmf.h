@@ -127,6 +127,9 @@ typedef struct cmf_tokenizer cmf_tokenizer;
 /* The model's tokenizer, or NULL when the file has no vocab section. Owned by the model. */
 const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m);
 
+/* Why cmf_model_tokenizer returned NULL: the tokenizer's load error, or "" when the file has no vocab section. */
+const char *cmf_model_tokenizer_error(const cmf_model *m);
+
 /* Parses a Hugging Face tokenizer.json (`json` need not be NUL-terminated). Errors: CMF_E_FORMAT for malformed
  * JSON, CMF_E_UNSUPPORTED for a component the tokenizer does not implement (the message names it). */
 cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out);

@@ -1,0 +1,30 @@
+/* threadpool.h — a pool of worker threads that stay alive between operations (no create/join per matmul).
+ * cmf_pool_run runs fn(ctx, ith, nth) on every thread, the caller's thread being ith = 0, and returns when all
+ * are done. One caller at a time per pool (a pool belongs to one session). */
+#ifndef CMF_CPU_THREADPOOL_H
+#define CMF_CPU_THREADPOOL_H
+
+#include <stddef.h>
+
+#include "cmf.h"
+
+typedef struct cmf_pool cmf_pool;
+typedef void (*cmf_task_fn)(void *ctx, int ith, int nth);
+
+/* Starts n_threads - 1 workers (n_threads >= 1; 0 means the number of online CPUs). Errors: CMF_E_NOMEM. */
+cmf_status cmf_pool_new(int n_threads, cmf_pool **out);
+/* Stops and joins the workers. NULL is allowed. */
+void cmf_pool_free(cmf_pool *p);
+int cmf_pool_size(const cmf_pool *p);
+/* Runs fn on all threads and waits. With a NULL pool, runs fn(ctx, 0, 1) on the caller. */
+void cmf_pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx);
+
+/* Per-thread scratch memory owned by the pool, for use inside a task by thread ith: at least `bytes` bytes,
+ * 64-byte aligned, kept between operations (grown only when a larger size is asked for). Returns NULL when
+ * growing fails or the pool is NULL (callers always pass a real pool). */
+void *cmf_pool_scratch(cmf_pool *p, int ith, size_t bytes);
+
+/* Grows every thread's scratch to at least `bytes` now, so that tasks never allocate. Errors: CMF_E_NOMEM. */
+cmf_status cmf_pool_reserve(cmf_pool *p, size_t bytes);
+
+#endif

@@ -1,0 +1,151 @@
+/* forward.c — the transformer forward pass for a batch of tokens, top to bottom like the papers:
+ *
+ *   x = embed[token] · embed_multiplier
+ *   per layer:  h = x + [post_attn_norm] Attn(RMSNorm(x))            (Vaswani et al. 2017; pre-norm)
+ *               x = h + [post_ffn_norm]  W_down(act(W_gate·n) ⊙ W_up·n),  n = RMSNorm(h)   (SwiGLU/GeGLU)
+ *   logits = softcap(W_head · RMSNorm(x))
+ *
+ * Attention: q,k,v projections (+bias), optional per-head q/k RMSNorm (Qwen3, Gemma 3), RoPE on the first rot_dim
+ * dims of each head (pairs (i, i+rot/2) as HF's rotate_half, or (2i, 2i+1) as llama2.c), the new k/v appended to
+ * the KV cache, then causal softmax(q·k·scale [softcapped]) over the cached positions — all of them, or the last
+ * sliding_window ones for sliding layers — with grouped-query sharing of kv heads (Ainslie et al. 2023).
+ * Family differences are the config flags and the optional tensors; there is one forward for all. */
+#include <math.h>
+#include <string.h>
+
+#include "model/model.h"
+
+/* ---- attention over the KV cache, parallel over (token, head) ---------------------------------------------- */
+typedef struct {
+    cmf_session *s;
+    int layer, n;
+} attn_task;
+
+static void attn_worker(void *ctx, int ith, int nth) {
+    attn_task *a = ctx;
+    cmf_session *s = a->s;
+    const cmf_config *c = &s->m->cfg;
+    const int HD = c->head_dim, NH = c->n_heads, KVD = c->n_kv_heads * HD, group = NH / c->n_kv_heads;
+    const float *kc = s->k_cache + (size_t)a->layer * s->n_ctx * KVD;
+    const float *vc = s->v_cache + (size_t)a->layer * s->n_ctx * KVD;
+    const int sliding = c->is_sliding[a->layer];
+    float *scores = cmf_pool_scratch(s->pool, ith, 0); /* reserved at session creation */
+    for (int job = ith; job < a->n * NH; job += nth) {
+        const int t = job / NH, h = job % NH, kvh = h / group;
+        const int pos = s->pos + t;
+        const int start = sliding && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
+        const float *q = s->q + (size_t)t * NH * HD + (size_t)h * HD;
+        for (int j = start; j <= pos; j++) {
+            const float *k = kc + (size_t)j * KVD + (size_t)kvh * HD;
+            float d = 0;
+            for (int i = 0; i < HD; i++) d += q[i] * k[i];
+            d *= c->attn_scale;
+            if (c->attn_softcap > 0) d = c->attn_softcap * tanhf(d / c->attn_softcap);
+            scores[j - start] = d;
+        }
+        cmf_softmax(scores, pos - start + 1);
+        float *out = s->att + (size_t)t * NH * HD + (size_t)h * HD;
+        memset(out, 0, (size_t)HD * sizeof(float));
+        for (int j = start; j <= pos; j++) {
+            const float *v = vc + (size_t)j * KVD + (size_t)kvh * HD;
+            const float p = scores[j - start];
+            for (int i = 0; i < HD; i++) out[i] += p * v[i];
+        }
+    }
+}
+
+/* ---- RoPE on one head vector ------------------------------------------------------------------------------- */
+static void rope(float *v, const cmf_config *c, const float *inv_freq, int pos) {
+    const int half = c->rot_dim / 2;
+    for (int i = 0; i < half; i++) {
+        const float ang = (float)pos * inv_freq[i];
+        const float cs = cosf(ang), sn = sinf(ang);
+        const int a = c->rope_pairing == CMF_ROPE_HALF ? i : 2 * i;
+        const int b = c->rope_pairing == CMF_ROPE_HALF ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x1 * cs + x0 * sn;
+    }
+}
+
+static void softcap(float *x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
+}
+
+void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits) {
+    const cmf_model *m = s->m;
+    const cmf_config *c = &m->cfg;
+    const int D = c->hidden_size, HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads;
+    const int QD = NH * HD, KVD = NKV * HD, F = c->intermediate_size, V = c->vocab_size;
+    const float eps = c->rms_norm_eps;
+    const int gn = c->gemma_norm;
+    float *x = s->x, *xb = s->xb;
+
+    for (int t = 0; t < n; t++) {
+        cmf_weight_row_f32(&m->embed, tokens[t], x + (size_t)t * D);
+        if (c->embed_multiplier != 1.0f)
+            for (int i = 0; i < D; i++) x[(size_t)t * D + i] *= c->embed_multiplier;
+    }
+
+    for (int l = 0; l < c->n_layers; l++) {
+        const cmf_layer *L = &m->layers[l];
+        const float *inv_freq = s->rope_inv_freq + (c->is_sliding[l] ? c->rot_dim / 2 : 0);
+
+        /* attention block */
+        for (int t = 0; t < n; t++) cmf_rmsnorm(xb + (size_t)t * D, x + (size_t)t * D, L->attn_norm, D, eps, gn);
+        cmf_matmul(s->pool, s->q, QD, xb, n, &L->wq, L->bq);
+        cmf_matmul(s->pool, s->k, KVD, xb, n, &L->wk, L->bk);
+        cmf_matmul(s->pool, s->v, KVD, xb, n, &L->wv, L->bv);
+        for (int t = 0; t < n; t++) {
+            const int pos = s->pos + t;
+            for (int h = 0; h < NH; h++) {
+                float *q = s->q + (size_t)t * QD + (size_t)h * HD;
+                if (L->q_norm) cmf_rmsnorm(q, q, L->q_norm, HD, eps, gn);
+                rope(q, c, inv_freq, pos);
+            }
+            for (int h = 0; h < NKV; h++) {
+                float *k = s->k + (size_t)t * KVD + (size_t)h * HD;
+                if (L->k_norm) cmf_rmsnorm(k, k, L->k_norm, HD, eps, gn);
+                rope(k, c, inv_freq, pos);
+            }
+            const size_t row = ((size_t)l * s->n_ctx + (size_t)pos) * KVD;
+            memcpy(s->k_cache + row, s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+            memcpy(s->v_cache + row, s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+        }
+        attn_task at = {s, l, n};
+        cmf_pool_run(s->pool, attn_worker, &at);
+        cmf_matmul(s->pool, xb, D, s->att, n, &L->wo, NULL);
+        for (int t = 0; t < n; t++) {
+            float *o = xb + (size_t)t * D, *xt = x + (size_t)t * D;
+            if (L->post_attn_norm) cmf_rmsnorm(o, o, L->post_attn_norm, D, eps, gn);
+            for (int i = 0; i < D; i++) xt[i] += o[i];
+        }
+
+        /* feed-forward block */
+        for (int t = 0; t < n; t++) cmf_rmsnorm(xb + (size_t)t * D, x + (size_t)t * D, L->ffn_norm, D, eps, gn);
+        cmf_matmul(s->pool, s->hb, F, xb, n, &L->w_gate, NULL);
+        cmf_matmul(s->pool, s->hb2, F, xb, n, &L->w_up, NULL);
+        if (c->act == CMF_ACT_GELU_TANH) cmf_gelu_tanh(s->hb, (int64_t)n * F);
+        else cmf_silu(s->hb, (int64_t)n * F);
+        for (size_t i = 0; i < (size_t)n * F; i++) s->hb[i] *= s->hb2[i];
+        cmf_matmul(s->pool, xb, D, s->hb, n, &L->w_down, NULL);
+        for (int t = 0; t < n; t++) {
+            float *o = xb + (size_t)t * D, *xt = x + (size_t)t * D;
+            if (L->post_ffn_norm) cmf_rmsnorm(o, o, L->post_ffn_norm, D, eps, gn);
+            for (int i = 0; i < D; i++) xt[i] += o[i];
+        }
+    }
+
+    /* final norm and the head: every position when asked for, else only the last */
+    const int first = all_logits ? 0 : n - 1;
+    for (int t = first; t < n; t++) cmf_rmsnorm(x + (size_t)t * D, x + (size_t)t * D, m->final_norm, D, eps, gn);
+    if (all_logits) {
+        cmf_matmul(s->pool, all_logits, V, x, n, &m->lm_head, NULL);
+        if (c->final_softcap > 0) softcap(all_logits, (int64_t)n * V, c->final_softcap);
+        memcpy(s->logits, all_logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
+    } else {
+        cmf_matmul(s->pool, s->logits, V, x + (size_t)(n - 1) * D, 1, &m->lm_head, NULL);
+        if (c->final_softcap > 0) softcap(s->logits, V, c->final_softcap);
+    }
+    s->pos += n;
+}

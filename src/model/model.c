@@ -1,0 +1,317 @@
+/* model.c — building a model from a CMF file (weights as views into the mapping, §5.1 names and shape checks)
+ * and the session API: KV cache and activations allocated once, prefill in batches, decode. */
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/dtype.h"
+#include "util/error.h"
+
+/* ---- weights ------------------------------------------------------------------------------------------------ */
+
+typedef struct {
+    cmf_model *m;
+    float *small_cursor; /* next free float in m->small */
+} loader;
+
+static const cmf_tensor *find(const cmf_model *m, const char *name) { return cmf_file_find(m->file, name); }
+
+/* A 2-D weight that must exist with shape [rows, cols] (rows/cols < 0: not checked). */
+static cmf_status need_matrix(loader *ld, const char *name, int64_t rows, int64_t cols, cmf_weight *w) {
+    const cmf_tensor *t = find(ld->m, name);
+    if (!t) return cmf_err(CMF_E_FORMAT, "model: tensor %s is missing", name);
+    cmf_status st = cmf_weight_view(t, w);
+    if (st != CMF_OK) return st;
+    if ((rows >= 0 && w->rows != rows) || (cols >= 0 && w->cols != cols))
+        return cmf_err(CMF_E_FORMAT, "model: tensor %s has shape [%lld, %lld], expected [%lld, %lld]", name,
+                       (long long)w->rows, (long long)w->cols, (long long)rows, (long long)cols);
+    return CMF_OK;
+}
+
+/* A 1-D tensor of n values decoded to f32 into the model's small-tensor arena; *out = NULL when absent and
+ * optional. */
+static cmf_status vec(loader *ld, const char *name, int64_t n, int required, const float **out) {
+    *out = NULL;
+    const cmf_tensor *t = find(ld->m, name);
+    if (!t) return required ? cmf_err(CMF_E_FORMAT, "model: tensor %s is missing", name) : CMF_OK;
+    if (cmf_tensor_numel(t) != (uint64_t)n)
+        return cmf_err(CMF_E_FORMAT, "model: tensor %s has %llu values, expected %lld", name,
+                       (unsigned long long)cmf_tensor_numel(t), (long long)n);
+    cmf_status st = cmf_dequant(t->dtype, t->ndim, t->shape, t->data, t->nbytes, ld->small_cursor);
+    if (st != CMF_OK) return cmf_err_prefix(st, "model: tensor %s: ", name);
+    *out = ld->small_cursor;
+    ld->small_cursor += n;
+    return CMF_OK;
+}
+
+#define TRY(x)                                                                                                   \
+    do {                                                                                                         \
+        cmf_status st_ = (x);                                                                                    \
+        if (st_ != CMF_OK) return st_;                                                                           \
+    } while (0)
+
+static cmf_status load_layer(loader *ld, int l) {
+    cmf_model *m = ld->m;
+    const cmf_config *c = &m->cfg;
+    cmf_layer *L = &m->layers[l];
+    const int D = c->hidden_size, HD = c->head_dim, QD = c->n_heads * HD, KVD = c->n_kv_heads * HD;
+    char name[256];
+#define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
+
+    TRY(vec(ld, NAME("input_layernorm.weight"), D, 1, &L->attn_norm));
+    if (find(m, NAME("self_attn.qkv_proj.weight"))) { /* Phi-3: rows [q; k; v] */
+        cmf_weight qkv;
+        TRY(need_matrix(ld, name, QD + 2 * KVD, D, &qkv));
+        L->wq = cmf_weight_rows(&qkv, 0, QD);
+        L->wk = cmf_weight_rows(&qkv, QD, KVD);
+        L->wv = cmf_weight_rows(&qkv, QD + KVD, KVD);
+    } else {
+        TRY(need_matrix(ld, NAME("self_attn.q_proj.weight"), QD, D, &L->wq));
+        TRY(need_matrix(ld, NAME("self_attn.k_proj.weight"), KVD, D, &L->wk));
+        TRY(need_matrix(ld, NAME("self_attn.v_proj.weight"), KVD, D, &L->wv));
+    }
+    TRY(need_matrix(ld, NAME("self_attn.o_proj.weight"), D, QD, &L->wo));
+    /* Biases are used only when all three exist (§5.1). */
+    if (find(m, NAME("self_attn.q_proj.bias")) && find(m, NAME("self_attn.k_proj.bias")) &&
+        find(m, NAME("self_attn.v_proj.bias"))) {
+        TRY(vec(ld, NAME("self_attn.q_proj.bias"), QD, 1, &L->bq));
+        TRY(vec(ld, NAME("self_attn.k_proj.bias"), KVD, 1, &L->bk));
+        TRY(vec(ld, NAME("self_attn.v_proj.bias"), KVD, 1, &L->bv));
+    }
+    TRY(vec(ld, NAME("self_attn.q_norm.weight"), HD, 0, &L->q_norm));
+    TRY(vec(ld, NAME("self_attn.k_norm.weight"), HD, 0, &L->k_norm));
+    if ((L->q_norm == NULL) != (L->k_norm == NULL))
+        return cmf_err(CMF_E_FORMAT, "model: layer %d has only one of q_norm/k_norm", l);
+
+    if (find(m, NAME("pre_feedforward_layernorm.weight"))) { /* Gemma sandwich norms */
+        TRY(vec(ld, name, D, 1, &L->ffn_norm));
+        TRY(vec(ld, NAME("post_attention_layernorm.weight"), D, 1, &L->post_attn_norm));
+        TRY(vec(ld, NAME("post_feedforward_layernorm.weight"), D, 1, &L->post_ffn_norm));
+    } else {
+        TRY(vec(ld, NAME("post_attention_layernorm.weight"), D, 1, &L->ffn_norm));
+    }
+
+    int64_t F = -1;
+    if (find(m, NAME("mlp.gate_up_proj.weight"))) { /* Phi-3: rows [gate; up] */
+        cmf_weight gu;
+        TRY(need_matrix(ld, name, -1, D, &gu));
+        if (gu.rows % 2) return cmf_err(CMF_E_FORMAT, "model: %s has an odd number of rows", name);
+        F = gu.rows / 2;
+        L->w_gate = cmf_weight_rows(&gu, 0, F);
+        L->w_up = cmf_weight_rows(&gu, F, F);
+    } else {
+        TRY(need_matrix(ld, NAME("mlp.gate_proj.weight"), -1, D, &L->w_gate));
+        F = L->w_gate.rows;
+        TRY(need_matrix(ld, NAME("mlp.up_proj.weight"), F, D, &L->w_up));
+    }
+    if (F != c->intermediate_size)
+        return cmf_err(CMF_E_FORMAT, "model: layer %d FFN width %lld differs from intermediate_size %d", l,
+                       (long long)F, c->intermediate_size);
+    TRY(need_matrix(ld, NAME("mlp.down_proj.weight"), D, F, &L->w_down));
+#undef NAME
+    return CMF_OK;
+}
+
+/* Counts the floats needed for every 1-D tensor the loader decodes (an upper bound: all 1-D tensors). */
+static size_t small_floats(const cmf_file *f) {
+    size_t n = 0;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].ndim <= 1) n += cmf_tensor_numel(&f->tensors[i]);
+    return n;
+}
+
+static cmf_status load_tokenizer_config(cmf_model *m) {
+    m->bos_id = -1;
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m->file->header, "tokenizer_config");
+    if (!cJSON_IsObject(tc)) return CMF_OK;
+    const cJSON *eos = cJSON_GetObjectItemCaseSensitive(tc, "eos_token_ids");
+    if (cJSON_IsArray(eos)) {
+        int n = cJSON_GetArraySize(eos);
+        m->eos_ids = calloc((size_t)n + 1, sizeof *m->eos_ids);
+        if (!m->eos_ids) return cmf_err(CMF_E_NOMEM, "model: out of memory");
+        for (int i = 0; i < n; i++) {
+            const cJSON *e = cJSON_GetArrayItem(eos, i);
+            if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble >= m->cfg.vocab_size) continue;
+            m->eos_ids[m->n_eos++] = (int32_t)e->valuedouble;
+        }
+    }
+    const cJSON *bos = cJSON_GetObjectItemCaseSensitive(tc, "bos_token_id");
+    if (cJSON_IsNumber(bos) && bos->valuedouble >= 0 && bos->valuedouble < m->cfg.vocab_size)
+        m->bos_id = (int32_t)bos->valuedouble;
+    return CMF_OK;
+}
+
+static cmf_status build(cmf_model *m) {
+    const cmf_file *f = m->file;
+    if (f->env.features & CMF_FEAT_SKILL_FILE)
+        return cmf_err(CMF_E_UNSUPPORTED, "model: this is a standalone skill file (SKILL_FILE bit); apply it to its "
+                                          "base model first");
+    TRY(cmf_config_from_header(f->header, &m->cfg));
+    const cmf_config *c = &m->cfg;
+    loader ld = {m, NULL};
+    m->small = malloc((small_floats(f) + 1) * sizeof(float));
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->small || !m->layers) return cmf_err(CMF_E_NOMEM, "model: out of memory");
+    ld.small_cursor = m->small;
+
+    TRY(need_matrix(&ld, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed));
+    for (int l = 0; l < c->n_layers; l++) TRY(load_layer(&ld, l));
+    TRY(vec(&ld, "model.norm.weight", c->hidden_size, 1, &m->final_norm));
+    if (find(m, "lm_head.weight")) {
+        TRY(need_matrix(&ld, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head));
+    } else if (c->tie_word_embeddings) {
+        m->lm_head = m->embed;
+    } else {
+        return cmf_err(CMF_E_FORMAT, "model: lm_head.weight is missing and tie_word_embeddings is false");
+    }
+    TRY(load_tokenizer_config(m));
+    if (f->vocab) {
+        cmf_status st = cmf_tokenizer_load((const char *)f->vocab, f->env.vocab_len, &m->tokenizer);
+        if (st != CMF_OK) {
+            /* The model still runs from token ids; text needs the tokenizer. Keep the reason. */
+            const char *why = cmf_last_error();
+            m->tokenizer_error = malloc(strlen(why) + 1);
+            if (m->tokenizer_error) strcpy(m->tokenizer_error, why);
+            m->tokenizer = NULL;
+        }
+    }
+    return CMF_OK;
+}
+
+cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out) {
+    *out = NULL;
+    cmf_model *m = calloc(1, sizeof *m);
+    if (!m) return cmf_err(CMF_E_NOMEM, "model: out of memory");
+    m->n_threads = params ? params->n_threads : 0;
+    cmf_status st = cmf_file_open(path, &m->file);
+    if (st == CMF_OK) st = build(m);
+    if (st != CMF_OK) {
+        cmf_err_prefix(st, "%s: ", path);
+        cmf_model_free(m);
+        return st;
+    }
+    *out = m;
+    return CMF_OK;
+}
+
+void cmf_model_free(cmf_model *m) {
+    if (!m) return;
+    cmf_tokenizer_free(m->tokenizer);
+    free(m->tokenizer_error);
+    free(m->eos_ids);
+    free(m->layers);
+    free(m->small);
+    cmf_config_free(&m->cfg);
+    cmf_file_close(m->file);
+    free(m);
+}
+
+int cmf_model_vocab_size(const cmf_model *m) { return m->cfg.vocab_size; }
+int cmf_model_n_ctx_train(const cmf_model *m) { return m->cfg.max_position_embeddings; }
+const char *cmf_model_arch(const cmf_model *m) { return m->cfg.arch_name; }
+int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }
+const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m) { return m->tokenizer; }
+
+const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n) {
+    *n = m->n_eos;
+    return m->eos_ids;
+}
+
+/* Why cmf_model_tokenizer returned NULL ("" when the file simply has no vocab section). */
+const char *cmf_model_tokenizer_error(const cmf_model *m) { return m->tokenizer_error ? m->tokenizer_error : ""; }
+
+/* ---- sessions ----------------------------------------------------------------------------------------------- */
+
+enum { DEFAULT_N_BATCH = 256 };
+
+cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out) {
+    *out = NULL;
+    const cmf_config *c = &m->cfg;
+    if (n_ctx <= 0) n_ctx = c->max_position_embeddings;
+    if (n_ctx > (1 << 24)) return cmf_err(CMF_E_ARG, "session: context %d is too large", n_ctx);
+    cmf_session *s = calloc(1, sizeof *s);
+    if (!s) return cmf_err(CMF_E_NOMEM, "session: out of memory");
+    s->m = m;
+    s->n_ctx = n_ctx;
+    s->n_batch = n_ctx < DEFAULT_N_BATCH ? n_ctx : DEFAULT_N_BATCH;
+    const size_t D = (size_t)c->hidden_size, QD = (size_t)c->n_heads * c->head_dim,
+                 KVD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size, B = (size_t)s->n_batch;
+    const size_t kv = (size_t)c->n_layers * (size_t)n_ctx * KVD;
+    s->k_cache = calloc(kv, sizeof(float));
+    s->v_cache = calloc(kv, sizeof(float));
+    s->x = malloc(B * D * sizeof(float));
+    s->xb = malloc(B * D * sizeof(float));
+    s->q = malloc(B * QD * sizeof(float));
+    s->k = malloc(B * KVD * sizeof(float));
+    s->v = malloc(B * KVD * sizeof(float));
+    s->att = malloc(B * QD * sizeof(float));
+    s->hb = malloc(B * F * sizeof(float));
+    s->hb2 = malloc(B * F * sizeof(float));
+    s->logits = malloc((size_t)c->vocab_size * sizeof(float));
+    s->rope_inv_freq = malloc((size_t)c->rot_dim * sizeof(float));
+    cmf_status st = CMF_OK;
+    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2 ||
+        !s->logits || !s->rope_inv_freq)
+        st = cmf_err(CMF_E_NOMEM, "session: cannot allocate the KV cache and buffers for %d positions "
+                                  "(%.1f MiB of KV cache)", n_ctx, 2.0 * kv * sizeof(float) / (1 << 20));
+    if (st == CMF_OK) st = cmf_pool_new(m->n_threads, &s->pool);
+    if (st == CMF_OK) {
+        /* scratch per thread: one decoded weight row (widest input) or one row of attention scores */
+        size_t widest = D > QD ? D : QD;
+        if (F > widest) widest = F;
+        if ((size_t)n_ctx > widest) widest = (size_t)n_ctx;
+        st = cmf_pool_reserve(s->pool, widest * sizeof(float));
+    }
+    if (st != CMF_OK) {
+        cmf_session_free(s);
+        return st;
+    }
+    cmf_rope_inv_freq(c, c->rope_theta, s->rope_inv_freq);
+    cmf_rope_inv_freq(c, c->rope_local_theta, s->rope_inv_freq + c->rot_dim / 2);
+    *out = s;
+    return CMF_OK;
+}
+
+void cmf_session_free(cmf_session *s) {
+    if (!s) return;
+    cmf_pool_free(s->pool);
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->x);
+    free(s->xb);
+    free(s->q);
+    free(s->k);
+    free(s->v);
+    free(s->att);
+    free(s->hb);
+    free(s->hb2);
+    free(s->logits);
+    free(s->rope_inv_freq);
+    free(s);
+}
+
+void cmf_session_reset(cmf_session *s) { s->pos = 0; }
+int cmf_session_pos(const cmf_session *s) { return s->pos; }
+int cmf_session_n_ctx(const cmf_session *s) { return s->n_ctx; }
+const float *cmf_session_logits(const cmf_session *s) { return s->logits; }
+
+cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, float *all_logits) {
+    if (n <= 0) return cmf_err(CMF_E_ARG, "prefill: no tokens");
+    if (n > s->n_ctx - s->pos)
+        return cmf_err(CMF_E_ARG, "prefill: %d tokens do not fit: %d of the context's %d positions are free", n,
+                       s->n_ctx - s->pos, s->n_ctx);
+    const int V = s->m->cfg.vocab_size;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return cmf_err(CMF_E_ARG, "prefill: token id %d at index %d is outside the vocabulary [0, %d)",
+                           tokens[i], i, V);
+    for (int done = 0; done < n; done += s->n_batch) {
+        int b = n - done < s->n_batch ? n - done : s->n_batch;
+        cmf_forward(s, tokens + done, b, all_logits ? all_logits + (size_t)done * V : NULL);
+    }
+    return CMF_OK;
+}
+
+cmf_status cmf_session_decode(cmf_session *s, int32_t token) { return cmf_session_prefill(s, &token, 1, NULL); }

@@ -1,0 +1,97 @@
+/* model.h — the decoder-only transformer families cmf runs (Llama/Mistral/SmolLM, Qwen2/2.5/3, Gemma 2/3,
+ * Phi-3) as one forward pass whose family differences are data: llama2.c's trio of
+ *   cmf_config  (hyperparameters from the CMF header, CMF_FORMAT.md §1.4 / §5.2),
+ *   cmf_layer / cmf_model weights (views into the mapped file, nothing copied),
+ *   cmf_session (activations and the KV cache, allocated once when the session is created). */
+#ifndef CMF_MODEL_H
+#define CMF_MODEL_H
+
+#include <stdint.h>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/threadpool.h"
+#include "cmf.h"
+#include "format/format.h"
+
+#define CMF_MAX_LAYERS 1024
+
+typedef enum { CMF_ACT_SILU, CMF_ACT_GELU_TANH } cmf_act;
+typedef enum { CMF_ROPE_HALF, CMF_ROPE_INTERLEAVED } cmf_rope_pairing;
+
+typedef struct cmf_config {
+    char arch_name[64];
+    int hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim, vocab_size;
+    int max_position_embeddings;
+    float rms_norm_eps;
+    int gemma_norm;               /* norm_style "gemma": x̂·(1+w) */
+    cmf_act act;                  /* FFN activation of the gate branch */
+    float rope_theta;             /* global layers */
+    float rope_local_theta;       /* sliding layers (Gemma 3 rope_local_base_freq); = rope_theta when unset */
+    int rot_dim;                  /* rotary dims per head: floor(head_dim * partial_rotary_factor) */
+    cmf_rope_pairing rope_pairing;
+    /* rope_scaling (our header extension arch.rope_scaling): "llama3" or "linear"; factor 0 = none */
+    int rope_scaling_llama3;
+    float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_pos;
+    float embed_multiplier;       /* Gemma: sqrt(hidden_size) */
+    float attn_scale;             /* 1/sqrt(query_pre_attn_scalar or head_dim) */
+    float attn_softcap, final_softcap; /* 0 = off; else C·tanh(x/C) */
+    int sliding_window;           /* 0 = none */
+    uint8_t *is_sliding;          /* [n_layers] 1 = SlidingAttention */
+    int tie_word_embeddings;
+} cmf_config;
+
+/* One transformer block's weights. Optional pieces are NULL / has_* = 0. */
+typedef struct cmf_layer {
+    const float *attn_norm;        /* input_layernorm [hidden] (decoded to f32 at load) */
+    cmf_weight wq, wk, wv, wo;     /* views (Phi-3's fused qkv_proj is split into three row views) */
+    const float *bq, *bk, *bv;     /* Qwen2 biases, or NULL */
+    const float *q_norm, *k_norm;  /* Qwen3/Gemma3 per-head norms [head_dim], or NULL */
+    const float *post_attn_norm;   /* Gemma sandwich: norm of the attention output, or NULL */
+    const float *ffn_norm;         /* pre-FFN norm: post_attention_layernorm (Llama) / pre_feedforward (Gemma) */
+    const float *post_ffn_norm;    /* Gemma sandwich, or NULL */
+    cmf_weight w_gate, w_up, w_down; /* Phi-3's fused gate_up_proj is split into two row views */
+} cmf_layer;
+
+struct cmf_model {
+    cmf_file *file;
+    cmf_config cfg;
+    cmf_weight embed;             /* [vocab, hidden] */
+    cmf_weight lm_head;           /* = embed when tied */
+    const float *final_norm;      /* [hidden] */
+    cmf_layer *layers;
+    float *small;                 /* f32 copies of every 1-D tensor (norms, biases), one allocation */
+    int n_threads;
+    int32_t *eos_ids;
+    int n_eos;
+    int32_t bos_id;
+    cmf_tokenizer *tokenizer;     /* NULL when the file has no vocab section or it failed to load */
+    char *tokenizer_error;        /* why tokenizer is NULL (malloc'd), or NULL */
+};
+
+struct cmf_session {
+    cmf_model *m;
+    cmf_pool *pool;
+    int n_ctx, pos, n_batch;
+    /* KV cache: [n_layers][n_ctx][n_kv_heads*head_dim], f32 */
+    float *k_cache, *v_cache;
+    /* activations for a batch of up to n_batch tokens */
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2;
+    float *logits;                /* [vocab]: the last position */
+    float *rope_inv_freq;         /* [rot_dim/2] global; [rot_dim/2] local */
+};
+
+/* Reads and validates `arch` (and tokenizer_config) of a header into cfg. Errors: CMF_E_FORMAT naming the key. */
+cmf_status cmf_config_from_header(const cJSON *header, cmf_config *cfg);
+void cmf_config_free(cmf_config *cfg);
+
+/* RoPE inverse frequencies for rot_dim dims and base theta, with the config's rope_scaling applied
+ * (llama3: Meta's Llama 3.1 frequency smoothing; linear: divide by factor). inv_freq has rot_dim/2 entries. */
+void cmf_rope_inv_freq(const cmf_config *cfg, float theta, float *inv_freq);
+
+/* Runs n tokens at positions s->pos.. through the model (the forward pass, forward.c); writes the logits of
+ * every position into all_logits ([n][vocab]) when not NULL and the last one into s->logits.
+ * Preconditions (checked by the caller): s->pos + n <= n_ctx, n <= s->n_batch, ids in range. */
+void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits);
+
+#endif
