@@ -1,0 +1,101 @@
+/* gguf.h — a validating, read-only reader of GGUF v2/v3 files (ggml's container: ggml/docs/gguf.md).
+ *
+ * Layout: "GGUF" magic, u32 version, u64 tensor_count, u64 kv_count; kv_count metadata pairs (string key, u32 value
+ * type, value); tensor_count tensor infos (string name, u32 n_dims, u64 ne[n_dims] innermost first, u32 ggml type,
+ * u64 offset); padding to general.alignment (default 32); the data section. Strings are u64 length + bytes (no NUL).
+ * Every length, count and offset is checked against the file size before use: a corrupt file is an error. */
+#ifndef CMF_CONVERT_GGUF_H
+#define CMF_CONVERT_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+#include "util/fileio.h"
+
+/* Metadata value types (gguf.md "gguf_metadata_value_type"). */
+enum cmf_gguf_vtype {
+    CMF_GGUF_U8 = 0, CMF_GGUF_I8 = 1, CMF_GGUF_U16 = 2, CMF_GGUF_I16 = 3, CMF_GGUF_U32 = 4, CMF_GGUF_I32 = 5,
+    CMF_GGUF_F32 = 6, CMF_GGUF_BOOL = 7, CMF_GGUF_STRING = 8, CMF_GGUF_ARRAY = 9, CMF_GGUF_U64 = 10,
+    CMF_GGUF_I64 = 11, CMF_GGUF_F64 = 12,
+};
+
+/* ggml tensor types the converter reads (others are sized for validation only). */
+enum { CMF_GGML_F32 = 0, CMF_GGML_F16 = 1, CMF_GGML_BF16 = 30 };
+
+/* A string inside the mapping: not NUL-terminated. */
+typedef struct cmf_gguf_str {
+    const char *p;
+    uint64_t len;
+} cmf_gguf_str;
+
+typedef struct cmf_gguf_kv {
+    char *key;    /* NUL-terminated copy */
+    int type;     /* enum cmf_gguf_vtype */
+    union {
+        uint64_t u; /* unsigned integer types and bool */
+        int64_t i;  /* signed integer types */
+        double f;   /* f32/f64 */
+    } v;
+    cmf_gguf_str str;        /* CMF_GGUF_STRING */
+    int arr_type;            /* CMF_GGUF_ARRAY: element type */
+    uint64_t arr_n;          /* element count */
+    const uint8_t *arr_data; /* first element in the mapping (numeric arrays: packed little-endian) */
+    cmf_gguf_str *arr_strs;  /* string arrays: arr_n strings (malloc'd index into the mapping) */
+} cmf_gguf_kv;
+
+typedef struct cmf_gguf_tensor {
+    char *name;          /* NUL-terminated copy */
+    int ndim;            /* 1..4 */
+    uint64_t ne[4];      /* ggml order: ne[0] is the innermost (contiguous) dimension */
+    int type;            /* ggml type id */
+    uint64_t offset;     /* relative to the data section, a multiple of the alignment */
+    uint64_t nbytes;     /* from type and ne */
+    const uint8_t *data; /* into the mapping */
+} cmf_gguf_tensor;
+
+typedef struct cmf_gguf {
+    char *path;
+    cmf_mmap map;
+    uint32_t version;
+    uint64_t alignment;
+    size_t n_kv;
+    cmf_gguf_kv *kv;
+    size_t n_tensors;
+    cmf_gguf_tensor *tensors;
+    const uint8_t *data; /* data section */
+    uint64_t data_len;
+} cmf_gguf;
+
+/* Maps and validates a GGUF v2/v3 file: magic, version, every string/array length, unique keys, unique tensor
+ * names, n_dims 1..4, known ggml types, offsets aligned and offset + nbytes inside the data section.
+ * Errors: CMF_E_IO, CMF_E_FORMAT (message names the file offset, key or tensor), CMF_E_UNSUPPORTED (version 1 or
+ * > 3, unknown ggml type). Free with cmf_gguf_close. */
+cmf_status cmf_gguf_open(const char *path, cmf_gguf **out);
+void cmf_gguf_close(cmf_gguf *g);
+
+/* Metadata lookup by exact key; NULL when absent. */
+const cmf_gguf_kv *cmf_gguf_kv_find(const cmf_gguf *g, const char *key);
+
+/* Scalar getters: return 1 and set *out when `key` exists with a compatible type (any integer type or bool for
+ * get_int; any integer or float type for get_float), else 0. */
+int cmf_gguf_get_int(const cmf_gguf *g, const char *key, int64_t *out);
+int cmf_gguf_get_float(const cmf_gguf *g, const char *key, double *out);
+
+/* A malloc'd NUL-terminated copy of a string value; NULL when absent, not a string, or out of memory. */
+char *cmf_gguf_get_str(const cmf_gguf *g, const char *key);
+
+/* Element i (< arr_n) of a numeric array as a double (integers converted exactly up to 2^53). 0 for non-numeric. */
+double cmf_gguf_arr_num(const cmf_gguf_kv *kv, uint64_t i);
+
+/* Tensor lookup by exact name; NULL when absent. */
+const cmf_gguf_tensor *cmf_gguf_tensor_find(const cmf_gguf *g, const char *name);
+
+/* Element count (product of ne). */
+uint64_t cmf_gguf_numel(const cmf_gguf_tensor *t);
+
+/* Decodes an F32/F16/BF16 tensor into numel floats (ggml memory order, i.e. row-major [ne1][ne0]).
+ * Errors: CMF_E_UNSUPPORTED for quantized types (message names the tensor and its type). */
+cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out);
+
+#endif
