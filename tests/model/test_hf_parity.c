@@ -1,0 +1,209 @@
+/* Parity with Hugging Face transformers on the hf-tiny checkpoints (random weights, real architectures).
+ * Reference: shared/data/hf-tiny/<case>/ref.safetensors, computed by transformers 5.17 in float32 (eager).
+ *  - f32: logits within 1e-4 x max|logit| at every position, and the 24 greedy tokens equal greedy_i;
+ *  - q8_row and q8_2f: logits within 2e-3 x max|logit| of our own f32 forward on the same weights dequantized
+ *    (so only the kernels differ), and teacher-forced top-1 agreement with logits_i on >= 85% of positions. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmf.h"
+#include "convert/convert.h"
+#include "convert/safetensors.h"
+#include "format/format.h"
+#include "quant/dtype.h"
+#include "testutil.h"
+
+static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Runs one prefill of ids and returns malloc'd logits [n][vocab]. */
+static float *eval(cmf_model *m, const int32_t *ids, int n) {
+    cmf_session *s = NULL;
+    if (cmf_session_new(m, 512, &s) != CMF_OK) return NULL;
+    float *lg = malloc((size_t)n * cmf_model_vocab_size(m) * sizeof(float));
+    if (cmf_session_prefill(s, ids, n, lg) != CMF_OK) {
+        free(lg);
+        lg = NULL;
+    }
+    cmf_session_free(s);
+    return lg;
+}
+
+static int32_t *st_ids(const cmf_safetensors *st, const char *name, int *n) {
+    const cmf_st_tensor *t = cmf_st_find(st, name);
+    if (!t) return NULL;
+    *n = (int)cmf_st_numel(t);
+    float *f = malloc(*n * sizeof(float));
+    int32_t *ids = malloc(*n * sizeof(int32_t));
+    cmf_st_to_f32(t, f);
+    for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
+    free(f);
+    return ids;
+}
+
+static float *st_f32(const cmf_safetensors *st, const char *name) {
+    const cmf_st_tensor *t = cmf_st_find(st, name);
+    if (!t) return NULL;
+    float *f = malloc(cmf_st_numel(t) * sizeof(float));
+    cmf_st_to_f32(t, f);
+    return f;
+}
+
+/* Writes a copy of `src` whose every tensor is its f32 decode (same names, shapes and header). */
+static int write_dequantized(const char *src, const char *dst) {
+    cmf_file *f = NULL;
+    if (cmf_file_open(src, &f) != CMF_OK) return -1;
+    cmf_writer *w = NULL;
+    if (cmf_writer_new(dst, &w) != CMF_OK) return -1;
+    int rc = 0;
+    for (size_t i = 0; i < f->n_tensors && !rc; i++) {
+        const cmf_tensor *t = &f->tensors[i];
+        uint64_t n = cmf_tensor_numel(t);
+        float *buf = malloc(n * sizeof(float));
+        if (cmf_dequant(t->dtype, t->ndim, t->shape, t->data, t->nbytes, buf) != CMF_OK ||
+            cmf_writer_add(w, t->name, CMF_DT_F32, t->ndim, t->shape, buf, n * 4) != CMF_OK)
+            rc = -1;
+        free(buf);
+    }
+    cJSON *h = cJSON_Duplicate(f->header, 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(h, "section_hashes");
+    cJSON_ReplaceItemInObjectCaseSensitive(h, "quant_type", cJSON_CreateString("F32"));
+    cmf_writer_set_header(w, h);
+    if (rc) cmf_writer_abort(w);
+    else if (cmf_writer_finish(w) != CMF_OK) rc = -1;
+    cmf_file_close(f);
+    return rc;
+}
+
+static void check_case(const char *name) {
+    char dir[512], ref[512], out[512];
+    snprintf(dir, sizeof dir, "%s", shared_path("data/hf-tiny/"));
+    strncat(dir, name, sizeof dir - strlen(dir) - 1);
+    snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
+    cmf_safetensors *st = NULL;
+    if (cmf_st_open(ref, &st) != CMF_OK) {
+        CHECK_MSG(0, "%s: %s", name, cmf_last_error());
+        return;
+    }
+    cmf_convert_opts opts = {0};
+    opts.quant = CMF_DT_F32;
+    snprintf(out, sizeof out, "%s", tmp_path(name));
+    strncat(out, "-f32.cmf", sizeof out - strlen(out) - 1);
+    cmf_status cst = cmf_convert_hf(dir, out, &opts);
+    CHECK_MSG(cst == CMF_OK, "%s: convert: %s", name, cmf_last_error());
+    cmf_model *m = NULL;
+    cmf_status lst = cst == CMF_OK ? cmf_model_load(out, NULL, &m) : cst;
+    CHECK_MSG(lst == CMF_OK, "%s: load: %s", name, cmf_last_error());
+    if (lst != CMF_OK) {
+        cmf_st_close(st);
+        return;
+    }
+    const int V = cmf_model_vocab_size(m);
+
+    /* quantized variants and their dequantized-f32 twins */
+    static const int QUANTS[2] = {CMF_DT_Q8_ROW, CMF_DT_Q8_2F};
+    cmf_model *qm[2] = {0}, *dqm[2] = {0};
+    for (int qi = 0; qi < 2; qi++) {
+        char qp[600], dp[600];
+        snprintf(qp, sizeof qp, "%s.%s.cmf", out, cmf_dtype_name(QUANTS[qi]));
+        snprintf(dp, sizeof dp, "%s.%s.deq.cmf", out, cmf_dtype_name(QUANTS[qi]));
+        opts.quant = QUANTS[qi];
+        int ok = cmf_convert_hf(dir, qp, &opts) == CMF_OK && write_dequantized(qp, dp) == 0 &&
+                 cmf_model_load(qp, NULL, &qm[qi]) == CMF_OK && cmf_model_load(dp, NULL, &dqm[qi]) == CMF_OK;
+        CHECK_MSG(ok, "%s: %s variant: %s", name, cmf_dtype_name(QUANTS[qi]), cmf_last_error());
+    }
+
+    int agree[2] = {0, 0}, total = 0;
+    for (int seq = 0;; seq++) {
+        char key[64];
+        int n = 0, ng = 0;
+        snprintf(key, sizeof key, "input_%d", seq);
+        int32_t *ids = st_ids(st, key, &n);
+        if (!ids) break;
+        snprintf(key, sizeof key, "logits_%d", seq);
+        float *want = st_f32(st, key);
+        snprintf(key, sizeof key, "greedy_%d", seq);
+        int32_t *greedy = st_ids(st, key, &ng);
+        float *got = eval(m, ids, n);
+        CHECK_MSG(got && want && greedy, "%s seq %d: missing data or eval failed: %s", name, seq, cmf_last_error());
+        if (got && want && greedy) {
+            float maxabs = 0, maxdiff = 0;
+            for (size_t i = 0; i < (size_t)n * V; i++) {
+                if (fabsf(want[i]) > maxabs) maxabs = fabsf(want[i]);
+                if (fabsf(want[i] - got[i]) > maxdiff) maxdiff = fabsf(want[i] - got[i]);
+            }
+            CHECK_MSG(maxdiff <= 1e-4f * maxabs, "%s seq %d (len %d): f32 max|diff| %g > 1e-4 x %g", name, seq, n,
+                      maxdiff, maxabs);
+            printf("%-12s seq %d len %3d: f32 max|diff|/max|logit| = %.2e\n", name, seq, n, maxdiff / maxabs);
+
+            /* greedy continuation: prefill, then 24 decode steps by argmax */
+            cmf_session *s = NULL;
+            CHECK(cmf_session_new(m, 512, &s) == CMF_OK);
+            int match = s && cmf_session_prefill(s, ids, n, NULL) == CMF_OK;
+            for (int g = 0; match && g < ng; g++) {
+                int tok = argmax(cmf_session_logits(s), V);
+                if (tok != greedy[g]) {
+                    CHECK_MSG(0, "%s seq %d: greedy token %d is %d, transformers gives %d", name, seq, g, tok,
+                              greedy[g]);
+                    match = 0;
+                    break;
+                }
+                if (g + 1 < ng) match = cmf_session_decode(s, tok) == CMF_OK;
+            }
+            cmf_session_free(s);
+
+            for (int qi = 0; qi < 2; qi++) {
+                if (!qm[qi] || !dqm[qi]) continue;
+                float *ql = eval(qm[qi], ids, n), *dl = eval(dqm[qi], ids, n);
+                CHECK(ql && dl);
+                if (ql && dl) {
+                    float mx = 0, md = 0;
+                    for (size_t i = 0; i < (size_t)n * V; i++) {
+                        if (fabsf(dl[i]) > mx) mx = fabsf(dl[i]);
+                        if (fabsf(dl[i] - ql[i]) > md) md = fabsf(dl[i] - ql[i]);
+                    }
+                    CHECK_MSG(md <= 2e-3f * mx, "%s seq %d %s: max|diff| %g > 2e-3 x %g vs dequantized f32", name,
+                              seq, cmf_dtype_name(QUANTS[qi]), md, mx);
+                    for (int p = 0; p < n; p++)
+                        agree[qi] += argmax(ql + (size_t)p * V, V) == argmax(want + (size_t)p * V, V);
+                }
+                free(ql);
+                free(dl);
+            }
+            total += n;
+        }
+        free(ids);
+        free(want);
+        free(greedy);
+        free(got);
+    }
+    CHECK_MSG(total > 0, "%s: no input_i sequences in ref.safetensors", name);
+    for (int qi = 0; qi < 2; qi++) {
+        if (!qm[qi] || !total) continue;
+        double frac = (double)agree[qi] / total;
+        printf("%-12s %s: top-1 agreement with transformers %.1f%% (%d/%d)\n", name, cmf_dtype_name(QUANTS[qi]),
+               100 * frac, agree[qi], total);
+        CHECK_MSG(frac >= 0.85, "%s %s: top-1 agreement %.3f < 0.85", name, cmf_dtype_name(QUANTS[qi]), frac);
+        cmf_model_free(qm[qi]);
+        cmf_model_free(dqm[qi]);
+    }
+    cmf_model_free(m);
+    cmf_st_close(st);
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) {
+        check_case(argv[1]);
+    } else {
+        for (size_t i = 0; i < sizeof CASES / sizeof *CASES; i++) check_case(CASES[i]);
+    }
+    CMF_TEST_END();
+}
