@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Builds and runs the whole test suite: a Release build with gcc (ctest), a -Werror compile with clang, and the
+# same suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/deps.sh
+jobs=$(nproc)
+echo "== gcc Release build + ctest"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$jobs" >/dev/null
+(cd build && ctest --output-on-failure -j"$jobs")
+echo "== clang -Werror build"
+CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-clang -j"$jobs" >/dev/null
+echo "== ASan+UBSan build + ctest"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMF_SANITIZE=ON >/dev/null
+cmake --build build-asan -j"$jobs" >/dev/null
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
