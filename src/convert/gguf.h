@@ -98,4 +98,9 @@ uint64_t cmf_gguf_numel(const cmf_gguf_tensor *t);
  * Errors: CMF_E_UNSUPPORTED for quantized types (message names the tensor and its type). */
 cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out);
 
+/* Builds the Hugging Face tokenizer.json equivalent to the tokenizer embedded in an opened GGUF (tokenizer.ggml.*);
+ * see cmf_gguf_tokenizer_json in convert/convert.h for the mapping. *json is malloc'd and NUL-terminated.
+ * Errors: CMF_E_FORMAT (missing/mis-sized arrays, ids out of range), CMF_E_UNSUPPORTED (other tokenizer models). */
+cmf_status cmf_gguf_build_tokenizer(const cmf_gguf *g, char **json, size_t *len);
+
 #endif
