@@ -64,7 +64,7 @@ struct cmf_file {
     const uint8_t *masks, *vocab, *index; /* section pointers (NULL when absent) */
 };
 
-/* hash64 of n bytes (§1.10): no seed, little-endian words, fmix64 finalizer. */
+/* hash64 of n bytes (§1.10): no seed, little-endian words, fmix64 finalizer. `data` may be NULL when n == 0. */
 uint64_t cmf_hash64(const void *data, size_t n);
 
 /* Tensor lookup by exact name; NULL when absent. O(1). */
@@ -75,6 +75,39 @@ uint64_t cmf_tensor_numel(const cmf_tensor *t);
 
 /* Reads an envelope from 128 bytes (no validation). */
 void cmf_envelope_decode(const uint8_t *p, cmf_envelope *e);
+
+/* Writes `e` as the 128-byte envelope (§1.2): magic, the fields, zero elsewhere. */
+void cmf_envelope_encode(const cmf_envelope *e, uint8_t *p);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Validators shared by the reader and the writer (src/format/header.c, sections.c). Each returns CMF_OK or
+ * CMF_E_FORMAT with a message naming the section, its file offset and the field; `file_off` is where the
+ * section starts in the file (only used in messages).
+ * ---------------------------------------------------------------------------------------------------------- */
+
+/* Parses the header JSON (§1.4) from `len` bytes (not NUL-terminated): must be valid UTF-8, one JSON object
+ * with only whitespace after it, and pass cmf_header_check. *out receives the tree (caller frees with
+ * cJSON_Delete). */
+cmf_status cmf_header_parse(const uint8_t *p, uint64_t len, uint64_t file_off, cJSON **out);
+
+/* Checks a parsed header against the required schema of §1.4: `version` (u32), `arch` (object with
+ * arch_name, the unsigned geometry keys, layer_types from the PascalCase set, rms_norm_eps,
+ * max_position_embeddings; typed optional keys norm_style, hidden_act, num_loops, moe, mtp, ...),
+ * `quant_type` (enum), and the optional `tokenizer_config`, `section_hashes` (16 hex digits), `skills` (each
+ * with `id`), `shard`, `calibration`, `routing`. Optional keys may be null (absent). */
+cmf_status cmf_header_check(const cJSON *header, uint64_t file_off);
+
+/* Masks section (§1.7) of `len` bytes: n_masks == meta.masks length, each MaskMeta's required keys, blob
+ * bounds inside the section, blob_len equal to the legacy or the loop layout computed from `arch`,
+ * has_expert_fields only with arch.moe. */
+cmf_status cmf_masks_check(const cJSON *arch, const uint8_t *sec, uint64_t len, uint64_t file_off);
+
+/* Index of the first byte of p[0..len) that is not valid UTF-8 (overlongs, surrogates and code points past
+ * U+10FFFF are invalid, as in Rust's str::from_utf8), or len when it is all valid. Uses utf8proc. */
+size_t cmf_utf8_invalid_at(const uint8_t *p, size_t len);
+
+/* Sparse index section (§1.9): every entry (16-byte head, u16 groups, u8 heads, pad to 4) lies inside it. */
+cmf_status cmf_index_check(const uint8_t *sec, uint64_t len, uint64_t file_off);
 
 /* ------------------------------------------------------------------------------------------------------------
  * Writer (§1.12).
@@ -93,7 +126,12 @@ cmf_status cmf_writer_add(cmf_writer *w, const char *name, int dtype, int ndim, 
 /* Sets the header JSON object (ownership passes to the writer). `section_hashes` is added by finish. */
 void cmf_writer_set_header(cmf_writer *w, cJSON *header);
 
-/* Sets the vocab section (tokenizer.json bytes, copied) and the raw masks section (copied, may be NULL). */
+/* Sets the vocab section (tokenizer.json bytes, copied) and the raw masks section (§1.7 bytes, copied; NULL or
+ * len 0 = none). Feature bits follow §1.3: BINARY_MASKS when the section holds at least one mask, LOOP_MASKS
+ * when it does and arch.num_loops > 1. `loop_masks` (nonzero: the blobs use the loop layout) is checked at
+ * finish: loop-layout masks with num_loops <= 1 are CMF_E_ARG. finish also validates the masks section against
+ * the header's arch (cmf_masks_check) and the header itself (cmf_header_check), so a written file always opens.
+ * Errors: CMF_E_ARG (NULL writer), CMF_E_NOMEM. */
 cmf_status cmf_writer_set_vocab(cmf_writer *w, const void *data, size_t len);
 cmf_status cmf_writer_set_masks(cmf_writer *w, const void *data, size_t len, int loop_masks);
 

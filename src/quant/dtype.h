@@ -53,16 +53,30 @@ uint16_t cmf_f32_to_bf16(float f);
 /* Round-trip through f16 (the scale rounding of §2.2). */
 float cmf_f16_round(float f);
 
-/* Decodes a whole tensor payload to n = prod(shape) floats in `out` (row-major). Supported: f32, f16, bf16,
- * q8_row, q8_2f (and, once implemented, the 4-bit family). Errors: CMF_E_UNSUPPORTED for dtypes without a
- * decoder, CMF_E_FORMAT when nbytes or the shape do not fit the dtype. */
+/* Decodes a whole tensor payload to n = prod(shape) floats in `out` (row-major, caller-allocated). Supported:
+ * f32, f16, bf16 (§2.1), q8_row (§2.2, 2-D), q8_2f (§2.3, 2-D; w = (q*row_scale)*col in f32, as the reference
+ * Python reader), q4_block (§2.4), q4_tiled (§2.5), q1 (§2.10), vbit (§2.8), vbit_ro (§2.9).
+ * Errors: CMF_E_UNSUPPORTED for dtypes without a decoder (mix8_4, u8, q4_col, q1s, q1t, q4tp, q2tp, unknown),
+ * CMF_E_FORMAT when nbytes or the shape do not fit the dtype (message names the expected size). */
 cmf_status cmf_dequant(int dtype, int ndim, const uint32_t *shape, const uint8_t *data, uint64_t nbytes,
                        float *out);
 
+/* Validates the payload of a variable-size dtype whose layout is checkable at open (§1.11.10): vbit (§2.8:
+ * 2-D, cols a positive multiple of 32, every row width in {3,4,5,6,8}, nbytes == rows + 2*rows*ng +
+ * sum ceil(cols*b/8)) and vbit_ro (§2.9: the same plus the u32 row_off table: row_off[0] == 0, each step ==
+ * ceil(cols*b/8), packed_off + row_off[rows] == nbytes). `data` holds nbytes readable bytes. Other dtypes:
+ * CMF_OK (nothing to check). Errors: CMF_E_FORMAT with a message naming the byte offset inside the payload
+ * (the caller prefixes the tensor name). */
+cmf_status cmf_dtype_check_payload(int dtype, int ndim, const uint32_t *shape, const uint8_t *data,
+                                   uint64_t nbytes);
+
 /* Encodes rows x cols floats (row-major) as `dtype`, writing exactly cmf_dtype_nbytes bytes to `dst`
- * (allocated by the caller). 1-D tensors are rows = 1. The encoders follow cortiq bit for bit (§2.2–2.3):
+ * (allocated by the caller). 1-D tensors are rows = 1. The encoders follow cortiq bit for bit (§2.2–2.4):
  * scale rounded to f16 and floored before quantizing, round-half-even, q8_2f column RMS in f64 blocks of 256 rows.
- * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder. */
+ * Supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled (size rows*cols + 2*rows [+ 2*cols] for the
+ * q8 pair, 18*ceil(rows*cols/32) for the q4 pair; note that a file's q8 shape must be 2-D for its size to match).
+ * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized
+ * dtype (the message names the element) or a size that overflows. */
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst);
 
 #endif

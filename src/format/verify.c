@@ -1,0 +1,108 @@
+/* verify.c — cmf_file_verify (CMF_FORMAT.md §1.11 "verify()"): recompute hash64 of the header, the directory,
+ * the sections named in header.section_hashes and every tensor payload, and list each mismatch on its own line. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "format/format.h"
+#include "util/error.h"
+
+typedef struct report {
+    char *buf;
+    size_t len, cap;
+    int n, oom;
+    char first[256];
+} report;
+
+static void add(report *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void add(report *r, const char *fmt, ...) {
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    if (k < 0) return;
+    size_t l = strlen(line);
+    if (r->n++ == 0) {
+        size_t c = l < sizeof r->first - 1 ? l : sizeof r->first - 1;
+        memcpy(r->first, line, c);
+        r->first[c] = 0;
+    }
+    if (r->len + l + 2 > r->cap) {
+        size_t cap = (r->cap ? r->cap * 2 : 256) + l + 2;
+        char *b = realloc(r->buf, cap);
+        if (!b) {
+            r->oom = 1;
+            return;
+        }
+        r->buf = b, r->cap = cap;
+    }
+    memcpy(r->buf + r->len, line, l);
+    r->len += l;
+    r->buf[r->len++] = '\n';
+    r->buf[r->len] = 0;
+}
+
+static int parse_hex16(const char *s, uint64_t *v) {
+    if (!s || strlen(s) != 16) return 0;
+    uint64_t x = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return 0;
+        x = (x << 4) | (uint64_t)d;
+    }
+    *v = x;
+    return 1;
+}
+
+cmf_status cmf_file_verify(const cmf_file *f, char **out) {
+    if (out) *out = NULL;
+    if (!f) return cmf_err(CMF_E_ARG, "cmf_file_verify: NULL file");
+    const cmf_envelope *e = &f->env;
+    const uint8_t *m = f->map.data;
+    report r = {0};
+    uint64_t h;
+    if (e->header_hash && (h = cmf_hash64(m + e->header_off, e->header_len)) != e->header_hash)
+        add(&r, "header: hash64 %016llx does not match the recorded %016llx (envelope@0x70)", (unsigned long long)h,
+            (unsigned long long)e->header_hash);
+    if (e->dir_hash && (h = cmf_hash64(m + e->dir_off, e->dir_len)) != e->dir_hash)
+        add(&r, "dir: hash64 %016llx does not match the recorded %016llx (envelope@0x78)", (unsigned long long)h,
+            (unsigned long long)e->dir_hash);
+    const cJSON *sh = cJSON_GetObjectItemCaseSensitive(f->header, "section_hashes");
+    static const char *const names[3] = {"masks", "vocab", "index"};
+    const uint64_t offs[3] = {e->masks_off, e->vocab_off, e->index_off};
+    const uint64_t lens[3] = {e->masks_len, e->vocab_len, e->index_len};
+    for (int i = 0; i < 3 && cJSON_IsObject(sh); i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(sh, names[i]);
+        uint64_t want;
+        if (!v || cJSON_IsNull(v) || lens[i] == 0) continue;
+        if (!cJSON_IsString(v) || !parse_hex16(v->valuestring, &want)) {
+            add(&r, "section_hashes.%s: malformed value (expected 16 hex digits)", names[i]);
+            continue;
+        }
+        if ((h = cmf_hash64(m + offs[i], lens[i])) != want)
+            add(&r, "%s section: hash64 %016llx does not match section_hashes.%s %016llx", names[i],
+                (unsigned long long)h, names[i], (unsigned long long)want);
+    }
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const cmf_tensor *t = &f->tensors[i];
+        if ((h = cmf_hash64(t->data, t->nbytes)) != t->hash)
+            add(&r, "tensor \"%.300s\": hash64 %016llx does not match the recorded %016llx", t->name,
+                (unsigned long long)h, (unsigned long long)t->hash);
+    }
+    if (r.oom) {
+        free(r.buf);
+        return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
+    }
+    if (out) {
+        if (!r.buf) r.buf = calloc(1, 1);
+        if (!r.buf) return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
+        *out = r.buf;
+    } else {
+        free(r.buf);
+    }
+    if (r.n) return cmf_err(CMF_E_INTEGRITY, "verify %s: %d problem(s); first: %s", f->path, r.n, r.first);
+    return CMF_OK;
+}

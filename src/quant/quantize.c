@@ -1,0 +1,143 @@
+/* quantize.c — the reference encoders (CMF_FORMAT.md §2.1–2.5, §2.13), bit-exact to cortiq's:
+ * every scale is rounded to f16 (round-to-nearest-even) and floored at CMF_F16_TINY before the integers are
+ * computed against it; integers are round-half-even (rintf in the default rounding mode) and clamped. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "quant/dtype.h"
+#include "util/error.h"
+
+static void wr16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* The stored-scale rule of §2.13: f16round(x), floored at the smallest normal f16. */
+static float f16_scale(float x) {
+    float s = cmf_f16_round(x);
+    return s < CMF_F16_TINY ? CMF_F16_TINY : s;
+}
+
+/* round-half-even of x, clamped to [lo, hi]; x is finite here (inputs are checked). */
+static int round_clamp(float x, int lo, int hi) {
+    float r = rintf(x);
+    if (r < (float)lo) return lo;
+    if (r > (float)hi) return hi;
+    return (int)r;
+}
+
+static cmf_status check_finite(const float *src, uint64_t n, int dtype) {
+    for (uint64_t i = 0; i < n; i++)
+        if (!isfinite(src[i]))
+            return cmf_err(CMF_E_ARG, "quantize %s: element %llu is not finite", cmf_dtype_name(dtype),
+                           (unsigned long long)i);
+    return CMF_OK;
+}
+
+/* q8_row (§2.2): [int8 q: rows*cols][f16 scale: rows]; s = f16_scale(absmax/127), q in [-128, 127]. */
+static void enc_q8_row(uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {
+    uint8_t *sc = dst + rows * cols;
+    for (uint64_t r = 0; r < rows; r++) {
+        const float *w = src + r * cols;
+        float amax = 0.0f;
+        for (uint64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(w[c]));
+        float s = f16_scale(amax / 127.0f);
+        for (uint64_t c = 0; c < cols; c++) dst[r * cols + c] = (uint8_t)(int8_t)round_clamp(w[c] / s, -128, 127);
+        wr16(sc + 2 * r, cmf_f32_to_f16(s));
+    }
+}
+
+/* q8_2f (§2.3): [int8 q][f16 row_scale: rows][f16 col: cols].
+ * col[c] = f16round((float)max(sqrt(sum_r w^2 / rows), 1e-12)) floored at F16_TINY; the f64 sums are taken in
+ * blocks of 256 rows whose sums are added in order. Each row is divided by col, then quantized like q8_row
+ * with clamp [-127, 127]. */
+static cmf_status enc_q8_2f(uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {
+    double *tot = calloc(cols ? cols : 1, sizeof *tot), *blk = calloc(cols ? cols : 1, sizeof *blk);
+    float *col = malloc((cols ? cols : 1) * sizeof *col);
+    if (!tot || !blk || !col) {
+        free(tot), free(blk), free(col);
+        return cmf_err(CMF_E_NOMEM, "quantize q8_2f: cannot allocate %llu columns", (unsigned long long)cols);
+    }
+    for (uint64_t r0 = 0; r0 < rows; r0 += 256) {
+        uint64_t r1 = rows - r0 < 256 ? rows : r0 + 256;
+        memset(blk, 0, cols * sizeof *blk);
+        for (uint64_t r = r0; r < r1; r++)
+            for (uint64_t c = 0; c < cols; c++) {
+                double v = (double)src[r * cols + c];
+                blk[c] += v * v;
+            }
+        for (uint64_t c = 0; c < cols; c++) tot[c] += blk[c];
+    }
+    uint8_t *rs = dst + rows * cols, *cs = rs + 2 * rows;
+    for (uint64_t c = 0; c < cols; c++) {
+        double rms = rows ? sqrt(tot[c] / (double)rows) : 0.0;
+        if (rms < 1e-12) rms = 1e-12;
+        col[c] = f16_scale((float)rms);
+        wr16(cs + 2 * c, cmf_f32_to_f16(col[c]));
+    }
+    for (uint64_t r = 0; r < rows; r++) {
+        const float *w = src + r * cols;
+        float amax = 0.0f;
+        for (uint64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(w[c] / col[c]));
+        float s = f16_scale(fmaxf(amax, 1e-12f) / 127.0f);
+        for (uint64_t c = 0; c < cols; c++)
+            dst[r * cols + c] = (uint8_t)(int8_t)round_clamp((w[c] / col[c]) / s, -127, 127);
+        wr16(rs + 2 * r, cmf_f32_to_f16(s));
+    }
+    free(tot), free(blk), free(col);
+    return CMF_OK;
+}
+
+/* q4_block (§2.4) and q4_tiled (§2.5): groups of 32 over the flat tensor, last group zero-padded;
+ * s = f16_scale(absmax/7), nibble = clamp(rhe(w/s), -8, 7) + 8, element 2k low nibble, 2k+1 high nibble. */
+static void enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst) {
+    uint64_t G = n / 32 + (n % 32 != 0);
+    for (uint64_t g = 0; g < G; g++) {
+        float v[32], amax = 0.0f;
+        for (unsigned k = 0; k < 32; k++) {
+            uint64_t i = 32 * g + k;
+            v[k] = i < n ? src[i] : 0.0f;
+            amax = fmaxf(amax, fabsf(v[k]));
+        }
+        float s = f16_scale(amax / 7.0f);
+        uint8_t *nib = tiled ? dst + 18 * g + 2 : dst + 16 * g;
+        uint8_t *sc = tiled ? dst + 18 * g : dst + 16 * G + 2 * g;
+        for (unsigned k = 0; k < 16; k++) {
+            int lo = round_clamp(v[2 * k] / s, -8, 7) + 8, hi = round_clamp(v[2 * k + 1] / s, -8, 7) + 8;
+            nib[k] = (uint8_t)(lo | (hi << 4));
+        }
+        wr16(sc, cmf_f32_to_f16(s));
+    }
+}
+
+cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {
+    if (cols != 0 && rows > UINT64_MAX / 4 / cols)
+        return cmf_err(CMF_E_ARG, "quantize: %llu x %llu elements overflow", (unsigned long long)rows,
+                       (unsigned long long)cols);
+    uint64_t n = rows * cols;
+    cmf_status st;
+    switch (dtype) {
+    case CMF_DT_F32: memcpy(dst, src, n * 4); return CMF_OK;
+    case CMF_DT_F16:
+        for (uint64_t i = 0; i < n; i++) wr16(dst + 2 * i, cmf_f32_to_f16(src[i]));
+        return CMF_OK;
+    case CMF_DT_BF16:
+        for (uint64_t i = 0; i < n; i++) wr16(dst + 2 * i, cmf_f32_to_bf16(src[i]));
+        return CMF_OK;
+    case CMF_DT_Q8_ROW:
+        if ((st = check_finite(src, n, dtype))) return st;
+        enc_q8_row(rows, cols, src, dst);
+        return CMF_OK;
+    case CMF_DT_Q8_2F:
+        if ((st = check_finite(src, n, dtype))) return st;
+        return enc_q8_2f(rows, cols, src, dst);
+    case CMF_DT_Q4_BLOCK:
+    case CMF_DT_Q4_TILED:
+        if ((st = check_finite(src, n, dtype))) return st;
+        enc_q4(dtype == CMF_DT_Q4_TILED, n, src, dst);
+        return CMF_OK;
+    }
+    const char *nm = cmf_dtype_name(dtype);
+    return cmf_err(CMF_E_UNSUPPORTED, "quantize: no encoder for dtype %s (%d)", nm ? nm : "?", dtype);
+}
