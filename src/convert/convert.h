@@ -4,15 +4,22 @@
 #define CMF_CONVERT_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "cmf.h"
 
 typedef struct cmf_convert_opts {
     int quant;          /* target dtype for 2-D matrices (enum cmf_dtype): f32, f16, bf16, q8_row, q8_2f */
-    int progress;       /* 1: draw a progress bar on stderr when the conversion takes more than a second */
+    int progress;       /* 1: report progress through on_progress (the library never prints; the caller draws a
+                           bar on stderr when elapsed_s exceeds a second) */
     /* Warnings (e.g. "no tokenizer files: no vocab section") are passed here; may be NULL. */
     void (*warn)(void *ctx, const char *msg);
     void *warn_ctx;
+    /* Called after each tensor when progress != 0 (may be NULL): bytes of source tensors converted so far out of
+     * `total`, the seconds since the conversion started, and the tensor just written. A final call has
+     * done == total. */
+    void (*on_progress)(void *ctx, uint64_t done, uint64_t total, double elapsed_s, const char *tensor);
+    void *progress_ctx;
 } cmf_convert_opts;
 
 /* Converts a Hugging Face model directory (config.json, *.safetensors [+ index], generation_config.json,

@@ -1,0 +1,161 @@
+/* emit.c — shared converter back end: per-tensor dtype policy (CMF_FORMAT.md §2.0), encoding, writer calls and
+ * progress reports. */
+#include "convert/emit.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "quant/dtype.h"
+#include "util/error.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+const char *cmf_quant_label(int dtype) {
+    switch (dtype) {
+    case CMF_DT_F32: return "F32";
+    case CMF_DT_F16: return "F16";
+    case CMF_DT_BF16: return "BF16";
+    case CMF_DT_Q8_ROW: return "Q8_ROW";
+    case CMF_DT_Q8_2F: return "Q8_2F";
+    default: return NULL;
+    }
+}
+
+void cmf_convert_warn(const cmf_convert_opts *opts, const char *fmt, ...) {
+    if (!opts || !opts->warn) return;
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    opts->warn(opts->warn_ctx, msg);
+}
+
+cmf_status cmf_emit_begin(cmf_emit *e, const char *out_path, const cmf_convert_opts *opts, uint64_t total) {
+    memset(e, 0, sizeof *e);
+    if (!opts || !out_path) return cmf_err(CMF_E_ARG, "convert: NULL output path or options");
+    if (!cmf_quant_label(opts->quant))
+        return cmf_err(CMF_E_ARG, "convert: target dtype %d (%s) is not one of f32, f16, bf16, q8_row, q8_2f",
+                       opts->quant, cmf_dtype_name(opts->quant) ? cmf_dtype_name(opts->quant) : "?");
+    e->opts = opts;
+    e->quant = opts->quant;
+    e->total = total;
+    e->t0 = now_s();
+    return cmf_writer_new(out_path, &e->w);
+}
+
+float *cmf_emit_scratch(cmf_emit *e, uint64_t n) {
+    if (n > e->buf_n) {
+        float *nb = realloc(e->buf, (n ? n : 1) * sizeof *nb);
+        if (!nb) return NULL;
+        e->buf = nb;
+        e->buf_n = n;
+    }
+    return e->buf;
+}
+
+/* 2-D tensors that cortiq keeps in f16 whatever the quant (§2.0: routers and gates whose exact values matter). */
+static int gate_critical(const char *name) {
+    static const char *SUFFIX[] = {"mlp.gate.weight", "shared_expert_gate.weight", "self_attn.g_proj.weight",
+                                   "linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight", "conv1d.weight"};
+    size_t n = strlen(name);
+    for (size_t i = 0; i < sizeof SUFFIX / sizeof SUFFIX[0]; i++) {
+        size_t k = strlen(SUFFIX[i]);
+        if (n >= k && strcmp(name + n - k, SUFFIX[i]) == 0) return 1;
+    }
+    return 0;
+}
+
+int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t *shape) {
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) n *= shape[i];
+    int matrix = ndim == 2 && n >= 32 && !gate_critical(name);
+    if (matrix) return e->quant;
+    if (e->quant == CMF_DT_F32 || e->quant == CMF_DT_BF16) return e->quant;
+    return CMF_DT_F16;
+}
+
+cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64_t *shape, const float *data,
+                           uint64_t src_bytes) {
+    if (ndim > CMF_MAX_DIMS) return cmf_err(CMF_E_ARG, "tensor '%s': %d dimensions (CMF allows 6)", name, ndim);
+    uint32_t sh[CMF_MAX_DIMS] = {0};
+    uint64_t n = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] > UINT32_MAX)
+            return cmf_err(CMF_E_ARG, "tensor '%s': dimension %d = %llu does not fit a u32", name, i,
+                           (unsigned long long)shape[i]);
+        sh[i] = (uint32_t)shape[i];
+        n *= shape[i];
+    }
+    int dt = cmf_emit_dtype(e, name, ndim, shape);
+    uint64_t nbytes;
+    if (cmf_dtype_nbytes(dt, ndim, sh, &nbytes) != 1)
+        return cmf_err(CMF_E_ARG, "tensor '%s': no fixed %s size for this shape", name, cmf_dtype_name(dt));
+    if (nbytes > e->enc_n) {
+        uint8_t *nb = realloc(e->enc, nbytes ? nbytes : 1);
+        if (!nb) return cmf_err(CMF_E_NOMEM, "tensor '%s': cannot allocate %llu bytes", name, (unsigned long long)nbytes);
+        e->enc = nb;
+        e->enc_n = nbytes;
+    }
+    cmf_status s = CMF_OK;
+    uint8_t *o = e->enc;
+    switch (dt) {
+    case CMF_DT_F32:
+        for (uint64_t i = 0; i < n; i++) {
+            uint32_t b;
+            memcpy(&b, &data[i], 4);
+            for (int k = 0; k < 4; k++) o[4 * i + k] = (uint8_t)(b >> (8 * k));
+        }
+        break;
+    case CMF_DT_F16:
+    case CMF_DT_BF16:
+        for (uint64_t i = 0; i < n; i++) {
+            uint16_t h = dt == CMF_DT_F16 ? cmf_f32_to_f16(data[i]) : cmf_f32_to_bf16(data[i]);
+            o[2 * i] = (uint8_t)h;
+            o[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        break;
+    default:
+        s = cmf_quantize(dt, shape[0], shape[1], data, o);
+        if (s) return cmf_err_prefix(s, "tensor '%s': ", name);
+    }
+    s = cmf_writer_add(e->w, name, dt, ndim, sh, o, nbytes);
+    if (s) return cmf_err_prefix(s, "tensor '%s': ", name);
+    e->done += src_bytes;
+    if (e->opts->progress && e->opts->on_progress)
+        e->opts->on_progress(e->opts->progress_ctx, e->done, e->total, now_s() - e->t0, name);
+    return CMF_OK;
+}
+
+cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *vocab, size_t vocab_len) {
+    free(e->buf);
+    free(e->enc);
+    e->buf = NULL;
+    e->enc = NULL;
+    if (!e->w) {
+        cJSON_Delete(header);
+        return st;
+    }
+    if (!st && !header) st = cmf_err(CMF_E_NOMEM, "convert: no header");
+    if (!st && vocab) st = cmf_writer_set_vocab(e->w, vocab, vocab_len);
+    if (st) {
+        cmf_writer_abort(e->w);
+        e->w = NULL;
+        cJSON_Delete(header);
+        return st;
+    }
+    cmf_writer_set_header(e->w, header);
+    st = cmf_writer_finish(e->w);
+    e->w = NULL;
+    if (!st && e->opts->progress && e->opts->on_progress)
+        e->opts->on_progress(e->opts->progress_ctx, e->total, e->total, now_s() - e->t0, "");
+    return st;
+}

@@ -1,0 +1,51 @@
+/* emit.h — what the HF and GGUF converters share: the per-tensor dtype policy (CMF_FORMAT.md §2.0), encoding
+ * f32 data into the chosen dtype, streaming it to a cmf_writer, progress reporting, and small header helpers. */
+#ifndef CMF_CONVERT_EMIT_H
+#define CMF_CONVERT_EMIT_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "convert/convert.h"
+#include "format/format.h"
+
+typedef struct cmf_emit {
+    cmf_writer *w;
+    const cmf_convert_opts *opts;
+    int quant;            /* target dtype of 2-D matrices */
+    uint64_t done, total; /* source bytes, for progress */
+    double t0;            /* start time (seconds, monotonic) */
+    float *buf;           /* scratch f32 buffer (grown on demand) */
+    uint64_t buf_n;
+    uint8_t *enc; /* scratch encoded buffer */
+    uint64_t enc_n;
+} cmf_emit;
+
+/* Starts a conversion to `out_path`: checks opts->quant (f32, f16, bf16, q8_row or q8_2f; CMF_E_ARG otherwise) and
+ * opens the writer. `total` is the byte count progress is measured against. */
+cmf_status cmf_emit_begin(cmf_emit *e, const char *out_path, const cmf_convert_opts *opts, uint64_t total);
+
+/* Scratch f32 space for n floats, owned by e (valid until the next call). NULL when out of memory. */
+float *cmf_emit_scratch(cmf_emit *e, uint64_t n);
+
+/* The dtype a tensor gets (§2.0): 2-D with >= 32 elements and not gate-critical -> the chosen quant; everything
+ * else f16, except that f32 and bf16 targets keep f32 / bf16 there. */
+int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t *shape);
+
+/* Encodes n = prod(shape) floats (row-major) with the policy dtype and adds the tensor to the writer, then reports
+ * progress (src_bytes more of the total). Errors: CMF_E_ARG (a dimension over u32, more than 6 dims, non-finite
+ * values for quantized dtypes), CMF_E_NOMEM, writer errors; each message names the tensor. */
+cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64_t *shape, const float *data,
+                           uint64_t src_bytes);
+
+/* Sets header and vocab (may be NULL) and finishes the file (or aborts it when st != CMF_OK); frees scratch.
+ * Returns st, or the writer's error. */
+cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *vocab, size_t vocab_len);
+
+/* The header's quant_type label for a target dtype ("F32", "F16", "BF16", "Q8_ROW", "Q8_2F"), NULL if none. */
+const char *cmf_quant_label(int dtype);
+
+/* Passes a printf-style warning to opts->warn (if set). */
+void cmf_convert_warn(const cmf_convert_opts *opts, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

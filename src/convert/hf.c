@@ -1,0 +1,277 @@
+/* hf.c — cmf_convert_hf: a Hugging Face model directory -> one CMF v2 file (CMF_FORMAT.md §1.12, §5).
+ *
+ * Steps: config.json -> header.arch (hf_config.c); the safetensors checkpoint (safetensors.c) -> tensors under their
+ * HF names, wrappers canonicalized and vision/audio towers dropped (§5.1), in execution order (embed, layers,
+ * final norm, lm_head, rest; §1.5), each encoded per the §2.0 policy (emit.c); tokenizer.json stored verbatim as
+ * the vocab section (§1.8); generation_config.json + tokenizer_config.json -> header.tokenizer_config. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert/convert.h"
+#include "convert/emit.h"
+#include "convert/hf.h"
+#include "convert/safetensors.h"
+#include "util/error.h"
+#include "util/fileio.h"
+
+/* ---- tensor names and order ---------------------------------------------------------------------------------- */
+
+/* Towers and projectors of multimodal checkpoints that a text model does not use. */
+static int dropped(const char *name) {
+    static const char *PARTS[] = {"vision_tower", "vision_model", "multi_modal_projector", "audio_tower",
+                                  "audio_model", "embed_vision", "embed_audio", "visual."};
+    for (size_t i = 0; i < sizeof PARTS / sizeof PARTS[0]; i++)
+        if (strstr(name, PARTS[i])) return 1;
+    size_t n = strlen(name);
+    return n >= 20 && !strcmp(name + n - 20, "rotary_emb.inv_freq"); /* a buffer, not a weight */
+}
+
+/* Canonical name (§5.1): model.language_model.* / language_model.model.* -> model.*, language_model.lm_head.* ->
+ * lm_head.*, other language_model.* -> model.*. Returns a malloc'd string. */
+static char *canonical(const char *name) {
+    static const struct {
+        const char *from, *to;
+    } RULES[] = {{"model.language_model.", "model."},
+                 {"language_model.model.", "model."},
+                 {"language_model.lm_head.", "lm_head."},
+                 {"language_model.", "model."}};
+    for (size_t i = 0; i < sizeof RULES / sizeof RULES[0]; i++) {
+        size_t k = strlen(RULES[i].from);
+        if (!strncmp(name, RULES[i].from, k)) {
+            size_t t = strlen(RULES[i].to), rest = strlen(name + k);
+            char *s = malloc(t + rest + 1);
+            if (s) {
+                memcpy(s, RULES[i].to, t);
+                memcpy(s + t, name + k, rest + 1);
+            }
+            return s;
+        }
+    }
+    return strdup(name);
+}
+
+typedef struct entry {
+    char *name;
+    const cmf_st_tensor *t;
+    int group;  /* 0 embed, 1 layers, 2 final norm, 3 lm_head, 4 rest */
+    long layer; /* layer index for group 1 */
+    int part;   /* order inside a layer */
+} entry;
+
+/* Execution order inside a layer: norms around attention, q/k/v/o, then the FFN. */
+static int layer_part(const char *rest) {
+    static const char *ORDER[] = {"input_layernorm.", "self_attn.q_proj.", "self_attn.k_proj.", "self_attn.v_proj.",
+                                  "self_attn.qkv_proj.", "self_attn.q_norm.", "self_attn.k_norm.", "self_attn.o_proj.",
+                                  "self_attn.", "post_attention_layernorm.", "pre_feedforward_layernorm.",
+                                  "mlp.gate_proj.", "mlp.up_proj.", "mlp.gate_up_proj.", "mlp.down_proj.", "mlp.",
+                                  "post_feedforward_layernorm."};
+    for (size_t i = 0; i < sizeof ORDER / sizeof ORDER[0]; i++)
+        if (!strncmp(rest, ORDER[i], strlen(ORDER[i]))) return (int)i;
+    return 100;
+}
+
+static void classify(entry *e) {
+    const char *n = e->name;
+    e->group = 4;
+    if (!strncmp(n, "model.embed_tokens.", 19)) {
+        e->group = 0;
+    } else if (!strncmp(n, "model.layers.", 13)) {
+        char *end;
+        errno = 0;
+        long l = strtol(n + 13, &end, 10);
+        if (end != n + 13 && *end == '.' && !errno) {
+            e->group = 1;
+            e->layer = l;
+            e->part = layer_part(end + 1);
+        }
+    } else if (!strncmp(n, "model.norm.", 11)) {
+        e->group = 2;
+    } else if (!strncmp(n, "lm_head.", 8)) {
+        e->group = 3;
+    }
+}
+
+static int cmp_entry(const void *a, const void *b) {
+    const entry *x = a, *y = b;
+    if (x->group != y->group) return x->group - y->group;
+    if (x->group == 1) {
+        if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+        if (x->part != y->part) return x->part - y->part;
+    }
+    return strcmp(x->name, y->name);
+}
+
+/* ---- optional JSON files ------------------------------------------------------------------------------------- */
+
+/* Reads dir/name. *text NULL (and CMF_OK) when the file does not exist. */
+static cmf_status read_opt(const char *dir, const char *name, char **text, size_t *len) {
+    *text = NULL;
+    *len = 0;
+    char *p = cmf_path_join(dir, name);
+    if (!p) return cmf_err(CMF_E_NOMEM, "out of memory");
+    cmf_status s = cmf_is_file(p) ? cmf_read_file(p, text, len) : CMF_OK;
+    free(p);
+    return s;
+}
+
+/* Parses dir/name when present (*json NULL when absent). Malformed JSON is an error naming the file. */
+static cmf_status parse_opt(const char *dir, const char *name, cJSON **json) {
+    char *txt;
+    size_t len;
+    *json = NULL;
+    cmf_status s = read_opt(dir, name, &txt, &len);
+    if (s || !txt) return s;
+    const char *endp = NULL;
+    *json = cJSON_ParseWithLengthOpts(txt, len, &endp, 0);
+    size_t at = endp ? (size_t)(endp - txt) : 0;
+    free(txt);
+    if (!*json) return cmf_err(CMF_E_FORMAT, "%s/%s: malformed JSON near byte %zu", dir, name, at);
+    return CMF_OK;
+}
+
+static const char *base_name(const char *path, char *buf, size_t cap) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    snprintf(buf, cap, "%.*s", (int)(n - b), path + b);
+    return buf;
+}
+
+/* ---- the conversion ------------------------------------------------------------------------------------------ */
+
+/* Collects, canonicalizes and orders the checkpoint's tensors. *out (n entries) is malloc'd; names owned. */
+static cmf_status collect(const cmf_safetensors *st, entry **out, size_t *n_out) {
+    size_t n = cmf_st_count(st), k = 0;
+    entry *es = calloc(n ? n : 1, sizeof *es);
+    if (!es) return cmf_err(CMF_E_NOMEM, "out of memory");
+    for (size_t i = 0; i < n; i++) {
+        const cmf_st_tensor *t = cmf_st_get(st, i);
+        if (dropped(t->name)) continue;
+        es[k].t = t;
+        if (!(es[k].name = canonical(t->name))) {
+            for (size_t j = 0; j < k; j++) free(es[j].name);
+            free(es);
+            return cmf_err(CMF_E_NOMEM, "out of memory");
+        }
+        classify(&es[k]);
+        k++;
+    }
+    qsort(es, k, sizeof *es, cmp_entry);
+    for (size_t i = 1; i < k; i++)
+        if (!strcmp(es[i].name, es[i - 1].name)) {
+            cmf_status s = cmf_err(CMF_E_FORMAT, "tensors '%s' and '%s' both become '%s'", es[i - 1].t->name,
+                                   es[i].t->name, es[i].name);
+            for (size_t j = 0; j < k; j++) free(es[j].name);
+            free(es);
+            return s;
+        }
+    *out = es;
+    *n_out = k;
+    return CMF_OK;
+}
+
+static cmf_status emit_all(cmf_emit *em, const entry *es, size_t n, int skip_lm_head) {
+    for (size_t i = 0; i < n; i++) {
+        const cmf_st_tensor *t = es[i].t;
+        if (skip_lm_head && es[i].group == 3) continue;
+        if (t->dtype != CMF_ST_F32 && t->dtype != CMF_ST_F16 && t->dtype != CMF_ST_BF16)
+            return cmf_err(CMF_E_UNSUPPORTED, "tensor '%s': source dtype %s (the converter reads F32, F16, BF16)",
+                           t->name, t->dtype_str);
+        float *buf = cmf_emit_scratch(em, cmf_st_numel(t));
+        if (!buf) return cmf_err(CMF_E_NOMEM, "tensor '%s': out of memory", t->name);
+        cmf_status s = cmf_st_to_f32(t, buf);
+        if (!s) s = cmf_emit_tensor(em, es[i].name, t->ndim, t->shape, buf, t->nbytes);
+        if (s) return s;
+    }
+    return CMF_OK;
+}
+
+cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts) {
+    if (!dir || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_hf: NULL argument");
+    cJSON *config = NULL, *gen = NULL, *tok_cfg = NULL, *tok_json = NULL, *arch = NULL, *tc = NULL, *header = NULL;
+    char *vocab = NULL, *tpl = NULL;
+    size_t vocab_len = 0, tpl_len = 0;
+    cmf_safetensors *st = NULL;
+    entry *es = NULL;
+    size_t n = 0;
+    cmf_emit em;
+    memset(&em, 0, sizeof em);
+    cmf_status s = parse_opt(dir, "config.json", &config);
+    if (!s && !config) s = cmf_err(CMF_E_NOT_FOUND, "%s: no config.json", dir);
+    if (!s) s = cmf_hf_arch(config, opts, &arch);
+    if (!s) s = parse_opt(dir, "generation_config.json", &gen);
+    if (!s) s = parse_opt(dir, "tokenizer_config.json", &tok_cfg);
+    if (!s) s = read_opt(dir, "tokenizer.json", &vocab, &vocab_len);
+    if (!s && vocab) {
+        tok_json = cJSON_ParseWithLength(vocab, vocab_len);
+        if (!tok_json) s = cmf_err(CMF_E_FORMAT, "%s/tokenizer.json: malformed JSON", dir);
+    }
+    if (!s && !vocab) cmf_convert_warn(opts, "no tokenizer.json: the file has no vocab section");
+    if (!s) s = read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
+    if (!s) s = cmf_hf_tokenizer_config(config, gen, tok_cfg, tok_json, tpl, &tc);
+    if (!s) s = cmf_st_open(dir, &st);
+    if (!s) s = collect(st, &es, &n);
+    int skip_lm_head = 0;
+    if (!s) {
+        cJSON *tie = cJSON_GetObjectItemCaseSensitive(arch, "tie_word_embeddings");
+        int has_lm = 0, has_embed = 0;
+        for (size_t i = 0; i < n; i++) {
+            has_lm |= es[i].group == 3;
+            has_embed |= !strcmp(es[i].name, "model.embed_tokens.weight");
+        }
+        if (!has_embed) s = cmf_err(CMF_E_FORMAT, "%s: the checkpoint has no model.embed_tokens.weight", dir);
+        if (!s && cJSON_IsTrue(tie) && has_lm) {
+            /* A tied checkpoint that still stores lm_head: the runtime reuses the embedding (§1.4), so the copy is
+             * dropped when it is identical, and kept (untied) otherwise. */
+            const cmf_st_tensor *a = NULL, *b = NULL;
+            for (size_t i = 0; i < n; i++) {
+                if (!strcmp(es[i].name, "model.embed_tokens.weight")) a = es[i].t;
+                if (!strcmp(es[i].name, "lm_head.weight")) b = es[i].t;
+            }
+            if (a && b && a->nbytes == b->nbytes && a->dtype == b->dtype && !memcmp(a->data, b->data, a->nbytes))
+                skip_lm_head = 1;
+            else
+                cJSON_ReplaceItemInObject(arch, "tie_word_embeddings", cJSON_CreateBool(0));
+        } else if (!s && !cJSON_IsTrue(tie) && !has_lm) {
+            cmf_convert_warn(opts, "no lm_head.weight in the checkpoint: tie_word_embeddings set to true");
+            cJSON_ReplaceItemInObject(arch, "tie_word_embeddings", cJSON_CreateBool(1));
+        }
+    }
+    if (!s) {
+        uint64_t total = 0;
+        for (size_t i = 0; i < n; i++) total += es[i].t->nbytes;
+        s = cmf_emit_begin(&em, out_path, opts, total);
+    }
+    if (!s) s = emit_all(&em, es, n, skip_lm_head);
+    if (!s) {
+        char bn[256];
+        header = cJSON_CreateObject();
+        cJSON_AddStringToObject(header, "format", "cmf");
+        cJSON_AddNumberToObject(header, "version", 2);
+        cJSON_AddItemToObject(header, "arch", arch);
+        arch = NULL;
+        cJSON_AddStringToObject(header, "quant_type", cmf_quant_label(opts->quant));
+        cJSON *prov = cJSON_AddObjectToObject(header, "provenance");
+        cJSON_AddStringToObject(prov, "tool", "cmf convert");
+        cJSON_AddStringToObject(prov, "source_model", base_name(dir, bn, sizeof bn));
+        cJSON_AddItemToObject(header, "tokenizer_config", tc);
+        tc = NULL;
+    }
+    s = cmf_emit_end(&em, s, header, vocab, vocab_len);
+    for (size_t i = 0; i < n; i++) free(es[i].name);
+    free(es);
+    cmf_st_close(st);
+    cJSON_Delete(config);
+    cJSON_Delete(gen);
+    cJSON_Delete(tok_cfg);
+    cJSON_Delete(tok_json);
+    cJSON_Delete(arch);
+    cJSON_Delete(tc);
+    free(vocab);
+    free(tpl);
+    if (s) return cmf_err_prefix(s, "convert %s: ", dir);
+    return CMF_OK;
+}
