@@ -1,14 +1,52 @@
-/* main.c — the `cmf` command line: dispatches to one file per subcommand. */
+/* main.c — the `cmf` command line: a table of subcommands, each in its own file (cli.h). */
 #include <stdio.h>
 #include <string.h>
 
+#include "cli.h"
 #include "cmf.h"
 
+static const struct {
+    const char *name;
+    int (*fn)(int argc, char **argv);
+    const char *help;
+} commands[] = {
+    {"info", cmd_info, "describe a model file: architecture, geometry, sections, skills, tensors"},
+    {"verify", cmd_verify, "check every hash of a model file (header, directory, sections, tensors)"},
+    {"convert", cmd_convert, "convert a Hugging Face directory or a GGUF file to CMF"},
+    {"run", cmd_run, "generate text from a prompt"},
+    {"eval", cmd_eval, "write the logits of every position of a token sequence"},
+};
+#define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+static void usage(FILE *out) {
+    fprintf(out, "cmf %s — a runtime for language models stored in CMF v2 files\n\n", CMF_VERSION_STRING);
+    fprintf(out, "usage: cmf <command> [options]   (cmf <command> --help for its options)\n\ncommands:\n");
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].help);
+    fprintf(out, "\nexit status: 0 success, 1 runtime error, 2 usage error\n");
+}
+
 int main(int argc, char **argv) {
-    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
-        printf("cmf %s\nusage: cmf <command> [options]\n", CMF_VERSION_STRING);
-        return argc < 2 ? 1 : 0;
+    if (argc < 2) return cli_usage_error(NULL, "missing command (see cmf --help)");
+    const char *c = argv[1];
+    if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
+        if (!strcmp(c, "help") && argc > 2) { /* cmf help <command> */
+            for (size_t i = 0; i < N_COMMANDS; i++) {
+                if (!strcmp(argv[2], commands[i].name)) {
+                    char *sub[2] = {argv[2], "--help"};
+                    return commands[i].fn(2, sub);
+                }
+            }
+            return cli_usage_error(NULL, "unknown command '%s' (see cmf --help)", argv[2]);
+        }
+        usage(stdout);
+        return CLI_OK;
     }
-    fprintf(stderr, "cmf: unknown command '%s'\n", argv[1]);
-    return 1;
+    if (!strcmp(c, "--version") || !strcmp(c, "-V")) {
+        printf("cmf %s\n", CMF_VERSION_STRING);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < N_COMMANDS; i++)
+        if (!strcmp(c, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    if (c[0] == '-') return cli_usage_error(NULL, "unknown option '%s' (see cmf --help)", c);
+    return cli_usage_error(NULL, "unknown command '%s' (see cmf --help)", c);
 }

@@ -1,0 +1,100 @@
+# cli_info_verify.sh — `cmf info` and `cmf verify` on the reference's own tiny-Q8_ROW.cmf (shared/data), checked
+# against an independent reading of the file's directory with od, and verify on a copy with one payload byte
+# flipped.
+. "$(dirname "$0")/lib.sh"
+M="$REF/tiny-Q8_ROW.cmf"
+
+# --- independent directory reader (CMF_FORMAT.md §1.2, §1.5) ---
+dir_off=$(u64 "$M" 32)
+data_off=$(u64 "$M" 48)
+count=$(u64 "$M" "$dir_off")
+pool_off=$(u64 "$M" $((dir_off + 8)))
+dtype_name() { case $1 in 0) echo f32;; 1) echo f16;; 2) echo bf16;; 3) echo q8_row;; 4) echo q4_block;; 9) echo q8_2f;; *) echo "?";; esac; }
+: >"$T/dir.txt"
+for ((i = 0; i < count; i++)); do
+    rec=$((dir_off + 16 + 56 * i))
+    name_off=$(u32 "$M" "$rec"); name_len=$(u16 "$M" $((rec + 4)))
+    dt=$(u8 "$M" $((rec + 6))); nd=$(u8 "$M" $((rec + 7)))
+    shape=""
+    for ((d = 0; d < nd; d++)); do shape="$shape${shape:+, }$(u32 "$M" $((rec + 8 + 4 * d)))"; done
+    off=$(u64 "$M" $((rec + 32))); nbytes=$(u64 "$M" $((rec + 40)))
+    name=$(dd if="$M" bs=1 skip=$((dir_off + pool_off + name_off)) count="$name_len" status=none)
+    echo "$name|$(dtype_name "$dt")|[$shape]|$nbytes|$off" >>"$T/dir.txt"
+done
+[ "$count" -gt 0 ] || fail "the independent reader found no tensors"
+
+# --- verify: intact ---
+expect_ok "$CMF_BIN" verify "$M"
+grep -qx "OK: $count tensors, header and directory hashes match" "$T/out" || fail "verify output: $(cat "$T/out")"
+[ ! -s "$T/err" ] || fail "verify printed on stderr: $(cat "$T/err")"
+
+# every reference file the reference's converter wrote verifies
+for q in F16 Q8_ROW Q8_2F Q4_BLOCK; do
+    expect_ok "$CMF_BIN" verify "$REF/tiny-$q.cmf" && grep -q "^OK: " "$T/out" || fail "verify tiny-$q.cmf"
+done
+
+# --- info: geometry of the reference tiny model (shared/README.md: hidden 32, 2 layers, 4 heads / 2 KV heads,
+# head_dim 8, vocab 128, an MTP head, task masks and a tokenizer.json in the vocab section) ---
+expect_ok "$CMF_BIN" info "$M"
+cp "$T/out" "$T/info.txt"
+want() { grep -qE "$1" "$T/info.txt" || fail "info lacks /$1/"; }
+want '^arch: +tiny-qwen$'
+want '^quant: +Q8_ROW'
+want 'hidden_size 32, layers 2, heads 4, kv heads 2, head_dim 8'
+want 'vocab 128, context 128'
+want "^format: +CMF v2, $count tensors"
+want '^features: +0x03 TENSOR_DIR BINARY_MASKS$'
+want "^vocab: +$(u64 "$M" 88) B"
+want '^chat template: no'
+want '^skills: +none'
+want '^MTP head: .*arch\.mtp \(1 layers, [0-9]+ tensors\): present, ignored by this version'
+want '^task masks: +2 \(general, coding\): present, ignored by this version'
+want '^sparse index: +present, ignored'
+
+# --- info --tensors: every row equals the independent reading (name, dtype, shape, bytes) ---
+expect_ok "$CMF_BIN" info "$M" --tensors
+n_rows=0
+while IFS='|' read -r name dt shape nbytes off; do
+    row=$(awk -v n="$name" '$1 == n' "$T/out")
+    [ -n "$row" ] || { fail "info --tensors lacks $name"; continue; }
+    got=$(echo "$row" | awk '{ s = ""; for (i = 3; i < NF; i++) s = s (i > 3 ? " " : "") $i; print $2 "|" s "|" $NF }')
+    [ "$got" = "$dt|$shape|$nbytes" ] || fail "info --tensors row of $name: '$got' != '$dt|$shape|$nbytes'"
+    n_rows=$((n_rows + 1))
+done <"$T/dir.txt"
+[ "$n_rows" -eq "$count" ] || fail "compared $n_rows rows of $count"
+grep -qE "^$count tensor\(s\)" "$T/out" || fail "info --tensors total line"
+
+# --tensors PREFIX filters by name prefix
+prefix="model.layers.1."
+want_n=$(grep -c "^$prefix" "$T/dir.txt")
+expect_ok "$CMF_BIN" info "$M" --tensors "$prefix"
+grep -qE "^$want_n tensor\(s\)" "$T/out" || fail "--tensors $prefix: want $want_n rows: $(tail -1 "$T/out")"
+[ "$(grep -c "^$prefix" "$T/out")" -eq "$want_n" ] || fail "--tensors $prefix row count"
+[ "$(grep -c '^model\.layers\.0\.' "$T/out")" -eq 0 ] || fail "--tensors $prefix shows other tensors"
+
+# --- verify: one payload byte flipped in the largest tensor -> exit 1, names the tensor ---
+IFS='|' read -r big _ _ big_n big_off < <(sort -t'|' -k4 -n "$T/dir.txt" | tail -1)
+cp "$M" "$T/flip.cmf"
+flip_byte "$T/flip.cmf" $((data_off + big_off + big_n / 2))
+"$CMF_BIN" verify "$T/flip.cmf" >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "verify of a flipped payload: exit $rc (want 1)"
+grep -qF "$big" "$T/err" || fail "verify does not name the tensor $big: $(cat "$T/err")"
+[ "$(wc -l <"$T/err")" -eq 1 ] || fail "verify: one flipped byte should give one problem: $(cat "$T/err")"
+[ ! -s "$T/out" ] || fail "verify printed OK for a corrupt file"
+clean_stderr "$T/err" || fail "sanitizer output from verify"
+# the damaged file still opens: info works (hashes are checked by verify only)
+expect_ok "$CMF_BIN" info "$T/flip.cmf"
+
+# --- verify: a flipped header byte -> the header hash problem ---
+cp "$M" "$T/hdr.cmf"
+hdr_off=$(u64 "$M" 16)
+# flip a byte inside a JSON string value ("tiny-qwen" -> still valid JSON) so that open succeeds
+pos=$(grep -abo 'tiny-qwen' "$T/hdr.cmf" | head -1 | cut -d: -f1)
+printf 'T' | dd of="$T/hdr.cmf" bs=1 seek="$pos" conv=notrunc status=none
+"$CMF_BIN" verify "$T/hdr.cmf" >"$T/out" 2>"$T/err"
+[ $? -eq 1 ] || fail "verify of a changed header: want exit 1"
+grep -qi "header" "$T/err" || fail "verify does not name the header: $(cat "$T/err")"
+[ "$pos" -gt "$hdr_off" ] || fail "header edit position"
+
+finish

@@ -1,0 +1,81 @@
+/* cli.h — private to the `cmf` command line: the subcommands and the shared argument helpers (args.c).
+ *
+ * Conventions of every subcommand:
+ *   - exit 0 on success, CLI_FAIL (1) for runtime errors (missing/corrupt file, model errors), CLI_USAGE (2) for
+ *     usage errors (unknown flag, missing flag value, non-numeric number, missing positional argument);
+ *   - an error is ONE line on stderr: "cmf <cmd>: <what went wrong>";
+ *   - `--help` / `-h` prints the command's usage on stdout and exits 0.
+ */
+#ifndef CMF_CLI_H
+#define CMF_CLI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+
+#define CLI_OK 0
+#define CLI_FAIL 1
+#define CLI_USAGE 2
+
+/* Subcommands: argv[0] is the subcommand's name, argv[1..argc) its arguments. Each returns the exit status. */
+int cmd_info(int argc, char **argv);
+int cmd_verify(int argc, char **argv);
+int cmd_convert(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_eval(int argc, char **argv);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * args.c — error lines and validated parsing.
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* Prints "cmf <cmd>: <message>\n" on stderr and returns CLI_USAGE / CLI_FAIL. */
+int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "cmf <cmd>: warning: <message>\n" on stderr. */
+void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints "cmf <cmd>: <cmf_last_error()>" (or the status name when the message is empty); returns CLI_FAIL. */
+int cli_lib_error(const char *cmd, cmf_status st);
+
+/* A cursor over a subcommand's arguments that understands "--flag value" and "--flag=value". */
+typedef struct cli_args {
+    const char *cmd; /* for error messages: "run" */
+    int argc;
+    char **argv;
+    int i;                  /* index of the current argument */
+    const char *arg;        /* the current argument (without "=value") */
+    const char *inline_val; /* the value after '=' in "--flag=value", else NULL */
+    char flagbuf[64];
+} cli_args;
+
+/* Starts at argv[1]. */
+void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
+/* Advances to the next argument; returns 0 when none is left. */
+int cli_args_next(cli_args *a);
+/* Whether the current argument is a flag (starts with '-' and is not "-" alone or a negative number). */
+int cli_is_flag(const cli_args *a);
+/* Whether the current argument is `name` (or `alt`, which may be NULL). */
+int cli_is(const cli_args *a, const char *name, const char *alt);
+/* The value of the current flag (inline or the next argument). Returns 0, or prints
+ * "cmf <cmd>: <flag>: missing value" and returns CLI_USAGE. */
+int cli_value(cli_args *a, const char **val);
+/* Value parsers with full validation: the whole string must be a number in [min, max]. On error they print
+ * "cmf <cmd>: <flag>: 'abc' is not a number" (or "... must be in [min, max]") and return CLI_USAGE. */
+int cli_int(cli_args *a, long min, long max, long *out);
+int cli_float(cli_args *a, double min, double max, double *out);
+int cli_u64(cli_args *a, uint64_t *out);
+/* Unknown flag / unexpected argument: prints and returns CLI_USAGE. */
+int cli_unknown(const cli_args *a);
+
+/* Parses a list of token ids separated by commas and/or whitespace ("1,2, 3\n4"). Each id must be a decimal
+ * integer in [0, INT32_MAX]. *ids is malloc'd (caller frees), *n its length (>= 1). On error prints
+ * "cmf <cmd>: <what>: ..." and returns CLI_USAGE (CLI_FAIL on allocation failure). */
+int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **ids, size_t *n);
+
+/* Reads a whole file (text) into a malloc'd NUL-terminated buffer; on error prints and returns CLI_FAIL. */
+int cli_read_text(const char *cmd, const char *path, char **text, size_t *len);
+
+/* Seconds on a monotonic clock. */
+double cli_now(void);
+
+#endif

@@ -1,0 +1,98 @@
+/* convert.c — `cmf convert <hf-dir|file.gguf> -o out.cmf [--quant ...]`: thin over cmf_convert_hf /
+ * cmf_convert_gguf (src/convert/convert.h). The output is written under a temporary name and renamed by the
+ * writer, so a failed conversion never leaves a partial file. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "convert/convert.h"
+#include "quant/dtype.h"
+#include "util/fileio.h"
+
+static const char *USAGE =
+    "usage: cmf convert SOURCE -o OUT.cmf [--quant f32|f16|bf16|q8|q8_2f] [--no-progress]\n"
+    "\n"
+    "SOURCE is a Hugging Face model directory (config.json, *.safetensors, tokenizer.json, ...) or a GGUF file.\n"
+    "\n"
+    "  -o, --output FILE   the CMF file to write (required)\n"
+    "  --quant Q           dtype of the 2-D weight matrices: f32, f16, bf16, q8 (= q8_row: int8 per row with an\n"
+    "                      f16 scale) or q8_2f (int8 with row and column scales). Norms and other 1-D tensors\n"
+    "                      stay f32. Default: f16 for Hugging Face sources; f32 for GGUF sources (GGUF F32 and\n"
+    "                      F16 tensors are both kept exactly).\n"
+    "  --no-progress       no progress bar (by default one is drawn on stderr when the conversion takes more\n"
+    "                      than a second)\n"
+    "\n"
+    "Warnings go to stderr, prefixed \"cmf convert: warning:\".\n";
+
+static void on_warn(void *ctx, const char *msg) {
+    (void)ctx;
+    cli_warn("convert", "%s", msg);
+}
+
+/* A GGUF file starts with the bytes "GGUF". */
+static int is_gguf(const char *path) {
+    FILE *fp = fopen(path, "rb");
+    if (!fp) return 0;
+    char magic[4] = {0};
+    size_t n = fread(magic, 1, 4, fp);
+    fclose(fp);
+    return n == 4 && !memcmp(magic, "GGUF", 4);
+}
+
+int cmd_convert(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, "convert", argc, argv);
+    const char *src = NULL, *out = NULL, *quant = NULL;
+    int progress = 1, rc;
+    while (cli_args_next(&a)) {
+        if (cli_is(&a, "--help", "-h")) {
+            fputs(USAGE, stdout);
+            return CLI_OK;
+        }
+        if (cli_is(&a, "--output", "-o")) {
+            if ((rc = cli_value(&a, &out))) return rc;
+        } else if (cli_is(&a, "--quant", "-q")) {
+            if ((rc = cli_value(&a, &quant))) return rc;
+        } else if (cli_is(&a, "--no-progress", NULL)) {
+            progress = 0;
+        } else if (!cli_is_flag(&a) && !src) {
+            src = a.arg;
+        } else {
+            return cli_unknown(&a);
+        }
+    }
+    if (!src) return cli_usage_error("convert", "missing SOURCE (a Hugging Face directory or a .gguf file)");
+    if (!out) return cli_usage_error("convert", "missing -o OUT.cmf");
+
+    int dtype = -1;
+    if (quant) {
+        dtype = cmf_dtype_from_name(quant);
+        if (dtype != CMF_DT_F32 && dtype != CMF_DT_F16 && dtype != CMF_DT_BF16 && dtype != CMF_DT_Q8_ROW &&
+            dtype != CMF_DT_Q8_2F)
+            return cli_usage_error("convert", "--quant: '%s' is not one of f32, f16, bf16, q8, q8_2f", quant);
+    }
+
+    cmf_convert_opts opts;
+    memset(&opts, 0, sizeof opts);
+    opts.progress = progress;
+    opts.warn = on_warn;
+    opts.warn_ctx = NULL;
+
+    cmf_status st;
+    double t0 = cli_now();
+    if (cmf_is_dir(src)) {
+        opts.quant = dtype >= 0 ? dtype : CMF_DT_F16;
+        st = cmf_convert_hf(src, out, &opts);
+    } else if (cmf_is_file(src)) {
+        if (!is_gguf(src))
+            return cli_fail("convert", "%s: not a GGUF file (no \"GGUF\" magic) and not a Hugging Face directory",
+                            src);
+        opts.quant = dtype >= 0 ? dtype : CMF_DT_F32;
+        st = cmf_convert_gguf(src, out, &opts);
+    } else {
+        return cli_fail("convert", "%s: no such file or directory", src);
+    }
+    if (st != CMF_OK) return cli_lib_error("convert", st);
+    fprintf(stderr, "cmf convert: wrote %s (%s) in %.1f s\n", out, cmf_dtype_name(opts.quant), cli_now() - t0);
+    return CLI_OK;
+}

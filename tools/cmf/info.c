@@ -1,0 +1,289 @@
+/* info.c — `cmf info model.cmf [--tensors [PREFIX]]`: what a CMF file holds (CMF_FORMAT.md §1.2–1.9, §3): the
+ * architecture and geometry from header.arch, the file-level quant label, feature bits, sections and their sizes,
+ * the chat bundle, skills, what this runtime ignores, and optionally the tensor directory. Reads only the header,
+ * the directory and the masks meta JSON (no tensor payload is touched). */
+#include <cjson/cJSON.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "format/format.h"
+#include "quant/dtype.h"
+
+static const char *USAGE =
+    "usage: cmf info MODEL.cmf [--tensors [PREFIX]]\n"
+    "\n"
+    "Prints the architecture, quant label, geometry (hidden_size, layers, heads, kv heads, head_dim, vocab,\n"
+    "context), feature bits, sections and their sizes, chat template, eos/bos ids, skills, and what this\n"
+    "runtime ignores (MTP head, task masks, sparse index).\n"
+    "\n"
+    "  --tensors [PREFIX]   also list the tensors (name, dtype, shape, bytes), only those whose name starts\n"
+    "                       with PREFIX when given (put MODEL.cmf first, or write --tensors=PREFIX)\n";
+
+/* "1234 B (1.2 KiB)" style sizes. */
+static void human(uint64_t n, char *buf, size_t cap) {
+    const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    int u = 0;
+    while (v >= 1024.0 && u < 4) v /= 1024.0, u++;
+    if (u == 0)
+        snprintf(buf, cap, "%" PRIu64 " B", n);
+    else
+        snprintf(buf, cap, "%" PRIu64 " B (%.1f %s)", n, v, unit[u]);
+}
+
+/* An integer field of an object as text ("?" when absent or not a number). */
+static const char *num(const cJSON *obj, const char *key, char *buf, size_t cap) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, key);
+    if (cJSON_IsNumber(v))
+        snprintf(buf, cap, "%.17g", v->valuedouble);
+    else
+        snprintf(buf, cap, "?");
+    return buf;
+}
+
+static void print_geometry(const cJSON *arch) {
+    char b[8][40];
+    printf("geometry:      hidden_size %s, layers %s, heads %s, kv heads %s, head_dim %s\n",
+           num(arch, "hidden_size", b[0], 40), num(arch, "num_layers", b[1], 40),
+           num(arch, "num_attention_heads", b[2], 40), num(arch, "num_kv_heads", b[3], 40),
+           num(arch, "head_dim", b[4], 40));
+    printf("               intermediate_size %s, vocab %s, context %s\n", num(arch, "intermediate_size", b[5], 40),
+           num(arch, "vocab_size", b[6], 40), num(arch, "max_position_embeddings", b[7], 40));
+
+    /* model features worth knowing at a glance */
+    printf("model:         ");
+    const cJSON *ns = cJSON_GetObjectItemCaseSensitive(arch, "norm_style");
+    printf("norm %s", cJSON_IsString(ns) ? ns->valuestring : "qwen");
+    const cJSON *rt = cJSON_GetObjectItemCaseSensitive(arch, "rope_theta");
+    printf(", rope_theta %.17g", cJSON_IsNumber(rt) ? rt->valuedouble : 10000.0);
+    const cJSON *eps = cJSON_GetObjectItemCaseSensitive(arch, "rms_norm_eps");
+    if (cJSON_IsNumber(eps)) printf(", rms_norm_eps %g", eps->valuedouble);
+    const cJSON *act = cJSON_GetObjectItemCaseSensitive(arch, "hidden_act");
+    printf(", act %s", cJSON_IsString(act) ? act->valuestring : "silu");
+    if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(arch, "tie_word_embeddings"))) printf(", tied embeddings");
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(arch, "sliding_window");
+    if (cJSON_IsNumber(sw)) printf(", sliding_window %.17g", sw->valuedouble);
+    const cJSON *fc = cJSON_GetObjectItemCaseSensitive(arch, "final_logit_softcapping");
+    if (cJSON_IsNumber(fc)) printf(", final softcap %g", fc->valuedouble);
+    const cJSON *ac = cJSON_GetObjectItemCaseSensitive(arch, "attn_logit_softcapping");
+    if (cJSON_IsNumber(ac)) printf(", attn softcap %g", ac->valuedouble);
+    const cJSON *rp = cJSON_GetObjectItemCaseSensitive(arch, "rope_pairing");
+    if (cJSON_IsString(rp)) printf(", rope pairing %s", rp->valuestring);
+    const cJSON *nl = cJSON_GetObjectItemCaseSensitive(arch, "num_loops");
+    if (cJSON_IsNumber(nl) && nl->valuedouble > 1) printf(", loops %.17g", nl->valuedouble);
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(arch, "moe"))) printf(", MoE");
+    printf("\n");
+
+    /* layer types, counted */
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(arch, "layer_types");
+    if (cJSON_IsArray(lt)) {
+        printf("layer types:   ");
+        const char *seen[16];
+        int counts[16], n_seen = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, lt) {
+            const char *s = cJSON_IsString(e) ? e->valuestring : "?";
+            int k = 0;
+            while (k < n_seen && strcmp(seen[k], s)) k++;
+            if (k == n_seen && n_seen < 16) seen[n_seen] = s, counts[n_seen++] = 0;
+            if (k < n_seen) counts[k]++;
+        }
+        for (int k = 0; k < n_seen; k++) printf("%s%s x%d", k ? ", " : "", seen[k], counts[k]);
+        printf("\n");
+    }
+}
+
+static void print_features(uint32_t f) {
+    static const struct {
+        uint32_t bit;
+        const char *name;
+    } names[] = {{CMF_FEAT_TENSOR_DIR, "TENSOR_DIR"},   {CMF_FEAT_BINARY_MASKS, "BINARY_MASKS"},
+                 {CMF_FEAT_QUANT_2F, "QUANT_2F"},       {CMF_FEAT_DELTA_MASKS, "DELTA_MASKS"},
+                 {CMF_FEAT_HOT_PACKS, "HOT_PACKS"},     {CMF_FEAT_LOOP_MASKS, "LOOP_MASKS"},
+                 {CMF_FEAT_SKILL_FILE, "SKILL_FILE"}};
+    printf("features:      0x%02" PRIx32, f);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (f & names[i].bit) printf(" %s", names[i].name);
+    printf("\n");
+}
+
+static void print_sections(const cmf_file *f) {
+    char a[32], b[32], c[32], d[32];
+    human(f->env.data_len, a, sizeof a);
+    human(f->env.header_len, b, sizeof b);
+    human(f->env.dir_len, c, sizeof c);
+    human(f->map.size, d, sizeof d);
+    printf("size:          %s (header %s, directory %s, weights %s)\n", d, b, c, a);
+    human(f->env.vocab_len, a, sizeof a);
+    printf("vocab:         %s\n", f->env.vocab_len ? a : "absent (no tokenizer.json in the file)");
+    human(f->env.masks_len, a, sizeof a);
+    printf("masks:         %s\n", f->env.masks_len ? a : "absent");
+    human(f->env.index_len, a, sizeof a);
+    printf("index:         %s\n", f->env.index_len ? a : "absent");
+}
+
+static void print_ids(const char *label, const cJSON *v) {
+    printf("%s", label);
+    if (cJSON_IsNumber(v)) {
+        printf("%.17g\n", v->valuedouble);
+    } else if (cJSON_IsArray(v) && cJSON_GetArraySize(v) > 0) {
+        const cJSON *e;
+        int first = 1;
+        cJSON_ArrayForEach(e, v) {
+            if (cJSON_IsNumber(e)) printf("%s%.17g", first ? "" : ", ", e->valuedouble), first = 0;
+        }
+        printf("\n");
+    } else {
+        printf("none\n");
+    }
+}
+
+static void print_chat(const cJSON *h) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(h, "tokenizer_config");
+    const cJSON *tpl = cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "chat_template") : NULL;
+    if (cJSON_IsString(tpl))
+        printf("chat template: yes (%zu bytes)\n", strlen(tpl->valuestring));
+    else
+        printf("chat template: no\n");
+    print_ids("eos ids:       ", cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "eos_token_ids") : NULL);
+    print_ids("bos id:        ", cJSON_IsObject(tc) ? cJSON_GetObjectItemCaseSensitive(tc, "bos_token_id") : NULL);
+}
+
+static void print_skills(const cmf_file *f) {
+    const cJSON *sk = cJSON_GetObjectItemCaseSensitive(f->header, "skills");
+    int n = cJSON_IsArray(sk) ? cJSON_GetArraySize(sk) : 0;
+    if (n == 0) {
+        printf("skills:        none\n");
+        return;
+    }
+    printf("skills:        %d (overlays are not applied by this version)\n", n);
+    const cJSON *s;
+    cJSON_ArrayForEach(s, sk) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(s, "id");
+        const cJSON *name = cJSON_GetObjectItemCaseSensitive(s, "name");
+        const char *ids = cJSON_IsString(id) ? id->valuestring : "?";
+        /* the skill's tensors are directory entries named skill.<id>.<backbone name> (§3.1) */
+        char prefix[256];
+        snprintf(prefix, sizeof prefix, "skill.%s.", ids);
+        size_t plen = strlen(prefix), count = 0;
+        for (size_t i = 0; i < f->n_tensors; i++)
+            if (!strncmp(f->tensors[i].name, prefix, plen)) count++;
+        printf("  %-16s %-24s %zu tensors\n", ids, cJSON_IsString(name) ? name->valuestring : "-", count);
+    }
+}
+
+/* Masks meta (§1.7): "+0 u32 n_masks, +4 u32 meta_len, +8 meta JSON". Validated by open; re-checked here. */
+static void print_ignored(const cmf_file *f) {
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(f->header, "arch");
+    const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(arch, "mtp");
+    size_t n_mtp = 0;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (!strncmp(f->tensors[i].name, "model.mtp.", 10)) n_mtp++;
+    if (cJSON_IsObject(mtp) || n_mtp) {
+        char b[40];
+        printf("MTP head:      arch.mtp (%s layers, %zu tensors): present, ignored by this version\n",
+               cJSON_IsObject(mtp) ? num(mtp, "num_layers", b, sizeof b) : "?", n_mtp);
+    }
+    if (f->env.masks_len >= 8 && f->masks) {
+        const uint8_t *p = f->masks;
+        uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+        uint32_t ml = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
+        printf("task masks:    %" PRIu32, n);
+        cJSON *meta = ml <= f->env.masks_len - 8 ? cJSON_ParseWithLength((const char *)p + 8, ml) : NULL;
+        const cJSON *arr = meta ? cJSON_GetObjectItemCaseSensitive(meta, "masks") : NULL;
+        if (cJSON_IsArray(arr)) {
+            printf(" (");
+            const cJSON *m;
+            int first = 1;
+            cJSON_ArrayForEach(m, arr) {
+                const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
+                printf("%s%s", first ? "" : ", ", cJSON_IsString(nm) ? nm->valuestring : "?");
+                first = 0;
+            }
+            printf(")");
+        }
+        cJSON_Delete(meta);
+        printf(": present, ignored by this version (runs dense)\n");
+    }
+    if (f->env.index_len) printf("sparse index:  present, ignored by this version (deprecated section)\n");
+}
+
+static void print_tensors(const cmf_file *f, const char *prefix) {
+    size_t plen = prefix ? strlen(prefix) : 0, shown = 0;
+    uint64_t total = 0;
+    printf("\n%-56s %-8s %-20s %12s\n", "name", "dtype", "shape", "bytes");
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const cmf_tensor *t = &f->tensors[i];
+        if (plen && strncmp(t->name, prefix, plen)) continue;
+        char shape[96];
+        size_t o = 0;
+        o += (size_t)snprintf(shape + o, sizeof shape - o, "[");
+        for (int d = 0; d < t->ndim && d < CMF_MAX_DIMS && o < sizeof shape; d++)
+            o += (size_t)snprintf(shape + o, sizeof shape - o, "%s%" PRIu32, d ? ", " : "", t->shape[d]);
+        if (o < sizeof shape) snprintf(shape + o, sizeof shape - o, "]");
+        const char *dn = cmf_dtype_name(t->dtype);
+        printf("%-56s %-8s %-20s %12" PRIu64 "\n", t->name, dn ? dn : "?", shape, t->nbytes);
+        shown++;
+        total += t->nbytes;
+    }
+    char h[32];
+    human(total, h, sizeof h);
+    printf("%zu tensor(s), %" PRIu64 " bytes (%s)\n", shown, total, h);
+}
+
+int cmd_info(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, "info", argc, argv);
+    const char *path = NULL, *prefix = NULL;
+    int tensors = 0;
+    while (cli_args_next(&a)) {
+        if (cli_is(&a, "--help", "-h")) {
+            fputs(USAGE, stdout);
+            return CLI_OK;
+        }
+        if (cli_is(&a, "--tensors", NULL)) {
+            tensors = 1;
+            if (a.inline_val) {
+                prefix = a.inline_val;
+            } else if (path && a.i + 1 < a.argc && a.argv[a.i + 1][0] != '-') {
+                prefix = a.argv[++a.i];
+            }
+            continue;
+        }
+        if (!cli_is_flag(&a) && !path) {
+            path = a.arg;
+            continue;
+        }
+        return cli_unknown(&a);
+    }
+    if (!path) return cli_usage_error("info", "missing MODEL.cmf (see cmf info --help)");
+
+    cmf_file *f = NULL;
+    cmf_status st = cmf_file_open(path, &f);
+    if (st != CMF_OK) return cli_lib_error("info", st);
+
+    const cJSON *h = f->header;
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(h, "arch");
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(arch, "arch_name");
+    const cJSON *qt = cJSON_GetObjectItemCaseSensitive(h, "quant_type");
+    printf("file:          %s\n", path);
+    printf("format:        CMF v%" PRIu32 ", %zu tensors\n", f->env.version, f->n_tensors);
+    printf("arch:          %s\n", cJSON_IsString(an) ? an->valuestring : "?");
+    printf("quant:         %s (file label; each tensor's dtype is in the directory)\n",
+           cJSON_IsString(qt) ? qt->valuestring : "?");
+    print_geometry(arch);
+    print_features(f->env.features);
+    print_sections(f);
+    print_chat(h);
+    print_skills(f);
+    print_ignored(f);
+    const cJSON *prov = cJSON_GetObjectItemCaseSensitive(h, "provenance");
+    const cJSON *tool = cJSON_IsObject(prov) ? cJSON_GetObjectItemCaseSensitive(prov, "tool") : NULL;
+    if (cJSON_IsString(tool)) printf("written by:    %s\n", tool->valuestring);
+    if (tensors) print_tensors(f, prefix);
+    cmf_file_close(f);
+    return CLI_OK;
+}

@@ -1,0 +1,271 @@
+/* run.c — `cmf run model.cmf -p PROMPT`: tokenize, prefill the prompt in one batch, then decode with the sampler
+ * (src/sample), streaming text through cmf_detok_stream (only complete UTF-8 is ever written), until an eos id or
+ * N tokens. Timing of both phases goes to stderr at the end. */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+#include "sample/sample.h"
+
+#define RUN_DEFAULT_CTX_CAP 4096 /* -c default: the trained context, capped here for memory */
+
+static const char *USAGE =
+    "usage: cmf run MODEL.cmf (-p PROMPT | -f FILE | --tokens IDS) [options]\n"
+    "\n"
+    "input:\n"
+    "  -p, --prompt TEXT        the prompt, tokenized with the model's tokenizer (its post-processor adds BOS\n"
+    "                           when the model wants one)\n"
+    "  -f, --file FILE          read the prompt from FILE (verbatim)\n"
+    "  --tokens 1,2,3           start from token ids instead (no tokenizer needed)\n"
+    "  --no-bos                 tokenize without the special tokens (no BOS)\n"
+    "generation:\n"
+    "  -n, --n-predict N        at most N new tokens (default 256); stops earlier at any eos id\n"
+    "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
+    "                           larger than trained is allowed with a warning\n"
+    "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
+    "sampling:\n"
+    "  --temp T                 temperature (default 0.8); 0 = greedy (argmax, ties -> lowest id)\n"
+    "  --top-k K                keep the K most probable tokens (default 40; 0 = off)\n"
+    "  --top-p P                nucleus: the smallest set with probability >= P (default 0.95; 1 = off)\n"
+    "  --min-p P                drop tokens with p < P * p_max (default 0 = off)\n"
+    "  --repeat-penalty R       divide positive / multiply negative logits of recent tokens by R (default 1)\n"
+    "  --presence-penalty X     subtract X from the logits of recent tokens (default 0)\n"
+    "  --frequency-penalty X    subtract X * count from the logits of recent tokens (default 0)\n"
+    "  --repeat-last-n N        the window of recent tokens (prompt included) the penalties see (default 64)\n"
+    "  --seed S                 PRNG seed (default: from the clock); the same seed gives the same tokens\n"
+    "output:\n"
+    "  --print-ids              print the generated ids (one line, comma-separated) instead of text\n"
+    "\n"
+    "Text goes to stdout (followed by a newline); on stderr at the end:\n"
+    "  prompt: N tokens, X tok/s | decode: N tokens, Y tok/s\n";
+
+typedef struct run_opts {
+    const char *model, *prompt, *prompt_file, *tokens;
+    long n_predict, n_ctx, n_threads;
+    int add_special, print_ids, seed_given;
+    cmf_sampler_params sp;
+} run_opts;
+
+static int parse(int argc, char **argv, run_opts *o) {
+    cli_args a;
+    cli_args_init(&a, "run", argc, argv);
+    memset(o, 0, sizeof *o);
+    o->n_predict = 256;
+    o->n_ctx = -1;
+    o->add_special = 1;
+    o->sp = cmf_sampler_default_params();
+    int rc = 0;
+    long l;
+    double d;
+    while (cli_args_next(&a)) {
+        if (cli_is(&a, "--help", "-h")) {
+            fputs(USAGE, stdout);
+            return -1;
+        } else if (cli_is(&a, "--prompt", "-p")) {
+            rc = cli_value(&a, &o->prompt);
+        } else if (cli_is(&a, "--file", "-f")) {
+            rc = cli_value(&a, &o->prompt_file);
+        } else if (cli_is(&a, "--tokens", NULL)) {
+            rc = cli_value(&a, &o->tokens);
+        } else if (cli_is(&a, "--no-bos", NULL)) {
+            o->add_special = 0;
+        } else if (cli_is(&a, "--n-predict", "-n")) {
+            rc = cli_int(&a, 0, INT_MAX, &o->n_predict);
+        } else if (cli_is(&a, "--ctx-size", "-c")) {
+            rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
+        } else if (cli_is(&a, "--threads", "-t")) {
+            rc = cli_int(&a, 0, 4096, &o->n_threads);
+        } else if (cli_is(&a, "--temp", "--temperature")) {
+            if (!(rc = cli_float(&a, 0.0, 1e6, &d))) o->sp.temperature = (float)d;
+        } else if (cli_is(&a, "--top-k", NULL)) {
+            if (!(rc = cli_int(&a, 0, INT_MAX, &l))) o->sp.top_k = (int)l;
+        } else if (cli_is(&a, "--top-p", NULL)) {
+            if (!(rc = cli_float(&a, 1e-9, 1.0, &d))) o->sp.top_p = (float)d;
+        } else if (cli_is(&a, "--min-p", NULL)) {
+            if (!(rc = cli_float(&a, 0.0, 1.0, &d))) o->sp.min_p = (float)d;
+        } else if (cli_is(&a, "--repeat-penalty", NULL)) {
+            if (!(rc = cli_float(&a, 1e-6, 1e6, &d))) o->sp.repeat_penalty = (float)d;
+        } else if (cli_is(&a, "--presence-penalty", NULL)) {
+            if (!(rc = cli_float(&a, -1e6, 1e6, &d))) o->sp.presence_penalty = (float)d;
+        } else if (cli_is(&a, "--frequency-penalty", NULL)) {
+            if (!(rc = cli_float(&a, -1e6, 1e6, &d))) o->sp.frequency_penalty = (float)d;
+        } else if (cli_is(&a, "--repeat-last-n", NULL)) {
+            if (!(rc = cli_int(&a, 0, 1 << 20, &l))) o->sp.penalty_last_n = (int)l;
+        } else if (cli_is(&a, "--seed", NULL)) {
+            if (!(rc = cli_u64(&a, &o->sp.seed))) o->seed_given = 1;
+        } else if (cli_is(&a, "--print-ids", NULL)) {
+            o->print_ids = 1;
+        } else if (!cli_is_flag(&a) && !o->model) {
+            o->model = a.arg;
+        } else {
+            return cli_unknown(&a);
+        }
+        if (rc) return rc;
+    }
+    if (!o->model) return cli_usage_error("run", "missing MODEL.cmf (see cmf run --help)");
+    int inputs = !!o->prompt + !!o->prompt_file + !!o->tokens;
+    if (inputs == 0) return cli_usage_error("run", "missing input: give -p PROMPT, -f FILE or --tokens IDS");
+    if (inputs > 1) return cli_usage_error("run", "give only one of -p, -f and --tokens");
+    if (!o->seed_given) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->sp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
+    }
+    return 0;
+}
+
+/* The prompt as ids: parsed from --tokens, or tokenized from -p / -f. */
+static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size_t *n) {
+    if (o->tokens) return cli_parse_ids("run", "--tokens", o->tokens, ids, n);
+    const cmf_tokenizer *tok = cmf_model_tokenizer(m);
+    if (!tok) {
+        const char *why = cmf_model_tokenizer_error(m);
+        if (why && *why) return cli_fail("run", "%s: the tokenizer cannot be used: %s (use --tokens)", o->model, why);
+        return cli_fail("run", "%s has no tokenizer (no vocab section): give the prompt as --tokens IDS", o->model);
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if (o->prompt_file) {
+        int rc = cli_read_text("run", o->prompt_file, &text, &len);
+        if (rc) return rc;
+    }
+    const char *src = text ? text : o->prompt;
+    cmf_status st = cmf_tokenize(tok, src, text ? len : strlen(src), o->add_special, ids, n);
+    free(text);
+    if (st != CMF_OK) return cli_lib_error("run", st);
+    if (*n == 0) {
+        free(*ids);
+        *ids = NULL;
+        return cli_fail("run", "the prompt is empty (0 tokens)");
+    }
+    return 0;
+}
+
+/* Writes one generated token to stdout: its text (through the stream) or its id. */
+static int emit(const run_opts *o, cmf_detok_stream *ds, int32_t id, int index) {
+    if (o->print_ids || !ds) {
+        printf("%s%d", index ? "," : "", (int)id);
+        return 0;
+    }
+    char *piece = NULL;
+    cmf_status st = cmf_detok_stream_push(ds, id, &piece);
+    if (st != CMF_OK) return cli_lib_error("run", st);
+    fputs(piece, stdout);
+    fflush(stdout);
+    free(piece);
+    return 0;
+}
+
+static int is_eos(const int32_t *eos, int n_eos, int32_t id) {
+    for (int i = 0; i < n_eos; i++)
+        if (eos[i] == id) return 1;
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    run_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+
+    cmf_model_params mp = {.n_threads = (int)o.n_threads};
+    cmf_model *m = NULL;
+    cmf_session *s = NULL;
+    cmf_sampler *smp = NULL;
+    cmf_detok_stream *ds = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    cmf_status st = cmf_model_load(o.model, &mp, &m);
+    if (st != CMF_OK) return cli_lib_error("run", st);
+
+    if ((rc = prompt_ids(&o, m, &ids, &n_ids))) goto done;
+    int vocab = cmf_model_vocab_size(m);
+    for (size_t i = 0; i < n_ids; i++) {
+        if (ids[i] >= vocab) {
+            rc = cli_fail("run", "--tokens: id %d (position %zu) is out of range for a vocabulary of %d", (int)ids[i],
+                          i, vocab);
+            goto done;
+        }
+    }
+
+    /* context: the trained one capped for memory, or -c (warn beyond trained) */
+    int n_train = cmf_model_n_ctx_train(m);
+    long n_ctx = o.n_ctx;
+    if (n_ctx < 0) {
+        n_ctx = n_train > 0 ? n_train : RUN_DEFAULT_CTX_CAP;
+        if (n_ctx > RUN_DEFAULT_CTX_CAP) n_ctx = RUN_DEFAULT_CTX_CAP;
+    } else if (n_train > 0 && n_ctx > n_train) {
+        cli_warn("run", "-c %ld is larger than the trained context %d; output quality may degrade", n_ctx, n_train);
+    }
+    if ((long)n_ids > n_ctx) {
+        rc = cli_fail("run", "the prompt has %zu tokens, more than the context of %ld (see -c)", n_ids, n_ctx);
+        goto done;
+    }
+    /* the KV cache only needs room for the prompt and the new tokens */
+    long need = (long)n_ids + o.n_predict;
+    if (need < n_ctx) n_ctx = need;
+
+    if ((st = cmf_session_new(m, (int)n_ctx, &s)) != CMF_OK || (st = cmf_sampler_new(vocab, &o.sp, &smp)) != CMF_OK) {
+        rc = cli_lib_error("run", st);
+        goto done;
+    }
+    const cmf_tokenizer *tok = cmf_model_tokenizer(m);
+    if (!o.print_ids) {
+        if (!tok) {
+            cli_warn("run", "the model has no tokenizer: printing token ids");
+            o.print_ids = 1;
+        } else if ((st = cmf_detok_stream_new(tok, 1, &ds)) != CMF_OK) {
+            rc = cli_lib_error("run", st);
+            goto done;
+        }
+    }
+    for (size_t i = 0; i < n_ids; i++) cmf_sampler_accept(smp, ids[i]);
+    int n_eos = 0;
+    const int32_t *eos = cmf_model_eos_ids(m, &n_eos);
+
+    double t0 = cli_now();
+    if ((st = cmf_session_prefill(s, ids, (int)n_ids, NULL)) != CMF_OK) {
+        rc = cli_lib_error("run", st);
+        goto done;
+    }
+    double t1 = cli_now();
+    int n_gen = 0;
+    while (n_gen < o.n_predict) {
+        int32_t next;
+        if ((st = cmf_sampler_sample(smp, cmf_session_logits(s), &next)) != CMF_OK) {
+            rc = cli_lib_error("run", st);
+            break;
+        }
+        if (is_eos(eos, n_eos, next)) break;
+        cmf_sampler_accept(smp, next);
+        if ((rc = emit(&o, ds, next, n_gen))) break;
+        n_gen++;
+        if (n_gen >= o.n_predict) break;
+        if (cmf_session_pos(s) >= cmf_session_n_ctx(s)) {
+            cli_warn("run", "the context of %d tokens is full; stopping", cmf_session_n_ctx(s));
+            break;
+        }
+        if ((st = cmf_session_decode(s, next)) != CMF_OK) {
+            rc = cli_lib_error("run", st);
+            break;
+        }
+    }
+    double t2 = cli_now();
+    if (n_gen > 0 || o.print_ids) putchar('\n');
+    fflush(stdout);
+    if (!rc) {
+        double tp = t1 - t0, td = t2 - t1;
+        fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_ids,
+                tp > 0 ? (double)n_ids / tp : 0.0, n_gen, td > 0 ? n_gen / td : 0.0);
+    }
+
+done:
+    cmf_detok_stream_free(ds);
+    cmf_sampler_free(smp);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    free(ids);
+    return rc;
+}
