@@ -1,0 +1,250 @@
+/* gguf_convert.c — cmf_convert_gguf: a llama-architecture GGUF (F32/F16/BF16 tensors) -> CMF v2.
+ *
+ * Metadata llama.* -> header.arch (llama.cpp's key names: embedding_length, feed_forward_length, block_count,
+ * attention.head_count[_kv], attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count,
+ * context_length). Tensors are renamed to the HF names (§5.1) and reshaped from ggml's innermost-first ne[] to the
+ * row-major CMF shape [ne1, ne0]. Q/K keep the GGUF's interleaved RoPE pairing (llama.cpp's converter permutes HF
+ * weights into it; llama2.c checkpoints have it natively), recorded as arch.rope_pairing = "interleaved". The
+ * embedded tokenizer becomes a tokenizer.json in the vocab section (gguf_tokenizer.c). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "convert/convert.h"
+#include "convert/emit.h"
+#include "convert/gguf.h"
+#include "util/error.h"
+
+/* blk.N.<gguf> -> model.layers.N.<hf> */
+static const struct {
+    const char *gguf, *hf;
+} LAYER_NAMES[] = {
+    {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
+    {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
+};
+
+/* The HF name of a GGUF llama tensor into buf; 0 when the tensor has no mapping. */
+static int hf_name(const char *g, char *buf, size_t cap) {
+    const char *suffix = strrchr(g, '.');
+    if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias"))) return 0;
+    size_t stem = (size_t)(suffix - g);
+    if (stem == 10 && !strncmp(g, "token_embd.", 11)) return snprintf(buf, cap, "model.embed_tokens%s", suffix) < (int)cap;
+    if (stem == 11 && !strncmp(g, "output_norm.", 12)) return snprintf(buf, cap, "model.norm%s", suffix) < (int)cap;
+    if (stem == 6 && !strncmp(g, "output.", 7)) return snprintf(buf, cap, "lm_head%s", suffix) < (int)cap;
+    if (strncmp(g, "blk.", 4)) return 0;
+    char *end;
+    long layer = strtol(g + 4, &end, 10);
+    if (end == g + 4 || *end != '.' || layer < 0) return 0;
+    size_t plen = (size_t)(g + stem - (end + 1));
+    for (size_t i = 0; i < sizeof LAYER_NAMES / sizeof LAYER_NAMES[0]; i++)
+        if (strlen(LAYER_NAMES[i].gguf) == plen && !strncmp(end + 1, LAYER_NAMES[i].gguf, plen))
+            return snprintf(buf, cap, "model.layers.%ld.%s%s", layer, LAYER_NAMES[i].hf, suffix) < (int)cap;
+    return 0;
+}
+
+static cmf_status req_int(const cmf_gguf *g, const char *key, int64_t *v) {
+    if (!cmf_gguf_get_int(g, key, v)) return cmf_err(CMF_E_FORMAT, "%s: metadata '%s' is missing", g->path, key);
+    if (*v < 1 || *v > INT32_MAX)
+        return cmf_err(CMF_E_FORMAT, "%s: metadata '%s' = %lld is out of range", g->path, key, (long long)*v);
+    return CMF_OK;
+}
+
+/* header.arch from llama.* metadata. */
+static cmf_status build_arch(const cmf_gguf *g, int tied, cJSON **out) {
+    int64_t hidden, inter, layers, heads, kv = 0, ctx, head_dim, vocab;
+    cmf_status s;
+    if ((s = req_int(g, "llama.embedding_length", &hidden)) || (s = req_int(g, "llama.feed_forward_length", &inter)) ||
+        (s = req_int(g, "llama.block_count", &layers)) || (s = req_int(g, "llama.attention.head_count", &heads)) ||
+        (s = req_int(g, "llama.context_length", &ctx)))
+        return s;
+    if (cmf_gguf_kv_find(g, "llama.attention.head_count_kv")) {
+        if ((s = req_int(g, "llama.attention.head_count_kv", &kv))) return s;
+    } else {
+        kv = heads;
+    }
+    if (heads % kv)
+        return cmf_err(CMF_E_FORMAT, "%s: head_count %lld is not a multiple of head_count_kv %lld", g->path,
+                       (long long)heads, (long long)kv);
+    if (cmf_gguf_kv_find(g, "llama.attention.key_length")) {
+        if ((s = req_int(g, "llama.attention.key_length", &head_dim))) return s;
+    } else {
+        if (hidden % heads)
+            return cmf_err(CMF_E_FORMAT, "%s: embedding_length %% head_count != 0", g->path);
+        head_dim = hidden / heads;
+    }
+    const cmf_gguf_tensor *emb = cmf_gguf_tensor_find(g, "token_embd.weight");
+    if (!emb || emb->ndim != 2 || emb->ne[0] != (uint64_t)hidden)
+        return cmf_err(CMF_E_FORMAT, "%s: token_embd.weight missing or not [vocab, %lld]", g->path, (long long)hidden);
+    if (!cmf_gguf_get_int(g, "llama.vocab_size", &vocab)) vocab = (int64_t)emb->ne[1];
+    double eps = 1e-5, theta = 10000.0;
+    cmf_gguf_get_float(g, "llama.attention.layer_norm_rms_epsilon", &eps);
+    cmf_gguf_get_float(g, "llama.rope.freq_base", &theta);
+    cJSON *a = cJSON_CreateObject();
+    if (!a) return cmf_err(CMF_E_NOMEM, "out of memory");
+    cJSON_AddStringToObject(a, "arch_name", "llama");
+    cJSON_AddNumberToObject(a, "hidden_size", (double)hidden);
+    cJSON_AddNumberToObject(a, "intermediate_size", (double)inter);
+    cJSON_AddNumberToObject(a, "num_layers", (double)layers);
+    cJSON_AddNumberToObject(a, "num_attention_heads", (double)heads);
+    cJSON_AddNumberToObject(a, "num_kv_heads", (double)kv);
+    cJSON_AddNumberToObject(a, "head_dim", (double)head_dim);
+    cJSON_AddNumberToObject(a, "vocab_size", (double)vocab);
+    cJSON *lt = cJSON_AddArrayToObject(a, "layer_types");
+    for (int64_t i = 0; i < layers; i++) cJSON_AddItemToArray(lt, cJSON_CreateString("FullAttention"));
+    cJSON_AddNumberToObject(a, "rms_norm_eps", eps);
+    cJSON_AddNumberToObject(a, "max_position_embeddings", (double)ctx);
+    cJSON_AddStringToObject(a, "norm_style", "qwen");
+    cJSON_AddNumberToObject(a, "rope_theta", theta);
+    cJSON_AddStringToObject(a, "rope_pairing", "interleaved");
+    cJSON_AddBoolToObject(a, "tie_word_embeddings", tied);
+    cJSON_AddStringToObject(a, "hidden_act", "silu");
+    int64_t rot;
+    if (cmf_gguf_get_int(g, "llama.rope.dimension_count", &rot) && rot != head_dim) {
+        if (rot < 2 || rot > head_dim) {
+            cJSON_Delete(a);
+            return cmf_err(CMF_E_FORMAT, "%s: rope.dimension_count %lld is not in [2, head_dim]", g->path, (long long)rot);
+        }
+        cJSON_AddNumberToObject(a, "partial_rotary_factor", (double)rot / (double)head_dim);
+    }
+    char *stype = cmf_gguf_get_str(g, "llama.rope.scaling.type");
+    double factor;
+    if (stype && !strcmp(stype, "linear") && cmf_gguf_get_float(g, "llama.rope.scaling.factor", &factor) && factor > 0) {
+        cJSON *rs = cJSON_AddObjectToObject(a, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "linear");
+        cJSON_AddNumberToObject(rs, "factor", factor);
+    }
+    free(stype);
+    *out = a;
+    return CMF_OK;
+}
+
+/* header.tokenizer_config from tokenizer.ggml.{eos,bos,padding}_token_id and tokenizer.chat_template. */
+static cJSON *build_tokenizer_config(const cmf_gguf *g) {
+    cJSON *tc = cJSON_CreateObject();
+    char *tpl = cmf_gguf_get_str(g, "tokenizer.chat_template");
+    if (tpl) cJSON_AddStringToObject(tc, "chat_template", tpl);
+    free(tpl);
+    cJSON *eos = cJSON_AddArrayToObject(tc, "eos_token_ids");
+    int64_t id;
+    /* ids of 0xFFFFFFFF (-1 as u32) mean "none" in llama.cpp's writer */
+    if (cmf_gguf_get_int(g, "tokenizer.ggml.eos_token_id", &id) && id >= 0 && id < INT32_MAX)
+        cJSON_AddItemToArray(eos, cJSON_CreateNumber((double)id));
+    if (cmf_gguf_get_int(g, "tokenizer.ggml.bos_token_id", &id) && id >= 0 && id < INT32_MAX)
+        cJSON_AddNumberToObject(tc, "bos_token_id", (double)id);
+    if (cmf_gguf_get_int(g, "tokenizer.ggml.padding_token_id", &id) && id >= 0 && id < INT32_MAX)
+        cJSON_AddNumberToObject(tc, "pad_token_id", (double)id);
+    return tc;
+}
+
+/* Tensors in execution order: embed, layers (GGUF order inside a layer is kept), final norm, lm_head. */
+static int tensor_rank(const char *hf, long *layer) {
+    *layer = 0;
+    if (!strncmp(hf, "model.embed_tokens.", 19)) return 0;
+    if (!strncmp(hf, "model.layers.", 13)) {
+        *layer = strtol(hf + 13, NULL, 10);
+        return 1;
+    }
+    if (!strncmp(hf, "model.norm.", 11)) return 2;
+    return 3;
+}
+
+typedef struct gentry {
+    const cmf_gguf_tensor *t;
+    char name[128];
+    int rank;
+    long layer;
+    size_t idx;
+} gentry;
+
+static int cmp_gentry(const void *a, const void *b) {
+    const gentry *x = a, *y = b;
+    if (x->rank != y->rank) return x->rank - y->rank;
+    if (x->layer != y->layer) return x->layer < y->layer ? -1 : 1;
+    return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const cmf_convert_opts *opts) {
+    if (!gguf_path || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_gguf: NULL argument");
+    cmf_gguf *g = NULL;
+    cmf_status s = cmf_gguf_open(gguf_path, &g);
+    if (s) return s;
+    char *archname = cmf_gguf_get_str(g, "general.architecture");
+    cJSON *arch = NULL, *header = NULL;
+    char *vocab = NULL;
+    size_t vocab_len = 0;
+    gentry *es = NULL;
+    cmf_emit em;
+    memset(&em, 0, sizeof em);
+    if (!archname || strcmp(archname, "llama"))
+        s = cmf_err(CMF_E_UNSUPPORTED, "%s: general.architecture '%s' (supported: llama)", gguf_path,
+                    archname ? archname : "(missing)");
+    free(archname);
+    if (!s && !(es = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *es))) s = cmf_err(CMF_E_NOMEM, "out of memory");
+    uint64_t total = 0;
+    for (size_t i = 0; !s && i < g->n_tensors; i++) {
+        gentry *e = &es[i];
+        e->t = &g->tensors[i];
+        e->idx = i;
+        if (!hf_name(e->t->name, e->name, sizeof e->name))
+            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s' has no llama mapping", gguf_path, e->t->name);
+        else if (e->t->type != CMF_GGML_F32 && e->t->type != CMF_GGML_F16 && e->t->type != CMF_GGML_BF16)
+            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s': ggml type %d (quantized GGUF tensors are not supported; "
+                        "F32/F16/BF16 only)", gguf_path, e->t->name, e->t->type);
+        e->rank = tensor_rank(e->name, &e->layer);
+        total += e->t->nbytes;
+    }
+    if (!s) {
+        qsort(es, g->n_tensors, sizeof *es, cmp_gentry);
+        s = build_arch(g, cmf_gguf_tensor_find(g, "output.weight") == NULL, &arch);
+    }
+    if (!s && cmf_gguf_kv_find(g, "tokenizer.ggml.model"))
+        s = cmf_gguf_build_tokenizer(g, &vocab, &vocab_len);
+    else if (!s)
+        cmf_convert_warn(opts, "no tokenizer.ggml.model: the file has no vocab section");
+    if (!s) s = cmf_emit_begin(&em, out_path, opts, total);
+    for (size_t i = 0; !s && i < g->n_tensors; i++) {
+        const cmf_gguf_tensor *t = es[i].t;
+        uint64_t shape[4];
+        for (int d = 0; d < t->ndim; d++) shape[d] = t->ne[t->ndim - 1 - d]; /* ggml ne[] is innermost first */
+        float *buf = cmf_emit_scratch(&em, cmf_gguf_numel(t));
+        if (!buf)
+            s = cmf_err(CMF_E_NOMEM, "tensor '%s': out of memory", t->name);
+        else if (!(s = cmf_gguf_tensor_f32(t, buf)))
+            s = cmf_emit_tensor(&em, es[i].name, t->ndim, shape, buf, t->nbytes);
+    }
+    if (!s) {
+        char bn[256];
+        const char *slash = strrchr(gguf_path, '/');
+        snprintf(bn, sizeof bn, "%s", slash ? slash + 1 : gguf_path);
+        header = cJSON_CreateObject();
+        cJSON_AddStringToObject(header, "format", "cmf");
+        cJSON_AddNumberToObject(header, "version", 2);
+        cJSON_AddItemToObject(header, "arch", arch);
+        arch = NULL;
+        cJSON_AddStringToObject(header, "quant_type", cmf_quant_label(opts->quant));
+        cJSON *prov = cJSON_AddObjectToObject(header, "provenance");
+        cJSON_AddStringToObject(prov, "tool", "cmf convert");
+        cJSON_AddStringToObject(prov, "source_model", bn);
+        cJSON_AddStringToObject(prov, "source_format", "gguf");
+        cJSON_AddItemToObject(header, "tokenizer_config", build_tokenizer_config(g));
+    }
+    s = cmf_emit_end(&em, s, header, vocab, vocab_len);
+    cJSON_Delete(arch);
+    free(vocab);
+    free(es);
+    cmf_gguf_close(g);
+    return s;
+}
+
+cmf_status cmf_gguf_tokenizer_json(const char *gguf_path, char **json, size_t *len) {
+    if (!gguf_path || !json || !len) return cmf_err(CMF_E_ARG, "cmf_gguf_tokenizer_json: NULL argument");
+    *json = NULL;
+    *len = 0;
+    cmf_gguf *g = NULL;
+    cmf_status s = cmf_gguf_open(gguf_path, &g);
+    if (s) return s;
+    s = cmf_gguf_build_tokenizer(g, json, len);
+    cmf_gguf_close(g);
+    return s;
+}
