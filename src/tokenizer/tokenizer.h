@@ -1,0 +1,251 @@
+/* tokenizer.h — internals of the Hugging Face tokenizer.json engine (public API: include/cmf.h).
+ *
+ * The pipeline follows HF tokenizers' TokenizerImpl::encode:
+ *   text -> added tokens split off (non-normalized ones on the raw text) -> normalizer per remaining segment ->
+ *   added tokens split off again (normalized ones) -> pre-tokenizer (pieces) -> model (ids per piece, cached) ->
+ *   post-processor (template) when add_special.
+ * Decoding: ids -> token strings (added vocabulary first) -> decoder chain -> joined text.
+ *
+ * Files: tokenizer.c (json loading, added tokens, public API), util.c (buffers, hash maps, byte-level table,
+ * UTF-8 helpers), normalize.c, pretok.c, bpe.c (BPE model + cache), models.c (WordLevel, WordPiece, Unigram),
+ * decode.c (decoders, streaming decode).
+ */
+#ifndef CMF_TOKENIZER_TOKENIZER_H
+#define CMF_TOKENIZER_TOKENIZER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include "cmf.h"
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Small containers (util.c)
+ * ---------------------------------------------------------------------------------------------------------- */
+
+/* A growable byte string (not NUL-terminated unless tok_buf_cstr is called). */
+typedef struct tok_buf {
+    char *p;
+    size_t n, cap;
+} tok_buf;
+
+int tok_buf_reserve(tok_buf *b, size_t extra); /* 0 on success, -1 on allocation failure */
+int tok_buf_put(tok_buf *b, const void *s, size_t n);
+const char *tok_buf_cstr(tok_buf *b); /* NUL-terminates (NULL on allocation failure) */
+void tok_buf_free(tok_buf *b);
+
+/* A growable int32 array of token ids. */
+typedef struct tok_ids {
+    int32_t *v;
+    size_t n, cap;
+} tok_ids;
+
+int tok_ids_push(tok_ids *a, int32_t id);
+int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n);
+
+/* A hash map from byte strings to int32 (open addressing, keys copied and owned). */
+typedef struct tok_strmap {
+    uint32_t *slots; /* entry index + 1, 0 = empty */
+    size_t cap;      /* power of two */
+    char **keys;
+    uint32_t *klen;
+    int32_t *vals;
+    size_t n, ncap;
+} tok_strmap;
+
+/* Sets key -> val (overwrites). Returns 0, or -1 on allocation failure. */
+int tok_strmap_set(tok_strmap *m, const char *key, size_t len, int32_t val);
+/* Value for key, or -1. */
+int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+void tok_strmap_free(tok_strmap *m);
+
+uint64_t tok_hash(const void *p, size_t n);
+
+/* GPT-2's bytes_to_unicode table: each byte's replacement character as UTF-8 (1 or 2 bytes). */
+extern const char *const tok_byte_to_utf8[256];
+/* Inverse: code point (< 324) -> byte, or -1 when the code point is not in the table. */
+int tok_unicode_to_byte(uint32_t cp);
+
+/* Decodes one UTF-8 character at s[0..n): returns its length (1..4) and sets *cp, or 0 if invalid. */
+int tok_utf8_decode(const char *s, size_t n, uint32_t *cp);
+/* Byte offset of the first invalid UTF-8 sequence in s[0..n), or n when valid. */
+size_t tok_utf8_check(const char *s, size_t n);
+/* Appends s[0..n) to out replacing invalid sequences by U+FFFD as Rust's String::from_utf8_lossy does (one
+ * replacement per maximal invalid subpart). Returns 0 or -1 on allocation failure. */
+int tok_utf8_lossy(tok_buf *out, const char *s, size_t n);
+/* Unicode White_Space (Rust char::is_whitespace). */
+int tok_is_whitespace(uint32_t cp);
+
+/* Compiles a tokenizer.json regex (Oniguruma syntax) with PCRE2 in UTF+UCP mode; `\s`/`\S` are rewritten to
+ * Unicode White_Space classes as Oniguruma defines them. Errors: CMF_E_FORMAT naming `what`. */
+cmf_status tok_regex_compile(const char *pattern, size_t len, const char *what, pcre2_code **out);
+/* Compiles a literal string pattern (HF `{"String": ...}`) as an escaped regex. */
+cmf_status tok_regex_literal(const char *s, size_t len, const char *what, pcre2_code **out);
+/* Reads a HF pattern object {"String": s} or {"Regex": r} into a compiled regex. */
+cmf_status tok_pattern_from_json(const cJSON *pat, const char *what, pcre2_code **out);
+
+/* Finds the next non-empty match of re in s[0..n) at or after `from`: 1 with [*ms,*me), 0 for none, -1 on a
+ * matching failure (message set). `md` is match data created for re. */
+int tok_regex_next(const pcre2_code *re, pcre2_match_data *md, const char *s, size_t n, size_t from, size_t *ms,
+                   size_t *me);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Pieces: the pre-tokenized string, a list of byte ranges in one buffer.
+ * ---------------------------------------------------------------------------------------------------------- */
+typedef struct tok_piece {
+    size_t off, len;
+    int first; /* the piece starts at offset 0 of the original input (Metaspace prepend_scheme "first") */
+} tok_piece;
+
+typedef struct tok_pieces {
+    tok_buf buf;
+    tok_piece *v;
+    size_t n, cap;
+} tok_pieces;
+
+int tok_pieces_add(tok_pieces *p, const char *s, size_t len, int first); /* copies s into buf */
+void tok_pieces_free(tok_pieces *p);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Normalizers (normalize.c)
+ * ---------------------------------------------------------------------------------------------------------- */
+typedef struct tok_normalizer tok_normalizer;
+
+/* Builds a normalizer from its tokenizer.json object. Errors: CMF_E_FORMAT, CMF_E_UNSUPPORTED (names the type). */
+cmf_status tok_normalizer_load(const cJSON *j, tok_normalizer **out);
+void tok_normalizer_free(tok_normalizer *n);
+/* Normalizes s[0..len) (valid UTF-8) into `out` (cleared first). */
+cmf_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok_buf *out);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Pre-tokenizers (pretok.c)
+ * ---------------------------------------------------------------------------------------------------------- */
+typedef struct tok_pretok tok_pretok;
+
+cmf_status tok_pretok_load(const cJSON *j, tok_pretok **out);
+void tok_pretok_free(tok_pretok *p);
+/* Splits every piece of *io further (HF PreTokenizer::pre_tokenize); *io is replaced. */
+cmf_status tok_pretokenize(const tok_pretok *p, tok_pieces *io);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Models (bpe.c, models.c)
+ * ---------------------------------------------------------------------------------------------------------- */
+typedef enum { TOK_MODEL_BPE, TOK_MODEL_WORDLEVEL, TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM } tok_model_type;
+
+typedef struct tok_merge_map {
+    uint64_t *keys; /* (a << 32 | b) + 1, 0 = empty */
+    uint32_t *rank;
+    int32_t *new_id;
+    size_t cap, n;
+} tok_merge_map;
+
+typedef struct tok_cache tok_cache;
+
+typedef struct tok_model {
+    tok_model_type type;
+    tok_strmap vocab;   /* token -> id */
+    char **id_to_tok;   /* id -> token (NULL for holes); owned */
+    uint32_t *tok_len;
+    int32_t n_ids;      /* max id + 1 */
+    int32_t unk_id;     /* -1 when none */
+    /* BPE */
+    tok_merge_map merges;
+    char *cont_prefix;  /* continuing_subword_prefix or NULL (BPE, WordPiece) */
+    char *eow_suffix;   /* end_of_word_suffix or NULL */
+    int fuse_unk, byte_fallback, ignore_merges;
+    int32_t byte_ids[256]; /* id of "<0xXX>" or -1 (byte_fallback) */
+    tok_cache *cache;
+    /* WordPiece */
+    int max_input_chars_per_word;
+    /* Unigram */
+    double *scores;
+    double min_score;
+    int unigram_byte_fallback;
+    size_t max_tok_len;
+} tok_model;
+
+cmf_status tok_model_load(const cJSON *j, tok_model **out);
+void tok_model_free(tok_model *m);
+/* Appends the ids of one pre-tokenized piece (HF Model::tokenize). */
+cmf_status tok_model_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
+
+/* BPE internals used by tok_model_load / tok_model_encode (bpe.c). */
+cmf_status tok_bpe_load(const cJSON *j, tok_model *m);
+cmf_status tok_bpe_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
+void tok_bpe_free(tok_model *m);
+/* Other models (models.c). */
+cmf_status tok_wordpiece_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
+cmf_status tok_unigram_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
+/* Fills m->vocab / id_to_tok from a {"token": id} object (BPE, WordLevel, WordPiece). */
+cmf_status tok_vocab_from_object(const cJSON *vocab, tok_model *m);
+cmf_status tok_vocab_set_id(tok_model *m, int32_t id, const char *s, size_t len);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Decoders (decode.c)
+ * ---------------------------------------------------------------------------------------------------------- */
+typedef struct tok_decoder tok_decoder;
+
+cmf_status tok_decoder_load(const cJSON *j, tok_decoder **out);
+void tok_decoder_free(tok_decoder *d);
+
+/* A list of token strings being decoded (each owned). */
+typedef struct tok_strs {
+    char **s;
+    size_t *len;
+    size_t n, cap;
+} tok_strs;
+
+int tok_strs_push(tok_strs *a, const char *s, size_t len);
+void tok_strs_free(tok_strs *a);
+
+/* Runs the decoder chain (HF Decoder::decode_chain) over *toks, replacing it. */
+cmf_status tok_decode_chain(const tok_decoder *d, tok_strs *toks);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * The tokenizer
+ * ---------------------------------------------------------------------------------------------------------- */
+typedef struct tok_added {
+    char *content;
+    size_t len;
+    int32_t id;
+    int special, normalized, lstrip, rstrip, single_word;
+} tok_added;
+
+/* Added-token matcher: candidates indexed by first byte, longest first. */
+typedef struct tok_matcher {
+    const tok_added **cand; /* all candidates, grouped by first byte, longest first in each group */
+    char **norm_content;    /* content to match (normalized content for the normalized matcher) */
+    size_t *norm_len;
+    uint32_t start[257];    /* cand index range per first byte */
+    size_t n;
+} tok_matcher;
+
+typedef enum { TOK_POST_NONE, TOK_POST_BYTELEVEL, TOK_POST_TEMPLATE, TOK_POST_SEQUENCE } tok_post_type;
+
+typedef struct tok_post {
+    tok_post_type type;
+    int32_t *single;  /* template: ids, with -1 for the sequence A */
+    size_t n_single;
+    struct tok_post **seq;
+    size_t n_seq;
+} tok_post;
+
+struct cmf_tokenizer {
+    tok_model *model;
+    tok_normalizer *normalizer; /* NULL when none */
+    tok_pretok *pretok;         /* NULL when none */
+    tok_decoder *decoder;       /* NULL when none: tokens joined by " " */
+    tok_post *post;             /* NULL when none */
+    tok_added *added;
+    size_t n_added;
+    tok_strmap added_map; /* content -> index in added */
+    int32_t *added_by_id; /* id -> index in added, for ids < n_ids; -1 none */
+    int32_t n_ids;        /* vocab size: max(model ids, added ids) + 1 */
+    tok_matcher match_raw, match_norm;
+};
+
+#endif
