@@ -3,6 +3,7 @@
  * writer, so a failed conversion never leaves a partial file. */
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "convert/convert.h"
@@ -19,14 +20,41 @@ static const char *USAGE =
     "                      f16 scale) or q8_2f (int8 with row and column scales). Norms and other 1-D tensors\n"
     "                      stay f32. Default: f16 for Hugging Face sources; f32 for GGUF sources (GGUF F32 and\n"
     "                      F16 tensors are both kept exactly).\n"
-    "  --no-progress       no progress bar (by default one is drawn on stderr when the conversion takes more\n"
-    "                      than a second)\n"
+    "  --no-progress       no progress bar (by default one is drawn on stderr, when stderr is a terminal and\n"
+    "                      the conversion takes more than a second)\n"
     "\n"
     "Warnings go to stderr, prefixed \"cmf convert: warning:\".\n";
 
 static void on_warn(void *ctx, const char *msg) {
     (void)ctx;
     cli_warn("convert", "%s", msg);
+}
+
+/* The progress bar: drawn on stderr (a terminal only) once the conversion has run for more than a second,
+ * redrawn in place at most ten times a second, ended with a newline by the final call (done == total). */
+typedef struct progress_state {
+    int drawn;
+    double last;
+} progress_state;
+
+static void on_progress(void *ctx, uint64_t done, uint64_t total, double elapsed_s, const char *tensor) {
+    progress_state *p = ctx;
+    int final = done >= total;
+    if (elapsed_s <= 1.0 && !p->drawn) return;
+    if (!final && p->drawn && elapsed_s - p->last < 0.1) return;
+    p->last = elapsed_s;
+    enum { WIDTH = 30 };
+    double frac = total ? (double)done / (double)total : 1.0;
+    if (frac > 1.0) frac = 1.0;
+    char bar[WIDTH + 1];
+    int fill = (int)(frac * WIDTH);
+    for (int i = 0; i < WIDTH; i++) bar[i] = i < fill ? '#' : '.';
+    bar[WIDTH] = '\0';
+    fprintf(stderr, "\rconverting [%s] %3d%% %6.0f/%.0f MiB %5.1f s  %-40.40s", bar, (int)(frac * 100.0),
+            (double)done / 1048576.0, (double)total / 1048576.0, elapsed_s, final ? "done" : (tensor ? tensor : ""));
+    p->drawn = 1;
+    if (final) fputc('\n', stderr);
+    fflush(stderr);
 }
 
 /* A GGUF file starts with the bytes "GGUF". */
@@ -64,6 +92,18 @@ int cmd_convert(int argc, char **argv) {
     if (!src) return cli_usage_error("convert", "missing SOURCE (a Hugging Face directory or a .gguf file)");
     if (!out) return cli_usage_error("convert", "missing -o OUT.cmf");
 
+    /* fail before any work when the output's folder does not exist */
+    const char *slash = strrchr(out, '/');
+    if (slash && slash != out) {
+        char dir[4096];
+        size_t dl = (size_t)(slash - out);
+        if (dl < sizeof dir) {
+            memcpy(dir, out, dl);
+            dir[dl] = '\0';
+            if (!cmf_is_dir(dir)) return cli_fail("convert", "-o %s: the folder %s does not exist", out, dir);
+        }
+    }
+
     int dtype = -1;
     if (quant) {
         dtype = cmf_dtype_from_name(quant);
@@ -74,7 +114,10 @@ int cmd_convert(int argc, char **argv) {
 
     cmf_convert_opts opts;
     memset(&opts, 0, sizeof opts);
-    opts.progress = progress;
+    progress_state ps = {0, 0.0};
+    opts.progress = progress && isatty(STDERR_FILENO);
+    opts.on_progress = on_progress;
+    opts.progress_ctx = &ps;
     opts.warn = on_warn;
     opts.warn_ctx = NULL;
 

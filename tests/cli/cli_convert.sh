@@ -1,0 +1,45 @@
+# cli_convert.sh — `cmf convert` end to end: Hugging Face and GGUF sources, --quant labels, verify of the
+# output, clean failures that leave no file, and `cmf run` on the converted stories260K reproducing the greedy
+# text documented in shared/data/models/stories260K/stories260K.md.
+. "$(dirname "$0")/lib.sh"
+HF="$CMF_SHARED/data/hf-tiny"
+GGUF="$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
+
+# Hugging Face sources: default f16, and each --quant recorded as the file label; every output verifies
+expect_ok "$CMF_BIN" convert "$HF/qwen2" -o "$T/q.cmf"
+grep -q "^cmf convert: wrote $T/q.cmf (f16)" "$T/err" || fail "convert summary line: $(cat "$T/err")"
+expect_ok "$CMF_BIN" verify "$T/q.cmf"
+expect_ok "$CMF_BIN" info "$T/q.cmf" && grep -qE '^quant: +F16' "$T/out" || fail "default quant label F16"
+for q in f32:F32 bf16:BF16 q8:Q8_ROW q8_2f:Q8_2F; do
+    expect_ok "$CMF_BIN" convert "$HF/llama" -o "$T/l.cmf" --quant "${q%%:*}" --no-progress
+    expect_ok "$CMF_BIN" verify "$T/l.cmf"
+    expect_ok "$CMF_BIN" info "$T/l.cmf" && grep -qE "^quant: +${q##*:}" "$T/out" || fail "--quant ${q%%:*} label"
+done
+# the source geometry (config.json) shows up in info
+expect_ok "$CMF_BIN" info "$T/l.cmf"
+hs=$(grep -o '"hidden_size": *[0-9]*' "$HF/llama/config.json" | grep -o '[0-9]*$')
+grep -q "hidden_size $hs," "$T/out" || fail "info hidden_size != config.json's $hs"
+
+# failures leave no output file
+mkdir -p "$T/empty"
+expect_error 1 "$CMF_BIN" convert "$T/empty" -o "$T/none.cmf"
+[ ! -e "$T/none.cmf" ] || fail "a failed conversion left $T/none.cmf"
+expect_error 1 "$CMF_BIN" convert "$HF/llama" -o "$T/no-such-dir/x.cmf"
+ls "$T" | grep -q 'tmp' && fail "a failed conversion left a temporary file: $(ls "$T")"
+
+# GGUF: default f32; greedy run reproduces the documented stories260K text
+expect_ok "$CMF_BIN" convert "$GGUF" -o "$T/s.cmf"
+expect_ok "$CMF_BIN" info "$T/s.cmf" && grep -qE '^quant: +F32' "$T/out" || fail "GGUF default quant label F32"
+expect_ok "$CMF_BIN" run "$T/s.cmf" -p "Once upon a time" -n 40 --temp 0
+gen=$(tr -d '\n' <"$T/out")
+doc=$(grep -A1 '^\$ ./run stories260K/stories260K.bin -z stories260K/tok512.bin -t 0.0$' \
+    "$CMF_SHARED/data/models/stories260K/stories260K.md" | tail -1)
+[ -n "$gen" ] || fail "stories260K run printed nothing"
+case "$doc" in
+    "Once upon a time$gen"*) ;;
+    *) fail "stories260K greedy text is not a prefix of the documented one: '$gen'" ;;
+esac
+grep -qE '^prompt: [0-9]+ tokens, [0-9.]+ tok/s \| decode: 40 tokens, [0-9.]+ tok/s$' "$T/err" ||
+    fail "stats line: $(cat "$T/err")"
+
+finish
