@@ -42,4 +42,10 @@ esac
 grep -qE '^prompt: [0-9]+ tokens, [0-9.]+ tok/s \| decode: 40 tokens, [0-9.]+ tok/s$' "$T/err" ||
     fail "stats line: $(cat "$T/err")"
 
+# hot sampling (byte-fallback tokens <0x..> get drawn at this temperature) still streams valid UTF-8 only
+for seed in 1 2 3; do
+    expect_ok "$CMF_BIN" run "$T/s.cmf" -p "Once" -n 120 --temp 5 --top-k 0 --top-p 1 --seed "$seed"
+    iconv -f UTF-8 -t UTF-8 "$T/out" >/dev/null 2>&1 || fail "run --seed $seed wrote invalid UTF-8"
+done
+
 finish
