@@ -1,0 +1,83 @@
+/* test_hf_refs.c — our encoder/decoder against reference outputs of Hugging Face's JavaScript tokenizers
+ * (tests/tokenizer/data/hf_refs_*.json, written by scripts/tokenizer/make_refs.mjs) for the qwen3, llama3 and
+ * mistral tokenizer.json files: ids without and with special tokens, decode, decode skipping special tokens, and
+ * streaming decode == full decode with valid UTF-8 chunks. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+#include "toktest.h"
+#include "util/fileio.h"
+
+#ifndef TOK_TEST_DATA
+#define TOK_TEST_DATA "tests/tokenizer/data"
+#endif
+
+static int32_t *json_ids(const cJSON *a, size_t *n) {
+    *n = (size_t)cJSON_GetArraySize(a);
+    int32_t *v = malloc((*n + 1) * sizeof *v);
+    size_t i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, a) v[i++] = (int32_t)e->valuedouble;
+    return v;
+}
+
+static void check_decode(const cmf_tokenizer *t, const char *label, const int32_t *ids, size_t n, int skip,
+                         const char *want) {
+    char *got = NULL;
+    cmf_status st = cmf_detokenize(t, ids, n, skip, &got);
+    CHECK_MSG(st == CMF_OK, "%s: detokenize: %s", label, cmf_last_error());
+    CHECK_MSG(got && strcmp(got, want) == 0, "%s: decode(skip=%d) '%s' != '%s'", label, skip, got ? got : "", want);
+    free(got);
+}
+
+static void run(const char *name) {
+    char path[512], rel[128];
+    snprintf(path, sizeof path, "%s/hf_refs_%s.json", TOK_TEST_DATA, name);
+    char *json;
+    size_t len;
+    if (cmf_read_file(path, &json, &len) != CMF_OK) {
+        CHECK_MSG(0, "%s", cmf_last_error());
+        return;
+    }
+    cJSON *doc = cJSON_ParseWithLength(json, len);
+    free(json);
+    CHECK_MSG(doc != NULL, "%s: bad JSON", path);
+    const cJSON *tokrel = cJSON_GetObjectItemCaseSensitive(doc, "tokenizer");
+    snprintf(rel, sizeof rel, "data/tokenizers/%s", cJSON_IsString(tokrel) ? tokrel->valuestring : "?");
+    cmf_tokenizer *t = toktest_load_shared(rel);
+    const cJSON *cases = cJSON_GetObjectItemCaseSensitive(doc, "cases");
+    CHECK_MSG(cJSON_GetArraySize(cases) >= 40, "%s: too few cases", path);
+    size_t i = 0, pass = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cases) {
+        if (!t) break;
+        char label[96];
+        snprintf(label, sizeof label, "%s case %zu", name, i++);
+        const char *text = cJSON_GetObjectItemCaseSensitive(c, "text")->valuestring;
+        size_t n1, n2;
+        int32_t *ids = json_ids(cJSON_GetObjectItemCaseSensitive(c, "ids"), &n1);
+        int32_t *ids_sp = json_ids(cJSON_GetObjectItemCaseSensitive(c, "ids_special"), &n2);
+        int ok = toktest_check_encode(t, label, text, strlen(text), ids, n1, 0);
+        ok &= toktest_check_encode(t, label, text, strlen(text), ids_sp, n2, 1);
+        pass += (size_t)ok;
+        check_decode(t, label, ids, n1, 0, cJSON_GetObjectItemCaseSensitive(c, "decoded")->valuestring);
+        check_decode(t, label, ids_sp, n2, 1, cJSON_GetObjectItemCaseSensitive(c, "decoded_skip")->valuestring);
+        toktest_check_stream(t, label, ids_sp, n2, 0);
+        toktest_check_stream(t, label, ids_sp, n2, 1);
+        free(ids);
+        free(ids_sp);
+    }
+    fprintf(stderr, "%s: %zu/%zu HF reference strings encode identically\n", name, pass, i);
+    cmf_tokenizer_free(t);
+    cJSON_Delete(doc);
+}
+
+int main(void) {
+    run("qwen3");
+    run("llama3");
+    run("mistral");
+    CMF_TEST_END();
+}
