@@ -15,15 +15,13 @@ printf '1, 2\n 3\n' >"$T/ids.txt"
 expect_ok "$CMF_BIN" eval "$M" --tokens-file "$T/ids.txt" -o "$T/b.f32"
 cmp -s "$T/a.f32" "$T/b.f32" || fail "--tokens-file gives other logits than --tokens"
 # every value is a finite number
-od -An -v -t f4 "$T/a.f32" | tr -s ' ' '\n' | grep -v '^$' | grep -qviE '^-?[0-9.]+(e[-+][0-9]+)?$' &&
-    fail "eval wrote a non-finite logit"
-# the logits of a prefix equal the first rows (causal attention; the same prefill code path)
-expect_ok "$CMF_BIN" eval "$M" --tokens 1,2 -o "$T/c.f32"
-cmp -s "$T/c.f32" <(head -c $((2 * V * 4)) "$T/a.f32") ||
-    echo "note: prefix logits differ bitwise (batch-size dependent summation)" >&2
+od -An -v -t f4 "$T/a.f32" | tr -s ' ' '\n' | grep -v '^$' |
+    grep -qviE '^-?[0-9.]+(e[-+][0-9]+)?$' && fail "eval wrote a non-finite logit"
 
 # --- run: greedy ids == argmax of eval's rows over the same sequence ---
-argmax_rows() { od -An -v -t f4 -w$((V * 4)) "$1" | awk '{ b = 1; for (i = 2; i <= NF; i++) if ($i > $b) b = i; print b - 1 }'; }
+argmax_rows() {  # one line per row: the id of the largest logit (ties -> lowest id)
+    od -An -v -t f4 -w$((V * 4)) "$1" | awk '{ b = 1; for (i = 2; i <= NF; i++) if ($i > $b) b = i; print b - 1 }'
+}
 prompt="5,17,42"
 expect_ok "$CMF_BIN" run "$M" --tokens "$prompt" -n 6 --temp 0 --print-ids -t 1
 gen=$(head -1 "$T/out")

@@ -9,7 +9,10 @@ dir_off=$(u64 "$M" 32)
 data_off=$(u64 "$M" 48)
 count=$(u64 "$M" "$dir_off")
 pool_off=$(u64 "$M" $((dir_off + 8)))
-dtype_name() { case $1 in 0) echo f32;; 1) echo f16;; 2) echo bf16;; 3) echo q8_row;; 4) echo q4_block;; 9) echo q8_2f;; *) echo "?";; esac; }
+dtype_name() {  # spec names, CMF_FORMAT.md §2.0
+    case $1 in 0) echo f32;; 1) echo f16;; 2) echo bf16;; 3) echo q8_row;; 4) echo q4_block;; 9) echo q8_2f;;
+        *) echo "?";; esac
+}
 : >"$T/dir.txt"
 for ((i = 0; i < count; i++)); do
     rec=$((dir_off + 16 + 56 * i))

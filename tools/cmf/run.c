@@ -231,7 +231,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     double t1 = cli_now();
-    int n_gen = 0;
+    int n_gen = 0, ctx_full = 0;
     while (n_gen < o.n_predict) {
         int32_t next;
         if ((st = cmf_sampler_sample(smp, cmf_session_logits(s), &next)) != CMF_OK) {
@@ -244,7 +244,7 @@ int cmd_run(int argc, char **argv) {
         n_gen++;
         if (n_gen >= o.n_predict) break;
         if (cmf_session_pos(s) >= cmf_session_n_ctx(s)) {
-            cli_warn("run", "the context of %d tokens is full; stopping", cmf_session_n_ctx(s));
+            ctx_full = 1; /* reported after the text's final newline */
             break;
         }
         if ((st = cmf_session_decode(s, next)) != CMF_OK) {
@@ -255,6 +255,8 @@ int cmd_run(int argc, char **argv) {
     double t2 = cli_now();
     if (n_gen > 0 || o.print_ids) putchar('\n');
     fflush(stdout);
+    if (ctx_full)
+        cli_warn("run", "the context of %d tokens is full; stopped after %d tokens", cmf_session_n_ctx(s), n_gen);
     if (!rc) {
         double tp = t1 - t0, td = t2 - t1;
         fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_ids,
