@@ -1,0 +1,465 @@
+/* builtins.c — Jinja filters and tests (jinja2 3.1 filters.py / tests.py), Python str/dict/list methods that
+ * chat templates call, and the globals range/namespace/dict plus Hugging Face's raise_exception and
+ * strftime_now (transformers chat_template_utils.py). tojson follows transformers: json.dumps with
+ * ensure_ascii=False, no key sorting, optional indent. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <utf8proc.h>
+
+#include "template/eval.h"
+#include "util/error.h"
+
+#define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
+#define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
+
+enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME, G_COUNT };
+static const char *const GLOBALS[G_COUNT] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
+
+int jinja_global_id(const char *name) {
+    for (int i = 0; i < G_COUNT; i++)
+        if (!strcmp(name, GLOBALS[i])) return i;
+    return -1;
+}
+
+cmf_status jb_ret_str(jv *out, const char *s, size_t n) {
+    *out = jv_strn(s ? s : "", n);
+    return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+}
+cmf_status jb_ret_buf(jv *out, jbuf *b) {
+    if (b->oom) { jbuf_free(b); return NOMEM(); }
+    cmf_status st = jb_ret_str(out, b->p, b->n);
+    jbuf_free(b);
+    return st;
+}
+
+int jb_is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+
+/* ---- case mapping (utf8proc) ---- */
+
+
+cmf_status jb_map_case(jv s, int mode, jv *out) {
+    jbuf b = {0};
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s.u.s->s;
+    utf8proc_ssize_t n = (utf8proc_ssize_t)s.u.s->len, i = 0;
+    int prev_cased = 0, first = 1, word_start = 1;
+    while (i < n) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + i, n - i, &cp);
+        if (k <= 0) { jbuf_put(&b, (const char *)p + i, 1); i++; continue; }
+        utf8proc_int32_t r = cp;
+        utf8proc_category_t cat = utf8proc_category(cp);
+        int cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
+        switch (mode) {
+        case CASE_UPPER: r = utf8proc_toupper(cp); break;
+        case CASE_LOWER: r = utf8proc_tolower(cp); break;
+        case CASE_PYTITLE: r = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp); break;
+        case CASE_CAPITALIZE: r = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp); break;
+        case CASE_JTITLE: { /* words split at runs of whitespace and -({[< */
+            int sep = cp < 128 && (jb_is_space((unsigned char)cp) || strchr("-({[<", (int)cp));
+            r = sep ? cp : word_start ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
+            word_start = sep;
+            break;
+        }
+        }
+        prev_cased = cased;
+        first = 0;
+        utf8proc_uint8_t enc[4];
+        utf8proc_ssize_t m = utf8proc_encode_char(r, enc);
+        jbuf_put(&b, (const char *)enc, (size_t)m);
+        i += k;
+    }
+    return jb_ret_buf(out, &b);
+}
+
+/* ---- string helpers ---- */
+
+cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out) {
+    const char *p = s.u.s->s;
+    size_t a = 0, e = s.u.s->len;
+    if (chars && chars->k == JV_STR) {
+        const char *set = chars->u.s->s;
+        size_t sl = chars->u.s->len;
+        while (left && a < e && memchr(set, p[a], sl)) a++;
+        while (right && e > a && memchr(set, p[e - 1], sl)) e--;
+    } else {
+        while (left && a < e && jb_is_space((unsigned char)p[a])) a++;
+        while (right && e > a && jb_is_space((unsigned char)p[e - 1])) e--;
+    }
+    return jb_ret_str(out, p + a, e - a);
+}
+
+const char *jb_find_sub(const char *h, size_t hn, const char *n, size_t nn) {
+    if (nn == 0) return h;
+    for (size_t i = 0; i + nn <= hn; i++)
+        if (!memcmp(h + i, n, nn)) return h + i;
+    return NULL;
+}
+
+cmf_status jb_split(const jnode *at, jv s, const jv *sep, const jv *maxv, jv *out) {
+    int64_t max = maxv && maxv->k == JV_INT ? maxv->u.i : -1;
+    jv l = jv_list_new(0);
+    if (jv_is_oom(l)) return NOMEM();
+    const char *p = s.u.s->s, *end = p + s.u.s->len;
+    if (!sep || sep->k == JV_NONE) {
+        while (p < end) {
+            while (p < end && jb_is_space((unsigned char)*p)) p++;
+            if (p == end) break;
+            const char *q = p;
+            if (max == 0) q = end;
+            else while (q < end && !jb_is_space((unsigned char)*q)) q++;
+            if (max == 0) { while (q > p && jb_is_space((unsigned char)q[-1])) q--; }
+            if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) { jv_release(l); return NOMEM(); }
+            if (max > 0) max--;
+            p = q;
+            if (max == 0 && p < end) max = 0;
+        }
+    } else {
+        if (sep->k != JV_STR || sep->u.s->len == 0) { jv_release(l); return jinja_rt_err(at, "split: empty or non-string separator"); }
+        for (;;) {
+            const char *q = max == 0 ? NULL : jb_find_sub(p, (size_t)(end - p), sep->u.s->s, sep->u.s->len);
+            if (!q) q = end;
+            if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) { jv_release(l); return NOMEM(); }
+            if (q == end) break;
+            p = q + sep->u.s->len;
+            if (max > 0) max--;
+        }
+    }
+    *out = l;
+    return CMF_OK;
+}
+
+cmf_status jb_replace(const jnode *at, jv s, const jv *old, const jv *new, const jv *count, jv *out) {
+    if (!old || !new || old->k != JV_STR || new->k != JV_STR) return jinja_rt_err(at, "jb_replace() needs two strings");
+    int64_t max = count && count->k == JV_INT ? count->u.i : -1;
+    jbuf b = {0};
+    const char *p = s.u.s->s, *end = p + s.u.s->len;
+    if (old->u.s->len == 0) { /* Python inserts `new` between every character */
+        for (size_t i = 0; p <= end; i++) {
+            if (max < 0 || (int64_t)i < max) jbuf_put(&b, new->u.s->s, new->u.s->len);
+            if (p == end) break;
+            const char *q = p + 1;
+            while (q < end && ((unsigned char)*q & 0xC0) == 0x80) q++;
+            jbuf_put(&b, p, (size_t)(q - p));
+            p = q;
+        }
+        return jb_ret_buf(out, &b);
+    }
+    while (p < end) {
+        const char *q = max == 0 ? NULL : jb_find_sub(p, (size_t)(end - p), old->u.s->s, old->u.s->len);
+        if (!q) break;
+        jbuf_put(&b, p, (size_t)(q - p));
+        jbuf_put(&b, new->u.s->s, new->u.s->len);
+        p = q + old->u.s->len;
+        if (max > 0) max--;
+    }
+    jbuf_put(&b, p, (size_t)(end - p));
+    return jb_ret_buf(out, &b);
+}
+
+int jb_prefix_match(jv s, jv pre, int suffix) {
+    if (pre.k == JV_LIST) {
+        for (size_t i = 0; i < pre.u.l->n; i++)
+            if (jb_prefix_match(s, pre.u.l->v[i], suffix)) return 1;
+        return 0;
+    }
+    if (pre.k != JV_STR || pre.u.s->len > s.u.s->len) return 0;
+    return !memcmp(s.u.s->s + (suffix ? s.u.s->len - pre.u.s->len : 0), pre.u.s->s, pre.u.s->len);
+}
+
+cmf_status jb_to_list(const jnode *at, jv v, jv *out) {
+    if (v.k == JV_LIST && !v.u.l->tuple) { *out = jv_retain(v); return CMF_OK; }
+    jv l = jv_list_new(0);
+    if (jv_is_oom(l)) return NOMEM();
+    if (v.k == JV_LIST) {
+        for (size_t i = 0; i < v.u.l->n; i++) jv_list_push(l, jv_retain(v.u.l->v[i]));
+    } else if (v.k == JV_DICT || v.k == JV_NS) {
+        for (size_t i = 0; i < v.u.d->n; i++) jv_list_push(l, jv_strn(v.u.d->k[i]->s, v.u.d->k[i]->len));
+    } else if (v.k == JV_STR) {
+        for (size_t i = 0; i < v.u.s->len;) {
+            size_t j = i + 1;
+            while (j < v.u.s->len && ((unsigned char)v.u.s->s[j] & 0xC0) == 0x80) j++;
+            jv_list_push(l, jv_strn(v.u.s->s + i, j - i));
+            i = j;
+        }
+    } else if (v.k != JV_UNDEF) {
+        jv_release(l);
+        return jinja_rt_err(at, "'%s' object is not iterable", jv_kind_name(v));
+    }
+    *out = l;
+    return CMF_OK;
+}
+
+cmf_status jb_dict_items(jv d, jv *out) {
+    jv l = jv_list_new(d.u.d->n);
+    if (jv_is_oom(l)) return NOMEM();
+    for (size_t i = 0; i < d.u.d->n; i++) {
+        jv pair = jv_list_new(2);
+        if (jv_is_oom(pair)) { jv_release(l); return NOMEM(); }
+        pair.u.l->tuple = 1;
+        jv_list_push(pair, jv_strn(d.u.d->k[i]->s, d.u.d->k[i]->len));
+        jv_list_push(pair, jv_retain(d.u.d->v[i]));
+        jv_list_push(l, pair);
+    }
+    *out = l;
+    return CMF_OK;
+}
+
+/* Dotted attribute path lookup ("a.b", "0") used by map/selectattr/sort/join/sum. */
+cmf_status jb_attr_path(jctx *c, const jnode *at, jv v, const char *path, jv *out) {
+    jv cur = jv_retain(v);
+    while (*path) {
+        const char *dot = strchr(path, '.');
+        size_t n = dot ? (size_t)(dot - path) : strlen(path);
+        jv key = jv_strn(path, n), next;
+        if (jv_is_oom(key)) { jv_release(cur); return NOMEM(); }
+        int digits = n > 0;
+        for (size_t i = 0; i < n; i++) digits &= path[i] >= '0' && path[i] <= '9';
+        if (digits) { jv_release(key); key = jv_int(strtoll(path, NULL, 10)); }
+        cmf_status st = cur.k == JV_UNDEF ? (next = jv_undef(NULL), CMF_OK) : jinja_getitem(c, at, cur, key, &next);
+        jv_release(key);
+        jv_release(cur);
+        if (st) return st;
+        cur = next;
+        path += n + (dot != NULL);
+    }
+    *out = cur;
+    return CMF_OK;
+}
+
+/* ---- tests ---- */
+
+cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *arg, int *r) {
+    (void)c;
+    if (!strcmp(name, "defined")) *r = v.k != JV_UNDEF;
+    else if (!strcmp(name, "undefined")) *r = v.k == JV_UNDEF;
+    else if (!strcmp(name, "none")) *r = v.k == JV_NONE;
+    else if (!strcmp(name, "string")) *r = v.k == JV_STR;
+    else if (!strcmp(name, "number")) *r = jv_is_number(v);
+    else if (!strcmp(name, "integer")) *r = v.k == JV_INT;
+    else if (!strcmp(name, "float")) *r = v.k == JV_FLOAT;
+    else if (!strcmp(name, "boolean")) *r = v.k == JV_BOOL;
+    else if (!strcmp(name, "true")) *r = v.k == JV_BOOL && v.u.b;
+    else if (!strcmp(name, "false")) *r = v.k == JV_BOOL && !v.u.b;
+    else if (!strcmp(name, "mapping")) *r = v.k == JV_DICT;
+    else if (!strcmp(name, "sequence") || !strcmp(name, "iterable")) *r = v.k == JV_STR || v.k == JV_LIST || v.k == JV_DICT;
+    else if (!strcmp(name, "callable")) *r = v.k == JV_MACRO || v.k == JV_FUNC || v.k == JV_METHOD;
+    else if (!strcmp(name, "odd") || !strcmp(name, "even")) {
+        if (v.k != JV_INT && v.k != JV_BOOL) return jinja_rt_err(at, "test '%s' needs an integer, got '%s'", name, jv_kind_name(v));
+        int64_t x = v.k == JV_INT ? v.u.i : v.u.b;
+        *r = ((x % 2 != 0) == (name[0] == 'o'));
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
+        if (v.k != JV_STR) { *r = 0; return CMF_OK; }
+        jv m;
+        TRY(jb_map_case(v, name[0] == 'l' ? CASE_LOWER : CASE_UPPER, &m));
+        *r = jv_equal(m, v);
+        jv_release(m);
+    } else {
+        if (!arg) {
+            if (!strcmp(name, "divisibleby") || !strcmp(name, "eq") || !strcmp(name, "in") || !strcmp(name, "sameas"))
+                return jinja_rt_err(at, "test '%s' needs an argument", name);
+            return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown test '%s'", at->line, at->col, name);
+        }
+        int err = 0;
+        if (!strcmp(name, "divisibleby")) {
+            if (!jv_is_number(v) || !jv_is_number(*arg) || jv_num(*arg) == 0) return jinja_rt_err(at, "divisibleby needs non-zero numbers");
+            *r = fmod(jv_num(v), jv_num(*arg)) == 0;
+        } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) *r = jv_equal(v, *arg);
+        else if (!strcmp(name, "ne") || !strcmp(name, "!=")) *r = !jv_equal(v, *arg);
+        else if (!strcmp(name, "sameas")) *r = v.k == arg->k && (jv_equal(v, *arg) && (v.k <= JV_FLOAT || v.u.s == arg->u.s));
+        else if (!strcmp(name, "in")) {
+            jv hay = *arg;
+            if (hay.k == JV_STR && v.k == JV_STR) *r = jb_find_sub(hay.u.s->s, hay.u.s->len, v.u.s->s, v.u.s->len) != NULL;
+            else if (hay.k == JV_LIST) { *r = 0; for (size_t i = 0; i < hay.u.l->n; i++) *r |= jv_equal(hay.u.l->v[i], v); }
+            else if (hay.k == JV_DICT && v.k == JV_STR) *r = jv_dict_get(hay, v.u.s->s, v.u.s->len) != NULL;
+            else return jinja_rt_err(at, "test 'in' cannot search a '%s'", jv_kind_name(hay));
+        } else {
+            int cmp = jinja_compare(v, *arg, 0, &err);
+            if (!strcmp(name, "lt") || !strcmp(name, "<") || !strcmp(name, "lessthan")) *r = cmp < 0;
+            else if (!strcmp(name, "gt") || !strcmp(name, ">") || !strcmp(name, "greaterthan")) *r = cmp > 0;
+            else if (!strcmp(name, "le") || !strcmp(name, "<=")) *r = cmp <= 0;
+            else if (!strcmp(name, "ge") || !strcmp(name, ">=")) *r = cmp >= 0;
+            else return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown test '%s'", at->line, at->col, name);
+            if (err) return jinja_rt_err(at, "cannot compare '%s' with '%s'", jv_kind_name(v), jv_kind_name(*arg));
+        }
+    }
+    return CMF_OK;
+}
+
+cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, int *result) {
+    return jb_test(c, at, name, in, jargs_get(a, 0, NULL), result);
+}
+
+
+/* ---- methods ---- */
+
+static const char *const STR_METHODS[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
+                                          "lower", "replace", "title", "capitalize", "find", "count", "join", NULL};
+static const char *const DICT_METHODS[] = {"items", "keys", "values", "get", NULL};
+static const char *const LIST_METHODS[] = {"append", "pop", "index", NULL};
+
+static int in_list(const char *const *l, const char *name) {
+    for (; *l; l++)
+        if (!strcmp(*l, name)) return 1;
+    return 0;
+}
+
+int jinja_has_method(jv self, const char *name) {
+    if (self.k == JV_STR) return in_list(STR_METHODS, name);
+    if (self.k == JV_DICT) return in_list(DICT_METHODS, name);
+    if (self.k == JV_LIST) return in_list(LIST_METHODS, name);
+    return 0;
+}
+
+static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out) {
+    const jv *a0 = jargs_get(a, 0, NULL), *a1 = jargs_get(a, 1, NULL);
+    if (!strcmp(m, "strip")) return jb_strip(s, a0, 1, 1, out);
+    if (!strcmp(m, "lstrip")) return jb_strip(s, a0, 1, 0, out);
+    if (!strcmp(m, "rstrip")) return jb_strip(s, a0, 0, 1, out);
+    if (!strcmp(m, "split")) return jb_split(at, s, jargs_get(a, 0, "sep"), jargs_get(a, 1, "maxsplit"), out);
+    if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
+        if (!a0 || (a0->k != JV_STR && a0->k != JV_LIST)) return jinja_rt_err(at, "%s() needs a string or tuple", m);
+        *out = jv_bool(jb_prefix_match(s, *a0, m[0] == 'e'));
+        return CMF_OK;
+    }
+    if (!strcmp(m, "upper")) return jb_map_case(s, CASE_UPPER, out);
+    if (!strcmp(m, "lower")) return jb_map_case(s, CASE_LOWER, out);
+    if (!strcmp(m, "title")) return jb_map_case(s, CASE_PYTITLE, out);
+    if (!strcmp(m, "capitalize")) return jb_map_case(s, CASE_CAPITALIZE, out);
+    if (!strcmp(m, "replace")) return jb_replace(at, s, a0, a1, jargs_get(a, 2, "count"), out);
+    if (!strcmp(m, "find") || !strcmp(m, "count")) {
+        if (!a0 || a0->k != JV_STR) return jinja_rt_err(at, "%s() needs a string", m);
+        const char *p = s.u.s->s, *end = p + s.u.s->len;
+        if (m[0] == 'f') {
+            const char *q = jb_find_sub(p, s.u.s->len, a0->u.s->s, a0->u.s->len);
+            *out = jv_int(q ? (int64_t)utf8_count(p, (size_t)(q - p)) : -1);
+            return CMF_OK;
+        }
+        int64_t n = 0;
+        if (a0->u.s->len == 0) { *out = jv_int((int64_t)utf8_count(p, s.u.s->len) + 1); return CMF_OK; }
+        for (const char *q; (q = jb_find_sub(p, (size_t)(end - p), a0->u.s->s, a0->u.s->len)); p = q + a0->u.s->len) n++;
+        *out = jv_int(n);
+        return CMF_OK;
+    }
+    if (!strcmp(m, "join")) {
+        jv items;
+        if (!a0) return jinja_rt_err(at, "join() needs an iterable");
+        TRY(jb_to_list(at, *a0, &items));
+        jbuf b = {.limit = c->lim.max_output};
+        for (size_t i = 0; i < items.u.l->n; i++) {
+            if (i) jbuf_put(&b, s.u.s->s, s.u.s->len);
+            jv_to_str(&b, items.u.l->v[i]);
+        }
+        jv_release(items);
+        if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
+        return jb_ret_buf(out, &b);
+    }
+    return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown str method '%s'", at->line, at->col, m);
+}
+
+cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const jargs *a, jv *out) {
+    const jv *a0 = jargs_get(a, 0, NULL);
+    if (self.k == JV_STR) return str_method(c, at, self, m, a, out);
+    if (self.k == JV_DICT) {
+        if (!strcmp(m, "items")) return jb_dict_items(self, out);
+        if (!strcmp(m, "keys") || !strcmp(m, "values")) {
+            jv l = jv_list_new(self.u.d->n);
+            if (jv_is_oom(l)) return NOMEM();
+            for (size_t i = 0; i < self.u.d->n; i++)
+                jv_list_push(l, m[0] == 'k' ? jv_strn(self.u.d->k[i]->s, self.u.d->k[i]->len) : jv_retain(self.u.d->v[i]));
+            *out = l;
+            return CMF_OK;
+        }
+        if (!strcmp(m, "get")) {
+            const jv *v = a0 && a0->k == JV_STR ? jv_dict_get(self, a0->u.s->s, a0->u.s->len) : NULL;
+            const jv *d = jargs_get(a, 1, "default");
+            *out = v ? jv_retain(*v) : d ? jv_retain(*d) : jv_none();
+            return CMF_OK;
+        }
+    }
+    if (self.k == JV_LIST) {
+        if (!strcmp(m, "append")) {
+            if (!a0) return jinja_rt_err(at, "append() needs an argument");
+            if (++c->iterations > c->lim.max_iterations) return jinja_limit_err(at, "list appends", c->lim.max_iterations);
+            if (jv_list_push(self, jv_retain(*a0))) return NOMEM();
+            *out = jv_none();
+            return CMF_OK;
+        }
+        if (!strcmp(m, "pop")) {
+            jv_list *l = self.u.l;
+            int64_t i = a0 && a0->k == JV_INT ? a0->u.i : -1;
+            if (i < 0) i += (int64_t)l->n;
+            if (i < 0 || (size_t)i >= l->n) return jinja_rt_err(at, "pop index out of range");
+            *out = l->v[i];
+            memmove(l->v + i, l->v + i + 1, (l->n - (size_t)i - 1) * sizeof(jv));
+            l->n--;
+            return CMF_OK;
+        }
+        if (!strcmp(m, "index")) {
+            for (size_t i = 0; a0 && i < self.u.l->n; i++)
+                if (jv_equal(self.u.l->v[i], *a0)) { *out = jv_int((int64_t)i); return CMF_OK; }
+            return jinja_rt_err(at, "index(): value is not in list");
+        }
+    }
+    return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown method '%s' of '%s'", at->line, at->col, m, jv_kind_name(self));
+}
+
+/* ---- global functions ---- */
+
+cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, jv *out) {
+    switch (fid) {
+    case G_RANGE: {
+        int64_t v[3] = {0, 0, 1};
+        if (a->npos < 1 || a->npos > 3) return jinja_rt_err(at, "range() takes 1 to 3 integer arguments");
+        for (size_t i = 0; i < a->npos; i++) {
+            if (a->pos[i].k != JV_INT && a->pos[i].k != JV_BOOL) return jinja_rt_err(at, "range() arguments must be integers");
+            v[a->npos == 1 ? 1 : i] = a->pos[i].k == JV_INT ? a->pos[i].u.i : a->pos[i].u.b;
+        }
+        if (v[2] == 0) return jinja_rt_err(at, "range() step must not be zero");
+        double count = ceil(((double)v[1] - (double)v[0]) / (double)v[2]);
+        if (count < 0) count = 0;
+        if (count + (double)c->iterations > (double)c->lim.max_iterations)
+            return jinja_limit_err(at, "range() size", c->lim.max_iterations);
+        c->iterations += (size_t)count;
+        jv l = jv_list_new((size_t)count);
+        if (jv_is_oom(l)) return NOMEM();
+        for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) jv_list_push(l, jv_int(x));
+        *out = l;
+        return CMF_OK;
+    }
+    case G_NAMESPACE: case G_DICT: {
+        jv d = jv_dict_new();
+        if (jv_is_oom(d)) return NOMEM();
+        if (a->npos == 1 && a->pos[0].k == JV_DICT)
+            for (size_t i = 0; i < a->pos[0].u.d->n; i++)
+                jv_dict_set(d, a->pos[0].u.d->k[i]->s, a->pos[0].u.d->k[i]->len, jv_retain(a->pos[0].u.d->v[i]));
+        for (size_t i = 0; i < a->nkw; i++)
+            if (jv_dict_set(d, a->kwn[i], strlen(a->kwn[i]), jv_retain(a->kwv[i]))) { jv_release(d); return NOMEM(); }
+        if (fid == G_NAMESPACE) d.k = JV_NS;
+        *out = d;
+        return CMF_OK;
+    }
+    case G_RAISE: {
+        const jv *m = jargs_get(a, 0, NULL);
+        jbuf b = {0};
+        if (m) jv_to_str(&b, *m);
+        cmf_status st = cmf_err(CMF_E_ARG, "%s", b.p ? b.p : "");
+        jbuf_free(&b);
+        return st;
+    }
+    case G_STRFTIME: {
+        const jv *f = jargs_get(a, 0, NULL);
+        if (!f || f->k != JV_STR) return jinja_rt_err(at, "strftime_now() needs a format string");
+        time_t now = time(NULL);
+        struct tm tm;
+        char buf[512];
+        localtime_r(&now, &tm);
+        size_t n = strftime(buf, sizeof(buf), f->u.s->s, &tm);
+        return jb_ret_str(out, buf, n);
+    }
+    }
+    return jinja_rt_err(at, "unknown global function");
+}

@@ -1,0 +1,519 @@
+/* eval.c — tree-walking interpreter for the Jinja subset: expressions with Python semantics, statements,
+ * scoping (a fresh frame per loop iteration and per macro call, as jinja2 3.1 compiles them), sandbox limits,
+ * and the public render entry points of template.h. */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "template/eval.h"
+#include "util/error.h"
+
+cmf_status jinja_rt_err(const jnode *at, const char *fmt, ...) {
+    char msg[768];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return cmf_err(CMF_E_FORMAT, "template:%d:%d: %s", at ? at->line : 0, at ? at->col : 0, msg);
+}
+
+cmf_status jinja_limit_err(const jnode *at, const char *what, size_t lim) {
+    return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: sandbox limit exceeded: %s (limit %zu)", at->line, at->col,
+                   what, lim);
+}
+
+#define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
+#define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
+
+const jv *jargs_get(const jargs *a, int i, const char *name) {
+    for (size_t k = 0; name && k < a->nkw; k++)
+        if (!strcmp(a->kwn[k], name)) return &a->kwv[k];
+    if (i >= 0 && (size_t)i < a->npos) return &a->pos[i];
+    return NULL;
+}
+
+void jargs_free(jargs *a) {
+    for (size_t i = 0; i < a->npos; i++) jv_release(a->pos[i]);
+    for (size_t i = 0; i < a->nkw; i++) jv_release(a->kwv[i]);
+    free(a->pos);
+    free(a->kwv);
+}
+
+/* ---- variables ---- */
+
+jv jinja_lookup(jctx *c, jframe *f, const char *name) {
+    for (; f; f = f->parent) {
+        const jv *v = jv_dict_get(f->vars, name, strlen(name));
+        if (v) return jv_retain(*v);
+    }
+    int g = jinja_global_id(name);
+    if (g >= 0) { jv v = {.k = JV_FUNC}; v.u.i = g; return v; }
+    (void)c;
+    return jv_undef(name);
+}
+
+cmf_status jinja_assign(jframe *f, const char *name, jv v) {
+    if (jv_dict_set(f->vars, name, strlen(name), v)) return NOMEM();
+    return CMF_OK;
+}
+
+#define ev jinja_eval
+
+cmf_status jinja_undef_err(const jnode *at, jv v) {
+    if (v.u.name) return jinja_rt_err(at, "'%s' is undefined", v.u.name);
+    return jinja_rt_err(at, "undefined value used");
+}
+
+/* ---- operators ---- */
+
+static int is_intlike(jv v) { return v.k == JV_INT || v.k == JV_BOOL; }
+static int64_t ival(jv v) { return v.k == JV_INT ? v.u.i : v.u.b; }
+
+static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
+    int op = n->op;
+    if (op == '~') { /* str(undefined) is "" */
+        jbuf buf = {.limit = c->lim.max_output};
+        jv_to_str(&buf, a);
+        jv_to_str(&buf, b);
+        if (buf.over) { jbuf_free(&buf); return jinja_limit_err(n, "string size", c->lim.max_output); }
+        *out = jv_strn(buf.p ? buf.p : "", buf.n);
+        jbuf_free(&buf);
+        return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+    }
+    if (a.k == JV_UNDEF) return jinja_undef_err(n->a, a);
+    if (b.k == JV_UNDEF) return jinja_undef_err(n->b, b);
+    if (op == '+' && a.k == JV_STR && b.k == JV_STR) {
+        size_t len = a.u.s->len + b.u.s->len;
+        if (len > c->lim.max_output) return jinja_limit_err(n, "string size", c->lim.max_output);
+        jv r = jv_strn(NULL, len);
+        if (jv_is_oom(r)) return NOMEM();
+        memcpy(r.u.s->s, a.u.s->s, a.u.s->len);
+        memcpy(r.u.s->s + a.u.s->len, b.u.s->s, b.u.s->len);
+        r.u.s->s[len] = 0;
+        *out = r;
+        return CMF_OK;
+    }
+    if (op == '+' && a.k == JV_LIST && b.k == JV_LIST) {
+        jv r = jv_list_new(a.u.l->n + b.u.l->n);
+        if (jv_is_oom(r)) return NOMEM();
+        for (size_t i = 0; i < a.u.l->n; i++) jv_list_push(r, jv_retain(a.u.l->v[i]));
+        for (size_t i = 0; i < b.u.l->n; i++) jv_list_push(r, jv_retain(b.u.l->v[i]));
+        *out = r;
+        return CMF_OK;
+    }
+    if (op == '*' && ((a.k == JV_STR && is_intlike(b)) || (b.k == JV_STR && is_intlike(a)))) {
+        jv s = a.k == JV_STR ? a : b;
+        int64_t k = a.k == JV_STR ? ival(b) : ival(a);
+        if (k < 0) k = 0;
+        if (s.u.s->len && (uint64_t)k > c->lim.max_output / s.u.s->len) return jinja_limit_err(n, "string size", c->lim.max_output);
+        jv r = jv_strn(NULL, s.u.s->len * (size_t)k);
+        if (jv_is_oom(r)) return NOMEM();
+        for (int64_t i = 0; i < k; i++) memcpy(r.u.s->s + (size_t)i * s.u.s->len, s.u.s->s, s.u.s->len);
+        r.u.s->s[r.u.s->len] = 0;
+        *out = r;
+        return CMF_OK;
+    }
+    if (!jv_is_number(a) || !jv_is_number(b))
+        return jinja_rt_err(n, "unsupported operand types for '%s': '%s' and '%s'",
+                            op == 'F' ? "//" : op == 'P' ? "**" : (char[]){(char)op, 0}, jv_kind_name(a), jv_kind_name(b));
+    if (is_intlike(a) && is_intlike(b) && op != '/') {
+        int64_t x = ival(a), y = ival(b), r;
+        switch (op) {
+        case '+': if (__builtin_add_overflow(x, y, &r)) goto flt; break;
+        case '-': if (__builtin_sub_overflow(x, y, &r)) goto flt; break;
+        case '*': if (__builtin_mul_overflow(x, y, &r)) goto flt; break;
+        case 'F': case '%':
+            if (y == 0) return jinja_rt_err(n, "integer division or modulo by zero");
+            if (x == INT64_MIN && y == -1) goto flt;
+            r = op == 'F' ? x / y - ((x % y != 0) && ((x < 0) != (y < 0))) : ((x % y) + y) % y;
+            if (op == '%' && x % y == 0) r = 0;
+            break;
+        case 'P': {
+            if (y < 0) goto flt;
+            r = 1;
+            for (int64_t i = 0; i < y; i++)
+                if (__builtin_mul_overflow(r, x, &r)) goto flt;
+            break;
+        }
+        default: goto flt;
+        }
+        *out = jv_int(r);
+        return CMF_OK;
+    }
+flt : {
+    double x = jv_num(a), y = jv_num(b), r;
+    switch (op) {
+    case '+': r = x + y; break;
+    case '-': r = x - y; break;
+    case '*': r = x * y; break;
+    case '/': if (y == 0) return jinja_rt_err(n, "division by zero"); r = x / y; break;
+    case 'F': if (y == 0) return jinja_rt_err(n, "division by zero"); r = floor(x / y); break;
+    case '%': if (y == 0) return jinja_rt_err(n, "modulo by zero"); r = fmod(x, y); if (r != 0 && ((r < 0) != (y < 0))) r += y; break;
+    case 'P': r = pow(x, y); break;
+    default: r = 0;
+    }
+    *out = jv_float(r);
+    return CMF_OK;
+}
+}
+
+static int contains(jv hay, jv needle, int *err) {
+    *err = 0;
+    if (hay.k == JV_STR) {
+        if (needle.k != JV_STR) { *err = 1; return 0; }
+        if (needle.u.s->len == 0) return 1;
+        if (needle.u.s->len > hay.u.s->len) return 0;
+        for (size_t i = 0; i + needle.u.s->len <= hay.u.s->len; i++)
+            if (!memcmp(hay.u.s->s + i, needle.u.s->s, needle.u.s->len)) return 1;
+        return 0;
+    }
+    if (hay.k == JV_LIST) {
+        for (size_t i = 0; i < hay.u.l->n; i++)
+            if (jv_equal(hay.u.l->v[i], needle)) return 1;
+        return 0;
+    }
+    if (hay.k == JV_DICT || hay.k == JV_NS) {
+        if (needle.k != JV_STR) return 0;
+        return jv_dict_get(hay, needle.u.s->s, needle.u.s->len) != NULL;
+    }
+    if (hay.k == JV_UNDEF) return 0;
+    *err = 1;
+    return 0;
+}
+
+int jinja_compare(jv a, jv b, int ci, int *err) {
+    *err = 0;
+    if (jv_is_number(a) && jv_is_number(b)) {
+        if (is_intlike(a) && is_intlike(b)) return (ival(a) > ival(b)) - (ival(a) < ival(b));
+        double x = jv_num(a), y = jv_num(b);
+        return (x > y) - (x < y);
+    }
+    if (a.k == JV_STR && b.k == JV_STR) {
+        if (ci) {
+            size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
+            for (size_t i = 0; i < n; i++) {
+                int x = (unsigned char)a.u.s->s[i], y = (unsigned char)b.u.s->s[i];
+                if (x >= 'A' && x <= 'Z') x += 32;
+                if (y >= 'A' && y <= 'Z') y += 32;
+                if (x != y) return x - y;
+            }
+            return (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
+        }
+        size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
+        int r = memcmp(a.u.s->s, b.u.s->s, n);
+        return r ? r : (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
+    }
+    if (a.k == JV_LIST && b.k == JV_LIST) {
+        for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
+            int r = jinja_compare(a.u.l->v[i], b.u.l->v[i], ci, err);
+            if (r || *err) return r;
+        }
+        return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
+    }
+    *err = 1;
+    return 0;
+}
+
+static cmf_status compare(const jnode *n, jv a, jv b, jv *out) {
+    int err = 0, r = 0;
+    switch (n->op) {
+    case 'e': r = jv_equal(a, b); break;
+    case 'n': r = !jv_equal(a, b); break;
+    case 'i': r = contains(b, a, &err); break;
+    case 'I': r = !contains(b, a, &err); break;
+    default: {
+        int cmp = jinja_compare(a, b, 0, &err);
+        r = n->op == '<' ? cmp < 0 : n->op == '>' ? cmp > 0 : n->op == 'l' ? cmp <= 0 : cmp >= 0;
+    }
+    }
+    if (err) {
+        if (a.k == JV_UNDEF) return jinja_undef_err(n->a, a);
+        if (b.k == JV_UNDEF) return jinja_undef_err(n->b, b);
+        return jinja_rt_err(n, "cannot compare '%s' with '%s'", jv_kind_name(a), jv_kind_name(b));
+    }
+    *out = jv_bool(r);
+    return CMF_OK;
+}
+
+/* ---- attribute / item access ---- */
+
+cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out) {
+    (void)c;
+    if (obj.k == JV_UNDEF) return jinja_undef_err(at, obj);
+    if (obj.k != JV_NS && jinja_has_method(obj, name)) {
+        jv_method *m = malloc(sizeof(*m));
+        if (!m) return NOMEM();
+        m->rc = 1;
+        m->self = jv_retain(obj);
+        m->name = name;
+        out->k = JV_METHOD;
+        out->u.meth = m;
+        return CMF_OK;
+    }
+    if (obj.k == JV_DICT || obj.k == JV_NS) {
+        const jv *v = jv_dict_get(obj, name, strlen(name));
+        *out = v ? jv_retain(*v) : jv_undef(name);
+        return CMF_OK;
+    }
+    *out = jv_undef(name);
+    return CMF_OK;
+}
+
+static int64_t norm_index(int64_t i, size_t n) { return i < 0 ? i + (int64_t)n : i; }
+
+cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
+    if (obj.k == JV_UNDEF) return jinja_undef_err(at, obj);
+    if ((obj.k == JV_DICT || obj.k == JV_NS) && key.k == JV_STR) {
+        const jv *v = jv_dict_get(obj, key.u.s->s, key.u.s->len);
+        if (v) { *out = jv_retain(*v); return CMF_OK; }
+        return jinja_getattr(c, at, obj, key.u.s->s, out);
+    }
+    if (obj.k == JV_LIST && is_intlike(key)) {
+        int64_t i = norm_index(ival(key), obj.u.l->n);
+        *out = i >= 0 && (size_t)i < obj.u.l->n ? jv_retain(obj.u.l->v[i]) : jv_undef(NULL);
+        return CMF_OK;
+    }
+    if (obj.k == JV_STR && is_intlike(key)) {
+        size_t ncp = utf8_count(obj.u.s->s, obj.u.s->len);
+        int64_t i = norm_index(ival(key), ncp);
+        if (i < 0 || (size_t)i >= ncp) { *out = jv_undef(NULL); return CMF_OK; }
+        size_t b = utf8_offset(obj.u.s->s, obj.u.s->len, (size_t)i), e = utf8_offset(obj.u.s->s, obj.u.s->len, (size_t)i + 1);
+        *out = jv_strn(obj.u.s->s + b, e - b);
+        return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+    }
+    if (key.k == JV_STR) return jinja_getattr(c, at, obj, key.u.s->s, out);
+    *out = jv_undef(NULL);
+    return CMF_OK;
+}
+
+/* Python slice indices for length n (slice.indices semantics). */
+static void slice_indices(const jv *s, const jv *e, int64_t step, int64_t n, int64_t *start, int64_t *stop) {
+    int64_t lo = step < 0 ? -1 : 0, hi = step < 0 ? n - 1 : n;
+    if (!s || s->k == JV_NONE) *start = step < 0 ? hi : lo;
+    else { *start = ival(*s); if (*start < 0) { *start += n; if (*start < lo) *start = lo; } else if (*start > hi) *start = hi; }
+    if (!e || e->k == JV_NONE) *stop = step < 0 ? lo : hi;
+    else { *stop = ival(*e); if (*stop < 0) { *stop += n; if (*stop < lo) *stop = lo; } else if (*stop > hi) *stop = hi; }
+}
+
+static cmf_status slice(jctx *c, jframe *f, const jnode *n, jv obj, jv *out) {
+    jv parts[3] = {jv_none(), jv_none(), jv_none()};
+    const jnode *pn[3] = {n->b, n->c, n->d};
+    cmf_status st = CMF_OK;
+    for (int k = 0; k < 3 && !st; k++) {
+        if (!pn[k]) continue;
+        if ((st = ev(c, f, pn[k], &parts[k]))) break;
+        if (parts[k].k != JV_NONE && !is_intlike(parts[k])) st = jinja_rt_err(pn[k], "slice indices must be integers");
+    }
+    int64_t step = parts[2].k == JV_NONE ? 1 : ival(parts[2]);
+    if (!st && step == 0) st = jinja_rt_err(n, "slice step cannot be zero");
+    if (!st && obj.k == JV_UNDEF) st = jinja_undef_err(n->a, obj);
+    if (!st && obj.k != JV_LIST && obj.k != JV_STR) st = jinja_rt_err(n, "'%s' object is not subscriptable", jv_kind_name(obj));
+    if (st) { for (int k = 0; k < 3; k++) jv_release(parts[k]); return st; }
+    int64_t len = obj.k == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)utf8_count(obj.u.s->s, obj.u.s->len), a, b;
+    slice_indices(&parts[0], &parts[1], step, len, &a, &b);
+    if (obj.k == JV_LIST) {
+        *out = jv_list_new(0);
+        if (jv_is_oom(*out)) return NOMEM();
+        for (int64_t i = a; step > 0 ? i < b : i > b; i += step)
+            if (jv_list_push(*out, jv_retain(obj.u.l->v[i]))) return NOMEM();
+        return CMF_OK;
+    }
+    jbuf buf = {0};
+    const char *s = obj.u.s->s;
+    size_t sl = obj.u.s->len;
+    for (int64_t i = a; step > 0 ? i < b : i > b; i += step) {
+        size_t x = utf8_offset(s, sl, (size_t)i), y = utf8_offset(s, sl, (size_t)i + 1);
+        jbuf_put(&buf, s + x, y - x);
+    }
+    *out = jv_strn(buf.p ? buf.p : "", buf.n);
+    jbuf_free(&buf);
+    return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+}
+
+/* ---- calls ---- */
+
+cmf_status jinja_eval_args(jctx *c, jframe *f, const jnode *n, jargs *a) {
+    memset(a, 0, sizeof(*a));
+    a->pos = calloc(n->n1 + 1, sizeof(jv));
+    a->kwv = calloc(n->n2 + 1, sizeof(jv));
+    if (!a->pos || !a->kwv) { jargs_free(a); return NOMEM(); }
+    a->kwn = n->names;
+    for (size_t i = 0; i < n->n1; i++) {
+        cmf_status st = ev(c, f, n->l1[i], &a->pos[i]);
+        if (st) { jargs_free(a); return st; }
+        a->npos++;
+    }
+    for (size_t i = 0; i < n->n2; i++) {
+        cmf_status st = ev(c, f, n->l2[i], &a->kwv[i]);
+        if (st) { jargs_free(a); return st; }
+        a->nkw++;
+    }
+    return CMF_OK;
+}
+
+cmf_status jinja_call_macro(jctx *c, const jnode *at, jv mv, const jargs *a, jv *out) {
+    const jnode *def = mv.u.m->def;
+    if (c->depth >= c->lim.max_depth) return jinja_limit_err(at, "macro call depth", (size_t)c->lim.max_depth);
+    jframe fr = {.vars = jv_dict_new(), .parent = c->root};
+    if (jv_is_oom(fr.vars)) return NOMEM();
+    jv varargs = jv_list_new(0), kwargs = jv_dict_new();
+    cmf_status st = CMF_OK;
+    if (jv_is_oom(varargs) || jv_is_oom(kwargs)) st = NOMEM();
+    for (size_t i = 0; !st && i < a->npos; i++) {
+        if (i < def->n2) st = jinja_assign(&fr, def->names[i], jv_retain(a->pos[i]));
+        else if (jv_list_push(varargs, jv_retain(a->pos[i]))) st = NOMEM();
+    }
+    for (size_t k = 0; !st && k < a->nkw; k++) {
+        size_t i;
+        for (i = 0; i < def->n2 && strcmp(def->names[i], a->kwn[k]); i++) {}
+        if (i < def->n2) st = jinja_assign(&fr, def->names[i], jv_retain(a->kwv[k]));
+        else if (jv_dict_set(kwargs, a->kwn[k], strlen(a->kwn[k]), jv_retain(a->kwv[k]))) st = NOMEM();
+    }
+    for (size_t i = 0; !st && i < def->n2; i++) {
+        if (jv_dict_get(fr.vars, def->names[i], strlen(def->names[i]))) continue;
+        jv d = jv_undef(def->names[i]);
+        if (def->l2[i] && (st = ev(c, &fr, def->l2[i], &d))) break;
+        st = jinja_assign(&fr, def->names[i], d);
+    }
+    if (!st) varargs.u.l->tuple = 1;
+    if (!st) st = jinja_assign(&fr, "varargs", varargs); else jv_release(varargs);
+    if (!st) st = jinja_assign(&fr, "kwargs", kwargs); else jv_release(kwargs);
+    if (!st && mv.u.m->caller.k == JV_MACRO) st = jinja_assign(&fr, "caller", jv_retain(mv.u.m->caller));
+    jbuf buf = {.limit = c->lim.max_output}, *saved = c->out;
+    if (!st) {
+        c->out = &buf;
+        c->depth++;
+        st = jinja_exec_body(c, &fr, def->l1, def->n1);
+        c->depth--;
+        c->out = saved;
+        c->flow = FLOW_NONE;
+    }
+    if (!st) {
+        *out = jv_strn(buf.p ? buf.p : "", buf.n);
+        if (jv_is_oom(*out)) st = NOMEM();
+    }
+    jbuf_free(&buf);
+    jv_release(fr.vars);
+    return st;
+}
+
+static cmf_status call(jctx *c, jframe *f, const jnode *n, jv *out) {
+    jv fn;
+    TRY(ev(c, f, n->a, &fn));
+    jargs a;
+    cmf_status st = jinja_eval_args(c, f, n, &a);
+    if (st) { jv_release(fn); return st; }
+    switch (fn.k) {
+    case JV_MACRO:
+        if (c->pending_caller.k == JV_MACRO) { /* {% call %}: bind caller() to this invocation */
+            jv_macro *m = malloc(sizeof(*m));
+            if (!m) { st = NOMEM(); break; }
+            m->rc = 1;
+            m->def = fn.u.m->def;
+            m->caller = c->pending_caller;
+            c->pending_caller = jv_undef(NULL);
+            jv bound = {.k = JV_MACRO};
+            bound.u.m = m;
+            st = jinja_call_macro(c, n, bound, &a, out);
+            jv_release(bound);
+        } else {
+            st = jinja_call_macro(c, n, fn, &a, out);
+        }
+        break;
+    case JV_FUNC: st = jinja_call_global(c, n, (int)fn.u.i, &a, out); break;
+    case JV_METHOD: st = jinja_method(c, n, fn.u.meth->self, fn.u.meth->name, &a, out); break;
+    case JV_UNDEF: st = jinja_undef_err(n->a, fn); break;
+    default: st = jinja_rt_err(n, "'%s' object is not callable", jv_kind_name(fn));
+    }
+    jargs_free(&a);
+    jv_release(fn);
+    return st;
+}
+
+/* ---- expressions ---- */
+
+cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out) {
+    jv a = jv_undef(NULL), b = jv_undef(NULL);
+    cmf_status st = CMF_OK;
+    switch (n->type) {
+    case N_CONST: *out = jv_retain(n->cval); return CMF_OK;
+    case N_NAME: *out = jinja_lookup(c, f, n->name); return CMF_OK;
+    case N_LIST: case N_TUPLE: case N_DICT: {
+        jv r = n->type == N_DICT ? jv_dict_new() : jv_list_new(n->n1);
+        if (jv_is_oom(r)) return NOMEM();
+        for (size_t i = 0; i < n->n1 && !st; i++) {
+            if ((st = ev(c, f, n->l1[i], &a))) break;
+            if (n->type != N_DICT) { if (jv_list_push(r, a)) st = NOMEM(); continue; }
+            if (a.k != JV_STR) { st = jinja_rt_err(n->l1[i], "dict keys must be strings, not '%s'", jv_kind_name(a)); jv_release(a); break; }
+            if ((st = ev(c, f, n->l1[++i], &b))) { jv_release(a); break; }
+            if (jv_dict_set(r, a.u.s->s, a.u.s->len, b)) st = NOMEM();
+            jv_release(a);
+        }
+        if (st) { jv_release(r); return st; }
+        if (n->type == N_TUPLE) r.u.l->tuple = 1;
+        *out = r;
+        return CMF_OK;
+    }
+    case N_BINOP:
+        if (!(st = ev(c, f, n->a, &a)) && !(st = ev(c, f, n->b, &b))) st = arith(c, n, a, b, out);
+        break;
+    case N_NEG: case N_POS:
+        if ((st = ev(c, f, n->a, &a))) break;
+        if (a.k == JV_UNDEF) st = jinja_undef_err(n->a, a);
+        else if (!jv_is_number(a)) st = jinja_rt_err(n, "bad operand type for unary %c: '%s'", n->type == N_NEG ? '-' : '+', jv_kind_name(a));
+        else if (n->type == N_POS) *out = is_intlike(a) ? jv_int(ival(a)) : jv_retain(a);
+        else *out = a.k == JV_FLOAT ? jv_float(-a.u.f) : ival(a) == INT64_MIN ? jv_float(9.223372036854775808e18) : jv_int(-ival(a));
+        break;
+    case N_NOT:
+        if (!(st = ev(c, f, n->a, &a))) *out = jv_bool(!jv_truthy(a));
+        break;
+    case N_AND: case N_OR:
+        if ((st = ev(c, f, n->a, &a))) break;
+        if (jv_truthy(a) == (n->type == N_OR)) { *out = a; return CMF_OK; }
+        jv_release(a);
+        return ev(c, f, n->b, out);
+    case N_COMPARE:
+        if (!(st = ev(c, f, n->a, &a)) && !(st = ev(c, f, n->b, &b))) st = compare(n, a, b, out);
+        break;
+    case N_CONDEXPR:
+        if ((st = ev(c, f, n->a, &a))) break;
+        if (jv_truthy(a)) st = ev(c, f, n->b, out);
+        else if (n->c) st = ev(c, f, n->c, out);
+        else *out = jv_undef(NULL);
+        break;
+    case N_GETATTR:
+        if (!(st = ev(c, f, n->a, &a))) st = jinja_getattr(c, n, a, n->name, out);
+        break;
+    case N_GETITEM:
+        if (!(st = ev(c, f, n->a, &a)) && !(st = ev(c, f, n->b, &b))) st = jinja_getitem(c, n, a, b, out);
+        break;
+    case N_SLICE:
+        if (!(st = ev(c, f, n->a, &a))) st = slice(c, f, n, a, out);
+        break;
+    case N_CALL: return call(c, f, n, out);
+    case N_FILTER: case N_TEST: {
+        if (n->a) st = ev(c, f, n->a, &a);
+        else a = jv_retain(c->filter_input);
+        if (st) break;
+        jargs args;
+        if ((st = jinja_eval_args(c, f, n, &args))) break;
+        if (n->type == N_FILTER) {
+            st = jinja_filter(c, n, n->name, a, &args, out);
+        } else {
+            int r = 0;
+            st = jinja_test(c, n, n->name, a, &args, &r);
+            if (!st) *out = jv_bool(n->op ? !r : r);
+        }
+        jargs_free(&args);
+        break;
+    }
+    default: st = jinja_rt_err(n, "not an expression");
+    }
+    jv_release(a);
+    jv_release(b);
+    return st;
+}

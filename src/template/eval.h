@@ -1,0 +1,92 @@
+/* eval.h — the interpreter state shared by eval.c (statements, expressions) and builtins.c (filters, tests,
+ * methods, global functions). Internal to src/template/. */
+#ifndef CMF_TEMPLATE_EVAL_H
+#define CMF_TEMPLATE_EVAL_H
+
+#include "template/ast.h"
+#include "template/template.h"
+
+typedef struct jframe {
+    jv vars; /* JV_DICT */
+    struct jframe *parent;
+} jframe;
+
+typedef struct jctx {
+    jbuf *out;           /* where output goes now (swapped for set blocks, macros and filter blocks) */
+    jframe *root;        /* context variables + top-level assignments + macros */
+    cmf_template_limits lim;
+    size_t iterations;   /* loop iterations so far (all loops) */
+    int depth;           /* macro call depth */
+    int flow;            /* FLOW_* after break/continue */
+    jv filter_input;     /* the rendered body of a {% filter %} block */
+    jv pending_caller;   /* the caller() of a {% call %} block, for the next macro call */
+} jctx;
+
+enum { FLOW_NONE, FLOW_BREAK, FLOW_CONTINUE };
+
+/* "template:LINE:COL: message" as CMF_E_FORMAT (runtime type errors, undefined access). */
+cmf_status jinja_rt_err(const jnode *at, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Call arguments, evaluated. */
+typedef struct jargs {
+    jv *pos;
+    size_t npos;
+    const char **kwn;
+    jv *kwv;
+    size_t nkw;
+} jargs;
+/* The keyword argument `name`, else positional `i` (i < 0: none), else NULL. */
+const jv *jargs_get(const jargs *a, int i, const char *name);
+
+/* Filters, tests, methods, global functions (builtins.c). Each returns CMF_OK and an owned *out, or an error
+ * (unknown name: CMF_E_UNSUPPORTED naming it; bad argument types: CMF_E_FORMAT) reported at node `at`. */
+cmf_status jinja_filter(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, jv *out);
+cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, int *result);
+cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *name, const jargs *a, jv *out);
+cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, jv *out);
+/* 1 when `self` has a method `name` we implement (dict.items, str.strip, ...). */
+int jinja_has_method(jv self, const char *name);
+/* The id of a global function (range, namespace, dict, raise_exception, strftime_now), or -1. */
+int jinja_global_id(const char *name);
+
+/* Expression / statement evaluation (eval.c, exec.c). jinja_eval returns an owned value in *out. */
+cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out);
+cmf_status jinja_exec_body(jctx *c, jframe *f, jnode *const *body, size_t n);
+cmf_status jinja_eval_args(jctx *c, jframe *f, const jnode *n, jargs *a);
+void jargs_free(jargs *a);
+/* Variable lookup through the frames, then the global functions; undefined when absent (owned value). */
+jv jinja_lookup(jctx *c, jframe *f, const char *name);
+/* Sets a variable in frame f (takes v). */
+cmf_status jinja_assign(jframe *f, const char *name, jv v);
+/* "'name' is undefined" at node `at` (CMF_E_FORMAT). */
+cmf_status jinja_undef_err(const jnode *at, jv v);
+/* A sandbox limit error (CMF_E_UNSUPPORTED). */
+cmf_status jinja_limit_err(const jnode *at, const char *what, size_t lim);
+
+/* Calls a macro value with arguments (eval.c). */
+cmf_status jinja_call_macro(jctx *c, const jnode *at, jv macro, const jargs *a, jv *out);
+/* Python ordering for sort/min/max: numbers with numbers, strings with strings (optionally case-folded);
+ * sets *err for other pairs. Returns <0, 0, >0. */
+int jinja_compare(jv a, jv b, int case_insensitive, int *err);
+/* obj.attr / obj[key] with Jinja's lookup rules; returns owned value (undefined when missing). */
+cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out);
+cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);
+
+
+/* Helpers shared by builtins.c and filters.c (Python str semantics on UTF-8; owned results). */
+enum { CASE_UPPER, CASE_LOWER, CASE_PYTITLE, CASE_CAPITALIZE, CASE_JTITLE };
+cmf_status jb_ret_str(jv *out, const char *s, size_t n);
+cmf_status jb_ret_buf(jv *out, jbuf *b); /* frees b */
+int jb_is_space(unsigned char c);
+cmf_status jb_map_case(jv s, int mode, jv *out);
+cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out);
+const char *jb_find_sub(const char *h, size_t hn, const char *n, size_t nn);
+cmf_status jb_split(const jnode *at, jv s, const jv *sep, const jv *maxsplit, jv *out);
+cmf_status jb_replace(const jnode *at, jv s, const jv *old, const jv *new_, const jv *count, jv *out);
+int jb_prefix_match(jv s, jv prefix, int suffix);
+cmf_status jb_to_list(const jnode *at, jv v, jv *out);
+cmf_status jb_dict_items(jv d, jv *out);
+cmf_status jb_attr_path(jctx *c, const jnode *at, jv v, const char *path, jv *out);
+cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *arg, int *r);
+
+#endif

@@ -1,0 +1,290 @@
+/* exec.c — statements of the Jinja interpreter (output, if, for with the loop object, set, macro, call and filter
+ * blocks, break/continue) and the render entry points of template.h. Scoping follows jinja2 3.1: each loop
+ * iteration and each macro call runs in a fresh frame, so `set` inside a loop does not leak out (templates use
+ * namespace() for that). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "template/eval.h"
+#include "util/error.h"
+
+struct cmf_template {
+    jarena arena;
+    jnode *root;
+};
+
+#define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
+#define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
+
+/* Items of a value as a for loop sees them (owned list): list items, dict keys, string characters. */
+static cmf_status iter_items(const jnode *at, jv v, jv *out) {
+    if (v.k == JV_LIST) { *out = jv_retain(v); return CMF_OK; }
+    jv l = jv_list_new(0);
+    if (jv_is_oom(l)) return NOMEM();
+    if (v.k == JV_DICT || v.k == JV_NS) {
+        for (size_t i = 0; i < v.u.d->n; i++)
+            if (jv_list_push(l, jv_strn(v.u.d->k[i]->s, v.u.d->k[i]->len))) { jv_release(l); return NOMEM(); }
+    } else if (v.k == JV_STR) {
+        const char *s = v.u.s->s;
+        size_t n = v.u.s->len;
+        for (size_t i = 0; i < n;) {
+            size_t j = i + 1;
+            while (j < n && ((unsigned char)s[j] & 0xC0) == 0x80) j++;
+            if (jv_list_push(l, jv_strn(s + i, j - i))) { jv_release(l); return NOMEM(); }
+            i = j;
+        }
+    } else if (v.k != JV_UNDEF) {
+        jv_release(l);
+        return jinja_rt_err(at, "'%s' object is not iterable", jv_kind_name(v));
+    }
+    *out = l;
+    return CMF_OK;
+}
+
+/* Binds for-loop / set targets: one name takes the value; several unpack a list of the same length. */
+static cmf_status bind_targets(jframe *f, const jnode *n, jv v) {
+    if (n->op == 1) return jinja_assign(f, n->names[0], jv_retain(v));
+    if (v.k != JV_LIST || v.u.l->n != (size_t)n->op)
+        return jinja_rt_err(n, "cannot unpack '%s' into %d names", jv_kind_name(v), n->op);
+    for (int i = 0; i < n->op; i++) TRY(jinja_assign(f, n->names[i], jv_retain(v.u.l->v[i])));
+    return CMF_OK;
+}
+
+static cmf_status set_loop_var(jframe *fr, jv items, size_t i) {
+    size_t len = items.u.l->n;
+    jv loop = jv_dict_new();
+    if (jv_is_oom(loop)) return NOMEM();
+    int bad = 0;
+    bad |= jv_dict_set(loop, "index", 5, jv_int((int64_t)i + 1));
+    bad |= jv_dict_set(loop, "index0", 6, jv_int((int64_t)i));
+    bad |= jv_dict_set(loop, "revindex", 8, jv_int((int64_t)(len - i)));
+    bad |= jv_dict_set(loop, "revindex0", 9, jv_int((int64_t)(len - i - 1)));
+    bad |= jv_dict_set(loop, "first", 5, jv_bool(i == 0));
+    bad |= jv_dict_set(loop, "last", 4, jv_bool(i + 1 == len));
+    bad |= jv_dict_set(loop, "length", 6, jv_int((int64_t)len));
+    bad |= jv_dict_set(loop, "depth", 5, jv_int(1));
+    bad |= jv_dict_set(loop, "depth0", 6, jv_int(0));
+    if (i > 0) bad |= jv_dict_set(loop, "previtem", 8, jv_retain(items.u.l->v[i - 1]));
+    if (i + 1 < len) bad |= jv_dict_set(loop, "nextitem", 8, jv_retain(items.u.l->v[i + 1]));
+    if (bad) { jv_release(loop); return NOMEM(); }
+    return jinja_assign(fr, "loop", loop);
+}
+
+static cmf_status exec_for(jctx *c, jframe *f, const jnode *n) {
+    jv src, all, items = jv_undef(NULL);
+    TRY(jinja_eval(c, f, n->a, &src));
+    cmf_status st = iter_items(n->a, src, &all);
+    jv_release(src);
+    if (st) return st;
+    if (n->b) { /* `for x in y if cond`: filter first, so loop.length counts what remains */
+        items = jv_list_new(0);
+        if (jv_is_oom(items)) st = NOMEM();
+        for (size_t i = 0; !st && i < all.u.l->n; i++) {
+            if (++c->iterations > c->lim.max_iterations) { st = jinja_limit_err(n, "loop iterations", c->lim.max_iterations); break; }
+            jframe tf = {.vars = jv_dict_new(), .parent = f};
+            if (jv_is_oom(tf.vars)) { st = NOMEM(); break; }
+            jv cv;
+            if (!(st = bind_targets(&tf, n, all.u.l->v[i])) && !(st = jinja_eval(c, &tf, n->b, &cv))) {
+                if (jv_truthy(cv) && jv_list_push(items, jv_retain(all.u.l->v[i]))) st = NOMEM();
+                jv_release(cv);
+            }
+            jv_release(tf.vars);
+        }
+        jv_release(all);
+    } else {
+        items = all;
+    }
+    for (size_t i = 0; !st && i < items.u.l->n; i++) {
+        if (++c->iterations > c->lim.max_iterations) { st = jinja_limit_err(n, "loop iterations", c->lim.max_iterations); break; }
+        jframe fr = {.vars = jv_dict_new(), .parent = f};
+        if (jv_is_oom(fr.vars)) { st = NOMEM(); break; }
+        if (!(st = bind_targets(&fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i)))
+            st = jinja_exec_body(c, &fr, n->l1, n->n1);
+        jv_release(fr.vars);
+        if (c->flow == FLOW_CONTINUE) c->flow = FLOW_NONE;
+        if (c->flow == FLOW_BREAK) { c->flow = FLOW_NONE; break; }
+    }
+    if (!st && items.u.l->n == 0 && n->n2) st = jinja_exec_body(c, f, n->l2, n->n2);
+    jv_release(items);
+    return st;
+}
+
+static cmf_status exec_set(jctx *c, jframe *f, const jnode *n) {
+    jv v;
+    TRY(jinja_eval(c, f, n->a, &v));
+    cmf_status st;
+    if (n->name) { /* set ns.attr = v */
+        jv ns = jinja_lookup(c, f, n->names[0]);
+        if (ns.k != JV_NS) st = jinja_rt_err(n, "cannot assign attribute on non-namespace object '%s'", n->names[0]);
+        else st = jv_dict_set(ns, n->name, strlen(n->name), jv_retain(v)) ? NOMEM() : CMF_OK;
+        jv_release(ns);
+    } else {
+        st = bind_targets(f, n, v);
+    }
+    jv_release(v);
+    return st;
+}
+
+/* Renders a body into a new string value (set blocks, filter blocks). */
+static cmf_status capture(jctx *c, jframe *f, const jnode *n, jv *out) {
+    jbuf buf = {.limit = c->lim.max_output}, *saved = c->out;
+    c->out = &buf;
+    cmf_status st = jinja_exec_body(c, f, n->l1, n->n1);
+    c->out = saved;
+    if (!st) {
+        *out = jv_strn(buf.p ? buf.p : "", buf.n);
+        if (jv_is_oom(*out)) st = NOMEM();
+    }
+    jbuf_free(&buf);
+    return st;
+}
+
+static cmf_status emit(jctx *c, const jnode *at, const char *s, size_t n) {
+    jbuf_put(c->out, s, n);
+    if (c->out->over) return jinja_limit_err(at, "output bytes", c->lim.max_output);
+    if (c->out->oom) return NOMEM();
+    return CMF_OK;
+}
+
+static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
+    jv v;
+    cmf_status st = CMF_OK;
+    switch (n->type) {
+    case N_TEXT: return emit(c, n, n->name, (size_t)n->op);
+    case N_OUTPUT: {
+        TRY(jinja_eval(c, f, n->a, &v));
+        jbuf tmp = {.limit = c->lim.max_output};
+        if (v.k == JV_STR) st = emit(c, n, v.u.s->s, v.u.s->len);
+        else {
+            jv_to_str(&tmp, v);
+            st = tmp.over ? jinja_limit_err(n, "output bytes", c->lim.max_output) : emit(c, n, tmp.p, tmp.n);
+        }
+        jbuf_free(&tmp);
+        jv_release(v);
+        return st;
+    }
+    case N_IF:
+        TRY(jinja_eval(c, f, n->a, &v));
+        int t = jv_truthy(v);
+        jv_release(v);
+        return t ? jinja_exec_body(c, f, n->l1, n->n1) : jinja_exec_body(c, f, n->l2, n->n2);
+    case N_FOR: return exec_for(c, f, n);
+    case N_SET: return exec_set(c, f, n);
+    case N_SETBLOCK:
+        TRY(capture(c, f, n, &v));
+        return jinja_assign(f, n->names[0], v);
+    case N_MACRO: {
+        jv_macro *m = malloc(sizeof(*m));
+        if (!m) return NOMEM();
+        m->rc = 1;
+        m->def = n;
+        m->caller = jv_undef(NULL);
+        jv mv = {.k = JV_MACRO};
+        mv.u.m = m;
+        return jinja_assign(f, n->name, mv);
+    }
+    case N_CALLBLOCK: {
+        jv_macro *m = malloc(sizeof(*m));
+        if (!m) return NOMEM();
+        m->rc = 1;
+        m->def = n; /* caller(): params in names/l2, body in l1 */
+        m->caller = jv_undef(NULL);
+        jv_release(c->pending_caller);
+        c->pending_caller.k = JV_MACRO;
+        c->pending_caller.u.m = m;
+        st = jinja_eval(c, f, n->a, &v);
+        jv_release(c->pending_caller);
+        c->pending_caller = jv_undef(NULL);
+        if (st) return st;
+        st = v.k == JV_STR ? emit(c, n, v.u.s->s, v.u.s->len) : CMF_OK;
+        jv_release(v);
+        return st;
+    }
+    case N_FILTERBLOCK: {
+        jv body, saved = c->filter_input;
+        TRY(capture(c, f, n, &body));
+        c->filter_input = body;
+        st = jinja_eval(c, f, n->a, &v);
+        c->filter_input = saved;
+        jv_release(body);
+        if (st) return st;
+        jbuf tmp = {.limit = c->lim.max_output};
+        jv_to_str(&tmp, v);
+        st = emit(c, n, tmp.p, tmp.n);
+        jbuf_free(&tmp);
+        jv_release(v);
+        return st;
+    }
+    case N_BREAK: c->flow = FLOW_BREAK; return CMF_OK;
+    case N_CONTINUE: c->flow = FLOW_CONTINUE; return CMF_OK;
+    case N_BODY: return jinja_exec_body(c, f, n->l1, n->n1);
+    default: return jinja_rt_err(n, "not a statement");
+    }
+}
+
+cmf_status jinja_exec_body(jctx *c, jframe *f, jnode *const *body, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        TRY(exec_stmt(c, f, body[i]));
+        if (c->flow != FLOW_NONE) return CMF_OK;
+    }
+    return CMF_OK;
+}
+
+/* ---- public entry points ---- */
+
+cmf_template_limits cmf_template_default_limits(void) {
+    cmf_template_limits l = {.max_output = 16u << 20, .max_iterations = 1000000, .max_depth = 64};
+    return l;
+}
+
+cmf_status cmf_template_parse(const char *src, size_t len, cmf_template **out) {
+    if (!src || !out) return cmf_err(CMF_E_ARG, "cmf_template_parse: NULL argument");
+    *out = NULL;
+    cmf_template *t = calloc(1, sizeof(*t));
+    if (!t) return NOMEM();
+    jtok *toks;
+    size_t ntoks;
+    cmf_status st = jinja_lex(&t->arena, src, len, &toks, &ntoks);
+    if (!st) st = jinja_parse(&t->arena, toks, ntoks, &t->root);
+    if (st) { cmf_template_free(t); return st; }
+    *out = t;
+    return CMF_OK;
+}
+
+void cmf_template_free(cmf_template *t) {
+    if (!t) return;
+    jarena_free(&t->arena);
+    free(t);
+}
+
+cmf_status cmf_template_render(const cmf_template *t, const cJSON *ctx, const cmf_template_limits *lim, char **out,
+                               size_t *out_len) {
+    if (!t || !out) return cmf_err(CMF_E_ARG, "cmf_template_render: NULL argument");
+    *out = NULL;
+    if (ctx && !cJSON_IsObject(ctx)) return cmf_err(CMF_E_ARG, "cmf_template_render: context must be a JSON object");
+    jctx c = {.lim = lim ? *lim : cmf_template_default_limits(), .filter_input = jv_undef(NULL),
+              .pending_caller = jv_undef(NULL)};
+    jbuf buf = {.limit = c.lim.max_output};
+    jframe root = {.vars = ctx ? jv_from_cjson(ctx) : jv_dict_new()};
+    if (jv_is_oom(root.vars)) return NOMEM();
+    c.out = &buf;
+    c.root = &root;
+    cmf_status st = jinja_exec_body(&c, &root, t->root->l1, t->root->n1);
+    jv_release(root.vars);
+    jv_release(c.pending_caller);
+    if (st) { jbuf_free(&buf); return st; }
+    if (!buf.p) { buf.p = malloc(1); if (!buf.p) return NOMEM(); buf.p[0] = 0; }
+    *out = buf.p;
+    if (out_len) *out_len = buf.n;
+    return CMF_OK;
+}
+
+cmf_status cmf_template_apply(const char *src, size_t len, const cJSON *ctx, char **out) {
+    cmf_template *t;
+    TRY(cmf_template_parse(src, len, &t));
+    cmf_status st = cmf_template_render(t, ctx, NULL, out, NULL);
+    cmf_template_free(t);
+    return st;
+}

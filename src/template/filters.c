@@ -1,0 +1,379 @@
+/* filters.c — Jinja's built-in filters as jinja2 3.1 filters.py defines them (the subset chat templates use),
+ * with transformers' tojson (json.dumps(ensure_ascii=False, indent=..., sort_keys=False)). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "template/eval.h"
+#include "util/error.h"
+
+#define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
+#define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
+
+static cmf_status need_str(const jnode *at, const char *f, jv in) {
+    return jinja_rt_err(at, "filter '%s' needs a string, got '%s'", f, jv_kind_name(in));
+}
+
+/* The value that select/map/sort/... look at: the item itself or its attribute path. */
+static cmf_status item_key(jctx *c, const jnode *at, jv item, const jv *attr, jv *out) {
+    if (!attr || attr->k == JV_NONE) { *out = jv_retain(item); return CMF_OK; }
+    if (attr->k == JV_INT) return jinja_getitem(c, at, item, *attr, out);
+    if (attr->k != JV_STR) return jinja_rt_err(at, "attribute must be a string");
+    return jb_attr_path(c, at, item, attr->u.s->s, out);
+}
+
+/* select / reject / selectattr / rejectattr. */
+static cmf_status select_items(jctx *c, const jnode *at, jv in, const jargs *a, int by_attr, int keep, jv *out) {
+    jv items;
+    TRY(jb_to_list(at, in, &items));
+    size_t ti = by_attr ? 1 : 0;
+    const jv *attr = by_attr ? jargs_get(a, 0, NULL) : NULL, *tname = jargs_get(a, (int)ti, NULL);
+    const jv *targ = jargs_get(a, (int)ti + 1, NULL);
+    if (by_attr && !attr) { jv_release(items); return jinja_rt_err(at, "selectattr/rejectattr need an attribute name"); }
+    if (tname && tname->k != JV_STR) { jv_release(items); return jinja_rt_err(at, "test name must be a string"); }
+    jv r = jv_list_new(0);
+    cmf_status st = jv_is_oom(r) ? NOMEM() : CMF_OK;
+    for (size_t i = 0; !st && i < items.u.l->n; i++) {
+        jv k;
+        if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
+        int t = 0;
+        if (tname) st = jb_test(c, at, tname->u.s->s, k, targ, &t);
+        else t = jv_truthy(k);
+        jv_release(k);
+        if (!st && t == keep && jv_list_push(r, jv_retain(items.u.l->v[i]))) st = NOMEM();
+    }
+    jv_release(items);
+    if (st) { jv_release(r); return st; }
+    *out = r;
+    return CMF_OK;
+}
+
+static cmf_status map_items(jctx *c, const jnode *at, jv in, const jargs *a, jv *out) {
+    jv items;
+    TRY(jb_to_list(at, in, &items));
+    const jv *attr = jargs_get(a, -1, "attribute"), *def = jargs_get(a, -1, "default"), *fname = jargs_get(a, 0, NULL);
+    if (!attr && (!fname || fname->k != JV_STR)) { jv_release(items); return jinja_rt_err(at, "map needs attribute= or a filter name"); }
+    jargs rest = {.pos = a->npos > 1 ? a->pos + 1 : NULL, .npos = a->npos > 1 ? a->npos - 1 : 0};
+    jv r = jv_list_new(items.u.l->n);
+    cmf_status st = jv_is_oom(r) ? NOMEM() : CMF_OK;
+    for (size_t i = 0; !st && i < items.u.l->n; i++) {
+        jv v;
+        if (attr) {
+            if ((st = item_key(c, at, items.u.l->v[i], attr, &v))) break;
+            if (v.k == JV_UNDEF && def) { jv_release(v); v = jv_retain(*def); }
+        } else if ((st = jinja_filter(c, at, fname->u.s->s, items.u.l->v[i], &rest, &v))) {
+            break;
+        }
+        if (jv_list_push(r, v)) st = NOMEM();
+    }
+    jv_release(items);
+    if (st) { jv_release(r); return st; }
+    *out = r;
+    return CMF_OK;
+}
+
+typedef struct sort_ent { jv key, item; } sort_ent;
+
+/* Stable merge sort of items by key (Python's sorted is stable). Returns 0, or -1 when keys are not comparable. */
+static int msort(sort_ent *v, sort_ent *tmp, size_t n, int ci, int rev) {
+    if (n < 2) return 0;
+    size_t h = n / 2;
+    if (msort(v, tmp, h, ci, rev) || msort(v + h, tmp, n - h, ci, rev)) return -1;
+    size_t i = 0, j = h, k = 0;
+    while (i < h && j < n) {
+        int err, cmp = jinja_compare(v[j].key, v[i].key, ci, &err);
+        if (err) return -1;
+        if (rev ? cmp > 0 : cmp < 0) tmp[k++] = v[j++];
+        else tmp[k++] = v[i++];
+    }
+    while (i < h) tmp[k++] = v[i++];
+    while (j < n) tmp[k++] = v[j++];
+    memcpy(v, tmp, n * sizeof(*v));
+    return 0;
+}
+
+static cmf_status sort_items(jctx *c, const jnode *at, jv in, const jargs *a, int unique, jv *out) {
+    jv items;
+    TRY(jb_to_list(at, in, &items));
+    const jv *rev = unique ? NULL : jargs_get(a, 0, "reverse"), *cs = jargs_get(a, unique ? 0 : 1, "case_sensitive");
+    const jv *attr = jargs_get(a, unique ? 1 : 2, "attribute");
+    int ci = !(cs && jv_truthy(*cs));
+    size_t n = items.u.l->n;
+    sort_ent *v = calloc(n + 1, sizeof(*v)), *tmp = calloc(n + 1, sizeof(*tmp));
+    cmf_status st = v && tmp ? CMF_OK : NOMEM();
+    size_t got = 0;
+    for (; !st && got < n; got++) {
+        v[got].item = items.u.l->v[got];
+        if ((st = item_key(c, at, items.u.l->v[got], attr, &v[got].key))) break;
+    }
+    jv r = jv_list_new(n);
+    if (!st && jv_is_oom(r)) st = NOMEM();
+    if (!st && unique) {
+        for (size_t i = 0; i < n; i++) {
+            int dup = 0;
+            for (size_t j = 0; j < i && !dup; j++) {
+                int err;
+                dup = v[i].key.k == JV_STR && v[j].key.k == JV_STR ? jinja_compare(v[i].key, v[j].key, ci, &err) == 0
+                                                                   : jv_equal(v[i].key, v[j].key);
+            }
+            if (!dup) jv_list_push(r, jv_retain(v[i].item));
+        }
+    } else if (!st) {
+        if (msort(v, tmp, n, ci, rev && jv_truthy(*rev))) st = jinja_rt_err(at, "sort: values cannot be compared");
+        for (size_t i = 0; !st && i < n; i++) jv_list_push(r, jv_retain(v[i].item));
+    }
+    for (size_t i = 0; v && i < got && i < n; i++) jv_release(v[i].key);
+    free(v);
+    free(tmp);
+    jv_release(items);
+    if (st) { jv_release(r); return st; }
+    *out = r;
+    return CMF_OK;
+}
+
+static cmf_status indent(jctx *c, const jnode *at, jv in, const jargs *a, jv *out) {
+    const jv *w = jargs_get(a, 0, "width"), *first = jargs_get(a, 1, "first"), *blank = jargs_get(a, 2, "blank");
+    jbuf pad = {0}, b = {.limit = c->lim.max_output};
+    if (w && w->k == JV_STR) jbuf_put(&pad, w->u.s->s, w->u.s->len);
+    else for (int64_t i = 0; i < (w && w->k == JV_INT ? w->u.i : 4) && i < 256; i++) jbuf_put(&pad, " ", 1);
+    jv s = jv_stringify(in);
+    if (jv_is_oom(s)) { jbuf_free(&pad); return NOMEM(); }
+    const char *p = s.u.s->s, *end = p + s.u.s->len;
+    int line = 0;
+    while (p <= end) {
+        const char *q = memchr(p, '\n', (size_t)(end - p));
+        if (!q) q = end;
+        int empty = q == p;
+        int do_pad = (line > 0 || (first && jv_truthy(*first))) && (!empty || (blank && jv_truthy(*blank)));
+        if (do_pad && pad.p) jbuf_put(&b, pad.p, pad.n);
+        jbuf_put(&b, p, (size_t)(q - p));
+        if (q == end) break;
+        jbuf_put(&b, "\n", 1);
+        p = q + 1;
+        line++;
+    }
+    jbuf_free(&pad);
+    jv_release(s);
+    if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
+    return jb_ret_buf(out, &b);
+}
+
+static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, jv *out) {
+    jv items;
+    TRY(jb_to_list(at, in, &items));
+    const jv *attr = jargs_get(a, name[1] == 'u' ? 0 : 1, "attribute");
+    cmf_status st = CMF_OK;
+    if (name[1] == 'u') { /* sum(attribute=None, start=0) */
+        const jv *start = jargs_get(a, 1, "start");
+        jv acc = start ? jv_retain(*start) : jv_int(0);
+        for (size_t i = 0; !st && i < items.u.l->n; i++) {
+            jv k, r;
+            if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
+            if (!jv_is_number(acc) || !jv_is_number(k)) st = jinja_rt_err(at, "sum: non-numeric value");
+            else if (acc.k == JV_FLOAT || k.k == JV_FLOAT) r = jv_float(jv_num(acc) + jv_num(k));
+            else r = jv_int((int64_t)jv_num(acc) + (int64_t)jv_num(k));
+            jv_release(k);
+            if (!st) { jv_release(acc); acc = r; }
+        }
+        if (st) jv_release(acc); else *out = acc;
+        jv_release(items);
+        return st;
+    }
+    const jv *cs = jargs_get(a, 0, "case_sensitive");
+    int ci = !(cs && jv_truthy(*cs)), want = name[1] == 'a' ? 1 : -1;
+    jv best = jv_undef(NULL), bestk = jv_undef(NULL);
+    for (size_t i = 0; !st && i < items.u.l->n; i++) {
+        jv k;
+        if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
+        int err = 0, cmp = best.k == JV_UNDEF ? want : jinja_compare(k, bestk, ci, &err);
+        if (err) st = jinja_rt_err(at, "%s: values cannot be compared", name);
+        if (!st && cmp * want > 0) { jv_release(bestk); jv_release(best); bestk = k; best = jv_retain(items.u.l->v[i]); }
+        else jv_release(k);
+    }
+    jv_release(bestk);
+    jv_release(items);
+    if (st) { jv_release(best); return st; }
+    *out = best;
+    return CMF_OK;
+}
+
+static cmf_status html_escape(jv in, jv *out) {
+    jv s = jv_stringify(in);
+    if (jv_is_oom(s)) return NOMEM();
+    jbuf b = {0};
+    for (size_t i = 0; i < s.u.s->len; i++) {
+        char ch = s.u.s->s[i];
+        const char *e = ch == '&' ? "&amp;" : ch == '<' ? "&lt;" : ch == '>' ? "&gt;" : ch == '"' ? "&#34;" : ch == '\'' ? "&#39;" : NULL;
+        if (e) jbuf_puts(&b, e); else jbuf_put(&b, &ch, 1);
+    }
+    jv_release(s);
+    return jb_ret_buf(out, &b);
+}
+
+cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const jargs *a, jv *out) {
+    const jv *a0 = jargs_get(a, 0, NULL);
+    if (!strcmp(f, "default") || !strcmp(f, "d")) {
+        const jv *def = jargs_get(a, 0, "default_value"), *boolean = jargs_get(a, 1, "boolean");
+        int use = in.k == JV_UNDEF || (boolean && jv_truthy(*boolean) && !jv_truthy(in));
+        *out = use ? (def ? jv_retain(*def) : jv_cstr("")) : jv_retain(in);
+        return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+    }
+    if (in.k == JV_UNDEF && strcmp(f, "length") && strcmp(f, "count") && strcmp(f, "string") && strcmp(f, "list") &&
+        strcmp(f, "tojson") && strcmp(f, "trim") && strcmp(f, "join"))
+        return jinja_undef_err(at, in);
+    if (!strcmp(f, "length") || !strcmp(f, "count")) {
+        int64_t n = in.k == JV_STR ? (int64_t)utf8_count(in.u.s->s, in.u.s->len) : in.k == JV_LIST ? (int64_t)in.u.l->n
+                  : in.k == JV_DICT || in.k == JV_NS ? (int64_t)in.u.d->n : in.k == JV_UNDEF ? 0 : -1;
+        if (n < 0) return jinja_rt_err(at, "object of type '%s' has no len()", jv_kind_name(in));
+        *out = jv_int(n);
+        return CMF_OK;
+    }
+    if (!strcmp(f, "tojson")) {
+        const jv *ind = jargs_get(a, 0, "indent"), *sk = jargs_get(a, -1, "sort_keys");
+        jbuf b = {.limit = c->lim.max_output};
+        const char *bad = NULL;
+        int indent = ind && ind->k == JV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
+        if (jv_to_json(&b, in, indent, sk && jv_truthy(*sk), &bad)) {
+            jbuf_free(&b);
+            return jinja_rt_err(at, "tojson: object of type '%s' is not JSON serializable", bad);
+        }
+        if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
+        return jb_ret_buf(out, &b);
+    }
+    if (!strcmp(f, "string")) { *out = jv_stringify(in); return jv_is_oom(*out) ? NOMEM() : CMF_OK; }
+    if (!strcmp(f, "safe")) { *out = jv_retain(in); return CMF_OK; }
+    if (!strcmp(f, "escape") || !strcmp(f, "e")) return html_escape(in, out);
+    if (!strcmp(f, "list")) return jb_to_list(at, in, out);
+    if (!strcmp(f, "items")) {
+        if (in.k != JV_DICT) return jinja_rt_err(at, "filter 'items' needs a mapping, got '%s'", jv_kind_name(in));
+        return jb_dict_items(in, out);
+    }
+    if (!strcmp(f, "dictsort")) {
+        if (in.k != JV_DICT) return jinja_rt_err(at, "filter 'dictsort' needs a mapping");
+        jv items;
+        TRY(jb_dict_items(in, &items));
+        jv k0 = jv_int(0);
+        jargs args = {.kwn = (const char *[]){"attribute"}, .kwv = &k0, .nkw = 1};
+        cmf_status st = sort_items(c, at, items, &args, 0, out);
+        jv_release(items);
+        return st;
+    }
+    if (!strcmp(f, "join")) {
+        jv items;
+        TRY(jb_to_list(at, in, &items));
+        const jv *sep = jargs_get(a, 0, "d"), *attr = jargs_get(a, 1, "attribute");
+        jbuf b = {.limit = c->lim.max_output};
+        cmf_status st = CMF_OK;
+        for (size_t i = 0; !st && i < items.u.l->n; i++) {
+            if (i && sep) jv_to_str(&b, *sep);
+            jv k;
+            if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
+            jv_to_str(&b, k);
+            jv_release(k);
+        }
+        jv_release(items);
+        if (!st && b.over) st = jinja_limit_err(at, "string size", c->lim.max_output);
+        if (st) { jbuf_free(&b); return st; }
+        return jb_ret_buf(out, &b);
+    }
+    if (!strcmp(f, "first") || !strcmp(f, "last")) {
+        jv items;
+        TRY(jb_to_list(at, in, &items));
+        size_t n = items.u.l->n;
+        *out = n ? jv_retain(items.u.l->v[f[0] == 'f' ? 0 : n - 1]) : jv_undef(NULL);
+        jv_release(items);
+        return CMF_OK;
+    }
+    if (!strcmp(f, "reverse")) {
+        if (in.k == JV_STR) {
+            jv l;
+            TRY(jb_to_list(at, in, &l));
+            jbuf b = {0};
+            for (size_t i = l.u.l->n; i-- > 0;) jbuf_put(&b, l.u.l->v[i].u.s->s, l.u.l->v[i].u.s->len);
+            jv_release(l);
+            return jb_ret_buf(out, &b);
+        }
+        jv l;
+        TRY(jb_to_list(at, in, &l));
+        jv r = jv_list_new(l.u.l->n);
+        if (jv_is_oom(r)) { jv_release(l); return NOMEM(); }
+        for (size_t i = l.u.l->n; i-- > 0;) jv_list_push(r, jv_retain(l.u.l->v[i]));
+        jv_release(l);
+        *out = r;
+        return CMF_OK;
+    }
+    if (!strcmp(f, "select") || !strcmp(f, "reject")) return select_items(c, at, in, a, 0, f[0] == 's', out);
+    if (!strcmp(f, "selectattr") || !strcmp(f, "rejectattr")) return select_items(c, at, in, a, 1, f[0] == 's', out);
+    if (!strcmp(f, "map")) return map_items(c, at, in, a, out);
+    if (!strcmp(f, "sort")) return sort_items(c, at, in, a, 0, out);
+    if (!strcmp(f, "unique")) return sort_items(c, at, in, a, 1, out);
+    if (!strcmp(f, "min") || !strcmp(f, "max") || !strcmp(f, "sum")) return min_max_sum(c, at, f, in, a, out);
+    if (!strcmp(f, "indent")) return indent(c, at, in, a, out);
+    if (!strcmp(f, "abs")) {
+        if (!jv_is_number(in)) return jinja_rt_err(at, "filter 'abs' needs a number");
+        *out = in.k == JV_FLOAT ? jv_float(fabs(in.u.f)) : jv_int(llabs((long long)jv_num(in)));
+        return CMF_OK;
+    }
+    if (!strcmp(f, "int") || !strcmp(f, "float")) {
+        const jv *def = jargs_get(a, 0, "default");
+        double d = 0;
+        int ok = 1;
+        if (jv_is_number(in)) d = jv_num(in);
+        else if (in.k == JV_STR) { char *e; d = strtod(in.u.s->s, &e); ok = e != in.u.s->s && *e == 0; }
+        else ok = 0;
+        if (f[0] == 'i') *out = ok ? jv_int((int64_t)d) : def ? jv_retain(*def) : jv_int(0);
+        else *out = ok ? jv_float(d) : def ? jv_retain(*def) : jv_float(0.0);
+        return CMF_OK;
+    }
+    if (!strcmp(f, "round")) {
+        const jv *prec = jargs_get(a, 0, "precision"), *meth = jargs_get(a, 1, "method");
+        if (!jv_is_number(in)) return jinja_rt_err(at, "filter 'round' needs a number");
+        double p = pow(10, prec && prec->k == JV_INT ? (double)prec->u.i : 0), x = jv_num(in) * p;
+        const char *m = meth && meth->k == JV_STR ? meth->u.s->s : "common";
+        x = !strcmp(m, "ceil") ? ceil(x) : !strcmp(m, "floor") ? floor(x) : nearbyint(x); /* Python: half to even */
+        *out = jv_float(x / p);
+        return CMF_OK;
+    }
+    if (!strcmp(f, "batch")) {
+        jv items;
+        TRY(jb_to_list(at, in, &items));
+        if (!a0 || a0->k != JV_INT || a0->u.i <= 0) { jv_release(items); return jinja_rt_err(at, "batch needs a positive size"); }
+        const jv *fill = jargs_get(a, 1, "fill_with");
+        jv r = jv_list_new(0), cur = jv_undef(NULL);
+        for (size_t i = 0; i < items.u.l->n; i++) {
+            if (cur.k != JV_LIST) cur = jv_list_new((size_t)a0->u.i);
+            jv_list_push(cur, jv_retain(items.u.l->v[i]));
+            if ((int64_t)cur.u.l->n == a0->u.i) { jv_list_push(r, cur); cur = jv_undef(NULL); }
+        }
+        if (cur.k == JV_LIST) {
+            while (fill && (int64_t)cur.u.l->n < a0->u.i) jv_list_push(cur, jv_retain(*fill));
+            jv_list_push(r, cur);
+        }
+        jv_release(items);
+        *out = r;
+        return CMF_OK;
+    }
+    /* string filters */
+    if (!strcmp(f, "trim") || !strcmp(f, "upper") || !strcmp(f, "lower") || !strcmp(f, "title") ||
+        !strcmp(f, "capitalize") || !strcmp(f, "replace") || !strcmp(f, "wordcount")) {
+        jv s = jv_stringify(in);
+        if (jv_is_oom(s)) return NOMEM();
+        if (in.k != JV_STR && in.k != JV_UNDEF && strcmp(f, "trim")) { jv_release(s); return need_str(at, f, in); }
+        cmf_status st;
+        if (!strcmp(f, "trim")) st = jb_strip(s, jargs_get(a, 0, "chars"), 1, 1, out);
+        else if (!strcmp(f, "upper")) st = jb_map_case(s, CASE_UPPER, out);
+        else if (!strcmp(f, "lower")) st = jb_map_case(s, CASE_LOWER, out);
+        else if (!strcmp(f, "title")) st = jb_map_case(s, CASE_JTITLE, out);
+        else if (!strcmp(f, "capitalize")) st = jb_map_case(s, CASE_CAPITALIZE, out);
+        else if (!strcmp(f, "replace")) st = jb_replace(at, s, a0, jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
+        else {
+            jv parts;
+            st = jb_split(at, s, NULL, NULL, &parts);
+            if (!st) { *out = jv_int((int64_t)parts.u.l->n); jv_release(parts); }
+        }
+        jv_release(s);
+        return st;
+    }
+    return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown filter '%s'", at->line, at->col, f);
+}

@@ -1,0 +1,58 @@
+/* template.h — Jinja chat templates (Hugging Face semantics), internal API of src/template/.
+ *
+ * Renders the `chat_template` of a tokenizer_config.json the way transformers does (jinja2 3.1 with
+ * trim_blocks=True, lstrip_blocks=True, the loopcontrols extension, the globals raise_exception and
+ * strftime_now, a tojson filter that is json.dumps(ensure_ascii=False) without key sorting, and
+ * {% generation %} blocks rendering their body). The context is a JSON object: messages, tools,
+ * add_generation_prompt, bos_token, eos_token, enable_thinking and any extra variables.
+ *
+ * Supported: the statements if/elif/else, for (loop.*, `for x in y if c`, else, unpacking), break/continue,
+ * set (names, tuples, namespace attributes, blocks), macro/call, filter blocks, raw, comments; Python-like
+ * expressions, filters, tests and str/dict/list methods as used by real chat templates.
+ * Known differences from Python jinja2: tuples behave as lists (and print as [a, b]); JSON numbers without a
+ * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); recursive for loops, template
+ * inheritance/includes and autoescaping are not supported (an error names the construct).
+ *
+ * Sandbox: output size, total loop iterations (range() sizes included) and macro call depth are bounded;
+ * exceeding a limit is an error, never a hang or a crash. */
+#ifndef CMF_TEMPLATE_TEMPLATE_H
+#define CMF_TEMPLATE_TEMPLATE_H
+
+#include <stddef.h>
+
+#include "cmf.h"
+
+struct cJSON;
+
+typedef struct cmf_template cmf_template;
+
+typedef struct cmf_template_limits {
+    size_t max_output;     /* bytes of rendered text (default 16 MiB) */
+    size_t max_iterations; /* loop iterations plus range() items over one render (default 1,000,000) */
+    int max_depth;         /* nested macro calls (default 64) */
+} cmf_template_limits;
+
+/* The defaults above. */
+cmf_template_limits cmf_template_default_limits(void);
+
+/* Parses template source `src` (`len` bytes, UTF-8; need not be NUL-terminated) into *out (free with
+ * cmf_template_free). Errors: CMF_E_FORMAT "template:LINE:COL: message" for a syntax error (1-based line and
+ * column, counted in code points after "\r\n" -> "\n"); CMF_E_ARG for NULL arguments; CMF_E_NOMEM. */
+cmf_status cmf_template_parse(const char *src, size_t len, cmf_template **out);
+
+/* Renders `t` with the variables of JSON object `ctx` (may be NULL: no variables) under `lim` (NULL: defaults)
+ * into *out: a malloc'd NUL-terminated string owned by the caller (*out_len, if not NULL, gets its length).
+ * Errors: CMF_E_ARG with exactly the template's message when it calls raise_exception(msg); CMF_E_FORMAT
+ * "template:LINE:COL: message" for runtime errors (attribute of an undefined value, bad operand types, ...);
+ * CMF_E_UNSUPPORTED "template:LINE:COL: ..." for an unknown filter/test/method or a sandbox limit exceeded;
+ * CMF_E_NOMEM. On error *out is NULL. */
+cmf_status cmf_template_render(const cmf_template *t, const struct cJSON *ctx, const cmf_template_limits *lim,
+                               char **out, size_t *out_len);
+
+/* Frees a parsed template; NULL is a no-op. */
+void cmf_template_free(cmf_template *t);
+
+/* Parse + render in one call (same errors as the two above). */
+cmf_status cmf_template_apply(const char *src, size_t len, const struct cJSON *ctx, char **out);
+
+#endif

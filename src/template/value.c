@@ -1,0 +1,477 @@
+/* value.c — Python-like values for the Jinja engine: construction, reference counting, truthiness, equality,
+ * str()/repr()/json.dumps formatting. Semantics: CPython 3 (Objects/floatobject.c repr, Lib/json/encoder.py). */
+#include "template/value.h"
+
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char OOM_NAME[] = "<out of memory>";
+
+jv jv_undef(const char *name) { jv v = {.k = JV_UNDEF}; v.u.name = name; return v; }
+jv jv_none(void) { jv v = {.k = JV_NONE}; return v; }
+jv jv_bool(int b) { jv v = {.k = JV_BOOL}; v.u.b = b != 0; return v; }
+jv jv_int(int64_t i) { jv v = {.k = JV_INT}; v.u.i = i; return v; }
+jv jv_float(double f) { jv v = {.k = JV_FLOAT}; v.u.f = f; return v; }
+int jv_is_oom(jv v) { return v.k == JV_UNDEF && v.u.name == OOM_NAME; }
+
+jv jv_strn(const char *s, size_t n) {
+    jv_str *p = malloc(sizeof(*p) + n + 1);
+    if (!p) return jv_undef(OOM_NAME);
+    p->rc = 1;
+    p->len = n;
+    if (n && s) memcpy(p->s, s, n); /* s == NULL: caller fills the n bytes */
+    p->s[n] = 0;
+    jv v = {.k = JV_STR};
+    v.u.s = p;
+    return v;
+}
+jv jv_cstr(const char *s) { return jv_strn(s, strlen(s)); }
+
+jv jv_list_new(size_t cap) {
+    jv_list *l = calloc(1, sizeof(*l));
+    if (!l) return jv_undef(OOM_NAME);
+    l->rc = 1;
+    if (cap) {
+        l->v = malloc(cap * sizeof(jv));
+        if (!l->v) { free(l); return jv_undef(OOM_NAME); }
+        l->cap = cap;
+    }
+    jv v = {.k = JV_LIST};
+    v.u.l = l;
+    return v;
+}
+
+jv jv_dict_new(void) {
+    jv_dict *d = calloc(1, sizeof(*d));
+    if (!d) return jv_undef(OOM_NAME);
+    d->rc = 1;
+    jv v = {.k = JV_DICT};
+    v.u.d = d;
+    return v;
+}
+
+jv jv_retain(jv v) {
+    switch (v.k) {
+    case JV_STR: v.u.s->rc++; break;
+    case JV_LIST: v.u.l->rc++; break;
+    case JV_DICT: case JV_NS: v.u.d->rc++; break;
+    case JV_MACRO: v.u.m->rc++; break;
+    case JV_METHOD: v.u.meth->rc++; break;
+    default: break;
+    }
+    return v;
+}
+
+void jv_release(jv v) {
+    switch (v.k) {
+    case JV_STR:
+        if (--v.u.s->rc == 0) free(v.u.s);
+        break;
+    case JV_LIST:
+        if (--v.u.l->rc == 0) {
+            for (size_t i = 0; i < v.u.l->n; i++) jv_release(v.u.l->v[i]);
+            free(v.u.l->v);
+            free(v.u.l);
+        }
+        break;
+    case JV_DICT: case JV_NS:
+        if (--v.u.d->rc == 0) {
+            for (size_t i = 0; i < v.u.d->n; i++) { free(v.u.d->k[i]); jv_release(v.u.d->v[i]); }
+            free(v.u.d->k);
+            free(v.u.d->v);
+            free(v.u.d);
+        }
+        break;
+    case JV_MACRO:
+        if (--v.u.m->rc == 0) { jv_release(v.u.m->caller); free(v.u.m); }
+        break;
+    case JV_METHOD:
+        if (--v.u.meth->rc == 0) { jv_release(v.u.meth->self); free(v.u.meth); }
+        break;
+    default: break;
+    }
+}
+
+int jv_list_push(jv lv, jv item) {
+    jv_list *l = lv.u.l;
+    if (l->n == l->cap) {
+        size_t nc = l->cap ? l->cap * 2 : 8;
+        jv *nv = realloc(l->v, nc * sizeof(jv));
+        if (!nv) { jv_release(item); return -1; }
+        l->v = nv;
+        l->cap = nc;
+    }
+    l->v[l->n++] = item;
+    return 0;
+}
+
+const jv *jv_dict_get(jv dv, const char *key, size_t klen) {
+    jv_dict *d = dv.u.d;
+    for (size_t i = 0; i < d->n; i++)
+        if (d->k[i]->len == klen && memcmp(d->k[i]->s, key, klen) == 0) return &d->v[i];
+    return NULL;
+}
+
+int jv_dict_set(jv dv, const char *key, size_t klen, jv val) {
+    jv_dict *d = dv.u.d;
+    jv *slot = (jv *)jv_dict_get(dv, key, klen);
+    if (slot) { jv_release(*slot); *slot = val; return 0; }
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 8;
+        jv_str **nk = realloc(d->k, nc * sizeof(*nk));
+        if (!nk) { jv_release(val); return -1; }
+        d->k = nk;
+        jv *nv = realloc(d->v, nc * sizeof(jv));
+        if (!nv) { jv_release(val); return -1; }
+        d->v = nv;
+        d->cap = nc;
+    }
+    jv_str *k = malloc(sizeof(*k) + klen + 1);
+    if (!k) { jv_release(val); return -1; }
+    k->rc = 1;
+    k->len = klen;
+    memcpy(k->s, key, klen);
+    k->s[klen] = 0;
+    d->k[d->n] = k;
+    d->v[d->n++] = val;
+    return 0;
+}
+
+int jv_truthy(jv v) {
+    switch (v.k) {
+    case JV_UNDEF: case JV_NONE: return 0;
+    case JV_BOOL: return v.u.b;
+    case JV_INT: return v.u.i != 0;
+    case JV_FLOAT: return v.u.f != 0.0;
+    case JV_STR: return v.u.s->len != 0;
+    case JV_LIST: return v.u.l->n != 0;
+    case JV_DICT: return v.u.d->n != 0;
+    default: return 1;
+    }
+}
+
+int jv_is_number(jv v) { return v.k == JV_BOOL || v.k == JV_INT || v.k == JV_FLOAT; }
+double jv_num(jv v) {
+    return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.k == JV_BOOL ? v.u.b : 0.0;
+}
+
+int jv_equal(jv a, jv b) {
+    if (jv_is_number(a) && jv_is_number(b)) {
+        if (a.k != JV_FLOAT && b.k != JV_FLOAT) {
+            int64_t x = a.k == JV_INT ? a.u.i : a.u.b, y = b.k == JV_INT ? b.u.i : b.u.b;
+            return x == y;
+        }
+        return jv_num(a) == jv_num(b);
+    }
+    if (a.k != b.k) return 0;
+    switch (a.k) {
+    case JV_UNDEF: case JV_NONE: return 1;
+    case JV_STR: return a.u.s->len == b.u.s->len && memcmp(a.u.s->s, b.u.s->s, a.u.s->len) == 0;
+    case JV_LIST:
+        if (a.u.l->n != b.u.l->n) return 0;
+        for (size_t i = 0; i < a.u.l->n; i++)
+            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+        return 1;
+    case JV_DICT: case JV_NS:
+        if (a.u.d->n != b.u.d->n) return 0;
+        for (size_t i = 0; i < a.u.d->n; i++) {
+            const jv *o = jv_dict_get(b, a.u.d->k[i]->s, a.u.d->k[i]->len);
+            if (!o || !jv_equal(a.u.d->v[i], *o)) return 0;
+        }
+        return 1;
+    case JV_MACRO: return a.u.m == b.u.m;
+    case JV_FUNC: return a.u.i == b.u.i;
+    case JV_METHOD: return a.u.meth == b.u.meth;
+    default: return 0;
+    }
+}
+
+const char *jv_kind_name(jv v) {
+    static const char *names[] = {"undefined", "NoneType", "bool",      "int",      "float",  "str",
+                                  "list",      "dict",     "Namespace", "Macro",    "builtin_function", "method"};
+    return names[v.k];
+}
+
+/* ---- buffers ---- */
+
+void jbuf_put(jbuf *b, const char *s, size_t n) {
+    if (b->over || b->oom || n == 0) return;
+    if (b->limit && b->n + n > b->limit) { b->over = 1; return; }
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = b->cap ? b->cap : 256;
+        while (nc < b->n + n + 1) nc *= 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np;
+        b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = 0;
+}
+void jbuf_puts(jbuf *b, const char *s) { jbuf_put(b, s, strlen(s)); }
+void jbuf_free(jbuf *b) { free(b->p); b->p = NULL; b->n = b->cap = 0; }
+
+/* ---- formatting ---- */
+
+void jv_float_repr(jbuf *b, double f) {
+    char tmp[64];
+    if (isnan(f)) { jbuf_puts(b, "nan"); return; }
+    if (isinf(f)) { jbuf_puts(b, f < 0 ? "-inf" : "inf"); return; }
+    /* shortest %.{p}e that reads back exactly: the digits and decimal exponent of Python's repr */
+    int p;
+    for (p = 1; p <= 17; p++) {
+        snprintf(tmp, sizeof(tmp), "%.*e", p - 1, f);
+        if (strtod(tmp, NULL) == f) break;
+    }
+    char digits[32];
+    int nd = 0, neg = tmp[0] == '-';
+    const char *q = tmp + neg;
+    for (; *q && *q != 'e'; q++)
+        if (*q >= '0' && *q <= '9') digits[nd++] = *q;
+    int exp10 = atoi(q + 1);
+    while (nd > 1 && digits[nd - 1] == '0') nd--;
+    jbuf o = {0};
+    if (neg) jbuf_put(&o, "-", 1);
+    if (exp10 >= -5 + 1 && exp10 < 16) { /* Python: fixed notation when -4 <= exp < 16 */
+        if (exp10 < 0) {
+            jbuf_puts(&o, "0.");
+            for (int i = 0; i < -exp10 - 1; i++) jbuf_put(&o, "0", 1);
+            jbuf_put(&o, digits, (size_t)nd);
+        } else {
+            for (int i = 0; i <= exp10; i++) jbuf_put(&o, i < nd ? &digits[i] : "0", 1);
+            jbuf_put(&o, ".", 1);
+            if (nd > exp10 + 1) jbuf_put(&o, digits + exp10 + 1, (size_t)(nd - exp10 - 1));
+            else jbuf_put(&o, "0", 1);
+        }
+    } else {
+        jbuf_put(&o, digits, 1);
+        if (nd > 1) { jbuf_put(&o, ".", 1); jbuf_put(&o, digits + 1, (size_t)(nd - 1)); }
+        snprintf(tmp, sizeof(tmp), "e%c%02d", exp10 < 0 ? '-' : '+', exp10 < 0 ? -exp10 : exp10);
+        jbuf_puts(&o, tmp);
+    }
+    if (o.p) jbuf_put(b, o.p, o.n);
+    jbuf_free(&o);
+}
+
+static void put_str_repr(jbuf *b, const char *s, size_t n) {
+    int has_sq = memchr(s, '\'', n) != NULL, has_dq = memchr(s, '"', n) != NULL;
+    char q = has_sq && !has_dq ? '"' : '\'';
+    jbuf_put(b, &q, 1);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        char e[8];
+        if (c == (unsigned char)q || c == '\\') { e[0] = '\\'; e[1] = (char)c; jbuf_put(b, e, 2); }
+        else if (c == '\n') jbuf_puts(b, "\\n");
+        else if (c == '\r') jbuf_puts(b, "\\r");
+        else if (c == '\t') jbuf_puts(b, "\\t");
+        else if (c < 0x20 || c == 0x7f) { snprintf(e, sizeof(e), "\\x%02x", c); jbuf_puts(b, e); }
+        else jbuf_put(b, (const char *)&s[i], 1);
+    }
+    jbuf_put(b, &q, 1);
+}
+
+void jv_repr(jbuf *b, jv v) {
+    char tmp[32];
+    switch (v.k) {
+    case JV_STR: put_str_repr(b, v.u.s->s, v.u.s->len); break;
+    case JV_LIST:
+        jbuf_put(b, v.u.l->tuple ? "(" : "[", 1);
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) jbuf_put(b, ", ", 2);
+            jv_repr(b, v.u.l->v[i]);
+        }
+        if (v.u.l->tuple && v.u.l->n == 1) jbuf_put(b, ",", 1);
+        jbuf_put(b, v.u.l->tuple ? ")" : "]", 1);
+        break;
+    case JV_DICT:
+        jbuf_put(b, "{", 1);
+        for (size_t i = 0; i < v.u.d->n; i++) {
+            if (i) jbuf_put(b, ", ", 2);
+            put_str_repr(b, v.u.d->k[i]->s, v.u.d->k[i]->len);
+            jbuf_put(b, ": ", 2);
+            jv_repr(b, v.u.d->v[i]);
+        }
+        jbuf_put(b, "}", 1);
+        break;
+    case JV_NS: jbuf_puts(b, "<Namespace>"); break;
+    case JV_UNDEF: jbuf_puts(b, "Undefined"); break;
+    case JV_INT: snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i); jbuf_puts(b, tmp); break;
+    default: jv_to_str(b, v); break;
+    }
+}
+
+void jv_to_str(jbuf *b, jv v) {
+    switch (v.k) {
+    case JV_UNDEF: break;
+    case JV_NONE: jbuf_puts(b, "None"); break;
+    case JV_BOOL: jbuf_puts(b, v.u.b ? "True" : "False"); break;
+    case JV_FLOAT: jv_float_repr(b, v.u.f); break;
+    case JV_STR: jbuf_put(b, v.u.s->s, v.u.s->len); break;
+    case JV_MACRO: jbuf_puts(b, "<Macro>"); break;
+    case JV_FUNC: jbuf_puts(b, "<built-in function>"); break;
+    case JV_METHOD: jbuf_puts(b, "<built-in method>"); break;
+    default: jv_repr(b, v); break;
+    }
+}
+
+jv jv_stringify(jv v) {
+    if (v.k == JV_STR) return jv_retain(v);
+    jbuf b = {0};
+    jv_to_str(&b, v);
+    if (b.oom) { jbuf_free(&b); return jv_undef(OOM_NAME); }
+    jv r = jv_strn(b.p ? b.p : "", b.n);
+    jbuf_free(&b);
+    return r;
+}
+
+static void put_json_str(jbuf *b, const char *s, size_t n) {
+    jbuf_put(b, "\"", 1);
+    size_t run = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *e = NULL;
+        char u[8];
+        switch (c) {
+        case '"': e = "\\\""; break;
+        case '\\': e = "\\\\"; break;
+        case '\n': e = "\\n"; break;
+        case '\r': e = "\\r"; break;
+        case '\t': e = "\\t"; break;
+        case '\b': e = "\\b"; break;
+        case '\f': e = "\\f"; break;
+        default:
+            if (c < 0x20) { snprintf(u, sizeof(u), "\\u%04x", c); e = u; }
+        }
+        if (e) {
+            jbuf_put(b, s + i - run, run);
+            run = 0;
+            jbuf_puts(b, e);
+        } else {
+            run++;
+        }
+    }
+    jbuf_put(b, s + n - run, run);
+    jbuf_put(b, "\"", 1);
+}
+
+static void put_indent(jbuf *b, int indent, int level) {
+    jbuf_put(b, "\n", 1);
+    for (int i = 0; i < indent * level; i++) jbuf_put(b, " ", 1);
+}
+
+static int key_cmp(const void *a, const void *b) {
+    const jv_str *x = *(jv_str *const *)a, *y = *(jv_str *const *)b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->s, y->s, n);
+    return c ? c : (x->len > y->len) - (x->len < y->len);
+}
+
+static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **bad) {
+    char tmp[32];
+    if (level > 200) { *bad = "nesting deeper than 200"; return -1; }
+    switch (v.k) {
+    case JV_NONE: jbuf_puts(b, "null"); return 0;
+    case JV_BOOL: jbuf_puts(b, v.u.b ? "true" : "false"); return 0;
+    case JV_INT: snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i); jbuf_puts(b, tmp); return 0;
+    case JV_FLOAT:
+        if (isnan(v.u.f)) jbuf_puts(b, "NaN");
+        else if (isinf(v.u.f)) jbuf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
+        else jv_float_repr(b, v.u.f);
+        return 0;
+    case JV_STR: put_json_str(b, v.u.s->s, v.u.s->len); return 0;
+    case JV_LIST:
+        if (v.u.l->n == 0) { jbuf_puts(b, "[]"); return 0; }
+        jbuf_put(b, "[", 1);
+        for (size_t i = 0; i < v.u.l->n; i++) {
+            if (i) jbuf_puts(b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) put_indent(b, indent, level + 1);
+            if (to_json(b, v.u.l->v[i], indent, sort, level + 1, bad)) return -1;
+        }
+        if (indent >= 0) put_indent(b, indent, level);
+        jbuf_put(b, "]", 1);
+        return 0;
+    case JV_DICT: {
+        jv_dict *d = v.u.d;
+        if (d->n == 0) { jbuf_puts(b, "{}"); return 0; }
+        size_t *order = malloc(d->n * sizeof(size_t));
+        if (!order) { *bad = "out of memory"; return -1; }
+        for (size_t i = 0; i < d->n; i++) order[i] = i;
+        if (sort) { /* stable selection by key: n is small in chat contexts */
+            for (size_t i = 1; i < d->n; i++)
+                for (size_t j = i; j > 0 && key_cmp(&d->k[order[j - 1]], &d->k[order[j]]) > 0; j--) {
+                    size_t t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
+                }
+        }
+        jbuf_put(b, "{", 1);
+        for (size_t i = 0; i < d->n; i++) {
+            if (i) jbuf_puts(b, indent >= 0 ? "," : ", ");
+            if (indent >= 0) put_indent(b, indent, level + 1);
+            put_json_str(b, d->k[order[i]]->s, d->k[order[i]]->len);
+            jbuf_puts(b, ": ");
+            if (to_json(b, d->v[order[i]], indent, sort, level + 1, bad)) { free(order); return -1; }
+        }
+        free(order);
+        if (indent >= 0) put_indent(b, indent, level);
+        jbuf_put(b, "}", 1);
+        return 0;
+    }
+    default: *bad = jv_kind_name(v); return -1;
+    }
+}
+
+int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad) {
+    return to_json(b, v, indent, sort, 0, bad);
+}
+
+size_t utf8_count(const char *s, size_t n) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        if (((unsigned char)s[i] & 0xC0) != 0x80) c++;
+    return c;
+}
+
+size_t utf8_offset(const char *s, size_t n, size_t cp) {
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (((unsigned char)s[i] & 0xC0) != 0x80) {
+            if (c == cp) return i;
+            c++;
+        }
+    }
+    return n;
+}
+
+jv jv_from_cjson(const cJSON *j) {
+    if (!j || cJSON_IsNull(j)) return jv_none();
+    if (cJSON_IsBool(j)) return jv_bool(cJSON_IsTrue(j));
+    if (cJSON_IsNumber(j)) {
+        double d = j->valuedouble;
+        if (d == floor(d) && fabs(d) < 9.007199254740992e15) return jv_int((int64_t)d);
+        return jv_float(d);
+    }
+    if (cJSON_IsString(j)) return jv_cstr(j->valuestring ? j->valuestring : "");
+    if (cJSON_IsArray(j)) {
+        jv l = jv_list_new((size_t)cJSON_GetArraySize(j));
+        if (jv_is_oom(l)) return l;
+        for (const cJSON *c = j->child; c; c = c->next) {
+            jv x = jv_from_cjson(c);
+            if (jv_is_oom(x) || jv_list_push(l, x)) { jv_release(l); return jv_undef(OOM_NAME); }
+        }
+        return l;
+    }
+    if (cJSON_IsObject(j)) {
+        jv d = jv_dict_new();
+        if (jv_is_oom(d)) return d;
+        for (const cJSON *c = j->child; c; c = c->next) {
+            jv x = jv_from_cjson(c);
+            const char *k = c->string ? c->string : "";
+            if (jv_is_oom(x) || jv_dict_set(d, k, strlen(k), x)) { jv_release(d); return jv_undef(OOM_NAME); }
+        }
+        return d;
+    }
+    return jv_none();
+}

@@ -1,0 +1,139 @@
+/* value.h — the dynamic values of the Jinja engine: Python-like none/bool/int/float/str/list/dict with reference
+ * counting, plus the callables a template meets (macros, built-in functions, bound methods).
+ *
+ * Semantics follow Python as Jinja2 3.1 sees it (str(), repr(), truthiness, ==, json.dumps(ensure_ascii=False)),
+ * because Hugging Face transformers renders chat templates with Python jinja2. Internal to src/template/. */
+#ifndef CMF_TEMPLATE_VALUE_H
+#define CMF_TEMPLATE_VALUE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum jv_kind {
+    JV_UNDEF, /* Jinja's default (lenient) Undefined; u.name is the missing name (borrowed, may be NULL) */
+    JV_NONE,
+    JV_BOOL,
+    JV_INT,
+    JV_FLOAT,
+    JV_STR,
+    JV_LIST, /* also tuples (jv_list.tuple set) */
+    JV_DICT, /* insertion-ordered, string keys */
+    JV_NS,   /* namespace(...): a dict whose attributes may be assigned with `set ns.a = ...` */
+    JV_MACRO,
+    JV_FUNC,   /* built-in global function; u.i is its jfunc id */
+    JV_METHOD, /* bound method: receiver + method name */
+} jv_kind;
+
+typedef struct jv_str jv_str;
+typedef struct jv_list jv_list;
+typedef struct jv_dict jv_dict;
+typedef struct jv_macro jv_macro;
+typedef struct jv_method jv_method;
+
+typedef struct jv {
+    jv_kind k;
+    union {
+        int b;
+        int64_t i;
+        double f;
+        const char *name;
+        jv_str *s;
+        jv_list *l;
+        jv_dict *d;
+        jv_macro *m;
+        jv_method *meth;
+    } u;
+} jv;
+
+struct jv_str {
+    int rc;
+    size_t len; /* bytes, UTF-8 */
+    char s[];   /* NUL-terminated */
+};
+struct jv_list {
+    int rc;
+    int tuple; /* printed as (a, b) */
+    size_t n, cap;
+    jv *v;
+};
+struct jv_dict {
+    int rc;
+    size_t n, cap;
+    jv_str **k;
+    jv *v;
+};
+struct jnode;
+struct jv_macro {
+    int rc;
+    const struct jnode *def; /* N_MACRO node (or the caller body of a call block) */
+    jv caller;               /* JV_MACRO for `caller()` inside a call block, else JV_UNDEF */
+};
+struct jv_method {
+    int rc;
+    jv self;
+    const char *name; /* borrowed from the AST */
+};
+
+/* ---- constructors (return owned values; NULL payload / JV_UNDEF-with-no-name on allocation failure is not
+ * possible: allocation failure yields a JV_UNDEF with name "<out of memory>", which callers treat as error) --- */
+jv jv_undef(const char *name);
+jv jv_none(void);
+jv jv_bool(int b);
+jv jv_int(int64_t i);
+jv jv_float(double f);
+jv jv_strn(const char *s, size_t n);
+jv jv_cstr(const char *s);
+jv jv_list_new(size_t cap);
+jv jv_dict_new(void);
+int jv_is_oom(jv v);
+
+jv jv_retain(jv v);
+void jv_release(jv v);
+
+/* Appends `item` (ownership taken) to list `l`; returns 0, -1 on allocation failure. */
+int jv_list_push(jv l, jv item);
+/* Sets d[key] = val (val's ownership taken; key copied); returns 0 or -1 on allocation failure. */
+int jv_dict_set(jv d, const char *key, size_t klen, jv val);
+/* Borrowed d[key] or NULL. */
+const jv *jv_dict_get(jv d, const char *key, size_t klen);
+
+/* ---- Python semantics ---- */
+int jv_truthy(jv v);
+int jv_equal(jv a, jv b);
+int jv_is_number(jv v); /* bool, int or float (Python's bool is an int) */
+double jv_num(jv v);
+const char *jv_kind_name(jv v);
+
+/* A growable byte buffer with an optional limit (0 = none); `over` is set once an append would exceed it. */
+typedef struct jbuf {
+    char *p;
+    size_t n, cap, limit;
+    int over, oom;
+} jbuf;
+void jbuf_put(jbuf *b, const char *s, size_t n);
+void jbuf_puts(jbuf *b, const char *s);
+void jbuf_free(jbuf *b);
+
+/* str(v) appended to b (Undefined prints nothing). */
+void jv_to_str(jbuf *b, jv v);
+/* repr(v) appended to b. */
+void jv_repr(jbuf *b, jv v);
+/* Python repr of a float (shortest round-trip digits, "1.0", "1e+20", "inf", "nan"). */
+void jv_float_repr(jbuf *b, double f);
+/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None), sort_keys=sort) appended to b; returns 0, or -1
+ * for a value JSON cannot hold (undefined, macro): *bad names its kind. */
+int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad);
+/* str(v) as a new string value. */
+jv jv_stringify(jv v);
+
+/* Number of Unicode code points of a UTF-8 string (invalid bytes count one each). */
+size_t utf8_count(const char *s, size_t n);
+/* Byte offset of code point `cp` (clamped to n). */
+size_t utf8_offset(const char *s, size_t n, size_t cp);
+
+struct cJSON;
+/* Converts a cJSON tree to a value (numbers without a fraction that fit int64 become ints — cJSON keeps no
+ * literal text, so JSON 1.0 becomes int 1). */
+jv jv_from_cjson(const struct cJSON *j);
+
+#endif
