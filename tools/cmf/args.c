@@ -101,7 +101,7 @@ int cli_value(cli_args *a, const char **val) {
 }
 
 int cli_int(cli_args *a, long min, long max, long *out) {
-    const char *v;
+    const char *v = NULL;
     int rc = cli_value(a, &v);
     if (rc) return rc;
     char *end;
@@ -116,7 +116,7 @@ int cli_int(cli_args *a, long min, long max, long *out) {
 }
 
 int cli_float(cli_args *a, double min, double max, double *out) {
-    const char *v;
+    const char *v = NULL;
     int rc = cli_value(a, &v);
     if (rc) return rc;
     char *end;
@@ -131,7 +131,7 @@ int cli_float(cli_args *a, double min, double max, double *out) {
 }
 
 int cli_u64(cli_args *a, uint64_t *out) {
-    const char *v;
+    const char *v = NULL;
     int rc = cli_value(a, &v);
     if (rc) return rc;
     char *end;
