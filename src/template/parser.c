@@ -515,14 +515,13 @@ static cmf_status parse_stmt(parser *P, jnode **out);
 static cmf_status parse_body(parser *P, const char *const *stops, jnode ***out, size_t *n, const char **stopped) {
     nvec v = {0};
     cmf_status st = CMF_OK;
-    const jtok *open = cur(P);
     if (stopped) *stopped = NULL;
     for (;;) {
         const jtok *t = cur(P);
         jnode *x = NULL;
         if (t->type == T_EOF) {
             if (stops) {
-                st = perr(P, open, "unexpected end of template: block opened here is not closed with '%s'", stops[0]);
+                st = perr(P, t, "unexpected end of template, expected '%s'", stops[0]);
             }
             break;
         }

@@ -1,1 +1,118 @@
-int main(void){return 0;}
+/* test_template_errors.c — error reporting and the sandbox of the Jinja engine: syntax errors carry line and
+ * column, raise_exception's message comes back verbatim, hostile templates (huge ranges, unbounded recursion,
+ * output bombs, deep nesting) stop with an error instead of hanging or crashing, and every truncation of a real
+ * chat template either parses or fails cleanly. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "template/template.h"
+#include "testutil.h"
+#include "util/fileio.h"
+
+/* Parses and renders `src` with context JSON text `ctx` (may be NULL); returns the status, *out the text. */
+static cmf_status run(const char *src, const char *ctx, const cmf_template_limits *lim, char **out) {
+    cJSON *c = ctx ? cJSON_Parse(ctx) : NULL;
+    cmf_template *t = NULL;
+    *out = NULL;
+    cmf_status st = cmf_template_parse(src, strlen(src), &t);
+    if (st == CMF_OK) st = cmf_template_render(t, c, lim, out, NULL);
+    cmf_template_free(t);
+    cJSON_Delete(c);
+    return st;
+}
+
+static void expect_err(const char *src, cmf_status want, const char *msg_part) {
+    char *out;
+    cmf_status st = run(src, NULL, NULL, &out);
+    CHECK_MSG(st == want && strstr(cmf_last_error(), msg_part) != NULL && out == NULL,
+              "template \"%.60s\": status %d message \"%s\"; want %d containing \"%s\"", src, st, cmf_last_error(),
+              want, msg_part);
+    free(out);
+}
+
+int main(void) {
+    /* syntax errors: line and column (1-based, of the offending token) */
+    expect_err("ok\n{{ 1 + }}", CMF_E_FORMAT, "template:2:8: unexpected 'end of print statement'");
+    expect_err("a\n  {% frobnicate %}", CMF_E_FORMAT, "template:2:6: encountered unknown tag 'frobnicate'");
+    expect_err("x\n\n{% if a %}\nbody", CMF_E_FORMAT, "template:4:5: unexpected end of template, expected 'endif'");
+    expect_err("{{ 'abc }}", CMF_E_FORMAT, "template:1:4: unterminated");
+    expect_err("{{ x ", CMF_E_FORMAT, "template:1:1: unclosed variable tag");
+    expect_err("{% for %}{% endfor %}", CMF_E_FORMAT, "template:1:8: expected a variable name");
+    expect_err("{# never closed", CMF_E_FORMAT, "template:1:1: unclosed comment");
+    expect_err("{{ a ; b }}", CMF_E_FORMAT, "template:1:6: unexpected character ';'");
+    expect_err("é\n  é {{ ) }}", CMF_E_FORMAT, "template:2:8:"); /* columns count code points */
+
+    /* raise_exception: the template's own message, verbatim, as CMF_E_ARG */
+    expect_err("{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}", CMF_E_ARG,
+               "Conversation roles must alternate user/assistant/user/assistant/...");
+    char *out;
+    CHECK(run("{{ raise_exception('bad: ' ~ messages[0].role) }}", "{\"messages\":[{\"role\":\"tool\"}]}", NULL, &out) == CMF_E_ARG);
+    CHECK(strcmp(cmf_last_error(), "bad: tool") == 0);
+
+    /* runtime errors name the position */
+    expect_err("{{ nothing.attr }}", CMF_E_FORMAT, "template:1:11: 'nothing' is undefined");
+    expect_err("{{ 1 + 'a' }}", CMF_E_FORMAT, "unsupported operand types for '+': 'int' and 'str'");
+    expect_err("{{ 1 // 0 }}", CMF_E_FORMAT, "division or modulo by zero");
+    expect_err("{{ 1 | nosuchfilter }}", CMF_E_UNSUPPORTED, "unknown filter 'nosuchfilter'");
+    expect_err("{{ 1 is nosuchtest }}", CMF_E_UNSUPPORTED, "unknown test 'nosuchtest'");
+    expect_err("{% set x = 1 %}{% set x.a = 2 %}", CMF_E_FORMAT, "non-namespace");
+
+    /* sandbox: huge ranges, nested loops, unbounded recursion, output and string bombs, deep nesting */
+    expect_err("{% for i in range(10**9) %}{% endfor %}", CMF_E_UNSUPPORTED, "sandbox limit exceeded: range() size");
+    expect_err("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
+               "{% endfor %}", CMF_E_UNSUPPORTED, "sandbox limit exceeded");
+    expect_err("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", CMF_E_UNSUPPORTED, "macro call depth");
+    expect_err("{{ 'x' * 1000000000 }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err("{% set ns = namespace(s='xxxxxxxxxxxxxxxx') %}{% for i in range(40) %}{% set ns.s = ns.s ~ ns.s %}"
+               "{% endfor %}", CMF_E_UNSUPPORTED, "string size");
+    cmf_template_limits lim = cmf_template_default_limits();
+    lim.max_output = 1000;
+    CHECK(run("{% for i in range(501) %}ab{% endfor %}", NULL, &lim, &out) == CMF_E_UNSUPPORTED);
+    CHECK(strstr(cmf_last_error(), "output bytes") != NULL);
+    CHECK(run("{% for i in range(500) %}ab{% endfor %}", NULL, &lim, &out) == CMF_OK && out && strlen(out) == 1000);
+    free(out);
+    {
+        enum { DEPTH = 5000 };
+        char *deep = malloc(DEPTH * 2 + 16), *p = deep;
+        p += sprintf(p, "{{ ");
+        for (int i = 0; i < DEPTH; i++) *p++ = '(';
+        *p++ = '1';
+        for (int i = 0; i < DEPTH; i++) *p++ = ')';
+        sprintf(p, " }}");
+        expect_err(deep, CMF_E_FORMAT, "nested too deeply");
+        p = deep;
+        for (int i = 0; i < DEPTH / 10; i++) p += sprintf(p, "{%%if 1%%}");
+        expect_err(deep, CMF_E_FORMAT, "nested too deeply");
+        free(deep);
+    }
+
+    /* bad arguments */
+    CHECK(cmf_template_parse(NULL, 0, NULL) == CMF_E_ARG);
+    cmf_template *t;
+    CHECK(cmf_template_parse("x", 1, &t) == CMF_OK);
+    cJSON *arr = cJSON_CreateArray();
+    CHECK(cmf_template_render(t, arr, NULL, &out, NULL) == CMF_E_ARG);
+    cJSON_Delete(arr);
+    cmf_template_free(t);
+
+    /* every prefix of the real Qwen3 template parses or fails cleanly (never crashes) */
+    char *cfg;
+    size_t len;
+    CHECK(cmf_read_file(shared_path("data/tokenizers/qwen3/tokenizer_config.json"), &cfg, &len) == CMF_OK);
+    cJSON *j = cJSON_Parse(cfg);
+    const char *src = cJSON_GetObjectItem(j, "chat_template")->valuestring;
+    size_t n = strlen(src), parsed = 0;
+    for (size_t k = 0; k <= n; k++) {
+        cmf_status st = cmf_template_parse(src, k, &t);
+        CHECK(st == CMF_OK || st == CMF_E_FORMAT);
+        if (st == CMF_OK) {
+            parsed++;
+            cmf_template_free(t);
+        }
+    }
+    CHECK(parsed > 0 && parsed < n); /* the whole template parses; most truncations do not */
+    cJSON_Delete(j);
+    free(cfg);
+    CMF_TEST_END();
+}
