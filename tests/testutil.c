@@ -18,3 +18,10 @@ const char *tmp_path(const char *name) {
     snprintf(buf, sizeof buf, "%s/%s", root ? root : "/tmp", name);
     return buf;
 }
+
+const char *testdata_path(const char *rel) {
+    static char buf[4096];
+    const char *root = getenv("CMF_TESTDATA");
+    snprintf(buf, sizeof buf, "%s/%s", root ? root : "tests/data", rel);
+    return buf;
+}

@@ -36,5 +36,7 @@ extern int cmf_test_failures;
 const char *shared_path(const char *rel);
 /* $CMF_TMP/<name>: a scratch path for files a test writes (static buffer, one at a time). */
 const char *tmp_path(const char *name);
+/* $CMF_TESTDATA/<rel>: the repository's own test data (tests/data), static buffer, one at a time. */
+const char *testdata_path(const char *rel);
 
 #endif

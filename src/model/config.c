@@ -62,7 +62,7 @@ cmf_status cmf_config_from_header(const cJSON *header, cmf_config *c) {
         return cmf_err(CMF_E_FORMAT, "header: num_attention_heads %d is not a multiple of num_kv_heads %d",
                        c->n_heads, c->n_kv_heads);
 
-    double eps, theta, prf, emb, qpas, cap_a, cap_f, local_theta;
+    double eps = 0, theta = 0, prf = 0, emb = 0, qpas = 0, cap_a = 0, cap_f = 0, local_theta = 0;
     TRY(get_float(a, "rms_norm_eps", 1e-6, &eps));
     TRY(get_float(a, "rope_theta", 10000.0, &theta));
     TRY(get_float(a, "partial_rotary_factor", 1.0, &prf));
@@ -114,8 +114,8 @@ cmf_status cmf_config_from_header(const cJSON *header, cmf_config *c) {
     if (cJSON_IsObject(rs)) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(rs, "rope_type");
         if (!type) type = cJSON_GetObjectItemCaseSensitive(rs, "type");
-        double f, lo, hi;
-        int orig;
+        double f = 0, lo = 0, hi = 0;
+        int orig = 0;
         TRY(get_float(rs, "factor", 1.0, &f));
         if (!(f > 0)) return cmf_err(CMF_E_FORMAT, "header: arch.rope_scaling.factor must be > 0");
         if (cJSON_IsString(type) && !strcmp(type->valuestring, "llama3")) {
