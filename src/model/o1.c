@@ -5,7 +5,8 @@
  *   kbuf  [cap][d], vbuf [cap][dv]   cap = w + sink + 9 rows. Skeleton mode: rows 0..sink-1 are the sinks and
  *                                    rows sink..sink+w-1 the window ring (slot s at row sink+s). Exact-only mode:
  *                                    rows 0..win_len-1 are every row so far, in order.
- *   qtr   [cap][n_heads][d]          exact-only mode: the queries of those rows (for the self-seal).
+ *   qtr   [cap][n_heads][d]          exact-only mode: the queries of those rows (for the self-seal); absent
+ *                                    (0 floats) with no_query_trace.
  *   ktil  [m][d]                     key landmarks K̃ (m_eff rows used).
  *   per head h (blocks of the full budget m, m_eff used): qtil [m][d], mix [m][m] (M, row stride m_eff),
  *                                    that [m][dv], zhat [m], fmax [m].
@@ -61,6 +62,7 @@ void cmf_o1_default_params(cmf_o1_params *p, int n_heads, int head_dim, int v_di
     p->sink = 4;
     p->scale = 0.0f;
     p->rect = CMF_O1_RECT_AGG;
+    p->no_query_trace = 0;
 }
 
 static cmf_status check_range(const char *name, int val, int lo, int hi) {
@@ -78,6 +80,8 @@ cmf_status cmf_o1_create(const cmf_o1_params *p, cmf_o1 **out) {
         return st;
     if (p->rect != CMF_O1_RECT_AGG && p->rect != CMF_O1_RECT_FM)
         return cmf_err(CMF_E_ARG, "o1: rect = %d is neither AGG (0) nor FM (1)", (int)p->rect);
+    if (p->no_query_trace != 0 && p->no_query_trace != 1)
+        return cmf_err(CMF_E_ARG, "o1: no_query_trace = %d is neither 0 nor 1", p->no_query_trace);
     if (!(p->scale == 0.0f || (isfinite(p->scale) && p->scale > 0.0f)))
         return cmf_err(CMF_E_ARG, "o1: scale = %g must be 0 (1/sqrt(head_dim)) or finite and > 0", (double)p->scale);
 
@@ -85,7 +89,8 @@ cmf_status cmf_o1_create(const cmf_o1_params *p, cmf_o1 **out) {
      * and the total is checked against 2^31 floats before any size_t arithmetic. */
     const double H = p->n_heads, d = p->head_dim, dv = p->v_dim, m = p->m;
     const double cap = (double)p->window + p->sink + O1_EXACT_SLACK + 1;
-    const double nf = cap * d + cap * dv + cap * H * d + m * d + H * (m * d + m * m + m * dv + 2 * m) + cap + 3 * m;
+    const double trace = p->no_query_trace ? 0.0 : cap * H * d;
+    const double nf = cap * d + cap * dv + trace + m * d + H * (m * d + m * m + m * dv + 2 * m) + cap + 3 * m;
     const double nd = 2 * m * d + 3 * m * m + m;
     if (nf > 2147483647.0 || nd > 2147483647.0)
         return cmf_err(CMF_E_ARG, "o1: state of %.0f floats is too large (n_heads %d, head_dim %d, v_dim %d, m %d, "
@@ -119,7 +124,7 @@ cmf_status cmf_o1_create(const cmf_o1_params *p, cmf_o1 **out) {
     o->arena = fp;
     o->kbuf = fp, fp += C * ds;
     o->vbuf = fp, fp += C * dvs;
-    o->qtr = fp, fp += C * Hs * ds;
+    o->qtr = fp, fp += p->no_query_trace ? 0 : C * Hs * ds;
     o->ktil = fp, fp += ms * ds;
     o->qtil = fp, fp += Hs * ms * ds;
     o->mix = fp, fp += Hs * Mm;
@@ -275,7 +280,7 @@ static void push_exact(cmf_o1 *st, const float *q, const float *k, const float *
     const size_t r = (size_t)st->v.win_len;
     memmove(st->kbuf + r * d, k, d * sizeof(float));
     memmove(st->vbuf + r * dv, v, dv * sizeof(float));
-    memmove(st->qtr + r * H * d, q, H * d * sizeof(float));
+    if (!st->p.no_query_trace) memmove(st->qtr + r * H * d, q, H * d * sizeof(float));
     st->v.win_len++;
     st->v.rows++;
 }
@@ -445,11 +450,15 @@ cmf_status cmf_o1_seal(cmf_o1 *st, const float *q, size_t q_stride, const float 
  * Steps
  * ------------------------------------------------------------------------------------------------------------- */
 
-static void step_row(cmf_o1 *st, const float *q, const float *k, const float *v, float *out) {
+static cmf_status step_row(cmf_o1 *st, const float *q, const float *k, const float *v, float *out) {
     if (st->v.sealed) {
         push_skeleton(st, k, v);
     } else if (st->v.win_len < st->p.window + st->p.sink + O1_EXACT_SLACK) {
         push_exact(st, q, k, v);
+    } else if (st->p.no_query_trace) {
+        return cmf_err(CMF_E_ARG, "o1: step: the exact-only state holds its maximum of %d rows and keeps no "
+                                  "queries to seal itself (no_query_trace); seal with the whole prompt instead",
+                       st->v.win_len);
     } else { /* the row that ends exact-only mode: seal over every row held, this one included */
         push_exact(st, q, k, v);
         const size_t d = (size_t)st->p.head_dim;
@@ -457,12 +466,12 @@ static void step_row(cmf_o1 *st, const float *q, const float *k, const float *v,
                   st->v.win_len, NULL, 0);
     }
     readout_all(st, q, out);
+    return CMF_OK;
 }
 
 cmf_status cmf_o1_step(cmf_o1 *st, const float *q, const float *k, const float *v, float *out) {
     if (!st || !q || !k || !v || !out) return cmf_err(CMF_E_ARG, "o1: step: NULL argument");
-    step_row(st, q, k, v, out);
-    return CMF_OK;
+    return step_row(st, q, k, v, out);
 }
 
 cmf_status cmf_o1_step_chunk(cmf_o1 *st, int n, const float *q, size_t q_stride, const float *k, size_t k_stride,
@@ -476,9 +485,11 @@ cmf_status cmf_o1_step_chunk(cmf_o1 *st, int n, const float *q, size_t q_stride,
         return cmf_err(CMF_E_ARG, "o1: step_chunk: a stride is narrower than its row (q %zu < %zu, k %zu < %zu, "
                                   "v %zu < %zu or out %zu < %zu)", q_stride, H * d, k_stride, d, v_stride, dv,
                        out_stride, H * dv);
-    for (int i = 0; i < n; i++)
-        step_row(st, q + (size_t)i * q_stride, k + (size_t)i * k_stride, v + (size_t)i * v_stride,
-                 out + (size_t)i * out_stride);
+    for (int i = 0; i < n; i++) {
+        cmf_status s = step_row(st, q + (size_t)i * q_stride, k + (size_t)i * k_stride, v + (size_t)i * v_stride,
+                                out + (size_t)i * out_stride);
+        if (s) return cmf_err_prefix(s, "o1: step_chunk: row %d of %d: ", i, n);
+    }
     return CMF_OK;
 }
 
@@ -526,7 +537,7 @@ cmf_status cmf_o1_far_weights(cmf_o1 *st, int head, const float *q, const float 
 
 typedef struct o1_snap_head {
     char magic[8];
-    int32_t n_heads, head_dim, v_dim, m, window, sink, rect;
+    int32_t n_heads, head_dim, v_dim, m, window, sink, rect, no_query_trace;
     float scale;
     uint64_t n_floats;
     o1_vars v;
@@ -543,6 +554,7 @@ static void snap_head_of(const cmf_o1 *st, o1_snap_head *h) {
     memcpy(h->magic, O1_SNAP_MAGIC, sizeof h->magic);
     h->n_heads = st->p.n_heads, h->head_dim = st->p.head_dim, h->v_dim = st->p.v_dim, h->m = st->p.m;
     h->window = st->p.window, h->sink = st->p.sink, h->rect = (int32_t)st->p.rect, h->scale = st->p.scale;
+    h->no_query_trace = st->p.no_query_trace;
     h->n_floats = st->n_floats;
     h->v = st->v;
 }
@@ -585,6 +597,7 @@ cmf_status cmf_o1_restore(cmf_o1 *st, const void *buf, size_t len) {
         return cmf_err(CMF_E_FORMAT, "o1: restore: bad magic at offset 0 (not an o1 snapshot)");
     if (h.n_heads != mine.n_heads || h.head_dim != mine.head_dim || h.v_dim != mine.v_dim || h.m != mine.m ||
         h.window != mine.window || h.sink != mine.sink || h.rect != mine.rect || h.n_floats != mine.n_floats ||
+        h.no_query_trace != mine.no_query_trace ||
         memcmp(&h.scale, &mine.scale, sizeof h.scale) != 0)
         return cmf_err(CMF_E_FORMAT, "o1: restore: snapshot of a state with other parameters (n_heads %d, head_dim "
                                      "%d, v_dim %d, m %d, window %d, sink %d, rect %d, scale %g)", h.n_heads,

@@ -24,7 +24,8 @@
  * cmf_o1_step pushes one new row (k, v), evicting the oldest window row into the far field, then reads out.
  * Design choice (constant memory; the reference grows its exact-only buffer instead): an exact-only state keeps
  * the queries of its rows too, and when a step brings it to w + sink + 9 rows it seals itself over those rows,
- * exactly as cmf_o1_seal would have done for that prompt, and continues in skeleton mode.
+ * exactly as cmf_o1_seal would have done for that prompt, and continues in skeleton mode. The query trace
+ * can be left out (params.no_query_trace) when the caller always seals over long prompts itself.
  *
  * Attention scale. The operator approximates the kernel exp(scale·q·k), so `scale` is used for the landmark
  * kernel A, for far insertion and for readout alike. The default (scale = 0 in the params) is 1/sqrt(head_dim),
@@ -58,12 +59,16 @@ typedef struct cmf_o1_params {
     int sink;     /* permanent exact rows at positions 0..sink-1, >= 0 */
     float scale;  /* softmax scale on q·k; 0 selects 1/sqrt(head_dim); otherwise finite and > 0 */
     cmf_o1_rect rect;
+    int no_query_trace; /* 0 (default): an exact-only state keeps its rows' queries and seals itself when a step
+                         * brings it to w + sink + 9 rows. 1: no queries are kept (saves n_heads·(w+sink+9)·
+                         * head_dim floats, about half the state at Dory's shape); such a step then fails with
+                         * CMF_E_ARG, and the caller must seal over a prompt longer than w + sink + 8 rows */
 } cmf_o1_params;
 
 typedef struct cmf_o1 cmf_o1;
 
 /* Fills `p` with the reference defaults for the given shape: m = 32, window = 128, sink = 4, scale = 0
- * (1/sqrt(head_dim)), rect = AGG (DORY.md §3.1 "Defaults"). */
+ * (1/sqrt(head_dim)), rect = AGG (DORY.md §3.1 "Defaults"), no_query_trace = 0. */
 void cmf_o1_default_params(cmf_o1_params *p, int n_heads, int head_dim, int v_dim);
 
 /* Allocates an empty exact-only state (0 rows) with all the memory it will ever use. *out owns it; free it with
@@ -96,13 +101,14 @@ cmf_status cmf_o1_seal(cmf_o1 *st, const float *q, size_t q_stride, const float 
  * q is [n_heads][head_dim] contiguous, out is [n_heads][v_dim] contiguous (DORY.md §3.1 "Readout": near logits
  * with shift c, landmark row shift f, joint shift c_all, gains g_b, rectifier, one denominator max(den, 1e-30)).
  * An exact-only state that reaches w + sink + 9 rows seals itself first (see the file comment).
- * Errors: CMF_E_ARG for NULL pointers. No allocation happens. */
+ * Errors: CMF_E_ARG for NULL pointers, or for that step under no_query_trace (the state is then unchanged).
+ * No allocation happens. */
 cmf_status cmf_o1_step(cmf_o1 *st, const float *q, const float *k, const float *v, float *out);
 
 /* n new positions in order, each exactly as cmf_o1_step (push, then read out): row i uses q + i·q_stride
  * ([n_heads][head_dim] contiguous), k + i·k_stride, v + i·v_stride and writes out + i·out_stride
- * ([n_heads][v_dim]). Errors: CMF_E_ARG (NULL pointers, n < 0, narrow strides); rows before the bad argument
- * check are not processed (arguments are checked first). */
+ * ([n_heads][v_dim]). Errors: CMF_E_ARG (NULL pointers, n < 0, narrow strides: nothing is processed; or a row
+ * refused as by cmf_o1_step: the rows before it were processed, the message names the row). */
 cmf_status cmf_o1_step_chunk(cmf_o1 *st, int n, const float *q, size_t q_stride, const float *k, size_t k_stride,
                              const float *v, size_t v_stride, float *out, size_t out_stride);
 

@@ -331,6 +331,79 @@ static void test_snapshot(void) {
     free(snap), free(bad), free(q), free(k), free(v), free(a), free(b);
 }
 
+/* The self-seal reads its rows from the state's own buffers while it replays them into the same buffers: check
+ * it against an explicit seal for small and lopsided geometries (w = 1, sink 0; sink larger than w; ...), and
+ * check that rows read with a KV-cache stride ([pos][n_kv_heads·head_dim], here KV head 1 of 3) give the same
+ * bits as packed rows. */
+static void test_self_seal_geometries(void) {
+    const int geo[][2] = {{1, 0}, {1, 5}, {3, 7}, {5, 0}, {2, 1}};
+    const int H = 2, d = 8, dv = 4, m = 5, T = 60, nkv = 3;
+    float *q = randn((size_t)T * H * d, 1.0f), *kc = randn((size_t)T * nkv * d, 1.0f);
+    float *vc = randn((size_t)T * nkv * dv, 1.0f);
+    float *k = malloc(sizeof(float) * (size_t)T * d), *v = malloc(sizeof(float) * (size_t)T * dv);
+    for (int i = 0; i < T; i++) {
+        memcpy(k + (size_t)i * d, kc + ((size_t)i * nkv + 1) * d, sizeof(float) * d);
+        memcpy(v + (size_t)i * dv, vc + ((size_t)i * nkv + 1) * dv, sizeof(float) * dv);
+    }
+    float *a = calloc((size_t)T * H * dv, sizeof(float)), *b = calloc((size_t)T * H * dv, sizeof(float));
+    for (size_t gi = 0; gi < sizeof geo / sizeof geo[0]; gi++) {
+        const int w = geo[gi][0], sink = geo[gi][1], tx = w + sink + 8;
+        cmf_o1 *s1 = make(H, d, dv, m, w, sink, 0.0f, CMF_O1_RECT_AGG);
+        cmf_o1 *s2 = make(H, d, dv, m, w, sink, 0.0f, CMF_O1_RECT_AGG);
+        CHECK(cmf_o1_step_chunk(s1, T, q, (size_t)H * d, k, (size_t)d, v, (size_t)dv, a, (size_t)H * dv) == CMF_OK);
+        CHECK(cmf_o1_seal(s2, q, (size_t)H * d, kc + d, (size_t)nkv * d, vc + dv, (size_t)nkv * dv, tx + 1, b,
+                          (size_t)H * dv) == CMF_OK);
+        CHECK(cmf_o1_step_chunk(s2, T - tx - 1, q + (size_t)(tx + 1) * H * d, (size_t)H * d,
+                                kc + ((size_t)(tx + 1) * nkv + 1) * d, (size_t)nkv * d,
+                                vc + ((size_t)(tx + 1) * nkv + 1) * dv, (size_t)nkv * dv,
+                                b + (size_t)(tx + 1) * H * dv, (size_t)H * dv) == CMF_OK);
+        CHECK_MSG(memcmp(a + (size_t)tx * H * dv, b + (size_t)tx * H * dv, sizeof(float) * (T - tx) * H * dv) == 0,
+                  "w %d sink %d: self-seal differs from an explicit seal", w, sink);
+        CHECK(cmf_o1_sealed(s1) && cmf_o1_far_len(s1) + w + sink == T && cmf_o1_far_len(s2) == cmf_o1_far_len(s1));
+        cmf_o1_free(s1), cmf_o1_free(s2);
+    }
+    free(q), free(kc), free(vc), free(k), free(v), free(a), free(b);
+}
+
+/* no_query_trace: the same exact-only outputs and skeleton outputs (bit for bit) from a state that is smaller by
+ * exactly the query trace, and the step that would need the trace is refused without changing the state. */
+static void test_no_query_trace(void) {
+    const int H = 2, d = 16, dv = 8, w = 16, sink = 4, m = 8, tx = w + sink + 8, T = 80;
+    float *q = randn((size_t)T * H * d, 1.0f), *k = randn((size_t)T * d, 1.0f), *v = randn((size_t)T * dv, 1.0f);
+    float *a = calloc((size_t)T * H * dv, sizeof(float)), *b = calloc((size_t)T * H * dv, sizeof(float));
+    cmf_o1_params p;
+    cmf_o1_default_params(&p, H, d, dv);
+    p.m = m, p.window = w, p.sink = sink;
+    cmf_o1 *full = NULL, *lean = NULL;
+    CHECK(cmf_o1_create(&p, &full) == CMF_OK);
+    p.no_query_trace = 1;
+    CHECK(cmf_o1_create(&p, &lean) == CMF_OK);
+    if (!full || !lean) return;
+    CHECK(cmf_o1_state_bytes(full) - cmf_o1_state_bytes(lean) == sizeof(float) * (size_t)H * (tx + 1) * d);
+    CHECK(cmf_o1_step_chunk(full, tx, q, (size_t)H * d, k, (size_t)d, v, (size_t)dv, a, (size_t)H * dv) == CMF_OK);
+    CHECK(cmf_o1_step_chunk(lean, tx, q, (size_t)H * d, k, (size_t)d, v, (size_t)dv, b, (size_t)H * dv) == CMF_OK);
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)tx * H * dv) == 0);
+    CHECK(cmf_o1_step(lean, q + (size_t)tx * H * d, k + (size_t)tx * d, v + (size_t)tx * dv, b) == CMF_E_ARG);
+    CHECK_MSG(strstr(cmf_last_error(), "no_query_trace") != NULL, "message: %s", cmf_last_error());
+    CHECK(cmf_o1_rows(lean) == tx && cmf_o1_sealed(lean) == 0);
+    CHECK(cmf_o1_step_chunk(lean, 2, q, (size_t)H * d, k, (size_t)d, v, (size_t)dv, b, (size_t)H * dv) == CMF_E_ARG);
+    CHECK_MSG(strstr(cmf_last_error(), "row 0 of 2") != NULL, "message: %s", cmf_last_error());
+    const int t0 = 50;
+    CHECK(cmf_o1_seal(full, q, (size_t)H * d, k, (size_t)d, v, (size_t)dv, t0, a, (size_t)H * dv) == CMF_OK);
+    CHECK(cmf_o1_seal(lean, q, (size_t)H * d, k, (size_t)d, v, (size_t)dv, t0, b, (size_t)H * dv) == CMF_OK);
+    for (int i = t0; i < T; i++) {
+        cmf_o1_step(full, q + (size_t)i * H * d, k + (size_t)i * d, v + (size_t)i * dv, a + (size_t)i * H * dv);
+        cmf_o1_step(lean, q + (size_t)i * H * d, k + (size_t)i * d, v + (size_t)i * dv, b + (size_t)i * H * dv);
+    }
+    CHECK(memcmp(a, b, sizeof(float) * (size_t)T * H * dv) == 0);
+    size_t n = cmf_o1_snapshot_size(full);
+    unsigned char *snap = malloc(n);
+    CHECK(cmf_o1_snapshot(full, snap, n) == CMF_OK);
+    CHECK(cmf_o1_restore(lean, snap, n) != CMF_OK); /* other parameters */
+    cmf_o1_free(full), cmf_o1_free(lean);
+    free(snap), free(q), free(k), free(v), free(a), free(b);
+}
+
 static void test_errors(void) {
     cmf_o1_params p;
     cmf_o1 *st = NULL;
@@ -341,6 +414,9 @@ static void test_errors(void) {
     cmf_o1_default_params(&p, 2, 16, 16);
     p.window = 0;
     CHECK(cmf_o1_create(&p, &st) == CMF_E_ARG && strstr(cmf_last_error(), "window") != NULL);
+    cmf_o1_default_params(&p, 2, 16, 16);
+    p.no_query_trace = 2;
+    CHECK(cmf_o1_create(&p, &st) == CMF_E_ARG && strstr(cmf_last_error(), "no_query_trace") != NULL);
     cmf_o1_default_params(&p, 2, 16, 16);
     p.scale = -1.0f;
     CHECK(cmf_o1_create(&p, &st) == CMF_E_ARG && strstr(cmf_last_error(), "scale") != NULL);
@@ -373,6 +449,8 @@ int main(void) {
     test_fm_nonnegative();
     test_constant_memory();
     test_snapshot();
+    test_self_seal_geometries();
+    test_no_query_trace();
     test_errors();
     CMF_TEST_END();
 }
