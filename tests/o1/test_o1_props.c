@@ -316,9 +316,9 @@ static void test_snapshot(void) {
     memcpy(bad, snap, n);
     bad[0] ^= 1;
     CHECK(cmf_o1_restore(other, bad, n) == CMF_E_FORMAT);
-    /* corrupt the counters: flip a byte in each of the first 64 header bytes after the magic in turn; every
+    /* corrupt the counters: flip a byte in each of the first 112 bytes after the magic (parameters and counters) in turn; every
      * accepted buffer must still give a consistent state. */
-    for (size_t off = 8; off < 64 && off < n; off++) {
+    for (size_t off = 8; off < 120 && off < n; off++) {
         memcpy(bad, snap, n);
         bad[off] ^= 0x40;
         if (cmf_o1_restore(other, bad, n) == CMF_OK)
