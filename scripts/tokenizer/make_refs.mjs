@@ -41,15 +41,88 @@ const cases = [
   ["mistral", "mistral/tokenizer.json"],
 ];
 
+// Small synthetic tokenizer.json files for the components the real vocabularies above do not use (WordPiece with
+// the BERT normalizer/pre-tokenizer/decoder, Unigram with Metaspace and NFKC, BPE with unk and the simple
+// pre-tokenizers). Their inputs are made up here; the expected outputs are HF's.
+// Avoided because tokenizers.js differs from the Rust tokenizers there: BPE fuse_unk (JS fuses unknowns across
+// pre-tokens, Rust only inside one), Split with behavior Removed (JS keeps a captured delimiter), and the
+// MergedWithPrevious/MergedWithNext/Contiguous behaviours (not implemented in JS).
+const letters = "abcdefghijklmnopqrstuvwxyz".split("");
+const digits = "0123456789".split("");
+const special = (content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
+function bert() {
+  const words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", ".", ",", "!", "?", "'", "-", "(", ")", ...letters,
+    ...letters.map((c) => "##" + c), ...digits, ...digits.map((c) => "##" + c), "the", "hello", "world", "un",
+    "##aff", "##able", "play", "##ing", "##ed", "token", "##izer", "is", "fun", "cafe", "naive", "中", "文", "##s",
+    "don", "##t", "n"];
+  const vocab = Object.fromEntries(words.map((w, i) => [w, i]));
+  return {
+    version: "1.0", truncation: null, padding: null,
+    added_tokens: ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"].map((w) => special(w, vocab[w])),
+    normalizer: { type: "BertNormalizer", clean_text: true, handle_chinese_chars: true, strip_accents: null, lowercase: true },
+    pre_tokenizer: { type: "BertPreTokenizer" },
+    post_processor: { type: "TemplateProcessing",
+      single: [{ SpecialToken: { id: "[CLS]", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "[SEP]", type_id: 0 } }],
+      pair: [{ SpecialToken: { id: "[CLS]", type_id: 0 } }, { Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "[SEP]", type_id: 0 } },
+        { Sequence: { id: "B", type_id: 1 } }, { SpecialToken: { id: "[SEP]", type_id: 1 } }],
+      special_tokens: { "[CLS]": { id: "[CLS]", ids: [vocab["[CLS]"]], tokens: ["[CLS]"] }, "[SEP]": { id: "[SEP]", ids: [vocab["[SEP]"]], tokens: ["[SEP]"] } } },
+    decoder: { type: "WordPiece", prefix: "##", cleanup: true },
+    model: { type: "WordPiece", unk_token: "[UNK]", continuing_subword_prefix: "##", max_input_chars_per_word: 100, vocab },
+  };
+}
+function unigram() {
+  const pieces = [["<unk>", 0], ["<s>", 0], ["</s>", 0], ["\u2581", -2.0], ["\u2581the", -3.0], ["\u2581hello", -4.0],
+    ["\u2581world", -4.5], ["hel", -6.0], ["lo", -5.0], ["wor", -6.0], ["ld", -6.0], ["ing", -5.0], ["\u2581play", -5.0],
+    ["er", -5.5], ["s", -5.2], ["\u2581a", -4.0], ["an", -5.0], ["\u2581an", -4.8], ["12", -6.0], ["1", -7.0],
+    ...letters.map((c, i) => [c, -8 - i * 0.1]), ...digits.map((c, i) => [c, -9 - i * 0.1]), [".", -6.0], [",", -6.0]];
+  return {
+    version: "1.0", truncation: null, padding: null,
+    added_tokens: [special("<unk>", 0), special("<s>", 1), special("</s>", 2)],
+    normalizer: { type: "Sequence", normalizers: [{ type: "NFKC" }, { type: "Replace", pattern: { Regex: " {2,}" }, content: " " }] },
+    pre_tokenizer: { type: "Metaspace", replacement: "\u2581", prepend_scheme: "always", split: true },
+    post_processor: { type: "TemplateProcessing", single: [{ Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }],
+      pair: [{ Sequence: { id: "A", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }, { Sequence: { id: "B", type_id: 0 } }, { SpecialToken: { id: "</s>", type_id: 0 } }],
+      special_tokens: { "</s>": { id: "</s>", ids: [2], tokens: ["</s>"] } } },
+    decoder: { type: "Metaspace", replacement: "\u2581", prepend_scheme: "always", split: true },
+    model: { type: "Unigram", unk_id: 0, vocab: pieces, byte_fallback: false },
+  };
+}
+function bpeMisc() {
+  const words = ["[UNK]", ...letters, ...digits, ".", ",", "!", "-", "th", "the", "in", "ing", "er", "he", "hel", "hell", "hello", "wo", "wor", "worl", "world"];
+  const vocab = Object.fromEntries(words.map((w, i) => [w, i]));
+  const merges = [["t", "h"], ["th", "e"], ["i", "n"], ["in", "g"], ["e", "r"], ["h", "e"], ["he", "l"], ["hel", "l"], ["hell", "o"], ["w", "o"], ["wo", "r"], ["wor", "l"], ["worl", "d"]];
+  return {
+    version: "1.0", truncation: null, padding: null, added_tokens: [special("[UNK]", 0)],
+    normalizer: { type: "Sequence", normalizers: [{ type: "NFD" }, { type: "StripAccents" }, { type: "Lowercase" }, { type: "Strip", strip_left: true, strip_right: true }] },
+    pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "WhitespaceSplit" }, { type: "Punctuation", behavior: "Isolated" },
+      { type: "Digits", individual_digits: true }, { type: "Split", pattern: { Regex: "th|[0-9]x" }, behavior: "Isolated", invert: false }] },
+    post_processor: null,
+    decoder: { type: "Sequence", decoders: [{ type: "Fuse" }, { type: "Strip", content: " ", start: 0, stop: 1 }] },
+    model: { type: "BPE", dropout: null, unk_token: "[UNK]", continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+  };
+}
+const synthTexts = ["", "Hello world", "  hello   the world  ", "Unaffable playing played tokenizer!", "Café naïve ÀÉÎ",
+  "don't stop, ok?", "中文 and 中国", "x1234y 42", "the thethe thethe", "hello\tworld\nagain", "a-b-c (d) [e]",
+  "ＦＵＬＬ ｗｉｄｔｈ ①②", "unknown ✓ glyph ✓✓", "playing an anthem", "[CLS] inside [SEP] text [MASK]", "qqq zzz 0x"];
+const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()]];
+
 fs.mkdirSync(outDir, { recursive: true });
-for (const [name, rel] of cases) {
+const jobs = cases.map(([name, rel]) => {
   const dir = path.join(shared, "data/tokenizers", path.dirname(rel));
   const tj = JSON.parse(fs.readFileSync(path.join(shared, "data/tokenizers", rel), "utf8"));
   const cfgPath = path.join(dir, "tokenizer_config.json");
   const cfg = fs.existsSync(cfgPath) ? JSON.parse(fs.readFileSync(cfgPath, "utf8")) : {};
+  return { name, tj, cfg, rel, list: texts };
+});
+for (const [name, tj] of synthetic) {
+  const file = `synth_${name}.tokenizer.json`;
+  fs.writeFileSync(path.join(outDir, file), JSON.stringify(tj) + "\n");
+  jobs.push({ name: "synth_" + name, tj, cfg: {}, rel: file, local: true, list: synthTexts });
+}
+for (const { name, tj, cfg, rel, local, list } of jobs) {
   const tok = new Tokenizer(tj, cfg);
   const out = [];
-  for (const text of texts) {
+  for (const text of list) {
     const ids = tok.encode(text, { add_special_tokens: false }).ids;
     const ids_special = tok.encode(text, { add_special_tokens: true }).ids;
     const dec = (x, o) => (x.length ? tok.decode(x, o) : ""); // the JS decode rejects an empty list
@@ -58,6 +131,7 @@ for (const [name, rel] of cases) {
     out.push({ text, ids, ids_special, decoded, decoded_skip });
   }
   const doc = { generator: `scripts/tokenizer/make_refs.mjs with ${pkg.name}@${pkg.version}`, tokenizer: rel, cases: out };
+  if (local) doc.tokenizer_in_data_dir = true;
   const file = path.join(outDir, `hf_refs_${name}.json`);
   fs.writeFileSync(file, JSON.stringify(doc, null, 1) + "\n");
   console.log(`${file}: ${out.length} cases`);
