@@ -28,7 +28,9 @@ cmf_status cmf_weight_view(const cmf_tensor *t, cmf_weight *w) {
     case CMF_DT_F16:
     case CMF_DT_BF16:
     case CMF_DT_Q8_ROW:
-    case CMF_DT_Q8_2F: break;
+    case CMF_DT_Q8_2F:
+    case CMF_DT_Q4_BLOCK:
+    case CMF_DT_Q4_TILED: break;
     default:
         return cmf_err(CMF_E_UNSUPPORTED, "tensor %s: dtype %s has no CPU kernel yet", t->name,
                        cmf_dtype_name(t->dtype) ? cmf_dtype_name(t->dtype) : "?");
@@ -79,6 +81,21 @@ void cmf_weight_row_f32(const cmf_weight *w, int64_t r, float *out) {
         const uint8_t *cs = rs + 2 * (size_t)w->full_rows;
         float s = g_f16_table[rd16(rs + 2 * (size_t)R)];
         for (int64_t c = 0; c < C; c++) out[c] = (float)q[c] * s * g_f16_table[rd16(cs + 2 * c)];
+        break;
+    }
+    case CMF_DT_Q4_BLOCK:   /* [u8 nibbles: G*16][f16 scale: G] over the flattened tensor (§2.4) */
+    case CMF_DT_Q4_TILED: { /* G tiles of [f16 scale][16 nibble bytes] (§2.5) */
+        const int tiled = w->dtype == CMF_DT_Q4_TILED;
+        const int64_t G = (w->full_rows * C + 31) / 32;
+        for (int64_t c = 0; c < C;) {
+            const int64_t e = R * C + c, g = e / 32;
+            const uint8_t *nib = tiled ? w->data + 18 * (size_t)g + 2 : w->data + 16 * (size_t)g;
+            const float s = g_f16_table[rd16(tiled ? w->data + 18 * (size_t)g : w->data + 16 * (size_t)G + 2 * g)];
+            for (int64_t k = e % 32; k < 32 && c < C; k++, c++) {
+                const int q = (k & 1) ? nib[k >> 1] >> 4 : nib[k >> 1] & 15;
+                out[c] = (float)(q - 8) * s;
+            }
+        }
         break;
     }
     default: memset(out, 0, (size_t)C * sizeof(float)); break;
