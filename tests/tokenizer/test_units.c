@@ -1,2 +1,174 @@
-/* test_units.c — placeholder replaced below */
-int main(void) { return 0; }
+/* test_units.c — tokenizer error handling and API edges: truncated / malformed tokenizer.json, unknown component
+ * types (CMF_E_UNSUPPORTED naming the type), merges naming tokens outside the vocab, invalid UTF-8 input, ids
+ * outside the vocabulary, token_id / vocab_size against the JSON itself, and concurrent encoding through the
+ * shared word cache giving the same ids as encoding on one thread. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "testutil.h"
+#include "toktest.h"
+#include "util/fileio.h"
+
+#ifndef TOK_TEST_DATA
+#define TOK_TEST_DATA "tests/tokenizer/data"
+#endif
+
+static char *read_data(const char *name, size_t *len) {
+    char path[512], *s = NULL;
+    snprintf(path, sizeof path, "%s/%s", TOK_TEST_DATA, name);
+    CHECK_MSG(cmf_read_file(path, &s, len) == CMF_OK, "%s", cmf_last_error());
+    return s;
+}
+
+/* Loads `json` after setting root[section].type (or root.model.type) to `type`; returns the status. */
+static cmf_status load_with_type(const char *json, size_t len, const char *section, const char *type) {
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    cJSON *obj = cJSON_GetObjectItemCaseSensitive(root, section);
+    if (!cJSON_IsObject(obj)) {
+        cJSON_DeleteItemFromObjectCaseSensitive(root, section);
+        obj = cJSON_AddObjectToObject(root, section);
+    }
+    cJSON_DeleteItemFromObjectCaseSensitive(obj, "type");
+    cJSON_AddStringToObject(obj, "type", type);
+    char *txt = cJSON_PrintUnformatted(root);
+    cmf_tokenizer *t = NULL;
+    cmf_status st = cmf_tokenizer_load(txt, strlen(txt), &t);
+    CHECK(st != CMF_OK ? t == NULL : 1);
+    cmf_tokenizer_free(t);
+    free(txt);
+    cJSON_Delete(root);
+    return st;
+}
+
+static void errors(void) {
+    size_t len;
+    char *json = read_data("synth_bpe_misc.tokenizer.json", &len);
+    if (!json) return;
+    cmf_tokenizer *t = NULL;
+    CHECK_MSG(cmf_tokenizer_load(json, len, &t) == CMF_OK, "%s", cmf_last_error());
+
+    /* every truncation of the file is malformed JSON: a clean CMF_E_FORMAT, never a crash */
+    for (size_t cut = 0; cut < len - 2; cut += 1 + cut / 7) {
+        cmf_tokenizer *x = NULL;
+        cmf_status st = cmf_tokenizer_load(json, cut, &x);
+        CHECK_MSG(st == CMF_E_FORMAT && x == NULL, "truncated at %zu: status %d", cut, st);
+        CHECK_MSG(strstr(cmf_last_error(), "tokenizer.json") != NULL, "message '%s'", cmf_last_error());
+    }
+    CHECK(cmf_tokenizer_load("[1,2]", 5, &(cmf_tokenizer *){NULL}) == CMF_E_FORMAT);
+    CHECK(cmf_tokenizer_load("{}", 2, &(cmf_tokenizer *){NULL}) == CMF_E_FORMAT); /* no model */
+
+    /* unknown component types are named */
+    struct { const char *section, *type, *msg; } unk[] = {
+        {"pre_tokenizer", "Foo", "pre_tokenizer type 'Foo' is not supported"},
+        {"normalizer", "Bar", "normalizer type 'Bar' is not supported"},
+        {"decoder", "Baz", "decoder type 'Baz' is not supported"},
+        {"post_processor", "Zed", "post_processor type 'Zed' is not supported"},
+        {"model", "Qux", "model type 'Qux' is not supported"},
+    };
+    for (size_t i = 0; i < sizeof unk / sizeof unk[0]; i++) {
+        cmf_status st = load_with_type(json, len, unk[i].section, unk[i].type);
+        CHECK_MSG(st == CMF_E_UNSUPPORTED, "%s: status %d", unk[i].type, st);
+        CHECK_MSG(strstr(cmf_last_error(), unk[i].msg) != NULL, "message '%s'", cmf_last_error());
+    }
+
+    /* a merge naming a token outside the vocab */
+    cJSON *root = cJSON_ParseWithLength(json, len);
+    cJSON *merges = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "merges");
+    cJSON *bad = cJSON_CreateArray();
+    cJSON_AddItemToArray(bad, cJSON_CreateString("zz"));
+    cJSON_AddItemToArray(bad, cJSON_CreateString("q"));
+    cJSON_AddItemToArray(merges, bad);
+    char *txt = cJSON_PrintUnformatted(root);
+    cmf_tokenizer *x = NULL;
+    CHECK(cmf_tokenizer_load(txt, strlen(txt), &x) == CMF_E_FORMAT && x == NULL);
+    CHECK_MSG(strstr(cmf_last_error(), "merges[") && strstr(cmf_last_error(), "zz"), "'%s'", cmf_last_error());
+    free(txt);
+
+    /* token_id and vocab_size agree with the JSON */
+    const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
+    const cJSON *e;
+    int max_id = -1, all = 1;
+    cJSON_ArrayForEach(e, vocab) {
+        if (cmf_tokenizer_token_id(t, e->string) != e->valueint) all = 0;
+        if (e->valueint > max_id) max_id = e->valueint;
+    }
+    CHECK(all);
+    CHECK(cmf_tokenizer_vocab_size(t) == max_id + 1);
+    CHECK(cmf_tokenizer_token_id(t, "no-such-token") == -1);
+    cJSON_Delete(root);
+
+    /* invalid input */
+    int32_t *ids = NULL;
+    size_t n = 0;
+    CHECK(cmf_tokenize(t, "ab\xff" "cd", 5, 0, &ids, &n) == CMF_E_ARG && ids == NULL);
+    CHECK_MSG(strstr(cmf_last_error(), "byte 2") != NULL, "'%s'", cmf_last_error());
+    CHECK(cmf_tokenize(t, "\xe2\x82", 2, 0, &ids, &n) == CMF_E_ARG); /* truncated character */
+    CHECK(cmf_tokenize(NULL, "a", 1, 0, &ids, &n) == CMF_E_ARG);
+    char *text = NULL;
+    int32_t bad_ids[] = {1, max_id + 5};
+    CHECK(cmf_detokenize(t, bad_ids, 2, 0, &text) == CMF_E_ARG && text == NULL);
+    int32_t neg[] = {-1};
+    CHECK(cmf_detokenize(t, neg, 1, 0, &text) == CMF_E_ARG);
+    cmf_detok_stream *s = NULL;
+    CHECK(cmf_detok_stream_new(t, 0, &s) == CMF_OK);
+    CHECK(cmf_detok_stream_push(s, max_id + 1, &text) == CMF_E_ARG && text == NULL);
+    cmf_detok_stream_free(s);
+    /* empty input */
+    CHECK(cmf_tokenize(t, "", 0, 1, &ids, &n) == CMF_OK && n == 0);
+    free(ids);
+    CHECK(cmf_detokenize(t, NULL, 0, 0, &text) == CMF_OK && text && text[0] == 0);
+    free(text);
+    cmf_tokenizer_free(t);
+    free(json);
+}
+
+/* ---- concurrent encoding ----------------------------------------------------------------------------------- */
+
+typedef struct job {
+    const cmf_tokenizer *t;
+    toktest_case *c;
+    size_t n;
+    int mismatches;
+} job;
+
+static void *encode_all(void *arg) {
+    job *j = arg;
+    for (int rep = 0; rep < 20; rep++)
+        for (size_t i = 0; i < j->n; i++) {
+            int32_t *ids = NULL;
+            size_t n = 0;
+            if (cmf_tokenize(j->t, j->c[i].text, j->c[i].len, 0, &ids, &n) != CMF_OK || n != j->c[i].n ||
+                (n && memcmp(ids, j->c[i].ids, n * sizeof *ids) != 0))
+                j->mismatches++;
+            free(ids);
+        }
+    return NULL;
+}
+
+static void threads(void) {
+    cmf_tokenizer *t = toktest_load_shared("data/tokenizers/llama3/tokenizer.json");
+    if (!t) return;
+    toktest_case *c;
+    size_t n = toktest_read_vectors("data/tokenizer-vectors/ggml-vocab-llama-bpe.gguf", &c);
+    job jobs[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        jobs[i] = (job){t, c, n, 0};
+        CHECK(pthread_create(&th[i], NULL, encode_all, &jobs[i]) == 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_MSG(jobs[i].mismatches == 0, "thread %d: %d mismatches", i, jobs[i].mismatches);
+    }
+    toktest_free_vectors(c, n);
+    cmf_tokenizer_free(t);
+}
+
+int main(void) {
+    errors();
+    threads();
+    CMF_TEST_END();
+}
