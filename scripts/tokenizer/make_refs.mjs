@@ -107,19 +107,31 @@ const synthTexts = ["", "Hello world", "  hello   the world  ", "Unaffable playi
 const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()]];
 
 fs.mkdirSync(outDir, { recursive: true });
-const jobs = cases.map(([name, rel]) => {
+// Variants of the real files with some top-level components replaced ("override" in the output, applied by the
+// C test too): GPT-2 style ByteLevel(use_regex, add_prefix_space) over the qwen3 vocab, and the newer
+// SentencePiece layout (Metaspace pre-tokenizer/decoder, prepend_scheme "first", no normalizer) over mistral's.
+const variants = [
+  ["qwen3_gpt2", "qwen3/tokenizer.json", {
+    pre_tokenizer: { type: "ByteLevel", add_prefix_space: true, trim_offsets: true, use_regex: true } }],
+  ["mistral_metaspace", "mistral/tokenizer.json", {
+    normalizer: null,
+    pre_tokenizer: { type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false },
+    decoder: { type: "Sequence", decoders: [{ type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false }, { type: "ByteFallback" }, { type: "Fuse" }] } }],
+];
+const jobs = [...cases.map(([n, r]) => [n, r, null]), ...variants].map(([name, rel, override]) => {
   const dir = path.join(shared, "data/tokenizers", path.dirname(rel));
   const tj = JSON.parse(fs.readFileSync(path.join(shared, "data/tokenizers", rel), "utf8"));
+  if (override) Object.assign(tj, override);
   const cfgPath = path.join(dir, "tokenizer_config.json");
   const cfg = fs.existsSync(cfgPath) ? JSON.parse(fs.readFileSync(cfgPath, "utf8")) : {};
-  return { name, tj, cfg, rel, list: texts };
+  return { name, tj, cfg, rel, override, list: texts };
 });
 for (const [name, tj] of synthetic) {
   const file = `synth_${name}.tokenizer.json`;
   fs.writeFileSync(path.join(outDir, file), JSON.stringify(tj) + "\n");
   jobs.push({ name: "synth_" + name, tj, cfg: {}, rel: file, local: true, list: synthTexts });
 }
-for (const { name, tj, cfg, rel, local, list } of jobs) {
+for (const { name, tj, cfg, rel, local, override, list } of jobs) {
   const tok = new Tokenizer(tj, cfg);
   const out = [];
   for (const text of list) {
@@ -132,6 +144,7 @@ for (const { name, tj, cfg, rel, local, list } of jobs) {
   }
   const doc = { generator: `scripts/tokenizer/make_refs.mjs with ${pkg.name}@${pkg.version}`, tokenizer: rel, cases: out };
   if (local) doc.tokenizer_in_data_dir = true;
+  if (override) doc.override = override;
   const file = path.join(outDir, `hf_refs_${name}.json`);
   fs.writeFileSync(file, JSON.stringify(doc, null, 1) + "\n");
   console.log(`${file}: ${out.length} cases`);

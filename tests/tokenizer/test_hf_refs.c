@@ -57,6 +57,22 @@ static void run(const char *name) {
         } else {
             CHECK_MSG(0, "%s", cmf_last_error());
         }
+    } else if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "override"))) {
+        /* a real tokenizer.json with some top-level components replaced, as the generator did */
+        snprintf(rel, sizeof rel, "data/tokenizers/%s", cJSON_IsString(tokrel) ? tokrel->valuestring : "?");
+        if (cmf_read_file(shared_path(rel), &json, &len) == CMF_OK) {
+            cJSON *tj = cJSON_ParseWithLength(json, len);
+            free(json);
+            const cJSON *o;
+            cJSON_ArrayForEach(o, cJSON_GetObjectItemCaseSensitive(doc, "override"))
+                cJSON_ReplaceItemInObjectCaseSensitive(tj, o->string, cJSON_Duplicate(o, 1));
+            char *txt = cJSON_PrintUnformatted(tj);
+            CHECK_MSG(cmf_tokenizer_load(txt, strlen(txt), &t) == CMF_OK, "load %s: %s", rel, cmf_last_error());
+            free(txt);
+            cJSON_Delete(tj);
+        } else {
+            CHECK_MSG(0, "%s", cmf_last_error());
+        }
     } else {
         snprintf(rel, sizeof rel, "data/tokenizers/%s", cJSON_IsString(tokrel) ? tokrel->valuestring : "?");
         t = toktest_load_shared(rel);
@@ -92,6 +108,8 @@ int main(void) {
     run("qwen3");
     run("llama3");
     run("mistral");
+    run("qwen3_gpt2");
+    run("mistral_metaspace");
     run("synth_bert");
     run("synth_unigram");
     run("synth_bpe_misc");
