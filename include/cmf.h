@@ -119,6 +119,32 @@ cmf_status cmf_session_decode(cmf_session *s, int32_t token);
 /* Logits of the last processed position: vocab floats owned by the session, valid until the next call. */
 const float *cmf_session_logits(const cmf_session *s);
 
+/* Keeps the first `n_keep` positions of the KV cache and forgets the rest, so that a new sequence sharing that
+ * prefix only needs its differing suffix prefilled (chat turns reuse the cache this way). 0 <= n_keep <= pos;
+ * the logits of cmf_session_logits are stale until the next prefill/decode. Errors: CMF_E_ARG when n_keep is
+ * outside [0, pos] (nothing changes then). */
+cmf_status cmf_session_truncate(cmf_session *s, int n_keep);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Batches: one forward over tokens of several sessions (continuous batching). The matrix products run once for
+ * all tokens of the batch (matrix-matrix); attention reads each token's own session's KV cache.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cmf_batch cmf_batch;
+
+/* A workspace (activations for max_tokens tokens from up to max_seqs sessions, and worker threads; allocated
+ * here, once). Errors: CMF_E_ARG (need 1 <= max_seqs <= max_tokens <= 65536), CMF_E_NOMEM. */
+cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_batch **out);
+void cmf_batch_free(cmf_batch *b);
+int cmf_batch_max_tokens(const cmf_batch *b);
+
+/* Runs tokens[i] for session seqs[i] at that session's next position, for i < n (a session's tokens in order;
+ * sessions may repeat and interleave, e.g. one decode token each for 8 sessions plus a 100-token prompt chunk of
+ * a ninth). Afterwards each session's pos has advanced and cmf_session_logits(s) holds the logits after its last
+ * token of the batch. Errors (nothing changes then): CMF_E_ARG when n exceeds max_tokens, more than max_seqs
+ * sessions appear, a session lacks room, an id is out of the vocabulary, or a session belongs to another model.
+ * A batch is used by one thread at a time; its sessions must not be used elsewhere during the call. */
+cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n);
+
 /* ---------------------------------------------------------------------------------------------------------------
  * Tokenizer (tokenizer.json, stored verbatim in the file's vocab section).
  * ------------------------------------------------------------------------------------------------------------- */
@@ -156,6 +182,58 @@ void cmf_detok_stream_free(cmf_detok_stream *s);
 
 /* Id of a token string (exact vocabulary or added-token match), or -1. */
 int32_t cmf_tokenizer_token_id(const cmf_tokenizer *t, const char *token);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Chat templates (src/template/chat.c): a conversation in OpenAI form -> the prompt text the model was trained on,
+ * rendered with the file's Jinja chat template (header.tokenizer_config.chat_template, CMF_FORMAT.md §1.8) with
+ * Hugging Face transformers' semantics (jinja2 with trim_blocks, lstrip_blocks, loopcontrols, raise_exception,
+ * strftime_now and a json.dumps tojson; see src/template/template.h).
+ * ------------------------------------------------------------------------------------------------------------- */
+
+/* The file's chat template (header.tokenizer_config.chat_template), or NULL when it has none. Owned by the model. */
+const char *cmf_model_chat_template(const cmf_model *m);
+
+/* The template used when a file has none (CMF_FORMAT.md §1.8: the runtime falls back to ChatML): every message as
+ * "<|im_start|>ROLE\nCONTENT<|im_end|>\n", then "<|im_start|>assistant\n" when add_generation_prompt is set.
+ * A constant string. */
+const char *cmf_chat_template_chatml(void);
+
+/* How message content given as a list of parts ([{"type":"text","text":...}, ...]) reaches the template.
+ * transformers passes it unchanged, so a template written for string content either fails ('+' of a str and a
+ * list) or prints the list's Python repr; serving runtimes (vLLM's "string" content format) join the text parts
+ * with "\n" instead. */
+typedef enum cmf_chat_content {
+    CMF_CHAT_CONTENT_AUTO = 0, /* lists stay lists when the template loops over a message's content (it handles
+                                * parts), else they are joined as CMF_CHAT_CONTENT_STRING does */
+    CMF_CHAT_CONTENT_STRING,   /* text parts joined with "\n"; a part of another type is an error */
+    CMF_CHAT_CONTENT_PARTS,    /* passed unchanged (exactly what transformers renders) */
+} cmf_chat_content;
+
+typedef struct cmf_chat_params {
+    const char *messages_json; /* required: JSON array of {"role", "content"?, "tool_calls"?, ...} objects */
+    const char *tools_json;    /* NULL (the template sees tools = none, as in transformers) or a JSON array */
+    const char *extra_json;    /* NULL or a JSON object of extra variables; they override every other variable */
+    const char *template_src;  /* NULL: the model's template (ChatML when it has none); else this template */
+    int add_generation_prompt; /* nonzero: end with the opening of an assistant turn */
+    int enable_thinking;       /* -1: not defined for the template; 0: false; 1: true (Qwen3's switch) */
+    cmf_chat_content content;  /* part-list handling, above */
+} cmf_chat_params;
+
+/* Defaults: no messages, no tools/extra, the model's template, add_generation_prompt 1, enable_thinking -1,
+ * CMF_CHAT_CONTENT_AUTO. */
+cmf_chat_params cmf_chat_default_params(void);
+
+/* Renders the conversation `p` for model `m` (may be NULL: no bos/eos tokens, template_src or ChatML) into *out (malloc'd, NUL-terminated, owned by the caller; *out_len
+ * receives its length when not NULL). Variables: messages, tools, documents (none), add_generation_prompt,
+ * enable_thinking (when >= 0), bos_token / eos_token (the token strings of tokenizer_config's bos_token_id and
+ * first eos_token_ids entry, looked up in the model's tokenizer; absent when the id or the tokenizer is), then
+ * extra_json's keys. The result is text: tokenize it WITHOUT adding special tokens (the template writes them).
+ * Errors (*out NULL): CMF_E_FORMAT for malformed JSON or a message that is not an object with a string "role"
+ * (the message names the index), a template syntax/runtime error ("chat template: template:LINE:COL: ...");
+ * CMF_E_ARG for the template's raise_exception ("chat template: <its message>") or a NULL argument;
+ * CMF_E_UNSUPPORTED for a non-text content part under CMF_CHAT_CONTENT_STRING (or AUTO joining) or a template
+ * sandbox limit; CMF_E_NOMEM. */
+cmf_status cmf_chat_render(const cmf_model *m, const cmf_chat_params *p, char **out, size_t *out_len);
 
 #ifdef __cplusplus
 }

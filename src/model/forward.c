@@ -17,24 +17,26 @@
 
 /* ---- attention over the KV cache, parallel over (token, head) ---------------------------------------------- */
 typedef struct {
-    cmf_session *s;
+    cmf_batch *b;
+    cmf_session *const *seqs;
     int layer, n;
 } attn_task;
 
 static void attn_worker(void *ctx, int ith, int nth) {
     attn_task *a = ctx;
-    cmf_session *s = a->s;
-    const cmf_config *c = &s->m->cfg;
+    cmf_batch *b = a->b;
+    const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, KVD = c->n_kv_heads * HD, group = NH / c->n_kv_heads;
-    const float *kc = s->k_cache + (size_t)a->layer * s->n_ctx * KVD;
-    const float *vc = s->v_cache + (size_t)a->layer * s->n_ctx * KVD;
     const int sliding = c->is_sliding[a->layer];
-    float *scores = cmf_pool_scratch(s->pool, ith, 0); /* reserved at session creation */
+    float *scores = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cmf_batch_run */
     for (int job = ith; job < a->n * NH; job += nth) {
         const int t = job / NH, h = job % NH, kvh = h / group;
-        const int pos = s->pos + t;
+        const cmf_session *s = a->seqs[t];
+        const float *kc = s->k_cache + (size_t)a->layer * s->n_ctx * KVD;
+        const float *vc = s->v_cache + (size_t)a->layer * s->n_ctx * KVD;
+        const int pos = b->pos[t];
         const int start = sliding && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
-        const float *q = s->q + (size_t)t * NH * HD + (size_t)h * HD;
+        const float *q = b->q + (size_t)t * NH * HD + (size_t)h * HD;
         for (int j = start; j <= pos; j++) {
             const float *k = kc + (size_t)j * KVD + (size_t)kvh * HD;
             float d = 0;
@@ -44,7 +46,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
             scores[j - start] = d;
         }
         cmf_softmax(scores, pos - start + 1);
-        float *out = s->att + (size_t)t * NH * HD + (size_t)h * HD;
+        float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
         memset(out, 0, (size_t)HD * sizeof(float));
         for (int j = start; j <= pos; j++) {
             const float *v = vc + (size_t)j * KVD + (size_t)kvh * HD;
@@ -72,14 +74,21 @@ static void softcap(float *x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; i++) x[i] = cap * tanhf(x[i] / cap);
 }
 
-void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits) {
-    const cmf_model *m = s->m;
+void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
+    const cmf_model *m = b->m;
     const cmf_config *c = &m->cfg;
     const int D = c->hidden_size, HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads;
     const int QD = NH * HD, KVD = NKV * HD, F = c->intermediate_size, V = c->vocab_size;
     const float eps = c->rms_norm_eps;
     const int gn = c->gemma_norm;
-    float *x = s->x, *xb = s->xb;
+    float *x = b->x, *xb = b->xb;
+
+    /* positions: each session's tokens take its next positions in batch order */
+    for (int t = 0; t < n; t++) {
+        int before = 0;
+        for (int u = 0; u < t; u++) before += seqs[u] == seqs[t];
+        b->pos[t] = seqs[t]->pos + before;
+    }
 
     for (int t = 0; t < n; t++) {
         cmf_weight_row_f32(&m->embed, tokens[t], x + (size_t)t * D);
@@ -89,32 +98,33 @@ void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits
 
     for (int l = 0; l < c->n_layers; l++) {
         const cmf_layer *L = &m->layers[l];
-        const float *inv_freq = s->rope_inv_freq + (c->is_sliding[l] ? c->rot_dim / 2 : 0);
+        const float *inv_freq = m->rope_inv_freq + (c->is_sliding[l] ? c->rot_dim / 2 : 0);
 
         /* attention block */
         for (int t = 0; t < n; t++) cmf_rmsnorm(xb + (size_t)t * D, x + (size_t)t * D, L->attn_norm, D, eps, gn);
-        cmf_matmul(s->pool, s->q, QD, xb, n, &L->wq, L->bq);
-        cmf_matmul(s->pool, s->k, KVD, xb, n, &L->wk, L->bk);
-        cmf_matmul(s->pool, s->v, KVD, xb, n, &L->wv, L->bv);
+        cmf_matmul(b->pool, b->q, QD, xb, n, &L->wq, L->bq);
+        cmf_matmul(b->pool, b->k, KVD, xb, n, &L->wk, L->bk);
+        cmf_matmul(b->pool, b->v, KVD, xb, n, &L->wv, L->bv);
         for (int t = 0; t < n; t++) {
-            const int pos = s->pos + t;
+            const int pos = b->pos[t];
             for (int h = 0; h < NH; h++) {
-                float *q = s->q + (size_t)t * QD + (size_t)h * HD;
+                float *q = b->q + (size_t)t * QD + (size_t)h * HD;
                 if (L->q_norm) cmf_rmsnorm(q, q, L->q_norm, HD, eps, gn);
                 rope(q, c, inv_freq, pos);
             }
             for (int h = 0; h < NKV; h++) {
-                float *k = s->k + (size_t)t * KVD + (size_t)h * HD;
+                float *k = b->k + (size_t)t * KVD + (size_t)h * HD;
                 if (L->k_norm) cmf_rmsnorm(k, k, L->k_norm, HD, eps, gn);
                 rope(k, c, inv_freq, pos);
             }
+            cmf_session *s = seqs[t];
             const size_t row = ((size_t)l * s->n_ctx + (size_t)pos) * KVD;
-            memcpy(s->k_cache + row, s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
-            memcpy(s->v_cache + row, s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+            memcpy(s->k_cache + row, b->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+            memcpy(s->v_cache + row, b->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
         }
-        attn_task at = {s, l, n};
-        cmf_pool_run(s->pool, attn_worker, &at);
-        cmf_matmul(s->pool, xb, D, s->att, n, &L->wo, NULL);
+        attn_task at = {b, seqs, l, n};
+        cmf_pool_run(b->pool, attn_worker, &at);
+        cmf_matmul(b->pool, xb, D, b->att, n, &L->wo, NULL);
         for (int t = 0; t < n; t++) {
             float *o = xb + (size_t)t * D, *xt = x + (size_t)t * D;
             if (L->post_attn_norm) cmf_rmsnorm(o, o, L->post_attn_norm, D, eps, gn);
@@ -123,12 +133,12 @@ void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits
 
         /* feed-forward block */
         for (int t = 0; t < n; t++) cmf_rmsnorm(xb + (size_t)t * D, x + (size_t)t * D, L->ffn_norm, D, eps, gn);
-        cmf_matmul(s->pool, s->hb, F, xb, n, &L->w_gate, NULL);
-        cmf_matmul(s->pool, s->hb2, F, xb, n, &L->w_up, NULL);
-        if (c->act == CMF_ACT_GELU_TANH) cmf_gelu_tanh(s->hb, (int64_t)n * F);
-        else cmf_silu(s->hb, (int64_t)n * F);
-        for (size_t i = 0; i < (size_t)n * F; i++) s->hb[i] *= s->hb2[i];
-        cmf_matmul(s->pool, xb, D, s->hb, n, &L->w_down, NULL);
+        cmf_matmul(b->pool, b->hb, F, xb, n, &L->w_gate, NULL);
+        cmf_matmul(b->pool, b->hb2, F, xb, n, &L->w_up, NULL);
+        if (c->act == CMF_ACT_GELU_TANH) cmf_gelu_tanh(b->hb, (int64_t)n * F);
+        else cmf_silu(b->hb, (int64_t)n * F);
+        for (size_t i = 0; i < (size_t)n * F; i++) b->hb[i] *= b->hb2[i];
+        cmf_matmul(b->pool, xb, D, b->hb, n, &L->w_down, NULL);
         for (int t = 0; t < n; t++) {
             float *o = xb + (size_t)t * D, *xt = x + (size_t)t * D;
             if (L->post_ffn_norm) cmf_rmsnorm(o, o, L->post_ffn_norm, D, eps, gn);
@@ -136,16 +146,31 @@ void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits
         }
     }
 
-    /* final norm and the head: every position when asked for, else only the last */
-    const int first = all_logits ? 0 : n - 1;
-    for (int t = first; t < n; t++) cmf_rmsnorm(x + (size_t)t * D, x + (size_t)t * D, m->final_norm, D, eps, gn);
+    /* final norm and the head: every token when asked for, else only each session's last token */
     if (all_logits) {
-        cmf_matmul(s->pool, all_logits, V, x, n, &m->lm_head, NULL);
+        for (int t = 0; t < n; t++) cmf_rmsnorm(x + (size_t)t * D, x + (size_t)t * D, m->final_norm, D, eps, gn);
+        cmf_matmul(b->pool, all_logits, V, x, n, &m->lm_head, NULL);
         if (c->final_softcap > 0) softcap(all_logits, (int64_t)n * V, c->final_softcap);
-        memcpy(s->logits, all_logits + (size_t)(n - 1) * V, (size_t)V * sizeof(float));
-    } else {
-        cmf_matmul(s->pool, s->logits, V, x + (size_t)(n - 1) * D, 1, &m->lm_head, NULL);
-        if (c->final_softcap > 0) softcap(s->logits, V, c->final_softcap);
     }
-    s->pos += n;
+    int rows = 0;
+    int *last_of = b->head_tok; /* token index of each head row */
+    for (int t = 0; t < n; t++) {
+        int last = 1;
+        for (int u = t + 1; u < n && last; u++) last = seqs[u] != seqs[t];
+        if (!last) continue;
+        last_of[rows] = t;
+        if (!all_logits)
+            cmf_rmsnorm(b->head_in + (size_t)rows * D, x + (size_t)t * D, m->final_norm, D, eps, gn);
+        rows++;
+    }
+    if (!all_logits) {
+        cmf_matmul(b->pool, b->head_out, V, b->head_in, rows, &m->lm_head, NULL);
+        if (c->final_softcap > 0) softcap(b->head_out, (int64_t)rows * V, c->final_softcap);
+    }
+    for (int r = 0; r < rows; r++) {
+        const int t = last_of[r];
+        const float *src = all_logits ? all_logits + (size_t)t * V : b->head_out + (size_t)r * V;
+        memcpy(seqs[t]->logits, src, (size_t)V * sizeof(float));
+    }
+    for (int t = 0; t < n; t++) seqs[t]->pos++;
 }

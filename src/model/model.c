@@ -167,6 +167,10 @@ static cmf_status build(cmf_model *m) {
         return cmf_err(CMF_E_FORMAT, "model: lm_head.weight is missing and tie_word_embeddings is false");
     }
     TRY(load_tokenizer_config(m));
+    m->rope_inv_freq = malloc((size_t)c->rot_dim * sizeof(float));
+    if (!m->rope_inv_freq) return cmf_err(CMF_E_NOMEM, "model: out of memory");
+    cmf_rope_inv_freq(c, c->rope_theta, m->rope_inv_freq);
+    cmf_rope_inv_freq(c, c->rope_local_theta, m->rope_inv_freq + c->rot_dim / 2);
     if (f->vocab) {
         cmf_status st = cmf_tokenizer_load((const char *)f->vocab, f->env.vocab_len, &m->tokenizer);
         if (st != CMF_OK) {
@@ -203,6 +207,7 @@ void cmf_model_free(cmf_model *m) {
     free(m->eos_ids);
     free(m->layers);
     free(m->small);
+    free(m->rope_inv_freq);
     cmf_config_free(&m->cfg);
     cmf_file_close(m->file);
     free(m);
@@ -222,6 +227,106 @@ const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n) {
 /* Why cmf_model_tokenizer returned NULL ("" when the file simply has no vocab section). */
 const char *cmf_model_tokenizer_error(const cmf_model *m) { return m->tokenizer_error ? m->tokenizer_error : ""; }
 
+/* ---- batches (workspaces) ----------------------------------------------------------------------------------- */
+
+cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_batch **out) {
+    *out = NULL;
+    if (max_tokens < 1 || max_seqs < 1 || max_tokens > (1 << 16) || max_seqs > max_tokens)
+        return cmf_err(CMF_E_ARG, "batch: need 1 <= max_seqs (%d) <= max_tokens (%d) <= 65536", max_seqs, max_tokens);
+    const cmf_config *c = &m->cfg;
+    cmf_batch *b = calloc(1, sizeof *b);
+    if (!b) return cmf_err(CMF_E_NOMEM, "batch: out of memory");
+    b->m = m;
+    b->n_batch = max_tokens;
+    b->n_seq = max_seqs;
+    const size_t D = (size_t)c->hidden_size, QD = (size_t)c->n_heads * c->head_dim,
+                 KVD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size, B = (size_t)max_tokens,
+                 S = (size_t)max_seqs;
+    b->x = malloc(B * D * sizeof(float));
+    b->xb = malloc(B * D * sizeof(float));
+    b->q = malloc(B * QD * sizeof(float));
+    b->k = malloc(B * KVD * sizeof(float));
+    b->v = malloc(B * KVD * sizeof(float));
+    b->att = malloc(B * QD * sizeof(float));
+    b->hb = malloc(B * F * sizeof(float));
+    b->hb2 = malloc(B * F * sizeof(float));
+    b->pos = malloc(B * sizeof(int));
+    b->head_in = malloc(S * D * sizeof(float));
+    b->head_out = malloc(S * (size_t)c->vocab_size * sizeof(float));
+    b->head_tok = malloc(S * sizeof(int));
+    cmf_status st = CMF_OK;
+    if (!b->x || !b->xb || !b->q || !b->k || !b->v || !b->att || !b->hb || !b->hb2 || !b->pos || !b->head_in ||
+        !b->head_out || !b->head_tok)
+        st = cmf_err(CMF_E_NOMEM, "batch: cannot allocate activations for %d tokens", max_tokens);
+    if (st == CMF_OK) st = cmf_pool_new(m->n_threads, &b->pool);
+    if (st == CMF_OK) {
+        /* scratch per thread: one decoded weight row (widest input); attention grows it to the context */
+        size_t widest = D > QD ? D : QD;
+        if (F > widest) widest = F;
+        st = cmf_pool_reserve(b->pool, widest * sizeof(float));
+    }
+    if (st != CMF_OK) {
+        cmf_batch_free(b);
+        return st;
+    }
+    *out = b;
+    return CMF_OK;
+}
+
+void cmf_batch_free(cmf_batch *b) {
+    if (!b) return;
+    cmf_pool_free(b->pool);
+    free(b->x);
+    free(b->xb);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->att);
+    free(b->hb);
+    free(b->hb2);
+    free(b->pos);
+    free(b->head_in);
+    free(b->head_out);
+    free(b->head_tok);
+    free(b);
+}
+
+int cmf_batch_max_tokens(const cmf_batch *b) { return b->n_batch; }
+
+/* Checks a batch call and runs the forward; nothing changes when a check fails. */
+static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
+    if (n <= 0) return cmf_err(CMF_E_ARG, "batch: no tokens");
+    if (n > b->n_batch) return cmf_err(CMF_E_ARG, "batch: %d tokens exceed the batch size %d", n, b->n_batch);
+    const int V = b->m->cfg.vocab_size;
+    int n_seq = 0, max_ctx = 0;
+    for (int i = 0; i < n; i++) {
+        if (!seqs[i] || seqs[i]->m != b->m) return cmf_err(CMF_E_ARG, "batch: token %d has no session of this model", i);
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return cmf_err(CMF_E_ARG, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, V);
+        int first = 1, count = 0;
+        for (int u = 0; u < n; u++) {
+            if (seqs[u] != seqs[i]) continue;
+            if (u < i) first = 0;
+            count++;
+        }
+        if (!first) continue;
+        n_seq++;
+        if (count > seqs[i]->n_ctx - seqs[i]->pos)
+            return cmf_err(CMF_E_ARG, "%d tokens do not fit: %d of the context's %d positions are free", count,
+                           seqs[i]->n_ctx - seqs[i]->pos, seqs[i]->n_ctx);
+        if (seqs[i]->n_ctx > max_ctx) max_ctx = seqs[i]->n_ctx;
+    }
+    if (n_seq > b->n_seq) return cmf_err(CMF_E_ARG, "batch: %d sessions exceed the batch's %d", n_seq, b->n_seq);
+    cmf_status st = cmf_pool_reserve(b->pool, (size_t)max_ctx * sizeof(float)); /* attention scores */
+    if (st != CMF_OK) return st;
+    cmf_forward(b, seqs, tokens, n, all_logits);
+    return CMF_OK;
+}
+
+cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n) {
+    return batch_run(b, seqs, tokens, n, NULL);
+}
+
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
 
 enum { DEFAULT_N_BATCH = 256 };
@@ -235,60 +340,25 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out) {
     if (!s) return cmf_err(CMF_E_NOMEM, "session: out of memory");
     s->m = m;
     s->n_ctx = n_ctx;
-    s->n_batch = n_ctx < DEFAULT_N_BATCH ? n_ctx : DEFAULT_N_BATCH;
-    const size_t D = (size_t)c->hidden_size, QD = (size_t)c->n_heads * c->head_dim,
-                 KVD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size, B = (size_t)s->n_batch;
-    const size_t kv = (size_t)c->n_layers * (size_t)n_ctx * KVD;
+    const size_t kv = (size_t)c->n_layers * (size_t)n_ctx * (size_t)c->n_kv_heads * (size_t)c->head_dim;
     s->k_cache = calloc(kv, sizeof(float));
     s->v_cache = calloc(kv, sizeof(float));
-    s->x = malloc(B * D * sizeof(float));
-    s->xb = malloc(B * D * sizeof(float));
-    s->q = malloc(B * QD * sizeof(float));
-    s->k = malloc(B * KVD * sizeof(float));
-    s->v = malloc(B * KVD * sizeof(float));
-    s->att = malloc(B * QD * sizeof(float));
-    s->hb = malloc(B * F * sizeof(float));
-    s->hb2 = malloc(B * F * sizeof(float));
-    s->logits = malloc((size_t)c->vocab_size * sizeof(float));
-    s->rope_inv_freq = malloc((size_t)c->rot_dim * sizeof(float));
-    cmf_status st = CMF_OK;
-    if (!s->k_cache || !s->v_cache || !s->x || !s->xb || !s->q || !s->k || !s->v || !s->att || !s->hb || !s->hb2 ||
-        !s->logits || !s->rope_inv_freq)
-        st = cmf_err(CMF_E_NOMEM, "session: cannot allocate the KV cache and buffers for %d positions "
-                                  "(%.1f MiB of KV cache)", n_ctx, 2.0 * kv * sizeof(float) / (1 << 20));
-    if (st == CMF_OK) st = cmf_pool_new(m->n_threads, &s->pool);
-    if (st == CMF_OK) {
-        /* scratch per thread: one decoded weight row (widest input) or one row of attention scores */
-        size_t widest = D > QD ? D : QD;
-        if (F > widest) widest = F;
-        if ((size_t)n_ctx > widest) widest = (size_t)n_ctx;
-        st = cmf_pool_reserve(s->pool, widest * sizeof(float));
-    }
-    if (st != CMF_OK) {
+    s->logits = calloc((size_t)c->vocab_size, sizeof(float));
+    if (!s->k_cache || !s->v_cache || !s->logits) {
         cmf_session_free(s);
-        return st;
+        return cmf_err(CMF_E_NOMEM, "session: cannot allocate the KV cache for %d positions (%.1f MiB)", n_ctx,
+                       2.0 * (double)kv * sizeof(float) / (1 << 20));
     }
-    cmf_rope_inv_freq(c, c->rope_theta, s->rope_inv_freq);
-    cmf_rope_inv_freq(c, c->rope_local_theta, s->rope_inv_freq + c->rot_dim / 2);
     *out = s;
     return CMF_OK;
 }
 
 void cmf_session_free(cmf_session *s) {
     if (!s) return;
-    cmf_pool_free(s->pool);
+    cmf_batch_free(s->own);
     free(s->k_cache);
     free(s->v_cache);
-    free(s->x);
-    free(s->xb);
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->att);
-    free(s->hb);
-    free(s->hb2);
     free(s->logits);
-    free(s->rope_inv_freq);
     free(s);
 }
 
@@ -307,9 +377,17 @@ cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, flo
         if (tokens[i] < 0 || tokens[i] >= V)
             return cmf_err(CMF_E_ARG, "prefill: token id %d at index %d is outside the vocabulary [0, %d)",
                            tokens[i], i, V);
-    for (int done = 0; done < n; done += s->n_batch) {
-        int b = n - done < s->n_batch ? n - done : s->n_batch;
-        cmf_forward(s, tokens + done, b, all_logits ? all_logits + (size_t)done * V : NULL);
+    if (!s->own) {
+        int nb = s->n_ctx < DEFAULT_N_BATCH ? s->n_ctx : DEFAULT_N_BATCH;
+        cmf_status st = cmf_batch_new(s->m, nb, 1, &s->own);
+        if (st != CMF_OK) return st;
+    }
+    cmf_session *seqs[DEFAULT_N_BATCH];
+    for (int i = 0; i < s->own->n_batch; i++) seqs[i] = s;
+    for (int done = 0; done < n; done += s->own->n_batch) {
+        int b = n - done < s->own->n_batch ? n - done : s->own->n_batch;
+        cmf_status st = batch_run(s->own, seqs, tokens + done, b, all_logits ? all_logits + (size_t)done * V : NULL);
+        if (st != CMF_OK) return st;
     }
     return CMF_OK;
 }

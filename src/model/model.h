@@ -67,18 +67,28 @@ struct cmf_model {
     int32_t bos_id;
     cmf_tokenizer *tokenizer;     /* NULL when the file has no vocab section or it failed to load */
     char *tokenizer_error;        /* why tokenizer is NULL (malloc'd), or NULL */
+    float *rope_inv_freq;         /* [rot_dim/2] global layers, then [rot_dim/2] sliding layers */
 };
 
+/* Activation buffers and threads for one forward call over up to n_batch tokens from up to n_seq sessions
+ * (the public cmf_batch; a session also owns a private one for cmf_session_prefill/decode, made on first use). */
+struct cmf_batch {
+    const cmf_model *m;
+    cmf_pool *pool;
+    int n_batch, n_seq;
+    float *x, *xb, *q, *k, *v, *att, *hb, *hb2; /* [n_batch][...] */
+    int *pos;                                   /* [n_batch]: position of each token in its session */
+    float *head_in, *head_out;                  /* [n_seq][hidden], [n_seq][vocab]: rows that need logits */
+    int *head_tok;                              /* [n_seq]: which token each head row belongs to */
+};
+
+/* A sequence: its KV cache and position. */
 struct cmf_session {
     cmf_model *m;
-    cmf_pool *pool;
-    int n_ctx, pos, n_batch;
-    /* KV cache: [n_layers][n_ctx][n_kv_heads*head_dim], f32 */
-    float *k_cache, *v_cache;
-    /* activations for a batch of up to n_batch tokens */
-    float *x, *xb, *q, *k, *v, *att, *hb, *hb2;
-    float *logits;                /* [vocab]: the last position */
-    float *rope_inv_freq;         /* [rot_dim/2] global; [rot_dim/2] local */
+    int n_ctx, pos;
+    float *k_cache, *v_cache; /* [n_layers][n_ctx][n_kv_heads*head_dim], f32 */
+    float *logits;            /* [vocab]: the logits after this session's last processed token */
+    cmf_batch *own;           /* private workspace for cmf_session_prefill/decode (lazily created) */
 };
 
 /* Reads and validates `arch` (and tokenizer_config) of a header into cfg. Errors: CMF_E_FORMAT naming the key. */
@@ -89,9 +99,11 @@ void cmf_config_free(cmf_config *cfg);
  * (llama3: Meta's Llama 3.1 frequency smoothing; linear: divide by factor). inv_freq has rot_dim/2 entries. */
 void cmf_rope_inv_freq(const cmf_config *cfg, float theta, float *inv_freq);
 
-/* Runs n tokens at positions s->pos.. through the model (the forward pass, forward.c); writes the logits of
- * every position into all_logits ([n][vocab]) when not NULL and the last one into s->logits.
- * Preconditions (checked by the caller): s->pos + n <= n_ctx, n <= s->n_batch, ids in range. */
-void cmf_forward(cmf_session *s, const int32_t *tokens, int n, float *all_logits);
+/* The forward pass (forward.c): token i goes to session seqs[i] at that session's next position (tokens of one
+ * session in order; sessions may interleave). Appends every token's k/v to its session's KV cache, advances each
+ * session's pos, and writes each session's last-token logits to its ->logits; when all_logits is not NULL it also
+ * receives [n][vocab] logits of every token. Preconditions (checked by cmf_batch_run): n <= b->n_batch, at most
+ * b->n_seq distinct sessions, every session has room, ids in range, b->pool scratch reserved. */
+void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits);
 
 #endif
