@@ -363,6 +363,17 @@ void cmf_session_free(cmf_session *s) {
 }
 
 void cmf_session_reset(cmf_session *s) { s->pos = 0; }
+
+/* The KV cache rows [0, n_keep) stay valid (attention at a position only reads rows before it), so forgetting the
+ * rest is moving pos back; the next prefill overwrites the rows from n_keep on. */
+cmf_status cmf_session_truncate(cmf_session *s, int n_keep) {
+    if (!s) return cmf_err(CMF_E_ARG, "session truncate: NULL session");
+    if (n_keep < 0 || n_keep > s->pos)
+        return cmf_err(CMF_E_ARG, "session truncate: n_keep %d is outside [0, %d] (the positions in the cache)",
+                       n_keep, s->pos);
+    s->pos = n_keep;
+    return CMF_OK;
+}
 int cmf_session_pos(const cmf_session *s) { return s->pos; }
 int cmf_session_n_ctx(const cmf_session *s) { return s->n_ctx; }
 const float *cmf_session_logits(const cmf_session *s) { return s->logits; }

@@ -288,3 +288,48 @@ cmf_status cmf_template_apply(const char *src, size_t len, const cJSON *ctx, cha
     cmf_template_free(t);
     return st;
 }
+
+/* ---- content-format detection (for the chat API) ------------------------------------------------------------ */
+
+/* `x.content` or `x['content']`, looking through filters (`message.content | list`). */
+static int is_content_access(const jnode *n) {
+    while (n && n->type == N_FILTER) n = n->a;
+    if (!n) return 0;
+    if (n->type == N_GETATTR) return n->name && !strcmp(n->name, "content");
+    if (n->type == N_GETITEM && n->b && n->b->type == N_CONST && n->b->cval.k == JV_STR)
+        return !strcmp(n->b->cval.u.s->s, "content");
+    return 0;
+}
+
+typedef struct content_scan {
+    const char *names[32]; /* variables assigned from a content access: `set content = message.content` */
+    size_t n;
+    int found;
+} content_scan;
+
+/* pass 0 collects names, pass 1 looks for loops over a content access or over one of those names. */
+static void scan_node(const jnode *n, content_scan *s, int pass) {
+    if (!n || s->found) return;
+    if (pass == 0 && n->type == N_SET && n->op == 1 && !n->name && n->names && is_content_access(n->a) &&
+        s->n < sizeof s->names / sizeof s->names[0])
+        s->names[s->n++] = n->names[0];
+    if (pass == 1 && n->type == N_FOR) {
+        const jnode *it = n->a;
+        while (it && it->type == N_FILTER) it = it->a;
+        if (is_content_access(it)) s->found = 1;
+        for (size_t i = 0; it && it->type == N_NAME && i < s->n; i++)
+            if (!strcmp(it->name, s->names[i])) s->found = 1;
+    }
+    const jnode *kids[4] = {n->a, n->b, n->c, n->d};
+    for (int i = 0; i < 4; i++) scan_node(kids[i], s, pass);
+    for (size_t i = 0; i < n->n1; i++) scan_node(n->l1[i], s, pass);
+    for (size_t i = 0; i < n->n2; i++) scan_node(n->l2[i], s, pass);
+}
+
+int cmf_template_loops_over_content(const cmf_template *t) {
+    if (!t || !t->root) return 0;
+    content_scan s = {.n = 0};
+    scan_node(t->root, &s, 0);
+    scan_node(t->root, &s, 1);
+    return s.found;
+}

@@ -55,4 +55,14 @@ void cmf_template_free(cmf_template *t);
 /* Parse + render in one call (same errors as the two above). */
 cmf_status cmf_template_apply(const char *src, size_t len, const struct cJSON *ctx, char **out);
 
+/* 1 when the template has a for loop over a message's content (`for part in message.content`, `message['content']`,
+ * or a variable set from one): it expects content as a list of parts (vLLM's "openai" content format); else 0.
+ * Used by the chat API's CMF_CHAT_CONTENT_AUTO. The scan is syntactic and never fails. */
+int cmf_template_loops_over_content(const cmf_template *t);
+
+/* The internal half of cmf_chat_render (chat.c): renders `p` with template source `src` (`len` bytes; NULL: ChatML)
+ * and the given bos/eos token strings (NULL: not defined). Same errors as cmf_chat_render. */
+cmf_status cmf_chat_render_src(const char *src, size_t len, const char *bos_token, const char *eos_token,
+                               const cmf_chat_params *p, char **out, size_t *out_len);
+
 #endif

@@ -1,0 +1,229 @@
+/* chat.c — the chat-template half of the public API (include/cmf.h "Chat templates"): builds the variables a
+ * Hugging Face chat template sees and renders it with the Jinja engine of this folder.
+ *
+ * What transformers does (PreTrainedTokenizerBase.apply_chat_template -> render_jinja_template, transformers 4.4x
+ * and 5.x): render(messages=chat, tools=tool_schemas or None, documents=None, add_generation_prompt=...,
+ * **special_tokens_map, **kwargs) — the messages exactly as given, the tokenizer's special-token strings
+ * (bos_token, eos_token, ... only those that are set), and the caller's keyword arguments last (enable_thinking is
+ * one of those). We do the same with the token strings the file records by id (CMF_FORMAT.md §1.8); a file has no
+ * record of the other special tokens (unk, pad, additional_special_tokens), which real templates do not use.
+ *
+ * Content given as a list of parts is where runtimes differ: transformers passes the list through, so Qwen3's
+ * template fails on `'\n' + message.content` and Llama 3's prints the list's repr; vLLM decides per template
+ * whether it loops over content (then lists stay) or expects strings (then text parts are joined with "\n").
+ * CMF_CHAT_CONTENT_AUTO does vLLM's detection (template.h: cmf_template_loops_over_content). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "model/model.h"
+#include "template/template.h"
+#include "util/error.h"
+
+/* ChatML (the format of transformers' former default_chat_template), the fallback of CMF_FORMAT.md §1.8. */
+static const char CHATML[] =
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
+
+const char *cmf_chat_template_chatml(void) { return CHATML; }
+
+cmf_chat_params cmf_chat_default_params(void) {
+    cmf_chat_params p;
+    memset(&p, 0, sizeof p);
+    p.add_generation_prompt = 1;
+    p.enable_thinking = -1;
+    p.content = CMF_CHAT_CONTENT_AUTO;
+    return p;
+}
+
+const char *cmf_model_chat_template(const cmf_model *m) {
+    if (!m || !m->file) return NULL;
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m->file->header, "tokenizer_config");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(tc, "chat_template");
+    return cJSON_IsString(t) && t->valuestring ? t->valuestring : NULL;
+}
+
+/* Parses `json` (named `what` in errors) and checks its top-level type (1 array, 2 object). */
+static cmf_status parse_json(const char *json, const char *what, int want, cJSON **out) {
+    *out = NULL;
+    const char *end = NULL;
+    cJSON *j = cJSON_ParseWithOpts(json, &end, 1);
+    if (!j) {
+        size_t off = end ? (size_t)(end - json) : 0;
+        return cmf_err(CMF_E_FORMAT, "chat: %s: malformed JSON near byte %zu", what, off);
+    }
+    if ((want == 1 && !cJSON_IsArray(j)) || (want == 2 && !cJSON_IsObject(j))) {
+        cJSON_Delete(j);
+        return cmf_err(CMF_E_FORMAT, "chat: %s must be a JSON %s", what, want == 1 ? "array" : "object");
+    }
+    *out = j;
+    return CMF_OK;
+}
+
+/* Joins the text parts of message `i`'s content list with "\n" (vLLM's string content format) and replaces the
+ * list with that string. Parts must be {"type":"text","text":string} (or bare strings). */
+static cmf_status join_parts(cJSON *msg, cJSON *content, int i) {
+    size_t len = 0;
+    int k = 0;
+    const cJSON *part;
+    cJSON_ArrayForEach(part, content) {
+        const char *text = NULL;
+        if (cJSON_IsString(part)) {
+            text = part->valuestring;
+        } else {
+            const cJSON *type = cJSON_GetObjectItemCaseSensitive(part, "type");
+            const cJSON *tx = cJSON_GetObjectItemCaseSensitive(part, "text");
+            if (!cJSON_IsObject(part) || !cJSON_IsString(type))
+                return cmf_err(CMF_E_FORMAT, "chat: messages[%d].content[%d] is not a {\"type\": ...} object", i, k);
+            if (strcmp(type->valuestring, "text") != 0)
+                return cmf_err(CMF_E_UNSUPPORTED,
+                               "chat: messages[%d].content[%d]: part type '%s' is not supported (text only)", i, k,
+                               type->valuestring);
+            if (!cJSON_IsString(tx))
+                return cmf_err(CMF_E_FORMAT, "chat: messages[%d].content[%d]: \"text\" must be a string", i, k);
+            text = tx->valuestring;
+        }
+        len += strlen(text) + 1;
+        k++;
+    }
+    char *s = malloc(len + 1), *w = s;
+    if (!s) return cmf_err(CMF_E_NOMEM, "chat: out of memory");
+    k = 0;
+    cJSON_ArrayForEach(part, content) {
+        const char *text = cJSON_IsString(part) ? part->valuestring
+                                                : cJSON_GetObjectItemCaseSensitive(part, "text")->valuestring;
+        if (k++) *w++ = '\n';
+        size_t n = strlen(text);
+        memcpy(w, text, n);
+        w += n;
+    }
+    *w = '\0';
+    cJSON *str = cJSON_CreateString(s);
+    free(s);
+    if (!str || !cJSON_ReplaceItemInObjectCaseSensitive(msg, "content", str)) {
+        cJSON_Delete(str);
+        return cmf_err(CMF_E_NOMEM, "chat: out of memory");
+    }
+    return CMF_OK;
+}
+
+/* Checks every message (an object with a string role) and joins part lists when `join` is set. */
+static cmf_status check_messages(cJSON *msgs, int join) {
+    int i = 0;
+    cJSON *m;
+    cJSON_ArrayForEach(m, msgs) {
+        if (!cJSON_IsObject(m)) return cmf_err(CMF_E_FORMAT, "chat: messages[%d] is not a JSON object", i);
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
+        if (!cJSON_IsString(role))
+            return cmf_err(CMF_E_FORMAT, "chat: messages[%d] has no string \"role\"", i);
+        cJSON *content = cJSON_GetObjectItemCaseSensitive(m, "content");
+        if (join && cJSON_IsArray(content)) {
+            cmf_status st = join_parts(m, content, i);
+            if (st) return st;
+        }
+        i++;
+    }
+    return CMF_OK;
+}
+
+/* Adds (or replaces) ctx[key] = item; item is consumed. */
+static int put(cJSON *ctx, const char *key, cJSON *item) {
+    if (!item) return -1;
+    if (cJSON_GetObjectItemCaseSensitive(ctx, key)) return cJSON_ReplaceItemInObjectCaseSensitive(ctx, key, item) ? 0 : -1;
+    return cJSON_AddItemToObject(ctx, key, item) ? 0 : -1;
+}
+
+/* The template's variables (transformers' render() call, see the top of this file). */
+static cmf_status build_context(const cmf_template *t, const char *bos, const char *eos, const cmf_chat_params *p,
+                                cJSON **out) {
+    *out = NULL;
+    cJSON *msgs = NULL, *tools = NULL, *extra = NULL, *ctx = NULL;
+    cmf_status st = parse_json(p->messages_json, "messages", 1, &msgs);
+    if (!st && p->tools_json) st = parse_json(p->tools_json, "tools", 1, &tools);
+    if (!st && p->extra_json) st = parse_json(p->extra_json, "extra variables", 2, &extra);
+    if (!st) {
+        int join = p->content == CMF_CHAT_CONTENT_STRING ||
+                   (p->content == CMF_CHAT_CONTENT_AUTO && !cmf_template_loops_over_content(t));
+        st = check_messages(msgs, join);
+    }
+    if (!st && !(ctx = cJSON_CreateObject())) st = cmf_err(CMF_E_NOMEM, "chat: out of memory");
+    if (!st) {
+        int bad = put(ctx, "messages", msgs);
+        msgs = NULL;
+        bad |= put(ctx, "tools", tools ? tools : cJSON_CreateNull());
+        tools = NULL;
+        bad |= put(ctx, "documents", cJSON_CreateNull());
+        bad |= put(ctx, "add_generation_prompt", cJSON_CreateBool(p->add_generation_prompt != 0));
+        if (p->enable_thinking >= 0) bad |= put(ctx, "enable_thinking", cJSON_CreateBool(p->enable_thinking != 0));
+        if (bos) bad |= put(ctx, "bos_token", cJSON_CreateString(bos));
+        if (eos) bad |= put(ctx, "eos_token", cJSON_CreateString(eos));
+        for (cJSON *e = extra ? extra->child : NULL; e && !bad; e = e->next)
+            bad |= put(ctx, e->string, cJSON_Duplicate(e, 1));
+        if (bad) st = cmf_err(CMF_E_NOMEM, "chat: out of memory");
+    }
+    cJSON_Delete(msgs);
+    cJSON_Delete(tools);
+    cJSON_Delete(extra);
+    if (st) {
+        cJSON_Delete(ctx);
+        return st;
+    }
+    *out = ctx;
+    return CMF_OK;
+}
+
+cmf_status cmf_chat_render_src(const char *src, size_t len, const char *bos_token, const char *eos_token,
+                               const cmf_chat_params *p, char **out, size_t *out_len) {
+    if (!out) return cmf_err(CMF_E_ARG, "chat: NULL output");
+    *out = NULL;
+    if (out_len) *out_len = 0;
+    if (!p || !p->messages_json) return cmf_err(CMF_E_ARG, "chat: no messages");
+    if (!src) {
+        src = CHATML;
+        len = sizeof CHATML - 1;
+    }
+    cmf_template *t = NULL;
+    cmf_status st = cmf_template_parse(src, len, &t);
+    if (st) return cmf_err_prefix(st, "chat template: ");
+    cJSON *ctx = NULL;
+    st = build_context(t, bos_token, eos_token, p, &ctx);
+    if (!st) {
+        st = cmf_template_render(t, ctx, NULL, out, out_len);
+        if (st) cmf_err_prefix(st, "chat template: ");
+    }
+    cJSON_Delete(ctx);
+    cmf_template_free(t);
+    return st;
+}
+
+/* The text of special token `id` (HF's special_tokens_map holds strings; the file records ids), or NULL. */
+static char *token_text(const cmf_model *m, int32_t id) {
+    const cmf_tokenizer *tok = m ? cmf_model_tokenizer(m) : NULL;
+    if (!tok || id < 0 || id >= cmf_tokenizer_vocab_size(tok)) return NULL;
+    char *text = NULL;
+    if (cmf_detokenize(tok, &id, 1, 0, &text) != CMF_OK) {
+        cmf_err_clear();
+        return NULL;
+    }
+    return text;
+}
+
+cmf_status cmf_chat_render(const cmf_model *m, const cmf_chat_params *p, char **out, size_t *out_len) {
+    if (!out) return cmf_err(CMF_E_ARG, "chat: NULL output");
+    *out = NULL;
+    const char *src = p && p->template_src ? p->template_src : cmf_model_chat_template(m);
+    char *bos = NULL, *eos = NULL;
+    if (m) {
+        int n_eos = 0;
+        const int32_t *eos_ids = cmf_model_eos_ids(m, &n_eos);
+        bos = token_text(m, cmf_model_bos_id(m));
+        if (n_eos > 0) eos = token_text(m, eos_ids[0]);
+    }
+    cmf_status st = cmf_chat_render_src(src, src ? strlen(src) : 0, bos, eos, p, out, out_len);
+    free(bos);
+    free(eos);
+    return st;
+}
