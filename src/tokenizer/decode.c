@@ -19,7 +19,7 @@ struct tok_decoder {
     char *content;    /* Replace content, Strip char, Metaspace replacement, WordPiece prefix, BPE suffix */
     size_t content_len;
     int start, stop;  /* Strip */
-    int prepend;      /* Metaspace: strip the first token's leading space */
+    int prepend;      /* Metaspace: drop the replacements of the first token */
     int cleanup;      /* WordPiece */
 };
 
@@ -253,20 +253,22 @@ static cmf_status decode_one(const tok_decoder *d, tok_strs *toks) {
         }
         break;
     case DEC_METASPACE:
+        /* HF: every replacement becomes ' ', except in the first token where (unless prepend_scheme is never)
+         * replacements are dropped altogether */
         for (size_t i = 0; i < toks->n && st == CMF_OK; i++) {
             b.n = 0;
             const char *s = toks->s[i];
+            int drop = i == 0 && d->prepend;
             for (size_t k = 0; k < toks->len[i] && st == CMF_OK;) {
                 if (k + d->content_len <= toks->len[i] && memcmp(s + k, d->content, d->content_len) == 0) {
-                    if (tok_buf_put(&b, " ", 1)) st = OOM();
+                    if (!drop && tok_buf_put(&b, " ", 1)) st = OOM();
                     k += d->content_len;
                 } else {
                     if (tok_buf_put(&b, s + k, 1)) st = OOM();
                     k++;
                 }
             }
-            size_t skip = (i == 0 && d->prepend && b.n && b.p[0] == ' ') ? 1 : 0;
-            if (st == CMF_OK && tok_strs_push(&out, b.p ? b.p + skip : "", b.n - skip)) st = OOM();
+            if (st == CMF_OK && tok_strs_push(&out, b.p ? b.p : "", b.n)) st = OOM();
         }
         break;
     case DEC_WORDPIECE:

@@ -127,25 +127,26 @@ static cmf_status unicode_map(const char *s, size_t len, utf8proc_option_t opt, 
     return fail ? cmf_err(CMF_E_NOMEM, "tokenizer: out of memory") : CMF_OK;
 }
 
-/* Lowercases per code point (utf8proc simple case mapping). */
+/* Lowercases per code point as Rust's char::to_lowercase: the simple mapping of utf8proc, plus the one
+ * unconditional multi-character mapping of SpecialCasing.txt (U+0130 -> "i" U+0307). */
 static cmf_status lowercase(const char *s, size_t len, tok_buf *out) {
     size_t i = 0;
     while (i < len) {
         uint32_t cp;
         int l = tok_utf8_decode(s + i, len - i, &cp);
         if (!l) return cmf_err(CMF_E_ARG, "tokenizer: invalid UTF-8 at byte %zu", i);
-        utf8proc_uint8_t enc[4];
-        utf8proc_ssize_t el = utf8proc_encode_char(utf8proc_tolower((utf8proc_int32_t)cp), enc);
+        utf8proc_uint8_t enc[8];
+        utf8proc_ssize_t el;
+        if (cp == 0x130) memcpy(enc, "i\xcc\x87", 3), el = 3;
+        else el = utf8proc_encode_char(utf8proc_tolower((utf8proc_int32_t)cp), enc);
         if (tok_buf_put(out, enc, (size_t)el)) return cmf_err(CMF_E_NOMEM, "tokenizer: out of memory");
         i += (size_t)l;
     }
     return CMF_OK;
 }
 
-static int is_mark(uint32_t cp) {
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return c == UTF8PROC_CATEGORY_MN || c == UTF8PROC_CATEGORY_MC || c == UTF8PROC_CATEGORY_ME;
-}
+/* HF StripAccents / BertNormalizer strip_accents remove non-spacing marks (Mn) only. */
+static int is_mark(uint32_t cp) { return utf8proc_category((utf8proc_int32_t)cp) == UTF8PROC_CATEGORY_MN; }
 
 static int is_chinese(uint32_t c) {
     return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x20000 && c <= 0x2A6DF) ||
