@@ -24,6 +24,14 @@ int cmd_verify(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
+
+/* chat.c: renders the messages (a cJSON array) with the model's chat template, or `template_src` when not NULL
+ * (cmf_chat_render; enable_thinking -1/0/1). *text is malloc'd. On error prints "cmf <cmd>: ..." and returns
+ * CLI_FAIL. */
+struct cJSON;
+int cli_chat_render(const char *cmd, const cmf_model *m, const char *template_src, const struct cJSON *msgs,
+                    int enable_thinking, char **text);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * args.c — error lines and validated parsing.

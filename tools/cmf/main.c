@@ -14,6 +14,7 @@ static const struct {
     {"verify", cmd_verify, "check every hash of a model file (header, directory, sections, tensors)"},
     {"convert", cmd_convert, "convert a Hugging Face directory or a GGUF file to CMF"},
     {"run", cmd_run, "generate text from a prompt"},
+    {"chat", cmd_chat, "talk with a model: its chat template, KV cache kept across turns"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])

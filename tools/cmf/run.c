@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <cjson/cJSON.h>
+
 #include "cli.h"
 #include "sample/sample.h"
 
@@ -21,6 +23,8 @@ static const char *USAGE =
     "  -f, --file FILE          read the prompt from FILE (verbatim)\n"
     "  --tokens 1,2,3           start from token ids instead (no tokenizer needed)\n"
     "  --no-bos                 tokenize without the special tokens (no BOS)\n"
+    "  --chat                   wrap the prompt as one user message in the model's chat template (ChatML when\n"
+    "                           the file has none); the template writes the special tokens\n"
     "generation:\n"
     "  -n, --n-predict N        at most N new tokens (default 256); stops earlier at any eos id\n"
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
@@ -45,7 +49,7 @@ static const char *USAGE =
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file, *tokens;
     long n_predict, n_ctx, n_threads;
-    int add_special, print_ids, seed_given;
+    int add_special, print_ids, seed_given, chat;
     cmf_sampler_params sp;
 } run_opts;
 
@@ -70,6 +74,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             rc = cli_value(&a, &o->prompt_file);
         } else if (cli_is(&a, "--tokens", NULL)) {
             rc = cli_value(&a, &o->tokens);
+        } else if (cli_is(&a, "--chat", NULL)) {
+            o->chat = 1;
         } else if (cli_is(&a, "--no-bos", NULL)) {
             o->add_special = 0;
         } else if (cli_is(&a, "--n-predict", "-n")) {
@@ -109,6 +115,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     int inputs = !!o->prompt + !!o->prompt_file + !!o->tokens;
     if (inputs == 0) return cli_usage_error("run", "missing input: give -p PROMPT, -f FILE or --tokens IDS");
     if (inputs > 1) return cli_usage_error("run", "give only one of -p, -f and --tokens");
+    if (o->chat && o->tokens) return cli_usage_error("run", "--chat needs a text prompt (-p or -f), not --tokens");
     if (!o->seed_given) {
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
@@ -133,8 +140,29 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
         if (rc) return rc;
     }
     const char *src = text ? text : o->prompt;
-    cmf_status st = cmf_tokenize(tok, src, text ? len : strlen(src), o->add_special, ids, n);
+    size_t src_len = text ? len : strlen(src);
+    int add_special = o->add_special;
+    char *rendered = NULL;
+    if (o->chat) { /* one user message through the chat template; its text carries the special tokens */
+        cJSON *msgs = cJSON_CreateArray(), *msg = cJSON_CreateObject();
+        int rc = 0;
+        if (!msgs || !msg || !cJSON_AddItemToArray(msgs, msg) || !cJSON_AddStringToObject(msg, "role", "user") ||
+            !cJSON_AddStringToObject(msg, "content", src)) {
+            if (msg && !cJSON_GetArraySize(msgs)) cJSON_Delete(msg);
+            rc = cli_fail("run", "out of memory");
+        }
+        if (!rc) rc = cli_chat_render("run", m, NULL, msgs, -1, &rendered);
+        cJSON_Delete(msgs);
+        free(text);
+        if (rc) return rc;
+        text = NULL;
+        src = rendered;
+        src_len = strlen(rendered);
+        add_special = 0;
+    }
+    cmf_status st = cmf_tokenize(tok, src, src_len, add_special, ids, n);
     free(text);
+    free(rendered);
     if (st != CMF_OK) return cli_lib_error("run", st);
     if (*n == 0) {
         free(*ids);

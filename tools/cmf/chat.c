@@ -1,0 +1,377 @@
+/* chat.c — `cmf chat model.cmf`: an interactive conversation. Each turn renders the whole conversation with the
+ * model's chat template (cmf_chat_render, include/cmf.h), tokenizes it without special tokens (the template
+ * writes them, as transformers' apply_chat_template(tokenize=True) does), keeps the longest common prefix with the
+ * tokens already in the KV cache (cmf_session_truncate) and prefills only the new suffix, then streams the reply
+ * through the sampler (src/sample) until an eos id or -n tokens. The reply joins the conversation as an assistant
+ * message. Also `-p MESSAGE` (one turn, then exit) and `--template-only` (print the rendered prompt). */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "cli.h"
+#include "sample/sample.h"
+
+#define CHAT_DEFAULT_CTX_CAP 4096
+
+static const char *USAGE =
+    "usage: cmf chat MODEL.cmf [options]\n"
+    "\n"
+    "Reads one user message per line on stdin and streams the model's replies to stdout. Commands: /reset\n"
+    "(forget the conversation), /exit (or end of input).\n"
+    "\n"
+    "  -p, --prompt TEXT        answer this one message and exit (no stdin)\n"
+    "  -s, --system TEXT        a system message at the start of the conversation\n"
+    "  --no-think               enable_thinking=false for the template (Qwen3: skip the thinking block)\n"
+    "  --template-only          print the rendered prompt of [system,] -p's message and exit (no model run)\n"
+    "  --chat-template-file F   use the Jinja template in F instead of the model's\n"
+    "  -n, --n-predict N        at most N tokens per reply (default 512); stops earlier at any eos id\n"
+    "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096\n"
+    "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
+    "sampling (as cmf run):\n"
+    "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --presence-penalty X,\n"
+    "  --frequency-penalty X, --repeat-last-n N, --seed S\n"
+    "\n"
+    "Without a template in the file the conversation is rendered as ChatML. After each reply one line goes to\n"
+    "stderr: turn K: prompt N tokens (R reused from the cache) | reply M tokens, Y tok/s\n";
+
+typedef struct chat_opts {
+    const char *model, *prompt, *system, *template_file;
+    long n_predict, n_ctx, n_threads;
+    int no_think, template_only, seed_given;
+    cmf_sampler_params sp;
+} chat_opts;
+
+/* The sampling flags shared with `cmf run`; returns 1 when the current argument was one (rc set), else 0. */
+static int sampling_flag(cli_args *a, cmf_sampler_params *sp, int *seed_given, int *rc) {
+    long l;
+    double d;
+    if (cli_is(a, "--temp", "--temperature")) {
+        if (!(*rc = cli_float(a, 0.0, 1e6, &d))) sp->temperature = (float)d;
+    } else if (cli_is(a, "--top-k", NULL)) {
+        if (!(*rc = cli_int(a, 0, INT_MAX, &l))) sp->top_k = (int)l;
+    } else if (cli_is(a, "--top-p", NULL)) {
+        if (!(*rc = cli_float(a, 1e-9, 1.0, &d))) sp->top_p = (float)d;
+    } else if (cli_is(a, "--min-p", NULL)) {
+        if (!(*rc = cli_float(a, 0.0, 1.0, &d))) sp->min_p = (float)d;
+    } else if (cli_is(a, "--repeat-penalty", NULL)) {
+        if (!(*rc = cli_float(a, 1e-6, 1e6, &d))) sp->repeat_penalty = (float)d;
+    } else if (cli_is(a, "--presence-penalty", NULL)) {
+        if (!(*rc = cli_float(a, -1e6, 1e6, &d))) sp->presence_penalty = (float)d;
+    } else if (cli_is(a, "--frequency-penalty", NULL)) {
+        if (!(*rc = cli_float(a, -1e6, 1e6, &d))) sp->frequency_penalty = (float)d;
+    } else if (cli_is(a, "--repeat-last-n", NULL)) {
+        if (!(*rc = cli_int(a, 0, 1 << 20, &l))) sp->penalty_last_n = (int)l;
+    } else if (cli_is(a, "--seed", NULL)) {
+        if (!(*rc = cli_u64(a, &sp->seed))) *seed_given = 1;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+static int parse(int argc, char **argv, chat_opts *o) {
+    cli_args a;
+    cli_args_init(&a, "chat", argc, argv);
+    memset(o, 0, sizeof *o);
+    o->n_predict = 512;
+    o->n_ctx = -1;
+    o->sp = cmf_sampler_default_params();
+    int rc = 0;
+    while (cli_args_next(&a)) {
+        if (cli_is(&a, "--help", "-h")) {
+            fputs(USAGE, stdout);
+            return -1;
+        } else if (cli_is(&a, "--prompt", "-p")) {
+            rc = cli_value(&a, &o->prompt);
+        } else if (cli_is(&a, "--system", "-s")) {
+            rc = cli_value(&a, &o->system);
+        } else if (cli_is(&a, "--chat-template-file", NULL)) {
+            rc = cli_value(&a, &o->template_file);
+        } else if (cli_is(&a, "--no-think", NULL)) {
+            o->no_think = 1;
+        } else if (cli_is(&a, "--template-only", NULL)) {
+            o->template_only = 1;
+        } else if (cli_is(&a, "--n-predict", "-n")) {
+            rc = cli_int(&a, 0, INT_MAX, &o->n_predict);
+        } else if (cli_is(&a, "--ctx-size", "-c")) {
+            rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
+        } else if (cli_is(&a, "--threads", "-t")) {
+            rc = cli_int(&a, 0, 4096, &o->n_threads);
+        } else if (sampling_flag(&a, &o->sp, &o->seed_given, &rc)) {
+            /* handled */
+        } else if (!cli_is_flag(&a) && !o->model) {
+            o->model = a.arg;
+        } else {
+            return cli_unknown(&a);
+        }
+        if (rc) return rc;
+    }
+    if (!o->model) return cli_usage_error("chat", "missing MODEL.cmf (see cmf chat --help)");
+    if (o->template_only && !o->prompt) return cli_usage_error("chat", "--template-only needs -p MESSAGE");
+    if (!o->seed_given) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        o->sp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
+    }
+    return 0;
+}
+
+/* Appends {"role": role, "content": content} to the messages array; returns 0 or CLI_FAIL (out of memory). */
+static int add_message(cJSON *msgs, const char *role, const char *content) {
+    cJSON *m = cJSON_CreateObject();
+    if (!m || !cJSON_AddStringToObject(m, "role", role) || !cJSON_AddStringToObject(m, "content", content) ||
+        !cJSON_AddItemToArray(msgs, m)) {
+        cJSON_Delete(m);
+        return cli_fail("chat", "out of memory");
+    }
+    return 0;
+}
+
+int cli_chat_render(const char *cmd, const cmf_model *m, const char *template_src, const cJSON *msgs,
+                    int enable_thinking, char **text) {
+    *text = NULL;
+    char *json = cJSON_PrintUnformatted(msgs);
+    if (!json) return cli_fail(cmd, "out of memory");
+    cmf_chat_params p = cmf_chat_default_params();
+    p.messages_json = json;
+    p.template_src = template_src;
+    p.enable_thinking = enable_thinking;
+    cmf_status st = cmf_chat_render(m, &p, text, NULL);
+    free(json);
+    return st ? cli_lib_error(cmd, st) : 0;
+}
+
+static int is_eos(const int32_t *eos, int n_eos, int32_t id) {
+    for (int i = 0; i < n_eos; i++)
+        if (eos[i] == id) return 1;
+    return 0;
+}
+
+/* The state of a conversation: the messages, the session, and the ids its KV cache holds. */
+typedef struct chat_state {
+    const chat_opts *o;
+    cmf_model *m;
+    const cmf_tokenizer *tok;
+    const char *template_src;
+    cJSON *msgs;
+    cmf_session *s;
+    cmf_sampler *smp;
+    int32_t *cache; /* the ids at positions 0..pos-1 of the session */
+    int n_ctx, turn;
+} chat_state;
+
+/* One turn: the conversation (ending with the user's message) -> a streamed reply appended as a message.
+ * Returns 0, CLI_FAIL for errors that end the program, or -1 for errors of this turn only (message printed). */
+static int run_turn(chat_state *c) {
+    const chat_opts *o = c->o;
+    char *text = NULL, *reply = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0, reply_len = 0;
+    cmf_detok_stream *ds = NULL;
+    int rc = cli_chat_render("chat", c->m, c->template_src, c->msgs, o->no_think ? 0 : -1, &text);
+    if (rc) return -1;
+    cmf_status st = cmf_tokenize(c->tok, text, strlen(text), 0, &ids, &n_ids);
+    free(text);
+    if (st) {
+        rc = cli_lib_error("chat", st);
+        return -1;
+    }
+    if (n_ids == 0 || (long)n_ids >= c->n_ctx) {
+        free(ids);
+        cli_fail("chat", "the conversation has %zu tokens; the context holds %d (see -c, or /reset)", n_ids, c->n_ctx);
+        return -1;
+    }
+    /* reuse the longest common prefix of the cache; at least one token is prefilled (its logits start the reply) */
+    int pos = cmf_session_pos(c->s), keep = 0;
+    while (keep < pos && (size_t)keep < n_ids && c->cache[keep] == ids[keep]) keep++;
+    if ((size_t)keep == n_ids) keep--;
+    int n_new = (int)n_ids - keep;
+    if ((st = cmf_session_truncate(c->s, keep)) != CMF_OK) {
+        free(ids);
+        return cli_lib_error("chat", st);
+    }
+    double t0 = cli_now();
+    if ((st = cmf_session_prefill(c->s, ids + keep, n_new, NULL)) != CMF_OK) {
+        free(ids);
+        cmf_session_reset(c->s);
+        return cli_lib_error("chat", st);
+    }
+    memcpy(c->cache + keep, ids + keep, (size_t)n_new * sizeof *ids);
+    for (int i = keep; i < (int)n_ids; i++) cmf_sampler_accept(c->smp, ids[i]);
+    free(ids);
+    double t1 = cli_now();
+
+    int n_eos = 0, n_gen = 0, full = 0;
+    const int32_t *eos = cmf_model_eos_ids(c->m, &n_eos);
+    if ((st = cmf_detok_stream_new(c->tok, 1, &ds)) != CMF_OK) return cli_lib_error("chat", st);
+    while (n_gen < o->n_predict) {
+        int32_t next;
+        if ((st = cmf_sampler_sample(c->smp, cmf_session_logits(c->s), &next)) != CMF_OK) {
+            rc = cli_lib_error("chat", st);
+            break;
+        }
+        if (is_eos(eos, n_eos, next)) break;
+        cmf_sampler_accept(c->smp, next);
+        char *piece = NULL;
+        if ((st = cmf_detok_stream_push(ds, next, &piece)) != CMF_OK) {
+            rc = cli_lib_error("chat", st);
+            break;
+        }
+        fputs(piece, stdout);
+        fflush(stdout);
+        size_t pl = strlen(piece);
+        char *r = realloc(reply, reply_len + pl + 1);
+        if (!r) {
+            free(piece);
+            rc = cli_fail("chat", "out of memory");
+            break;
+        }
+        reply = r;
+        memcpy(reply + reply_len, piece, pl + 1);
+        reply_len += pl;
+        free(piece);
+        n_gen++;
+        if (n_gen >= o->n_predict) break;
+        int p = cmf_session_pos(c->s);
+        if (p >= c->n_ctx) {
+            full = 1;
+            break;
+        }
+        if ((st = cmf_session_decode(c->s, next)) != CMF_OK) {
+            rc = cli_lib_error("chat", st);
+            break;
+        }
+        c->cache[p] = next;
+    }
+    double t2 = cli_now();
+    cmf_detok_stream_free(ds);
+    putchar('\n');
+    fflush(stdout);
+    if (full) cli_warn("chat", "the context of %d tokens is full; the reply was cut (try /reset)", c->n_ctx);
+    c->turn++;
+    double td = t2 - t1;
+    fprintf(stderr, "turn %d: prompt %zu tokens (%d reused from the cache), %.1f tok/s | reply %d tokens, %.1f tok/s\n",
+            c->turn, n_ids, keep, t1 > t0 ? n_new / (t1 - t0) : 0.0, n_gen, td > 0 ? n_gen / td : 0.0);
+    if (!rc) rc = add_message(c->msgs, "assistant", reply ? reply : "");
+    free(reply);
+    return rc;
+}
+
+/* Starts (or restarts) the conversation: only the system message, if any. */
+static int reset_messages(chat_state *c) {
+    cJSON_Delete(c->msgs);
+    if (!(c->msgs = cJSON_CreateArray())) return cli_fail("chat", "out of memory");
+    return c->o->system ? add_message(c->msgs, "system", c->o->system) : 0;
+}
+
+/* Reads the next line of stdin without its newline (malloc'd), or NULL at end of input. */
+static char *read_line(void) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, stdin);
+    if (n < 0) {
+        free(line);
+        return NULL;
+    }
+    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    return line;
+}
+
+static int loop(chat_state *c) {
+    int tty = isatty(0);
+    for (;;) {
+        if (tty) {
+            fputs("> ", stderr);
+            fflush(stderr);
+        }
+        char *line = read_line();
+        if (!line) return 0;
+        int rc = 0;
+        if (!strcmp(line, "/exit")) {
+            free(line);
+            return 0;
+        } else if (!strcmp(line, "/reset")) {
+            cmf_session_reset(c->s);
+            cmf_sampler_reset(c->smp);
+            rc = reset_messages(c);
+        } else if (line[0]) {
+            int n_before = cJSON_GetArraySize(c->msgs);
+            rc = add_message(c->msgs, "user", line);
+            if (!rc && (rc = run_turn(c)) < 0) { /* this turn failed: forget its message, keep going */
+                while (cJSON_GetArraySize(c->msgs) > n_before) cJSON_DeleteItemFromArray(c->msgs, n_before);
+                rc = 0;
+            }
+        }
+        free(line);
+        if (rc) return rc;
+    }
+}
+
+int cmd_chat(int argc, char **argv) {
+    chat_opts o;
+    int rc = parse(argc, argv, &o);
+    if (rc) return rc < 0 ? CLI_OK : rc;
+    chat_state c = {.o = &o};
+    char *tpl = NULL;
+    if (o.template_file) {
+        size_t len;
+        if ((rc = cli_read_text("chat", o.template_file, &tpl, &len))) return rc;
+        c.template_src = tpl;
+    }
+    cmf_model_params mp = {.n_threads = (int)o.n_threads};
+    cmf_status st = cmf_model_load(o.model, &mp, &c.m);
+    if (st != CMF_OK) {
+        free(tpl);
+        return cli_lib_error("chat", st);
+    }
+    if ((rc = reset_messages(&c))) goto done;
+    if (o.template_only) {
+        char *text = NULL;
+        if (!(rc = add_message(c.msgs, "user", o.prompt)) &&
+            !(rc = cli_chat_render("chat", c.m, c.template_src, c.msgs, o.no_think ? 0 : -1, &text)))
+            fputs(text, stdout);
+        free(text);
+        goto done;
+    }
+    if (!(c.tok = cmf_model_tokenizer(c.m))) {
+        const char *why = cmf_model_tokenizer_error(c.m);
+        rc = cli_fail("chat", "%s: %s", o.model, why && *why ? why : "the model has no tokenizer (no vocab section)");
+        goto done;
+    }
+    int n_train = cmf_model_n_ctx_train(c.m);
+    long n_ctx = o.n_ctx;
+    if (n_ctx < 0) {
+        n_ctx = n_train > 0 ? n_train : CHAT_DEFAULT_CTX_CAP;
+        if (n_ctx > CHAT_DEFAULT_CTX_CAP) n_ctx = CHAT_DEFAULT_CTX_CAP;
+    } else if (n_train > 0 && n_ctx > n_train) {
+        cli_warn("chat", "-c %ld is larger than the trained context %d; output quality may degrade", n_ctx, n_train);
+    }
+    c.n_ctx = (int)n_ctx;
+    if ((st = cmf_session_new(c.m, c.n_ctx, &c.s)) != CMF_OK ||
+        (st = cmf_sampler_new(cmf_model_vocab_size(c.m), &o.sp, &c.smp)) != CMF_OK) {
+        rc = cli_lib_error("chat", st);
+        goto done;
+    }
+    if (!(c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache))) {
+        rc = cli_fail("chat", "out of memory");
+        goto done;
+    }
+    if (o.prompt) {
+        if (!(rc = add_message(c.msgs, "user", o.prompt)) && (rc = run_turn(&c)) < 0) rc = CLI_FAIL;
+    } else {
+        rc = loop(&c);
+    }
+done:
+    free(c.cache);
+    cmf_sampler_free(c.smp);
+    cmf_session_free(c.s);
+    cJSON_Delete(c.msgs);
+    cmf_model_free(c.m);
+    free(tpl);
+    return rc;
+}
