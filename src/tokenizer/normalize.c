@@ -119,6 +119,10 @@ cmf_status tok_normalizer_load(const cJSON *j, tok_normalizer **out) {
 /* utf8proc_map with the given options, appended to out. */
 static cmf_status unicode_map(const char *s, size_t len, utf8proc_option_t opt, tok_buf *out) {
     if (len == 0) return CMF_OK;
+    /* ASCII is invariant under every normalization form: skip utf8proc for the common case */
+    size_t i = 0;
+    while (i < len && (unsigned char)s[i] < 0x80) i++;
+    if (i == len) return tok_buf_put(out, s, len) ? cmf_err(CMF_E_NOMEM, "tokenizer: out of memory") : CMF_OK;
     utf8proc_uint8_t *res = NULL;
     utf8proc_ssize_t r = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)len, &res, opt);
     if (r < 0) return cmf_err(CMF_E_ARG, "tokenizer: normalizer: %s", utf8proc_errmsg(r));

@@ -1,5 +1,5 @@
 /* pretok.c — tokenizer.json pre-tokenizers (HF tokenizers src/pre_tokenizers): Sequence, Split, ByteLevel,
- * Metaspace, Whitespace, WhitespaceSplit, Digits, Punctuation, BertPreTokenizer.
+ * Metaspace, Whitespace, WhitespaceSplit, Digits, Punctuation, BertPreTokenizer, CharDelimiterSplit.
  *
  * Every splitter turns a piece into ranges (start, end, is_match) covering it, then applies HF's
  * SplitDelimiterBehavior (normalizer.rs: NormalizedString::split) to decide which ranges become pieces. */
@@ -126,6 +126,16 @@ cmf_status tok_pretok_load(const cJSON *j, tok_pretok **out) {
         st = parse_behavior(j, "pre_tokenizer Punctuation", &p->behavior);
     } else if (!strcmp(ty, "BertPreTokenizer")) {
         p->type = PT_BERT;
+    } else if (!strcmp(ty, "CharDelimiterSplit")) {
+        p->type = PT_SPLIT; /* HF: split on one character, delimiter removed */
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(j, "delimiter");
+        uint32_t cp;
+        if (!cJSON_IsString(d) || !d->valuestring[0] ||
+            tok_utf8_decode(d->valuestring, strlen(d->valuestring), &cp) != (int)strlen(d->valuestring))
+            st = cmf_err(CMF_E_FORMAT, "tokenizer.json: pre_tokenizer CharDelimiterSplit: 'delimiter' must be one char");
+        else
+            st = tok_regex_literal(d->valuestring, strlen(d->valuestring), "pre_tokenizer CharDelimiterSplit", &p->re);
+        p->behavior = B_REMOVED;
     } else {
         st = cmf_err(CMF_E_UNSUPPORTED, "tokenizer.json: pre_tokenizer type '%s' is not supported", ty);
     }
@@ -315,9 +325,12 @@ static cmf_status byte_level(const tok_pretok *p, tok_pieces *io) {
         const unsigned char *s = (const unsigned char *)io->buf.p + io->v[i].off;
         size_t off = out.buf.n;
         int fail = 0;
+        /* each byte becomes at most 2 bytes: reserve once, then write directly */
+        fail = tok_buf_reserve(&out.buf, 2 * io->v[i].len);
         for (size_t k = 0; k < io->v[i].len && !fail; k++) {
             const char *u = tok_byte_to_utf8[s[k]];
-            fail = tok_buf_put(&out.buf, u, u[1] ? 2 : 1);
+            out.buf.p[out.buf.n++] = u[0];
+            if (u[1]) out.buf.p[out.buf.n++] = u[1];
         }
         if (fail || tok_pieces_add(&out, "", 0, io->v[i].first)) {
             tok_pieces_free(&out);
