@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "quant/dtype.h"
+#include "quant/policy.h"
 #include "util/error.h"
 
 static double now_s(void) {
@@ -25,6 +26,11 @@ const char *cmf_quant_label(int dtype) {
     case CMF_DT_BF16: return "BF16";
     case CMF_DT_Q8_ROW: return "Q8_ROW";
     case CMF_DT_Q8_2F: return "Q8_2F";
+    /* cortiq labels every 4-bit family (and the q2tp profile, whose skeleton is q4tp) as Q4_BLOCK */
+    case CMF_DT_Q4_BLOCK:
+    case CMF_DT_Q4_TILED:
+    case CMF_DT_Q4TP:
+    case CMF_DT_Q2TP: return "Q4_BLOCK";
     default: return NULL;
     }
 }
@@ -43,7 +49,8 @@ cmf_status cmf_emit_begin(cmf_emit *e, const char *out_path, const cmf_convert_o
     memset(e, 0, sizeof *e);
     if (!opts || !out_path) return cmf_err(CMF_E_ARG, "convert: NULL output path or options");
     if (!cmf_quant_label(opts->quant))
-        return cmf_err(CMF_E_ARG, "convert: target dtype %d (%s) is not one of f32, f16, bf16, q8_row, q8_2f",
+        return cmf_err(CMF_E_ARG, "convert: target dtype %d (%s) is not one of f32, f16, bf16, q8_row, q8_2f, q4_block, "
+                       "q4_tiled, q4tp, q2tp",
                        opts->quant, cmf_dtype_name(opts->quant) ? cmf_dtype_name(opts->quant) : "?");
     e->opts = opts;
     e->quant = opts->quant;
@@ -62,25 +69,8 @@ float *cmf_emit_scratch(cmf_emit *e, uint64_t n) {
     return e->buf;
 }
 
-/* 2-D tensors that cortiq keeps in f16 whatever the quant (§2.0: routers and gates whose exact values matter). */
-static int gate_critical(const char *name) {
-    static const char *SUFFIX[] = {"mlp.gate.weight", "shared_expert_gate.weight", "self_attn.g_proj.weight",
-                                   "linear_attn.in_proj_a.weight", "linear_attn.in_proj_b.weight", "conv1d.weight"};
-    size_t n = strlen(name);
-    for (size_t i = 0; i < sizeof SUFFIX / sizeof SUFFIX[0]; i++) {
-        size_t k = strlen(SUFFIX[i]);
-        if (n >= k && strcmp(name + n - k, SUFFIX[i]) == 0) return 1;
-    }
-    return 0;
-}
-
 int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t *shape) {
-    uint64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    int matrix = ndim == 2 && n >= 32 && !gate_critical(name);
-    if (matrix) return e->quant;
-    if (e->quant == CMF_DT_F32 || e->quant == CMF_DT_BF16) return e->quant;
-    return CMF_DT_F16;
+    return cmf_quant_policy(e->quant, name, ndim, shape, e->has_moe);
 }
 
 cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64_t *shape, const float *data,
@@ -123,7 +113,7 @@ cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64
             o[2 * i + 1] = (uint8_t)(h >> 8);
         }
         break;
-    default:
+    default: /* 2-D by the policy */
         s = cmf_quantize(dt, shape[0], shape[1], data, o);
         if (s) return cmf_err_prefix(s, "tensor '%s': ", name);
     }

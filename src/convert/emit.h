@@ -13,6 +13,7 @@ typedef struct cmf_emit {
     cmf_writer *w;
     const cmf_convert_opts *opts;
     int quant;            /* target dtype of 2-D matrices */
+    int has_moe;          /* the model has routed experts (the q2tp profile, §2.0); set by the caller after begin */
     uint64_t done, total; /* source bytes, for progress */
     double t0;            /* start time (seconds, monotonic) */
     float *buf;           /* scratch f32 buffer (grown on demand) */
@@ -21,15 +22,15 @@ typedef struct cmf_emit {
     uint64_t enc_n;
 } cmf_emit;
 
-/* Starts a conversion to `out_path`: checks opts->quant (f32, f16, bf16, q8_row or q8_2f; CMF_E_ARG otherwise) and
+/* Starts a conversion to `out_path`: checks opts->quant (f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled, q4tp or
+ * q2tp; CMF_E_ARG otherwise) and
  * opens the writer. `total` is the byte count progress is measured against. */
 cmf_status cmf_emit_begin(cmf_emit *e, const char *out_path, const cmf_convert_opts *opts, uint64_t total);
 
 /* Scratch f32 space for n floats, owned by e (valid until the next call). NULL when out of memory. */
 float *cmf_emit_scratch(cmf_emit *e, uint64_t n);
 
-/* The dtype a tensor gets (§2.0): 2-D with >= 32 elements and not gate-critical -> the chosen quant; everything
- * else f16, except that f32 and bf16 targets keep f32 / bf16 there. */
+/* The dtype a tensor gets (§2.0): cmf_quant_policy (quant/policy.h) with e->quant and e->has_moe. */
 int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t *shape);
 
 /* Encodes n = prod(shape) floats (row-major) with the policy dtype and adds the tensor to the writer, then reports
@@ -42,7 +43,8 @@ cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64
  * Returns st, or the writer's error. */
 cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *vocab, size_t vocab_len);
 
-/* The header's quant_type label for a target dtype ("F32", "F16", "BF16", "Q8_ROW", "Q8_2F"), NULL if none. */
+/* The header's quant_type label for a target dtype ("F32", "F16", "BF16", "Q8_ROW", "Q8_2F"; "Q4_BLOCK" for
+ * q4_block, q4_tiled, q4tp and q2tp as cortiq writes it), NULL if none. */
 const char *cmf_quant_label(int dtype);
 
 /* Passes a printf-style warning to opts->warn (if set). */

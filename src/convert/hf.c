@@ -244,6 +244,7 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
         uint64_t total = 0;
         for (size_t i = 0; i < n; i++) total += es[i].t->nbytes;
         s = cmf_emit_begin(&em, out_path, opts, total);
+        for (size_t i = 0; i < n && !s; i++) em.has_moe |= strstr(es[i].name, ".experts.") != NULL;
     }
     if (!s) s = emit_all(&em, es, n, skip_lm_head);
     if (!s) {

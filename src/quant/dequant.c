@@ -1,9 +1,11 @@
-/* dequant.c — whole-tensor decode to f32 for the CMF dtypes (CMF_FORMAT.md §2.1–2.5, §2.8–2.10), and the
+/* dequant.c — whole-tensor decode to f32 for the CMF dtypes (CMF_FORMAT.md §2.1–2.5, §2.8–2.10; q4tp/q2tp in
+ * tiledp.c, q1s/q1t in q1x.c), and the
  * open-time payload validation of vbit / vbit_ro (§2.8–2.9). Arithmetic matches the reference Python reader
  * (python/cmf_reader.py): every product is one f32 multiply in the order written in the spec. */
 #include <string.h>
 
 #include "quant/dtype.h"
+#include "quant/ladder.h"
 #include "util/error.h"
 
 static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
@@ -121,6 +123,9 @@ cmf_status cmf_dequant(int dtype, int ndim, const uint32_t *shape, const uint8_t
         vbit_decode(&L, out);
         return CMF_OK;
     }
+    if (dtype == CMF_DT_Q4TP || dtype == CMF_DT_Q2TP) return cmf_dequant_tp(dtype, ndim, shape, data, nbytes, out);
+    if (dtype == CMF_DT_Q1S) return cmf_dequant_q1s(ndim, shape, data, nbytes, out);
+    if (dtype == CMF_DT_Q1T) return cmf_dequant_q1t(ndim, shape, data, nbytes, out);
     switch (dtype) {
     case CMF_DT_F32: case CMF_DT_F16: case CMF_DT_BF16: case CMF_DT_Q8_ROW: case CMF_DT_Q8_2F:
     case CMF_DT_Q4_BLOCK: case CMF_DT_Q4_TILED: case CMF_DT_Q1: break;

@@ -55,8 +55,9 @@ float cmf_f16_round(float f);
 
 /* Decodes a whole tensor payload to n = prod(shape) floats in `out` (row-major, caller-allocated). Supported:
  * f32, f16, bf16 (§2.1), q8_row (§2.2, 2-D), q8_2f (§2.3, 2-D; w = (q*row_scale)*col in f32, as the reference
- * Python reader), q4_block (§2.4), q4_tiled (§2.5), q1 (§2.10), vbit (§2.8), vbit_ro (§2.9).
- * Errors: CMF_E_UNSUPPORTED for dtypes without a decoder (mix8_4, u8, q4_col, q1s, q1t, q4tp, q2tp, unknown),
+ * Python reader), q4_block (§2.4), q4_tiled (§2.5), q4tp / q2tp (§2.6–2.7, 2-D, ladder.h), q1 (§2.10), q1s / q1t
+ * (§2.11–2.12, strict lengths), vbit (§2.8), vbit_ro (§2.9).
+ * Errors: CMF_E_UNSUPPORTED for dtypes without a decoder (mix8_4, u8, q4_col, unknown),
  * CMF_E_FORMAT when nbytes or the shape do not fit the dtype (message names the expected size). */
 cmf_status cmf_dequant(int dtype, int ndim, const uint32_t *shape, const uint8_t *data, uint64_t nbytes,
                        float *out);
@@ -74,7 +75,9 @@ cmf_status cmf_dtype_check_payload(int dtype, int ndim, const uint32_t *shape, c
  * (allocated by the caller). 1-D tensors are rows = 1. The encoders follow cortiq bit for bit (§2.2–2.4):
  * scale rounded to f16 and floored before quantizing, round-half-even, q8_2f column RMS in f64 blocks of 256 rows.
  * Supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled (size rows*cols + 2*rows [+ 2*cols] for the
- * q8 pair, 18*ceil(rows*cols/32) for the q4 pair; note that a file's q8 shape must be 2-D for its size to match).
+ * q8 pair, 18*ceil(rows*cols/32) for the q4 pair; note that a file's q8 shape must be 2-D for its size to match),
+ * q4tp and q2tp (§2.6–2.7, cols % 32 == 0; see cmf_quantize_tp in ladder.h; the code search follows the
+ * CMF_Q2TP_SEARCH environment variable).
  * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized
  * dtype (the message names the element) or a size that overflows. */
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst);

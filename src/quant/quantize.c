@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "quant/dtype.h"
+#include "quant/ladder.h"
 #include "util/error.h"
 
 static void wr16(uint8_t *p, uint16_t v) {
@@ -137,6 +138,9 @@ cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *sr
         if ((st = check_finite(src, n, dtype))) return st;
         enc_q4(dtype == CMF_DT_Q4_TILED, n, src, dst);
         return CMF_OK;
+    case CMF_DT_Q4TP:
+    case CMF_DT_Q2TP:
+        return cmf_quantize_tp(dtype, rows, cols, src, dst, cmf_tp_search_enabled());
     }
     const char *nm = cmf_dtype_name(dtype);
     return cmf_err(CMF_E_UNSUPPORTED, "quantize: no encoder for dtype %s (%d)", nm ? nm : "?", dtype);

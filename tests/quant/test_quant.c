@@ -183,9 +183,10 @@ static void test_errors(void) {
     CHECK(cmf_dtype_nbytes(CMF_DT_Q8_ROW, 3, sh3, &nb) == 1);
     CHECK(cmf_dequant(CMF_DT_Q8_ROW, 3, sh3, buf, nb, out) == CMF_E_FORMAT);
     CHECK(cmf_dequant(CMF_DT_U8, 2, sh2, buf, 32, out) == CMF_E_UNSUPPORTED);
-    CHECK(cmf_dequant(CMF_DT_Q4TP, 2, sh2, buf, 32, out) == CMF_E_UNSUPPORTED);
+    CHECK(cmf_dequant(CMF_DT_MIX8_4, 2, sh2, buf, 32, out) == CMF_E_UNSUPPORTED);
+    CHECK(cmf_dequant(CMF_DT_Q4TP, 2, sh2, buf, 32, out) == CMF_E_FORMAT); /* decodable now; 32 is the wrong size */
     CHECK(cmf_dequant(17, 2, sh2, buf, 32, out) == CMF_E_UNSUPPORTED);
-    CHECK(cmf_quantize(CMF_DT_Q4TP, 4, 32, out, buf) == CMF_E_UNSUPPORTED);
+    CHECK(cmf_quantize(CMF_DT_VBIT, 4, 32, out, buf) == CMF_E_UNSUPPORTED);
     float bad[4] = {1, NAN, 2, 3};
     CHECK(cmf_quantize(CMF_DT_Q8_ROW, 1, 4, bad, buf) == CMF_E_ARG);
     CHECK(strstr(cmf_last_error(), "element 1") != NULL);

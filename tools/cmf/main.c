@@ -5,6 +5,8 @@
 #include "cli.h"
 #include "cmf.h"
 
+int cmd_requant(int argc, char **argv); /* requant.c (declared here until cli.h lists it) */
+
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -16,6 +18,7 @@ static const struct {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "talk with a model: its chat template, KV cache kept across turns"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
+    {"requant", cmd_requant, "re-encode the weight matrices of a CMF file with another quant"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
