@@ -100,6 +100,17 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out);
 
 void cmf_session_free(cmf_session *s);
 
+/* Selects the skill whose weights this session uses from now on (CMF_FORMAT.md §3.1: each tensor N is replaced
+ * by `skill.<id>.N` when the file has it). "none" or NULL = the backbone. A skill's weight views are built on
+ * first use and shared by all sessions; switching needs no reload, and an unused skill's tensors are never
+ * touched. The KV cache is kept: call cmf_session_reset when the new skill should not see the old positions.
+ * Errors: CMF_E_NOT_FOUND for an id neither in header.skills nor as a tensor prefix, CMF_E_ARG for a malformed
+ * id, CMF_E_FORMAT for a skill tensor of the wrong shape (message names it). */
+cmf_status cmf_session_set_skill(cmf_session *s, const char *skill);
+
+/* The session's active skill id ("" for the backbone). */
+const char *cmf_session_skill(const cmf_session *s);
+
 /* Forgets all positions (the KV cache is reused). */
 void cmf_session_reset(cmf_session *s);
 

@@ -76,6 +76,7 @@ static void softcap(float *x, int64_t n, float cap) {
 
 void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
     const cmf_model *m = b->m;
+    const cmf_weights *W = seqs[0]->w; /* one weight set per batch (checked by cmf_batch_run) */
     const cmf_config *c = &m->cfg;
     const int D = c->hidden_size, HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads;
     const int QD = NH * HD, KVD = NKV * HD, F = c->intermediate_size, V = c->vocab_size;
@@ -91,13 +92,13 @@ void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, 
     }
 
     for (int t = 0; t < n; t++) {
-        cmf_weight_row_f32(&m->embed, tokens[t], x + (size_t)t * D);
+        cmf_weight_row_f32(&W->embed, tokens[t], x + (size_t)t * D);
         if (c->embed_multiplier != 1.0f)
             for (int i = 0; i < D; i++) x[(size_t)t * D + i] *= c->embed_multiplier;
     }
 
     for (int l = 0; l < c->n_layers; l++) {
-        const cmf_layer *L = &m->layers[l];
+        const cmf_layer *L = &W->layers[l];
         const float *inv_freq = m->rope_inv_freq + (c->is_sliding[l] ? c->rot_dim / 2 : 0);
 
         /* attention block */
@@ -148,8 +149,8 @@ void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, 
 
     /* final norm and the head: every token when asked for, else only each session's last token */
     if (all_logits) {
-        for (int t = 0; t < n; t++) cmf_rmsnorm(x + (size_t)t * D, x + (size_t)t * D, m->final_norm, D, eps, gn);
-        cmf_matmul(b->pool, all_logits, V, x, n, &m->lm_head, NULL);
+        for (int t = 0; t < n; t++) cmf_rmsnorm(x + (size_t)t * D, x + (size_t)t * D, W->final_norm, D, eps, gn);
+        cmf_matmul(b->pool, all_logits, V, x, n, &W->lm_head, NULL);
         if (c->final_softcap > 0) softcap(all_logits, (int64_t)n * V, c->final_softcap);
     }
     int rows = 0;
@@ -160,11 +161,11 @@ void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, 
         if (!last) continue;
         last_of[rows] = t;
         if (!all_logits)
-            cmf_rmsnorm(b->head_in + (size_t)rows * D, x + (size_t)t * D, m->final_norm, D, eps, gn);
+            cmf_rmsnorm(b->head_in + (size_t)rows * D, x + (size_t)t * D, W->final_norm, D, eps, gn);
         rows++;
     }
     if (!all_logits) {
-        cmf_matmul(b->pool, b->head_out, V, b->head_in, rows, &m->lm_head, NULL);
+        cmf_matmul(b->pool, b->head_out, V, b->head_in, rows, &W->lm_head, NULL);
         if (c->final_softcap > 0) softcap(b->head_out, (int64_t)rows * V, c->final_softcap);
     }
     for (int r = 0; r < rows; r++) {

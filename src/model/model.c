@@ -13,14 +13,28 @@
 
 typedef struct {
     cmf_model *m;
-    float *small_cursor; /* next free float in m->small */
+    cmf_weights *w;      /* the set being built */
+    float *small_cursor; /* next free float in w->small */
 } loader;
 
+/* Presence (and the backbone tensor) by backbone name. */
 static const cmf_tensor *find(const cmf_model *m, const char *name) { return cmf_file_find(m->file, name); }
+
+/* The tensor to use for backbone name `name` in the set being built: `skill.<id>.<name>` when the file has it
+ * (a replacement, never an addition: the caller checked the backbone name first), else the backbone's. */
+static const cmf_tensor *pick(const loader *ld, const char *name) {
+    if (ld->w->skill[0]) {
+        char full[512];
+        int k = snprintf(full, sizeof full, "skill.%s.%s", ld->w->skill, name);
+        const cmf_tensor *t = k > 0 && (size_t)k < sizeof full ? cmf_file_find(ld->m->file, full) : NULL;
+        if (t) return t;
+    }
+    return find(ld->m, name);
+}
 
 /* A 2-D weight that must exist with shape [rows, cols] (rows/cols < 0: not checked). */
 static cmf_status need_matrix(loader *ld, const char *name, int64_t rows, int64_t cols, cmf_weight *w) {
-    const cmf_tensor *t = find(ld->m, name);
+    const cmf_tensor *t = find(ld->m, name) ? pick(ld, name) : NULL;
     if (!t) return cmf_err(CMF_E_FORMAT, "model: tensor %s is missing", name);
     cmf_status st = cmf_weight_view(t, w);
     if (st != CMF_OK) return st;
@@ -34,7 +48,7 @@ static cmf_status need_matrix(loader *ld, const char *name, int64_t rows, int64_
  * optional. */
 static cmf_status vec(loader *ld, const char *name, int64_t n, int required, const float **out) {
     *out = NULL;
-    const cmf_tensor *t = find(ld->m, name);
+    const cmf_tensor *t = find(ld->m, name) ? pick(ld, name) : NULL;
     if (!t) return required ? cmf_err(CMF_E_FORMAT, "model: tensor %s is missing", name) : CMF_OK;
     if (cmf_tensor_numel(t) != (uint64_t)n)
         return cmf_err(CMF_E_FORMAT, "model: tensor %s has %llu values, expected %lld", name,
@@ -55,7 +69,7 @@ static cmf_status vec(loader *ld, const char *name, int64_t n, int required, con
 static cmf_status load_layer(loader *ld, int l) {
     cmf_model *m = ld->m;
     const cmf_config *c = &m->cfg;
-    cmf_layer *L = &m->layers[l];
+    cmf_layer *L = &ld->w->layers[l];
     const int D = c->hidden_size, HD = c->head_dim, QD = c->n_heads * HD, KVD = c->n_kv_heads * HD;
     char name[256];
 #define NAME(suffix) (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), name)
@@ -143,6 +157,32 @@ static cmf_status load_tokenizer_config(cmf_model *m) {
     return CMF_OK;
 }
 
+/* Builds weight set w (w->skill already set) from the file. */
+static cmf_status build_weights(cmf_model *m, cmf_weights *w) {
+    const cmf_config *c = &m->cfg;
+    loader ld = {m, w, NULL};
+    w->small = malloc((small_floats(m->file) + 1) * sizeof(float));
+    w->layers = calloc((size_t)c->n_layers, sizeof *w->layers);
+    if (!w->small || !w->layers) return cmf_err(CMF_E_NOMEM, "model: out of memory");
+    ld.small_cursor = w->small;
+    TRY(need_matrix(&ld, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &w->embed));
+    for (int l = 0; l < c->n_layers; l++) TRY(load_layer(&ld, l));
+    TRY(vec(&ld, "model.norm.weight", c->hidden_size, 1, &w->final_norm));
+    if (find(m, "lm_head.weight")) {
+        TRY(need_matrix(&ld, "lm_head.weight", c->vocab_size, c->hidden_size, &w->lm_head));
+    } else if (c->tie_word_embeddings) {
+        w->lm_head = w->embed;
+    } else {
+        return cmf_err(CMF_E_FORMAT, "model: lm_head.weight is missing and tie_word_embeddings is false");
+    }
+    return CMF_OK;
+}
+
+static void free_weights(cmf_weights *w) {
+    free(w->layers);
+    free(w->small);
+}
+
 static cmf_status build(cmf_model *m) {
     const cmf_file *f = m->file;
     if (f->env.features & CMF_FEAT_SKILL_FILE)
@@ -150,22 +190,7 @@ static cmf_status build(cmf_model *m) {
                                           "base model first");
     TRY(cmf_config_from_header(f->header, &m->cfg));
     const cmf_config *c = &m->cfg;
-    loader ld = {m, NULL};
-    m->small = malloc((small_floats(f) + 1) * sizeof(float));
-    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    if (!m->small || !m->layers) return cmf_err(CMF_E_NOMEM, "model: out of memory");
-    ld.small_cursor = m->small;
-
-    TRY(need_matrix(&ld, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &m->embed));
-    for (int l = 0; l < c->n_layers; l++) TRY(load_layer(&ld, l));
-    TRY(vec(&ld, "model.norm.weight", c->hidden_size, 1, &m->final_norm));
-    if (find(m, "lm_head.weight")) {
-        TRY(need_matrix(&ld, "lm_head.weight", c->vocab_size, c->hidden_size, &m->lm_head));
-    } else if (c->tie_word_embeddings) {
-        m->lm_head = m->embed;
-    } else {
-        return cmf_err(CMF_E_FORMAT, "model: lm_head.weight is missing and tie_word_embeddings is false");
-    }
+    TRY(build_weights(m, &m->base));
     TRY(load_tokenizer_config(m));
     m->rope_inv_freq = malloc((size_t)c->rot_dim * sizeof(float));
     if (!m->rope_inv_freq) return cmf_err(CMF_E_NOMEM, "model: out of memory");
@@ -184,10 +209,73 @@ static cmf_status build(cmf_model *m) {
     return CMF_OK;
 }
 
+/* Whether skill `id` exists: a header.skills record with that id, or any tensor named skill.<id>.* (§3.1). */
+static int skill_known(const cmf_model *m, const char *id) {
+    const cJSON *sk = cJSON_GetObjectItemCaseSensitive(m->file->header, "skills");
+    const cJSON *r;
+    cJSON_ArrayForEach(r, sk) {
+        const cJSON *rid = cJSON_GetObjectItemCaseSensitive(r, "id");
+        if (cJSON_IsString(rid) && !strcmp(rid->valuestring, id)) return 1;
+    }
+    char prefix[128];
+    int k = snprintf(prefix, sizeof prefix, "skill.%s.", id);
+    for (size_t i = 0; k > 0 && i < m->file->n_tensors; i++)
+        if (!strncmp(m->file->tensors[i].name, prefix, (size_t)k)) return 1;
+    return 0;
+}
+
+/* The weight set of skill `id` ("" or "none" = backbone), built on first use. Thread-safe. */
+static cmf_status weights_for(cmf_model *m, const char *id, const cmf_weights **out) {
+    if (!id || !id[0] || !strcmp(id, "none")) {
+        *out = &m->base;
+        return CMF_OK;
+    }
+    for (const char *p = id; *p; p++)
+        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' ||
+              *p == '-') ||
+            p - id >= 63)
+            return cmf_err(CMF_E_ARG, "skill id '%s' is not of [A-Za-z0-9_-]{1,63}", id);
+    pthread_mutex_lock(&m->skill_mu);
+    cmf_status st = CMF_OK;
+    *out = NULL;
+    for (int i = 0; i < m->n_skill_sets && !*out; i++)
+        if (!strcmp(m->skill_sets[i]->skill, id)) *out = m->skill_sets[i];
+    if (!*out) {
+        cmf_weights *w = NULL;
+        if (!skill_known(m, id)) st = cmf_err(CMF_E_NOT_FOUND, "skill '%s' is not in this file", id);
+        else if (m->n_skill_sets >= CMF_MAX_SKILL_SETS)
+            st = cmf_err(CMF_E_UNSUPPORTED, "more than %d skills used at once", CMF_MAX_SKILL_SETS);
+        else if (!(w = calloc(1, sizeof *w))) st = cmf_err(CMF_E_NOMEM, "model: out of memory");
+        if (st == CMF_OK) {
+            snprintf(w->skill, sizeof w->skill, "%s", id);
+            st = build_weights(m, w);
+            if (st == CMF_OK) m->skill_sets[m->n_skill_sets++] = w;
+            else {
+                cmf_err_prefix(st, "skill %s: ", id);
+                free_weights(w);
+                free(w);
+            }
+        }
+        if (st == CMF_OK) *out = w;
+    }
+    pthread_mutex_unlock(&m->skill_mu);
+    return st;
+}
+
+cmf_status cmf_session_set_skill(cmf_session *s, const char *skill) {
+    const cmf_weights *w = NULL;
+    cmf_status st = weights_for(s->m, skill, &w);
+    if (st == CMF_OK) s->w = w;
+    return st;
+}
+
+const char *cmf_session_skill(const cmf_session *s) { return s->w->skill; }
+
 cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out) {
     *out = NULL;
     cmf_model *m = calloc(1, sizeof *m);
     if (!m) return cmf_err(CMF_E_NOMEM, "model: out of memory");
+    pthread_mutex_init(&m->skill_mu, NULL);
     m->n_threads = params ? params->n_threads : 0;
     cmf_status st = cmf_file_open(path, &m->file);
     if (st == CMF_OK) st = build(m);
@@ -205,8 +293,12 @@ void cmf_model_free(cmf_model *m) {
     cmf_tokenizer_free(m->tokenizer);
     free(m->tokenizer_error);
     free(m->eos_ids);
-    free(m->layers);
-    free(m->small);
+    free_weights(&m->base);
+    for (int i = 0; i < m->n_skill_sets; i++) {
+        free_weights(m->skill_sets[i]);
+        free(m->skill_sets[i]);
+    }
+    pthread_mutex_destroy(&m->skill_mu);
     free(m->rope_inv_freq);
     cmf_config_free(&m->cfg);
     cmf_file_close(m->file);
@@ -301,6 +393,10 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
     int n_seq = 0, max_ctx = 0;
     for (int i = 0; i < n; i++) {
         if (!seqs[i] || seqs[i]->m != b->m) return cmf_err(CMF_E_ARG, "batch: token %d has no session of this model", i);
+        if (seqs[i]->w != seqs[0]->w)
+            return cmf_err(CMF_E_ARG, "batch: sessions with different skills (%s, %s) cannot share a batch",
+                           seqs[0]->w->skill[0] ? seqs[0]->w->skill : "none",
+                           seqs[i]->w->skill[0] ? seqs[i]->w->skill : "none");
         if (tokens[i] < 0 || tokens[i] >= V)
             return cmf_err(CMF_E_ARG, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, V);
         int first = 1, count = 0;
@@ -339,6 +435,7 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out) {
     cmf_session *s = calloc(1, sizeof *s);
     if (!s) return cmf_err(CMF_E_NOMEM, "session: out of memory");
     s->m = m;
+    s->w = &m->base;
     s->n_ctx = n_ctx;
     const size_t kv = (size_t)c->n_layers * (size_t)n_ctx * (size_t)c->n_kv_heads * (size_t)c->head_dim;
     s->k_cache = calloc(kv, sizeof(float));

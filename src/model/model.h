@@ -6,6 +6,7 @@
 #ifndef CMF_MODEL_H
 #define CMF_MODEL_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "backend/cpu/ops.h"
@@ -53,14 +54,26 @@ typedef struct cmf_layer {
     cmf_weight w_gate, w_up, w_down; /* Phi-3's fused gate_up_proj is split into two row views */
 } cmf_layer;
 
-struct cmf_model {
-    cmf_file *file;
-    cmf_config cfg;
+/* One complete set of weights: the backbone's, or a skill's (CMF_FORMAT.md §3.1: each tensor N is
+ * `skill.<id>.N` when the file has it, else the backbone's N; presence checks use backbone names). */
+typedef struct cmf_weights {
+    char skill[64];               /* "" for the backbone */
     cmf_weight embed;             /* [vocab, hidden] */
     cmf_weight lm_head;           /* = embed when tied */
     const float *final_norm;      /* [hidden] */
-    cmf_layer *layers;
-    float *small;                 /* f32 copies of every 1-D tensor (norms, biases), one allocation */
+    cmf_layer *layers;            /* [n_layers] */
+    float *small;                 /* f32 copies of the 1-D tensors (norms, biases), one allocation */
+} cmf_weights;
+
+#define CMF_MAX_SKILL_SETS 64
+
+struct cmf_model {
+    cmf_file *file;
+    cmf_config cfg;
+    cmf_weights base;             /* the backbone */
+    cmf_weights *skill_sets[CMF_MAX_SKILL_SETS]; /* built on first use, kept until the model is freed */
+    int n_skill_sets;
+    pthread_mutex_t skill_mu;     /* guards skill_sets */
     int n_threads;
     int32_t *eos_ids;
     int n_eos;
@@ -85,6 +98,7 @@ struct cmf_batch {
 /* A sequence: its KV cache and position. */
 struct cmf_session {
     cmf_model *m;
+    const cmf_weights *w;     /* backbone or the active skill */
     int n_ctx, pos;
     float *k_cache, *v_cache; /* [n_layers][n_ctx][n_kv_heads*head_dim], f32 */
     float *logits;            /* [vocab]: the logits after this session's last processed token */
