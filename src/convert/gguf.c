@@ -419,10 +419,46 @@ cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out) {
             }
         }
         return CMF_OK;
+    case CMF_GGML_Q8_0: /* 32 elements: f16 d, int8 q[32]; x = q·d */
+        for (uint64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = t->data + 34 * b;
+            float d = half_to_f32((uint16_t)le(blk, 2));
+            for (int j = 0; j < 32; j++) out[32 * b + (uint64_t)j] = (float)(int8_t)blk[2 + j] * d;
+        }
+        return CMF_OK;
+    case CMF_GGML_Q4_0: /* 32 elements: f16 d, qs[16]; x_j = ((qs[j] & 15) - 8)·d, x_{j+16} = ((qs[j] >> 4) - 8)·d */
+        for (uint64_t b = 0; b < n / 32; b++) {
+            const uint8_t *blk = t->data + 18 * b;
+            float d = half_to_f32((uint16_t)le(blk, 2));
+            for (int j = 0; j < 16; j++) {
+                out[32 * b + (uint64_t)j] = (float)((blk[2 + j] & 15) - 8) * d;
+                out[32 * b + (uint64_t)j + 16] = (float)((blk[2 + j] >> 4) - 8) * d;
+            }
+        }
+        return CMF_OK;
     default: {
         int ti = ggml_type_index(t->type);
-        return cmf_err(CMF_E_UNSUPPORTED, "tensor '%s': ggml type %s is not supported (F32/F16/BF16 only)", t->name,
+        return cmf_err(CMF_E_UNSUPPORTED,
+                       "tensor '%s': ggml type %s is not supported (F32, F16, BF16, Q8_0 and Q4_0 only)", t->name,
                        ti >= 0 ? GGML_TYPES[ti].name : "?");
     }
     }
+}
+
+cmf_status cmf_gguf_q4_0_to_q4_tiled(const cmf_gguf_tensor *t, uint8_t *dst) {
+    if (t->type != CMF_GGML_Q4_0) return cmf_err(CMF_E_ARG, "tensor '%s': not a Q4_0 tensor", t->name);
+    uint64_t nb = t->nbytes / 18;
+    for (uint64_t b = 0; b < nb; b++) {
+        const uint8_t *src = t->data + 18 * b;
+        uint8_t *o = dst + 18 * b;
+        o[0] = src[0]; /* the f16 scale, unchanged */
+        o[1] = src[1];
+        for (int k = 0; k < 16; k++) {
+            int j0 = 2 * k, j1 = 2 * k + 1; /* elements 2k, 2k+1 of the block */
+            int lo = j0 < 16 ? src[2 + j0] & 15 : src[2 + j0 - 16] >> 4;
+            int hi = j1 < 16 ? src[2 + j1] & 15 : src[2 + j1 - 16] >> 4;
+            o[2 + k] = (uint8_t)(lo | hi << 4);
+        }
+    }
+    return CMF_OK;
 }

@@ -20,8 +20,11 @@ enum cmf_gguf_vtype {
     CMF_GGUF_I64 = 11, CMF_GGUF_F64 = 12,
 };
 
-/* ggml tensor types the converter reads (others are sized for validation only). */
-enum { CMF_GGML_F32 = 0, CMF_GGML_F16 = 1, CMF_GGML_BF16 = 30 };
+/* ggml tensor types the converter reads (others are sized for validation only). Q4_0 and Q8_0 are blocks of 32
+ * elements along ne[0]: Q4_0 = f16 d + 16 bytes qs (element j < 16 in the low nibble of qs[j], j >= 16 in the high
+ * nibble of qs[j-16], value (q - 8)·d); Q8_0 = f16 d + 32 int8 q (value q·d). Source: ggml-common.h block_q4_0 /
+ * block_q8_0 and ggml-quants.c dequantize_row_q4_0 / dequantize_row_q8_0. */
+enum { CMF_GGML_F32 = 0, CMF_GGML_F16 = 1, CMF_GGML_Q4_0 = 2, CMF_GGML_Q8_0 = 8, CMF_GGML_BF16 = 30 };
 
 /* A string inside the mapping: not NUL-terminated. */
 typedef struct cmf_gguf_str {
@@ -94,9 +97,17 @@ const cmf_gguf_tensor *cmf_gguf_tensor_find(const cmf_gguf *g, const char *name)
 /* Element count (product of ne). */
 uint64_t cmf_gguf_numel(const cmf_gguf_tensor *t);
 
-/* Decodes an F32/F16/BF16 tensor into numel floats (ggml memory order, i.e. row-major [ne1][ne0]).
- * Errors: CMF_E_UNSUPPORTED for quantized types (message names the tensor and its type). */
+/* Decodes an F32/F16/BF16/Q8_0/Q4_0 tensor into numel floats (ggml memory order, i.e. row-major [ne1][ne0]);
+ * quantized blocks decode exactly as ggml's dequantize_row_q8_0 / _q4_0 (f32 product of the f16 scale and q).
+ * Errors: CMF_E_UNSUPPORTED for other types (message names the tensor and its type). */
 cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out);
+
+/* Repacks a Q4_0 tensor losslessly into the CMF q4_tiled payload (CMF_FORMAT.md §2.5): one 18-byte tile per
+ * 32-element block, [f16 scale = the block's d, bit for bit][16 bytes: element 2k in the low nibble of byte k,
+ * 2k+1 in the high nibble]. Blocks run along ne[0], so with ne[0] % 32 == 0 (checked at open) tile g of the
+ * flattened tensor is block g of the GGUF and every decoded value (q - 8)·d is identical. `dst` receives
+ * t->nbytes bytes (the two layouts have the same size). Errors: CMF_E_ARG when t is not Q4_0. */
+cmf_status cmf_gguf_q4_0_to_q4_tiled(const cmf_gguf_tensor *t, uint8_t *dst);
 
 /* Builds the Hugging Face tokenizer.json equivalent to the tokenizer embedded in an opened GGUF (tokenizer.ggml.*);
  * see cmf_gguf_tokenizer_json in convert/convert.h for the mapping. *json is malloc'd and NUL-terminated.

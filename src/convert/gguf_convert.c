@@ -1,18 +1,33 @@
-/* gguf_convert.c — cmf_convert_gguf: a llama-architecture GGUF (F32/F16/BF16 tensors) -> CMF v2.
+/* gguf_convert.c — cmf_convert_gguf: a GGUF of architecture llama, qwen2 or qwen3 (tensors F32, F16, BF16, Q8_0,
+ * Q4_0) -> CMF v2.
  *
- * Metadata llama.* -> header.arch (llama.cpp's key names: embedding_length, feed_forward_length, block_count,
- * attention.head_count[_kv], attention.layer_norm_rms_epsilon, rope.freq_base, rope.dimension_count,
- * context_length). Tensors are renamed to the HF names (§5.1) and reshaped from ggml's innermost-first ne[] to the
- * row-major CMF shape [ne1, ne0]. Q/K keep the GGUF's interleaved RoPE pairing (llama.cpp's converter permutes HF
- * weights into it; llama2.c checkpoints have it natively), recorded as arch.rope_pairing = "interleaved". The
- * embedded tokenizer becomes a tokenizer.json in the vocab section (gguf_tokenizer.c). */
+ * Metadata <arch>.* -> header.arch (llama.cpp's key names: embedding_length, feed_forward_length, block_count,
+ * attention.head_count[_kv], attention.key_length, attention.layer_norm_rms_epsilon, rope.freq_base,
+ * rope.dimension_count, context_length). Tensors are renamed to the HF names (§5.1; qwen2's attn_{q,k,v}.bias ->
+ * self_attn.{q,k,v}_proj.bias, qwen3's attn_{q,k}_norm -> self_attn.{q,k}_norm) and reshaped from ggml's
+ * innermost-first ne[] to the row-major CMF shape [ne1, ne0].
+ *
+ * RoPE pairing (arch.rope_pairing, docs/HEADER_KEYS.md): llama.cpp's converter permutes the Q/K rows of HF llama
+ * checkpoints into the interleaved pairing (2i, 2i+1) its LLAMA_ROPE_TYPE_NORM kernel uses (llama2.c checkpoints
+ * have it natively), so llama GGUFs get "interleaved". qwen2/qwen3 run with LLAMA_ROPE_TYPE_NEOX (HF rotate-half,
+ * pairs (i, i + rot/2)) and their Q/K are written unpermuted, so they get "half". Weights are never permuted here.
+ *
+ * Tensor dtypes: F32/F16/BF16 are decoded to f32 and stored with the usual policy for opts->quant (emit.h).
+ * Q4_0 2-D tensors are repacked losslessly into q4_tiled (same f16 scale and nibbles; only the nibble order inside
+ * a block differs), whatever opts->quant is: every decoded value is identical to ggml's. Q8_0 has no exact CMF
+ * dtype (a q8_row scale is per row, not per 32-block): it is decoded to f32 (exact) and stored as f16 when the
+ * target is f32 (the GGUF default; relative rounding error <= 2^-11 per value), or re-quantized to the target
+ * (f16, bf16, q8_row, q8_2f) otherwise. The embedded tokenizer becomes a tokenizer.json in the vocab section
+ * (gguf_tokenizer.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "convert/convert.h"
 #include "convert/emit.h"
 #include "convert/gguf.h"
+#include "quant/dtype.h"
 #include "util/error.h"
 
 /* blk.N.<gguf> -> model.layers.N.<hf> */
@@ -22,9 +37,15 @@ static const struct {
     {"attn_norm", "input_layernorm"},     {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
     {"attn_v", "self_attn.v_proj"},       {"attn_output", "self_attn.o_proj"}, {"ffn_norm", "post_attention_layernorm"},
     {"ffn_gate", "mlp.gate_proj"},        {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
+    {"attn_q_norm", "self_attn.q_norm"},  {"attn_k_norm", "self_attn.k_norm"},
 };
 
-/* The HF name of a GGUF llama tensor into buf; 0 when the tensor has no mapping. */
+/* Supported general.architecture values and the RoPE pairing their GGUF Q/K weights are stored for. */
+static const struct {
+    const char *name, *rope_pairing;
+} ARCHS[] = {{"llama", "interleaved"}, {"qwen2", "half"}, {"qwen3", "half"}};
+
+/* The HF name of a GGUF llama/qwen2/qwen3 tensor into buf; 0 when the tensor has no mapping. */
 static int hf_name(const char *g, char *buf, size_t cap) {
     const char *suffix = strrchr(g, '.');
     if (!suffix || (strcmp(suffix, ".weight") && strcmp(suffix, ".bias"))) return 0;
@@ -43,31 +64,41 @@ static int hf_name(const char *g, char *buf, size_t cap) {
     return 0;
 }
 
-static cmf_status req_int(const cmf_gguf *g, const char *key, int64_t *v) {
+/* "<arch>.<suffix>" into buf. */
+static const char *akey(char *buf, size_t cap, const char *arch, const char *suffix) {
+    snprintf(buf, cap, "%s.%s", arch, suffix);
+    return buf;
+}
+
+static cmf_status req_int(const cmf_gguf *g, const char *arch, const char *suffix, int64_t *v) {
+    char key[128];
+    akey(key, sizeof key, arch, suffix);
     if (!cmf_gguf_get_int(g, key, v)) return cmf_err(CMF_E_FORMAT, "%s: metadata '%s' is missing", g->path, key);
     if (*v < 1 || *v > INT32_MAX)
         return cmf_err(CMF_E_FORMAT, "%s: metadata '%s' = %lld is out of range", g->path, key, (long long)*v);
     return CMF_OK;
 }
 
-/* header.arch from llama.* metadata. */
-static cmf_status build_arch(const cmf_gguf *g, int tied, cJSON **out) {
+/* header.arch from <arch>.* metadata; ai indexes ARCHS. */
+static cmf_status build_arch(const cmf_gguf *g, size_t ai, int tied, cJSON **out) {
+    const char *an = ARCHS[ai].name;
+    char key[128];
     int64_t hidden, inter, layers, heads, kv = 0, ctx, head_dim, vocab;
     cmf_status s;
-    if ((s = req_int(g, "llama.embedding_length", &hidden)) || (s = req_int(g, "llama.feed_forward_length", &inter)) ||
-        (s = req_int(g, "llama.block_count", &layers)) || (s = req_int(g, "llama.attention.head_count", &heads)) ||
-        (s = req_int(g, "llama.context_length", &ctx)))
+    if ((s = req_int(g, an, "embedding_length", &hidden)) || (s = req_int(g, an, "feed_forward_length", &inter)) ||
+        (s = req_int(g, an, "block_count", &layers)) || (s = req_int(g, an, "attention.head_count", &heads)) ||
+        (s = req_int(g, an, "context_length", &ctx)))
         return s;
-    if (cmf_gguf_kv_find(g, "llama.attention.head_count_kv")) {
-        if ((s = req_int(g, "llama.attention.head_count_kv", &kv))) return s;
+    if (cmf_gguf_kv_find(g, akey(key, sizeof key, an, "attention.head_count_kv"))) {
+        if ((s = req_int(g, an, "attention.head_count_kv", &kv))) return s;
     } else {
         kv = heads;
     }
     if (heads % kv)
         return cmf_err(CMF_E_FORMAT, "%s: head_count %lld is not a multiple of head_count_kv %lld", g->path,
                        (long long)heads, (long long)kv);
-    if (cmf_gguf_kv_find(g, "llama.attention.key_length")) {
-        if ((s = req_int(g, "llama.attention.key_length", &head_dim))) return s;
+    if (cmf_gguf_kv_find(g, akey(key, sizeof key, an, "attention.key_length"))) {
+        if ((s = req_int(g, an, "attention.key_length", &head_dim))) return s;
     } else {
         if (hidden % heads)
             return cmf_err(CMF_E_FORMAT, "%s: embedding_length %% head_count != 0", g->path);
@@ -76,13 +107,13 @@ static cmf_status build_arch(const cmf_gguf *g, int tied, cJSON **out) {
     const cmf_gguf_tensor *emb = cmf_gguf_tensor_find(g, "token_embd.weight");
     if (!emb || emb->ndim != 2 || emb->ne[0] != (uint64_t)hidden)
         return cmf_err(CMF_E_FORMAT, "%s: token_embd.weight missing or not [vocab, %lld]", g->path, (long long)hidden);
-    if (!cmf_gguf_get_int(g, "llama.vocab_size", &vocab)) vocab = (int64_t)emb->ne[1];
+    if (!cmf_gguf_get_int(g, akey(key, sizeof key, an, "vocab_size"), &vocab)) vocab = (int64_t)emb->ne[1];
     double eps = 1e-5, theta = 10000.0;
-    cmf_gguf_get_float(g, "llama.attention.layer_norm_rms_epsilon", &eps);
-    cmf_gguf_get_float(g, "llama.rope.freq_base", &theta);
+    cmf_gguf_get_float(g, akey(key, sizeof key, an, "attention.layer_norm_rms_epsilon"), &eps);
+    cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.freq_base"), &theta);
     cJSON *a = cJSON_CreateObject();
     if (!a) return cmf_err(CMF_E_NOMEM, "out of memory");
-    cJSON_AddStringToObject(a, "arch_name", "llama");
+    cJSON_AddStringToObject(a, "arch_name", an);
     cJSON_AddNumberToObject(a, "hidden_size", (double)hidden);
     cJSON_AddNumberToObject(a, "intermediate_size", (double)inter);
     cJSON_AddNumberToObject(a, "num_layers", (double)layers);
@@ -96,20 +127,21 @@ static cmf_status build_arch(const cmf_gguf *g, int tied, cJSON **out) {
     cJSON_AddNumberToObject(a, "max_position_embeddings", (double)ctx);
     cJSON_AddStringToObject(a, "norm_style", "qwen");
     cJSON_AddNumberToObject(a, "rope_theta", theta);
-    cJSON_AddStringToObject(a, "rope_pairing", "interleaved");
+    cJSON_AddStringToObject(a, "rope_pairing", ARCHS[ai].rope_pairing);
     cJSON_AddBoolToObject(a, "tie_word_embeddings", tied);
     cJSON_AddStringToObject(a, "hidden_act", "silu");
     int64_t rot;
-    if (cmf_gguf_get_int(g, "llama.rope.dimension_count", &rot) && rot != head_dim) {
+    if (cmf_gguf_get_int(g, akey(key, sizeof key, an, "rope.dimension_count"), &rot) && rot != head_dim) {
         if (rot < 2 || rot > head_dim) {
             cJSON_Delete(a);
             return cmf_err(CMF_E_FORMAT, "%s: rope.dimension_count %lld is not in [2, head_dim]", g->path, (long long)rot);
         }
         cJSON_AddNumberToObject(a, "partial_rotary_factor", (double)rot / (double)head_dim);
     }
-    char *stype = cmf_gguf_get_str(g, "llama.rope.scaling.type");
+    char *stype = cmf_gguf_get_str(g, akey(key, sizeof key, an, "rope.scaling.type"));
     double factor;
-    if (stype && !strcmp(stype, "linear") && cmf_gguf_get_float(g, "llama.rope.scaling.factor", &factor) && factor > 0) {
+    if (stype && !strcmp(stype, "linear") &&
+        cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.scaling.factor"), &factor) && factor > 0) {
         cJSON *rs = cJSON_AddObjectToObject(a, "rope_scaling");
         cJSON_AddStringToObject(rs, "rope_type", "linear");
         cJSON_AddNumberToObject(rs, "factor", factor);
@@ -164,6 +196,57 @@ static int cmp_gentry(const void *a, const void *b) {
     return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Writes one tensor: Q4_0 2-D -> q4_tiled (lossless repack, bypassing the policy); Q8_0 -> decoded, f16 for an f32
+ * target; everything else decoded to f32 and encoded with the policy. *dtype receives the stored dtype. */
+static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
+    const cmf_gguf_tensor *t = e->t;
+    uint64_t shape[4];
+    for (int d = 0; d < t->ndim; d++) shape[d] = t->ne[t->ndim - 1 - d]; /* ggml ne[] is innermost first */
+    if (t->type == CMF_GGML_Q4_0 && t->ndim == 2) {
+        uint32_t sh[2] = {(uint32_t)shape[0], (uint32_t)shape[1]};
+        if (shape[0] > UINT32_MAX || shape[1] > UINT32_MAX)
+            return cmf_err(CMF_E_ARG, "tensor '%s': a dimension does not fit a u32", t->name);
+        float *scratch = cmf_emit_scratch(em, (t->nbytes + 3) / 4); /* room for the repacked bytes */
+        if (!scratch) return cmf_err(CMF_E_NOMEM, "tensor '%s': out of memory", t->name);
+        uint8_t *buf = (uint8_t *)scratch;
+        cmf_status s = cmf_gguf_q4_0_to_q4_tiled(t, buf);
+        if (!s) s = cmf_writer_add(em->w, e->name, CMF_DT_Q4_TILED, 2, sh, buf, t->nbytes);
+        if (s) return cmf_err_prefix(s, "tensor '%s': ", t->name);
+        *dtype = CMF_DT_Q4_TILED;
+        em->done += t->nbytes;
+        if (em->opts->progress && em->opts->on_progress)
+            em->opts->on_progress(em->opts->progress_ctx, em->done, em->total, now_s() - em->t0, e->name);
+        return CMF_OK;
+    }
+    float *buf = cmf_emit_scratch(em, cmf_gguf_numel(t));
+    if (!buf) return cmf_err(CMF_E_NOMEM, "tensor '%s': out of memory", t->name);
+    cmf_status s = cmf_gguf_tensor_f32(t, buf);
+    if (s) return s;
+    int saved = em->quant;
+    if (t->type == CMF_GGML_Q8_0 && em->quant == CMF_DT_F32) em->quant = CMF_DT_F16;
+    *dtype = cmf_emit_dtype(em, e->name, t->ndim, shape);
+    s = cmf_emit_tensor(em, e->name, t->ndim, shape, buf, t->nbytes);
+    em->quant = saved;
+    return s;
+}
+
+/* header.quant_type: the label of the dtype that holds the most bytes of 2-D matrices (q4_tiled -> "Q4_BLOCK", as
+ * cortiq's converter labels q4t, §1.4). */
+static const char *file_label(const uint64_t *bytes_by_dtype, int fallback) {
+    int best = -1;
+    for (int d = 0; d < CMF_DT_COUNT; d++)
+        if (bytes_by_dtype[d] && (best < 0 || bytes_by_dtype[d] > bytes_by_dtype[best])) best = d;
+    if (best == CMF_DT_Q4_TILED) return "Q4_BLOCK";
+    const char *l = best >= 0 ? cmf_quant_label(best) : NULL;
+    return l ? l : cmf_quant_label(fallback);
+}
+
 cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const cmf_convert_opts *opts) {
     if (!gguf_path || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_gguf: NULL argument");
     cmf_gguf *g = NULL;
@@ -172,46 +255,45 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
     char *archname = cmf_gguf_get_str(g, "general.architecture");
     cJSON *arch = NULL, *header = NULL;
     char *vocab = NULL;
-    size_t vocab_len = 0;
+    size_t vocab_len = 0, ai = 0;
     gentry *es = NULL;
     cmf_emit em;
     memset(&em, 0, sizeof em);
-    if (!archname || strcmp(archname, "llama"))
-        s = cmf_err(CMF_E_UNSUPPORTED, "%s: general.architecture '%s' (supported: llama)", gguf_path,
+    while (archname && ai < sizeof ARCHS / sizeof ARCHS[0] && strcmp(archname, ARCHS[ai].name)) ai++;
+    if (!archname || ai == sizeof ARCHS / sizeof ARCHS[0])
+        s = cmf_err(CMF_E_UNSUPPORTED, "%s: general.architecture '%s' (supported: llama, qwen2, qwen3)", gguf_path,
                     archname ? archname : "(missing)");
-    free(archname);
     if (!s && !(es = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *es))) s = cmf_err(CMF_E_NOMEM, "out of memory");
     uint64_t total = 0;
     for (size_t i = 0; !s && i < g->n_tensors; i++) {
         gentry *e = &es[i];
         e->t = &g->tensors[i];
         e->idx = i;
+        int ty = e->t->type;
         if (!hf_name(e->t->name, e->name, sizeof e->name))
-            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s' has no llama mapping", gguf_path, e->t->name);
-        else if (e->t->type != CMF_GGML_F32 && e->t->type != CMF_GGML_F16 && e->t->type != CMF_GGML_BF16)
-            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s': ggml type %d (quantized GGUF tensors are not supported; "
-                        "F32/F16/BF16 only)", gguf_path, e->t->name, e->t->type);
+            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s' has no %s mapping", gguf_path, e->t->name, archname);
+        else if (ty != CMF_GGML_F32 && ty != CMF_GGML_F16 && ty != CMF_GGML_BF16 && ty != CMF_GGML_Q8_0 &&
+                 ty != CMF_GGML_Q4_0)
+            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s': ggml type %d is not supported (F32, F16, BF16, Q8_0 "
+                        "and Q4_0 only)", gguf_path, e->t->name, ty);
         e->rank = tensor_rank(e->name, &e->layer);
         total += e->t->nbytes;
     }
     if (!s) {
         qsort(es, g->n_tensors, sizeof *es, cmp_gentry);
-        s = build_arch(g, cmf_gguf_tensor_find(g, "output.weight") == NULL, &arch);
+        s = build_arch(g, ai, cmf_gguf_tensor_find(g, "output.weight") == NULL, &arch);
     }
+    free(archname);
     if (!s && cmf_gguf_kv_find(g, "tokenizer.ggml.model"))
         s = cmf_gguf_build_tokenizer(g, &vocab, &vocab_len);
     else if (!s)
         cmf_convert_warn(opts, "no tokenizer.ggml.model: the file has no vocab section");
     if (!s) s = cmf_emit_begin(&em, out_path, opts, total);
+    uint64_t matrix_bytes[CMF_DT_COUNT] = {0};
     for (size_t i = 0; !s && i < g->n_tensors; i++) {
-        const cmf_gguf_tensor *t = es[i].t;
-        uint64_t shape[4];
-        for (int d = 0; d < t->ndim; d++) shape[d] = t->ne[t->ndim - 1 - d]; /* ggml ne[] is innermost first */
-        float *buf = cmf_emit_scratch(&em, cmf_gguf_numel(t));
-        if (!buf)
-            s = cmf_err(CMF_E_NOMEM, "tensor '%s': out of memory", t->name);
-        else if (!(s = cmf_gguf_tensor_f32(t, buf)))
-            s = cmf_emit_tensor(&em, es[i].name, t->ndim, shape, buf, t->nbytes);
+        int dt = -1;
+        s = emit_one(&em, &es[i], &dt);
+        if (!s && es[i].t->ndim == 2 && dt >= 0 && dt < CMF_DT_COUNT) matrix_bytes[dt] += es[i].t->nbytes;
     }
     if (!s) {
         char bn[256];
@@ -222,7 +304,7 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
         cJSON_AddNumberToObject(header, "version", 2);
         cJSON_AddItemToObject(header, "arch", arch);
         arch = NULL;
-        cJSON_AddStringToObject(header, "quant_type", cmf_quant_label(opts->quant));
+        cJSON_AddStringToObject(header, "quant_type", file_label(matrix_bytes, opts->quant));
         cJSON *prov = cJSON_AddObjectToObject(header, "provenance");
         cJSON_AddStringToObject(prov, "tool", "cmf convert");
         cJSON_AddStringToObject(prov, "source_model", bn);

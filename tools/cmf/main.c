@@ -7,6 +7,9 @@
 
 int cmd_requant(int argc, char **argv); /* requant.c (declared here until cli.h lists it) */
 
+int cmd_bench(int argc, char **argv); /* bench.c (its prototype belongs in cli.h) */
+int cmd_ppl(int argc, char **argv);   /* ppl.c (its prototype belongs in cli.h) */
+
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);
@@ -18,6 +21,8 @@ static const struct {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "talk with a model: its chat template, KV cache kept across turns"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
+    {"bench", cmd_bench, "llama-bench style speed test: prefill (ppP) and decode (tgN) tokens/second"},
+    {"ppl", cmd_ppl, "perplexity of a text over fixed windows, as llama.cpp's llama-perplexity"},
     {"requant", cmd_requant, "re-encode the weight matrices of a CMF file with another quant"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
