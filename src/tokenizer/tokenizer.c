@@ -7,6 +7,7 @@
 
 #include "tokenizer/tokenizer.h"
 #include "util/error.h"
+#include "util/fileio.h"
 
 #define OOM() cmf_err(CMF_E_NOMEM, "tokenizer: out of memory")
 
@@ -334,6 +335,7 @@ cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, in
 
 /* ---- loading ----------------------------------------------------------------------------------------------- */
 
+/* Frees a tokenizer from cmf_tokenizer_load; NULL is allowed. */
 void cmf_tokenizer_free(cmf_tokenizer *t) {
     if (!t) return;
     tok_model_free(t->model);
@@ -441,6 +443,19 @@ cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out)
     }
     *out = t;
     return CMF_OK;
+}
+
+/* Reads a tokenizer.json file and parses it (see tokenizer.h). */
+cmf_status cmf_tokenizer_load_file(const char *path, cmf_tokenizer **out) {
+    if (!path || !out) return cmf_err(CMF_E_ARG, "cmf_tokenizer_load_file: NULL argument");
+    char *json;
+    size_t len;
+    cmf_status st = cmf_read_file(path, &json, &len);
+    if (st != CMF_OK) return st;
+    st = cmf_tokenizer_load(json, len, out);
+    free(json);
+    if (st != CMF_OK) cmf_err_prefix(st, "%s: ", path);
+    return st;
 }
 
 /* max id + 1 over the model vocabulary and the added tokens (HF get_vocab_size(true) for dense vocabularies). */

@@ -44,6 +44,7 @@ typedef struct tok_ids {
     size_t n, cap;
 } tok_ids;
 
+/* Append one id / n ids (amortized doubling). Return 0, or -1 on allocation failure (the array is unchanged). */
 int tok_ids_push(tok_ids *a, int32_t id);
 int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n);
 
@@ -61,8 +62,10 @@ typedef struct tok_strmap {
 int tok_strmap_set(tok_strmap *m, const char *key, size_t len, int32_t val);
 /* Value for key, or -1. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+/* Frees the keys and tables; the map is left empty and reusable. */
 void tok_strmap_free(tok_strmap *m);
 
+/* 64-bit hash of n bytes (FNV-1a with a murmur3 finalizer); used by the hash tables and the word cache. */
 uint64_t tok_hash(const void *p, size_t n);
 
 /* GPT-2's bytes_to_unicode table: each byte's replacement character as UTF-8 (1 or 2 bytes). */
@@ -107,7 +110,9 @@ typedef struct tok_pieces {
     size_t n, cap;
 } tok_pieces;
 
-int tok_pieces_add(tok_pieces *p, const char *s, size_t len, int first); /* copies s into buf */
+/* Appends a piece, copying s[0..len) into p->buf. Returns 0, or -1 on allocation failure. */
+int tok_pieces_add(tok_pieces *p, const char *s, size_t len, int first);
+/* Frees the buffer and the list; the struct is left empty. */
 void tok_pieces_free(tok_pieces *p);
 
 /* ------------------------------------------------------------------------------------------------------------
@@ -117,6 +122,7 @@ typedef struct tok_normalizer tok_normalizer;
 
 /* Builds a normalizer from its tokenizer.json object. Errors: CMF_E_FORMAT, CMF_E_UNSUPPORTED (names the type). */
 cmf_status tok_normalizer_load(const cJSON *j, tok_normalizer **out);
+/* Frees a normalizer tree; NULL is allowed. */
 void tok_normalizer_free(tok_normalizer *n);
 /* Normalizes s[0..len) (valid UTF-8) into `out` (cleared first). */
 cmf_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok_buf *out);
@@ -126,7 +132,10 @@ cmf_status tok_normalize(const tok_normalizer *n, const char *s, size_t len, tok
  * ---------------------------------------------------------------------------------------------------------- */
 typedef struct tok_pretok tok_pretok;
 
+/* Builds a pre-tokenizer from its tokenizer.json object (*out owned by the caller). Errors: CMF_E_FORMAT (bad
+ * field or regex, named), CMF_E_UNSUPPORTED ("pre_tokenizer type 'X' is not supported"), CMF_E_NOMEM. */
 cmf_status tok_pretok_load(const cJSON *j, tok_pretok **out);
+/* Frees a pre-tokenizer tree; NULL is allowed. */
 void tok_pretok_free(tok_pretok *p);
 /* Splits every piece of *io further (HF PreTokenizer::pre_tokenize); *io is replaced. */
 cmf_status tok_pretokenize(const tok_pretok *p, tok_pieces *io);
@@ -168,20 +177,29 @@ typedef struct tok_model {
     size_t max_tok_len;
 } tok_model;
 
+/* Builds the model from tokenizer.json "model" (BPE, WordLevel, WordPiece, Unigram). Errors: CMF_E_FORMAT (bad
+ * vocab entry or merge, named with its index), CMF_E_UNSUPPORTED (other types, BPE dropout), CMF_E_NOMEM. */
 cmf_status tok_model_load(const cJSON *j, tok_model **out);
+/* Frees the model, its tables and its cache; NULL is allowed. */
 void tok_model_free(tok_model *m);
 /* Appends the ids of one pre-tokenized piece (HF Model::tokenize). */
 cmf_status tok_model_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
 
-/* BPE internals used by tok_model_load / tok_model_encode (bpe.c). */
+/* BPE (bpe.c, HF models/bpe): load fills vocab, merges ((id_a, id_b) -> (rank, new_id); a later duplicate wins),
+ * byte-fallback ids and the cache; encode appends the ids of one word (thread-safe: the cache has a lock);
+ * free releases what load added to m. */
 cmf_status tok_bpe_load(const cJSON *j, tok_model *m);
 cmf_status tok_bpe_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
 void tok_bpe_free(tok_model *m);
-/* Other models (models.c). */
+/* WordPiece: greedy longest match with the continuing prefix, the whole word -> unk when a part is missing or
+ * it exceeds max_input_chars_per_word. Unigram: best-score segmentation (HF models/unigram). Both append ids;
+ * CMF_E_ARG when a word cannot be encoded and there is no unk. */
 cmf_status tok_wordpiece_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
 cmf_status tok_unigram_encode(const tok_model *m, const char *s, size_t len, tok_ids *out);
-/* Fills m->vocab / id_to_tok from a {"token": id} object (BPE, WordLevel, WordPiece). */
+/* Fills m->vocab / id_to_tok from a {"token": id} object (BPE, WordLevel, WordPiece). Errors: CMF_E_FORMAT
+ * naming the entry whose id is not a non-negative integer. */
 cmf_status tok_vocab_from_object(const cJSON *vocab, tok_model *m);
+/* Records id <-> s[0..len) (copied), growing id_to_tok as needed. */
 cmf_status tok_vocab_set_id(tok_model *m, int32_t id, const char *s, size_t len);
 
 /* ------------------------------------------------------------------------------------------------------------
@@ -189,7 +207,10 @@ cmf_status tok_vocab_set_id(tok_model *m, int32_t id, const char *s, size_t len)
  * ---------------------------------------------------------------------------------------------------------- */
 typedef struct tok_decoder tok_decoder;
 
+/* Builds a decoder from its tokenizer.json object. Errors: CMF_E_FORMAT, CMF_E_UNSUPPORTED ("decoder type 'X'
+ * is not supported"), CMF_E_NOMEM. */
 cmf_status tok_decoder_load(const cJSON *j, tok_decoder **out);
+/* Frees a decoder tree; NULL is allowed. */
 void tok_decoder_free(tok_decoder *d);
 
 /* A list of token strings being decoded (each owned). */
@@ -199,7 +220,9 @@ typedef struct tok_strs {
     size_t n, cap;
 } tok_strs;
 
+/* Appends a copy of s[0..len) (NUL-terminated). Returns 0, or -1 on allocation failure. */
 int tok_strs_push(tok_strs *a, const char *s, size_t len);
+/* Frees every string and the list; the struct is left empty. */
 void tok_strs_free(tok_strs *a);
 
 /* Runs the decoder chain (HF Decoder::decode_chain) over *toks, replacing it. */
@@ -247,5 +270,9 @@ struct cmf_tokenizer {
     int32_t n_ids;        /* vocab size: max(model ids, added ids) + 1 */
     tok_matcher match_raw, match_norm;
 };
+
+/* Reads and parses a tokenizer.json file (e.g. a sidecar next to a model, CMF_FORMAT.md §1.8). *out is freed with
+ * cmf_tokenizer_free. Errors: CMF_E_IO (message names the path), and those of cmf_tokenizer_load. */
+cmf_status cmf_tokenizer_load_file(const char *path, cmf_tokenizer **out);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "testutil.h"
 #include "toktest.h"
+#include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
 #ifndef TOK_TEST_DATA
@@ -57,6 +58,9 @@ static void errors(void) {
         CHECK_MSG(st == CMF_E_FORMAT && x == NULL, "truncated at %zu: status %d", cut, st);
         CHECK_MSG(strstr(cmf_last_error(), "tokenizer.json") != NULL, "message '%s'", cmf_last_error());
     }
+    cmf_tokenizer *none = NULL;
+    CHECK(cmf_tokenizer_load_file("/nonexistent/tokenizer.json", &none) == CMF_E_IO && none == NULL);
+    CHECK_MSG(strstr(cmf_last_error(), "/nonexistent/tokenizer.json") != NULL, "'%s'", cmf_last_error());
     CHECK(cmf_tokenizer_load("[1,2]", 5, &(cmf_tokenizer *){NULL}) == CMF_E_FORMAT);
     CHECK(cmf_tokenizer_load("{}", 2, &(cmf_tokenizer *){NULL}) == CMF_E_FORMAT); /* no model */
 

@@ -6,18 +6,12 @@
 #include <string.h>
 
 #include "testutil.h"
+#include "tokenizer/tokenizer.h"
 #include "util/fileio.h"
 
 cmf_tokenizer *toktest_load_shared(const char *rel) {
-    char *json;
-    size_t len;
-    if (cmf_read_file(shared_path(rel), &json, &len) != CMF_OK) {
-        CHECK_MSG(0, "read %s: %s", rel, cmf_last_error());
-        return NULL;
-    }
     cmf_tokenizer *t = NULL;
-    cmf_status st = cmf_tokenizer_load(json, len, &t);
-    free(json);
+    cmf_status st = cmf_tokenizer_load_file(shared_path(rel), &t);
     CHECK_MSG(st == CMF_OK, "load %s: %s", rel, cmf_last_error());
     return t;
 }
