@@ -1,25 +1,27 @@
-/* ops.c — scalar-reference CPU kernels. The matmul decodes each weight row once into a per-thread f32 buffer and
- * takes its dot product with every token of the batch, so a prefill batch reads the weights once. */
+/* ops.c — weight views and their row decoders for every CPU dtype (CMF_FORMAT.md §2.1–2.7), and the small
+ * elementwise blocks (RMSNorm, softmax, activations). The matrix products are in matmul.c. */
 #include "backend/cpu/ops.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/kern.h"
 #include "quant/dtype.h"
 #include "util/error.h"
 
-static float g_f16_table[65536];
+float cmf_f16_table[65536];
 static int g_f16_table_ready;
 
 static void f16_table_init(void) {
     /* Idempotent and race-benign: every thread writes the same values. */
     if (__atomic_load_n(&g_f16_table_ready, __ATOMIC_ACQUIRE)) return;
-    for (uint32_t i = 0; i < 65536; i++) g_f16_table[i] = cmf_f16_to_f32((uint16_t)i);
+    for (uint32_t i = 0; i < 65536; i++) cmf_f16_table[i] = cmf_f16_to_f32((uint16_t)i);
     __atomic_store_n(&g_f16_table_ready, 1, __ATOMIC_RELEASE);
 }
 
-static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+#define rd16 cmf_rd16
+#define F16(p) cmf_f16_table[rd16(p)]
 
 cmf_status cmf_weight_view(const cmf_tensor *t, cmf_weight *w) {
     if (t->ndim != 2) return cmf_err(CMF_E_FORMAT, "tensor %s: expected 2 dimensions, has %d", t->name, t->ndim);
@@ -31,10 +33,20 @@ cmf_status cmf_weight_view(const cmf_tensor *t, cmf_weight *w) {
     case CMF_DT_Q8_2F:
     case CMF_DT_Q4_BLOCK:
     case CMF_DT_Q4_TILED: break;
+    case CMF_DT_Q4TP:
+    case CMF_DT_Q2TP:
+        if (t->shape[1] == 0 || t->shape[1] % 32 != 0)
+            return cmf_err(CMF_E_FORMAT, "tensor %s: %s needs cols a positive multiple of 32, has %u", t->name,
+                           cmf_dtype_name(t->dtype), (unsigned)t->shape[1]);
+        break;
     default:
         return cmf_err(CMF_E_UNSUPPORTED, "tensor %s: dtype %s has no CPU kernel yet", t->name,
                        cmf_dtype_name(t->dtype) ? cmf_dtype_name(t->dtype) : "?");
     }
+    uint64_t want = 0;
+    if (cmf_dtype_nbytes(t->dtype, t->ndim, t->shape, &want) == 1 && want != t->nbytes)
+        return cmf_err(CMF_E_FORMAT, "tensor %s: %s payload is %llu bytes, expected %llu", t->name,
+                       cmf_dtype_name(t->dtype), (unsigned long long)t->nbytes, (unsigned long long)want);
     f16_table_init();
     w->dtype = t->dtype;
     w->rows = t->shape[0];
@@ -52,109 +64,99 @@ cmf_weight cmf_weight_rows(const cmf_weight *w, int64_t r0, int64_t n) {
     return v;
 }
 
-void cmf_weight_row_f32(const cmf_weight *w, int64_t r, float *out) {
+void cmf_kern_tp(const cmf_weight *w, kern_tp *tp) {
+    tp->gpr = w->cols / 32;
+    tp->stride = (tp->gpr * 5 + 7) / 8;
+    const int64_t plane = w->full_rows * tp->gpr * (w->dtype == CMF_DT_Q4TP ? 16 : 8);
+    tp->params = w->data + plane;
+    tp->codes = tp->params + 4 * w->full_rows;
+}
+
+void cmf_kern_ladder(const cmf_weight *w, const kern_tp *tp, int64_t R, float t[32]) {
+    (void)w;
+    const float lo = F16(tp->params + 4 * R), step = F16(tp->params + 4 * R + 2);
+    const float ratio = exp2f(step);
+    t[0] = exp2f(lo);
+    for (int c = 1; c < 32; c++) t[c] = t[c - 1] * ratio;
+}
+
+void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out) {
     const int64_t R = w->row0 + r, C = w->cols;
     switch (w->dtype) {
-    case CMF_DT_F32: memcpy(out, w->data + (size_t)(R * C) * 4, (size_t)C * 4); break;
+    case CMF_DT_F32: memcpy(out, w->data + (size_t)(R * C + c0) * 4, (size_t)nc * 4); break;
     case CMF_DT_F16: {
-        const uint8_t *p = w->data + (size_t)(R * C) * 2;
-        for (int64_t c = 0; c < C; c++) out[c] = g_f16_table[rd16(p + 2 * c)];
+        const uint8_t *p = w->data + (size_t)(R * C + c0) * 2;
+        for (int64_t c = 0; c < nc; c++) out[c] = F16(p + 2 * c);
         break;
     }
     case CMF_DT_BF16: {
-        const uint8_t *p = w->data + (size_t)(R * C) * 2;
-        for (int64_t c = 0; c < C; c++) {
+        const uint8_t *p = w->data + (size_t)(R * C + c0) * 2;
+        for (int64_t c = 0; c < nc; c++) {
             uint32_t u = (uint32_t)rd16(p + 2 * c) << 16;
             memcpy(&out[c], &u, 4);
         }
         break;
     }
     case CMF_DT_Q8_ROW: { /* [int8 q: rows*cols][f16 scale: rows] (§2.2) */
-        const int8_t *q = (const int8_t *)w->data + R * C;
-        float s = g_f16_table[rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)];
-        for (int64_t c = 0; c < C; c++) out[c] = (float)q[c] * s;
+        const int8_t *q = (const int8_t *)w->data + R * C + c0;
+        float s = F16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R);
+        for (int64_t c = 0; c < nc; c++) out[c] = (float)q[c] * s;
         break;
     }
-    case CMF_DT_Q8_2F: { /* [int8 q][f16 row_scale: rows][f16 col: cols] (§2.3) */
-        const int8_t *q = (const int8_t *)w->data + R * C;
+    case CMF_DT_Q8_2F: { /* [int8 q][f16 row_scale: rows][f16 col: cols] (§2.3); (q * row) * col as the reader */
+        const int8_t *q = (const int8_t *)w->data + R * C + c0;
         const uint8_t *rs = w->data + (size_t)(w->full_rows * C);
-        const uint8_t *cs = rs + 2 * (size_t)w->full_rows;
-        float s = g_f16_table[rd16(rs + 2 * (size_t)R)];
-        for (int64_t c = 0; c < C; c++) out[c] = (float)q[c] * s * g_f16_table[rd16(cs + 2 * c)];
+        const uint8_t *cs = rs + 2 * (size_t)w->full_rows + 2 * (size_t)c0;
+        float s = F16(rs + 2 * (size_t)R);
+        for (int64_t c = 0; c < nc; c++) out[c] = (float)q[c] * s * F16(cs + 2 * c);
         break;
     }
     case CMF_DT_Q4_BLOCK:   /* [u8 nibbles: G*16][f16 scale: G] over the flattened tensor (§2.4) */
     case CMF_DT_Q4_TILED: { /* G tiles of [f16 scale][16 nibble bytes] (§2.5) */
         const int tiled = w->dtype == CMF_DT_Q4_TILED;
         const int64_t G = (w->full_rows * C + 31) / 32;
-        for (int64_t c = 0; c < C;) {
-            const int64_t e = R * C + c, g = e / 32;
+        for (int64_t c = 0; c < nc;) {
+            const int64_t e = R * C + c0 + c, g = e / 32;
             const uint8_t *nib = tiled ? w->data + 18 * (size_t)g + 2 : w->data + 16 * (size_t)g;
-            const float s = g_f16_table[rd16(tiled ? w->data + 18 * (size_t)g : w->data + 16 * (size_t)G + 2 * g)];
-            for (int64_t k = e % 32; k < 32 && c < C; k++, c++) {
+            const float s = F16(tiled ? w->data + 18 * (size_t)g : w->data + 16 * (size_t)G + 2 * g);
+            for (int64_t k = e % 32; k < 32 && c < nc; k++, c++) {
                 const int q = (k & 1) ? nib[k >> 1] >> 4 : nib[k >> 1] & 15;
                 out[c] = (float)(q - 8) * s;
             }
         }
         break;
     }
-    default: memset(out, 0, (size_t)C * sizeof(float)); break;
-    }
-}
-
-typedef struct {
-    cmf_pool *pool;
-    float *out;
-    int64_t ld_out;
-    const float *x;
-    int64_t n;
-    const cmf_weight *w;
-    const float *bias;
-} matmul_task;
-
-static float dot_f32(const float *a, const float *b, int64_t n) {
-    /* Four independent accumulators let the compiler vectorize without -ffast-math. */
-    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    int64_t i = 0;
-    for (; i + 4 <= n; i += 4) {
-        s0 += a[i] * b[i];
-        s1 += a[i + 1] * b[i + 1];
-        s2 += a[i + 2] * b[i + 2];
-        s3 += a[i + 3] * b[i + 3];
-    }
-    for (; i < n; i++) s0 += a[i] * b[i];
-    return (s0 + s1) + (s2 + s3);
-}
-
-static void matmul_worker(void *ctx, int ith, int nth) {
-    matmul_task *t = ctx;
-    const cmf_weight *w = t->w;
-    int64_t per = (w->rows + nth - 1) / nth;
-    int64_t r0 = per * ith, r1 = r0 + per < w->rows ? r0 + per : w->rows;
-    if (r0 >= r1) return;
-    float *row = NULL;
-    if (w->dtype != CMF_DT_F32) {
-        row = cmf_pool_scratch(t->pool, ith, (size_t)w->cols * sizeof(float));
-        if (!row) return; /* allocation failure: prevented by cmf_pool_reserve at session creation */
-    }
-    for (int64_t r = r0; r < r1; r++) {
-        const float *wr;
-        if (w->dtype == CMF_DT_F32) {
-            wr = (const float *)(w->data) + (w->row0 + r) * w->cols;
-        } else {
-            cmf_weight_row_f32(w, r, row);
-            wr = row;
+    case CMF_DT_Q4TP:   /* nibble tiles, per-row log2 ladder, 5-bit codes (§2.6) */
+    case CMF_DT_Q2TP: { /* 2-bit chunks on the ladder shifted up one rung, rung 0 = zero (§2.7) */
+        kern_tp tp;
+        float t[32];
+        cmf_kern_tp(w, &tp);
+        cmf_kern_ladder(w, &tp, R, t);
+        for (int64_t c = 0; c < nc;) {
+            const int64_t e = c0 + c, g = e / 32;
+            const unsigned code = cmf_kern_code(&tp, R, g);
+            if (w->dtype == CMF_DT_Q4TP) {
+                const uint8_t *nib = w->data + (size_t)(R * tp.gpr + g) * 16;
+                for (int64_t k = e % 32; k < 32 && c < nc; k++, c++) {
+                    const int q = (k & 1) ? nib[k >> 1] >> 4 : nib[k >> 1] & 15;
+                    out[c] = (float)(q - 8) * t[code];
+                }
+            } else {
+                const uint8_t *ch = w->data + (size_t)(R * tp.gpr + g) * 8;
+                const float s = code ? t[code - 1] : 0.0f;
+                for (int64_t k = e % 32; k < 32 && c < nc; k++, c++) {
+                    const int q = (ch[k >> 2] >> (2 * (k & 3))) & 3;
+                    out[c] = ((float)q - 1.5f) * s;
+                }
+            }
         }
-        float b = t->bias ? t->bias[r] : 0.0f;
-        for (int64_t i = 0; i < t->n; i++) t->out[i * t->ld_out + r] = dot_f32(wr, t->x + i * w->cols, w->cols) + b;
+        break;
+    }
+    default: memset(out, 0, (size_t)nc * sizeof(float)); break;
     }
 }
 
-void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
-                const float *bias) {
-    matmul_task t = {pool, out, ld_out, x, n, w, bias};
-    cmf_pool_run(pool, matmul_worker, &t);
-}
+void cmf_weight_row_f32(const cmf_weight *w, int64_t r, float *out) { cmf_weight_cols_f32(w, r, 0, w->cols, out); }
 
 void cmf_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps, int gemma_style) {
     double ss = 0;

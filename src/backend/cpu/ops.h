@@ -28,14 +28,47 @@ cmf_status cmf_weight_view(const cmf_tensor *t, cmf_weight *w);
 /* The sub-view of rows [r0, r0+n) of `w`. */
 cmf_weight cmf_weight_rows(const cmf_weight *w, int64_t r0, int64_t n);
 
-/* Decodes row r of the view to cols floats. */
+/* Decodes row r of the view to cols floats (any dtype accepted by cmf_weight_view; the arithmetic of
+ * cmf_dequant, CMF_FORMAT.md §2.1–2.7). out: caller-owned [cols]. */
 void cmf_weight_row_f32(const cmf_weight *w, int64_t r, float *out);
+/* Decodes columns [c0, c0+nc) of row r of the view to nc floats (same values as cmf_weight_row_f32). */
+void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out);
 
 /* out[t][r] = sum_c x[t][c] * W[r][c] (+ bias[r] when bias != NULL) for t < n, r < rows: the linear layer
- * y = x W^T of PyTorch. x is [n][cols], out is [n][rows] with row stride ld_out (>= rows). f32 accumulation.
- * Rows are split across the pool's threads; each weight row is decoded once and used for all n tokens. */
+ * y = x W^T of PyTorch. x is [n][cols] (row stride cols), out is [n][rows] with row stride ld_out (>= rows).
+ * Quantized weights (q8_row, q8_2f, q4_block, q4_tiled, q4tp, q2tp; q4 only with cols % 32 == 0) take int8
+ * activations: each token is quantized per block of 32 (llama.cpp's Q8_0: d = absmax/127, q = round(x/d); for
+ * q8_2f the column scales are folded into x first), the inner loops are exact int32 block dot products and
+ * y = sum_b wscale_b * d_b * isum_b in f32. f32/f16/bf16 weights (and q4 with other cols) use f32 FMA dot
+ * products of the decoded weights with x. Work: rows in tiles of 4 shared among the pool's threads (dynamic
+ * chunks), columns in chunks of 1024, every weight tile decoded once and used for all n tokens (cache-blocked
+ * GEMM for prefill, the same loop for n = 1). Scratch: the pool's shared and per-thread buffers (grown on
+ * demand); when they cannot be had, or pool is NULL, a slower allocation-free f32 path computes the same
+ * product. The instruction-set path is the one cmf_cpu_features_str reports. Never fails. */
 void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                 const float *bias);
+
+/* The same product in plain f32: each weight row decoded in chunks (cmf_weight_cols_f32) and dotted with every
+ * token in order, no activation quantization, no threads, no allocation. The reference the tests compare with. */
+void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
+                        const float *bias);
+
+/* CPU paths of cmf_matmul, best last. */
+enum cmf_cpu_path { CMF_CPU_SCALAR = 0, CMF_CPU_NEON = 1, CMF_CPU_AVX2 = 2, CMF_CPU_AVX512 = 3 };
+
+/* A constant line naming the active path and the CPU features it was chosen from, e.g.
+ * "avx512-vnni (cpu: avx2 fma f16c avx512f avx512bw avx512vl avx512vnni avx512bf16)", for `cmf bench`. */
+const char *cmf_cpu_features_str(void);
+/* The active path (enum cmf_cpu_path). Detected once from CPUID (x86-64: AVX-512 F/BW/VL/DQ/VNNI with OS
+ * support -> avx512; AVX2+FMA+F16C -> avx2; arm64 -> neon; else scalar). */
+int cmf_cpu_path(void);
+/* 1 when this CPU and build can run `path`. */
+int cmf_cpu_path_supported(int path);
+/* Selects the path used by later cmf_matmul calls (process-wide; for tests and benchmarks; not to be called while
+ * a matmul runs). Errors: CMF_E_UNSUPPORTED when the CPU or the build lacks it (message names it). */
+cmf_status cmf_cpu_set_path(int path);
+/* The name of a path ("scalar", "neon", "avx2", "avx512-vnni"), or "?" */
+const char *cmf_cpu_path_name(int path);
 
 /* RMSNorm of one vector: out = x / sqrt(mean(x^2) + eps) * (w or 1 + w when gemma_style). w may be NULL (no
  * weight). The mean is accumulated in double. out may alias x. */

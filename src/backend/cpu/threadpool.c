@@ -22,6 +22,8 @@ struct cmf_pool {
     void *ctx;
     void **scratch;      /* per-thread scratch buffers */
     size_t *scratch_len;
+    void *shared;        /* one buffer for all threads (e.g. a matmul's quantized activations) */
+    size_t shared_len;
 };
 
 typedef struct {
@@ -109,6 +111,7 @@ void cmf_pool_free(cmf_pool *p) {
     pthread_cond_destroy(&p->wake);
     pthread_cond_destroy(&p->done);
     for (int i = 0; i < p->n; i++) free(p->scratch[i]);
+    free(p->shared);
     free(p->scratch);
     free(p->scratch_len);
     free(p->threads);
@@ -126,6 +129,19 @@ void *cmf_pool_scratch(cmf_pool *p, int ith, size_t bytes) {
         p->scratch_len[ith] = n;
     }
     return p->scratch[ith];
+}
+
+void *cmf_pool_shared(cmf_pool *p, size_t bytes) {
+    if (!p) return NULL;
+    if (p->shared_len < bytes) {
+        size_t n = (bytes + 63) & ~(size_t)63;
+        void *m = NULL;
+        if (posix_memalign(&m, 64, n) != 0) return NULL;
+        free(p->shared);
+        p->shared = m;
+        p->shared_len = n;
+    }
+    return p->shared;
 }
 
 int cmf_pool_size(const cmf_pool *p) { return p ? p->n : 1; }

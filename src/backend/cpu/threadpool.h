@@ -24,6 +24,11 @@ void cmf_pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx);
  * growing fails or the pool is NULL (callers always pass a real pool). */
 void *cmf_pool_scratch(cmf_pool *p, int ith, size_t bytes);
 
+/* One buffer shared by all threads, owned by the pool: at least `bytes` bytes, 64-byte aligned, kept between
+ * operations (grown only when a larger size is asked for; the old contents are then lost). Call it from the
+ * caller's thread outside cmf_pool_run, then hand the pointer to the task. NULL when growing fails or p is NULL. */
+void *cmf_pool_shared(cmf_pool *p, size_t bytes);
+
 /* Grows every thread's scratch to at least `bytes` now, so that tasks never allocate. Errors: CMF_E_NOMEM. */
 cmf_status cmf_pool_reserve(cmf_pool *p, size_t bytes);
 

@@ -1,0 +1,102 @@
+/* kern.h — the internal kernel table behind cmf_matmul: one table per instruction-set path (scalar reference,
+ * AVX2, AVX-512 VNNI, NEON), chosen at run time from CPUID (cpu.c). The matmul driver (matmul.c) works in
+ * tiles of KERN_RB weight rows x up to KERN_TB tokens x a chunk of columns:
+ *
+ *   int8 family (q8_row, q8_2f, q4_block / q4_tiled with cols % 32 == 0, q4tp, q2tp): the activations are
+ *   quantized once per matmul to int8 per block of 32 (llama.cpp's Q8_0 scheme: d = absmax/127, q = round(x/d)),
+ *   a tile of weights is decoded to 32-wide int8 blocks with one f32 scale per block, and the microkernel sums
+ *   exact int32 block dot products, then scales them in f32:  y += sum_b wscale_b * xscale_b * isum_b.
+ *   float family (f32, f16, bf16, and q4 with cols % 32 != 0): weights decoded to f32, f32 FMA dot products.
+ *
+ * The value of a decoded int8 weight is w = wscale * v with v in [-128, 127]: q8_row/q8_2f v = q (q8_2f's column
+ * scales are folded into the activations before quantizing), q4 v = nibble - 8, q2tp v = 2c - 3 with
+ * wscale = s/2 (CMF_FORMAT.md §2.2–2.7). Each path may store v in its own encoding (AVX-512 stores v + 128 as
+ * an unsigned byte for vpdpbusd and corrects with the activation block sums). */
+#ifndef CMF_CPU_KERN_H
+#define CMF_CPU_KERN_H
+
+#include <stdint.h>
+
+#include "backend/cpu/ops.h"
+#include "quant/dtype.h"
+
+enum { KERN_RB = 4, KERN_TB = 4, KERN_KB = 32 /* blocks of 32 columns per column chunk */ };
+
+/* Activations quantized per block of 32 (all arrays owned by the caller; see cmf_qact_bytes).
+ * q: [n][nb*32] int8, zero-padded past cols; d: [n][nb] scales; s: [n][nb] sums of q;
+ * dx: [n][nb*8] each d repeated 8 times (the per-lane scale vectors of the SIMD paths);
+ * cx: [n][nb*8] lane k of block b = -128 * (sum of q[4k..4k+3]): the exact per-lane correction of a dot
+ * product taken with weights stored as v + 128 (lane k then holds sum v*x over its 4 columns). */
+typedef struct cmf_qact {
+    int64_t n, nb;
+    int8_t *q;
+    float *d;
+    int32_t *s;
+    float *dx;
+    int32_t *cx;
+} cmf_qact;
+
+/* Decodes blocks [b0, b0+kb) of view row r into q (kb*32 values, this path's encoding) and ws (kb scales). */
+typedef void (*kern_decode_i8)(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws);
+/* acc[i][j] = sum over kb blocks of ws[i][b] * a.d[t0+j][b0+b] * dot(q_i block b, a.q[t0+j] block b0+b), for
+ * i < KERN_RB rows (row i at q + i*ldq bytes, ws + i*ldw) and j < tb tokens (1..KERN_TB). */
+typedef void (*kern_mk_i8)(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb,
+                           const cmf_qact *a, int64_t t0, int tb, int64_t b0, float acc[KERN_RB][KERN_TB]);
+/* Decodes columns [c0, c0+nc) of view row r to f32. */
+typedef void (*kern_decode_f32)(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out);
+/* acc[i][j] = dot(wf + i*ldw, x + (t0+j)*ldx + c0) over nc columns, i < KERN_RB, j < tb. */
+typedef void (*kern_mk_f32)(const float *wf, int64_t ldw, const float *x, int64_t ldx, int64_t t0, int tb,
+                            int64_t c0, int64_t nc, float acc[KERN_RB][KERN_TB]);
+
+typedef struct cmf_kern {
+    const char *name;
+    kern_decode_i8 decode_i8[CMF_DT_COUNT];
+    kern_mk_i8 mk_i8;
+    kern_decode_f32 decode_f32; /* f16/bf16 (and the generic row decode for anything else) */
+    kern_mk_f32 mk_f32;
+} cmf_kern;
+
+/* The kernel tables; the SIMD ones are NULL when the compiler cannot build them for this target. */
+extern const cmf_kern cmf_kern_scalar;
+extern const cmf_kern *const cmf_kern_avx2;
+extern const cmf_kern *const cmf_kern_avx512;
+extern const cmf_kern *const cmf_kern_neon;
+
+/* The table in use (cpu.c): the best supported path unless changed by cmf_cpu_set_path. */
+const cmf_kern *cmf_kern_active(void);
+
+/* Quantizes n tokens x cols floats (token t at x + t*ldx) into a, tokens [t0, t1). When col (f32 [cols]) is
+ * not NULL each value is multiplied by col[c] first (q8_2f). Shared by every path, so all paths see the same
+ * int8 activations. */
+void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int64_t t0,
+                       int64_t t1);
+/* Bytes of the arrays of a cmf_qact for n tokens of cols values (each array 64-byte aligned), and the carving of
+ * a buffer of that size into a. */
+size_t cmf_qact_bytes(int64_t n, int64_t cols);
+void cmf_qact_init(cmf_qact *a, void *buf, int64_t n, int64_t cols);
+
+/* Shared helpers of the decoders (ops.c). f16 decode through a 64K-entry table (filled by cmf_weight_view). */
+extern float cmf_f16_table[65536];
+static inline uint16_t cmf_rd16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+/* q4tp/q2tp geometry of a view: gpr = cols/32, the params/codes planes and the per-row code stride. */
+typedef struct kern_tp {
+    int64_t gpr, stride;
+    const uint8_t *params, *codes;
+} kern_tp;
+void cmf_kern_tp(const cmf_weight *w, kern_tp *tp);
+/* The 32-rung scale ladder of stored row R (§2.6: t[0] = exp2f(lo), t[c] = t[c-1] * exp2f(step)). */
+void cmf_kern_ladder(const cmf_weight *w, const kern_tp *tp, int64_t R, float t[32]);
+/* The 5-bit code of tile g of stored row R (§2.6). */
+static inline unsigned cmf_kern_code(const kern_tp *tp, int64_t R, int64_t g) {
+    const uint8_t *c = tp->codes + R * tp->stride;
+    const int64_t bit = 5 * g, byte = bit / 8;
+    const unsigned sh = (unsigned)(bit % 8);
+    unsigned v = c[byte];
+    if (sh > 3) v |= (unsigned)c[byte + 1] << 8;
+    return (v >> sh) & 31u;
+}
+
+/* Scalar decoders reused by the SIMD paths for per-block scales (kern_scalar.c): ws[b] for blocks [b0, b0+kb). */
+void cmf_kern_scales(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, float *ws);
+
+#endif

@@ -1,0 +1,178 @@
+/* kern_avx2.c — the AVX2 path (kern.h), for x86-64 CPUs without AVX-512 VNNI. Per-function target attributes,
+ * selected by cpu.c when CPUID reports AVX2, FMA and F16C.
+ *
+ * int8 family: weights are decoded to signed v; one block of 32 is one ymm. vpmaddubsw needs an unsigned
+ * operand, so the dot product is taken as maddubs(|v|, sign(x, v)) (|v| <= 128 and |x| <= 127 keep each pair
+ * sum within int16: 2*128*127 = 32512), widened to int32 by vpmaddwd with ones: exact. */
+#include "backend/cpu/kern.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define TGT_INLINE static inline __attribute__((always_inline)) TGT
+
+TGT_INLINE float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* ---- int8 decoders: signed v, natural column order --------------------------------------------------------- */
+
+TGT static void dec_q8(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t R = w->row0 + r, C = w->cols, c0 = 32 * b0;
+    const int64_t m = C - c0 < 32 * kb ? C - c0 : 32 * kb;
+    const uint8_t *src = w->data + R * C + c0;
+    int64_t c = 0;
+    for (; c + 32 <= m; c += 32)
+        _mm256_storeu_si256((__m256i *)(void *)(q + c), _mm256_loadu_si256((const __m256i *)(const void *)(src + c)));
+    if (c < m) memcpy(q + c, src + c, (size_t)(m - c));
+    if (m < 32 * kb) memset(q + m, 0, (size_t)(32 * kb - m));
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+TGT_INLINE void nib32(const uint8_t *nib, int8_t *q) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)nib), m = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m), o = _mm_set1_epi8(-8);
+    _mm_storeu_si128((__m128i *)(void *)q, _mm_add_epi8(_mm_unpacklo_epi8(lo, hi), o));
+    _mm_storeu_si128((__m128i *)(void *)(q + 16), _mm_add_epi8(_mm_unpackhi_epi8(lo, hi), o));
+}
+
+TGT static void dec_q4(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
+    const int tiled = w->dtype == CMF_DT_Q4_TILED;
+    for (int64_t b = 0; b < kb; b++) nib32(tiled ? w->data + 18 * (g0 + b) + 2 : w->data + 16 * (g0 + b), q + 32 * b);
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+TGT static void dec_q4tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
+    for (int64_t b = 0; b < kb; b++) nib32(w->data + 16 * (g0 + b), q + 32 * b);
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+TGT static void dec_q2tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
+    const __m128i m3 = _mm_set1_epi8(3), o = _mm_set1_epi8(-3);
+    for (int64_t b = 0; b < kb; b++) {
+        const __m128i x = _mm_loadl_epi64((const __m128i *)(const void *)(w->data + 8 * (g0 + b)));
+        const __m128i s0 = _mm_and_si128(x, m3), s1 = _mm_and_si128(_mm_srli_epi16(x, 2), m3);
+        const __m128i s2 = _mm_and_si128(_mm_srli_epi16(x, 4), m3), s3 = _mm_and_si128(_mm_srli_epi16(x, 6), m3);
+        const __m128i t0 = _mm_unpacklo_epi8(s0, s1), t1 = _mm_unpacklo_epi8(s2, s3);
+        const __m128i e0 = _mm_unpacklo_epi16(t0, t1), e1 = _mm_unpackhi_epi16(t0, t1);
+        _mm_storeu_si128((__m128i *)(void *)(q + 32 * b), _mm_add_epi8(_mm_add_epi8(e0, e0), o));
+        _mm_storeu_si128((__m128i *)(void *)(q + 32 * b + 16), _mm_add_epi8(_mm_add_epi8(e1, e1), o));
+    }
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+/* ---- int8 microkernel ------------------------------------------------------------------------------------- */
+
+TGT_INLINE void mk_i8_t(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
+                        int64_t t0, int64_t b0, float acc[KERN_RB][KERN_TB], const int T) {
+    __m256 s[KERN_RB][KERN_TB];
+    const int8_t *xq[KERN_TB];
+    const float *xd[KERN_TB];
+    for (int j = 0; j < T; j++) {
+        xq[j] = a->q + ((t0 + j) * a->nb + b0) * 32;
+        xd[j] = a->dx + ((t0 + j) * a->nb + b0) * 8;
+        for (int i = 0; i < KERN_RB; i++) s[i][j] = _mm256_setzero_ps();
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int64_t b = 0; b < kb; b++) {
+        __m256i X[KERN_TB];
+        __m256 D[KERN_TB];
+        for (int j = 0; j < T; j++) {
+            X[j] = _mm256_loadu_si256((const __m256i *)(const void *)(xq[j] + 32 * b));
+            D[j] = _mm256_loadu_ps(xd[j] + 8 * b);
+        }
+        for (int i = 0; i < KERN_RB; i++) {
+            const __m256i W = _mm256_loadu_si256((const __m256i *)(const void *)(q + i * ldq + 32 * b));
+            const __m256i A = _mm256_abs_epi8(W);
+            const __m256 S = _mm256_broadcast_ss(ws + i * ldw + b);
+            for (int j = 0; j < T; j++) {
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(A, _mm256_sign_epi8(X[j], W)), ones);
+                s[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(S, D[j]), s[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = hsum(s[i][j]);
+}
+
+TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
+                      int64_t t0, int tb, int64_t b0, float acc[KERN_RB][KERN_TB]) {
+    switch (tb) {
+    case 1: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 1); break;
+    case 2: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 2); break;
+    case 3: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 3); break;
+    default: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 4); break;
+    }
+}
+
+/* ---- float family ------------------------------------------------------------------------------------------ */
+
+TGT static void dec_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out) {
+    const int64_t R = w->row0 + r, C = w->cols;
+    if (w->dtype != CMF_DT_F16 && w->dtype != CMF_DT_BF16) {
+        cmf_weight_cols_f32(w, r, c0, nc, out);
+        return;
+    }
+    const uint8_t *p = w->data + (size_t)(R * C + c0) * 2;
+    int64_t c = 0;
+    for (; c + 8 <= nc; c += 8) {
+        const __m128i h = _mm_loadu_si128((const __m128i *)(const void *)(p + 2 * c));
+        const __m256 v = w->dtype == CMF_DT_F16
+                             ? _mm256_cvtph_ps(h)
+                             : _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+        _mm256_storeu_ps(out + c, v);
+    }
+    if (c < nc) cmf_weight_cols_f32(w, r, c0 + c, nc - c, out + c);
+}
+
+TGT_INLINE void mk_f32_t(const float *wf, int64_t ldw, const float *x, int64_t ldx, int64_t t0, int64_t c0,
+                         int64_t nc, float acc[KERN_RB][KERN_TB], const int T) {
+    __m256 s[KERN_RB][KERN_TB];
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) s[i][j] = _mm256_setzero_ps();
+    const __m256i lane = _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0);
+    for (int64_t c = 0; c < nc; c += 8) {
+        const int m = nc - c < 8 ? (int)(nc - c) : 8;
+        const __m256i k = _mm256_cmpgt_epi32(_mm256_set1_epi32(m), lane);
+        __m256 X[KERN_TB];
+        for (int j = 0; j < T; j++) X[j] = _mm256_maskload_ps(x + (t0 + j) * ldx + c0 + c, k);
+        for (int i = 0; i < KERN_RB; i++) {
+            const __m256 W = _mm256_maskload_ps(wf + i * ldw + c, k);
+            for (int j = 0; j < T; j++) s[i][j] = _mm256_fmadd_ps(W, X[j], s[i][j]);
+        }
+    }
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = hsum(s[i][j]);
+}
+
+TGT static void mk_f32(const float *wf, int64_t ldw, const float *x, int64_t ldx, int64_t t0, int tb, int64_t c0,
+                       int64_t nc, float acc[KERN_RB][KERN_TB]) {
+    switch (tb) {
+    case 1: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 1); break;
+    case 2: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 2); break;
+    case 3: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 3); break;
+    default: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 4); break;
+    }
+}
+
+static const cmf_kern kern = {
+    .name = "avx2",
+    .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
+                  [CMF_DT_Q4_TILED] = dec_q4, [CMF_DT_Q4TP] = dec_q4tp, [CMF_DT_Q2TP] = dec_q2tp},
+    .mk_i8 = mk_i8,
+    .decode_f32 = dec_f32,
+    .mk_f32 = mk_f32,
+};
+const cmf_kern *const cmf_kern_avx2 = &kern;
+
+#else
+const cmf_kern *const cmf_kern_avx2 = 0;
+#endif

@@ -1,0 +1,220 @@
+/* kern_avx512.c — the AVX-512 VNNI path (kern.h). Every function carries its own target attribute, so the file
+ * builds without -march flags and the binary still runs on any x86-64 (cpu.c only selects this path when CPUID
+ * reports AVX-512 F/BW/VL/DQ/VNNI, F16C and FMA).
+ *
+ * int8 family: weights are decoded to u = v + 128 (unsigned bytes) and multiplied with the signed activations by
+ * vpdpbusd; each int32 lane starts at -128 * (the sum of its 4 activations) (cx), so it ends holding exactly
+ * sum (v+128)*x - 128*sum x = sum v*x over its 4 columns (no large values that would cancel in f32). One zmm covers two blocks of 32: lanes 0-7 block b, 8-15 block
+ * b+1; they are converted to f32 and scaled by wscale*xscale per lane (dx holds xscale per lane). */
+#include "backend/cpu/kern.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
+#define TGT_INLINE static inline __attribute__((always_inline)) TGT
+
+/* ---- weight scales per block (f16 decoded 16 at a time) ---------------------------------------------------- */
+
+TGT static void scales(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, float *ws) {
+    const int64_t R = w->row0 + r, C = w->cols;
+    if (w->dtype == CMF_DT_Q4_BLOCK || w->dtype == CMF_DT_Q4_TILED) {
+        const int64_t g0 = R * (C / 32) + b0, G = (w->full_rows * C + 31) / 32;
+        uint16_t h[16];
+        for (int64_t b = 0; b < kb; b += 16) {
+            const int m = kb - b < 16 ? (int)(kb - b) : 16;
+            const __mmask16 k = (__mmask16)((1u << m) - 1u);
+            __m256i hv;
+            if (w->dtype == CMF_DT_Q4_BLOCK) {
+                hv = _mm256_maskz_loadu_epi16(k, w->data + 16 * G + 2 * (g0 + b));
+            } else {
+                for (int i = 0; i < m; i++) h[i] = cmf_rd16(w->data + 18 * (g0 + b + i));
+                hv = _mm256_maskz_loadu_epi16(k, h);
+            }
+            _mm512_mask_storeu_ps(ws + b, k, _mm512_cvtph_ps(hv));
+        }
+        return;
+    }
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+/* ---- int8 decoders: u = v + 128, natural column order ------------------------------------------------------ */
+
+TGT static void dec_q8(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t R = w->row0 + r, C = w->cols, c0 = 32 * b0;
+    const int8_t *src = (const int8_t *)w->data + R * C + c0;
+    const int64_t m = C - c0 < 32 * kb ? C - c0 : 32 * kb;
+    const __m512i off = _mm512_set1_epi8((char)0x80);
+    int64_t c = 0;
+    for (; c + 64 <= m; c += 64) _mm512_storeu_si512(q + c, _mm512_xor_si512(_mm512_loadu_si512(src + c), off));
+    for (; c < 32 * kb; c += 64) { /* tail: padded columns hold v = 0, i.e. u = 128 */
+        const int64_t left = m - c, full = 32 * kb - c;
+        const __mmask64 lk = left <= 0 ? 0 : left >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << left) - 1);
+        const __mmask64 sk = full >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << full) - 1);
+        _mm512_mask_storeu_epi8(q + c, sk, _mm512_xor_si512(_mm512_maskz_loadu_epi8(lk, src + c), off));
+    }
+    scales(w, r, b0, kb, ws);
+}
+
+TGT_INLINE void nib32(const uint8_t *nib, int8_t *q) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)nib), m = _mm_set1_epi8(15);
+    const __m128i lo = _mm_and_si128(v, m), hi = _mm_and_si128(_mm_srli_epi16(v, 4), m), o = _mm_set1_epi8(120);
+    _mm_storeu_si128((__m128i *)(void *)q, _mm_add_epi8(_mm_unpacklo_epi8(lo, hi), o));
+    _mm_storeu_si128((__m128i *)(void *)(q + 16), _mm_add_epi8(_mm_unpackhi_epi8(lo, hi), o));
+}
+
+TGT static void dec_q4(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
+    if (w->dtype == CMF_DT_Q4_TILED)
+        for (int64_t b = 0; b < kb; b++) nib32(w->data + 18 * (g0 + b) + 2, q + 32 * b);
+    else
+        for (int64_t b = 0; b < kb; b++) nib32(w->data + 16 * (g0 + b), q + 32 * b);
+    scales(w, r, b0, kb, ws);
+}
+
+TGT static void dec_q4tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
+    for (int64_t b = 0; b < kb; b++) nib32(w->data + 16 * (g0 + b), q + 32 * b);
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+TGT static void dec_q2tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
+    const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
+    const __m128i m3 = _mm_set1_epi8(3), o = _mm_set1_epi8(125);
+    for (int64_t b = 0; b < kb; b++) {
+        const __m128i x = _mm_loadl_epi64((const __m128i *)(const void *)(w->data + 8 * (g0 + b)));
+        const __m128i s0 = _mm_and_si128(x, m3), s1 = _mm_and_si128(_mm_srli_epi16(x, 2), m3);
+        const __m128i s2 = _mm_and_si128(_mm_srli_epi16(x, 4), m3), s3 = _mm_and_si128(_mm_srli_epi16(x, 6), m3);
+        const __m128i t0 = _mm_unpacklo_epi8(s0, s1), t1 = _mm_unpacklo_epi8(s2, s3);
+        const __m128i e0 = _mm_unpacklo_epi16(t0, t1), e1 = _mm_unpackhi_epi16(t0, t1); /* c of 4k+j in order */
+        _mm_storeu_si128((__m128i *)(void *)(q + 32 * b), _mm_add_epi8(_mm_add_epi8(e0, e0), o));
+        _mm_storeu_si128((__m128i *)(void *)(q + 32 * b + 16), _mm_add_epi8(_mm_add_epi8(e1, e1), o));
+    }
+    cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+/* ---- int8 microkernel ------------------------------------------------------------------------------------- */
+
+TGT_INLINE void mk_i8_t(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
+                        int64_t t0, int64_t b0, float acc[KERN_RB][KERN_TB], const int T) {
+    __m512 s[KERN_RB][KERN_TB];
+    const int8_t *xq[KERN_TB];
+    const float *xd[KERN_TB];
+    const int32_t *cx[KERN_TB];
+    for (int j = 0; j < T; j++) {
+        xq[j] = a->q + ((t0 + j) * a->nb + b0) * 32;
+        xd[j] = a->dx + ((t0 + j) * a->nb + b0) * 8;
+        cx[j] = a->cx + ((t0 + j) * a->nb + b0) * 8;
+        for (int i = 0; i < KERN_RB; i++) s[i][j] = _mm512_setzero_ps();
+    }
+    const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    int64_t b = 0;
+    for (; b + 2 <= kb; b += 2) {
+        __m512i X[KERN_TB], CX[KERN_TB];
+        __m512 D[KERN_TB];
+        for (int j = 0; j < T; j++) {
+            X[j] = _mm512_loadu_si512(xq[j] + 32 * b);
+            CX[j] = _mm512_loadu_si512(cx[j] + 8 * b);
+            D[j] = _mm512_loadu_ps(xd[j] + 8 * b);
+        }
+        for (int i = 0; i < KERN_RB; i++) {
+            const __m512i W = _mm512_loadu_si512(q + i * ldq + 32 * b);
+            const __m512 S = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_castpd_ps(
+                                                             _mm_load_sd((const double *)(const void *)(ws + i * ldw + b)))));
+            for (int j = 0; j < T; j++) {
+                const __m512i p = _mm512_dpbusd_epi32(CX[j], W, X[j]);
+                s[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(S, D[j]), s[i][j]);
+            }
+        }
+    }
+    if (b < kb) { /* one block left: the low half of the vectors */
+        const __mmask64 k8 = 0xffffffffull;
+        const __mmask16 k32 = 0x00ff;
+        for (int i = 0; i < KERN_RB; i++) {
+            const __m512i W = _mm512_maskz_loadu_epi8(k8, q + i * ldq + 32 * b);
+            const __m512 S = _mm512_set1_ps(ws[i * ldw + b]);
+            for (int j = 0; j < T; j++) {
+                const __m512i X = _mm512_maskz_loadu_epi8(k8, xq[j] + 32 * b);
+                const __m512i p = _mm512_dpbusd_epi32(_mm512_maskz_loadu_epi32(k32, cx[j] + 8 * b), W, X);
+                const __m512 D = _mm512_maskz_loadu_ps(k32, xd[j] + 8 * b);
+                s[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(S, D), s[i][j]);
+            }
+        }
+    }
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_reduce_add_ps(s[i][j]);
+}
+
+TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
+                      int64_t t0, int tb, int64_t b0, float acc[KERN_RB][KERN_TB]) {
+    switch (tb) {
+    case 1: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 1); break;
+    case 2: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 2); break;
+    case 3: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 3); break;
+    default: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 4); break;
+    }
+}
+
+/* ---- float family ------------------------------------------------------------------------------------------ */
+
+TGT static void dec_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out) {
+    const int64_t R = w->row0 + r, C = w->cols;
+    if (w->dtype != CMF_DT_F16 && w->dtype != CMF_DT_BF16) {
+        cmf_weight_cols_f32(w, r, c0, nc, out);
+        return;
+    }
+    const uint8_t *p = w->data + (size_t)(R * C + c0) * 2;
+    for (int64_t c = 0; c < nc; c += 16) {
+        const int m = nc - c < 16 ? (int)(nc - c) : 16;
+        const __mmask16 k = (__mmask16)((1u << m) - 1u);
+        const __m256i h = _mm256_maskz_loadu_epi16(k, p + 2 * c);
+        const __m512 v = w->dtype == CMF_DT_F16
+                             ? _mm512_cvtph_ps(h)
+                             : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+        _mm512_mask_storeu_ps(out + c, k, v);
+    }
+}
+
+TGT_INLINE void mk_f32_t(const float *wf, int64_t ldw, const float *x, int64_t ldx, int64_t t0, int64_t c0,
+                         int64_t nc, float acc[KERN_RB][KERN_TB], const int T) {
+    __m512 s[KERN_RB][KERN_TB];
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) s[i][j] = _mm512_setzero_ps();
+    for (int64_t c = 0; c < nc; c += 16) {
+        const int m = nc - c < 16 ? (int)(nc - c) : 16;
+        const __mmask16 k = (__mmask16)((1u << m) - 1u);
+        __m512 X[KERN_TB];
+        for (int j = 0; j < T; j++) X[j] = _mm512_maskz_loadu_ps(k, x + (t0 + j) * ldx + c0 + c);
+        for (int i = 0; i < KERN_RB; i++) {
+            const __m512 W = _mm512_maskz_loadu_ps(k, wf + i * ldw + c);
+            for (int j = 0; j < T; j++) s[i][j] = _mm512_fmadd_ps(W, X[j], s[i][j]);
+        }
+    }
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_reduce_add_ps(s[i][j]);
+}
+
+TGT static void mk_f32(const float *wf, int64_t ldw, const float *x, int64_t ldx, int64_t t0, int tb, int64_t c0,
+                       int64_t nc, float acc[KERN_RB][KERN_TB]) {
+    switch (tb) {
+    case 1: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 1); break;
+    case 2: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 2); break;
+    case 3: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 3); break;
+    default: mk_f32_t(wf, ldw, x, ldx, t0, c0, nc, acc, 4); break;
+    }
+}
+
+static const cmf_kern kern = {
+    .name = "avx512-vnni",
+    .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
+                  [CMF_DT_Q4_TILED] = dec_q4, [CMF_DT_Q4TP] = dec_q4tp, [CMF_DT_Q2TP] = dec_q2tp},
+    .mk_i8 = mk_i8,
+    .decode_f32 = dec_f32,
+    .mk_f32 = mk_f32,
+};
+const cmf_kern *const cmf_kern_avx512 = &kern;
+
+#else
+const cmf_kern *const cmf_kern_avx512 = 0;
+#endif

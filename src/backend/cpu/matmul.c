@@ -1,0 +1,187 @@
+/* matmul.c — the cmf_matmul driver: activation quantization, the split of weight rows among threads and the
+ * cache blocking around the path's decode + microkernel pair (kern.h).
+ *
+ * Loop order inside one work item (a block of up to 64 rows):
+ *   for each chunk of 1024 columns:            the activations of that chunk (n x 1 KiB int8) stay in L2
+ *     for each tile of 4 rows:                 decoded once (int8 blocks + scales, or f32) into L1
+ *       for each group of 4 tokens:            microkernel: 4 x 4 dot products over the chunk
+ *         out[t][r] (+)= result
+ * so each weight byte is read from memory once per matmul whatever n is (GEMM for prefill, GEMV for decode). */
+#include <stdatomic.h>
+#include <string.h>
+
+#include "backend/cpu/kern.h"
+
+enum { MAX_ROWS_PER_ITEM = 64, QUANT_PAR_MIN = 16384 /* values; fewer are quantized on the caller */ };
+
+static int is_i8(const cmf_weight *w) {
+    switch (w->dtype) {
+    case CMF_DT_Q8_ROW:
+    case CMF_DT_Q8_2F:
+    case CMF_DT_Q4TP:
+    case CMF_DT_Q2TP: return 1;
+    case CMF_DT_Q4_BLOCK:
+    case CMF_DT_Q4_TILED: return w->cols % 32 == 0;
+    default: return 0;
+    }
+}
+
+typedef struct {
+    cmf_pool *pool;
+    const cmf_kern *k;
+    float *out;
+    int64_t ld_out;
+    const float *x;
+    int64_t n;
+    const cmf_weight *w;
+    const float *bias;
+    int i8;
+    cmf_qact a;
+    const float *col; /* q8_2f column scales, f32 [cols] */
+    int64_t rows_per_item;
+    atomic_llong next;
+} mm_task;
+
+static size_t tile_bytes(int i8) {
+    return i8 ? (size_t)KERN_RB * KERN_KB * 32 + (size_t)KERN_RB * KERN_KB * 4
+              : (size_t)KERN_RB * KERN_KB * 32 * 4;
+}
+
+static void quant_worker(void *ctx, int ith, int nth) {
+    mm_task *t = ctx;
+    const int64_t t0 = t->n * ith / nth, t1 = t->n * (ith + 1) / nth;
+    cmf_qact_quantize(&t->a, t->x, t->w->cols, t->w->cols, t->col, t0, t1);
+}
+
+static void store(mm_task *t, int64_t r, int nr, int64_t t0, int tb, int first, float acc[KERN_RB][KERN_TB]) {
+    for (int j = 0; j < tb; j++) {
+        float *o = t->out + (t0 + j) * t->ld_out + r;
+        for (int i = 0; i < nr; i++) {
+            if (first) o[i] = acc[i][j] + (t->bias ? t->bias[r + i] : 0.0f);
+            else o[i] += acc[i][j];
+        }
+    }
+}
+
+static void tile_i8(mm_task *t, int8_t *q, float *ws, int64_t r, int nr, int64_t b0, int64_t kb) {
+    const cmf_weight *w = t->w;
+    const int64_t ldq = KERN_KB * 32;
+    for (int i = 0; i < nr; i++) t->k->decode_i8[w->dtype](w, r + i, b0, kb, q + i * ldq, ws + i * KERN_KB);
+    for (int i = nr; i < KERN_RB; i++) {
+        memset(q + i * ldq, 0, (size_t)kb * 32);
+        memset(ws + i * KERN_KB, 0, (size_t)kb * sizeof(float));
+    }
+    float acc[KERN_RB][KERN_TB];
+    for (int64_t t0 = 0; t0 < t->n; t0 += KERN_TB) {
+        const int tb = t->n - t0 < KERN_TB ? (int)(t->n - t0) : KERN_TB;
+        t->k->mk_i8(q, ldq, ws, KERN_KB, kb, &t->a, t0, tb, b0, acc);
+        store(t, r, nr, t0, tb, b0 == 0, acc);
+    }
+}
+
+static void tile_f32(mm_task *t, float *buf, int64_t r, int nr, int64_t c0, int64_t nc) {
+    const cmf_weight *w = t->w;
+    const float *wf;
+    int64_t ldw;
+    if (w->dtype == CMF_DT_F32 && nr == KERN_RB) {
+        wf = (const float *)(const void *)w->data + (w->row0 + r) * w->cols + c0;
+        ldw = w->cols;
+    } else {
+        ldw = KERN_KB * 32;
+        for (int i = 0; i < nr; i++) t->k->decode_f32(w, r + i, c0, nc, buf + i * ldw);
+        for (int i = nr; i < KERN_RB; i++) memset(buf + i * ldw, 0, (size_t)nc * sizeof(float));
+        wf = buf;
+    }
+    float acc[KERN_RB][KERN_TB];
+    for (int64_t t0 = 0; t0 < t->n; t0 += KERN_TB) {
+        const int tb = t->n - t0 < KERN_TB ? (int)(t->n - t0) : KERN_TB;
+        t->k->mk_f32(wf, ldw, t->x, w->cols, t0, tb, c0, nc, acc);
+        store(t, r, nr, t0, tb, c0 == 0, acc);
+    }
+}
+
+static void mm_worker(void *ctx, int ith, int nth) {
+    (void)nth;
+    mm_task *t = ctx;
+    const cmf_weight *w = t->w;
+    uint8_t *scratch = cmf_pool_scratch(t->pool, ith, tile_bytes(t->i8)); /* reserved by cmf_matmul */
+    if (!scratch) return;
+    const int64_t nb = (w->cols + 31) / 32;
+    for (;;) {
+        const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        const int64_t r0 = item * t->rows_per_item;
+        if (r0 >= w->rows) break;
+        const int64_t r1 = r0 + t->rows_per_item < w->rows ? r0 + t->rows_per_item : w->rows;
+        for (int64_t b0 = 0; b0 < nb; b0 += KERN_KB) {
+            const int64_t kb = nb - b0 < KERN_KB ? nb - b0 : KERN_KB;
+            for (int64_t r = r0; r < r1; r += KERN_RB) {
+                const int nr = r1 - r < KERN_RB ? (int)(r1 - r) : KERN_RB;
+                if (t->i8) {
+                    int8_t *q = (int8_t *)scratch;
+                    float *ws = (float *)(void *)(scratch + (size_t)KERN_RB * KERN_KB * 32);
+                    tile_i8(t, q, ws, r, nr, b0, kb);
+                } else {
+                    const int64_t c0 = 32 * b0, nc = w->cols - c0 < 32 * kb ? w->cols - c0 : 32 * kb;
+                    tile_f32(t, (float *)(void *)scratch, r, nr, c0, nc);
+                }
+            }
+        }
+    }
+}
+
+void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
+                        const float *bias) {
+    enum { CH = 256 };
+    float buf[CH];
+    for (int64_t r = 0; r < w->rows; r++) {
+        for (int64_t t = 0; t < n; t++) out[t * ld_out + r] = bias ? bias[r] : 0.0f;
+        for (int64_t c0 = 0; c0 < w->cols; c0 += CH) {
+            const int64_t nc = w->cols - c0 < CH ? w->cols - c0 : CH;
+            cmf_weight_cols_f32(w, r, c0, nc, buf);
+            for (int64_t t = 0; t < n; t++) {
+                const float *xt = x + t * w->cols + c0;
+                float s = 0;
+                for (int64_t c = 0; c < nc; c++) s += buf[c] * xt[c];
+                out[t * ld_out + r] += s;
+            }
+        }
+    }
+}
+
+void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
+                const float *bias) {
+    if (n <= 0 || w->rows <= 0) return;
+    if (w->cols <= 0) {
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t r = 0; r < w->rows; r++) out[t * ld_out + r] = bias ? bias[r] : 0.0f;
+        return;
+    }
+    mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
+                 .bias = bias, .i8 = is_i8(w)};
+    if (!pool || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
+        cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
+        return;
+    }
+    if (t.i8) {
+        size_t qb = cmf_qact_bytes(n, w->cols), cb = w->dtype == CMF_DT_Q8_2F ? (size_t)w->cols * 4 : 0;
+        uint8_t *sh = cmf_pool_shared(pool, qb + cb);
+        if (!sh) {
+            cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
+            return;
+        }
+        cmf_qact_init(&t.a, sh, n, w->cols);
+        if (cb) { /* q8_2f: f16 column scales after the row scales (§2.3), folded into the activations */
+            float *col = (float *)(void *)(sh + qb);
+            const uint8_t *cs = w->data + (size_t)(w->full_rows * w->cols) + 2 * (size_t)w->full_rows;
+            for (int64_t c = 0; c < w->cols; c++) col[c] = cmf_f16_table[cmf_rd16(cs + 2 * c)];
+            t.col = col;
+        }
+        if (n * w->cols < QUANT_PAR_MIN) cmf_qact_quantize(&t.a, x, w->cols, w->cols, t.col, 0, n);
+        else cmf_pool_run(pool, quant_worker, &t);
+    }
+    const int nth = cmf_pool_size(pool);
+    int64_t rpi = (w->rows / (4 * nth) + KERN_RB - 1) / KERN_RB * KERN_RB;
+    t.rows_per_item = rpi < KERN_RB ? KERN_RB : rpi > MAX_ROWS_PER_ITEM ? MAX_ROWS_PER_ITEM : rpi;
+    atomic_init(&t.next, 0);
+    cmf_pool_run(pool, mm_worker, &t);
+}
