@@ -171,8 +171,61 @@ static void threads(void) {
     cmf_tokenizer_free(t);
 }
 
+/* ---- random text: byte-level BPE without a normalizer must give decode(encode(s)) == s for any UTF-8 ------ */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint32_t rnd(uint32_t n) {
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+static size_t put_cp(char *o, uint32_t c) {
+    if (c < 0x80) return o[0] = (char)c, 1;
+    if (c < 0x800) return o[0] = (char)(0xC0 | c >> 6), o[1] = (char)(0x80 | (c & 0x3F)), 2;
+    if (c < 0x10000)
+        return o[0] = (char)(0xE0 | c >> 12), o[1] = (char)(0x80 | ((c >> 6) & 0x3F)), o[2] = (char)(0x80 | (c & 0x3F)), 3;
+    o[0] = (char)(0xF0 | c >> 18), o[1] = (char)(0x80 | ((c >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((c >> 6) & 0x3F)), o[3] = (char)(0x80 | (c & 0x3F));
+    return 4;
+}
+
+static void random_text(void) {
+    cmf_tokenizer *t = toktest_load_shared("data/tokenizers/llama3/tokenizer.json");
+    if (!t) return;
+    static const uint32_t pool[] = {' ', ' ', ' ', '\n', '\t', '\r', 'a', 'Z', '7', '\'', '!', '<', '|', '>', 0xA0, 0x85,
+                                    0x301, 0x2028, 0x3000, 0x4E2D, 0x6587, 0xAC00, 0x1F600, 0x1F44D, 0x1F3FD, 0x200D,
+                                    0x10FFFF, 0xFFFD, 0x0627, 0x05D0, 0x0E01, 0x1780};
+    static const char *frags[] = {"<|begin_of_text|>", "<|eot_id|>", "'s", "'LL", "    ", "\r\n", "1234567"};
+    char buf[512];
+    int bad = 0;
+    for (int it = 0; it < 400; it++) {
+        size_t n = 0, want = 1 + rnd(120);
+        while (n < want) {
+            if (rnd(8) == 0) {
+                const char *f = frags[rnd(sizeof frags / sizeof frags[0])];
+                memcpy(buf + n, f, strlen(f)), n += strlen(f);
+            } else {
+                n += put_cp(buf + n, pool[rnd(sizeof pool / sizeof pool[0])]);
+            }
+        }
+        int32_t *ids = NULL;
+        size_t k = 0;
+        char *dec = NULL;
+        if (cmf_tokenize(t, buf, n, 0, &ids, &k) != CMF_OK || cmf_detokenize(t, ids, k, 0, &dec) != CMF_OK ||
+            strlen(dec) != n || memcmp(dec, buf, n) != 0) {
+            if (bad++ < 3) CHECK_MSG(0, "random text %d: round trip failed: %s", it, cmf_last_error());
+        }
+        if (it % 20 == 0) toktest_check_stream(t, "random text", ids, k, 0);
+        free(ids);
+        free(dec);
+    }
+    CHECK_MSG(bad == 0, "%d of 400 random texts did not round-trip", bad);
+    cmf_tokenizer_free(t);
+}
+
 int main(void) {
     errors();
     threads();
+    random_text();
     CMF_TEST_END();
 }
