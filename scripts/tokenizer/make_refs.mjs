@@ -46,7 +46,8 @@ const cases = [
 // pre-tokenizers). Their inputs are made up here; the expected outputs are HF's.
 // Avoided because tokenizers.js differs from the Rust tokenizers there: BPE fuse_unk (JS fuses unknowns across
 // pre-tokens, Rust only inside one), Split with behavior Removed (JS keeps a captured delimiter), and the
-// MergedWithPrevious/MergedWithNext/Contiguous behaviours (not implemented in JS).
+// MergedWithPrevious/MergedWithNext/Contiguous behaviours (not implemented in JS), added tokens with single_word
+// (ignored by JS) and the CharDelimiterSplit pre-tokenizer (unknown to JS).
 const letters = "abcdefghijklmnopqrstuvwxyz".split("");
 const digits = "0123456789".split("");
 const special = (content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
@@ -92,7 +93,11 @@ function bpeMisc() {
   const vocab = Object.fromEntries(words.map((w, i) => [w, i]));
   const merges = [["t", "h"], ["th", "e"], ["i", "n"], ["in", "g"], ["e", "r"], ["h", "e"], ["he", "l"], ["hel", "l"], ["hell", "o"], ["w", "o"], ["wo", "r"], ["wor", "l"], ["worl", "d"]];
   return {
-    version: "1.0", truncation: null, padding: null, added_tokens: [special("[UNK]", 0)],
+    version: "1.0", truncation: null, padding: null,
+    added_tokens: [special("[UNK]", 0),
+      { id: 100, content: "<mask>", single_word: false, lstrip: true, rstrip: false, normalized: false, special: true },
+      { id: 101, content: "<r>", single_word: false, lstrip: false, rstrip: true, normalized: false, special: true },
+      { id: 102, content: "word", single_word: false, lstrip: false, rstrip: false, normalized: true, special: false }],
     normalizer: { type: "Sequence", normalizers: [{ type: "NFD" }, { type: "StripAccents" }, { type: "Lowercase" }, { type: "Strip", strip_left: true, strip_right: true }] },
     pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "WhitespaceSplit" }, { type: "Punctuation", behavior: "Isolated" },
       { type: "Digits", individual_digits: true }, { type: "Split", pattern: { Regex: "th|[0-9]x" }, behavior: "Isolated", invert: false }] },
@@ -103,7 +108,8 @@ function bpeMisc() {
 }
 const synthTexts = ["", "Hello world", "  hello   the world  ", "Unaffable playing played tokenizer!", "Café naïve ÀÉÎ",
   "don't stop, ok?", "中文 and 中国", "x1234y 42", "the thethe thethe", "hello\tworld\nagain", "a-b-c (d) [e]",
-  "ＦＵＬＬ ｗｉｄｔｈ ①②", "unknown ✓ glyph ✓✓", "playing an anthem", "[CLS] inside [SEP] text [MASK]", "qqq zzz 0x"];
+  "ＦＵＬＬ ｗｉｄｔｈ ①②", "unknown ✓ glyph ✓✓", "playing an anthem", "[CLS] inside [SEP] text [MASK]", "qqq zzz 0x",
+  "the  <mask> is <r>  here", "a <mask><mask>  <r> <r>b", "word words sword WORD word!", " <mask>word<r>"];
 const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()]];
 
 fs.mkdirSync(outDir, { recursive: true });
