@@ -12,6 +12,7 @@
 #include "convert/convert.h"
 #include "convert/emit.h"
 #include "convert/hf.h"
+#include "convert/hf_dory.h"
 #include "convert/safetensors.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -201,6 +202,11 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
     memset(&em, 0, sizeof em);
     cmf_status s = parse_opt(dir, "config.json", &config);
     if (!s && !config) s = cmf_err(CMF_E_NOT_FOUND, "%s: no config.json", dir);
+    const cJSON *mt = s ? NULL : cJSON_GetObjectItemCaseSensitive(config, "model_type");
+    if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "dory")) { /* Dory has its own schema (hf_dory.c) */
+        cJSON_Delete(config);
+        return cmf_convert_hf_dory(dir, out_path, opts);
+    }
     if (!s) s = cmf_hf_arch(config, opts, &arch);
     if (!s) s = parse_opt(dir, "generation_config.json", &gen);
     if (!s) s = parse_opt(dir, "tokenizer_config.json", &tok_cfg);

@@ -1,0 +1,151 @@
+/* dory.h — NVIDIA Nemotron Labs Dory1.0, the looped normalized GPT (spec: shared/spec/DORY.md §1–§2).
+ *
+ * A Dory model is a stack of *physical sub-layers*, each one attention (pattern char `S` sliding window, `*` full)
+ * or one SwiGLU MLP (`-`), with the nGPT residual (every hidden vector lives on the unit sphere) and no norm
+ * weights. The stack is split into an input block, a recurrent block that runs `loops` times with the same weights
+ * (re-injecting the input-block output before each pass), and an output block; logits = (lm_head·h) ⊙ logit_scale/σ₀.
+ *
+ * Three objects, as in model.h:
+ *   cmf_dory_config  — hyperparameters from header.arch (+ arch.dory, docs/HEADER_KEYS.md "Dory"),
+ *   cmf_dory         — weights: views into the mapped CMF file (matrices) and f32 copies of the scale vectors,
+ *   cmf_dory_state   — one session: KV caches (per loop or last loop, §1.8; sliding layers keep a ring of
+ *                      window + batch rows), activations, the position, and the early-exit gate counters (§2).
+ *
+ * Wiring into the generic API (done by the model owner, see the report in the issue):
+ *   cmf_model_load:  when header.arch.arch_name == "dory", call cmf_dory_load(m->file, n_threads, &m->dory)
+ *                    instead of cmf_config_from_header + the transformer loader; free with cmf_dory_free.
+ *   cmf_session_new: cmf_dory_state_new(m->dory, n_ctx, 0, -1, &s->dory); free with cmf_dory_state_free.
+ *   prefill/decode:  cmf_dory_forward(s->dory, tokens, n, 0, all_logits); logits from cmf_dory_logits(s->dory).
+ *   reset:           cmf_dory_state_reset(s->dory). */
+#ifndef CMF_MODEL_DORY_H
+#define CMF_MODEL_DORY_H
+
+#include <cjson/cJSON.h>
+#include <stdint.h>
+
+#include "backend/cpu/ops.h"
+#include "backend/cpu/threadpool.h"
+#include "cmf.h"
+#include "format/format.h"
+
+/* Largest loop count the runtime accepts (per request and in the config). llama.cpp accepts 1..4; vLLM tests use up
+ * to 27; cortiq's MAX_LOOPS was not seen (DORY.md §1.7). Our choice: 16. */
+#define CMF_DORY_MAX_LOOPS 16
+/* Largest number of physical sub-layers. */
+#define CMF_DORY_MAX_LAYERS 1024
+
+typedef enum { CMF_DORY_KV_PER_LOOP = 0, CMF_DORY_KV_LAST_LOOP = 1 } cmf_dory_kv_mode;
+
+typedef struct cmf_dory_config {
+    int vocab_size, hidden_size, intermediate_size, n_layers, n_heads, n_kv_heads, head_dim;
+    int max_position_embeddings;
+    int n_input, n_recurrent, n_output; /* sub-layers per block; n_input + n_recurrent + n_output = n_layers */
+    int n_loops;                        /* default loop count (config n_recurrent_loops), 1..CMF_DORY_MAX_LOOPS */
+    cmf_dory_kv_mode kv_mode;           /* default KV mode (config recurrent_kv_cache_mode) */
+    char pattern[CMF_DORY_MAX_LAYERS + 1]; /* one char per sub-layer: 'S', '*' or '-' */
+    uint8_t rope_profile[CMF_DORY_MAX_LAYERS]; /* 1 -> rope_theta, 2 -> rope_theta_2 */
+    float rope_theta, rope_theta_2;
+    float init_std;   /* σ₀ = init_method_std */
+    float alpha_init; /* ngpt_alpha_init */
+    float gate_init;  /* g0 = attention_output_gate_logit_scale_init, √hidden_size when null */
+    int swa_window;   /* W: a sliding layer at position t sees keys t-W < j <= t */
+} cmf_dory_config;
+
+/* Reads and validates header.arch of a Dory file (arch_name "dory", the keys of docs/HEADER_KEYS.md "Dory").
+ * Checks: every size positive, n_heads % n_kv_heads == 0, block counts add up to num_layers and each is >= 1,
+ * pattern chars only 'S', '*', '-' and num_layers of them, profiles 1 or 2, loops in 1..CMF_DORY_MAX_LOOPS, kv mode
+ * per_loop|last_loop, σ₀/alpha/gate/θ finite and > 0, window >= 1. Errors: CMF_E_FORMAT naming the key (value
+ * missing, wrong type or out of range), CMF_E_UNSUPPORTED (arch_name not "dory"). */
+cmf_status cmf_dory_config_from_arch(const cJSON *arch, cmf_dory_config *cfg);
+
+/* One physical sub-layer. Attention layers fill the attention fields, MLP layers the MLP ones. The scale vectors are
+ * stored pre-multiplied as the math uses them (§1.4–1.6). */
+typedef struct cmf_dory_layer {
+    char kind;                     /* 'S', '*', '-' */
+    const float *lambda;           /* [H] |alpha · alpha_init/σ₀| (attn_alpha or mlp_alpha) */
+    cmf_weight wq, wk, wv, wg, wo; /* q,g: [n_heads·hd, H]; k,v: [n_kv_heads·hd, H]; o: [H, n_heads·hd] */
+    const float *q_scale;          /* [n_heads·hd] (sqk·√hd/σ₀)² */
+    const float *g_scale;          /* [n_heads·hd] (s_gate·√g0/σ₀)² */
+    cmf_weight w_gate, w_up, w_down; /* gate/up [F, H]; down [H, F] */
+    const float *suv_gate, *suv_up;  /* [F] suv·√H */
+} cmf_dory_layer;
+
+typedef struct cmf_dory {
+    const cmf_file *file; /* not owned */
+    cmf_dory_config cfg;
+    cmf_weight embed;     /* backbone.embeddings.weight [V, H] */
+    cmf_weight lm_head;   /* lm_head.weight [V, H] */
+    const float *logit_scale; /* [V] lm_head.logit_scale / σ₀ */
+    cmf_dory_layer *layers;   /* [n_layers] */
+    float *arena;             /* every f32 vector above, one allocation */
+    float *inv_freq;          /* [2][hd/2]: θ^(-2j/hd) for profile 1 and profile 2 */
+    int n_threads;
+} cmf_dory;
+
+/* Builds a Dory model over an open CMF file (which must outlive it): reads header.arch, makes views of every
+ * matrix (any dtype with a CPU kernel) and decodes the scale vectors to f32. n_threads 0 = one per core.
+ * Errors: those of cmf_dory_config_from_arch; CMF_E_FORMAT when a tensor is missing or mis-shaped (message names it);
+ * CMF_E_UNSUPPORTED for a dtype without a kernel; CMF_E_NOMEM. */
+cmf_status cmf_dory_load(const cmf_file *f, int n_threads, cmf_dory **out);
+void cmf_dory_free(cmf_dory *d);
+
+/* One KV cache slot: a full-attention layer keeps n_ctx rows; a sliding one a ring of `rows` = W + n_batch rows
+ * (row of position p at p % rows). Each row is n_kv_heads·hd floats, keys already RoPE'd and normalised. */
+typedef struct cmf_dory_kv {
+    float *k, *v;
+    int rows, ring;
+} cmf_dory_kv;
+
+/* Per-session state. The KV slots: one per attention layer of the input and output blocks, and per recurrent
+ * attention layer either max_loops slots (per_loop: loop i reads and writes slot i) or one (last_loop: every loop
+ * overwrites this chunk's rows, so earlier tokens are seen through their final-loop K/V). */
+typedef struct cmf_dory_state {
+    const cmf_dory *d;
+    cmf_pool *pool;
+    cmf_dory_kv_mode kv_mode;
+    int n_ctx, n_batch, max_loops, pos;
+    int loops_used;      /* per_loop: the loop count of the session's first chunk (0 before it); later chunks must match */
+    int *slot;           /* [n_layers] first slot of an attention layer, -1 for MLP layers */
+    cmf_dory_kv *kv;     /* [n_slots] */
+    int n_slots;
+    float *x, *inp, *state, *xr, *q, *k, *v, *g, *att, *hb, *hb2; /* activations for n_batch tokens */
+    float *logits;       /* [vocab]: logits of the last position of the last call */
+    /* early-exit gate counters (§2) */
+    long gate_tokens, gate_one_pass;
+} cmf_dory_state;
+
+/* Creates a session of n_ctx positions (0: max_position_embeddings) with chunks of up to n_batch tokens (0: 256,
+ * capped at n_ctx), for up to max_loops loops (0: CMF_DORY_MAX_LOOPS under last_loop, the config's n_loops under
+ * per_loop), KV mode kv_mode (-1: the config's). Memory: full layers n_ctx rows, sliding layers W + n_batch rows,
+ * per slot. Errors: CMF_E_ARG (sizes, kv_mode, max_loops out of 1..CMF_DORY_MAX_LOOPS), CMF_E_NOMEM. */
+cmf_status cmf_dory_state_new(const cmf_dory *d, int n_ctx, int n_batch, int kv_mode, int max_loops,
+                              cmf_dory_state **out);
+void cmf_dory_state_free(cmf_dory_state *s);
+/* Forgets the context (position 0) and the gate counters; the per_loop loop count may be chosen anew. */
+void cmf_dory_state_reset(cmf_dory_state *s);
+
+/* Runs n tokens at positions s->pos.. with `loops` recurrent passes (0: the config's n_loops), in chunks of n_batch
+ * (§1.7 per chunk; chunking does not change the result). Writes all logits ([n][vocab]) when all_logits != NULL and
+ * always the last position's into cmf_dory_logits(s). Under per_loop every call of a session must use the same
+ * loop count; under last_loop it may change from call to call (token to token).
+ * Errors: CMF_E_ARG (n <= 0, context full, token id out of range, loops outside 1..max_loops, per_loop loop
+ * count change); the state is unchanged on error. */
+cmf_status cmf_dory_forward(cmf_dory_state *s, const int32_t *tokens, int n, int loops, float *all_logits);
+
+/* Decodes one token with the Conf(threshold) early-exit gate of §2 for a two-pass model: runs the input block,
+ * loop 0, the output block and the head; if the largest softmax probability of those logits is >= threshold the
+ * token is done after one pass, otherwise loop 1 runs from the saved state/input and the output block and head run
+ * again for this position (overwriting its output-block K/V). *passes (may be NULL) receives 1 or 2, and the
+ * session's counters are updated. threshold <= 0 always exits after one pass (same logits as loops = 1); a
+ * threshold > 1 never does (same as loops = 2). Requires the last_loop KV mode (a one-pass token leaves no loop-1
+ * K/V that per_loop would need) and max_loops >= 2. Errors: CMF_E_ARG (mode, context full, id out of range). */
+cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float threshold, int *passes);
+
+/* Share of gated tokens that took one pass, in [0, 1] (0 when none was gated); *n_tokens (may be NULL) gets the
+ * count of gated tokens. */
+double cmf_dory_gate_one_pass_share(const cmf_dory_state *s, long *n_tokens);
+
+/* The last position's logits of the last call ([vocab], owned by the state). */
+const float *cmf_dory_logits(const cmf_dory_state *s);
+
+#endif

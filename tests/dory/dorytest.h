@@ -1,0 +1,32 @@
+/* dorytest.h — helpers of the Dory tests: convert a checkpoint of tests/data/dory/ to CMF, load it, read the
+ * reference logits (ref.safetensors, written by scripts/dory/make_refs.py from llama.cpp's numpy reference). */
+#ifndef CMF_DORYTEST_H
+#define CMF_DORYTEST_H
+
+#include "convert/safetensors.h"
+#include "model/dory.h"
+
+typedef struct dory_fixture {
+    cmf_file *file;
+    cmf_dory *d;
+    cmf_safetensors *ref; /* the case's ref.safetensors */
+} dory_fixture;
+
+/* Converts tests/data/dory/<name> to f32 CMF (tmp/dory_<name>.cmf), opens and loads it and opens its ref file.
+ * Returns 0 on success; prints the error and returns -1 otherwise. */
+int dory_fixture_open(const char *name, dory_fixture *fx);
+void dory_fixture_close(dory_fixture *fx);
+
+/* A reference tensor as floats (malloc'd, *n values), or NULL when absent. */
+float *dory_ref_floats(const dory_fixture *fx, const char *name, size_t *n);
+/* tokens_<i> as int32 (malloc'd), or NULL. */
+int32_t *dory_ref_tokens(const dory_fixture *fx, int i, int *n);
+
+/* max |a-b| over n values, and max |b| (for relative errors). */
+double dory_max_abs_diff(const float *a, const float *b, size_t n, double *max_ref);
+
+/* Runs `tokens` through a new session (kv_mode, loops) in chunks of `chunk` and returns all logits ([n][V],
+ * malloc'd), or NULL on error (printed). */
+float *dory_run(const cmf_dory *d, const int32_t *tokens, int n, int kv_mode, int loops, int chunk);
+
+#endif

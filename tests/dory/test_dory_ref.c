@@ -1,0 +1,95 @@
+/* test_dory_ref.c — Dory logits against llama.cpp's independent numpy F32 reference (tests/data/dory, made by
+ * scripts/dory/make_refs.py): the tiny *-S-*- model (3 sequences, loops 1/2/4) and the deep 16/40/16
+ * "S-S-S-*-"x9 layout (BF16 checkpoint, loops 4), one-shot and chunked prefill (chunks 8/3/1), both KV modes where
+ * the reference applies (last_loop equals the reference for a single chunk starting at position 0). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dorytest.h"
+#include "testutil.h"
+
+
+static const double TOL = 3e-5; /* relative to the largest reference logit of the case */
+
+static void check_case(const dory_fixture *fx, const char *label, int seq, int loops, int kv_mode, int chunk) {
+    int n;
+    int32_t *ids = dory_ref_tokens(fx, seq, &n);
+    char name[64];
+    snprintf(name, sizeof name, "logits_%d_k%d", seq, loops);
+    size_t m = 0;
+    float *ref = dory_ref_floats(fx, name, &m);
+    CHECK_MSG(ids && ref, "%s: reference %s missing", label, name);
+    if (!ids || !ref) {
+        free(ids);
+        free(ref);
+        return;
+    }
+    const int V = fx->d->cfg.vocab_size;
+    CHECK(m == (size_t)n * V);
+    float *got = dory_run(fx->d, ids, n, kv_mode, loops, chunk);
+    CHECK(got != NULL);
+    if (got && m == (size_t)n * V) {
+        double mr, err = dory_max_abs_diff(got, ref, m, &mr);
+        CHECK_MSG(err <= TOL * mr, "%s seq %d loops %d %s chunk %d: max |err| %.3g, max |ref| %.3g", label, seq, loops,
+                  kv_mode ? "last_loop" : "per_loop", chunk, err, mr);
+        if (getenv("DORY_VERBOSE"))
+            printf("%s seq %d loops %d %s chunk %d: max err %.3g (rel %.3g)\n", label, seq, loops,
+                   kv_mode ? "last_loop" : "per_loop", chunk, err, err / mr);
+    }
+    free(got);
+    free(ids);
+    free(ref);
+}
+
+/* The logits of the last position (cmf_dory_logits) equal the last row of all_logits, and a run that asks for no
+ * all_logits gives the same last row. */
+static void check_last_row(const dory_fixture *fx) {
+    int n;
+    int32_t *ids = dory_ref_tokens(fx, 1, &n);
+    const int V = fx->d->cfg.vocab_size;
+    float *all = dory_run(fx->d, ids, n, CMF_DORY_KV_PER_LOOP, 2, n);
+    cmf_dory_state *s;
+    if (cmf_dory_state_new(fx->d, 16, 0, CMF_DORY_KV_PER_LOOP, 2, &s) != CMF_OK) {
+        CHECK(0);
+        free(all);
+        free(ids);
+        return;
+    }
+    CHECK(cmf_dory_forward(s, ids, n, 2, NULL) == CMF_OK);
+    if (all) CHECK(dory_max_abs_diff(cmf_dory_logits(s), all + (size_t)(n - 1) * V, (size_t)V, NULL) == 0);
+    cmf_dory_state_free(s);
+    free(all);
+    free(ids);
+}
+
+int main(void) {
+    dory_fixture fx;
+    if (dory_fixture_open("tiny", &fx) == 0) {
+        CHECK(fx.d->cfg.n_layers == 6 && fx.d->cfg.n_loops == 2 && !strcmp(fx.d->cfg.pattern, "*-S-*-"));
+        static const int LOOPS[] = {1, 2, 4}, CHUNKS[] = {8, 3, 1};
+        for (int seq = 0; seq < 3; seq++)
+            for (int li = 0; li < 3; li++) {
+                for (int ci = 0; ci < 3; ci++) check_case(&fx, "tiny", seq, LOOPS[li], CMF_DORY_KV_PER_LOOP, CHUNKS[ci]);
+                check_case(&fx, "tiny", seq, LOOPS[li], CMF_DORY_KV_LAST_LOOP, 8);
+            }
+        /* with one loop the two modes are the same cache at every chunking */
+        for (int ci = 0; ci < 3; ci++) check_case(&fx, "tiny", 2, 1, CMF_DORY_KV_LAST_LOOP, CHUNKS[ci]);
+        check_last_row(&fx);
+        dory_fixture_close(&fx);
+    } else {
+        cmf_test_failures++;
+    }
+    if (dory_fixture_open("deep", &fx) == 0) {
+        CHECK(fx.d->cfg.n_layers == 72 && fx.d->cfg.n_input == 16 && fx.d->cfg.n_recurrent == 40);
+        CHECK(fx.d->cfg.kv_mode == CMF_DORY_KV_LAST_LOOP);
+        check_case(&fx, "deep", 0, 4, CMF_DORY_KV_PER_LOOP, 8);
+        check_case(&fx, "deep", 0, 4, CMF_DORY_KV_PER_LOOP, 1);
+        check_case(&fx, "deep", 0, 4, CMF_DORY_KV_LAST_LOOP, 8);
+        dory_fixture_close(&fx);
+    } else {
+        cmf_test_failures++;
+    }
+    CMF_TEST_END();
+}
