@@ -28,9 +28,11 @@ typedef struct cmf_convert_opts {
  * CMF_E_UNSUPPORTED (unknown model_type or source dtype), each with a message naming the file/tensor/key. */
 cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts);
 
-/* Converts a GGUF v2/v3 file (llama architecture, F32/F16 tensors) to CMF: metadata -> header, tensors renamed to
- * the HF names, the embedded tokenizer -> an equivalent tokenizer.json in the vocab section. The RoPE pairing
- * stays llama2.c's interleaved one and is recorded as arch.rope_pairing = "interleaved". */
+/* Converts a GGUF v2/v3 file (architectures llama, qwen2, qwen3; tensor types F32, F16, BF16, Q8_0, Q4_0) to CMF:
+ * metadata -> header, tensors renamed to the HF names, the embedded tokenizer -> an equivalent tokenizer.json in the
+ * vocab section. arch.rope_pairing is "interleaved" for llama (llama.cpp's converter permutes llama Q/K) and "half"
+ * for qwen2/qwen3 (NEOX RoPE, unpermuted); Q4_0 is repacked losslessly as q4_tiled, Q8_0 decoded and stored as f16
+ * (f32 target) or re-quantized (other targets). Details: src/convert/gguf_convert.c, docs/HEADER_KEYS.md. */
 cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const cmf_convert_opts *opts);
 
 /* Builds a Hugging Face tokenizer.json equivalent to the tokenizer embedded in a GGUF file (tokenizer.ggml.*).
