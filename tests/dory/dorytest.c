@@ -79,8 +79,13 @@ double dory_max_abs_diff(const float *a, const float *b, size_t n, double *max_r
 }
 
 float *dory_run(const cmf_dory *d, const int32_t *tokens, int n, int kv_mode, int loops, int chunk) {
+    return dory_run_batch(d, tokens, n, kv_mode, loops, chunk, 0);
+}
+
+float *dory_run_batch(const cmf_dory *d, const int32_t *tokens, int n, int kv_mode, int loops, int chunk,
+                      int n_batch) {
     cmf_dory_state *s;
-    if (cmf_dory_state_new(d, 64, 0, kv_mode, loops, &s) != CMF_OK) {
+    if (cmf_dory_state_new(d, 64, n_batch, kv_mode, loops, &s) != CMF_OK) {
         fprintf(stderr, "state: %s\n", cmf_last_error());
         return NULL;
     }

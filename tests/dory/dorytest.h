@@ -25,8 +25,10 @@ int32_t *dory_ref_tokens(const dory_fixture *fx, int i, int *n);
 /* max |a-b| over n values, and max |b| (for relative errors). */
 double dory_max_abs_diff(const float *a, const float *b, size_t n, double *max_ref);
 
-/* Runs `tokens` through a new session (kv_mode, loops) in chunks of `chunk` and returns all logits ([n][V],
- * malloc'd), or NULL on error (printed). */
+/* Runs `tokens` through a new session (64 positions, kv_mode, loops) in calls of `chunk` tokens and returns all
+ * logits ([n][V], malloc'd), or NULL on error (printed). */
 float *dory_run(const cmf_dory *d, const int32_t *tokens, int n, int kv_mode, int loops, int chunk);
+/* The same with the session's n_batch set (sliding layers then keep a ring of window + n_batch rows). */
+float *dory_run_batch(const cmf_dory *d, const int32_t *tokens, int n, int kv_mode, int loops, int chunk, int n_batch);
 
 #endif

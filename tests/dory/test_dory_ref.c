@@ -13,7 +13,8 @@
 
 static const double TOL = 3e-5; /* relative to the largest reference logit of the case */
 
-static void check_case(const dory_fixture *fx, const char *label, int seq, int loops, int kv_mode, int chunk) {
+static void check_case_b(const dory_fixture *fx, const char *label, int seq, int loops, int kv_mode, int chunk,
+                         int n_batch) {
     int n;
     int32_t *ids = dory_ref_tokens(fx, seq, &n);
     char name[64];
@@ -28,19 +29,46 @@ static void check_case(const dory_fixture *fx, const char *label, int seq, int l
     }
     const int V = fx->d->cfg.vocab_size;
     CHECK(m == (size_t)n * V);
-    float *got = dory_run(fx->d, ids, n, kv_mode, loops, chunk);
+    float *got = dory_run_batch(fx->d, ids, n, kv_mode, loops, chunk, n_batch);
     CHECK(got != NULL);
     if (got && m == (size_t)n * V) {
         double mr, err = dory_max_abs_diff(got, ref, m, &mr);
-        CHECK_MSG(err <= TOL * mr, "%s seq %d loops %d %s chunk %d: max |err| %.3g, max |ref| %.3g", label, seq, loops,
-                  kv_mode ? "last_loop" : "per_loop", chunk, err, mr);
+        CHECK_MSG(err <= TOL * mr, "%s seq %d loops %d %s chunk %d n_batch %d: max |err| %.3g, max |ref| %.3g", label,
+                  seq, loops, kv_mode ? "last_loop" : "per_loop", chunk, n_batch, err, mr);
         if (getenv("DORY_VERBOSE"))
-            printf("%s seq %d loops %d %s chunk %d: max err %.3g (rel %.3g)\n", label, seq, loops,
-                   kv_mode ? "last_loop" : "per_loop", chunk, err, err / mr);
+            printf("%s seq %d loops %d %s chunk %d n_batch %d: max err %.3g (rel %.3g)\n", label, seq, loops,
+                   kv_mode ? "last_loop" : "per_loop", chunk, n_batch, err, err / mr);
     }
     free(got);
     free(ids);
     free(ref);
+}
+
+static void check_case(const dory_fixture *fx, const char *label, int seq, int loops, int kv_mode, int chunk) {
+    check_case_b(fx, label, seq, loops, kv_mode, chunk, 0);
+}
+
+/* Sliding layers with a ring of window + n_batch rows (n_batch 1 and 3 over 8 positions, window 4: the ring wraps)
+ * give the reference under per_loop, and under last_loop the same logits as an unbounded cache with the same calls. */
+static void check_ring(const dory_fixture *fx) {
+    cmf_dory_state *s;
+    CHECK(cmf_dory_state_new(fx->d, 64, 1, -1, 0, &s) == CMF_OK);
+    CHECK(s->kv[s->slot[2]].ring == 1 && s->kv[s->slot[2]].rows == fx->d->cfg.swa_window + 1);
+    CHECK(s->kv[s->slot[0]].ring == 0 && s->kv[s->slot[0]].rows == 64);
+    cmf_dory_state_free(s);
+    for (int seq = 0; seq < 3; seq++) {
+        check_case_b(fx, "tiny ring", seq, 2, CMF_DORY_KV_PER_LOOP, 8, 1);
+        check_case_b(fx, "tiny ring", seq, 4, CMF_DORY_KV_PER_LOOP, 3, 3);
+    }
+    int n;
+    int32_t *ids = dory_ref_tokens(fx, 0, &n);
+    const size_t V = (size_t)fx->d->cfg.vocab_size;
+    float *a = dory_run_batch(fx->d, ids, n, CMF_DORY_KV_LAST_LOOP, 2, 1, 1);
+    float *b = dory_run_batch(fx->d, ids, n, CMF_DORY_KV_LAST_LOOP, 2, 1, 0);
+    CHECK(a && b && dory_max_abs_diff(a, b, (size_t)n * V, NULL) == 0);
+    free(a);
+    free(b);
+    free(ids);
 }
 
 /* The logits of the last position (cmf_dory_logits) equal the last row of all_logits, and a run that asks for no
@@ -77,6 +105,7 @@ int main(void) {
         /* with one loop the two modes are the same cache at every chunking */
         for (int ci = 0; ci < 3; ci++) check_case(&fx, "tiny", 2, 1, CMF_DORY_KV_LAST_LOOP, CHUNKS[ci]);
         check_last_row(&fx);
+        check_ring(&fx);
         dory_fixture_close(&fx);
     } else {
         cmf_test_failures++;
