@@ -135,12 +135,24 @@ const jobs = [...cases.map(([n, r]) => [n, r, null]), ...variants].map(([name, r
   const list = tj.decoder && JSON.stringify(tj.decoder).includes("Metaspace") ? texts.filter((t) => !t.startsWith(" ")) : texts;
   return { name, tj, cfg, rel, override, list };
 });
+// The tokenizer.json stored in the vocab section of the reference's own CMF file (envelope: vocab_off, vocab_len
+// as u64 at 0x50 and 0x58, CMF_FORMAT.md §1.2); the C test reads it from the same file.
+{
+  const cmf = fs.readFileSync(path.join(shared, "data/cmf-reference/tiny-F16.cmf"));
+  const off = Number(cmf.readBigUInt64LE(0x50)), len = Number(cmf.readBigUInt64LE(0x58));
+  const tj = JSON.parse(cmf.subarray(off, off + len).toString("utf8"));
+  // tokenizers.js insists on these keys; absent and null mean the same to the Rust tokenizers (serde defaults)
+  for (const k of ["normalizer", "pre_tokenizer", "post_processor", "decoder"]) tj[k] ??= null;
+  tj.model.merges ??= [];
+  jobs.push({ name: "cmf_tiny", tj, cfg: {}, rel: "cmf-reference/tiny-F16.cmf", cmf_vocab: true,
+    list: synthTexts.concat(["Hello, World! 0123456789 ~{}|", "<|endoftext|>text<pad>"]) });
+}
 for (const [name, tj] of synthetic) {
   const file = `synth_${name}.tokenizer.json`;
   fs.writeFileSync(path.join(outDir, file), JSON.stringify(tj) + "\n");
   jobs.push({ name: "synth_" + name, tj, cfg: {}, rel: file, local: true, list: synthTexts });
 }
-for (const { name, tj, cfg, rel, local, override, list } of jobs) {
+for (const { name, tj, cfg, rel, local, override, cmf_vocab, list } of jobs) {
   const tok = new Tokenizer(tj, cfg);
   const out = [];
   for (const text of list) {
@@ -154,6 +166,7 @@ for (const { name, tj, cfg, rel, local, override, list } of jobs) {
   const doc = { generator: `scripts/tokenizer/make_refs.mjs with ${pkg.name}@${pkg.version}`, tokenizer: rel, cases: out };
   if (local) doc.tokenizer_in_data_dir = true;
   if (override) doc.override = override;
+  if (cmf_vocab) doc.tokenizer_in_cmf_vocab = true;
   const file = path.join(outDir, `hf_refs_${name}.json`);
   fs.writeFileSync(file, JSON.stringify(doc, null, 1) + "\n");
   console.log(`${file}: ${out.length} cases`);

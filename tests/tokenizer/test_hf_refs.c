@@ -1,7 +1,7 @@
 /* test_hf_refs.c — our encoder/decoder against reference outputs of Hugging Face's JavaScript tokenizers
  * (tests/tokenizer/data/hf_refs_*.json, written by scripts/tokenizer/make_refs.mjs) for the qwen3, llama3 and
  * mistral tokenizer.json files and for small synthetic ones (WordPiece/BERT, Unigram/Metaspace, BPE with unk and
- * the simple pre-tokenizers): ids without and with special tokens, decode, decode skipping special tokens, and
+ * the simple pre-tokenizers) and for the tokenizer.json inside the reference's tiny-F16.cmf: ids without and with special tokens, decode, decode skipping special tokens, and
  * streaming decode == full decode with valid UTF-8 chunks. */
 #include <stdlib.h>
 #include <string.h>
@@ -57,6 +57,19 @@ static void run(const char *name) {
         } else {
             CHECK_MSG(0, "%s", cmf_last_error());
         }
+    } else if (cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(doc, "tokenizer_in_cmf_vocab"))) {
+        /* the vocab section of a real CMF file: vocab_off / vocab_len are u64 at 0x50 / 0x58 (CMF_FORMAT.md §1.2) */
+        snprintf(rel, sizeof rel, "data/%s", cJSON_IsString(tokrel) ? tokrel->valuestring : "?");
+        if (cmf_read_file(shared_path(rel), &json, &len) == CMF_OK && len >= 128) {
+            uint64_t off, vl;
+            memcpy(&off, json + 0x50, 8), memcpy(&vl, json + 0x58, 8);
+            CHECK_MSG(vl > 0 && off <= len && vl <= len - off, "%s: bad vocab section", rel);
+            if (vl > 0 && off <= len && vl <= len - off)
+                CHECK_MSG(cmf_tokenizer_load(json + off, (size_t)vl, &t) == CMF_OK, "load: %s", cmf_last_error());
+            free(json);
+        } else {
+            CHECK_MSG(0, "%s: %s", rel, cmf_last_error());
+        }
     } else if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(doc, "override"))) {
         /* a real tokenizer.json with some top-level components replaced, as the generator did */
         snprintf(rel, sizeof rel, "data/tokenizers/%s", cJSON_IsString(tokrel) ? tokrel->valuestring : "?");
@@ -110,6 +123,7 @@ int main(void) {
     run("mistral");
     run("qwen3_gpt2");
     run("mistral_metaspace");
+    run("cmf_tiny");
     run("synth_bert");
     run("synth_unigram");
     run("synth_bpe_misc");
