@@ -100,6 +100,12 @@ static void errors(void) {
         if (e->valueint > max_id) max_id = e->valueint;
     }
     CHECK(all);
+    cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(root, "added_tokens")) {
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+        const cJSON *content = cJSON_GetObjectItemCaseSensitive(e, "content");
+        CHECK(cmf_tokenizer_token_id(t, content->valuestring) == id->valueint);
+        if (id->valueint > max_id) max_id = id->valueint;
+    }
     CHECK(cmf_tokenizer_vocab_size(t) == max_id + 1);
     CHECK(cmf_tokenizer_token_id(t, "no-such-token") == -1);
     cJSON_Delete(root);
