@@ -291,6 +291,12 @@ static cmf_status finish(cmf_writer *w, FILE **fpp) {
                                      ((uint32_t)w->masks[2] << 16) | ((uint32_t)w->masks[3] << 24);
     if (n_masks > 0) features |= CMF_FEAT_BINARY_MASKS;
     if (n_masks > 0 && loops > 1) features |= CMF_FEAT_LOOP_MASKS;
+    /* §1.3 bit 6: a skills[] record bound to a base (base_dir_hash) makes this a standalone skill file. */
+    const cJSON *skills = cJSON_GetObjectItemCaseSensitive(w->header, "skills"), *rec;
+    cJSON_ArrayForEach(rec, skills) {
+        const cJSON *bdh = cJSON_GetObjectItemCaseSensitive(rec, "base_dir_hash");
+        if (bdh && !cJSON_IsNull(bdh)) features |= CMF_FEAT_SKILL_FILE;
+    }
 
     char *hjson = cJSON_PrintUnformatted(w->header);
     if (!hjson) return cmf_err(CMF_E_NOMEM, "cmf_writer_finish: cannot serialize the header");

@@ -24,6 +24,8 @@ int cmd_verify(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_skill(int argc, char **argv);
+int cmd_masks(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
 
 /* chat.c: renders the messages (a cJSON array) with the model's chat template, or `template_src` when not NULL

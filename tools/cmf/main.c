@@ -21,6 +21,8 @@ static const struct {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "talk with a model: its chat template, KV cache kept across turns"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
+    {"skill", cmd_skill, "bake, list, export and apply skills (overlay tensors skill.<id>.*)"},
+    {"masks", cmd_masks, "list the task masks of a model file and which one is active by default"},
     {"bench", cmd_bench, "llama-bench style speed test: prefill (ppP) and decode (tgN) tokens/second"},
     {"ppl", cmd_ppl, "perplexity of a text over fixed windows, as llama.cpp's llama-perplexity"},
     {"requant", cmd_requant, "re-encode the weight matrices of a CMF file with another quant"},
