@@ -5,6 +5,8 @@
 #include "cli.h"
 #include "cmf.h"
 
+int cmd_serve(int argc, char **argv); /* serve.c */
+
 int cmd_requant(int argc, char **argv); /* requant.c (declared here until cli.h lists it) */
 
 int cmd_bench(int argc, char **argv); /* bench.c (its prototype belongs in cli.h) */
@@ -21,6 +23,7 @@ static const struct {
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "talk with a model: its chat template, KV cache kept across turns"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
+    {"serve", cmd_serve, "an OpenAI-compatible HTTP server (continuous batching)"},
     {"skill", cmd_skill, "bake, list, export and apply skills (overlay tensors skill.<id>.*)"},
     {"masks", cmd_masks, "list the task masks of a model file and which one is active by default"},
     {"bench", cmd_bench, "llama-bench style speed test: prefill (ppP) and decode (tgN) tokens/second"},

@@ -1,0 +1,593 @@
+/* api.c — the JSON of the endpoints, after OpenAI's API reference (Chat Completions: /v1/chat/completions and its
+ * "chat.completion" / "chat.completion.chunk" objects; Completions: /v1/completions, "text_completion"; Models:
+ * /v1/models) and, for the routes OpenAI does not have, the llama.cpp / vLLM servers' shapes: /tokenize
+ * {"content"|"prompt", "add_special"} -> {"tokens", "count"}, /detokenize {"tokens"} -> {"content"},
+ * /apply-template {"messages", "tools"?, ...} -> {"prompt"}. Errors: {"error":{"message","type","code","param"}}
+ * (OpenAI's error object). */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/internal.h"
+
+/* ---- errors ---------------------------------------------------------------------------------------------------- */
+static const char *error_type(int status) {
+    switch (status) {
+    case 401: return "authentication_error";
+    case 404: return "not_found_error";
+    case 405: return "method_not_allowed";
+    case 413: return "request_too_large";
+    case 429:
+    case 503: return "server_overloaded";
+    case 504: return "timeout_error";
+    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    }
+}
+
+char *srv_error_json(int status, const char *message, const char *param) {
+    cJSON *j = cJSON_CreateObject(), *e = cJSON_AddObjectToObject(j, "error");
+    cJSON_AddStringToObject(e, "message", message);
+    cJSON_AddStringToObject(e, "type", error_type(status));
+    cJSON_AddNumberToObject(e, "code", status);
+    if (param)
+        cJSON_AddStringToObject(e, "param", param);
+    else
+        cJSON_AddNullToObject(e, "param");
+    char *out = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    return out;
+}
+
+static srv_reply reply_err(int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static srv_reply reply_err(int status, const char *param, const char *fmt, ...) {
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    srv_reply r = {status, srv_error_json(status, msg, param)};
+    return r;
+}
+
+static srv_reply reply_json(cJSON *j) {
+    srv_reply r = {200, cJSON_PrintUnformatted(j)};
+    cJSON_Delete(j);
+    if (!r.body) r = reply_err(500, NULL, "out of memory");
+    return r;
+}
+
+static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
+    cJSON *j = len ? cJSON_ParseWithLength(body, len) : NULL;
+    if (!cJSON_IsObject(j)) {
+        cJSON_Delete(j);
+        *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", len ? "malformed JSON" : "empty");
+        return NULL;
+    }
+    return j;
+}
+
+/* ---- field readers: absent or null leaves *out unchanged; a wrong type or range is a 400 naming the field ---- */
+static int num_field(const cJSON *j, const char *name, double lo, double hi, double *out, srv_reply *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
+        *err = reply_err(400, name, "'%s' must be a number in [%g, %g]", name, lo, hi);
+        return -1;
+    }
+    *out = v->valuedouble;
+    return 0;
+}
+
+static int int_field(const cJSON *j, const char *name, double lo, double hi, long long *out, srv_reply *err) {
+    double d = 0;
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (num_field(j, name, lo, hi, &d, err)) return -1;
+    if (d != floor(d)) {
+        *err = reply_err(400, name, "'%s' must be an integer", name);
+        return -1;
+    }
+    *out = (long long)d;
+    return 0;
+}
+
+static int bool_field(const cJSON *j, const char *name, int *out, srv_reply *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsBool(v)) {
+        *err = reply_err(400, name, "'%s' must be a boolean", name);
+        return -1;
+    }
+    *out = cJSON_IsTrue(v);
+    return 0;
+}
+
+/* "stop": a string or an array of up to 16 strings; empty strings are ignored. */
+static int stop_field(const cJSON *j, srv_req *r, srv_reply *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "stop");
+    if (!v || cJSON_IsNull(v)) return 0;
+    int n = cJSON_IsString(v) ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
+    if (n < 0 || n > 16) {
+        *err = reply_err(400, "stop", "'stop' must be a string or an array of at most 16 strings");
+        return -1;
+    }
+    r->stops = calloc((size_t)n + 1, sizeof *r->stops);
+    if (!r->stops) goto nomem;
+    for (int i = 0; i < n; i++) {
+        const cJSON *e = cJSON_IsString(v) ? v : cJSON_GetArrayItem(v, i);
+        if (!cJSON_IsString(e)) {
+            *err = reply_err(400, "stop", "'stop[%d]' must be a string", i);
+            return -1;
+        }
+        if (!*e->valuestring) continue;
+        if (!(r->stops[r->n_stops] = strdup(e->valuestring))) goto nomem;
+        r->n_stops++;
+    }
+    return 0;
+nomem:
+    *err = reply_err(500, NULL, "out of memory");
+    return -1;
+}
+
+/* Sampling and length fields shared by both generation routes. */
+static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *err) {
+    double d;
+    long long ll;
+    cmf_sampler_params *sp = &r->sp;
+    *sp = cmf_sampler_default_params();
+    sp->temperature = 1.0f; /* OpenAI's defaults: temperature 1, top_p 1 (off), no top-k */
+    sp->top_p = 1.0f;
+    sp->top_k = 0;
+    sp->min_p = 0.0f;
+    sp->penalty_last_n = 0;
+    d = sp->temperature;
+    if (num_field(j, "temperature", 0, 100, &d, err)) return -1;
+    sp->temperature = (float)d;
+    d = 1;
+    if (num_field(j, "top_p", 1e-9, 1, &d, err)) return -1;
+    sp->top_p = (float)d;
+    ll = 0;
+    if (int_field(j, "top_k", -1, 1e9, &ll, err)) return -1;
+    sp->top_k = ll < 0 ? 0 : (int)ll; /* -1: off (vLLM) */
+    d = 0;
+    if (num_field(j, "min_p", 0, 1, &d, err)) return -1;
+    sp->min_p = (float)d;
+    d = 0;
+    if (num_field(j, "presence_penalty", -2, 2, &d, err)) return -1;
+    sp->presence_penalty = (float)d;
+    d = 0;
+    if (num_field(j, "frequency_penalty", -2, 2, &d, err)) return -1;
+    sp->frequency_penalty = (float)d;
+    d = 1;
+    if (num_field(j, "repetition_penalty", 1e-3, 100, &d, err)) return -1;
+    sp->repeat_penalty = (float)d;
+    static atomic_ulong counter;
+    sp->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)atomic_fetch_add(&counter, 1);
+    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(j, "seed");
+    if (seed && !cJSON_IsNull(seed)) {
+        if (int_field(j, "seed", -9.3e18, 1.8e19, &ll, err)) return -1;
+        sp->seed = seed->valuedouble < 0 ? (uint64_t)ll : (uint64_t)seed->valuedouble;
+    }
+    ll = 1;
+    if (int_field(j, "n", 1, 1e9, &ll, err)) return -1;
+    if (ll != 1) {
+        *err = reply_err(400, "n", "only n = 1 is supported");
+        return -1;
+    }
+    int lp = 0;
+    if (bool_field(j, "logprobs", &lp, err)) return -1;
+    if (lp || (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "logprobs")))) {
+        *err = reply_err(400, "logprobs", "logprobs are not supported");
+        return -1;
+    }
+    int echo = 0;
+    if (bool_field(j, "echo", &echo, err)) return -1;
+    if (echo) {
+        *err = reply_err(400, "echo", "echo is not supported");
+        return -1;
+    }
+    long long max_tokens = -1;
+    if (int_field(j, "max_tokens", 1, 1e9, &max_tokens, err)) return -1;
+    if (int_field(j, "max_completion_tokens", 1, 1e9, &max_tokens, err)) return -1;
+    long long room = (long long)s->n_ctx - r->n_prompt;
+    r->max_tokens = (int)(max_tokens < 0 || max_tokens > room ? room : max_tokens);
+    if (stop_field(j, r, err)) return -1;
+    if (bool_field(j, "stream", &r->stream, err)) return -1;
+    const cJSON *so = cJSON_GetObjectItemCaseSensitive(j, "stream_options");
+    if (so && !cJSON_IsNull(so)) {
+        if (!cJSON_IsObject(so)) {
+            *err = reply_err(400, "stream_options", "'stream_options' must be an object");
+            return -1;
+        }
+        if (bool_field(so, "include_usage", &r->include_usage, err)) return -1;
+    }
+    if (sp->presence_penalty != 0 || sp->frequency_penalty != 0 || sp->repeat_penalty != 1)
+        sp->penalty_last_n = r->max_tokens; /* the penalties see the generated tokens (as vLLM's output tokens) */
+    return 0;
+}
+
+/* ---- prompts --------------------------------------------------------------------------------------------------- */
+static int tokenize_text(cmf_server *s, const char *text, int add_special, srv_req *r, srv_reply *err) {
+    size_t n = 0;
+    if (cmf_tokenize(s->tok, text, strlen(text), add_special, &r->prompt, &n) != CMF_OK) {
+        *err = reply_err(400, "prompt", "cannot tokenize the prompt: %s", cmf_last_error());
+        return -1;
+    }
+    r->n_prompt = (int)n;
+    return 0;
+}
+
+static int completion_prompt(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *err) {
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
+        (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
+        p = p->child; /* a batch of one prompt */
+    if (cJSON_IsString(p)) return tokenize_text(s, p->valuestring, 1, r, err);
+    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0) {
+        *err = reply_err(400, "prompt", "'prompt' must be a string or a non-empty array of token ids");
+        return -1;
+    }
+    int n = cJSON_GetArraySize(p);
+    if (!(r->prompt = malloc((size_t)n * sizeof *r->prompt))) {
+        *err = reply_err(500, NULL, "out of memory");
+        return -1;
+    }
+    int i = 0;
+    for (const cJSON *e = p->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+            e->valuedouble >= s->vocab) {
+            *err = reply_err(400, "prompt", "'prompt[%d]' is not a token id in [0, %d)", i, s->vocab);
+            return -1;
+        }
+        r->prompt[i] = (int32_t)e->valuedouble;
+    }
+    r->n_prompt = n;
+    return 0;
+}
+
+/* Renders messages (+ tools, chat_template_kwargs) with the model's chat template; *text is malloc'd. */
+static int render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, srv_reply *err) {
+    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
+    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
+        *err = reply_err(400, "messages", "'messages' must be a non-empty array");
+        return -1;
+    }
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(j, "tools");
+    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) {
+        *err = reply_err(400, "tools", "'tools' must be an array");
+        return -1;
+    }
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(j, "chat_template_kwargs");
+    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw)) {
+        *err = reply_err(400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
+        return -1;
+    }
+    cmf_chat_params p = cmf_chat_default_params();
+    char *m = cJSON_PrintUnformatted(msgs);
+    char *t = with_tools && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0 ? cJSON_PrintUnformatted(tools) : NULL;
+    char *x = cJSON_IsObject(kw) ? cJSON_PrintUnformatted(kw) : NULL;
+    int agp = 1;
+    if (bool_field(j, "add_generation_prompt", &agp, err)) {
+        free(m), free(t), free(x);
+        return -1;
+    }
+    p.messages_json = m;
+    p.tools_json = t;
+    p.extra_json = x;
+    p.add_generation_prompt = agp;
+    cmf_status st = m ? cmf_chat_render(s->m, &p, text, NULL) : CMF_E_NOMEM;
+    free(m), free(t), free(x);
+    if (st != CMF_OK) {
+        *err = reply_err(st == CMF_E_NOMEM ? 500 : 400, "messages", "%s",
+                         st == CMF_E_NOMEM ? "out of memory" : cmf_last_error());
+        return -1;
+    }
+    return 0;
+}
+
+/* Whether the rendered prompt leaves a <think> block open (templates that start the reasoning themselves). */
+static int ends_in_think(const char *text) {
+    size_t n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) n--;
+    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
+}
+
+srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err) {
+    cJSON *j = parse_body(body, len, err);
+    if (!j) return NULL;
+    srv_req *r = calloc(1, sizeof *r);
+    if (!r) {
+        cJSON_Delete(j);
+        *err = reply_err(500, NULL, "out of memory");
+        return NULL;
+    }
+    pthread_cond_init(&r->cv, NULL);
+    r->kind = kind;
+    r->model_name = s->model_name;
+    r->created = (long)time(NULL);
+    r->t_arrival = srv_now();
+    r->deadline = s->o.timeout_s > 0 ? r->t_arrival + s->o.timeout_s : 0;
+    static atomic_ulong seq;
+    snprintf(r->id, sizeof r->id, "%s-%lx%lx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", (unsigned long)r->created,
+             (unsigned long)atomic_fetch_add(&seq, 1));
+    int bad = 0;
+    if (kind == SRV_CHAT) {
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "tool_choice");
+        int tools_on = !(cJSON_IsString(tc) && !strcmp(tc->valuestring, "none"));
+        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(j, "tools");
+        char *text = NULL;
+        bad = render_chat(s, j, tools_on, &text, err);
+        if (!bad) {
+            r->start_in_think = ends_in_think(text);
+            r->parse_tools = tools_on && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0;
+            bad = tokenize_text(s, text, 0, r, err);
+        }
+        free(text);
+    } else {
+        bad = completion_prompt(s, j, r, err);
+    }
+    if (!bad && r->n_prompt == 0) {
+        *err = reply_err(400, "prompt", "the prompt is empty (0 tokens)");
+        bad = 1;
+    }
+    if (!bad && r->n_prompt >= s->n_ctx) {
+        *err = reply_err(400, kind == SRV_CHAT ? "messages" : "prompt",
+                         "the prompt has %d tokens; the context holds %d (%d left for the completion)", r->n_prompt,
+                         s->n_ctx, 0);
+        bad = 1;
+    }
+    if (!bad) bad = common_fields(s, j, r, err);
+    cJSON_Delete(j);
+    if (bad) {
+        srv_req_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* ---- responses ------------------------------------------------------------------------------------------------- */
+static cJSON *usage_json(const srv_req *r) {
+    cJSON *u = cJSON_CreateObject();
+    cJSON_AddNumberToObject(u, "prompt_tokens", r->n_prompt);
+    cJSON_AddNumberToObject(u, "completion_tokens", r->n_gen);
+    cJSON_AddNumberToObject(u, "total_tokens", r->n_prompt + r->n_gen);
+    cJSON_AddNumberToObject(cJSON_AddObjectToObject(u, "prompt_tokens_details"), "cached_tokens", r->n_cached);
+    return u;
+}
+
+static cJSON *envelope(const srv_req *r, const char *object) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "id", r->id);
+    cJSON_AddStringToObject(j, "object", object);
+    cJSON_AddNumberToObject(j, "created", (double)r->created);
+    cJSON_AddStringToObject(j, "model", r->model_name);
+    return j;
+}
+
+static cJSON *tool_call_json(const srv_req *r, int index, const char *name, size_t n, const char *args, int stream) {
+    cJSON *c = cJSON_CreateObject();
+    char id[96];
+    snprintf(id, sizeof id, "call_%s_%d", r->id, index);
+    if (stream) cJSON_AddNumberToObject(c, "index", index);
+    cJSON_AddStringToObject(c, "id", id);
+    cJSON_AddStringToObject(c, "type", "function");
+    cJSON *f = cJSON_AddObjectToObject(c, "function");
+    char *nm = strndup(name, n);
+    cJSON_AddStringToObject(f, "name", nm ? nm : "");
+    free(nm);
+    cJSON_AddStringToObject(f, "arguments", args);
+    return c;
+}
+
+srv_reply srv_generation_reply(cmf_server *s, srv_req *r) {
+    (void)s;
+    if (r->http_status) return reply_err(r->http_status, NULL, "%s", r->error);
+    int chat = r->kind == SRV_CHAT;
+    cJSON *j = envelope(r, chat ? "chat.completion" : "text_completion");
+    cJSON *choice = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "choices"), choice);
+    cJSON_AddNumberToObject(choice, "index", 0);
+    const char *text = r->content.p ? r->content.p : "";
+    if (chat) {
+        cJSON *msg = cJSON_AddObjectToObject(choice, "message");
+        cJSON_AddStringToObject(msg, "role", "assistant");
+        if (r->tool_calls && !*text)
+            cJSON_AddNullToObject(msg, "content");
+        else
+            cJSON_AddStringToObject(msg, "content", text);
+        if (r->reasoning.len) cJSON_AddStringToObject(msg, "reasoning_content", r->reasoning.p);
+        if (r->tool_calls) {
+            cJSON_AddItemToObject(msg, "tool_calls", r->tool_calls);
+            r->tool_calls = NULL;
+        }
+    } else {
+        cJSON_AddStringToObject(choice, "text", text);
+    }
+    cJSON_AddNullToObject(choice, "logprobs");
+    cJSON_AddStringToObject(choice, "finish_reason", r->finish_reason ? r->finish_reason : "stop");
+    cJSON_AddItemToObject(j, "usage", usage_json(r));
+    return reply_json(j);
+}
+
+int srv_result_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args) {
+    if (kind == SRV_EV_CONTENT) return srv_buf_add(&r->content, text, n);
+    if (kind == SRV_EV_REASONING) return srv_buf_add(&r->reasoning, text, n);
+    if (!r->tool_calls && !(r->tool_calls = cJSON_CreateArray())) return -1;
+    cJSON_AddItemToArray(r->tool_calls, tool_call_json(r, cJSON_GetArraySize(r->tool_calls), text, n, args, 0));
+    return 0;
+}
+
+/* Appends "data: <json>\n\n" and frees j. */
+static int sse_add(srv_req *r, cJSON *j) {
+    char *s = cJSON_PrintUnformatted(j);
+    cJSON_Delete(j);
+    if (!s) return -1;
+    int rc = srv_buf_adds(&r->sse, "data: ") || srv_buf_adds(&r->sse, s) || srv_buf_adds(&r->sse, "\n\n");
+    free(s);
+    return rc ? -1 : 0;
+}
+
+/* A chunk with one choice; returns the choice (its delta / text is added by the caller). */
+static cJSON *chunk(const srv_req *r, cJSON **j, const char *finish) {
+    *j = envelope(r, r->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(*j, "choices"), c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    if (r->kind != SRV_CHAT) cJSON_AddNullToObject(c, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish);
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    return c;
+}
+
+int srv_sse_role(srv_req *r) {
+    if (r->kind != SRV_CHAT || r->role_sent) return 0;
+    r->role_sent = 1;
+    cJSON *j, *d = cJSON_AddObjectToObject(chunk(r, &j, NULL), "delta");
+    cJSON_AddStringToObject(d, "role", "assistant");
+    cJSON_AddStringToObject(d, "content", "");
+    return sse_add(r, j);
+}
+
+int srv_sse_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args) {
+    cJSON *j, *c = chunk(r, &j, NULL);
+    char *t = kind == SRV_EV_TOOL ? NULL : strndup(text, n);
+    if (kind != SRV_EV_TOOL && !t) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    if (r->kind != SRV_CHAT) {
+        cJSON_AddStringToObject(c, "text", t);
+    } else {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (kind == SRV_EV_CONTENT)
+            cJSON_AddStringToObject(d, "content", t);
+        else if (kind == SRV_EV_REASONING)
+            cJSON_AddStringToObject(d, "reasoning_content", t);
+        else
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"),
+                                 tool_call_json(r, r->n_tool_calls++, text, n, args, 1));
+    }
+    free(t);
+    return sse_add(r, j);
+}
+
+int srv_sse_end(srv_req *r) {
+    int rc = 0;
+    if (r->http_status) {
+        char *txt = srv_error_json(r->http_status, r->error, NULL);
+        cJSON *e = txt ? cJSON_Parse(txt) : NULL;
+        free(txt);
+        rc = e ? sse_add(r, e) : -1;
+    } else {
+        cJSON *j, *c = chunk(r, &j, r->finish_reason ? r->finish_reason : "stop");
+        if (r->kind == SRV_CHAT)
+            cJSON_AddObjectToObject(c, "delta");
+        else
+            cJSON_AddStringToObject(c, "text", "");
+        rc = sse_add(r, j);
+        if (r->include_usage) {
+            cJSON *u = envelope(r, r->kind == SRV_CHAT ? "chat.completion.chunk" : "text_completion");
+            cJSON_AddArrayToObject(u, "choices");
+            cJSON_AddItemToObject(u, "usage", usage_json(r));
+            rc |= sse_add(r, u);
+        }
+    }
+    rc |= srv_buf_adds(&r->sse, "data: [DONE]\n\n");
+    return rc ? -1 : 0;
+}
+
+/* ---- other routes ---------------------------------------------------------------------------------------------- */
+srv_reply srv_api_models(cmf_server *s) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), m);
+    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "object", "model");
+    cJSON_AddNumberToObject(m, "created", (double)time(NULL));
+    cJSON_AddStringToObject(m, "owned_by", "cmf");
+    cJSON_AddNumberToObject(m, "max_model_len", s->n_ctx);
+    return reply_json(j);
+}
+
+srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
+    srv_reply err;
+    cJSON *j = parse_body(body, len, &err);
+    if (!j) return err;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
+    if (!c) c = cJSON_GetObjectItemCaseSensitive(j, "prompt");
+    int add_special = 0;
+    if (!cJSON_IsString(c)) {
+        cJSON_Delete(j);
+        return reply_err(400, "content", "'content' must be a string");
+    }
+    if (bool_field(j, "add_special", &add_special, &err)) {
+        cJSON_Delete(j);
+        return err;
+    }
+    int32_t *ids = NULL;
+    size_t n = 0;
+    cmf_status st = cmf_tokenize(s->tok, c->valuestring, strlen(c->valuestring), add_special, &ids, &n);
+    cJSON_Delete(j);
+    if (st != CMF_OK) return reply_err(400, "content", "cannot tokenize: %s", cmf_last_error());
+    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
+    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    cJSON_AddNumberToObject(o, "count", (double)n);
+    cJSON_AddNumberToObject(o, "max_model_len", s->n_ctx);
+    free(ids);
+    return reply_json(o);
+}
+
+srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {
+    srv_reply err;
+    cJSON *j = parse_body(body, len, &err);
+    if (!j) return err;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tokens");
+    if (!cJSON_IsArray(t)) {
+        cJSON_Delete(j);
+        return reply_err(400, "tokens", "'tokens' must be an array of token ids");
+    }
+    int n = cJSON_GetArraySize(t), i = 0;
+    int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
+    if (!ids) {
+        cJSON_Delete(j);
+        return reply_err(500, NULL, "out of memory");
+    }
+    for (const cJSON *e = t->child; e; e = e->next, i++) {
+        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
+            e->valuedouble >= s->vocab) {
+            free(ids);
+            cJSON_Delete(j);
+            return reply_err(400, "tokens", "'tokens[%d]' is not a token id in [0, %d)", i, s->vocab);
+        }
+        ids[i] = (int32_t)e->valuedouble;
+    }
+    cJSON_Delete(j);
+    char *text = NULL;
+    cmf_status st = cmf_detokenize(s->tok, ids, (size_t)n, 0, &text);
+    free(ids);
+    if (st != CMF_OK) return reply_err(400, "tokens", "cannot detokenize: %s", cmf_last_error());
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "content", text);
+    free(text);
+    return reply_json(o);
+}
+
+srv_reply srv_api_apply_template(cmf_server *s, const char *body, size_t len) {
+    srv_reply err;
+    cJSON *j = parse_body(body, len, &err);
+    if (!j) return err;
+    char *text = NULL;
+    int bad = render_chat(s, j, 1, &text, &err);
+    cJSON_Delete(j);
+    if (bad) return err;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "prompt", text);
+    free(text);
+    return reply_json(o);
+}

@@ -1,0 +1,408 @@
+/* http.c — the HTTP side of `cmf serve` on GNU libmicrohttpd (one thread per connection, so a handler may block
+ * while its request is generated): routing, Bearer-key authentication with a constant-time compare, the body
+ * size limit, CORS, and Server-Sent Events (text/event-stream, "data: <json>\n\n" frames, as OpenAI streams)
+ * through a callback response that blocks until the scheduler produces more. A client that disconnects is noticed
+ * by a peek at its socket while waiting (EOF), and its request is cancelled so the slot frees up. */
+#include <errno.h>
+#include <netdb.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include <microhttpd.h>
+
+#include "server/internal.h"
+#include "util/error.h"
+
+enum { R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE, R_OTHER, N_ROUTES };
+
+static const struct {
+    const char *path, *method;
+} ROUTES[N_ROUTES - 1] = {
+    {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
+    {"/health", "GET"},               {"/metrics", "GET"},         {"/tokenize", "POST"},
+    {"/detokenize", "POST"},          {"/apply-template", "POST"},
+};
+static const char *const ROUTE_NAMES[N_ROUTES] = {"chat_completions", "completions", "models",   "health", "metrics",
+                                                  "tokenize",         "detokenize",  "apply_template", "other"};
+
+typedef struct conn {
+    srv_buf body;
+    int too_large;
+} conn;
+
+cmf_server_opts cmf_server_default_opts(void) {
+    cmf_server_opts o;
+    memset(&o, 0, sizeof o);
+    o.host = "127.0.0.1";
+    o.port = 8080;
+    o.n_slots = 1;
+    o.max_queue = 64;
+    o.max_body = 8u << 20;
+    o.batch_tokens = 512;
+    return o;
+}
+
+int cmf_server_port(const cmf_server *s) { return s->port; }
+int cmf_server_n_ctx(const cmf_server *s) { return s->n_ctx; }
+
+/* ---- responses ------------------------------------------------------------------------------------------------- */
+static void count_status(cmf_server *s, int status) {
+    pthread_mutex_lock(&s->mu);
+    if (status < 400)
+        s->met.responses_2xx++;
+    else if (status < 500)
+        s->met.responses_4xx++;
+    else
+        s->met.responses_5xx++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void add_common_headers(cmf_server *s, struct MHD_Response *resp, const char *ctype) {
+    if (ctype) MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, ctype);
+    if (s->cors) {
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_ACCESS_CONTROL_ALLOW_ORIGIN, s->cors);
+        MHD_add_response_header(resp, "Vary", "Origin");
+    }
+}
+
+/* Sends `body` (malloc'd, taken; NULL: an out-of-memory error). */
+static enum MHD_Result send_body(cmf_server *s, struct MHD_Connection *c, int status, const char *ctype, char *body,
+                                 const char *allow) {
+    if (!body) {
+        status = 500;
+        ctype = "application/json";
+        body = srv_error_json(500, "out of memory", NULL);
+        if (!body) return MHD_NO;
+    }
+    struct MHD_Response *resp = MHD_create_response_from_buffer(strlen(body), body, MHD_RESPMEM_MUST_FREE);
+    if (!resp) {
+        free(body);
+        return MHD_NO;
+    }
+    add_common_headers(s, resp, ctype);
+    if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
+    if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    count_status(s, status);
+    enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return rc;
+}
+
+static enum MHD_Result send_reply(cmf_server *s, struct MHD_Connection *c, srv_reply r) {
+    return send_body(s, c, r.status, "application/json", r.body, NULL);
+}
+
+static enum MHD_Result send_error(cmf_server *s, struct MHD_Connection *c, int status, const char *msg,
+                                  const char *allow) {
+    return send_body(s, c, status, "application/json", srv_error_json(status, msg, NULL), allow);
+}
+
+/* ---- authentication -------------------------------------------------------------------------------------------- */
+/* Compares in time that depends only on the lengths, never on where the first difference is. */
+static int key_equal(const char *a, size_t na, const char *b, size_t nb) {
+    unsigned char d = (unsigned char)(na != nb);
+    size_t n = na > nb ? na : nb;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char x = i < na ? (unsigned char)a[i] : 0, y = i < nb ? (unsigned char)b[i] : 0;
+        d |= (unsigned char)(x ^ y);
+    }
+    return d == 0;
+}
+
+static int authorized(cmf_server *s, struct MHD_Connection *c) {
+    if (!s->api_key) return 1;
+    const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    h += 7;
+    while (*h == ' ') h++;
+    return key_equal(h, strlen(h), s->api_key, strlen(s->api_key));
+}
+
+/* ---- waiting on the scheduler ---------------------------------------------------------------------------------- */
+/* Whether the client has closed its side (EOF on a peek) or the socket failed. */
+static int peer_gone(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci = MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci) return 0;
+    char ch;
+    ssize_t n = recv(ci->connect_fd, &ch, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Waits (mu held) up to 100 ms for r's condition variable. */
+static void wait_a_little(cmf_server *s, srv_req *r) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += 100 * 1000 * 1000;
+    if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+    pthread_cond_timedwait(&r->cv, &s->mu, &ts);
+}
+
+static void cancel(cmf_server *s, srv_req *r) {
+    atomic_store(&r->cancelled, 1);
+    pthread_cond_signal(&s->wake);
+}
+
+typedef struct stream_ctx {
+    cmf_server *s;
+    srv_req *r;
+    struct MHD_Connection *c;
+} stream_ctx;
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max) {
+    (void)pos;
+    stream_ctx *x = cls;
+    cmf_server *s = x->s;
+    srv_req *r = x->r;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        if (r->sse.len > 0) {
+            size_t n = r->sse.len < max ? r->sse.len : max;
+            memcpy(buf, r->sse.p, n);
+            srv_buf_consume(&r->sse, n);
+            pthread_mutex_unlock(&s->mu);
+            return (ssize_t)n;
+        }
+        if (r->done) {
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+        wait_a_little(s, r);
+        if (!r->done && r->sse.len == 0 && peer_gone(x->c)) {
+            cancel(s, r);
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
+    }
+}
+
+static void sse_free(void *cls) {
+    stream_ctx *x = cls;
+    srv_release(x->s, x->r);
+    free(x);
+}
+
+static enum MHD_Result generate(cmf_server *s, struct MHD_Connection *c, srv_kind kind, conn *k) {
+    srv_reply err = {0, NULL};
+    srv_req *r = srv_parse_generation(s, kind, k->body.p ? k->body.p : "", k->body.len, &err);
+    if (!r) return send_reply(s, c, err);
+    int stream = r->stream;
+    if (srv_submit(s, r)) {
+        srv_req_free(r);
+        return send_error(s, c, 503, "the server is busy: the request queue is full, retry later", NULL);
+    }
+    if (stream) {
+        stream_ctx *x = calloc(1, sizeof *x);
+        struct MHD_Response *resp = NULL;
+        if (x) {
+            x->s = s, x->r = r, x->c = c;
+            resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, sse_read, x, sse_free);
+        }
+        if (!resp) {
+            free(x);
+            srv_release(s, r);
+            return send_error(s, c, 500, "out of memory", NULL);
+        }
+        add_common_headers(s, resp, "text/event-stream");
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+        count_status(s, 200);
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_OK, resp);
+        MHD_destroy_response(resp); /* sse_free runs when the connection is done with it */
+        return rc;
+    }
+    pthread_mutex_lock(&s->mu);
+    int gone = 0;
+    while (!r->done) {
+        wait_a_little(s, r);
+        if (!r->done && !gone && peer_gone(c)) {
+            gone = 1;
+            cancel(s, r);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    srv_reply rep = srv_generation_reply(s, r);
+    srv_release(s, r);
+    if (gone) {
+        free(rep.body);
+        return MHD_NO; /* nobody to answer */
+    }
+    return send_reply(s, c, rep);
+}
+
+/* ---- routing --------------------------------------------------------------------------------------------------- */
+static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const char *url, const char *method,
+                                conn *k) {
+    int route = R_OTHER;
+    for (int i = 0; i < N_ROUTES - 1; i++)
+        if (!strcmp(url, ROUTES[i].path)) route = i;
+    pthread_mutex_lock(&s->mu);
+    s->met.requests[route]++;
+    pthread_mutex_unlock(&s->mu);
+    if (!strcmp(method, "OPTIONS") && s->cors) { /* CORS preflight */
+        struct MHD_Response *resp = MHD_create_response_from_buffer(0, "", MHD_RESPMEM_PERSISTENT);
+        if (!resp) return MHD_NO;
+        add_common_headers(s, resp, NULL);
+        MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
+        count_status(s, 204);
+        enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
+        MHD_destroy_response(resp);
+        return rc;
+    }
+    if (route != R_HEALTH && !authorized(s, c))
+        return send_error(s, c, 401, "missing or invalid API key (Authorization: Bearer <key>)", NULL);
+    if (route == R_OTHER) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "no route %.200s", url);
+        return send_error(s, c, 404, msg, NULL);
+    }
+    if (strcmp(method, ROUTES[route].method) != 0) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "%s needs %s, not %.20s", ROUTES[route].path, ROUTES[route].method, method);
+        return send_error(s, c, 405, msg, ROUTES[route].method);
+    }
+    if (k->too_large) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "the request body exceeds %zu bytes", s->o.max_body);
+        return send_error(s, c, 413, msg, NULL);
+    }
+    const char *body = k->body.p ? k->body.p : "";
+    switch (route) {
+    case R_CHAT: return generate(s, c, SRV_CHAT, k);
+    case R_COMPLETIONS: return generate(s, c, SRV_COMPLETION, k);
+    case R_MODELS: return send_reply(s, c, srv_api_models(s));
+    case R_HEALTH: return send_body(s, c, 200, "application/json", strdup("{\"status\":\"ok\"}"), NULL);
+    case R_METRICS: {
+        pthread_mutex_lock(&s->mu);
+        char *t = srv_metrics_text(&s->met, ROUTE_NAMES, N_ROUTES, s->q_len, s->busy, s->o.n_slots);
+        pthread_mutex_unlock(&s->mu);
+        return send_body(s, c, 200, "text/plain; version=0.0.4", t, NULL);
+    }
+    case R_TOKENIZE: return send_reply(s, c, srv_api_tokenize(s, body, k->body.len));
+    case R_DETOKENIZE: return send_reply(s, c, srv_api_detokenize(s, body, k->body.len));
+    case R_TEMPLATE: return send_reply(s, c, srv_api_apply_template(s, body, k->body.len));
+    default: return send_error(s, c, 404, "no such route", NULL);
+    }
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url, const char *method,
+                                  const char *version, const char *upload, size_t *upload_size, void **con_cls) {
+    (void)version;
+    cmf_server *s = cls;
+    conn *k = *con_cls;
+    if (!k) { /* first call: headers only */
+        if (!(k = calloc(1, sizeof *k))) return MHD_NO;
+        *con_cls = k;
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
+        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) k->too_large = 1;
+        return MHD_YES;
+    }
+    if (*upload_size) {
+        if (!k->too_large) {
+            if (k->body.len + *upload_size > s->o.max_body) {
+                k->too_large = 1;
+                srv_buf_free(&k->body);
+            } else if (srv_buf_add(&k->body, upload, *upload_size)) {
+                return MHD_NO;
+            }
+        }
+        *upload_size = 0;
+        return MHD_YES;
+    }
+    return dispatch(s, c, url, method, k);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
+    (void)cls, (void)c, (void)t;
+    conn *k = *con_cls;
+    if (!k) return;
+    srv_buf_free(&k->body);
+    free(k);
+    *con_cls = NULL;
+}
+
+/* ---- start / stop ---------------------------------------------------------------------------------------------- */
+static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
+
+cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_server **out) {
+    *out = NULL;
+    if (!m || !opts) return cmf_err(CMF_E_ARG, "serve: NULL model or options");
+    cmf_server_opts o = *opts;
+    if (o.n_slots < 1 || o.n_slots > 1024) return cmf_err(CMF_E_ARG, "serve: --parallel %d: need 1..1024", o.n_slots);
+    if (o.port < 0 || o.port > 65535) return cmf_err(CMF_E_ARG, "serve: --port %d: need 0..65535", o.port);
+    if (o.max_queue <= 0) o.max_queue = 64;
+    if (o.max_body == 0) o.max_body = 8u << 20;
+    if (o.batch_tokens <= 0) o.batch_tokens = 512;
+    if (!o.host || !*o.host) o.host = "127.0.0.1";
+    const cmf_tokenizer *tok = cmf_model_tokenizer(m);
+    if (!tok) return cmf_err(CMF_E_ARG, "serve: the model has no usable tokenizer: %s", cmf_model_tokenizer_error(m));
+    cmf_server *s = calloc(1, sizeof *s);
+    if (!s) return cmf_err(CMF_E_NOMEM, "serve: out of memory");
+    s->m = m;
+    s->tok = tok;
+    s->vocab = cmf_model_vocab_size(m);
+    s->eos = cmf_model_eos_ids(m, &s->n_eos);
+    int train = cmf_model_n_ctx_train(m);
+    s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (train > 0 && train < 4096 ? train : 4096);
+    s->host = strdup(o.host);
+    s->api_key = dup_or_null(o.api_key);
+    s->cors = dup_or_null(o.cors);
+    s->model_name = strdup(o.model_name && *o.model_name ? o.model_name : "cmf");
+    o.host = s->host, o.api_key = s->api_key, o.cors = s->cors, o.model_name = s->model_name;
+    s->o = o;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->wake, NULL);
+    if (!s->host || !s->model_name || (o.api_key && *opts->api_key && !s->api_key) ||
+        (opts->cors && *opts->cors && !s->cors)) {
+        cmf_server_stop(s);
+        return cmf_err(CMF_E_NOMEM, "serve: out of memory");
+    }
+    cmf_status st = srv_sched_start(s);
+    if (st != CMF_OK) {
+        cmf_server_stop(s);
+        return st;
+    }
+    char port[16];
+    snprintf(port, sizeof port, "%d", o.port);
+    struct addrinfo hints, *ai = NULL;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_NUMERICSERV;
+    int gai = getaddrinfo(s->host, port, &hints, &ai);
+    if (gai != 0 || !ai) {
+        cmf_server_stop(s);
+        return cmf_err(CMF_E_IO, "serve: cannot resolve --host %s: %s", o.host, gai_strerror(gai));
+    }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
+    if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    s->d = MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
+                            MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 512u,
+                            MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+    freeaddrinfo(ai);
+    if (!s->d) {
+        cmf_server_stop(s);
+        return cmf_err(CMF_E_IO, "serve: cannot listen on %s:%d (address in use or not available?)", o.host, o.port);
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
+    s->port = di ? di->port : o.port;
+    *out = s;
+    return CMF_OK;
+}
+
+void cmf_server_stop(cmf_server *s) {
+    if (!s) return;
+    srv_sched_stop(s); /* every request ends (with an error if still running); waiting connections wake up */
+    if (s->d) MHD_stop_daemon(s->d);
+    pthread_cond_destroy(&s->wake);
+    pthread_mutex_destroy(&s->mu);
+    free(s->host);
+    free(s->api_key);
+    free(s->cors);
+    free(s->model_name);
+    free(s);
+}

@@ -1,0 +1,186 @@
+/* internal.h — shared structures of src/server (see server.h for the layers). Private to this folder and its
+ * tests. Locking: one server mutex (srv->mu) guards the queue, every request's output fields marked (mu) and the
+ * metrics; slot state is touched only by the scheduler thread. */
+#ifndef CMF_SERVER_INTERNAL_H
+#define CMF_SERVER_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "sample/sample.h"
+#include "server/server.h"
+
+/* ---- growable byte buffer ------------------------------------------------------------------------------------ */
+typedef struct srv_buf {
+    char *p; /* NUL-terminated when non-NULL */
+    size_t len, cap;
+} srv_buf;
+
+/* Appends n bytes (keeps a NUL after them). Returns 0, or -1 when out of memory (the buffer is unchanged). */
+int srv_buf_add(srv_buf *b, const char *s, size_t n);
+/* Appends a NUL-terminated string. */
+int srv_buf_adds(srv_buf *b, const char *s);
+/* Drops the first n bytes. */
+void srv_buf_consume(srv_buf *b, size_t n);
+void srv_buf_free(srv_buf *b);
+
+/* ---- generated text -> events (output.c) --------------------------------------------------------------------- */
+enum srv_event { SRV_EV_CONTENT, SRV_EV_REASONING, SRV_EV_TOOL };
+
+/* Receives finished pieces of output: content or reasoning text (`text`, n bytes, valid UTF-8), or one tool call
+ * (`text` = the function name, `args` = its arguments as a JSON text). Returns 0, or -1 on allocation failure. */
+typedef int (*srv_emit_fn)(void *ctx, enum srv_event kind, const char *text, size_t n, const char *args);
+
+typedef struct srv_out {
+    char **stops; /* stop strings (not owned) */
+    int n_stops;
+    int parse_think, parse_tools;
+    srv_buf raw;  /* text not yet cleared by the stop-string check (could still start a stop string) */
+    srv_buf tags; /* text cleared of stops, not yet classified (could still start a tag) */
+    int state;    /* 0 content, 1 reasoning, 2 inside <tool_call> */
+    int skip_ws;  /* drop leading whitespace of the next content (after </think> or </tool_call>) */
+    int n_tools;  /* tool calls emitted so far */
+    int stopped;  /* a stop string matched: nothing more is accepted */
+} srv_out;
+
+/* Starts a parser. start_in_think: the prompt already opened <think> (the output begins as reasoning). */
+void srv_out_init(srv_out *o, char **stops, int n_stops, int parse_think, int parse_tools, int start_in_think);
+void srv_out_free(srv_out *o);
+/* Feeds generated text (complete UTF-8). Emits every piece that can no longer be part of a stop string or a tag.
+ * When `final` is set everything held back is emitted (end of generation). Returns 1 when a stop string matched
+ * (the stop string and everything after it are dropped), 0 otherwise, -1 on allocation failure. */
+int srv_out_push(srv_out *o, const char *text, size_t n, int final, srv_emit_fn emit, void *ctx);
+
+/* Longest suffix of s[0..n) that is a proper prefix of `pat` (0 when none). */
+size_t srv_partial_suffix(const char *s, size_t n, const char *pat);
+
+/* ---- requests ------------------------------------------------------------------------------------------------ */
+typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
+
+typedef struct srv_req srv_req;
+struct srv_req {
+    /* set before submission, read-only afterwards */
+    srv_kind kind;
+    int32_t *prompt;
+    int n_prompt;
+    cmf_sampler_params sp;
+    int max_tokens; /* > 0 */
+    char **stops;
+    int n_stops;
+    int stream, include_usage, parse_tools, start_in_think;
+    char id[64];
+    long created;
+    double t_arrival, deadline; /* seconds on the monotonic clock; deadline 0: none */
+    const char *model_name;     /* the server's (outlives the request) */
+
+    /* results (mu) */
+    srv_buf sse;       /* stream: event bytes not yet handed to the connection */
+    srv_buf content;   /* non-stream: the message text / completion text */
+    srv_buf reasoning; /* non-stream: <think> text */
+    cJSON *tool_calls; /* non-stream: OpenAI tool_calls array, or NULL */
+    int done;          /* the scheduler has let go of the request */
+    int http_status;   /* 0 while fine; else an error to report (message in error) */
+    char error[256];
+    const char *finish_reason;
+    int n_gen, n_cached; /* completion tokens; prompt tokens whose KV came from the slot's previous request */
+    int role_sent;
+    int n_tool_calls; /* tool calls sent so far (stream) */
+    pthread_cond_t cv; /* signalled on new output and on done */
+
+    atomic_int cancelled; /* set by the connection (client gone) */
+    srv_req *next;        /* queue link (mu) */
+};
+
+/* Frees a request that no thread refers to anymore. NULL is allowed. */
+void srv_req_free(srv_req *r);
+
+/* ---- metrics (metrics.c; guarded by srv->mu) ----------------------------------------------------------------- */
+#define SRV_N_BUCKETS 14
+typedef struct srv_hist {
+    uint64_t counts[SRV_N_BUCKETS + 1]; /* per bucket (not cumulative); the last is +Inf */
+    double sum;
+    uint64_t n;
+} srv_hist;
+
+typedef struct srv_metrics {
+    uint64_t requests[12];      /* by route index (http.c's table) */
+    uint64_t responses_2xx, responses_4xx, responses_5xx;
+    uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
+    uint64_t finished_stop, finished_length, finished_tool_calls, cancelled, timed_out, rejected_queue_full;
+    uint64_t batch_steps, batch_tokens;
+    srv_hist latency, ttft; /* seconds: whole request; time to first token */
+} srv_metrics;
+
+void srv_hist_add(srv_hist *h, double v);
+/* Prometheus text exposition format 0.0.4 of everything, plus the gauges given. Malloc'd; NULL when out of
+ * memory. */
+char *srv_metrics_text(const srv_metrics *m, const char *const *route_names, int n_routes, int queue_depth,
+                       int slots_busy, int n_slots);
+
+/* ---- the server ---------------------------------------------------------------------------------------------- */
+typedef struct srv_slot srv_slot;
+
+struct cmf_server {
+    cmf_model *m;
+    const cmf_tokenizer *tok;
+    cmf_server_opts o;
+    char *host, *api_key, *cors, *model_name; /* owned copies */
+    int n_ctx, vocab;
+    const int32_t *eos;
+    int n_eos;
+
+    pthread_mutex_t mu;
+    pthread_cond_t wake; /* the scheduler waits here for work */
+    srv_req *q_head, *q_tail;
+    int q_len, busy, quit, sched_started;
+    pthread_t sched;
+    srv_slot *slots;
+    cmf_batch *batch;
+    srv_metrics met;
+
+    struct MHD_Daemon *d;
+    int port;
+};
+
+double srv_now(void);
+
+/* sched.c: allocate slots and batch, start / stop the scheduler thread. */
+cmf_status srv_sched_start(cmf_server *s);
+void srv_sched_stop(cmf_server *s);
+/* Queues a request (takes ownership when it returns 0). Returns 0, or 503 when the queue is full, or 503 when
+ * the server is shutting down. */
+int srv_submit(cmf_server *s, srv_req *r);
+/* The connection is done with `r`: cancels it when still running, waits for the scheduler to let go, frees it. */
+void srv_release(cmf_server *s, srv_req *r);
+/* Ends a request from the scheduler: final events, done = 1, wakes the connection. Called without mu held. */
+void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, const char *error);
+
+/* api.c: JSON of the endpoints. Each handler returns the HTTP status and sets *out (malloc'd JSON text). */
+typedef struct srv_reply {
+    int status;
+    char *body; /* malloc'd */
+} srv_reply;
+
+/* Builds an OpenAI error body {"error":{"message","type","code","param"}}. */
+char *srv_error_json(int status, const char *message, const char *param);
+/* Parses a /v1/chat/completions or /v1/completions body into a request ready to submit, or fills *err. */
+srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err);
+/* The complete (non-stream) response of a finished request. */
+srv_reply srv_generation_reply(cmf_server *s, srv_req *r);
+/* Streaming: appends to r->sse (caller holds mu) an SSE event for one output piece / the role / the end. */
+int srv_sse_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args);
+int srv_sse_role(srv_req *r);
+int srv_sse_end(srv_req *r);
+/* Non-stream: appends a piece to the request's result (caller holds mu). */
+int srv_result_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args);
+
+srv_reply srv_api_models(cmf_server *s);
+srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len);
+srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len);
+srv_reply srv_api_apply_template(cmf_server *s, const char *body, size_t len);
+
+#endif

@@ -1,0 +1,400 @@
+/* sched.c — continuous batching (the scheme of Orca, Yu et al. OSDI 2022, with vLLM / llama.cpp's chunked
+ * prefill): N slots, each a cmf_session with its own KV cache, fed by one scheduler thread. Every step is ONE
+ * cmf_batch_run holding one decode token for every generating slot, then prompt tokens of slots still in prefill
+ * (round-robin, up to the batch's token budget), so a long prompt never stalls the streams already decoding.
+ * Each slot keeps the tokens in its KV cache; a new request goes to the free slot sharing the longest prefix
+ * with its prompt, which is truncated to that prefix (cmf_session_truncate) so only the rest is prefilled.
+ * Sampling is per request (its own cmf_sampler with its own seed), so batching never changes a request's tokens
+ * beyond the batch kernels' rounding (test_batch bounds it). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/internal.h"
+#include "util/error.h"
+
+struct srv_slot {
+    cmf_session *sess;
+    int32_t *hist; /* tokens in the KV cache, n_hist == cmf_session_pos(sess) */
+    int n_hist;
+    srv_req *req; /* NULL: free */
+    int n_fed;    /* prompt tokens in the KV cache */
+    int32_t next; /* sampled, not yet fed */
+    int has_next, in_batch;
+    cmf_sampler *smp;
+    cmf_detok_stream *ds;
+    srv_out out;
+};
+
+double srv_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void srv_req_free(srv_req *r) {
+    if (!r) return;
+    free(r->prompt);
+    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    free(r->stops);
+    srv_buf_free(&r->sse);
+    srv_buf_free(&r->content);
+    srv_buf_free(&r->reasoning);
+    cJSON_Delete(r->tool_calls);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+/* ---- queue (mu held) ----------------------------------------------------------------------------------------- */
+static void q_remove(cmf_server *s, srv_req *r) {
+    srv_req **pp = &s->q_head, *prev = NULL;
+    while (*pp && *pp != r) prev = *pp, pp = &(*pp)->next;
+    if (!*pp) return;
+    *pp = r->next;
+    if (s->q_tail == r) s->q_tail = prev;
+    r->next = NULL;
+    s->q_len--;
+}
+
+int srv_submit(cmf_server *s, srv_req *r) {
+    pthread_mutex_lock(&s->mu);
+    if (s->quit || s->q_len >= s->o.max_queue) {
+        if (!s->quit) s->met.rejected_queue_full++;
+        pthread_mutex_unlock(&s->mu);
+        return 503;
+    }
+    r->next = NULL;
+    if (s->q_tail)
+        s->q_tail->next = r;
+    else
+        s->q_head = r;
+    s->q_tail = r;
+    s->q_len++;
+    s->met.prompt_tokens += (uint64_t)r->n_prompt;
+    pthread_cond_signal(&s->wake);
+    pthread_mutex_unlock(&s->mu);
+    return 0;
+}
+
+void srv_release(cmf_server *s, srv_req *r) {
+    if (!r) return;
+    pthread_mutex_lock(&s->mu);
+    if (!r->done) {
+        atomic_store(&r->cancelled, 1);
+        int queued = 0;
+        for (srv_req *q = s->q_head; q; q = q->next) queued |= q == r;
+        if (queued) {
+            q_remove(s, r);
+            r->done = 1;
+            s->met.cancelled++;
+        } else {
+            pthread_cond_signal(&s->wake);
+            while (!r->done) pthread_cond_wait(&r->cv, &s->mu);
+        }
+    }
+    pthread_mutex_unlock(&s->mu);
+    srv_req_free(r);
+}
+
+/* ---- output of a slot ---------------------------------------------------------------------------------------- */
+typedef struct emit_ctx {
+    cmf_server *s;
+    srv_req *r;
+} emit_ctx;
+
+static int on_piece(void *ctx, enum srv_event kind, const char *text, size_t n, const char *args) {
+    emit_ctx *e = ctx;
+    pthread_mutex_lock(&e->s->mu);
+    int rc = e->r->stream ? srv_sse_piece(e->r, kind, text, n, args) : srv_result_piece(e->r, kind, text, n, args);
+    pthread_cond_signal(&e->r->cv);
+    pthread_mutex_unlock(&e->s->mu);
+    return rc;
+}
+
+void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, const char *error) {
+    pthread_mutex_lock(&s->mu);
+    r->finish_reason = reason;
+    if (http_status) {
+        r->http_status = http_status;
+        snprintf(r->error, sizeof r->error, "%s", error ? error : "internal error");
+    }
+    if (r->stream) srv_sse_end(r);
+    double now = srv_now();
+    srv_hist_add(&s->met.latency, now - r->t_arrival);
+    if (http_status == 504)
+        s->met.timed_out++;
+    else if (atomic_load(&r->cancelled))
+        s->met.cancelled++;
+    else if (reason && !strcmp(reason, "length"))
+        s->met.finished_length++;
+    else if (reason && !strcmp(reason, "tool_calls"))
+        s->met.finished_tool_calls++;
+    else if (reason)
+        s->met.finished_stop++;
+    r->done = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Ends the slot's request; `final_flush` emits text still held back (not after a stop string matched). */
+static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_status, const char *error) {
+    srv_req *r = sl->req;
+    emit_ctx e = {s, r};
+    if (!http_status && !sl->out.stopped && srv_out_push(&sl->out, "", 0, 1, on_piece, &e) < 0) {
+        http_status = 500;
+        error = "out of memory";
+    }
+    if (reason && !strcmp(reason, "stop") && sl->out.n_tools > 0) reason = "tool_calls";
+    srv_finish(s, r, reason, http_status, error);
+    srv_out_free(&sl->out);
+    cmf_sampler_free(sl->smp);
+    cmf_detok_stream_free(sl->ds);
+    sl->smp = NULL;
+    sl->ds = NULL;
+    sl->req = NULL;
+    sl->has_next = 0;
+    pthread_mutex_lock(&s->mu);
+    s->busy--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static int lcp(const int32_t *a, int na, const int32_t *b, int nb) {
+    int i = 0;
+    while (i < na && i < nb && a[i] == b[i]) i++;
+    return i;
+}
+
+/* Gives request r to the free slot with the longest common prefix (ties: the lowest index). */
+static void slot_attach(cmf_server *s, srv_req *r) {
+    int best = -1, best_l = -1;
+    for (int i = 0; i < s->o.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (sl->req) continue;
+        int l = lcp(sl->hist, sl->n_hist, r->prompt, r->n_prompt);
+        if (l > best_l) best = i, best_l = l;
+    }
+    srv_slot *sl = &s->slots[best];
+    int keep = best_l < r->n_prompt ? best_l : r->n_prompt - 1; /* the last prompt token must run: its logits */
+    cmf_session_truncate(sl->sess, keep);                     /* keep <= pos: cannot fail */
+    sl->n_hist = keep;
+    sl->n_fed = keep;
+    sl->req = r;
+    sl->has_next = 0;
+    r->n_cached = keep;
+    srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
+    const char *err = NULL;
+    if (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK || cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK)
+        err = cmf_last_error();
+    pthread_mutex_lock(&s->mu);
+    s->met.prompt_tokens_cached += (uint64_t)keep;
+    if (r->stream && !err) srv_sse_role(r);
+    pthread_mutex_unlock(&s->mu);
+    if (err) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "%s", err);
+        slot_end(s, sl, NULL, 500, msg);
+    }
+}
+
+/* After a forward, the slot has the logits of its last token: sample, stream, decide whether it goes on. */
+static void slot_sample(cmf_server *s, srv_slot *sl) {
+    srv_req *r = sl->req;
+    int32_t tok = 0;
+    if (cmf_sampler_sample(sl->smp, cmf_session_logits(sl->sess), &tok) != CMF_OK) {
+        slot_end(s, sl, NULL, 500, cmf_last_error());
+        return;
+    }
+    cmf_sampler_accept(sl->smp, tok);
+    pthread_mutex_lock(&s->mu);
+    if (r->n_gen == 0) srv_hist_add(&s->met.ttft, srv_now() - r->t_arrival);
+    r->n_gen++;
+    s->met.generated_tokens++;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->n_eos; i++)
+        if (tok == s->eos[i]) {
+            slot_end(s, sl, "stop", 0, NULL);
+            return;
+        }
+    char *text = NULL;
+    if (cmf_detok_stream_push(sl->ds, tok, &text) != CMF_OK) {
+        slot_end(s, sl, NULL, 500, cmf_last_error());
+        return;
+    }
+    emit_ctx e = {s, r};
+    int rc = srv_out_push(&sl->out, text, strlen(text), 0, on_piece, &e);
+    free(text);
+    if (rc < 0) {
+        slot_end(s, sl, NULL, 500, "out of memory");
+    } else if (rc == 1) {
+        slot_end(s, sl, "stop", 0, NULL);
+    } else if (r->n_gen >= r->max_tokens || sl->n_hist >= s->n_ctx) {
+        slot_end(s, sl, "length", 0, NULL);
+    } else {
+        sl->next = tok;
+        sl->has_next = 1;
+    }
+}
+
+/* One step: gather tokens, run one forward, sample. Returns the number of tokens run. */
+static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
+    const int max = cmf_batch_max_tokens(s->batch);
+    int n = 0;
+    double now = srv_now();
+    for (int i = 0; i < s->o.n_slots; i++) { /* cancellations and timeouts */
+        srv_slot *sl = &s->slots[i];
+        sl->in_batch = 0;
+        if (!sl->req) continue;
+        if (atomic_load(&sl->req->cancelled))
+            slot_end(s, sl, NULL, 499, "client disconnected");
+        else if (sl->req->deadline > 0 && now > sl->req->deadline)
+            slot_end(s, sl, NULL, 504, "request timed out (--timeout)");
+    }
+    for (int i = 0; i < s->o.n_slots; i++) { /* decode tokens first */
+        srv_slot *sl = &s->slots[i];
+        if (!sl->req || !sl->has_next) continue;
+        seqs[n] = sl->sess;
+        ids[n++] = sl->next;
+        sl->hist[sl->n_hist++] = sl->next;
+        sl->has_next = 0;
+        sl->in_batch = 1;
+    }
+    for (int k = 0; k < s->o.n_slots && n < max; k++) { /* then prompt chunks, round-robin */
+        srv_slot *sl = &s->slots[(*rr + k) % s->o.n_slots];
+        if (!sl->req || sl->n_fed >= sl->req->n_prompt) continue;
+        int take = sl->req->n_prompt - sl->n_fed;
+        if (take > max - n) take = max - n;
+        for (int j = 0; j < take; j++) {
+            seqs[n] = sl->sess;
+            ids[n++] = sl->req->prompt[sl->n_fed];
+            sl->hist[sl->n_hist++] = sl->req->prompt[sl->n_fed++];
+        }
+        sl->in_batch = 1;
+    }
+    *rr = (*rr + 1) % s->o.n_slots;
+    if (n == 0) return 0;
+    if (cmf_batch_run(s->batch, seqs, ids, n) != CMF_OK) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "forward failed: %s", cmf_last_error());
+        for (int i = 0; i < s->o.n_slots; i++) {
+            srv_slot *sl = &s->slots[i];
+            if (!sl->in_batch) continue;
+            sl->n_hist = 0; /* nothing was appended, but the history no longer says what is cached: start over */
+            cmf_session_reset(sl->sess);
+            if (sl->req) slot_end(s, sl, NULL, 500, msg);
+        }
+        return n;
+    }
+    pthread_mutex_lock(&s->mu);
+    s->met.batch_steps++;
+    s->met.batch_tokens += (uint64_t)n;
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->o.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        if (sl->in_batch && sl->req && sl->n_fed == sl->req->n_prompt) slot_sample(s, sl);
+    }
+    return n;
+}
+
+static void *sched_main(void *arg) {
+    cmf_server *s = arg;
+    int max = cmf_batch_max_tokens(s->batch), rr = 0;
+    cmf_session **seqs = malloc((size_t)max * sizeof *seqs);
+    int32_t *ids = malloc((size_t)max * sizeof *ids);
+    pthread_mutex_lock(&s->mu);
+    while (!s->quit) {
+        /* expire queued requests, then fill free slots */
+        double now = srv_now();
+        for (srv_req *r = s->q_head, *nx; r; r = nx) {
+            nx = r->next;
+            if (r->deadline > 0 && now > r->deadline) {
+                q_remove(s, r);
+                pthread_mutex_unlock(&s->mu);
+                srv_finish(s, r, NULL, 504, "request timed out in the queue (--timeout)");
+                pthread_mutex_lock(&s->mu);
+                nx = s->q_head; /* the queue may have changed while unlocked */
+            }
+        }
+        while (s->q_head && s->busy < s->o.n_slots && seqs && ids) {
+            srv_req *r = s->q_head;
+            q_remove(s, r);
+            s->busy++;
+            pthread_mutex_unlock(&s->mu);
+            slot_attach(s, r);
+            pthread_mutex_lock(&s->mu);
+        }
+        if (s->busy == 0) {
+            if (s->q_head && (!seqs || !ids)) { /* cannot run anything: fail the queue */
+                srv_req *r = s->q_head;
+                q_remove(s, r);
+                pthread_mutex_unlock(&s->mu);
+                srv_finish(s, r, NULL, 500, "out of memory");
+                pthread_mutex_lock(&s->mu);
+                continue;
+            }
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_nsec += 200 * 1000 * 1000; /* wake now and then to expire queued requests */
+            if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&s->mu);
+        step(s, seqs, ids, &rr);
+        pthread_mutex_lock(&s->mu);
+    }
+    /* shutting down: everything still running or queued ends with an error */
+    while (s->q_head) {
+        srv_req *r = s->q_head;
+        q_remove(s, r);
+        pthread_mutex_unlock(&s->mu);
+        srv_finish(s, r, NULL, 503, "server shutting down");
+        pthread_mutex_lock(&s->mu);
+    }
+    pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < s->o.n_slots; i++)
+        if (s->slots[i].req) slot_end(s, &s->slots[i], NULL, 503, "server shutting down");
+    free(seqs);
+    free(ids);
+    return NULL;
+}
+
+cmf_status srv_sched_start(cmf_server *s) {
+    s->slots = calloc((size_t)s->o.n_slots, sizeof *s->slots);
+    if (!s->slots) return cmf_err(CMF_E_NOMEM, "serve: out of memory for %d slots", s->o.n_slots);
+    for (int i = 0; i < s->o.n_slots; i++) {
+        srv_slot *sl = &s->slots[i];
+        cmf_status st = cmf_session_new(s->m, s->n_ctx, &sl->sess);
+        if (st != CMF_OK) return cmf_err_prefix(st, "serve: slot %d: ", i);
+        sl->hist = malloc((size_t)s->n_ctx * sizeof *sl->hist);
+        if (!sl->hist) return cmf_err(CMF_E_NOMEM, "serve: slot %d: out of memory", i);
+    }
+    int bt = s->o.batch_tokens > s->o.n_slots ? s->o.batch_tokens : s->o.n_slots;
+    cmf_status st = cmf_batch_new(s->m, bt, s->o.n_slots, &s->batch);
+    if (st != CMF_OK) return cmf_err_prefix(st, "serve: batch: ");
+    if (pthread_create(&s->sched, NULL, sched_main, s) != 0)
+        return cmf_err(CMF_E_NOMEM, "serve: cannot start the scheduler thread");
+    s->sched_started = 1;
+    return CMF_OK;
+}
+
+void srv_sched_stop(cmf_server *s) {
+    if (s->sched_started) {
+        pthread_mutex_lock(&s->mu);
+        s->quit = 1;
+        pthread_cond_signal(&s->wake);
+        pthread_mutex_unlock(&s->mu);
+        pthread_join(s->sched, NULL);
+        s->sched_started = 0;
+    }
+    if (s->slots) {
+        for (int i = 0; i < s->o.n_slots; i++) {
+            cmf_session_free(s->slots[i].sess);
+            free(s->slots[i].hist);
+        }
+        free(s->slots);
+        s->slots = NULL;
+    }
+    cmf_batch_free(s->batch);
+    s->batch = NULL;
+}

@@ -1,0 +1,58 @@
+/* server.h — `cmf serve`: an OpenAI-compatible HTTP server over one model, with continuous batching.
+ *
+ * Layers (one file each):
+ *   http.c    libmicrohttpd glue: routes, auth (Bearer key, constant-time compare), body limit, CORS, SSE streaming
+ *   api.c     the OpenAI request/response JSON (chat/completions, completions, models, tokenize, ...)
+ *   sched.c   the scheduler thread: N slots (one cmf_session each), a bounded queue, one cmf_batch_run per step
+ *             with one decode token for every generating slot plus a chunk of a waiting prompt (chunked prefill
+ *             interleaved with decode), per-slot sampler, KV-cache prefix reuse across requests
+ *   output.c  generated text -> events: stop strings (held back while they could still match), <think>
+ *             reasoning and Qwen3-style <tool_call>{json}</tool_call> blocks
+ *   metrics.c Prometheus text counters, gauges and histograms
+ *
+ * The API follows OpenAI's "Chat Completions" and "Completions" references (platform.openai.com/docs/api-reference)
+ * and the conventions of vLLM / llama.cpp servers for the non-OpenAI routes (/tokenize, /detokenize,
+ * /apply-template, /health, /metrics). The library part never prints; `cmf serve` (tools/cmf/serve.c) does.
+ */
+#ifndef CMF_SERVER_H
+#define CMF_SERVER_H
+
+#include "cmf.h"
+
+typedef struct cmf_server cmf_server;
+
+typedef struct cmf_server_opts {
+    const char *host;      /* numeric address or name to bind; NULL: "127.0.0.1" (loopback) */
+    int port;              /* TCP port; 0: an ephemeral port (read it back with cmf_server_port) */
+    const char *api_key;   /* NULL or "": no authentication; else every route but /health needs
+                              "Authorization: Bearer <api_key>" (401 otherwise) */
+    int n_slots;           /* concurrent sequences (--parallel); each has its own KV cache of n_ctx positions */
+    int n_ctx;             /* positions per slot; <= 0: the model's trained context capped at 4096 */
+    int max_queue;         /* requests waiting for a slot beyond which new ones get 503; <= 0: 64 */
+    double timeout_s;      /* a request (queue wait + generation) is cancelled after this many seconds; <= 0: none */
+    const char *cors;      /* NULL: no CORS headers; else the Access-Control-Allow-Origin value */
+    size_t max_body;       /* request body limit in bytes (413 beyond); 0: 8 MiB */
+    int batch_tokens;      /* tokens per forward (decode tokens + prefill chunk); <= 0: 512 */
+    const char *model_name; /* the id reported by /v1/models; NULL: "cmf" */
+} cmf_server_opts;
+
+/* Defaults as documented above (host 127.0.0.1, port 8080, 1 slot, ...). */
+cmf_server_opts cmf_server_default_opts(void);
+
+/* Starts the scheduler thread and the HTTP daemon (thread per connection) for model `m`, which must outlive the
+ * server and have a tokenizer. Allocates the slots' sessions (n_slots x n_ctx KV cache) and the batch here.
+ * Errors: CMF_E_ARG (bad option, no tokenizer), CMF_E_IO (cannot bind host:port; the message names them),
+ * CMF_E_NOMEM. */
+cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *o, cmf_server **out);
+
+/* The bound TCP port (useful after port 0). */
+int cmf_server_port(const cmf_server *s);
+
+/* Positions per slot actually used. */
+int cmf_server_n_ctx(const cmf_server *s);
+
+/* Stops accepting, ends running and queued requests (they receive an error), joins every thread and frees.
+ * NULL is allowed. */
+void cmf_server_stop(cmf_server *s);
+
+#endif

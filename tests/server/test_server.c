@@ -1,0 +1,542 @@
+/* End-to-end tests of `cmf serve` over loopback sockets: a random-weight Qwen3 model (hidden 32, 1 layer) with the
+ * real Qwen3 tokenizer and chat template is written and converted (testmodel.c), the server binary is started on
+ * a free port and always stopped, and every answer is checked against the same model run in-process through the
+ * library (tokenizer, chat template, session, sampler): tokens, text, usage counts and finish reasons. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "client.h"
+#include "format/format.h"
+#include "quant/dtype.h"
+#include "sample/sample.h"
+#include "testmodel.h"
+#include "testutil.h"
+
+#define KEY "sekret-key"
+#define CTX 256
+
+static int g_port;
+static cmf_model *g_m;
+
+/* ---- local reference generation --------------------------------------------------------------------------------- */
+typedef struct gen {
+    int32_t ids[CTX];
+    char *pieces[CTX]; /* cmf_detok_stream output per token */
+    int n;
+    int hit_eos;
+    char text[8 * CTX * 8];
+} gen;
+
+static void gen_free(gen *g) {
+    for (int i = 0; i < g->n; i++) free(g->pieces[i]);
+}
+
+/* What the server must produce: prefill, then sample/accept/decode until an eos id or max tokens. */
+static void local_generate(const int32_t *prompt, int np, const cmf_sampler_params *sp, int max, gen *g) {
+    memset(g, 0, sizeof *g);
+    cmf_session *s = NULL;
+    cmf_sampler *smp = NULL;
+    cmf_detok_stream *ds = NULL;
+    int n_eos = 0;
+    const int32_t *eos = cmf_model_eos_ids(g_m, &n_eos);
+    CHECK(cmf_session_new(g_m, CTX, &s) == CMF_OK);
+    CHECK(cmf_sampler_new(cmf_model_vocab_size(g_m), sp, &smp) == CMF_OK);
+    CHECK(cmf_detok_stream_new(cmf_model_tokenizer(g_m), 1, &ds) == CMF_OK);
+    CHECK(cmf_session_prefill(s, prompt, np, NULL) == CMF_OK);
+    for (int i = 0; i < max; i++) {
+        int32_t t = 0;
+        CHECK(cmf_sampler_sample(smp, cmf_session_logits(s), &t) == CMF_OK);
+        cmf_sampler_accept(smp, t);
+        for (int e = 0; e < n_eos; e++) g->hit_eos |= t == eos[e];
+        if (g->hit_eos) break;
+        g->ids[g->n] = t;
+        CHECK(cmf_detok_stream_push(ds, t, &g->pieces[g->n]) == CMF_OK);
+        strncat(g->text, g->pieces[g->n], sizeof g->text - strlen(g->text) - 1);
+        g->n++;
+        if (i + 1 < max) CHECK(cmf_session_decode(s, t) == CMF_OK);
+    }
+    cmf_detok_stream_free(ds);
+    cmf_sampler_free(smp);
+    cmf_session_free(s);
+}
+
+static cmf_sampler_params params(float temp, uint64_t seed) {
+    cmf_sampler_params p = cmf_sampler_default_params(); /* as the server builds them from a request */
+    p.temperature = temp;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.penalty_last_n = 0;
+    p.seed = seed;
+    return p;
+}
+
+static int32_t *tokenize(const char *text, int add_special, int *n) {
+    int32_t *ids = NULL;
+    size_t k = 0;
+    CHECK(cmf_tokenize(cmf_model_tokenizer(g_m), text, strlen(text), add_special, &ids, &k) == CMF_OK);
+    *n = (int)k;
+    return ids;
+}
+
+static char *ids_json(const int32_t *ids, int n) {
+    cJSON *a = cJSON_CreateArray();
+    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    char *s = cJSON_PrintUnformatted(a);
+    cJSON_Delete(a);
+    return s;
+}
+
+/* ---- HTTP helpers ----------------------------------------------------------------------------------------------- */
+static cJSON *call(const char *method, const char *path, const char *body, int want_status) {
+    http_resp r;
+    int rc = http_request(g_port, method, path, KEY, body, &r);
+    CHECK_MSG(rc == 0 && r.status == want_status, "%s %s: status %d (want %d): %s", method, path, r.status,
+              want_status, r.body ? r.body : "");
+    cJSON *j = r.body ? cJSON_Parse(r.body) : NULL;
+    http_resp_free(&r);
+    return j;
+}
+
+static const char *jstr(const cJSON *j, const char *path) { /* "a.b.0.c" */
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = j;
+    for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, "."))
+        cur = (*tok >= '0' && *tok <= '9') ? cJSON_GetArrayItem(cur, atoi(tok)) : cJSON_GetObjectItemCaseSensitive(cur, tok);
+    return cJSON_IsString(cur) ? cur->valuestring : NULL;
+}
+
+static double jnum(const cJSON *j, const char *path) {
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", path);
+    const cJSON *cur = j;
+    for (char *tok = strtok(buf, "."); tok && cur; tok = strtok(NULL, "."))
+        cur = (*tok >= '0' && *tok <= '9') ? cJSON_GetArrayItem(cur, atoi(tok)) : cJSON_GetObjectItemCaseSensitive(cur, tok);
+    return cJSON_IsNumber(cur) ? cur->valuedouble : -1;
+}
+
+static int is_error_shape(const cJSON *j, int code) {
+    return j && jstr(j, "error.message") && jstr(j, "error.type") && (int)jnum(j, "error.code") == code;
+}
+
+/* Splits an SSE body into its data payloads (checks the framing: every event is one "data: " line). */
+static int sse_events(const char *body, char **ev, int max) {
+    int n = 0;
+    const char *p = body;
+    while (*p && n < max) {
+        const char *end = strstr(p, "\n\n");
+        CHECK_MSG(end != NULL, "SSE event not terminated by a blank line: '%.60s'", p);
+        if (!end) break;
+        CHECK_MSG(!strncmp(p, "data: ", 6), "SSE line without 'data: ': '%.60s'", p);
+        CHECK_MSG(memchr(p, '\n', (size_t)(end - p)) == NULL, "multi-line SSE event");
+        ev[n++] = strndup(p + 6, (size_t)(end - p - 6));
+        p = end + 2;
+    }
+    return n;
+}
+
+static int valid_utf8(const char *s) { return cmf_utf8_invalid_at((const uint8_t *)s, strlen(s)) == strlen(s); }
+
+/* ---- the tests -------------------------------------------------------------------------------------------------- */
+static void test_routes_and_auth(void) {
+    http_resp r;
+    CHECK(http_request(g_port, "GET", "/v1/models", NULL, NULL, &r) == 0 && r.status == 401);
+    cJSON *j = cJSON_Parse(r.body ? r.body : "");
+    CHECK_MSG(is_error_shape(j, 401), "%s", r.body);
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    CHECK(http_request(g_port, "GET", "/v1/models", "wrong-key", NULL, &r) == 0 && r.status == 401);
+    http_resp_free(&r);
+    CHECK(http_request(g_port, "GET", "/v1/models", KEY "x", NULL, &r) == 0 && r.status == 401);
+    http_resp_free(&r);
+    CHECK(http_request(g_port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200); /* no key needed */
+    http_resp_free(&r);
+
+    j = call("GET", "/v1/models", NULL, 200);
+    CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "list"));
+    CHECK(jstr(j, "data.0.id") && !strcmp(jstr(j, "data.0.id"), "server-tiny"));
+    CHECK(jstr(j, "data.0.object") && !strcmp(jstr(j, "data.0.object"), "model"));
+    cJSON_Delete(j);
+
+    j = call("GET", "/nope", NULL, 404);
+    CHECK(is_error_shape(j, 404));
+    cJSON_Delete(j);
+    http_request(g_port, "GET", "/v1/chat/completions", KEY, NULL, &r);
+    char allow[32];
+    CHECK(r.status == 405 && http_header(&r, "Allow", allow, sizeof allow) && !strcmp(allow, "POST"));
+    http_resp_free(&r);
+    const char *bad[] = {"{\"messages\": [", "[1,2]", "", "{\"messages\": []}",
+                         "{\"messages\": [{\"role\":\"user\",\"content\":\"hi\"}], \"n\": 2}",
+                         "{\"messages\": [{\"role\":\"user\",\"content\":\"hi\"}], \"temperature\": \"hot\"}",
+                         "{\"messages\": [{\"role\":\"user\",\"content\":\"hi\"}], \"max_tokens\": 0}",
+                         "{\"messages\": [{\"role\":\"user\",\"content\":\"hi\"}], \"stop\": 3}",
+                         "{\"messages\": [{\"content\":\"no role\"}]}"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = call("POST", "/v1/chat/completions", bad[i], 400);
+        CHECK_MSG(is_error_shape(j, 400), "body %zu", i);
+        cJSON_Delete(j);
+    }
+    j = call("POST", "/v1/completions", "{\"prompt\": [1, 99999999]}", 400);
+    CHECK(is_error_shape(j, 400) && jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "prompt"));
+    cJSON_Delete(j);
+    /* a body over the limit (8 MiB) */
+    size_t big = (9u << 20);
+    char *body = malloc(big + 1);
+    memset(body, ' ', big);
+    body[big] = 0;
+    body[0] = '{', body[big - 1] = '}';
+    CHECK(http_request(g_port, "POST", "/tokenize", KEY, body, &r) == 0);
+    CHECK_MSG(r.status == 413, "status %d", r.status);
+    http_resp_free(&r);
+    free(body);
+}
+
+static void test_tokenize_template(void) {
+    int n = 0;
+    int32_t *ids = tokenize("Hello world, héllo 世界!", 0, &n);
+    cJSON *j = call("POST", "/tokenize", "{\"content\": \"Hello world, h\\u00e9llo \\u4e16\\u754c!\"}", 200);
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tokens");
+    CHECK(cJSON_GetArraySize(t) == n && (int)jnum(j, "count") == n);
+    for (int i = 0; i < n && i < cJSON_GetArraySize(t); i++) CHECK(cJSON_GetArrayItem(t, i)->valueint == ids[i]);
+    cJSON_Delete(j);
+    char *ij = ids_json(ids, n), body[1024];
+    snprintf(body, sizeof body, "{\"tokens\": %s}", ij);
+    j = call("POST", "/detokenize", body, 200);
+    CHECK(jstr(j, "content") && !strcmp(jstr(j, "content"), "Hello world, héllo 世界!"));
+    cJSON_Delete(j);
+    free(ij);
+    free(ids);
+
+    const char *msgs = "[{\"role\":\"system\",\"content\":\"Be brief.\"},{\"role\":\"user\",\"content\":\"Hi\"}]";
+    cmf_chat_params p = cmf_chat_default_params();
+    p.messages_json = msgs;
+    char *want = NULL;
+    CHECK(cmf_chat_render(g_m, &p, &want, NULL) == CMF_OK);
+    snprintf(body, sizeof body, "{\"messages\": %s}", msgs);
+    j = call("POST", "/apply-template", body, 200);
+    CHECK_MSG(want && jstr(j, "prompt") && !strcmp(jstr(j, "prompt"), want), "%s", jstr(j, "prompt"));
+    CHECK(want && strstr(want, "<|im_start|>assistant\n")); /* Qwen3's template, generation prompt */
+    cJSON_Delete(j);
+    free(want);
+}
+
+/* Greedy completion from token ids: text, finish_reason length, usage. Returns the local generation. */
+static void test_completion_greedy(gen *g, int32_t **prompt, int *np) {
+    *prompt = tokenize("The quick brown fox jumps over", 1, np);
+    cmf_sampler_params sp = params(0, 0);
+    local_generate(*prompt, *np, &sp, 24, g);
+    CHECK_MSG(g->n == 24 && !g->hit_eos, "the random model stopped early (%d tokens)", g->n);
+    char *ij = ids_json(*prompt, *np), body[2048];
+    snprintf(body, sizeof body, "{\"model\":\"x\",\"prompt\": %s, \"temperature\": 0, \"max_tokens\": 24}", ij);
+    free(ij);
+    cJSON *j = call("POST", "/v1/completions", body, 200);
+    CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "text_completion"));
+    CHECK(jstr(j, "id") && !strncmp(jstr(j, "id"), "cmpl-", 5));
+    CHECK_MSG(jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), g->text), "server '%s' vs local '%s'",
+              jstr(j, "choices.0.text"), g->text);
+    CHECK(jstr(j, "choices.0.finish_reason") && !strcmp(jstr(j, "choices.0.finish_reason"), "length"));
+    CHECK((int)jnum(j, "usage.prompt_tokens") == *np && (int)jnum(j, "usage.completion_tokens") == 24 &&
+          (int)jnum(j, "usage.total_tokens") == *np + 24);
+    cJSON_Delete(j);
+    /* the same prompt as text gives the same answer (the server tokenizes it the same way) */
+    j = call("POST", "/v1/completions",
+             "{\"prompt\": \"The quick brown fox jumps over\", \"temperature\": 0, \"max_tokens\": 24}", 200);
+    CHECK(jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), g->text));
+    /* the second identical request reuses the slot's KV cache for all but the last prompt token */
+    CHECK_MSG((int)jnum(j, "usage.prompt_tokens_details.cached_tokens") == *np - 1, "cached %g",
+              jnum(j, "usage.prompt_tokens_details.cached_tokens"));
+    cJSON_Delete(j);
+}
+
+/* A stop string made of the end of one token's text and the start of the next one's. */
+static void test_stop_across_tokens(const gen *g, const int32_t *prompt, int np) {
+    int found = -1;
+    for (int i = 0; i + 1 < g->n && found < 0; i++) {
+        const char *a = g->pieces[i], *b = g->pieces[i + 1];
+        size_t la = strlen(a), lb = strlen(b);
+        if (la >= 2 && lb >= 2 && (a[la - 2] & 0xC0) != 0x80 && (unsigned char)a[la - 1] < 0x80 &&
+            (unsigned char)b[0] < 0x80 && (unsigned char)b[1] < 0x80)
+            found = i;
+    }
+    CHECK_MSG(found >= 0, "no token pair with ASCII edges in the greedy output '%s'", g->text);
+    if (found < 0) return;
+    char stop[8];
+    size_t la = strlen(g->pieces[found]);
+    snprintf(stop, sizeof stop, "%c%c%c%c", g->pieces[found][la - 2], g->pieces[found][la - 1],
+             g->pieces[found + 1][0], g->pieces[found + 1][1]);
+    const char *hit = strstr(g->text, stop);
+    size_t want_len = (size_t)(hit - g->text);
+    char *ij = ids_json(prompt, np), *sj = cJSON_PrintUnformatted(cJSON_CreateString(stop)), body[4096];
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body,
+                 "{\"prompt\": %s, \"temperature\": 0, \"max_tokens\": 24, \"stop\": [\"zzzz-never\", %s], "
+                 "\"stream\": %s}", ij, sj, stream ? "true" : "false");
+        http_resp r;
+        CHECK(http_request(g_port, "POST", "/v1/completions", KEY, body, &r) == 0 && r.status == 200);
+        char text[4096] = "", *finish = NULL;
+        if (!stream) {
+            cJSON *j = cJSON_Parse(r.body);
+            snprintf(text, sizeof text, "%s", jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "?");
+            finish = strdup(jstr(j, "choices.0.finish_reason") ? jstr(j, "choices.0.finish_reason") : "?");
+            cJSON_Delete(j);
+        } else {
+            char *ev[64];
+            int n = sse_events(r.body, ev, 64);
+            for (int i = 0; i < n; i++) {
+                cJSON *j = cJSON_Parse(ev[i]);
+                if (jstr(j, "choices.0.text")) strncat(text, jstr(j, "choices.0.text"), sizeof text - strlen(text) - 1);
+                if (jstr(j, "choices.0.finish_reason")) finish = strdup(jstr(j, "choices.0.finish_reason"));
+                cJSON_Delete(j);
+                free(ev[i]);
+            }
+        }
+        CHECK_MSG(strlen(text) == want_len && !strncmp(text, g->text, want_len),
+                  "stream %d: stop '%s': got '%s', want the first %zu bytes of '%s'", stream, stop, text, want_len,
+                  g->text);
+        CHECK(finish && !strcmp(finish, "stop"));
+        free(finish);
+        http_resp_free(&r);
+    }
+    free(ij);
+    free(sj);
+}
+
+/* SSE framing and UTF-8: a sampled stream whose tokens include pieces of multi-byte characters. */
+static void test_stream_utf8(void) {
+    int np = 0;
+    int32_t *prompt = tokenize("中文测试：", 1, &np);
+    gen g;
+    uint64_t seed = 0;
+    int fragments = 0;
+    for (seed = 1; seed < 200 && !fragments; seed++) { /* find a seed whose tokens split a character */
+        cmf_sampler_params sp = params(1.5f, seed);
+        local_generate(prompt, np, &sp, 40, &g);
+        for (int i = 0; i < g.n; i++) {
+            char *t = NULL;
+            cmf_detokenize(cmf_model_tokenizer(g_m), &g.ids[i], 1, 1, &t);
+            if (t && *t && !*g.pieces[i]) fragments++; /* text of its own, none yet in the stream: held back */
+            free(t);
+        }
+        if (!fragments) gen_free(&g);
+    }
+    seed--;
+    CHECK_MSG(fragments > 0, "no sampled stream with a split character in 200 seeds");
+    if (!fragments) {
+        free(prompt);
+        return;
+    }
+    char *ij = ids_json(prompt, np), body[2048];
+    snprintf(body, sizeof body,
+             "{\"prompt\": %s, \"temperature\": 1.5, \"seed\": %llu, \"max_tokens\": 40, \"stream\": true, "
+             "\"stream_options\": {\"include_usage\": true}}", ij, (unsigned long long)seed);
+    http_resp r;
+    CHECK(http_request(g_port, "POST", "/v1/completions", KEY, body, &r) == 0 && r.status == 200);
+    char ct[64];
+    CHECK(http_header(&r, "Content-Type", ct, sizeof ct) && !strcmp(ct, "text/event-stream"));
+    char *ev[128], text[8192] = "";
+    int n = sse_events(r.body ? r.body : "", ev, 128);
+    CHECK_MSG(n >= 3 && !strcmp(ev[n - 1], "[DONE]"), "last event '%s'", n ? ev[n - 1] : "");
+    for (int i = 0; i + 1 < n; i++) {
+        cJSON *j = cJSON_Parse(ev[i]);
+        CHECK_MSG(j != NULL, "event %d is not JSON", i);
+        const char *t = jstr(j, "choices.0.text");
+        if (t) {
+            CHECK_MSG(valid_utf8(t), "event %d carries invalid UTF-8", i);
+            strncat(text, t, sizeof text - strlen(text) - 1);
+        }
+        if (i == n - 2) { /* the usage chunk: no choices, the counts */
+            CHECK(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(j, "choices")) == 0);
+            CHECK((int)jnum(j, "usage.completion_tokens") == g.n + g.hit_eos);
+            CHECK((int)jnum(j, "usage.prompt_tokens") == np);
+        } else if (i == n - 3) {
+            CHECK(jstr(j, "choices.0.finish_reason") != NULL);
+        } else {
+            CHECK(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0), "finish_reason")));
+        }
+        cJSON_Delete(j);
+    }
+    CHECK_MSG(!strcmp(text, g.text), "server '%s' vs local '%s'", text, g.text);
+    for (int i = 0; i < n; i++) free(ev[i]);
+    http_resp_free(&r);
+    gen_free(&g);
+    free(ij);
+    free(prompt);
+}
+
+static void test_chat(void) {
+    const char *msgs = "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Tell me\"},"
+                       "{\"type\":\"text\",\"text\":\"a story\"}]}]";
+    cmf_chat_params p = cmf_chat_default_params();
+    p.messages_json = msgs;
+    char *prompt_text = NULL;
+    CHECK(cmf_chat_render(g_m, &p, &prompt_text, NULL) == CMF_OK);
+    int np = 0;
+    int32_t *prompt = tokenize(prompt_text ? prompt_text : "", 0, &np);
+    cmf_sampler_params sp = params(0, 0);
+    gen g;
+    local_generate(prompt, np, &sp, 10, &g);
+    char body[2048];
+    snprintf(body, sizeof body, "{\"model\":\"server-tiny\",\"messages\": %s, \"temperature\": 0, \"max_completion_tokens\": 10}", msgs);
+    cJSON *j = call("POST", "/v1/chat/completions", body, 200);
+    CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "chat.completion"));
+    CHECK(jstr(j, "choices.0.message.role") && !strcmp(jstr(j, "choices.0.message.role"), "assistant"));
+    CHECK_MSG(jstr(j, "choices.0.message.content") && !strcmp(jstr(j, "choices.0.message.content"), g.text),
+              "server '%s' vs local '%s'", jstr(j, "choices.0.message.content"), g.text);
+    CHECK(jstr(j, "choices.0.finish_reason") && !strcmp(jstr(j, "choices.0.finish_reason"), g.hit_eos ? "stop" : "length"));
+    CHECK((int)jnum(j, "usage.prompt_tokens") == np);
+    cJSON_Delete(j);
+    /* streamed: role first, the same content, a finish chunk, [DONE] (no usage chunk unless asked) */
+    snprintf(body, sizeof body, "{\"messages\": %s, \"temperature\": 0, \"max_tokens\": 10, \"stream\": true}", msgs);
+    http_resp r;
+    CHECK(http_request(g_port, "POST", "/v1/chat/completions", KEY, body, &r) == 0 && r.status == 200);
+    char *ev[64], text[4096] = "";
+    int n = sse_events(r.body ? r.body : "", ev, 64);
+    CHECK(n >= 3 && !strcmp(ev[n - 1], "[DONE]"));
+    for (int i = 0; i + 1 < n; i++) {
+        cJSON *e = cJSON_Parse(ev[i]);
+        CHECK(jstr(e, "object") && !strcmp(jstr(e, "object"), "chat.completion.chunk"));
+        if (i == 0) CHECK(jstr(e, "choices.0.delta.role") && !strcmp(jstr(e, "choices.0.delta.role"), "assistant"));
+        if (jstr(e, "choices.0.delta.content")) strncat(text, jstr(e, "choices.0.delta.content"), sizeof text - strlen(text) - 1);
+        if (i == n - 2) CHECK(jstr(e, "choices.0.finish_reason") != NULL);
+        CHECK(cJSON_GetObjectItemCaseSensitive(e, "usage") == NULL);
+        cJSON_Delete(e);
+    }
+    CHECK(!strcmp(text, g.text));
+    for (int i = 0; i < n; i++) free(ev[i]);
+    http_resp_free(&r);
+    gen_free(&g);
+    free(prompt);
+    free(prompt_text);
+}
+
+/* ---- concurrency: 8 requests at once over 4 slots give the sequential answers ----------------------------------- */
+typedef struct job {
+    char body[512];
+    char text[4096];
+    int status;
+} job;
+
+static void run_job(job *jb) {
+    http_resp r;
+    jb->status = http_request(g_port, "POST", "/v1/completions", KEY, jb->body, &r) == 0 ? r.status : 0;
+    cJSON *j = r.body ? cJSON_Parse(r.body) : NULL;
+    snprintf(jb->text, sizeof jb->text, "%s", jstr(j, "choices.0.text") ? jstr(j, "choices.0.text") : "(none)");
+    cJSON_Delete(j);
+    http_resp_free(&r);
+}
+
+static void *job_thread(void *arg) {
+    run_job(arg);
+    return NULL;
+}
+
+static void test_concurrency(void) {
+    enum { N = 8 };
+    static const char *prompts[N] = {"Once upon a time", "In a galaxy far away", "def main():", "1, 2, 3,",
+                                     "The weather today", "Bonjour, je suis", "SELECT * FROM", "Roses are red"};
+    job seq[N], par[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(seq[i].body, sizeof seq[i].body,
+                 "{\"prompt\": \"%s\", \"temperature\": 0, \"max_tokens\": %d}", prompts[i], 10 + 3 * i);
+        par[i] = seq[i];
+        run_job(&seq[i]);
+        CHECK(seq[i].status == 200);
+    }
+    pthread_t th[N];
+    for (int i = 0; i < N; i++) pthread_create(&th[i], NULL, job_thread, &par[i]);
+    for (int i = 0; i < N; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < N; i++) {
+        CHECK_MSG(par[i].status == 200, "parallel request %d: status %d", i, par[i].status);
+        CHECK_MSG(!strcmp(par[i].text, seq[i].text), "request %d: parallel '%s' vs sequential '%s'", i, par[i].text,
+                  seq[i].text);
+    }
+}
+
+static unsigned long long metric(const char *text, const char *name) {
+    const char *p = text ? strstr(text, name) : NULL;
+    while (p && p != text && p[-1] != '\n') p = strstr(p + 1, name);
+    return p ? strtoull(p + strlen(name), NULL, 10) : 0;
+}
+
+/* A client that goes away mid-stream frees its slot (counted as cancelled). */
+static void test_disconnect(void) {
+    int fd = http_send_only(g_port, "POST", "/v1/completions", KEY,
+                            "{\"prompt\": \"Go on and on\", \"temperature\": 1, \"max_tokens\": 200, \"stream\": true}");
+    http_resp m0;
+    http_request(g_port, "GET", "/metrics", KEY, NULL, &m0);
+    unsigned long long before = metric(m0.body, "cmf_requests_finished_total{reason=\"cancelled\"} ");
+    http_resp_free(&m0);
+    CHECK(fd >= 0);
+    char buf[256];
+    CHECK(read(fd, buf, sizeof buf) > 0); /* the answer has started */
+    close(fd);
+    int cancelled = 0;
+    for (int i = 0; i < 50 && !cancelled; i++) {
+        http_resp r;
+        http_request(g_port, "GET", "/metrics", KEY, NULL, &r);
+        cancelled = metric(r.body, "cmf_requests_finished_total{reason=\"cancelled\"} ") > before;
+        http_resp_free(&r);
+        if (!cancelled) nanosleep(&(struct timespec){0, 100 * 1000 * 1000}, NULL);
+    }
+    CHECK_MSG(cancelled, "the disconnected stream was not cancelled");
+}
+
+int main(void) {
+    char dir[1024], model[1024];
+    snprintf(dir, sizeof dir, "%s", tmp_path("server-hf"));
+    snprintf(model, sizeof model, "%s", tmp_path("server-tiny.cmf"));
+    testmodel_spec sp = {shared_path("data/tokenizers/qwen3"), 151669, 32, 1, 4, 2, 8, 64, CMF_DT_F32, 7,
+                         "[151645, 151643]"};
+    CHECK_MSG(testmodel_write(&sp, dir, model) == CMF_OK, "%s", cmf_last_error());
+    cmf_model_params mp = {1};
+    CHECK_MSG(cmf_model_load(model, &mp, &g_m) == CMF_OK, "%s", cmf_last_error());
+    if (!g_m) CMF_TEST_END();
+    CHECK(cmf_model_vocab_size(g_m) == 151669 && cmf_model_tokenizer(g_m) != NULL);
+
+    server_proc srv;
+    const char *args[] = {"--api-key", KEY, "--parallel", "4", "-c", "256", "-t", "1", NULL};
+    CHECK(server_start(&srv, model, args) == 0);
+    if (srv.port <= 0) CMF_TEST_END();
+    g_port = srv.port;
+
+    http_resp r;
+    http_request(g_port, "GET", "/metrics", KEY, NULL, &r);
+    unsigned long long gen0 = metric(r.body, "cmf_generation_tokens_total ");
+    unsigned long long req0 = metric(r.body, "cmf_requests_total{route=\"completions\"} ");
+    http_resp_free(&r);
+
+    test_routes_and_auth();
+    test_tokenize_template();
+    gen g;
+    int32_t *prompt = NULL;
+    int np = 0;
+    test_completion_greedy(&g, &prompt, &np);
+    test_stop_across_tokens(&g, prompt, np);
+    gen_free(&g);
+    free(prompt);
+    test_stream_utf8();
+    test_chat();
+    test_concurrency();
+
+    http_request(g_port, "GET", "/metrics", KEY, NULL, &r);
+    CHECK(r.status == 200);
+    CHECK_MSG(metric(r.body, "cmf_generation_tokens_total ") > gen0 + 100, "generation tokens %llu -> %llu", gen0,
+              metric(r.body, "cmf_generation_tokens_total "));
+    CHECK(metric(r.body, "cmf_requests_total{route=\"completions\"} ") >= req0 + 20);
+    CHECK(metric(r.body, "cmf_request_latency_seconds_count ") >= 20);
+    CHECK(r.body && strstr(r.body, "cmf_time_to_first_token_seconds_bucket{le=\"+Inf\"}"));
+    CHECK(r.body && strstr(r.body, "# TYPE cmf_request_latency_seconds histogram"));
+    http_resp_free(&r);
+
+    test_disconnect();
+    CHECK_MSG(server_stop(&srv) == 0, "the server did not exit cleanly on SIGTERM");
+    cmf_model_free(g_m);
+    CMF_TEST_END();
+}

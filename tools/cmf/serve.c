@@ -1,0 +1,112 @@
+/* serve.c — `cmf serve MODEL.cmf`: an OpenAI-compatible HTTP server (src/server) with continuous batching.
+ * Prints one line "cmf serve: listening on http://HOST:PORT ..." on stdout once it accepts connections, then runs
+ * until SIGINT / SIGTERM (both handled by sigwait on the main thread, so the shutdown is orderly). */
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "server/server.h"
+
+int cmd_serve(int argc, char **argv);
+
+static const char *USAGE =
+    "usage: cmf serve MODEL.cmf [options]\n"
+    "\n"
+    "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (stream with SSE), GET /v1/models,\n"
+    "GET /health, GET /metrics (Prometheus), POST /tokenize, /detokenize, /apply-template.\n"
+    "\n"
+    "  --host ADDR        address to bind (default 127.0.0.1: this machine only)\n"
+    "  --port N           TCP port (default 8080; 0 = any free port, printed at start)\n"
+    "  --api-key KEY      require \"Authorization: Bearer KEY\" (default: $CMF_API_KEY; none when unset)\n"
+    "  --parallel N       requests generated at once (slots, each with its own KV cache; default 1)\n"
+    "  -c, --ctx-size N   KV cache positions per slot (default: trained context capped at 4096)\n"
+    "  --max-queue Q      requests that may wait for a slot; more get 503 (default 64)\n"
+    "  --timeout S        cancel a request after S seconds, queue wait included (default 0 = never)\n"
+    "  --cors ORIGIN      send Access-Control-Allow-Origin: ORIGIN (and answer preflights)\n"
+    "  --batch N          tokens per forward pass: decode tokens + a prompt chunk (default 512)\n"
+    "  -t, --threads N    worker threads (default 0: all online CPUs)\n";
+
+int cmd_serve(int argc, char **argv) {
+    cli_args a;
+    cli_args_init(&a, "serve", argc, argv);
+    cmf_server_opts o = cmf_server_default_opts();
+    o.api_key = getenv("CMF_API_KEY");
+    const char *model = NULL;
+    long l, threads = 0;
+    double d;
+    int rc = 0;
+    while (cli_args_next(&a)) {
+        if (cli_is(&a, "--help", "-h")) {
+            fputs(USAGE, stdout);
+            return CLI_OK;
+        } else if (cli_is(&a, "--host", NULL)) {
+            rc = cli_value(&a, &o.host);
+        } else if (cli_is(&a, "--port", NULL)) {
+            if (!(rc = cli_int(&a, 0, 65535, &l))) o.port = (int)l;
+        } else if (cli_is(&a, "--api-key", NULL)) {
+            rc = cli_value(&a, &o.api_key);
+        } else if (cli_is(&a, "--parallel", "-np")) {
+            if (!(rc = cli_int(&a, 1, 1024, &l))) o.n_slots = (int)l;
+        } else if (cli_is(&a, "--ctx-size", "-c")) {
+            if (!(rc = cli_int(&a, 1, INT_MAX, &l))) o.n_ctx = (int)l;
+        } else if (cli_is(&a, "--max-queue", NULL)) {
+            if (!(rc = cli_int(&a, 1, 1 << 20, &l))) o.max_queue = (int)l;
+        } else if (cli_is(&a, "--timeout", NULL)) {
+            if (!(rc = cli_float(&a, 0, 1e9, &d))) o.timeout_s = d;
+        } else if (cli_is(&a, "--cors", NULL)) {
+            rc = cli_value(&a, &o.cors);
+        } else if (cli_is(&a, "--batch", NULL)) {
+            if (!(rc = cli_int(&a, 1, 65536, &l))) o.batch_tokens = (int)l;
+        } else if (cli_is(&a, "--threads", "-t")) {
+            rc = cli_int(&a, 0, 4096, &threads);
+        } else if (!cli_is_flag(&a) && !model) {
+            model = a.arg;
+        } else {
+            return cli_unknown(&a);
+        }
+        if (rc) return rc;
+    }
+    if (!model) return cli_usage_error("serve", "missing MODEL.cmf (see cmf serve --help)");
+
+    /* the model's id: the file name without directory and .cmf */
+    const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
+    char name[256];
+    snprintf(name, sizeof name, "%s", base);
+    size_t nl = strlen(name);
+    if (nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
+    o.model_name = name;
+
+    cmf_model_params mp = {(int)threads};
+    cmf_model *m = NULL;
+    cmf_status st = cmf_model_load(model, &mp, &m);
+    if (st != CMF_OK) return cli_lib_error("serve", st);
+
+    /* SIGINT/SIGTERM are blocked in every thread and taken by sigwait below; SIGPIPE never kills the server */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    cmf_server *s = NULL;
+    st = cmf_server_start(m, &o, &s);
+    if (st != CMF_OK) {
+        int r = cli_lib_error("serve", st);
+        cmf_model_free(m);
+        return r;
+    }
+    printf("cmf serve: listening on http://%s:%d (model %s, %d slot%s x %d positions%s)\n", o.host,
+           cmf_server_port(s), name, o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
+           o.api_key && *o.api_key ? ", API key required" : "");
+    fflush(stdout);
+    int sig = 0;
+    sigwait(&set, &sig);
+    fprintf(stderr, "cmf serve: %s: shutting down\n", sig == SIGINT ? "SIGINT" : "SIGTERM");
+    cmf_server_stop(s);
+    cmf_model_free(m);
+    return CLI_OK;
+}
