@@ -50,10 +50,9 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
     cmf_file *f = NULL;
     cmf_status s = cmf_file_open(in_path, &f);
     if (s) return cmf_err_prefix(s, "requant %s: ", in_path);
-    if (f->env.index_len > 0)
-        s = cmf_err(CMF_E_UNSUPPORTED, "requant %s: the file has a sparse index section (§1.9), which cannot be "
-                    "carried over", in_path);
-    else if (f->env.features & CMF_FEAT_SKILL_FILE)
+    /* A sparse index section (§1.9) is not carried over: it is deprecated, unused by readers, and the format
+     * writer does not emit one. */
+    if (f->env.features & CMF_FEAT_SKILL_FILE)
         s = cmf_err(CMF_E_UNSUPPORTED, "requant %s: standalone skill files (feature bit 6) are not supported",
                     in_path);
     int has_moe = 0;

@@ -17,12 +17,12 @@ typedef struct cmf_requant_stats {
  * (cmf_quant_policy, has_moe from ".experts." names) treats as a matrix and whose dtype differs from the target is
  * decoded with cmf_dequant and encoded with cmf_quantize; every other tensor (norms, gates, u8 blobs, tensors already
  * in the target dtype) is copied byte for byte, in directory order. The header is copied with quant_type set to the
- * target's label; the vocab and masks sections are copied as they are. The output is written through the format
+ * target's label; the vocab and masks sections are copied as they are. A sparse index section (§1.9, deprecated,
+ * never read) is dropped, as the format writer emits none. The output is written through the format
  * writer to "out_path.tmp" and renamed into place, so a failure leaves out_path untouched (out_path may equal
  * in_path: the input stays mapped until the rename). `stats` may be NULL.
  * Errors: those of cmf_file_open on the input; CMF_E_ARG (quant not supported); CMF_E_UNSUPPORTED (the
- * input has a sparse index section or is a standalone skill file, which the writer cannot reproduce, or a matrix
- * dtype without a decoder); CMF_E_NOMEM; decode/encode errors prefixed with the tensor name; writer errors. */
+ * input is a standalone skill file, whose feature bit the writer cannot set, or a matrix dtype without a decoder); CMF_E_NOMEM; decode/encode errors prefixed with the tensor name; writer errors. */
 cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf_requant_stats *stats);
 
 #endif
