@@ -121,7 +121,8 @@ cmf_status cmf_hf_dory_arch(const cJSON *c, cJSON **out) {
     if (!cJSON_IsString(mt) || strcmp(mt->valuestring, "dory") != 0)
         return cmf_err(CMF_E_UNSUPPORTED, "config.json: model_type is not \"dory\"");
     const long BIG = 1L << 30;
-    int vocab, hidden, layers, inter, heads, kv_heads, head_dim = 0, max_pos, n_in, n_rec, n_out, loops, window;
+    int vocab = 0, hidden = 0, layers = 0, inter = 0, heads = 0, kv_heads = 0, head_dim = 0, max_pos = 0, n_in = 0,
+        n_rec = 0, n_out = 0, loops = 0, window = 0;
     TRY(int_key(c, "vocab_size", -1, 1, BIG, &vocab));
     TRY(int_key(c, "hidden_size", -1, 1, 1L << 20, &hidden));
     TRY(int_key(c, "num_hidden_layers", -1, 1, CMF_DORY_MAX_LAYERS, &layers));
@@ -179,7 +180,7 @@ cmf_status cmf_hf_dory_arch(const cJSON *c, cJSON **out) {
                                               "is not supported)", i);
         uses2 |= p && p->valuedouble == 2;
     }
-    double theta, theta2 = 0, std, alpha, gate;
+    double theta = 0, theta2 = 0, std = 0, alpha = 0, gate = 0;
     TRY(pos_key(c, "rope_theta", 10000.0, &theta));
     if (uses2 || get(c, "rope_theta_2")) TRY(pos_key(c, "rope_theta_2", -1, &theta2));
     if (!uses2 && !theta2) theta2 = theta;
