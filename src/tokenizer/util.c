@@ -175,14 +175,12 @@ const char *const tok_byte_to_utf8[256] = {
 
 int tok_unicode_to_byte(uint32_t cp) {
     if ((cp >= '!' && cp <= '~') || (cp >= 0xA1 && cp <= 0xAC) || (cp >= 0xAE && cp <= 0xFF)) return (int)cp;
+    /* U+0100 + n is the n-th remaining byte: 0x00..0x20 (33 bytes), then 0x7F..0xA0 (34), then 0xAD */
     if (cp < 0x100 || cp >= 0x100 + 68) return -1;
-    /* the n-th byte (in increasing order) that is not printable maps to U+0100 + n */
-    int n = (int)(cp - 0x100);
-    for (int b = 0; b < 256; b++) {
-        if ((b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE)) continue;
-        if (n-- == 0) return b;
-    }
-    return -1;
+    uint32_t n = cp - 0x100;
+    if (n < 33) return (int)n;
+    if (n < 67) return (int)(0x7F + (n - 33));
+    return 0xAD;
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------------------------------------ */

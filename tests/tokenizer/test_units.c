@@ -229,7 +229,22 @@ static void random_text(void) {
     cmf_tokenizer_free(t);
 }
 
+/* The byte-level table against GPT-2's bytes_to_unicode definition (printable Latin-1 bytes keep their code point,
+ * the others get U+0100, U+0101, ... in byte order), and its inverse. */
+static void byte_table(void) {
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE);
+        uint32_t want = printable ? (uint32_t)b : 0x100u + (uint32_t)n++, cp = 0;
+        const char *u = tok_byte_to_utf8[b];
+        CHECK_MSG(tok_utf8_decode(u, strlen(u), &cp) == (int)strlen(u) && cp == want, "byte %d", b);
+        CHECK_MSG(tok_unicode_to_byte(want) == b, "inverse of U+%04X", want);
+    }
+    CHECK(tok_unicode_to_byte(0x144) == -1 && tok_unicode_to_byte(0xAD) == -1 && tok_unicode_to_byte(' ') == -1);
+}
+
 int main(void) {
+    byte_table();
     errors();
     threads();
     random_text();
