@@ -10,16 +10,18 @@
 #include "quant/dtype.h"
 #include "testutil.h"
 
-int dory_fixture_open(const char *name, dory_fixture *fx) {
+int dory_fixture_open(const char *name, dory_fixture *fx) { return dory_fixture_open_q(name, CMF_DT_F32, fx); }
+
+int dory_fixture_open_q(const char *name, int quant, dory_fixture *fx) {
     memset(fx, 0, sizeof *fx);
     char rel[256], out[256], ref[600];
     snprintf(rel, sizeof rel, "dory/%s", name);
     snprintf(out, sizeof out, "%s", tmp_path(name));
     size_t k = strlen(out);
-    snprintf(out + k, sizeof out - k, ".dory.cmf");
+    snprintf(out + k, sizeof out - k, ".dory%d.cmf", quant);
     cmf_convert_opts opts;
     memset(&opts, 0, sizeof opts);
-    opts.quant = CMF_DT_F32;
+    opts.quant = quant;
     char dir[512];
     snprintf(dir, sizeof dir, "%s", testdata_path(rel));
     cmf_status st = cmf_convert_hf(dir, out, &opts);

@@ -15,6 +15,8 @@ typedef struct dory_fixture {
 /* Converts tests/data/dory/<name> to f32 CMF (tmp/dory_<name>.cmf), opens and loads it and opens its ref file.
  * Returns 0 on success; prints the error and returns -1 otherwise. */
 int dory_fixture_open(const char *name, dory_fixture *fx);
+/* The same with another target dtype for the matrices (enum cmf_dtype; vectors follow the §2.0 policy). */
+int dory_fixture_open_q(const char *name, int quant, dory_fixture *fx);
 void dory_fixture_close(dory_fixture *fx);
 
 /* A reference tensor as floats (malloc'd, *n values), or NULL when absent. */
