@@ -1,6 +1,8 @@
 /* q4tp / q2tp (CMF_FORMAT.md §2.6–2.7): the ladder vectors of §2.6 and cortiq's vacuum.rs (§2.7), code packing,
- * encoder round trips (error bounds of §2.14, quality against q4_tiled, the code search), idempotence, errors. */
+ * encoder round trips (error bounds of §2.14, quality against q4_tiled, the code search), stability of a second
+ * round trip, byte parity with cortiq's own encoder (tests/data/quant2), errors. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -187,6 +189,31 @@ static void test_round_trip(void) {
     }
 }
 
+/* Byte parity with cortiq's encoder (tests/data/quant2/README.md): search on and off, q4tp and q2tp. */
+static void test_cortiq_parity(void) {
+    enum { R = 16, C = 256 };
+    static float w[R * C];
+    static uint8_t want[4096], got[4096];
+    FILE *f = fopen(testdata_path("quant2/tp_input.f32"), "rb");
+    CHECK(f && fread(w, 4, R * C, f) == R * C);
+    if (f) fclose(f);
+    static const char *FILES[4] = {"quant2/cortiq_q4tp_search1.bin", "quant2/cortiq_q4tp_search0.bin",
+                                   "quant2/cortiq_q2tp_search1.bin", "quant2/cortiq_q2tp_search0.bin"};
+    for (int k = 0; k < 4; k++) {
+        int dt = k < 2 ? CMF_DT_Q4TP : CMF_DT_Q2TP, search = !(k & 1);
+        uint64_t nb = 0;
+        CHECK(cmf_dtype_nbytes(dt, 2, (const uint32_t[]){R, C}, &nb) == 1);
+        f = fopen(testdata_path(FILES[k]), "rb");
+        size_t got_n = f ? fread(want, 1, sizeof want, f) : 0;
+        if (f) fclose(f);
+        CHECK_MSG(got_n == nb, "%s: %zu bytes, want %llu", FILES[k], got_n, (unsigned long long)nb);
+        CHECK(cmf_quantize_tp(dt, R, C, w, got, search) == CMF_OK);
+        size_t diff = 0;
+        for (uint64_t i = 0; i < nb; i++) diff += got[i] != want[i];
+        CHECK_MSG(diff == 0, "%s: %zu bytes differ from cortiq's encoder", FILES[k], diff);
+    }
+}
+
 static void test_errors(void) {
     float w[64] = {0}, out[64];
     uint8_t b[128];
@@ -211,6 +238,7 @@ int main(void) {
     test_q2tp_vacuum();
     test_q4tp_decode();
     test_round_trip();
+    test_cortiq_parity();
     test_errors();
     CMF_TEST_END();
 }
