@@ -4,6 +4,7 @@
  *  - cmf_dequant (src/quant, the reference reader's arithmetic): the row decoder gives the same floats;
  *  - the scalar path: every SIMD path within 2e-6 of sum|w*x|;
  *  - the f32 product on dequantized weights: within the int8-activation error bound sum_b (d_b/2) sum_c |w_c|
+ *    (d_b: the scale of the second, remainder level of the activation quantization)
  *    (plus float slop) for the quantized dtypes, 1e-5 sum|w*x| for f32/f16/bf16;
  *  - exact integer results (bit-for-bit on every path) when activations and weight scales are integers;
  *  - the spec's q4tp/q2tp ladder vectors (CMF_FORMAT.md §2.6, §2.7);
@@ -111,9 +112,9 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
             for (int64_t c = 0; c < cols; c++) col[c] = cmf_f16_to_f32((uint16_t)(p[rows * cols + 2 * rows + 2 * c] | (p[rows * cols + 2 * rows + 2 * c + 1] << 8)));
         }
         cmf_qact a;
-        void *abuf = malloc(cmf_qact_bytes(n, cols));
-        cmf_qact_init(&a, abuf, n, cols);
-        cmf_qact_quantize(&a, x, cols, cols, col, 0, n);
+        void *abuf = malloc(cmf_qact_bytes(2 * n, cols)); /* the two-level quantization cmf_matmul uses */
+        cmf_qact_init(&a, abuf, 2 * n, cols);
+        cmf_qact_quantize(&a, x, cols, cols, col, 2, 0, n);
         cmf_status st = cmf_cpu_set_path(CMF_CPU_SCALAR);
         CHECK(st == CMF_OK);
         cmf_matmul(pool, sc, ld, x, n, &w, bias);
@@ -131,7 +132,7 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
                         mag += fabs(wv * x[tk * cols + c]);
                         if (i8) {
                             const double cs = col ? col[c] : 1.0;
-                            qerr += fabs(wv / cs) * (a.d[tk * a.nb + c / 32] * 0.5 + 1e-7 * fabs(x[tk * cols + c] * cs));
+                            qerr += fabs(wv / cs) * (a.d[(2 * tk + 1) * a.nb + c / 32] * 0.5 + 1e-7 * fabs(x[tk * cols + c] * cs));
                         }
                     }
                     const double g = got[tk * ld + r], s = sc[tk * ld + r], f = ref[tk * ld + r];

@@ -3,7 +3,8 @@
  * tiles of KERN_RB weight rows x up to KERN_TB tokens x a chunk of columns:
  *
  *   int8 family (q8_row, q8_2f, q4_block / q4_tiled with cols % 32 == 0, q4tp, q2tp): the activations are
- *   quantized once per matmul to int8 per block of 32 (llama.cpp's Q8_0 scheme: d = absmax/127, q = round(x/d)),
+ *   quantized once per matmul to int8 per block of 32 (llama.cpp's Q8_0 scheme: d = absmax/127, q = round(x/d);
+ *   two levels, x ~ d0*q0 + d1*q1, see cmf_qact_quantize),
  *   a tile of weights is decoded to 32-wide int8 blocks with one f32 scale per block, and the microkernel sums
  *   exact int32 block dot products, then scales them in f32:  y += sum_b wscale_b * xscale_b * isum_b.
  *   float family (f32, f16, bf16, and q4 with cols % 32 != 0): weights decoded to f32, f32 FMA dot products.
@@ -65,11 +66,14 @@ extern const cmf_kern *const cmf_kern_neon;
 /* The table in use (cpu.c): the best supported path unless changed by cmf_cpu_set_path. */
 const cmf_kern *cmf_kern_active(void);
 
-/* Quantizes n tokens x cols floats (token t at x + t*ldx) into a, tokens [t0, t1). When col (f32 [cols]) is
- * not NULL each value is multiplied by col[c] first (q8_2f). Shared by every path, so all paths see the same
- * int8 activations. */
-void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int64_t t0,
-                       int64_t t1);
+/* Quantizes tokens [t0, t1) of x (token t at x + t*ldx, cols values) into a. When col (f32 [cols]) is not NULL
+ * each value is multiplied by col[c] first (q8_2f). levels = 1: token t is slot t (plain Q8_0). levels = 2:
+ * token t takes slots 2t (the Q8_0 quantization) and 2t+1 (the Q8_0 quantization of the remainder
+ * x - d*q), so x = d0*q0 + d1*q1 + e with |e| <= d1/2, about 1/254 of the one-level error; a dot product is then
+ * the sum of the two slots' dot products. a must hold t1*levels slots. Shared by every path, so all paths see the
+ * same int8 activations. */
+void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int levels,
+                       int64_t t0, int64_t t1);
 /* Bytes of the arrays of a cmf_qact for n tokens of cols values (each array 64-byte aligned), and the carving of
  * a buffer of that size into a. */
 size_t cmf_qact_bytes(int64_t n, int64_t cols);

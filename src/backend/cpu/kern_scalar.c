@@ -30,34 +30,47 @@ void cmf_qact_init(cmf_qact *a, void *buf, int64_t n, int64_t cols) {
     a->cx = (int32_t *)(void *)p;
 }
 
-void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int64_t t0,
-                       int64_t t1) {
+/* One block: v (32 values) -> q, d, s, dx, cx of virtual token slot vt. */
+static void quant_block(cmf_qact *a, int64_t vt, int64_t b, const float *v) {
+    float amax = 0;
+    for (int k = 0; k < 32; k++) {
+        const float av = v[k] < 0 ? -v[k] : v[k];
+        amax = av > amax ? av : amax;
+    }
+    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    int8_t *q = a->q + (vt * a->nb + b) * 32;
+    int32_t sum = 0;
+    for (int k = 0; k < 32; k++) {
+        const float y = v[k] * id; /* |y| <= 127 up to rounding; round half away from zero */
+        int qi = (int)(y + (y >= 0 ? 0.5f : -0.5f));
+        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+        q[k] = (int8_t)qi;
+        sum += qi;
+    }
+    a->d[vt * a->nb + b] = d;
+    a->s[vt * a->nb + b] = sum;
+    for (int k = 0; k < 8; k++) {
+        a->dx[(vt * a->nb + b) * 8 + k] = d;
+        a->cx[(vt * a->nb + b) * 8 + k] = -128 * (q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3]);
+    }
+}
+
+void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int levels,
+                       int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; t++) {
         const float *xt = x + t * ldx;
         for (int64_t b = 0; b < a->nb; b++) {
             float v[32];
             const int64_t c0 = 32 * b, m = cols - c0 < 32 ? cols - c0 : 32;
             for (int64_t k = 0; k < 32; k++) v[k] = k < m ? (col ? xt[c0 + k] * col[c0 + k] : xt[c0 + k]) : 0.0f;
-            float amax = 0;
-            for (int k = 0; k < 32; k++) {
-                const float av = v[k] < 0 ? -v[k] : v[k];
-                amax = av > amax ? av : amax;
-            }
-            const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-            int8_t *q = a->q + (t * a->nb + b) * 32;
-            int32_t sum = 0;
-            for (int k = 0; k < 32; k++) {
-                const float y = v[k] * id; /* |y| <= 127 up to rounding; round half away from zero */
-                int qi = (int)(y + (y >= 0 ? 0.5f : -0.5f));
-                qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
-                q[k] = (int8_t)qi;
-                sum += qi;
-            }
-            a->d[t * a->nb + b] = d;
-            a->s[t * a->nb + b] = sum;
-            for (int k = 0; k < 8; k++) {
-                a->dx[(t * a->nb + b) * 8 + k] = d;
-                a->cx[(t * a->nb + b) * 8 + k] = -128 * (q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3]);
+            for (int l = 0; l < levels; l++) {
+                const int64_t vt = t * levels + l;
+                quant_block(a, vt, b, v);
+                if (l + 1 < levels) { /* the next level quantizes what this one left over */
+                    const int8_t *q = a->q + (vt * a->nb + b) * 32;
+                    const float d = a->d[vt * a->nb + b];
+                    for (int k = 0; k < 32; k++) v[k] -= d * (float)q[k];
+                }
             }
         }
     }

@@ -14,6 +14,11 @@
 
 enum { MAX_ROWS_PER_ITEM = 64, QUANT_PAR_MIN = 16384 /* values; fewer are quantized on the caller */ };
 
+/* Activation levels of the int8 family (cmf_qact_quantize). One level (plain Q8_0) costs 3-5% of max|logit| on
+ * the hf-tiny parity models, over the 2e-3 budget of tests/model/test_hf_parity.c; two levels cost ~1/250 of
+ * that for twice the int8 dot products (the weights are still decoded and read once). */
+#define ACT_LEVELS 2
+
 static int is_i8(const cmf_weight *w) {
     switch (w->dtype) {
     case CMF_DT_Q8_ROW:
@@ -35,7 +40,7 @@ typedef struct {
     int64_t n;
     const cmf_weight *w;
     const float *bias;
-    int i8;
+    int i8, levels; /* levels: activation slots per token (1 for the float family) */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -50,14 +55,17 @@ static size_t tile_bytes(int i8) {
 static void quant_worker(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
     const int64_t t0 = t->n * ith / nth, t1 = t->n * (ith + 1) / nth;
-    cmf_qact_quantize(&t->a, t->x, t->w->cols, t->w->cols, t->col, t0, t1);
+    cmf_qact_quantize(&t->a, t->x, t->w->cols, t->w->cols, t->col, t->levels, t0, t1);
 }
 
+/* Adds acc (slots t0..t0+tb-1) into out; slot v belongs to token v / levels, and the first slot of a token in
+ * the first column chunk sets the output (bias included). */
 static void store(mm_task *t, int64_t r, int nr, int64_t t0, int tb, int first, float acc[KERN_RB][KERN_TB]) {
     for (int j = 0; j < tb; j++) {
-        float *o = t->out + (t0 + j) * t->ld_out + r;
+        float *o = t->out + (t0 + j) / t->levels * t->ld_out + r;
+        const int init = first && (t0 + j) % t->levels == 0;
         for (int i = 0; i < nr; i++) {
-            if (first) o[i] = acc[i][j] + (t->bias ? t->bias[r + i] : 0.0f);
+            if (init) o[i] = acc[i][j] + (t->bias ? t->bias[r + i] : 0.0f);
             else o[i] += acc[i][j];
         }
     }
@@ -72,8 +80,9 @@ static void tile_i8(mm_task *t, int8_t *q, float *ws, int64_t r, int nr, int64_t
         memset(ws + i * KERN_KB, 0, (size_t)kb * sizeof(float));
     }
     float acc[KERN_RB][KERN_TB];
-    for (int64_t t0 = 0; t0 < t->n; t0 += KERN_TB) {
-        const int tb = t->n - t0 < KERN_TB ? (int)(t->n - t0) : KERN_TB;
+    const int64_t slots = t->n * t->levels;
+    for (int64_t t0 = 0; t0 < slots; t0 += KERN_TB) {
+        const int tb = slots - t0 < KERN_TB ? (int)(slots - t0) : KERN_TB;
         t->k->mk_i8(q, ldq, ws, KERN_KB, kb, &t->a, t0, tb, b0, acc);
         store(t, r, nr, t0, tb, b0 == 0, acc);
     }
@@ -158,25 +167,26 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     }
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
+    t.levels = t.i8 ? ACT_LEVELS : 1;
     if (!pool || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
         cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
         return;
     }
     if (t.i8) {
-        size_t qb = cmf_qact_bytes(n, w->cols), cb = w->dtype == CMF_DT_Q8_2F ? (size_t)w->cols * 4 : 0;
+        size_t qb = cmf_qact_bytes(n * t.levels, w->cols), cb = w->dtype == CMF_DT_Q8_2F ? (size_t)w->cols * 4 : 0;
         uint8_t *sh = cmf_pool_shared(pool, qb + cb);
         if (!sh) {
             cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
             return;
         }
-        cmf_qact_init(&t.a, sh, n, w->cols);
+        cmf_qact_init(&t.a, sh, n * t.levels, w->cols);
         if (cb) { /* q8_2f: f16 column scales after the row scales (§2.3), folded into the activations */
             float *col = (float *)(void *)(sh + qb);
             const uint8_t *cs = w->data + (size_t)(w->full_rows * w->cols) + 2 * (size_t)w->full_rows;
             for (int64_t c = 0; c < w->cols; c++) col[c] = cmf_f16_table[cmf_rd16(cs + 2 * c)];
             t.col = col;
         }
-        if (n * w->cols < QUANT_PAR_MIN) cmf_qact_quantize(&t.a, x, w->cols, w->cols, t.col, 0, n);
+        if (n * w->cols < QUANT_PAR_MIN) cmf_qact_quantize(&t.a, x, w->cols, w->cols, t.col, t.levels, 0, n);
         else cmf_pool_run(pool, quant_worker, &t);
     }
     const int nth = cmf_pool_size(pool);
