@@ -229,6 +229,8 @@ static void random_text(void) {
     cmf_tokenizer_free(t);
 }
 
+static uint32_t rnd(uint32_t n);
+
 /* The byte-level table against GPT-2's bytes_to_unicode definition (printable Latin-1 bytes keep their code point,
  * the others get U+0100, U+0101, ... in byte order), and its inverse. */
 static void byte_table(void) {
@@ -243,8 +245,43 @@ static void byte_table(void) {
     CHECK(tok_unicode_to_byte(0x144) == -1 && tok_unicode_to_byte(0xAD) == -1 && tok_unicode_to_byte(' ') == -1);
 }
 
+/* Random byte mutations of a small tokenizer.json: loading returns OK or an error with a message, never crashes
+ * (run under ASan/UBSan in CI); a mutant that loads must still encode and decode. */
+static void mutations(void) {
+    size_t len;
+    char *json = read_data("synth_bert.tokenizer.json", &len);
+    if (!json) return;
+    char *m = malloc(len);
+    static const char pokes[] = "{}[]\":,0-9eE.\\ntfa \xff\xc3";
+    int loaded = 0;
+    for (int it = 0; it < 300; it++) {
+        memcpy(m, json, len);
+        for (int k = 0, nk = 1 + (int)rnd(4); k < nk; k++) m[rnd((uint32_t)len)] = pokes[rnd(sizeof pokes - 1)];
+        cmf_tokenizer *t = NULL;
+        cmf_status st = cmf_tokenizer_load(m, len, &t);
+        if (st != CMF_OK) {
+            CHECK_MSG(t == NULL && cmf_last_error()[0] != 0, "mutant %d: status %d without a message", it, st);
+            continue;
+        }
+        loaded++;
+        int32_t *ids = NULL;
+        size_t n = 0;
+        char *text = NULL;
+        if (cmf_tokenize(t, "Hello, unaffable [MASK] world!", 30, 1, &ids, &n) == CMF_OK) {
+            cmf_detokenize(t, ids, n, 0, &text); /* may fail on a mutated vocabulary, but must not crash */
+            free(text);
+        }
+        free(ids);
+        cmf_tokenizer_free(t);
+    }
+    fprintf(stderr, "mutations: %d of 300 mutants still loaded\n", loaded);
+    free(m);
+    free(json);
+}
+
 int main(void) {
     byte_table();
+    mutations();
     errors();
     threads();
     random_text();
