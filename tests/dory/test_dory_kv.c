@@ -3,6 +3,7 @@
  *    the per_loop cache of the final loop (input/output-block caches equal too);
  *  - under last_loop a chunk starting at position 0 equals the reference on its own rows (inside a chunk every loop
  *    sees its own K/V), while later chunks see the final-loop K/V of earlier tokens and so differ from per_loop;
+ *  - last_loop with prompt chunks of 3 and 1 tokens equals OUR numpy model of that mode (see make_refs.py);
  *  - last_loop allows the loop count to change from call to call, per_loop refuses it;
  *  - the gate with threshold 0 always exits after one pass (= loops 1), with threshold > 1 never (= loops 2), and an
  *    intermediate threshold mixes both; the one-pass share is reported.
@@ -68,6 +69,26 @@ static void check_last_loop_chunks(const dory_fixture *fx, const int32_t *ids, i
     }
     free(ll);
     free(pl);
+}
+
+/* last_loop with prompt chunks of 3 and 1 tokens (loops 2) against OUR numpy model of chunked last_loop inference
+ * (scripts/dory/make_refs.py OurIncremental, itself checked against llama.cpp's forward where that applies). */
+static void check_last_loop_ours(const dory_fixture *fx, int seq, const int32_t *ids, int n) {
+    static const int CH[] = {3, 1};
+    for (int i = 0; i < 2; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "ours_lastloop_%d_k2_chunk%d", seq, CH[i]);
+        size_t m = 0;
+        float *ref = dory_ref_floats(fx, name, &m);
+        float *got = dory_run(fx->d, ids, n, CMF_DORY_KV_LAST_LOOP, 2, CH[i]);
+        CHECK_MSG(ref && got && m == (size_t)n * fx->d->cfg.vocab_size, "%s", name);
+        if (ref && got && m == (size_t)n * fx->d->cfg.vocab_size) {
+            double mr, err = dory_max_abs_diff(got, ref, m, &mr);
+            CHECK_MSG(err <= 3e-5 * mr, "%s: max |err| %.3g, max |ref| %.3g", name, err, mr);
+        }
+        free(ref);
+        free(got);
+    }
 }
 
 static void check_loop_changes(const dory_fixture *fx, const int32_t *ids, int n) {
@@ -178,6 +199,7 @@ int main(void) {
         if (ids && ref1 && ref2) {
             check_final_loop_cache(&fx, ids, n);
             check_last_loop_chunks(&fx, ids, n, ref2);
+            check_last_loop_ours(&fx, seq, ids, n);
             check_loop_changes(&fx, ids, n);
             check_gate(&fx, ids, n, ref1);
         }
