@@ -273,7 +273,9 @@ static void test_stop_across_tokens(const gen *g, const int32_t *prompt, int np)
              g->pieces[found + 1][0], g->pieces[found + 1][1]);
     const char *hit = strstr(g->text, stop);
     size_t want_len = (size_t)(hit - g->text);
-    char *ij = ids_json(prompt, np), *sj = cJSON_PrintUnformatted(cJSON_CreateString(stop)), body[4096];
+    cJSON *stop_j = cJSON_CreateString(stop);
+    char *ij = ids_json(prompt, np), *sj = cJSON_PrintUnformatted(stop_j), body[4096];
+    cJSON_Delete(stop_j);
     for (int stream = 0; stream < 2; stream++) {
         snprintf(body, sizeof body,
                  "{\"prompt\": %s, \"temperature\": 0, \"max_tokens\": 24, \"stop\": [\"zzzz-never\", %s], "
@@ -488,6 +490,74 @@ static void test_disconnect(void) {
     CHECK_MSG(cancelled, "the disconnected stream was not cancelled");
 }
 
+/* Reads a raw answer to EOF (30 s at most per read). */
+static char *read_all(int fd) {
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    for (;;) {
+        if (n + 4096 > cap) b = realloc(b, cap *= 2);
+        ssize_t k = read(fd, b + n, cap - n - 1);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    b[n] = 0;
+    return b;
+}
+
+static unsigned long long metric_now(const char *name) {
+    http_resp r;
+    http_request(g_port, "GET", "/metrics", NULL, NULL, &r);
+    unsigned long long v = metric(r.body, name);
+    http_resp_free(&r);
+    return v;
+}
+
+/* A second server: one slot, a queue of one, 1 s timeout, CORS. */
+static void test_limits(const char *model) {
+    server_proc srv;
+    const char *args[] = {"--parallel", "1", "--max-queue", "1", "--timeout", "1", "-c", "4096", "-t", "1",
+                          "--cors", "https://example.org", NULL};
+    CHECK(server_start(&srv, model, args) == 0);
+    if (srv.port <= 0) return;
+    g_port = srv.port;
+    const char *longreq = "{\"prompt\": \"Tell a long story\", \"temperature\": 1, \"max_tokens\": 4000, \"stream\": true}";
+    int a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
+    for (int i = 0; i < 100 && metric_now("cmf_slots_busy ") != 1; i++)
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    int b = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
+    for (int i = 0; i < 100 && metric_now("cmf_queue_depth ") != 1; i++)
+        nanosleep(&(struct timespec){0, 20 * 1000 * 1000}, NULL);
+    CHECK(metric_now("cmf_queue_depth ") == 1);
+    http_resp r;
+    CHECK(http_request(g_port, "POST", "/v1/completions", NULL, longreq, &r) == 0);
+    CHECK_MSG(r.status == 503, "a request over a full queue: status %d", r.status);
+    cJSON *j = cJSON_Parse(r.body ? r.body : "");
+    CHECK(is_error_shape(j, 503));
+    cJSON_Delete(j);
+    http_resp_free(&r);
+    for (int k = 0; k < 2; k++) { /* both long requests end with a timeout error event, then [DONE] */
+        char *ans = read_all(k ? b : a);
+        close(k ? b : a);
+        CHECK_MSG(strstr(ans, "HTTP/1.1 200") == ans, "request %d: '%.40s'", k, ans);
+        CHECK_MSG(strstr(ans, "\"code\":504") != NULL && strstr(ans, "data: [DONE]") != NULL,
+                  "request %d did not time out: '%.300s'", k, ans);
+        free(ans);
+    }
+    CHECK(metric_now("cmf_requests_finished_total{reason=\"timeout\"} ") == 2);
+    CHECK(metric_now("cmf_requests_rejected_total ") == 1);
+    /* CORS: the preflight and the header on answers */
+    const char *pre = "OPTIONS /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    CHECK(http_raw(g_port, pre, strlen(pre), &r) == 0);
+    char v[128];
+    CHECK_MSG(r.status == 204 && http_header(&r, "Access-Control-Allow-Origin", v, sizeof v) &&
+                  !strcmp(v, "https://example.org"), "status %d", r.status);
+    http_resp_free(&r);
+    CHECK(http_request(g_port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200);
+    CHECK(http_header(&r, "Access-Control-Allow-Origin", v, sizeof v) && !strcmp(v, "https://example.org"));
+    http_resp_free(&r);
+    CHECK_MSG(server_stop(&srv) == 0, "the second server did not exit cleanly");
+}
+
 int main(void) {
     char dir[1024], model[1024];
     snprintf(dir, sizeof dir, "%s", tmp_path("server-hf"));
@@ -537,6 +607,7 @@ int main(void) {
 
     test_disconnect();
     CHECK_MSG(server_stop(&srv) == 0, "the server did not exit cleanly on SIGTERM");
+    test_limits(model);
     cmf_model_free(g_m);
     CMF_TEST_END();
 }
