@@ -114,7 +114,9 @@ static void cache_put(tok_cache *c, const char *s, size_t len, const int32_t *id
 /* ---- loading ----------------------------------------------------------------------------------------------- */
 
 cmf_status tok_vocab_set_id(tok_model *m, int32_t id, const char *s, size_t len) {
-    if (id < 0) return cmf_err(CMF_E_FORMAT, "tokenizer.json: model.vocab: negative id %d for '%.*s'", id, (int)len, s);
+    if (id < 0 || id >= TOK_MAX_ID)
+        return cmf_err(CMF_E_FORMAT, "tokenizer.json: model.vocab: id %d for '%.*s' is out of range [0, %d)", id,
+                       (int)len, s, TOK_MAX_ID);
     if (id >= m->n_ids) {
         int32_t n = m->n_ids ? m->n_ids : 1024;
         while (n <= id) n *= 2;

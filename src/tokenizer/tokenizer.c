@@ -24,7 +24,8 @@ static void post_free(tok_post *p) {
 /* Reads ["token", id] (RobertaProcessing / BertProcessing cls and sep). */
 static cmf_status pair_id(const cJSON *j, const char *key, const char *what, int32_t *id) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, key);
-    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child->next))
+    if (!cJSON_IsArray(v) || cJSON_GetArraySize(v) != 2 || !cJSON_IsNumber(v->child->next) ||
+        v->child->next->valuedouble < 0 || v->child->next->valuedouble >= TOK_MAX_ID)
         return cmf_err(CMF_E_FORMAT, "tokenizer.json: post_processor %s: '%s' must be [token, id]", what, key);
     *id = (int32_t)v->child->next->valuedouble;
     return CMF_OK;
@@ -64,7 +65,7 @@ static cmf_status template_load(const cJSON *j, tok_post *p) {
         } else {
             const cJSON *x;
             cJSON_ArrayForEach(x, ids) {
-                if (!cJSON_IsNumber(x) || x->valuedouble < 0)
+                if (!cJSON_IsNumber(x) || x->valuedouble < 0 || x->valuedouble >= TOK_MAX_ID)
                     return cmf_err(CMF_E_FORMAT, "tokenizer.json: TemplateProcessing: bad id in special_tokens");
                 p->single[p->n_single++] = (int32_t)x->valuedouble;
             }
@@ -117,6 +118,19 @@ static cmf_status post_load(const cJSON *j, tok_post **out) {
         return st;
     }
     *out = p;
+    return CMF_OK;
+}
+
+/* Template ids must exist in the vocabulary (checked through Sequence processors). */
+static cmf_status post_check(const tok_post *p, int32_t n_ids) {
+    for (size_t i = 0; i < p->n_single; i++)
+        if (p->single[i] >= n_ids)
+            return cmf_err(CMF_E_FORMAT, "tokenizer.json: post_processor: special id %d is outside the vocabulary",
+                           p->single[i]);
+    for (size_t i = 0; i < p->n_seq; i++) {
+        cmf_status st = post_check(p->seq[i], n_ids);
+        if (st != CMF_OK) return st;
+    }
     return CMF_OK;
 }
 
@@ -367,9 +381,9 @@ static cmf_status load_added(cmf_tokenizer *t, const cJSON *arr) {
         size_t i = t->n_added;
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
-        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble > 2147483647.0 || !cJSON_IsString(c))
-            return cmf_err(CMF_E_FORMAT, "tokenizer.json: added_tokens[%zu] needs a non-negative 'id' and a string "
-                           "'content'", i);
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= TOK_MAX_ID || !cJSON_IsString(c))
+            return cmf_err(CMF_E_FORMAT, "tokenizer.json: added_tokens[%zu] needs an 'id' in [0, %d) and a string "
+                           "'content'", i, TOK_MAX_ID);
         tok_added *a = &t->added[i];
         a->len = strlen(c->valuestring);
         if (!(a->content = malloc(a->len + 1))) return OOM();
@@ -430,13 +444,7 @@ cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out)
     }
     if (st == CMF_OK) st = matcher_build(t, 0, &t->match_raw);
     if (st == CMF_OK) st = matcher_build(t, 1, &t->match_norm);
-    if (st == CMF_OK && t->post) { /* template ids must exist */
-        const tok_post *p = t->post;
-        for (size_t i = 0; i < p->n_single; i++)
-            if (p->single[i] >= t->n_ids)
-                st = cmf_err(CMF_E_FORMAT, "tokenizer.json: post_processor: special id %d is outside the vocabulary",
-                             p->single[i]);
-    }
+    if (st == CMF_OK && t->post) st = post_check(t->post, t->n_ids);
     if (st != CMF_OK) {
         cmf_tokenizer_free(t);
         return st;

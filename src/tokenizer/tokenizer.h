@@ -143,6 +143,9 @@ cmf_status tok_pretokenize(const tok_pretok *p, tok_pieces *io);
 /* ------------------------------------------------------------------------------------------------------------
  * Models (bpe.c, models.c)
  * ---------------------------------------------------------------------------------------------------------- */
+/* Largest token id accepted (ids index dense tables; real vocabularies stay far below). */
+#define TOK_MAX_ID (1 << 24)
+
 typedef enum { TOK_MODEL_BPE, TOK_MODEL_WORDLEVEL, TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM } tok_model_type;
 
 typedef struct tok_merge_map {

@@ -91,6 +91,21 @@ static void errors(void) {
     CHECK_MSG(strstr(cmf_last_error(), "merges[") && strstr(cmf_last_error(), "zz"), "'%s'", cmf_last_error());
     free(txt);
 
+    /* ids far outside any real vocabulary are rejected (they index dense tables) */
+    const char *huge_paths[][2] = {{"added_tokens", "id"}, {"model", "vocab"}};
+    for (int k = 0; k < 2; k++) {
+        cJSON *r2 = cJSON_ParseWithLength(json, len);
+        cJSON *sec = cJSON_GetObjectItemCaseSensitive(r2, huge_paths[k][0]);
+        if (k == 0) cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(sec->child, "id"), 1e12);
+        else cJSON_SetNumberValue(cJSON_GetObjectItemCaseSensitive(sec, huge_paths[k][1])->child, 1073741824.0);
+        char *t2 = cJSON_PrintUnformatted(r2);
+        cmf_tokenizer *x2 = NULL;
+        CHECK_MSG(cmf_tokenizer_load(t2, strlen(t2), &x2) == CMF_E_FORMAT && x2 == NULL, "huge id in %s",
+                  huge_paths[k][0]);
+        free(t2);
+        cJSON_Delete(r2);
+    }
+
     /* token_id and vocab_size agree with the JSON */
     const cJSON *vocab = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(root, "model"), "vocab");
     const cJSON *e;
