@@ -94,6 +94,19 @@ static void test_reference(const char *file) {
     free(d);
     cJSON_Delete(meta);
     cmf_masks_free(m);
+    /* every single-byte corruption of the section is an error or a valid catalog, never a crash */
+    uint64_t len = f->env.masks_len;
+    uint8_t *copy = malloc((size_t)len);
+    for (uint64_t pos = 0; pos < len; pos++) {
+        memcpy(copy, sec, (size_t)len);
+        copy[pos] ^= (uint8_t)(0x5a + pos);
+        m = NULL;
+        cmf_status st = cmf_masks_parse(arch, copy, len, &m);
+        CHECK_MSG(st == CMF_OK || st == CMF_E_FORMAT, "byte %llu: status %d", (unsigned long long)pos, (int)st);
+        CHECK(st != CMF_OK || (m && m->n <= 2));
+        cmf_masks_free(m);
+    }
+    free(copy);
     cmf_file_close(f);
 }
 

@@ -385,6 +385,78 @@ static void test_export_apply(void) {
     cmf_file_close(base);
 }
 
+/* A file the reference's converter wrote (tiny-F16.cmf: task masks, a vocab section, an MTP head): baking keeps
+ * the masks and vocab sections byte for byte; a same-dtype donor tensor is stored byte for byte; export carries
+ * the masks and names the catalog's default task; apply carries the skill file's masks. */
+static void test_reference_file(void) {
+    const char *ref = shared_path("data/cmf-reference/tiny-F16.cmf");
+    char ref_path[512], donor[512], baked[512], skill[512], applied[512];
+    snprintf(ref_path, sizeof ref_path, "%s", ref);
+    set(donor, "skills-tiny-donor.cmf");
+    set(baked, "skills-tiny-baked.cmf");
+    set(skill, "skills-tiny.skill.cmf");
+    set(applied, "skills-tiny-applied.cmf");
+    const char *down = "model.layers.1.mlp.down_proj.weight";
+    cmf_file *r = NULL;
+    CHECK(cmf_file_open(ref_path, &r) == CMF_OK);
+    if (!r) return;
+    cmf_writer *w = NULL;
+    CHECK(cmf_writer_new(donor, &w) == CMF_OK);
+    uint8_t *pert = NULL;
+    for (size_t i = 0; i < r->n_tensors; i++) {
+        const cmf_tensor *t = &r->tensors[i];
+        const void *data = t->data;
+        if (!strcmp(t->name, down)) { /* flip the low bit of every f16 value */
+            pert = malloc((size_t)t->nbytes);
+            memcpy(pert, t->data, (size_t)t->nbytes);
+            for (uint64_t k = 0; k < t->nbytes; k += 2) pert[k] ^= 1;
+            data = pert;
+        }
+        CHECK(cmf_writer_add(w, t->name, t->dtype, t->ndim, t->shape, data, t->nbytes) == CMF_OK);
+    }
+    cmf_writer_set_header(w, cJSON_Duplicate(r->header, 1));
+    CHECK(cmf_writer_finish(w) == CMF_OK);
+
+    cmf_skill_add_opts o = {.id = "code", .families = CMF_SKILL_FFN, .skill_quant = -1};
+    cmf_skill_add_report rep;
+    CHECK_MSG(cmf_skill_add(ref_path, donor, baked, &o, &rep) == CMF_OK, "%s", cmf_last_error());
+    CHECK(rep.n_stored == 1);
+    cmf_file *b = NULL;
+    CHECK(cmf_file_open(baked, &b) == CMF_OK);
+    if (b) {
+        const cmf_tensor *t = cmf_file_find(b, "skill.code.model.layers.1.mlp.down_proj.weight");
+        CHECK(t && t->dtype == CMF_DT_F16 && t->nbytes == cmf_file_find(r, down)->nbytes &&
+              !memcmp(t->data, pert, (size_t)t->nbytes));
+        CHECK(b->env.masks_len == r->env.masks_len && !memcmp(b->masks, r->masks, (size_t)r->env.masks_len));
+        CHECK(b->env.vocab_len == r->env.vocab_len && !memcmp(b->vocab, r->vocab, (size_t)r->env.vocab_len));
+        CHECK(b->env.features & CMF_FEAT_BINARY_MASKS);
+        CHECK(cmf_file_verify(b, NULL) == CMF_OK);
+    }
+    size_t n = 0;
+    CHECK_MSG(cmf_skill_export(baked, "code", NULL, NULL, skill, NULL, NULL, &n) == CMF_OK, "%s", cmf_last_error());
+    cmf_file *sf = NULL, *out = NULL;
+    CHECK(cmf_file_open(skill, &sf) == CMF_OK);
+    if (sf) {
+        CHECK(n == 1 && sf->env.masks_len == r->env.masks_len && sf->env.vocab_len == 0);
+        CHECK((sf->env.features & (CMF_FEAT_SKILL_FILE | CMF_FEAT_BINARY_MASKS)) ==
+              (CMF_FEAT_SKILL_FILE | CMF_FEAT_BINARY_MASKS));
+        CHECK(!strcmp(cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(skill_record(sf, 0), "task")), "general"));
+    }
+    cmf_skill_apply_report ar;
+    CHECK_MSG(cmf_skill_apply(baked, skill, applied, 0, NULL, NULL, &ar) == CMF_OK, "%s", cmf_last_error());
+    CHECK(cmf_file_open(applied, &out) == CMF_OK);
+    if (out && b) {
+        CHECK(ar.n_replaced == 1 && same_bytes(cmf_file_find(out, down), cmf_file_find(b, "skill.code.model.layers.1.mlp.down_proj.weight")));
+        CHECK(out->env.masks_len == r->env.masks_len && !memcmp(out->masks, r->masks, (size_t)r->env.masks_len));
+        CHECK(out->env.vocab_len == r->env.vocab_len);
+    }
+    free(pert);
+    cmf_file_close(out);
+    cmf_file_close(sf);
+    cmf_file_close(b);
+    cmf_file_close(r);
+}
+
 int main(void) {
     set(P_BASE, "skills-base.cmf");
     set(P_DONOR, "skills-donor.cmf");
@@ -410,5 +482,6 @@ int main(void) {
     test_errors();
     test_readd();
     test_export_apply();
+    test_reference_file();
     CMF_TEST_END();
 }
