@@ -100,6 +100,35 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out);
 
 void cmf_session_free(cmf_session *s);
 
+/* Session options. Zero-initialize, then set what you need. */
+typedef struct cmf_session_params {
+    int n_ctx;           /* KV positions; <= 0: the model's trained context */
+    /* The O(1) far field (DORY.md §3.1): constant-memory attention for long contexts on full-attention layers:
+     * a few exact sink keys, an exact recent window and a Nyström landmark sketch of everything older under one
+     * softmax denominator; weights unchanged. o1 = NULL: the environment (CMF_O1, CMF_O1_M/_WINDOW/_SINK/_RECT;
+     * CMF_O1=off disables) or else the file hint provenance.o1_attn decide; "off"; "all"; "deepN" (the N deepest
+     * full-attention layers); "i,j,k". The prompt (up to o1_seal positions) runs exactly; the state is sealed at
+     * the first single-token step (or when the prompt reaches o1_seal) and every later position of those layers
+     * is read out from it; their KV cache holds only o1_seal rows. */
+    const char *o1;
+    int o1_m;            /* landmarks; 0 = 32 */
+    int o1_window;       /* exact window rows; 0 = 128 */
+    int o1_sink;         /* exact sink rows (used when o1_sink_set); default 4 */
+    int o1_sink_set;
+    int o1_seal;         /* seal length; 0 = 32768 */
+    const char *o1_rect; /* "agg" (default) or "fm" */
+} cmf_session_params;
+
+/* cmf_session_new with options. Errors: as cmf_session_new; CMF_E_ARG for a malformed o1 spec (message names
+ * it), CMF_E_UNSUPPORTED for o1 on a model with attention soft-capping. */
+cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out);
+
+/* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace. */
+size_t cmf_session_state_bytes(const cmf_session *s);
+
+/* Number of layers running the O(1) far field (0 = exact attention everywhere). */
+int cmf_session_o1_layers(const cmf_session *s);
+
 /* Selects the skill whose weights this session uses from now on (CMF_FORMAT.md §3.1: each tensor N is replaced
  * by `skill.<id>.N` when the file has it). "none" or NULL = the backbone. A skill's weight views are built on
  * first use and shared by all sessions; switching needs no reload, and an unused skill's tensors are never

@@ -32,8 +32,9 @@ static void attn_worker(void *ctx, int ith, int nth) {
     for (int job = ith; job < a->n * NH; job += nth) {
         const int t = job / NH, h = job % NH, kvh = h / group;
         const cmf_session *s = a->seqs[t];
-        const float *kc = s->k_cache + (size_t)a->layer * s->n_ctx * KVD;
-        const float *vc = s->v_cache + (size_t)a->layer * s->n_ctx * KVD;
+        if (s->o1 && s->o1->sealed && s->o1->on[a->layer]) continue; /* read out by o1_worker */
+        const float *kc = s->k_cache + s->kv_off[a->layer];
+        const float *vc = s->v_cache + s->kv_off[a->layer];
         const int pos = b->pos[t];
         const int start = sliding && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
         const float *q = b->q + (size_t)t * NH * HD + (size_t)h * HD;
@@ -52,6 +53,34 @@ static void attn_worker(void *ctx, int ith, int nth) {
             const float *v = vc + (size_t)j * KVD + (size_t)kvh * HD;
             const float p = scores[j - start];
             for (int i = 0; i < HD; i++) out[i] += p * v[i];
+        }
+    }
+}
+
+/* ---- the O(1) far field for sealed sessions, parallel over (session, KV head), in token order --------------- */
+typedef struct {
+    cmf_batch *b;
+    cmf_session *const *seqs;
+    int layer, n;
+    cmf_session **sealed; /* distinct sessions of the batch whose far field is sealed on this layer */
+    int n_sealed;
+} o1_task;
+
+static void o1_worker(void *ctx, int ith, int nth) {
+    o1_task *a = ctx;
+    const cmf_config *c = &a->b->m->cfg;
+    const int HD = c->head_dim, NKV = c->n_kv_heads, QD = c->n_heads * HD, KVD = NKV * HD;
+    const int group = c->n_heads / NKV;
+    for (int job = ith; job < a->n_sealed * NKV; job += nth) {
+        cmf_session *s = a->sealed[job / NKV];
+        const int g = job % NKV;
+        cmf_o1 *st = s->o1->st[(size_t)a->layer * NKV + g];
+        for (int t = 0; t < a->n; t++) {
+            if (a->seqs[t] != s) continue;
+            const size_t qo = (size_t)t * QD + (size_t)g * group * HD;
+            /* cannot fail: pointers are valid and the states keep their query trace */
+            (void)cmf_o1_step(st, a->b->q + qo, a->b->k + (size_t)t * KVD + (size_t)g * HD,
+                              a->b->v + (size_t)t * KVD + (size_t)g * HD, a->b->att + qo);
         }
     }
 }
@@ -119,12 +148,25 @@ void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, 
                 rope(k, c, inv_freq, pos);
             }
             cmf_session *s = seqs[t];
-            const size_t row = ((size_t)l * s->n_ctx + (size_t)pos) * KVD;
+            if (s->o1 && s->o1->on[l]) {
+                if (s->o1->sealed) continue; /* the far field takes this row in o1_worker */
+                memcpy(s->o1->qtrace[l] + (size_t)pos * QD, b->q + (size_t)t * QD, (size_t)QD * sizeof(float));
+            }
+            const size_t row = s->kv_off[l] + (size_t)pos * KVD;
             memcpy(s->k_cache + row, b->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
             memcpy(s->v_cache + row, b->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
         }
         attn_task at = {b, seqs, l, n};
         cmf_pool_run(b->pool, attn_worker, &at);
+        o1_task ot = {b, seqs, l, n, b->sealed, 0};
+        for (int t = 0; t < n; t++) {
+            cmf_session *s = seqs[t];
+            if (!s->o1 || !s->o1->sealed || !s->o1->on[l]) continue;
+            int seen = 0;
+            for (int i = 0; i < ot.n_sealed && !seen; i++) seen = ot.sealed[i] == s;
+            if (!seen) ot.sealed[ot.n_sealed++] = s;
+        }
+        if (ot.n_sealed) cmf_pool_run(b->pool, o1_worker, &ot);
         cmf_matmul(b->pool, xb, D, b->att, n, &L->wo, NULL);
         for (int t = 0; t < n; t++) {
             float *o = xb + (size_t)t * D, *xt = x + (size_t)t * D;

@@ -13,6 +13,7 @@
 #include "backend/cpu/threadpool.h"
 #include "cmf.h"
 #include "format/format.h"
+#include "model/o1.h"
 
 #define CMF_MAX_LAYERS 1024
 
@@ -93,14 +94,32 @@ struct cmf_batch {
     int *pos;                                   /* [n_batch]: position of each token in its session */
     float *head_in, *head_out;                  /* [n_seq][hidden], [n_seq][vocab]: rows that need logits */
     int *head_tok;                              /* [n_seq]: which token each head row belongs to */
+    cmf_session **sealed;                       /* [n_seq]: scratch for the O(1) far-field pass */
 };
+
+/* The O(1) far field of a session (DORY.md §3.1): full-attention layers listed in `on` keep an exact KV cache
+ * and a query trace only for the first `cap` positions (the prompt); when the prompt ends (the first
+ * single-token step) or reaches `cap` rows, each such layer's (layer, KV head) state is sealed from them, and
+ * every later position of that layer is read out from the constant-size state instead of the KV cache. */
+typedef struct cmf_o1_sess {
+    cmf_o1_params params;  /* m, window, sink, rect, scale; n_heads = the GQA group */
+    uint8_t *on;           /* [n_layers] */
+    int n_on;
+    cmf_o1 **st;           /* [n_layers * n_kv_heads]; NULL for layers that are off */
+    float **qtrace;        /* [n_layers] -> [cap][n_heads*head_dim] post-norm post-RoPE queries, or NULL */
+    int cap;               /* the seal length */
+    int sealed;
+} cmf_o1_sess;
 
 /* A sequence: its KV cache and position. */
 struct cmf_session {
     cmf_model *m;
     const cmf_weights *w;     /* backbone or the active skill */
     int n_ctx, pos;
-    float *k_cache, *v_cache; /* [n_layers][n_ctx][n_kv_heads*head_dim], f32 */
+    float *k_cache, *v_cache; /* per layer l: kv_rows[l] rows of n_kv_heads*head_dim f32 from kv_off[l] */
+    size_t *kv_off;           /* [n_layers] offsets in floats */
+    int *kv_rows;             /* [n_layers]: n_ctx, or the seal length for O(1) layers */
+    cmf_o1_sess *o1;          /* NULL when the far field is off */
     float *logits;            /* [vocab]: the logits after this session's last processed token */
     cmf_batch *own;           /* private workspace for cmf_session_prefill/decode (lazily created) */
 };

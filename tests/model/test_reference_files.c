@@ -1,7 +1,7 @@
 /* The CMF files written by the reference's own converter (shared/data/cmf-reference: a tiny Qwen-style model with
  * an MTP head, task masks and a tokenizer) run through our forward, and their logits equal those of the same model
  * rebuilt from the reference reader's own dequantization (*.dequant.safetensors) at f32. The MTP head and masks
- * are ignored by this version (cmf info says so). */
+ * are ignored by this version (cmf info says so). The bound is that of the kernels (see below). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +84,10 @@ int main(void) {
                 if (fabsf(a[i] - b[i]) > md) md = fabsf(a[i] - b[i]);
             }
             printf("tiny-%-8s: max|logit diff| %.3g (max|logit| %.3g)\n", KINDS[k], md, mx);
-            CHECK_MSG(md <= 1e-5f * mx, "%s: logits differ from the dequantized model: %g", KINDS[k], md);
+            /* f16 weights run in f32 arithmetic: exact up to summation order. Quantized weights run with 8-bit
+             * (two-level) activations in the CPU kernels: measured up to 3.6e-5 x max|logit|. */
+            const float bound = k == 0 ? 1e-5f : 2e-4f;
+            CHECK_MSG(md <= bound * mx, "%s: logits differ from the dequantized model: %g", KINDS[k], md);
         }
         free(a);
         free(b);

@@ -1,0 +1,436 @@
+/* session.c — sessions (a sequence's KV cache and position), batches (workspaces for one forward over tokens of
+ * several sessions: continuous batching), and the O(1) far field's wiring into sessions (DORY.md §3.1–3.2). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/model.h"
+#include "util/error.h"
+
+static cmf_status o1_seal(cmf_session *s);
+
+/* ---- batches (workspaces) ----------------------------------------------------------------------------------- */
+
+cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_batch **out) {
+    *out = NULL;
+    if (max_tokens < 1 || max_seqs < 1 || max_tokens > (1 << 16) || max_seqs > max_tokens)
+        return cmf_err(CMF_E_ARG, "batch: need 1 <= max_seqs (%d) <= max_tokens (%d) <= 65536", max_seqs, max_tokens);
+    const cmf_config *c = &m->cfg;
+    cmf_batch *b = calloc(1, sizeof *b);
+    if (!b) return cmf_err(CMF_E_NOMEM, "batch: out of memory");
+    b->m = m;
+    b->n_batch = max_tokens;
+    b->n_seq = max_seqs;
+    const size_t D = (size_t)c->hidden_size, QD = (size_t)c->n_heads * c->head_dim,
+                 KVD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size, B = (size_t)max_tokens,
+                 S = (size_t)max_seqs;
+    b->x = malloc(B * D * sizeof(float));
+    b->xb = malloc(B * D * sizeof(float));
+    b->q = malloc(B * QD * sizeof(float));
+    b->k = malloc(B * KVD * sizeof(float));
+    b->v = malloc(B * KVD * sizeof(float));
+    b->att = malloc(B * QD * sizeof(float));
+    b->hb = malloc(B * F * sizeof(float));
+    b->hb2 = malloc(B * F * sizeof(float));
+    b->pos = malloc(B * sizeof(int));
+    b->head_in = malloc(S * D * sizeof(float));
+    b->head_out = malloc(S * (size_t)c->vocab_size * sizeof(float));
+    b->head_tok = malloc(S * sizeof(int));
+    b->sealed = malloc(S * sizeof *b->sealed);
+    cmf_status st = CMF_OK;
+    if (!b->x || !b->xb || !b->q || !b->k || !b->v || !b->att || !b->hb || !b->hb2 || !b->pos || !b->head_in ||
+        !b->head_out || !b->head_tok || !b->sealed)
+        st = cmf_err(CMF_E_NOMEM, "batch: cannot allocate activations for %d tokens", max_tokens);
+    if (st == CMF_OK) st = cmf_pool_new(m->n_threads, &b->pool);
+    if (st == CMF_OK) {
+        /* scratch per thread: one decoded weight row (widest input); attention grows it to the context */
+        size_t widest = D > QD ? D : QD;
+        if (F > widest) widest = F;
+        st = cmf_pool_reserve(b->pool, widest * sizeof(float));
+    }
+    if (st != CMF_OK) {
+        cmf_batch_free(b);
+        return st;
+    }
+    *out = b;
+    return CMF_OK;
+}
+
+void cmf_batch_free(cmf_batch *b) {
+    if (!b) return;
+    cmf_pool_free(b->pool);
+    free(b->x);
+    free(b->xb);
+    free(b->q);
+    free(b->k);
+    free(b->v);
+    free(b->att);
+    free(b->hb);
+    free(b->hb2);
+    free(b->pos);
+    free(b->head_in);
+    free(b->head_out);
+    free(b->head_tok);
+    free(b->sealed);
+    free(b);
+}
+
+int cmf_batch_max_tokens(const cmf_batch *b) { return b->n_batch; }
+
+/* Checks a batch call and runs the forward; nothing changes when a check fails. */
+static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
+    if (n <= 0) return cmf_err(CMF_E_ARG, "batch: no tokens");
+    if (n > b->n_batch) return cmf_err(CMF_E_ARG, "batch: %d tokens exceed the batch size %d", n, b->n_batch);
+    const int V = b->m->cfg.vocab_size;
+    int n_seq = 0, max_ctx = 0;
+    for (int i = 0; i < n; i++) {
+        if (!seqs[i] || seqs[i]->m != b->m) return cmf_err(CMF_E_ARG, "batch: token %d has no session of this model", i);
+        if (seqs[i]->w != seqs[0]->w)
+            return cmf_err(CMF_E_ARG, "batch: sessions with different skills (%s, %s) cannot share a batch",
+                           seqs[0]->w->skill[0] ? seqs[0]->w->skill : "none",
+                           seqs[i]->w->skill[0] ? seqs[i]->w->skill : "none");
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return cmf_err(CMF_E_ARG, "token id %d at index %d is outside the vocabulary [0, %d)", tokens[i], i, V);
+        int first = 1, count = 0;
+        for (int u = 0; u < n; u++) {
+            if (seqs[u] != seqs[i]) continue;
+            if (u < i) first = 0;
+            count++;
+        }
+        if (!first) continue;
+        n_seq++;
+        if (count > seqs[i]->n_ctx - seqs[i]->pos)
+            return cmf_err(CMF_E_ARG, "%d tokens do not fit: %d of the context's %d positions are free", count,
+                           seqs[i]->n_ctx - seqs[i]->pos, seqs[i]->n_ctx);
+        const cmf_o1_sess *o = seqs[i]->o1;
+        if (o && !o->sealed && seqs[i]->pos < o->cap && seqs[i]->pos + count > o->cap)
+            return cmf_err(CMF_E_ARG, "o1: a prompt chunk crosses the seal length %d at position %d: split it there",
+                           o->cap, seqs[i]->pos);
+        if (seqs[i]->n_ctx > max_ctx) max_ctx = seqs[i]->n_ctx;
+    }
+    if (n_seq > b->n_seq) return cmf_err(CMF_E_ARG, "batch: %d sessions exceed the batch's %d", n_seq, b->n_seq);
+    cmf_status st = cmf_pool_reserve(b->pool, (size_t)max_ctx * sizeof(float)); /* attention scores */
+    if (st != CMF_OK) return st;
+    /* The prompt ends at a session's first single-token step (or when it fills the seal length): seal then. */
+    for (int i = 0; i < n; i++) {
+        cmf_session *s = seqs[i];
+        if (!s->o1 || s->o1->sealed || s->pos == 0) continue;
+        int count = 0;
+        for (int u = 0; u < n; u++) count += seqs[u] == s;
+        if ((count == 1 || s->pos >= s->o1->cap) && (st = o1_seal(s)) != CMF_OK) return st;
+    }
+    cmf_forward(b, seqs, tokens, n, all_logits);
+    return CMF_OK;
+}
+
+cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n) {
+    return batch_run(b, seqs, tokens, n, NULL);
+}
+
+/* ---- sessions ----------------------------------------------------------------------------------------------- */
+
+enum { DEFAULT_N_BATCH = 256 };
+
+/* ---- the O(1) far field: which layers, with which settings ------------------------------------------------- */
+
+/* Parses a layer spec "all" | "deepN" | "i,j,k" | "off" into on[] over the full-attention layers of c.
+ * Returns the number of layers switched on, or -1 (message set) for a malformed spec or a layer that is out of
+ * range or not full attention. */
+static int parse_o1_layers(const cmf_config *c, const char *spec, uint8_t *on) {
+    memset(on, 0, (size_t)c->n_layers);
+    if (!strcmp(spec, "off") || !strcmp(spec, "0")) return 0;
+    int n = 0;
+    if (!strcmp(spec, "all")) {
+        for (int l = 0; l < c->n_layers; l++)
+            if (!c->is_sliding[l]) on[l] = 1, n++;
+        return n;
+    }
+    if (!strncmp(spec, "deep", 4)) {
+        char *end;
+        long k = strtol(spec + 4, &end, 10);
+        if (end == spec + 4 || *end || k < 1) {
+            cmf_err(CMF_E_ARG, "o1: '%s' is not deepN with N >= 1", spec);
+            return -1;
+        }
+        for (int l = c->n_layers - 1; l >= 0 && n < k; l--) /* the N deepest full-attention layers */
+            if (!c->is_sliding[l]) on[l] = 1, n++;
+        return n;
+    }
+    for (const char *p = spec; *p;) {
+        char *end;
+        long l = strtol(p, &end, 10);
+        if (end == p || l < 0 || l >= c->n_layers || (*end && *end != ',')) {
+            cmf_err(CMF_E_ARG, "o1: layer list '%s' is not i,j,k with 0 <= i < %d", spec, c->n_layers);
+            return -1;
+        }
+        if (c->is_sliding[l]) {
+            cmf_err(CMF_E_ARG, "o1: layer %ld is a sliding-window layer (only full-attention layers convert)", l);
+            return -1;
+        }
+        n += !on[l];
+        on[l] = 1;
+        p = *end ? end + 1 : end;
+    }
+    return n;
+}
+
+/* Resolves the far-field settings in the reference's priority order (DORY.md §3.1): the caller's params, else
+ * the environment (CMF_O1 with CMF_O1_M/_WINDOW/_SINK/_RECT; "off" disables even a file hint), else the file
+ * hint provenance.o1_attn {layers, m, w, sink}. Writes the spec (NULL = off) and fills *p's m/window/sink/rect. */
+static cmf_status resolve_o1(const cmf_model *m, const cmf_session_params *sp, char *spec, size_t len,
+                             cmf_o1_params *p, int *seal) {
+    spec[0] = 0;
+    const char *env = getenv("CMF_O1");
+    const cJSON *prov = cJSON_GetObjectItemCaseSensitive(m->file->header, "provenance");
+    const cJSON *hint = cJSON_IsObject(prov) ? cJSON_GetObjectItemCaseSensitive(prov, "o1_attn") : NULL;
+    if (sp && sp->o1) {
+        snprintf(spec, len, "%s", sp->o1);
+    } else if (env && *env) {
+        snprintf(spec, len, "%s", env);
+    } else if (cJSON_IsObject(hint)) {
+        const cJSON *layers = cJSON_GetObjectItemCaseSensitive(hint, "layers");
+        if (cJSON_IsString(layers)) {
+            snprintf(spec, len, "%s", layers->valuestring);
+        } else if (cJSON_IsArray(layers)) {
+            size_t k = 0;
+            const cJSON *e;
+            cJSON_ArrayForEach(e, layers) {
+                if (!cJSON_IsNumber(e)) return cmf_err(CMF_E_FORMAT, "header: provenance.o1_attn.layers is malformed");
+                k += (size_t)snprintf(spec + k, len > k ? len - k : 0, "%s%d", k ? "," : "", e->valueint);
+            }
+        }
+        const char *keys[3] = {"m", "w", "sink"};
+        int *dst[3] = {&p->m, &p->window, &p->sink};
+        for (int i = 0; i < 3; i++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(hint, keys[i]);
+            if (cJSON_IsNumber(v)) *dst[i] = v->valueint;
+        }
+    }
+    /* numeric overrides: environment, then the caller */
+    const char *ek[3] = {"CMF_O1_M", "CMF_O1_WINDOW", "CMF_O1_SINK"};
+    int *dst[3] = {&p->m, &p->window, &p->sink};
+    for (int i = 0; i < 3; i++)
+        if (getenv(ek[i]) && *getenv(ek[i])) *dst[i] = atoi(getenv(ek[i]));
+    const char *rect = getenv("CMF_O1_RECT");
+    if (sp) {
+        if (sp->o1_m > 0) p->m = sp->o1_m;
+        if (sp->o1_window > 0) p->window = sp->o1_window;
+        if (sp->o1_sink >= 0 && sp->o1_sink_set) p->sink = sp->o1_sink;
+        if (sp->o1_rect) rect = sp->o1_rect;
+        if (sp->o1_seal > 0) *seal = sp->o1_seal;
+    }
+    if (rect && *rect) {
+        if (!strcmp(rect, "agg")) p->rect = CMF_O1_RECT_AGG;
+        else if (!strcmp(rect, "fm")) p->rect = CMF_O1_RECT_FM;
+        else return cmf_err(CMF_E_ARG, "o1: rectifier '%s' is not agg or fm", rect);
+    }
+    if (p->m < 4 || p->window < 1 || p->sink < 0 || *seal < 1)
+        return cmf_err(CMF_E_ARG, "o1: need m >= 4, window >= 1, sink >= 0, seal >= 1 (got %d, %d, %d, %d)", p->m,
+                       p->window, p->sink, *seal);
+    return CMF_OK;
+}
+
+static void o1_free(cmf_o1_sess *o, int n_layers, int n_kv) {
+    if (!o) return;
+    if (o->st)
+        for (int i = 0; i < n_layers * n_kv; i++) cmf_o1_free(o->st[i]);
+    if (o->qtrace)
+        for (int l = 0; l < n_layers; l++) free(o->qtrace[l]);
+    free(o->st);
+    free(o->qtrace);
+    free(o->on);
+    free(o);
+}
+
+/* Sets up s->o1 (or leaves it NULL when off) and the per-layer KV capacity. */
+static cmf_status o1_setup(cmf_session *s, const cmf_session_params *sp) {
+    const cmf_config *c = &s->m->cfg;
+    cmf_o1_params p;
+    cmf_o1_default_params(&p, c->n_heads / c->n_kv_heads, c->head_dim, c->head_dim);
+    p.scale = c->attn_scale;
+    int seal = 32768; /* the reference's SEAL_MAX (DORY.md §3.2) */
+    char spec[256];
+    cmf_status st = resolve_o1(s->m, sp, spec, sizeof spec, &p, &seal);
+    if (st != CMF_OK) return st;
+    for (int l = 0; l < c->n_layers; l++) s->kv_rows[l] = s->n_ctx;
+    if (!spec[0]) return CMF_OK;
+    cmf_o1_sess *o = calloc(1, sizeof *o);
+    if (!o || !(o->on = calloc((size_t)c->n_layers, 1))) {
+        free(o);
+        return cmf_err(CMF_E_NOMEM, "o1: out of memory");
+    }
+    o->n_on = parse_o1_layers(c, spec, o->on);
+    if (o->n_on <= 0) {
+        const int bad = o->n_on < 0;
+        o1_free(o, c->n_layers, c->n_kv_heads);
+        return bad ? CMF_E_ARG : CMF_OK; /* "off", or no full-attention layer: exact attention */
+    }
+    if (c->attn_softcap > 0) {
+        o1_free(o, c->n_layers, c->n_kv_heads);
+        return cmf_err(CMF_E_UNSUPPORTED, "o1: attention soft-capping (Gemma 2) has no far-field form");
+    }
+    o->params = p;
+    o->cap = seal < s->n_ctx ? seal : s->n_ctx;
+    o->st = calloc((size_t)c->n_layers * c->n_kv_heads, sizeof *o->st);
+    o->qtrace = calloc((size_t)c->n_layers, sizeof *o->qtrace);
+    st = o->st && o->qtrace ? CMF_OK : cmf_err(CMF_E_NOMEM, "o1: out of memory");
+    for (int l = 0; l < c->n_layers && st == CMF_OK; l++) {
+        if (!o->on[l]) continue;
+        s->kv_rows[l] = o->cap;
+        o->qtrace[l] = malloc((size_t)o->cap * c->n_heads * c->head_dim * sizeof(float));
+        if (!o->qtrace[l]) st = cmf_err(CMF_E_NOMEM, "o1: cannot allocate the query trace");
+        for (int g = 0; g < c->n_kv_heads && st == CMF_OK; g++)
+            st = cmf_o1_create(&p, &o->st[(size_t)l * c->n_kv_heads + g]);
+    }
+    if (st != CMF_OK) {
+        o1_free(o, c->n_layers, c->n_kv_heads);
+        return st;
+    }
+    s->o1 = o;
+    return CMF_OK;
+}
+
+/* Seals every far-field layer of s over its s->pos exact rows. */
+static cmf_status o1_seal(cmf_session *s) {
+    const cmf_config *c = &s->m->cfg;
+    const size_t KVD = (size_t)c->n_kv_heads * c->head_dim, QD = (size_t)c->n_heads * c->head_dim;
+    const int group = c->n_heads / c->n_kv_heads;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!s->o1->on[l]) continue;
+        for (int g = 0; g < c->n_kv_heads; g++) {
+            cmf_status st = cmf_o1_seal(s->o1->st[(size_t)l * c->n_kv_heads + g],
+                                        s->o1->qtrace[l] + (size_t)g * group * c->head_dim, QD,
+                                        s->k_cache + s->kv_off[l] + (size_t)g * c->head_dim, KVD,
+                                        s->v_cache + s->kv_off[l] + (size_t)g * c->head_dim, KVD, s->pos, NULL, 0);
+            if (st != CMF_OK) return cmf_err_prefix(st, "o1: layer %d kv head %d: ", l, g);
+        }
+    }
+    s->o1->sealed = 1;
+    return CMF_OK;
+}
+
+/* ---- sessions ----------------------------------------------------------------------------------------------- */
+
+cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out) {
+    *out = NULL;
+    const cmf_config *c = &m->cfg;
+    int n_ctx = p ? p->n_ctx : 0;
+    if (n_ctx <= 0) n_ctx = c->max_position_embeddings;
+    if (n_ctx > (1 << 24)) return cmf_err(CMF_E_ARG, "session: context %d is too large", n_ctx);
+    cmf_session *s = calloc(1, sizeof *s);
+    if (!s) return cmf_err(CMF_E_NOMEM, "session: out of memory");
+    s->m = m;
+    s->w = &m->base;
+    s->n_ctx = n_ctx;
+    s->kv_off = calloc((size_t)c->n_layers, sizeof *s->kv_off);
+    s->kv_rows = calloc((size_t)c->n_layers, sizeof *s->kv_rows);
+    cmf_status st = s->kv_off && s->kv_rows ? o1_setup(s, p) : cmf_err(CMF_E_NOMEM, "session: out of memory");
+    if (st != CMF_OK) {
+        cmf_session_free(s);
+        return st;
+    }
+    const size_t KVD = (size_t)c->n_kv_heads * (size_t)c->head_dim;
+    size_t kv = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        s->kv_off[l] = kv;
+        kv += (size_t)s->kv_rows[l] * KVD;
+    }
+    s->k_cache = calloc(kv, sizeof(float));
+    s->v_cache = calloc(kv, sizeof(float));
+    s->logits = calloc((size_t)c->vocab_size, sizeof(float));
+    if (!s->k_cache || !s->v_cache || !s->logits) {
+        cmf_session_free(s);
+        return cmf_err(CMF_E_NOMEM, "session: cannot allocate the KV cache for %d positions (%.1f MiB)", n_ctx,
+                       2.0 * (double)kv * sizeof(float) / (1 << 20));
+    }
+    *out = s;
+    return CMF_OK;
+}
+
+cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out) {
+    cmf_session_params p = {0};
+    p.n_ctx = n_ctx;
+    return cmf_session_new_ex(m, &p, out);
+}
+
+void cmf_session_free(cmf_session *s) {
+    if (!s) return;
+    cmf_batch_free(s->own);
+    o1_free(s->o1, s->m->cfg.n_layers, s->m->cfg.n_kv_heads);
+    free(s->kv_off);
+    free(s->kv_rows);
+    free(s->k_cache);
+    free(s->v_cache);
+    free(s->logits);
+    free(s);
+}
+
+size_t cmf_session_state_bytes(const cmf_session *s) {
+    const cmf_config *c = &s->m->cfg;
+    size_t n = 0;
+    for (int l = 0; l < c->n_layers; l++) n += 2 * (size_t)s->kv_rows[l] * c->n_kv_heads * c->head_dim * sizeof(float);
+    if (s->o1)
+        for (int l = 0; l < c->n_layers; l++) {
+            if (!s->o1->on[l]) continue;
+            n += (size_t)s->o1->cap * c->n_heads * c->head_dim * sizeof(float);
+            for (int g = 0; g < c->n_kv_heads; g++) n += cmf_o1_state_bytes(s->o1->st[(size_t)l * c->n_kv_heads + g]);
+        }
+    return n;
+}
+
+int cmf_session_o1_layers(const cmf_session *s) { return s->o1 ? s->o1->n_on : 0; }
+
+void cmf_session_reset(cmf_session *s) {
+    s->pos = 0;
+    if (s->o1) {
+        const cmf_config *c = &s->m->cfg;
+        for (int i = 0; i < c->n_layers * c->n_kv_heads; i++)
+            if (s->o1->st[i]) cmf_o1_reset(s->o1->st[i]);
+        s->o1->sealed = 0;
+    }
+}
+
+/* The KV cache rows [0, n_keep) stay valid (attention at a position only reads rows before it), so forgetting the
+ * rest is moving pos back; the next prefill overwrites the rows from n_keep on. */
+cmf_status cmf_session_truncate(cmf_session *s, int n_keep) {
+    if (!s) return cmf_err(CMF_E_ARG, "session truncate: NULL session");
+    if (n_keep < 0 || n_keep > s->pos)
+        return cmf_err(CMF_E_ARG, "session truncate: n_keep %d is outside [0, %d] (the positions in the cache)",
+                       n_keep, s->pos);
+    if (s->o1 && s->o1->sealed && n_keep < s->pos)
+        return cmf_err(CMF_E_UNSUPPORTED, "session truncate: the O(1) far field is sealed and cannot forget positions "
+                                          "(reset the session instead)");
+    s->pos = n_keep;
+    return CMF_OK;
+}
+int cmf_session_pos(const cmf_session *s) { return s->pos; }
+int cmf_session_n_ctx(const cmf_session *s) { return s->n_ctx; }
+const float *cmf_session_logits(const cmf_session *s) { return s->logits; }
+
+cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, float *all_logits) {
+    if (n <= 0) return cmf_err(CMF_E_ARG, "prefill: no tokens");
+    if (n > s->n_ctx - s->pos)
+        return cmf_err(CMF_E_ARG, "prefill: %d tokens do not fit: %d of the context's %d positions are free", n,
+                       s->n_ctx - s->pos, s->n_ctx);
+    const int V = s->m->cfg.vocab_size;
+    for (int i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= V)
+            return cmf_err(CMF_E_ARG, "prefill: token id %d at index %d is outside the vocabulary [0, %d)",
+                           tokens[i], i, V);
+    if (!s->own) {
+        int nb = s->n_ctx < DEFAULT_N_BATCH ? s->n_ctx : DEFAULT_N_BATCH;
+        cmf_status st = cmf_batch_new(s->m, nb, 1, &s->own);
+        if (st != CMF_OK) return st;
+    }
+    cmf_session *seqs[DEFAULT_N_BATCH];
+    for (int i = 0; i < s->own->n_batch; i++) seqs[i] = s;
+    for (int done = 0, b; done < n; done += b) {
+        b = n - done < s->own->n_batch ? n - done : s->own->n_batch;
+        if (s->o1 && !s->o1->sealed && s->pos < s->o1->cap && s->pos + b > s->o1->cap) b = s->o1->cap - s->pos;
+        cmf_status st = batch_run(s->own, seqs, tokens + done, b, all_logits ? all_logits + (size_t)done * V : NULL);
+        if (st != CMF_OK) return st;
+    }
+    return CMF_OK;
+}
+
+cmf_status cmf_session_decode(cmf_session *s, int32_t token) { return cmf_session_prefill(s, &token, 1, NULL); }
