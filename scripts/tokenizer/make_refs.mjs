@@ -1,9 +1,10 @@
-// make_refs.mjs — reference encodings from Hugging Face's own JavaScript tokenizers (npm @huggingface/tokenizers)
-// for the tokenizer.json files in shared/data/tokenizers. Writes tests/tokenizer/data/hf_refs_<name>.json, read by
-// tests/tokenizer/test_hf_refs.c.
+// make_refs.mjs — reference encodings from Hugging Face tokenizers itself: the npm package `tokenizers` is the
+// official Node binding of the Rust crate (its native library ships inside the package), so the ids and decoded
+// strings written here are exactly what HF tokenizers' encode/decode give. Writes tests/tokenizer/data/
+// hf_refs_<name>.json (and the small synthetic tokenizer.json files), read by tests/tokenizer/test_hf_refs.c.
 //
 // Usage (node_modules kept outside the repository):
-//   mkdir -p /tmp/tokref && cd /tmp/tokref && npm init -y && npm install @huggingface/tokenizers@0.2.0
+//   mkdir -p /tmp/tokref && cd /tmp/tokref && npm init -y && npm install tokenizers@0.23.2
 //   node scripts/tokenizer/make_refs.mjs ../shared tests/tokenizer/data     (from the repository root)
 // The package is resolved from $TOKREF_DIR (default /tmp/tokref).
 import fs from "node:fs";
@@ -13,8 +14,8 @@ import { createRequire } from "node:module";
 const [shared = "../shared", outDir = "tests/tokenizer/data"] = process.argv.slice(2);
 const refDir = process.env.TOKREF_DIR || "/tmp/tokref";
 const require = createRequire(path.join(refDir, "package.json"));
-const { Tokenizer } = require("@huggingface/tokenizers");
-const pkg = JSON.parse(fs.readFileSync(path.join(refDir, "node_modules/@huggingface/tokenizers/package.json"), "utf8"));
+const { Tokenizer } = require("tokenizers");
+const pkg = JSON.parse(fs.readFileSync(path.join(refDir, "node_modules/tokenizers/package.json"), "utf8"));
 
 // Strings that exercise the pre-tokenizer regexes, normalizers, byte fallback and added-token matching.
 const long = "Pneumonoultramicroscopicsilicovolcanoconiosis".repeat(8);
@@ -41,13 +42,10 @@ const cases = [
   ["mistral", "mistral/tokenizer.json"],
 ];
 
+// (HF's Strip decoder with stop > 0 panics on an empty string, an index underflow, so no synthetic uses stop.)
 // Small synthetic tokenizer.json files for the components the real vocabularies above do not use (WordPiece with
 // the BERT normalizer/pre-tokenizer/decoder, Unigram with Metaspace and NFKC, BPE with unk and the simple
 // pre-tokenizers). Their inputs are made up here; the expected outputs are HF's.
-// Avoided because tokenizers.js differs from the Rust tokenizers there: BPE fuse_unk (JS fuses unknowns across
-// pre-tokens, Rust only inside one), Split with behavior Removed (JS keeps a captured delimiter), and the
-// MergedWithPrevious/MergedWithNext/Contiguous behaviours (not implemented in JS), added tokens with single_word
-// (ignored by JS) and the CharDelimiterSplit pre-tokenizer (unknown to JS).
 const letters = "abcdefghijklmnopqrstuvwxyz".split("");
 const digits = "0123456789".split("");
 const special = (content, id) => ({ id, content, single_word: false, lstrip: false, rstrip: false, normalized: false, special: true });
@@ -97,20 +95,36 @@ function bpeMisc() {
     added_tokens: [special("[UNK]", 0),
       { id: 100, content: "<mask>", single_word: false, lstrip: true, rstrip: false, normalized: false, special: true },
       { id: 101, content: "<r>", single_word: false, lstrip: false, rstrip: true, normalized: false, special: true },
-      { id: 102, content: "word", single_word: false, lstrip: false, rstrip: false, normalized: true, special: false }],
+      { id: 102, content: "word", single_word: true, lstrip: false, rstrip: false, normalized: true, special: false }],
     normalizer: { type: "Sequence", normalizers: [{ type: "NFD" }, { type: "StripAccents" }, { type: "Lowercase" }, { type: "Strip", strip_left: true, strip_right: true }] },
-    pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "WhitespaceSplit" }, { type: "Punctuation", behavior: "Isolated" },
-      { type: "Digits", individual_digits: true }, { type: "Split", pattern: { Regex: "th|[0-9]x" }, behavior: "Isolated", invert: false }] },
+    pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "CharDelimiterSplit", delimiter: "q" }, { type: "WhitespaceSplit" }, { type: "Punctuation", behavior: "Isolated" },
+      { type: "Digits", individual_digits: true }, { type: "Split", pattern: { Regex: "th|[0-9]x" }, behavior: "Isolated", invert: false },
+      { type: "Split", pattern: { String: "z" }, behavior: "Removed", invert: false }] },
     post_processor: null,
-    decoder: { type: "Sequence", decoders: [{ type: "Fuse" }, { type: "Strip", content: " ", start: 0, stop: 1 }] },
-    model: { type: "BPE", dropout: null, unk_token: "[UNK]", continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: false, byte_fallback: false, vocab, merges },
+    decoder: { type: "Sequence", decoders: [{ type: "Fuse" }, { type: "Strip", content: "h", start: 1, stop: 0 }] },
+    model: { type: "BPE", dropout: null, unk_token: "[UNK]", continuing_subword_prefix: null, end_of_word_suffix: null, fuse_unk: true, byte_fallback: false, vocab, merges },
+  };
+}
+// The other SplitDelimiterBehavior values and invert, over a WordLevel vocabulary of single characters and words.
+function splitBehaviors(behavior, invert, pattern) {
+  const words = ["[UNK]", ...letters, ...digits, " ", "-", ",", "!", ".", "the", "a-", "-b", "--", "he", "llo"];
+  const vocab = Object.fromEntries(words.map((w, i) => [w, i]));
+  return {
+    version: "1.0", truncation: null, padding: null, added_tokens: [special("[UNK]", 0)], normalizer: null,
+    pre_tokenizer: { type: "Sequence", pretokenizers: [{ type: "Split", pattern, behavior, invert }, { type: "Digits", individual_digits: false }] },
+    post_processor: null, decoder: null, model: { type: "WordLevel", vocab, unk_token: "[UNK]" },
   };
 }
 const synthTexts = ["", "Hello world", "  hello   the world  ", "Unaffable playing played tokenizer!", "Café naïve ÀÉÎ",
   "don't stop, ok?", "中文 and 中国", "x1234y 42", "the thethe thethe", "hello\tworld\nagain", "a-b-c (d) [e]",
   "ＦＵＬＬ ｗｉｄｔｈ ①②", "unknown ✓ glyph ✓✓", "playing an anthem", "[CLS] inside [SEP] text [MASK]", "qqq zzz 0x",
-  "the  <mask> is <r>  here", "a <mask><mask>  <r> <r>b", "word words sword WORD word!", " <mask>word<r>"];
-const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()]];
+  "the  <mask> is <r>  here", "a <mask><mask>  <r> <r>b", "word words sword WORD word!", " <mask>word<r>",
+  "a-b--c---d-", "--x-y 12--34 -", "he-llo the-a-b"];
+const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()],
+  ["split_prev", splitBehaviors("MergedWithPrevious", false, { String: "-" })],
+  ["split_next", splitBehaviors("MergedWithNext", false, { Regex: "-+" })],
+  ["split_contig", splitBehaviors("Contiguous", false, { String: "-" })],
+  ["split_invert", splitBehaviors("Removed", true, { Regex: "[a-z]+" })]];
 
 fs.mkdirSync(outDir, { recursive: true });
 // Variants of the real files with some top-level components replaced ("override" in the output, applied by the
@@ -125,15 +139,9 @@ const variants = [
     decoder: { type: "Sequence", decoders: [{ type: "Metaspace", replacement: "\u2581", prepend_scheme: "first", split: false }, { type: "ByteFallback" }, { type: "Fuse" }] } }],
 ];
 const jobs = [...cases.map(([n, r]) => [n, r, null]), ...variants].map(([name, rel, override]) => {
-  const dir = path.join(shared, "data/tokenizers", path.dirname(rel));
-  const tj = JSON.parse(fs.readFileSync(path.join(shared, "data/tokenizers", rel), "utf8"));
+    const tj = JSON.parse(fs.readFileSync(path.join(shared, "data/tokenizers", rel), "utf8"));
   if (override) Object.assign(tj, override);
-  const cfgPath = path.join(dir, "tokenizer_config.json");
-  const cfg = fs.existsSync(cfgPath) ? JSON.parse(fs.readFileSync(cfgPath, "utf8")) : {};
-  // The Metaspace decoder of the Rust tokenizers drops every "▁" of the first token, tokenizers.js only a leading
-  // space: the two agree unless the text starts with a space, so those texts are left out of that variant.
-  const list = tj.decoder && JSON.stringify(tj.decoder).includes("Metaspace") ? texts.filter((t) => !t.startsWith(" ")) : texts;
-  return { name, tj, cfg, rel, override, list };
+  return { name, tj, rel, override, list: texts };
 });
 // The tokenizer.json stored in the vocab section of the reference's own CMF file (envelope: vocab_off, vocab_len
 // as u64 at 0x50 and 0x58, CMF_FORMAT.md §1.2); the C test reads it from the same file.
@@ -141,26 +149,28 @@ const jobs = [...cases.map(([n, r]) => [n, r, null]), ...variants].map(([name, r
   const cmf = fs.readFileSync(path.join(shared, "data/cmf-reference/tiny-F16.cmf"));
   const off = Number(cmf.readBigUInt64LE(0x50)), len = Number(cmf.readBigUInt64LE(0x58));
   const tj = JSON.parse(cmf.subarray(off, off + len).toString("utf8"));
-  // tokenizers.js insists on these keys; absent and null mean the same to the Rust tokenizers (serde defaults)
-  for (const k of ["normalizer", "pre_tokenizer", "post_processor", "decoder"]) tj[k] ??= null;
-  tj.model.merges ??= [];
-  jobs.push({ name: "cmf_tiny", tj, cfg: {}, rel: "cmf-reference/tiny-F16.cmf", cmf_vocab: true,
+  // The reference's writer leaves out fields the Rust deserializer requires; fill them with the defaults that
+  // cmf's loader assumes (those of AddedToken::from(content, special)) so that HF can load the same tokenizer.
+  for (const a of tj.added_tokens ?? []) {
+    for (const k of ["single_word", "lstrip", "rstrip"]) a[k] ??= false;
+    a.normalized ??= !a.special;
+  }
+  jobs.push({ name: "cmf_tiny", tj, rel: "cmf-reference/tiny-F16.cmf", cmf_vocab: true,
     list: synthTexts.concat(["Hello, World! 0123456789 ~{}|", "<|endoftext|>text<pad>"]) });
 }
 for (const [name, tj] of synthetic) {
   const file = `synth_${name}.tokenizer.json`;
   fs.writeFileSync(path.join(outDir, file), JSON.stringify(tj) + "\n");
-  jobs.push({ name: "synth_" + name, tj, cfg: {}, rel: file, local: true, list: synthTexts });
+  jobs.push({ name: "synth_" + name, tj, rel: file, local: true, list: synthTexts });
 }
-for (const { name, tj, cfg, rel, local, override, cmf_vocab, list } of jobs) {
-  const tok = new Tokenizer(tj, cfg);
+for (const { name, tj, rel, local, override, cmf_vocab, list } of jobs) {
+  const tok = Tokenizer.fromString(JSON.stringify(tj));
   const out = [];
   for (const text of list) {
-    const ids = tok.encode(text, { add_special_tokens: false }).ids;
-    const ids_special = tok.encode(text, { add_special_tokens: true }).ids;
-    const dec = (x, o) => (x.length ? tok.decode(x, o) : ""); // the JS decode rejects an empty list
-    const decoded = dec(ids, { skip_special_tokens: false, clean_up_tokenization_spaces: false });
-    const decoded_skip = dec(ids_special, { skip_special_tokens: true, clean_up_tokenization_spaces: false });
+    const ids = (await tok.encode(text, null, { addSpecialTokens: false })).getIds();
+    const ids_special = (await tok.encode(text, null, { addSpecialTokens: true })).getIds();
+    const decoded = await tok.decode(ids, false);
+    const decoded_skip = await tok.decode(ids_special, true);
     out.push({ text, ids, ids_special, decoded, decoded_skip });
   }
   const doc = { generator: `scripts/tokenizer/make_refs.mjs with ${pkg.name}@${pkg.version}`, tokenizer: rel, cases: out };

@@ -181,7 +181,10 @@ static int is_punct(uint32_t cp) {
 static int pred_match(char_pred p, uint32_t cp) {
     switch (p) {
     case PRED_WHITESPACE: return tok_is_whitespace(cp);
-    case PRED_DIGIT: return cp >= '0' && cp <= '9';
+    case PRED_DIGIT: { /* Rust char::is_numeric: Nd, Nl, No */
+        utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
+        return c == UTF8PROC_CATEGORY_ND || c == UTF8PROC_CATEGORY_NL || c == UTF8PROC_CATEGORY_NO;
+    }
     case PRED_PUNCT: return is_punct(cp);
     case PRED_NONE: break;
     }

@@ -90,7 +90,7 @@ static cmf_status post_load(const cJSON *j, tok_post **out) {
         st = template_load(j, p);
     } else if (!strcmp(ty, "RobertaProcessing") || !strcmp(ty, "BertProcessing")) {
         p->type = TOK_POST_TEMPLATE;
-        int32_t cls, sep;
+        int32_t cls = -1, sep = -1;
         st = pair_id(j, "cls", ty, &cls);
         if (st == CMF_OK) st = pair_id(j, "sep", ty, &sep);
         if (st == CMF_OK && !(p->single = malloc(3 * sizeof *p->single))) st = OOM();
@@ -371,31 +371,49 @@ static int jflag(const cJSON *o, const char *k, int dflt) {
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
 }
 
+/* Reads "added_tokens". Ids are assigned as HF's AddedVocabulary::add_tokens does when a tokenizer.json is loaded
+ * (the "id" field is only checked there): a content already in the model vocabulary keeps its vocabulary id; any
+ * other gets vocab_len (the number of vocabulary entries) for the first one, then max(added ids) + 1 once that
+ * maximum reaches vocab_len. Empty contents are ignored; a repeated content updates the flags of the first. */
 static cmf_status load_added(cmf_tokenizer *t, const cJSON *arr) {
     if (!arr || cJSON_IsNull(arr)) return CMF_OK;
     if (!cJSON_IsArray(arr)) return cmf_err(CMF_E_FORMAT, "tokenizer.json: 'added_tokens' must be an array");
     t->added = calloc((size_t)cJSON_GetArraySize(arr) + 1, sizeof *t->added);
     if (!t->added) return OOM();
+    const int32_t vocab_len = (int32_t)t->model->vocab.n;
+    int32_t max_added = -1;
+    size_t k = 0;
     const cJSON *e;
     cJSON_ArrayForEach(e, arr) {
-        size_t i = t->n_added;
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
         const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
         if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= TOK_MAX_ID || !cJSON_IsString(c))
             return cmf_err(CMF_E_FORMAT, "tokenizer.json: added_tokens[%zu] needs an 'id' in [0, %d) and a string "
-                           "'content'", i, TOK_MAX_ID);
-        tok_added *a = &t->added[i];
-        a->len = strlen(c->valuestring);
-        if (!(a->content = malloc(a->len + 1))) return OOM();
-        memcpy(a->content, c->valuestring, a->len + 1);
-        a->id = (int32_t)id->valuedouble;
+                           "'content'", k, TOK_MAX_ID);
+        k++;
+        size_t len = strlen(c->valuestring);
+        if (len == 0) continue;
+        int32_t prev = tok_strmap_get(&t->added_map, c->valuestring, len);
+        tok_added *a = prev >= 0 ? &t->added[prev] : &t->added[t->n_added];
+        if (prev < 0) {
+            a->len = len;
+            if (!(a->content = malloc(len + 1))) return OOM();
+            memcpy(a->content, c->valuestring, len + 1);
+            a->id = tok_strmap_get(&t->model->vocab, a->content, len);
+            if (a->id < 0) a->id = (max_added < 0) ? vocab_len : (max_added >= vocab_len ? max_added + 1 : vocab_len);
+            if (a->id >= TOK_MAX_ID)
+                return cmf_err(CMF_E_FORMAT, "tokenizer.json: added_tokens[%zu]: id out of range", k - 1);
+            if (a->id > max_added) max_added = a->id;
+        }
         a->special = jflag(e, "special", 0);
         a->normalized = jflag(e, "normalized", !a->special);
         a->lstrip = jflag(e, "lstrip", 0);
         a->rstrip = jflag(e, "rstrip", 0);
         a->single_word = jflag(e, "single_word", 0);
-        t->n_added++;
-        if (tok_strmap_set(&t->added_map, a->content, a->len, (int32_t)i)) return OOM();
+        if (prev < 0) {
+            if (tok_strmap_set(&t->added_map, a->content, a->len, (int32_t)t->n_added)) return OOM();
+            t->n_added++;
+        }
     }
     return CMF_OK;
 }

@@ -1,8 +1,11 @@
-/* test_hf_refs.c — our encoder/decoder against reference outputs of Hugging Face's JavaScript tokenizers
- * (tests/tokenizer/data/hf_refs_*.json, written by scripts/tokenizer/make_refs.mjs) for the qwen3, llama3 and
- * mistral tokenizer.json files and for small synthetic ones (WordPiece/BERT, Unigram/Metaspace, BPE with unk and
- * the simple pre-tokenizers) and for the tokenizer.json inside the reference's tiny-F16.cmf: ids without and with special tokens, decode, decode skipping special tokens, and
- * streaming decode == full decode with valid UTF-8 chunks. */
+/* test_hf_refs.c — our encoder/decoder against reference outputs of Hugging Face tokenizers (the Rust library
+ * through its official Node binding, npm `tokenizers`; tests/tokenizer/data/hf_refs_*.json, written by
+ * scripts/tokenizer/make_refs.mjs) for: the qwen3, llama3 and mistral tokenizer.json files; variants of them
+ * (GPT-2 ByteLevel with use_regex, Metaspace prepend_scheme "first"); the tokenizer.json inside the reference's
+ * tiny-F16.cmf; small synthetic files (WordPiece/BERT, Unigram/Metaspace, BPE with unk/fuse_unk and the simple
+ * pre-tokenizers, added tokens with lstrip/rstrip/single_word, every Split behaviour and invert).
+ * Checked per string: ids without and with special tokens, decode, decode skipping special tokens, and streaming
+ * decode == full decode with valid UTF-8 chunks. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -127,5 +130,9 @@ int main(void) {
     run("synth_bert");
     run("synth_unigram");
     run("synth_bpe_misc");
+    run("synth_split_prev");
+    run("synth_split_next");
+    run("synth_split_contig");
+    run("synth_split_invert");
     CMF_TEST_END();
 }
