@@ -33,7 +33,8 @@ const texts = [
   "<think>\nreasoning\n</think>\n\nanswer", "<|im_start|><|im_start|>", "a<unk>b", "not<|special|>token",
   long, "word" + "!".repeat(40), " ".repeat(20) + "x", "\u00a0non-breaking\u00a0space\u2003em\u3000ideographic",
   "zero\u200bwidth\u200djoiner", "control\u0001\u0002chars\u007f", "\u2028line\u2029para\u0085nel",
-  "def f(x):\n    return x * 2  # comment\n", "https://example.com/path?q=1&r=2#frag", "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ",
+  "def f(x):\n    return x * 2  # comment\n", "a\u180eb \ufeffc \u0085d\u200be", "'S 'ſ 'K 'Ll 'VE", "\u0301abc \u0301",
+  "İstanbul STRASSE Straße ΣΑΣ ǅ", "\t \t\n\n \u3000\u3000x", " " + "ab ".repeat(30) + "   \n", "https://example.com/path?q=1&r=2#frag", "ＦＵＬＬＷＩＤＴＨ ｔｅｘｔ",
 ];
 
 const cases = [
@@ -119,7 +120,7 @@ const synthTexts = ["", "Hello world", "  hello   the world  ", "Unaffable playi
   "don't stop, ok?", "中文 and 中国", "x1234y 42", "the thethe thethe", "hello\tworld\nagain", "a-b-c (d) [e]",
   "ＦＵＬＬ ｗｉｄｔｈ ①②", "unknown ✓ glyph ✓✓", "playing an anthem", "[CLS] inside [SEP] text [MASK]", "qqq zzz 0x",
   "the  <mask> is <r>  here", "a <mask><mask>  <r> <r>b", "word words sword WORD word!", " <mask>word<r>",
-  "a-b--c---d-", "--x-y 12--34 -", "he-llo the-a-b"];
+  "a-b--c---d-", "--x-y 12--34 -", "he-llo the-a-b", "İSTANBUL Straße ΣΑΣ ǅ", "①② ¾ ٣ x²"];
 const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()],
   ["split_prev", splitBehaviors("MergedWithPrevious", false, { String: "-" })],
   ["split_next", splitBehaviors("MergedWithNext", false, { Regex: "-+" })],
