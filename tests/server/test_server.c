@@ -157,6 +157,9 @@ static void test_routes_and_auth(void) {
     CHECK(http_request(g_port, "GET", "/v1/models", KEY "x", NULL, &r) == 0 && r.status == 401);
     http_resp_free(&r);
     CHECK(http_request(g_port, "GET", "/health", NULL, NULL, &r) == 0 && r.status == 200); /* no key needed */
+    j = cJSON_Parse(r.body ? r.body : "");
+    CHECK(jstr(j, "status") && !strcmp(jstr(j, "status"), "ok"));
+    cJSON_Delete(j);
     http_resp_free(&r);
 
     j = call("GET", "/v1/models", NULL, 200);
@@ -206,7 +209,7 @@ static void test_tokenize_template(void) {
     CHECK(cJSON_GetArraySize(t) == n && (int)jnum(j, "count") == n);
     for (int i = 0; i < n && i < cJSON_GetArraySize(t); i++) CHECK(cJSON_GetArrayItem(t, i)->valueint == ids[i]);
     cJSON_Delete(j);
-    char *ij = ids_json(ids, n), body[1024];
+    char *ij = ids_json(ids, n), body[4096];
     snprintf(body, sizeof body, "{\"tokens\": %s}", ij);
     j = call("POST", "/detokenize", body, 200);
     CHECK(jstr(j, "content") && !strcmp(jstr(j, "content"), "Hello world, héllo 世界!"));
@@ -224,6 +227,31 @@ static void test_tokenize_template(void) {
     CHECK_MSG(want && jstr(j, "prompt") && !strcmp(jstr(j, "prompt"), want), "%s", jstr(j, "prompt"));
     CHECK(want && strstr(want, "<|im_start|>assistant\n")); /* Qwen3's template, generation prompt */
     cJSON_Delete(j);
+    free(want);
+
+    /* tools and chat_template_kwargs reach the template as cmf_chat_render passes them */
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather of a city\","
+                        "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    p.tools_json = tools;
+    p.extra_json = "{\"enable_thinking\":false}";
+    CHECK(cmf_chat_render(g_m, &p, &want, NULL) == CMF_OK);
+    CHECK(want && strstr(want, "get_weather") && strstr(want, "<think>\n\n</think>")); /* Qwen3: tools, no thinking */
+    snprintf(body, sizeof body, "{\"messages\": %s, \"tools\": %s, \"chat_template_kwargs\": {\"enable_thinking\": false}}",
+             msgs, tools);
+    j = call("POST", "/apply-template", body, 200);
+    CHECK_MSG(want && jstr(j, "prompt") && !strcmp(jstr(j, "prompt"), want), "%s", jstr(j, "prompt"));
+    cJSON_Delete(j);
+    free(want);
+    /* a chat request with tools renders the same prompt: usage.prompt_tokens counts its tokens */
+    p.extra_json = NULL;
+    CHECK(cmf_chat_render(g_m, &p, &want, NULL) == CMF_OK);
+    int nt = 0;
+    int32_t *tids = tokenize(want ? want : "", 0, &nt);
+    snprintf(body, sizeof body, "{\"messages\": %s, \"tools\": %s, \"tool_choice\": \"auto\", \"max_tokens\": 2}", msgs, tools);
+    j = call("POST", "/v1/chat/completions", body, 200);
+    CHECK_MSG((int)jnum(j, "usage.prompt_tokens") == nt, "%g vs %d", jnum(j, "usage.prompt_tokens"), nt);
+    cJSON_Delete(j);
+    free(tids);
     free(want);
 }
 
