@@ -307,10 +307,14 @@ static void *sched_main(void *arg) {
         double now = srv_now();
         for (srv_req *r = s->q_head, *nx; r; r = nx) {
             nx = r->next;
-            if (r->deadline > 0 && now > r->deadline) {
+            int gone = atomic_load(&r->cancelled);
+            if (gone || (r->deadline > 0 && now > r->deadline)) {
                 q_remove(s, r);
                 pthread_mutex_unlock(&s->mu);
-                srv_finish(s, r, NULL, 504, "request timed out in the queue (--timeout)");
+                if (gone)
+                    srv_finish(s, r, NULL, 499, "client disconnected");
+                else
+                    srv_finish(s, r, NULL, 504, "request timed out in the queue (--timeout)");
                 pthread_mutex_lock(&s->mu);
                 nx = s->q_head; /* the queue may have changed while unlocked */
             }
