@@ -1,0 +1,302 @@
+/* attention.cu — scaled dot-product attention over an f16 KV cache (cuda_ops.h): flash-decoding for one query
+ * (Dao et al. 2023, "Flash-Decoding": split the keys across blocks, online softmax per split, merge the splits)
+ * and a causal prefill kernel with online softmax (Milakov & Gimelshein 2018; FlashAttention's recurrence),
+ * both with GQA, a sliding window and optional logit soft-capping. f32 arithmetic throughout. */
+#include "backend/cuda/common.cuh"
+
+#define AD_THREADS 128
+#define AD_MAXG 8 /* query heads per block (a larger GQA group is split over grid.z) */
+
+static __device__ __forceinline__ float capped(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+
+static int pow2_at_least(int v) {
+    int p = 1;
+    while (p < v) p <<= 1;
+    return p;
+}
+
+/* First key a query at position p sees. */
+static __host__ __device__ __forceinline__ int64_t first_key(int64_t p, int window) {
+    return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+}
+
+static int64_t decode_splits(const cmf_cuda_attn *a, int64_t n_keys) {
+    int64_t want = (264 + a->n_kv_heads - 1) / a->n_kv_heads; /* about two blocks per SM of an H100/H200 */
+    int64_t by_len = (n_keys + 63) / 64;                       /* at least 64 keys per split */
+    int64_t s = want < by_len ? want : by_len;
+    if (s > 1024) s = 1024;
+    return s < 1 ? 1 : s;
+}
+
+size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
+    if (!a || n_ctx < 1) return 0;
+    int64_t s = decode_splits(a, n_ctx);
+    return (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
+}
+
+/* Block (kv head, split, head chunk): lane groups of L = pow2(D/8) lanes each hold one key row (16 bytes per lane),
+ * GH query heads of the group in registers; per-group online softmax, then a merge in shared memory. */
+template <int GH, int L>
+static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
+                                                                  const uint16_t *__restrict__ kc,
+                                                                  const uint16_t *__restrict__ vc, int64_t pos,
+                                                                  int64_t k_first, int64_t split_len, int nsplit,
+                                                                  float *__restrict__ work) {
+    constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
+    __shared__ float sm_ml[NG][GH][2];
+    __shared__ float sm_acc[NG][GH][8 * L];
+    const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
+    const int kvh = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * AD_MAXG;
+    const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this block */
+    const int lane = threadIdx.x & 31, sub = lane % L, grp = (threadIdx.x >> 5) * GPW + lane / L;
+    const bool has_d = sub * 8 < D;
+    float qv[GH][8], acc[GH][8], m[GH], l[GH];
+#pragma unroll
+    for (int h = 0; h < GH; h++) {
+        m[h] = -INFINITY, l[h] = 0.0f;
+        const float *qh = q + (int64_t)(kvh * G + h0 + (h < gh ? h : 0)) * D + sub * 8;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            qv[h][i] = has_d ? qh[i] * a.scale : 0.0f;
+            acc[h][i] = 0.0f;
+        }
+    }
+    const int64_t j0 = k_first + (int64_t)split * split_len;
+    int64_t j1 = j0 + split_len;
+    if (j1 > pos + 1) j1 = pos + 1;
+    const int64_t row = (int64_t)a.n_kv_heads * D;
+    /* warp-uniform trip count: every lane of a warp joins each shuffle; lanes past the split's end score zeros and
+     * skip the update */
+    for (int64_t jb = j0 + (int64_t)(threadIdx.x >> 5) * GPW; jb < j1; jb += NG) {
+        const int64_t j = jb + lane / L;
+        const bool valid = j < j1;
+        float kf[8], vf[8];
+        if (has_d && valid) {
+            uint4 kr = __ldg((const uint4 *)(kc + j * row + (int64_t)kvh * D + sub * 8));
+            uint4 vr = __ldg((const uint4 *)(vc + j * row + (int64_t)kvh * D + sub * 8));
+            const __half2 *kh = (const __half2 *)&kr, *vh = (const __half2 *)&vr;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                float2 f = __half22float2(kh[i]), g = __half22float2(vh[i]);
+                kf[2 * i] = f.x, kf[2 * i + 1] = f.y, vf[2 * i] = g.x, vf[2 * i + 1] = g.y;
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 8; i++) kf[i] = vf[i] = 0.0f;
+        }
+#pragma unroll
+        for (int h = 0; h < GH; h++) {
+            float s = 0.0f;
+#pragma unroll
+            for (int i = 0; i < 8; i++) s = fmaf(qv[h][i], kf[i], s);
+#pragma unroll
+            for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+            if (!valid) continue;
+            s = capped(s, a.softcap);
+            float mn = fmaxf(m[h], s), corr = expf(m[h] - mn), p = expf(s - mn);
+            l[h] = l[h] * corr + p;
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[h][i] = acc[h][i] * corr + p * vf[i];
+            m[h] = mn;
+        }
+    }
+#pragma unroll
+    for (int h = 0; h < GH; h++) {
+        if (sub == 0) sm_ml[grp][h][0] = m[h], sm_ml[grp][h][1] = l[h];
+#pragma unroll
+        for (int i = 0; i < 8; i++) sm_acc[grp][h][sub * 8 + i] = acc[h][i];
+    }
+    __syncthreads();
+    for (int e = threadIdx.x; e < gh * D; e += AD_THREADS) {
+        int h = e / D, d = e % D;
+        float M = -INFINITY;
+        for (int g = 0; g < NG; g++) M = fmaxf(M, sm_ml[g][h][0]);
+        float o = 0.0f, ls = 0.0f;
+        if (M > -INFINITY)
+            for (int g = 0; g < NG; g++) {
+                float f = expf(sm_ml[g][h][0] - M);
+                o += sm_acc[g][h][d] * f;
+                ls += sm_ml[g][h][1] * f;
+            }
+        int64_t hh = (int64_t)kvh * G + h0 + h;
+        float *wo = work + (hh * nsplit + split) * (D + 2);
+        wo[2 + d] = o;
+        if (d == 0) wo[0] = M, wo[1] = ls;
+    }
+}
+
+static __global__ void k_attn_merge(const float *work, int nsplit, int D, float *out) {
+    const int64_t h = blockIdx.x;
+    const float *w = work + h * nsplit * (int64_t)(D + 2);
+    float M = -INFINITY;
+    for (int s = 0; s < nsplit; s++) M = fmaxf(M, w[s * (D + 2)]);
+    for (int d = threadIdx.x; d < D; d += blockDim.x) {
+        float o = 0.0f, ls = 0.0f;
+        for (int s = 0; s < nsplit; s++) {
+            const float *ws = w + s * (D + 2);
+            float f = ws[0] > -INFINITY ? expf(ws[0] - M) : 0.0f;
+            o += ws[2 + d] * f;
+            ls += ws[1] * f;
+        }
+        out[h * D + d] = o / ls;
+    }
+}
+
+static cmf_status attn_check(const cmf_cuda_attn *a) {
+    if (!a || a->n_heads < 1 || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads != 0)
+        return cmf_err(CMF_E_ARG, "cuda attention: n_heads %d must be a positive multiple of n_kv_heads %d",
+                       a ? a->n_heads : 0, a ? a->n_kv_heads : 0);
+    if (a->head_dim < 8 || a->head_dim > 256 || a->head_dim % 8 != 0)
+        return cmf_err(CMF_E_ARG, "cuda attention: head_dim %d must be a multiple of 8 in [8, 256]", a->head_dim);
+    if (a->window < 0 || a->softcap < 0.0f) return cmf_err(CMF_E_ARG, "cuda attention: negative window or softcap");
+    return CMF_OK;
+}
+
+template <int GH>
+static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
+                         const uint16_t *v, int64_t pos, int64_t kf, int64_t len, int ns, float *work,
+                         cudaStream_t s) {
+    switch (L) {
+    case 1: k_attn_split<GH, 1><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    case 2: k_attn_split<GH, 2><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    case 4: k_attn_split<GH, 4><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    case 8: k_attn_split<GH, 8><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    case 16: k_attn_split<GH, 16><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    default: k_attn_split<GH, 32><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    }
+}
+
+extern "C" cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
+                                           const uint16_t *d_v, int64_t pos, float *d_out, void *d_work,
+                                           cmf_cuda_stream stream) {
+    cmf_status st = attn_check(a);
+    if (st != CMF_OK) return st;
+    if (pos < 0) return cmf_err(CMF_E_ARG, "cuda_attn_decode: pos %lld < 0", (long long)pos);
+    if (!d_q || !d_k || !d_v || !d_out || !d_work) return cmf_err(CMF_E_ARG, "cuda_attn_decode: NULL buffer");
+    int64_t kf = first_key(pos, a->window), n_keys = pos + 1 - kf;
+    int ns = (int)decode_splits(a, n_keys);
+    int64_t len = (n_keys + ns - 1) / ns;
+    ns = (int)((n_keys + len - 1) / len);
+    int G = a->n_heads / a->n_kv_heads;
+    int L = pow2_at_least(a->head_dim / 8);
+    dim3 grid((unsigned)a->n_kv_heads, (unsigned)ns, (unsigned)((G + AD_MAXG - 1) / AD_MAXG));
+    cudaStream_t s = CU_STREAM(stream);
+    float *work = (float *)d_work;
+    int gh = G < AD_MAXG ? G : AD_MAXG;
+    if (gh == 1) launch_split<1>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
+    else if (gh == 2) launch_split<2>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
+    else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
+    else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
+    CU_LAUNCHED("attention split kernel");
+    k_attn_merge<<<(unsigned)a->n_heads, 128, 0, s>>>(work, ns, a->head_dim, d_out);
+    CU_LAUNCHED("attention merge kernel");
+    return CMF_OK;
+}
+
+/* ---- causal prefill ------------------------------------------------------------------------------------- */
+
+#define AP_QT 16 /* queries per block (4 per warp) */
+#define AP_KT 32 /* keys per shared-memory tile (one per lane) */
+
+/* Block (query tile, head). Keys: lane j scores key j of the tile against the warp's query (q and K in shared
+ * memory, K rows padded by one word against bank conflicts), the warp updates its online softmax, and each lane
+ * accumulates the output dims d = lane, lane + 32, ... from V in shared memory. */
+static __global__ void __launch_bounds__(128) k_attn_prefill(cmf_cuda_attn a, const float *__restrict__ q,
+                                                              const uint16_t *__restrict__ kc,
+                                                              const uint16_t *__restrict__ vc, int64_t pos0,
+                                                              int64_t n_tok, float *__restrict__ out) {
+    extern __shared__ float smem[];
+    const int D = a.head_dim, DP = D + 1, G = a.n_heads / a.n_kv_heads;
+    float *qs = smem;                  /* [AP_QT][D] */
+    float *ks = qs + AP_QT * D;        /* [AP_KT][DP] */
+    float *vs = ks + AP_KT * DP;       /* [AP_KT][D] */
+    const int h = blockIdx.y, kvh = h / G, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t t0 = (int64_t)blockIdx.x * AP_QT;
+    for (int e = threadIdx.x; e < AP_QT * D; e += 128) {
+        int64_t t = t0 + e / D;
+        qs[e] = t < n_tok ? q[(t * a.n_heads + h) * D + e % D] * a.scale : 0.0f;
+    }
+    float m[4], l[4], acc[4][8];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        m[i] = -INFINITY, l[i] = 0.0f;
+#pragma unroll
+        for (int c = 0; c < 8; c++) acc[i][c] = 0.0f;
+    }
+    int64_t t_last = t0 + AP_QT - 1 < n_tok - 1 ? t0 + AP_QT - 1 : n_tok - 1;
+    int64_t k_lo = first_key(pos0 + t0, a.window), k_hi = pos0 + t_last; /* inclusive */
+    const int64_t row = (int64_t)a.n_kv_heads * D;
+    for (int64_t kb = k_lo; kb <= k_hi; kb += AP_KT) {
+        __syncthreads();
+        for (int e = threadIdx.x; e < AP_KT * D; e += 128) {
+            int jj = e / D, d = e % D;
+            int64_t j = kb + jj;
+            float kv = 0.0f, vv = 0.0f;
+            if (j <= k_hi) {
+                kv = dev_f16(kc[j * row + (int64_t)kvh * D + d]);
+                vv = dev_f16(vc[j * row + (int64_t)kvh * D + d]);
+            }
+            ks[jj * DP + d] = kv;
+            vs[jj * D + d] = vv;
+        }
+        __syncthreads();
+#pragma unroll
+        for (int i = 0; i < 4; i++) {
+            const int qi = warp * 4 + i;
+            const int64_t t = t0 + qi, p = pos0 + t, j = kb + lane;
+            if (t >= n_tok) break;
+            float s = -INFINITY;
+            if (j <= p && j >= first_key(p, a.window)) {
+                float d0 = 0.0f;
+                for (int d = 0; d < D; d++) d0 = fmaf(qs[qi * D + d], ks[lane * DP + d], d0);
+                s = capped(d0, a.softcap);
+            }
+            float mt = warp_max(s);
+            if (mt == -INFINITY) continue;
+            float mn = fmaxf(m[i], mt), corr = expf(m[i] - mn);
+            float pr = s == -INFINITY ? 0.0f : expf(s - mn);
+            l[i] = l[i] * corr + warp_sum(pr);
+#pragma unroll
+            for (int c = 0; c < 8; c++) acc[i][c] *= corr;
+            for (int jj = 0; jj < AP_KT; jj++) {
+                float pj = __shfl_sync(0xffffffffu, pr, jj);
+                if (pj != 0.0f) {
+#pragma unroll
+                    for (int c = 0; c < 8; c++)
+                        if (lane + 32 * c < D) acc[i][c] = fmaf(pj, vs[jj * D + lane + 32 * c], acc[i][c]);
+                }
+            }
+            m[i] = mn;
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int64_t t = t0 + warp * 4 + i;
+        if (t >= n_tok) break;
+#pragma unroll
+        for (int c = 0; c < 8; c++)
+            if (lane + 32 * c < D) out[(t * a.n_heads + h) * D + lane + 32 * c] = acc[i][c] / l[i];
+    }
+}
+
+extern "C" cmf_status cmf_cuda_attn_prefill(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
+                                            const uint16_t *d_v, int64_t pos0, int64_t n_tok, float *d_out,
+                                            cmf_cuda_stream stream) {
+    cmf_status st = attn_check(a);
+    if (st != CMF_OK) return st;
+    if (pos0 < 0 || n_tok < 0) return cmf_err(CMF_E_ARG, "cuda_attn_prefill: pos0 %lld, n_tok %lld", (long long)pos0, (long long)n_tok);
+    if (!d_q || !d_k || !d_v || !d_out) return cmf_err(CMF_E_ARG, "cuda_attn_prefill: NULL buffer");
+    if (n_tok == 0) return CMF_OK;
+    const int D = a->head_dim;
+    size_t sm = ((size_t)AP_QT * D + (size_t)AP_KT * (D + 1) + (size_t)AP_KT * D) * sizeof(float);
+    static int raised = 0; /* 64 KiB of dynamic shared memory needs the opt-in for head_dim 256 */
+    if (!raised) {
+        CU_TRY(cudaFuncSetAttribute(k_attn_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024),
+               "cudaFuncSetAttribute(prefill attention)");
+        raised = 1;
+    }
+    dim3 grid((unsigned)((n_tok + AP_QT - 1) / AP_QT), (unsigned)a->n_heads);
+    k_attn_prefill<<<grid, 128, sm, CU_STREAM(stream)>>>(*a, d_q, d_k, d_v, pos0, n_tok, d_out);
+    CU_LAUNCHED("prefill attention kernel");
+    return CMF_OK;
+}

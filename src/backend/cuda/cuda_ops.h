@@ -1,0 +1,198 @@
+/* cuda_ops.h — the CUDA kernel library (C API): device memory, matrix products over weights stored in CMF
+ * layouts (read in place, CMF_FORMAT.md §2), prefill GEMM, RMSNorm, RoPE, attention (flash-decoding and causal
+ * prefill), activations, softmax and on-device sampling. Design notes: src/backend/cuda/README.md.
+ *
+ * Conventions for every function below:
+ *  - Pointers named d_* are device pointers (cmf_cuda_malloc); everything else is host memory.
+ *  - `stream` is a cudaStream_t passed as void* (NULL = the legacy default stream). Kernels are launched
+ *    asynchronously on it; outputs are valid after cmf_cuda_sync(stream) or any later work on the same stream.
+ *  - Activations are f32, row-major: x[t][c] for token t, column c.
+ *  - Errors: CMF_E_ARG for bad shapes / unsupported parameter combinations (the message names the argument),
+ *    CMF_E_UNSUPPORTED for a dtype without a kernel, CMF_E_IO for a CUDA / cuBLAS failure (the message gives the
+ *    CUDA error string and the operation). Launch errors are checked right after every launch (asynchronous
+ *    faults surface at the next cmf_cuda_sync). Nothing prints, nothing exits.
+ * Available only when the build defines CMF_HAVE_CUDA (CMake option CMF_CUDA). */
+#ifndef CMF_BACKEND_CUDA_OPS_H
+#define CMF_BACKEND_CUDA_OPS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmf.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef void *cmf_cuda_stream; /* a cudaStream_t */
+
+/* ---- device and memory ------------------------------------------------------------------------------------ */
+
+/* Number of usable CUDA devices in *n (0 when there is no driver or no GPU: that is not an error here, and
+ * the message of cmf_last_error() then says why, e.g. "cuda: no device: CUDA driver version is insufficient").
+ * Returns CMF_OK always unless n is NULL (CMF_E_ARG). */
+cmf_status cmf_cuda_device_count(int *n);
+/* One line describing device `dev` ("NVIDIA H200, cc 9.0, 132 SMs, 139.8 GiB, L2 60 MiB") into buf.
+ * Errors: CMF_E_IO from the CUDA runtime. */
+cmf_status cmf_cuda_device_info(int dev, char *buf, size_t len);
+
+/* Device allocation of `bytes` (cudaMalloc; 256-byte aligned) / free (NULL is fine). Errors: CMF_E_NOMEM. */
+cmf_status cmf_cuda_malloc(void **d_ptr, size_t bytes);
+void cmf_cuda_free(void *d_ptr);
+/* Copies host -> device, device -> host, device -> device (asynchronous on `stream`; host memory need not be
+ * pinned, then the copy is synchronous with respect to the host). Errors: CMF_E_IO. */
+cmf_status cmf_cuda_upload(void *d_dst, const void *src, size_t bytes, cmf_cuda_stream stream);
+cmf_status cmf_cuda_download(void *dst, const void *d_src, size_t bytes, cmf_cuda_stream stream);
+cmf_status cmf_cuda_copy(void *d_dst, const void *d_src, size_t bytes, cmf_cuda_stream stream);
+/* Sets `bytes` bytes to the byte value `v`. Errors: CMF_E_IO. */
+cmf_status cmf_cuda_memset(void *d_dst, int v, size_t bytes, cmf_cuda_stream stream);
+/* Waits for all work on `stream`; reports an asynchronous kernel fault. Errors: CMF_E_IO. */
+cmf_status cmf_cuda_sync(cmf_cuda_stream stream);
+/* Stream creation / destruction (non-blocking stream). Errors: CMF_E_IO. */
+cmf_status cmf_cuda_stream_create(cmf_cuda_stream *stream);
+void cmf_cuda_stream_destroy(cmf_cuda_stream stream);
+
+/* ---- weights --------------------------------------------------------------------------------------------- */
+
+/* A 2-D weight [rows = out_features][cols = in_features] whose payload (exactly the bytes of the CMF tensor,
+ * CMF_FORMAT.md §2) sits in device memory at d_data. Supported dtypes (enum cmf_dtype in quant/dtype.h):
+ * f32, f16, bf16, q8_row, q8_2f (any cols), q4_tiled (cols % 32 == 0), q4tp (cols % 32 == 0). The payload must
+ * be at least 16-byte aligned (cmf_cuda_malloc gives 256). */
+typedef struct cmf_cuda_weight {
+    int dtype;
+    int64_t rows, cols;
+    const void *d_data;
+} cmf_cuda_weight;
+
+/* Checks that dtype / shape are supported by the kernels (the message names the dtype and the shape rule).
+ * Errors: CMF_E_UNSUPPORTED (dtype), CMF_E_ARG (shape, NULL data). */
+cmf_status cmf_cuda_weight_check(const cmf_cuda_weight *w);
+
+/* Output element types of cmf_cuda_dequant. */
+enum cmf_cuda_type { CMF_CUDA_F32 = 0, CMF_CUDA_F16 = 1, CMF_CUDA_BF16 = 2 };
+
+/* Decodes rows [row0, row0 + nrows) of `w` into d_out ([nrows][cols], type `out_type`). The f32 output is bit for
+ * bit the value of cmf_dequant (src/quant/dequant.c): the same f32 products in the same order, q4tp ladders
+ * through a correctly rounded exp2f (§2.6). f16 / bf16 outputs are that value rounded to nearest even.
+ * Errors: those of cmf_cuda_weight_check, CMF_E_ARG for a row range outside the tensor, CMF_E_IO. */
+cmf_status cmf_cuda_dequant(const cmf_cuda_weight *w, int64_t row0, int64_t nrows, void *d_out, int out_type,
+                            cmf_cuda_stream stream);
+
+/* d_out[i] = exp2f(d_in[i]) correctly rounded to nearest-even (the device twin of cmf_exp2f, src/quant/exp2f.c),
+ * for i < n. Exposed so that tests can prove the q4tp ladder bit-exact. Errors: CMF_E_IO. */
+cmf_status cmf_cuda_exp2f(const float *d_in, float *d_out, int64_t n, cmf_cuda_stream stream);
+
+/* Small-batch product (decode): d_y[t][r] = sum_c d_x[t][c] * W[r][c] for t < n (1 <= n <= 8), r < rows;
+ * d_x is [n][cols] f32, d_y is [n][rows] f32 (fully overwritten). The weight is read once, in place, with
+ * 16-byte loads where the layout allows, several rows per warp, f32 accumulation. Sums are in a different order
+ * than the CPU's: compare with a relative tolerance. Errors: cmf_cuda_weight_check's, CMF_E_ARG (n), CMF_E_IO. */
+cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_y, int n, cmf_cuda_stream stream);
+
+/* ---- prefill GEMM (needs a context for cuBLAS and scratch) ------------------------------------------------- */
+
+typedef struct cmf_cuda_ctx cmf_cuda_ctx;
+
+/* Creates a context on the current device: a cuBLAS handle and a scratch buffer of `scratch_bytes` (0 picks
+ * 256 MiB) for dequantized weight tiles and converted activations. Errors: CMF_E_NOMEM, CMF_E_IO. */
+cmf_status cmf_cuda_ctx_create(cmf_cuda_ctx **ctx, size_t scratch_bytes);
+void cmf_cuda_ctx_free(cmf_cuda_ctx *ctx);
+
+/* GEMM algorithms of cmf_cuda_gemm. */
+enum cmf_cuda_gemm_algo {
+    CMF_CUDA_GEMM_AUTO = 0,   /* the measured winner (bench/cuda/RESULTS.md) */
+    CMF_CUDA_GEMM_CUBLAS = 1, /* weight row tiles dequantized to f16 (bf16 for bf16 weights, f32 stays f32) in
+                                 scratch, activations converted likewise, cublasGemmEx with f32 accumulation */
+    CMF_CUDA_GEMM_TILED = 2,  /* one kernel: quantized weights decoded into shared memory as f16, tensor-core
+                                 (WMMA 16x16x16) tiles, f32 accumulation */
+};
+
+/* Prefill product d_y[t][r] = sum_c d_x[t][c] * W[r][c] for t < n (any n >= 1), same layouts as
+ * cmf_cuda_matvec. Runs on `stream` (the cuBLAS handle is bound to it per call). Operands are rounded to
+ * f16 / bf16 (not for f32 weights): expect relative errors near 1e-3. Errors: cmf_cuda_weight_check's,
+ * CMF_E_ARG (n, algo, scratch too small for one 16-row tile), CMF_E_IO (CUDA / cuBLAS status in the message). */
+cmf_status cmf_cuda_gemm(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const float *d_x, float *d_y, int64_t n,
+                         int algo, cmf_cuda_stream stream);
+
+/* ---- elementwise blocks (Zhang & Sennrich 2019; Su et al. 2021; Shazeer 2020) ------------------------------ */
+
+/* RMSNorm of n rows of d values: d_out[t] = d_x[t] / sqrt(mean(d_x[t]^2) + eps) * g, g = d_w (plain) or 1 + d_w
+ * (gemma_style != 0); d_w may be NULL (g = 1). d_out may alias d_x. One block per row, f32 sums.
+ * Errors: CMF_E_ARG (n, d), CMF_E_IO. */
+cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, int64_t n, int64_t d, float eps,
+                            int gemma_style, cmf_cuda_stream stream);
+
+/* RoPE pairings: HALF pairs element i with i + rot_dim/2 (GPT-NeoX / HF "rotate_half"); INTERLEAVED pairs 2i with
+ * 2i+1 (GPT-J / llama2.c / GGUF llama). */
+enum cmf_cuda_rope_pairing { CMF_CUDA_ROPE_HALF = 0, CMF_CUDA_ROPE_INTERLEAVED = 1 };
+
+/* Rotates, in place, the first rot_dim dims (even, <= head_dim; partial rotary leaves the rest) of every head of
+ * d_x = [n_tok][n_heads][head_dim] by angle pos[t] * inv_freq[i], inv_freq[i] = (float)(theta^(-2i/rot_dim))
+ * (computed in double, stored as f32), the angle product in f32 as Hugging Face computes it. d_pos: device
+ * int32 [n_tok]. Errors: CMF_E_ARG (odd / too large rot_dim, theta <= 0), CMF_E_IO. */
+cmf_status cmf_cuda_rope(float *d_x, const int32_t *d_pos, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
+                         float theta, int pairing, cmf_cuda_stream stream);
+
+/* Gated activations over n rows of d values: d_out[t][i] = act(d_gate[t][i]) * d_up[t][i], act = SiLU (SwiGLU)
+ * or the tanh-approximated GELU (GeGLU, gelu_tanh != 0). d_out may alias either input. Errors: CMF_E_IO. */
+cmf_status cmf_cuda_glu(float *d_out, const float *d_gate, const float *d_up, int64_t n, int gelu_tanh,
+                        cmf_cuda_stream stream);
+/* d_out[i] = d_a[i] + d_b[i] for i < n (residual add; d_out may alias). Errors: CMF_E_IO. */
+cmf_status cmf_cuda_add(float *d_out, const float *d_a, const float *d_b, int64_t n, cmf_cuda_stream stream);
+/* Softmax over each of n rows of d values, in place (max-subtracted, f32 sums). Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_softmax(float *d_x, int64_t n, int64_t d, cmf_cuda_stream stream);
+/* f32 -> f16 (round to nearest even) for n values, e.g. K/V rows into the cache. Errors: CMF_E_IO. */
+cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, int64_t n, cmf_cuda_stream stream);
+
+/* ---- attention ------------------------------------------------------------------------------------------- */
+
+/* KV cache layout (one layer): f16 [n_ctx][n_kv_heads][head_dim], position-major, so that one token's K (or V)
+ * projection is one contiguous row. Query layout: f32 [n_tok][n_heads][head_dim]; output likewise. Query head h
+ * reads KV head h / (n_heads / n_kv_heads) (GQA). */
+typedef struct cmf_cuda_attn {
+    int n_heads, n_kv_heads, head_dim; /* head_dim % 8 == 0, <= 256; n_heads % n_kv_heads == 0 */
+    float scale;                       /* score scale, usually 1/sqrt(head_dim) */
+    float softcap;                     /* 0: none; else s = softcap * tanh(s / softcap) (Gemma 2) */
+    int window;                        /* 0: none; else query at p sees keys j with p - window < j <= p */
+} cmf_cuda_attn;
+
+/* Decode attention of one query at position pos (keys 0..pos, i.e. pos + 1 cached rows) by flash-decoding: the
+ * key range is split across blocks (each split: online softmax over its keys for all query heads of one KV head),
+ * then a second kernel merges the splits' (max, sum, partial output). d_q: [n_heads][head_dim]; d_out likewise.
+ * d_work: device scratch of cmf_cuda_attn_decode_work_bytes bytes. Errors: CMF_E_ARG (shape rules above,
+ * pos < 0), CMF_E_IO. */
+cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
+                                const uint16_t *d_v, int64_t pos, float *d_out, void *d_work,
+                                cmf_cuda_stream stream);
+/* Scratch needed by cmf_cuda_attn_decode for contexts up to n_ctx positions. */
+size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx);
+
+/* Causal prefill attention: queries at positions pos0 .. pos0 + n_tok - 1 (their K/V rows already written into
+ * the cache), each attending to keys 0..its position (within the window). d_q / d_out: [n_tok][n_heads][head_dim].
+ * One block per (64 queries, head): K/V tiles staged in shared memory, online softmax, f32 throughout.
+ * Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_attn_prefill(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
+                                 const uint16_t *d_v, int64_t pos0, int64_t n_tok, float *d_out,
+                                 cmf_cuda_stream stream);
+
+/* ---- sampling ------------------------------------------------------------------------------------------- */
+
+/* Index of the largest of n logits (the first on ties; NaN never wins) into *id (host). Only the id crosses the
+ * bus; the call synchronizes `stream`. d_work: cmf_cuda_sample_work_bytes(n) bytes. Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_argmax(const float *d_logits, int64_t n, int32_t *id, void *d_work, cmf_cuda_stream stream);
+
+/* Top-k / top-p (nucleus) sampling from n logits at temperature temp > 0: keep the top_k largest
+ * (1 <= top_k <= 1024; larger values are clamped), softmax of logit/temp over them, keep the smallest prefix (by
+ * descending probability, ties by lower id) whose mass reaches top_p (0 < top_p <= 1), and pick with the uniform
+ * number u in [0, 1) the first kept token whose cumulative (renormalized) mass exceeds u. The draw `u` comes from
+ * the caller so that the choice is reproducible. Only the id crosses the bus; the call synchronizes `stream`.
+ * Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_sample_topk_topp(const float *d_logits, int64_t n, int top_k, float top_p, float temp,
+                                     float u, int32_t *id, void *d_work, cmf_cuda_stream stream);
+/* Scratch for argmax and sampling over n logits. */
+size_t cmf_cuda_sample_work_bytes(int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,69 @@
+/* dequant.cu — whole-row decoding of CMF weights on the device (cmf_cuda_dequant) and the correctly rounded
+ * exp2f (cmf_cuda_exp2f). The f32 values are cmf_dequant's bit for bit (CMF_FORMAT.md §2.1–2.6). */
+#include "backend/cuda/weights.cuh"
+
+template <typename T> static __device__ __forceinline__ T conv(float v);
+template <> __device__ __forceinline__ float conv<float>(float v) { return v; }
+template <> __device__ __forceinline__ __half conv<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __forceinline__ __nv_bfloat16 conv<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+/* One block per row (grid.x = nrows, blocks of 256 threads); q4tp ladders computed once per row in shared memory. */
+template <int DT, typename T> static __global__ void k_dequant(DevW w, int64_t row0, T *out) {
+    __shared__ float lad[32];
+    int64_t r = row0 + blockIdx.x;
+    if constexpr (DT == CMF_DT_Q4TP) {
+        if (threadIdx.x == 0) dev_q4tp_ladder(w.s1 + 4 * r, lad);
+        __syncthreads();
+    }
+    T *o = out + (int64_t)blockIdx.x * w.cols;
+    for (int64_t c = threadIdx.x; c < w.cols; c += blockDim.x) o[c] = conv<T>(dev_elem<DT>(w, r, c, lad));
+}
+
+template <int DT>
+static cmf_status launch_dequant(const DevW &dw, int64_t row0, int64_t nrows, void *out, int type, cudaStream_t s) {
+    for (int64_t done = 0; done < nrows;) {
+        int64_t chunk = nrows - done > 1 << 30 ? 1 << 30 : nrows - done;
+        size_t off = (size_t)(done * dw.cols);
+        if (type == CMF_CUDA_F32)
+            k_dequant<DT, float><<<(unsigned)chunk, 256, 0, s>>>(dw, row0 + done, (float *)out + off);
+        else if (type == CMF_CUDA_F16)
+            k_dequant<DT, __half><<<(unsigned)chunk, 256, 0, s>>>(dw, row0 + done, (__half *)out + off);
+        else
+            k_dequant<DT, __nv_bfloat16><<<(unsigned)chunk, 256, 0, s>>>(dw, row0 + done, (__nv_bfloat16 *)out + off);
+        CU_LAUNCHED("dequant kernel");
+        done += chunk;
+    }
+    return CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_dequant(const cmf_cuda_weight *w, int64_t row0, int64_t nrows, void *d_out,
+                                       int out_type, cmf_cuda_stream stream) {
+    cmf_status st = cmf_cuda_weight_check(w);
+    if (st != CMF_OK) return st;
+    if (row0 < 0 || nrows < 0 || row0 + nrows > w->rows)
+        return cmf_err(CMF_E_ARG, "cuda_dequant: rows [%lld, %lld) outside [0, %lld)", (long long)row0,
+                       (long long)(row0 + nrows), (long long)w->rows);
+    if (out_type != CMF_CUDA_F32 && out_type != CMF_CUDA_F16 && out_type != CMF_CUDA_BF16)
+        return cmf_err(CMF_E_ARG, "cuda_dequant: unknown output type %d", out_type);
+    if (!d_out) return cmf_err(CMF_E_ARG, "cuda_dequant: d_out is NULL");
+    if (nrows == 0) return CMF_OK;
+    DevW dw = make_devw(w);
+    cudaStream_t s = CU_STREAM(stream);
+    st = CMF_OK;
+#define DQ(DT) st = launch_dequant<DT>(dw, row0, nrows, d_out, out_type, s)
+    CMF_CUDA_DISPATCH_DT(w->dtype, DQ)
+#undef DQ
+    return st;
+}
+
+static __global__ void k_exp2f(const float *in, float *out, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = dev_exp2f_cr(in[i]);
+}
+
+extern "C" cmf_status cmf_cuda_exp2f(const float *d_in, float *d_out, int64_t n, cmf_cuda_stream stream) {
+    if (n <= 0) return CMF_OK;
+    k_exp2f<<<grid1d(n, 256), 256, 0, CU_STREAM(stream)>>>(d_in, d_out, n);
+    CU_LAUNCHED("exp2f kernel");
+    return CMF_OK;
+}

@@ -1,0 +1,156 @@
+/* elementwise.cu — RMSNorm (Zhang & Sennrich 2019), RoPE (Su et al. 2021), SwiGLU / GeGLU (Shazeer 2020),
+ * residual add, softmax and f32 -> f16 conversion on the device (cuda_ops.h). */
+#include "backend/cuda/common.cuh"
+
+/* Sum over a block of 256 threads (result valid in every thread). */
+static __device__ float block_sum256(float v, float *sh) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = threadIdx.x < 8 ? sh[threadIdx.x] : 0.0f;
+    if (threadIdx.x < 32) t = warp_sum(t);
+    if (threadIdx.x == 0) sh[8] = t;
+    __syncthreads();
+    float r = sh[8];
+    __syncthreads();
+    return r;
+}
+static __device__ float block_max256(float v, float *sh) {
+    v = warp_max(v);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = threadIdx.x < 8 ? sh[threadIdx.x] : -INFINITY;
+    if (threadIdx.x < 32) t = warp_max(t);
+    if (threadIdx.x == 0) sh[8] = t;
+    __syncthreads();
+    float r = sh[8];
+    __syncthreads();
+    return r;
+}
+
+static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int64_t d, float eps, int gemma) {
+    __shared__ float sh[9];
+    const float *xr = x + blockIdx.x * d;
+    float *o = out + blockIdx.x * d;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += 256) ss = fmaf(xr[i], xr[i], ss);
+    ss = block_sum256(ss, sh);
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    for (int64_t i = threadIdx.x; i < d; i += 256) {
+        float g = w ? (gemma ? 1.0f + w[i] : w[i]) : 1.0f;
+        o[i] = xr[i] * inv * g;
+    }
+}
+
+extern "C" cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, int64_t n, int64_t d,
+                                       float eps, int gemma_style, cmf_cuda_stream stream) {
+    if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
+    k_rmsnorm<<<(unsigned)n, 256, 0, CU_STREAM(stream)>>>(d_out, d_x, d_w, d, eps, gemma_style);
+    CU_LAUNCHED("rmsnorm kernel");
+    return CMF_OK;
+}
+
+struct RopeFreq {
+    float inv[256];
+};
+
+static __global__ void k_rope(float *x, const int32_t *pos, int64_t total, int n_heads, int head_dim, int rot_dim,
+                              int interleaved, RopeFreq f) {
+    const int half = rot_dim / 2;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total; e += (int64_t)gridDim.x * blockDim.x) {
+        int i = (int)(e % half);
+        int64_t th = e / half; /* token * n_heads + head */
+        int64_t t = th / n_heads;
+        float ang = (float)pos[t] * f.inv[i];
+        float sn, cs;
+        sincosf(ang, &sn, &cs);
+        float *v = x + th * head_dim;
+        int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x0 * sn + x1 * cs;
+    }
+}
+
+extern "C" cmf_status cmf_cuda_rope(float *d_x, const int32_t *d_pos, int64_t n_tok, int n_heads, int head_dim,
+                                    int rot_dim, float theta, int pairing, cmf_cuda_stream stream) {
+    if (rot_dim <= 0 || rot_dim % 2 || rot_dim > head_dim || rot_dim > 512 || n_heads < 1 || n_tok < 0)
+        return cmf_err(CMF_E_ARG, "cuda_rope: rot_dim %d must be even, <= head_dim %d and <= 512", rot_dim, head_dim);
+    if (!(theta > 0.0f)) return cmf_err(CMF_E_ARG, "cuda_rope: rope_theta %g must be > 0", (double)theta);
+    if (pairing != CMF_CUDA_ROPE_HALF && pairing != CMF_CUDA_ROPE_INTERLEAVED)
+        return cmf_err(CMF_E_ARG, "cuda_rope: unknown pairing %d", pairing);
+    if (n_tok == 0) return CMF_OK;
+    RopeFreq f;
+    for (int i = 0; i < rot_dim / 2; i++) f.inv[i] = (float)pow((double)theta, -2.0 * i / (double)rot_dim);
+    int64_t total = n_tok * n_heads * (rot_dim / 2);
+    k_rope<<<grid1d(total, 256), 256, 0, CU_STREAM(stream)>>>(d_x, d_pos, total, n_heads, head_dim, rot_dim,
+                                                                pairing == CMF_CUDA_ROPE_INTERLEAVED, f);
+    CU_LAUNCHED("rope kernel");
+    return CMF_OK;
+}
+
+static __global__ void k_glu(float *out, const float *g, const float *u, int64_t n, int gelu) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        float a = g[i], act;
+        if (gelu) act = 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
+        else act = a / (1.0f + expf(-a));
+        out[i] = act * u[i];
+    }
+}
+
+extern "C" cmf_status cmf_cuda_glu(float *d_out, const float *d_gate, const float *d_up, int64_t n, int gelu_tanh,
+                                   cmf_cuda_stream stream) {
+    if (n <= 0) return CMF_OK;
+    k_glu<<<grid1d(n, 256), 256, 0, CU_STREAM(stream)>>>(d_out, d_gate, d_up, n, gelu_tanh);
+    CU_LAUNCHED("glu kernel");
+    return CMF_OK;
+}
+
+static __global__ void k_add(float *out, const float *a, const float *b, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = a[i] + b[i];
+}
+
+extern "C" cmf_status cmf_cuda_add(float *d_out, const float *d_a, const float *d_b, int64_t n,
+                                   cmf_cuda_stream stream) {
+    if (n <= 0) return CMF_OK;
+    k_add<<<grid1d(n, 256), 256, 0, CU_STREAM(stream)>>>(d_out, d_a, d_b, n);
+    CU_LAUNCHED("add kernel");
+    return CMF_OK;
+}
+
+static __global__ void k_softmax(float *x, int64_t d) {
+    __shared__ float sh[9];
+    float *r = x + blockIdx.x * d;
+    float m = -INFINITY;
+    for (int64_t i = threadIdx.x; i < d; i += 256) m = fmaxf(m, r[i]);
+    m = block_max256(m, sh);
+    float s = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += 256) {
+        float e = expf(r[i] - m);
+        r[i] = e;
+        s += e;
+    }
+    s = block_sum256(s, sh);
+    float inv = 1.0f / s;
+    for (int64_t i = threadIdx.x; i < d; i += 256) r[i] *= inv;
+}
+
+extern "C" cmf_status cmf_cuda_softmax(float *d_x, int64_t n, int64_t d, cmf_cuda_stream stream) {
+    if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_softmax: n = %lld, d = %lld", (long long)n, (long long)d);
+    k_softmax<<<(unsigned)n, 256, 0, CU_STREAM(stream)>>>(d_x, d);
+    CU_LAUNCHED("softmax kernel");
+    return CMF_OK;
+}
+
+static __global__ void k_f16(uint16_t *out, const float *in, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+        out[i] = __half_as_ushort(__float2half_rn(in[i]));
+}
+
+extern "C" cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, int64_t n, cmf_cuda_stream stream) {
+    if (n <= 0) return CMF_OK;
+    k_f16<<<grid1d(n, 256), 256, 0, CU_STREAM(stream)>>>(d_out, d_in, n);
+    CU_LAUNCHED("f32_to_f16 kernel");
+    return CMF_OK;
+}

@@ -1,0 +1,194 @@
+/* gemm.cu — prefill products y = x W^T for any number of tokens (cmf_cuda_gemm), two ways:
+ *  cuBLAS: row tiles of W decoded to f16 (bf16 weights and f16 weights are used as stored, f32 as f32) in the
+ *          context's scratch, activations converted to the same type once, cublasGemmEx with f32 accumulation;
+ *  tiled:  one kernel, 64x64 output tiles, W decoded element by element (weights.cuh, exact values) and x
+ *          converted into shared memory as f16, WMMA 16x16x16 tensor-core fragments with f32 accumulators.
+ * Which wins at which size is measured by bench/cuda (RESULTS.md). */
+#include <cublas_v2.h>
+#include <mma.h>
+#include <stdlib.h>
+
+#include <type_traits>
+
+#include "backend/cuda/weights.cuh"
+
+struct cmf_cuda_ctx {
+    cublasHandle_t blas;
+    void *scratch;
+    size_t scratch_bytes;
+};
+
+static cmf_status blas_fail(cublasStatus_t s, const char *what) {
+    return cmf_err(CMF_E_IO, "cublas: %s: %s (%d)", what, cublasGetStatusString(s), (int)s);
+}
+
+extern "C" cmf_status cmf_cuda_ctx_create(cmf_cuda_ctx **ctx, size_t scratch_bytes) {
+    if (!ctx) return cmf_err(CMF_E_ARG, "cuda_ctx_create: ctx is NULL");
+    *ctx = NULL;
+    cmf_cuda_ctx *c = (cmf_cuda_ctx *)calloc(1, sizeof *c);
+    if (!c) return cmf_err(CMF_E_NOMEM, "cuda_ctx_create: out of host memory");
+    c->scratch_bytes = scratch_bytes ? scratch_bytes : (size_t)256 << 20;
+    cmf_status st = cmf_cuda_malloc(&c->scratch, c->scratch_bytes);
+    if (st != CMF_OK) {
+        free(c);
+        return st;
+    }
+    cublasStatus_t bs = cublasCreate(&c->blas);
+    if (bs != CUBLAS_STATUS_SUCCESS) {
+        cmf_cuda_free(c->scratch);
+        free(c);
+        return blas_fail(bs, "cublasCreate");
+    }
+    *ctx = c;
+    return CMF_OK;
+}
+
+extern "C" void cmf_cuda_ctx_free(cmf_cuda_ctx *ctx) {
+    if (!ctx) return;
+    cublasDestroy(ctx->blas);
+    cmf_cuda_free(ctx->scratch);
+    free(ctx);
+}
+
+template <typename T> static __global__ void k_cvt(T *out, const float *in, int64_t n) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        if constexpr (std::is_same<T, __half>::value) out[i] = __float2half_rn(in[i]);
+        else out[i] = __float2bfloat16_rn(in[i]);
+    }
+}
+
+static cmf_status gemm_cublas(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const float *x, float *y, int64_t n,
+                              cudaStream_t s) {
+    const int64_t rows = w->rows, cols = w->cols;
+    cublasStatus_t bs = cublasSetStream(ctx->blas, s);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(bs, "cublasSetStream");
+    const float one = 1.0f, zero = 0.0f;
+    if (w->dtype == CMF_DT_F32) {
+        bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, (int)n, (int)cols, &one, w->d_data,
+                          CUDA_R_32F, (int)cols, x, CUDA_R_32F, (int)cols, &zero, y, CUDA_R_32F, (int)rows,
+                          CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+        return bs == CUBLAS_STATUS_SUCCESS ? CMF_OK : blas_fail(bs, "cublasGemmEx f32");
+    }
+    const bool bf = w->dtype == CMF_DT_BF16;
+    const cudaDataType_t ty = bf ? CUDA_R_16BF : CUDA_R_16F;
+    size_t xbytes = ((size_t)n * (size_t)cols * 2 + 255) & ~(size_t)255;
+    if (xbytes > ctx->scratch_bytes)
+        return cmf_err(CMF_E_ARG, "cuda_gemm: scratch %zu bytes < %zu for the converted activations",
+                       ctx->scratch_bytes, xbytes);
+    void *xc = ctx->scratch;
+    if (bf) k_cvt<__nv_bfloat16><<<grid1d(n * cols, 256), 256, 0, s>>>((__nv_bfloat16 *)xc, x, n * cols);
+    else k_cvt<__half><<<grid1d(n * cols, 256), 256, 0, s>>>((__half *)xc, x, n * cols);
+    CU_LAUNCHED("gemm: activation conversion");
+    const bool direct = w->dtype == CMF_DT_F16 || bf;
+    int64_t tile = direct ? rows : (int64_t)((ctx->scratch_bytes - xbytes) / ((size_t)cols * 2)) / 16 * 16;
+    if (tile > rows) tile = rows;
+    if (tile < 16 && tile < rows)
+        return cmf_err(CMF_E_ARG, "cuda_gemm: scratch %zu bytes too small for a 16-row tile of %lld cols",
+                       ctx->scratch_bytes, (long long)cols);
+    uint8_t *wt = (uint8_t *)ctx->scratch + xbytes;
+    for (int64_t r0 = 0; r0 < rows; r0 += tile) {
+        int64_t m = rows - r0 < tile ? rows - r0 : tile;
+        const void *a = direct ? (const void *)((const uint8_t *)w->d_data + (size_t)r0 * cols * 2) : wt;
+        if (!direct) {
+            cmf_status st = cmf_cuda_dequant(w, r0, m, wt, CMF_CUDA_F16, (cmf_cuda_stream)s);
+            if (st != CMF_OK) return st;
+        }
+        bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)cols, &one, a, ty, (int)cols, xc,
+                          ty, (int)cols, &zero, y + r0, CUDA_R_32F, (int)rows, CUBLAS_COMPUTE_32F,
+                          CUBLAS_GEMM_DEFAULT);
+        if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(bs, "cublasGemmEx");
+    }
+    return CMF_OK;
+}
+
+/* ---- the tiled tensor-core kernel -------------------------------------------------------------------------- */
+
+#define TG_BM 64
+#define TG_BN 64
+#define TG_BK 32
+#define TG_LD (TG_BK + 8)
+
+template <int DT>
+static __global__ void __launch_bounds__(128) k_gemm_tiled(DevW w, const float *__restrict__ x, float *__restrict__ y,
+                                                           int64_t n) {
+    using namespace nvcuda;
+    __shared__ __align__(32) __half ws[TG_BM * TG_LD];
+    __shared__ __align__(32) __half xs[TG_BN * TG_LD];
+    __shared__ __align__(32) float cs[TG_BM * (TG_BN + 4)];
+    __shared__ float lad[DT == CMF_DT_Q4TP ? TG_BM : 1][32];
+    const int64_t r0 = (int64_t)blockIdx.x * TG_BM, t0 = (int64_t)blockIdx.y * TG_BN;
+    const int tid = threadIdx.x, warp = tid >> 5;
+    if constexpr (DT == CMF_DT_Q4TP) {
+        if (tid < TG_BM && r0 + tid < w.rows) dev_q4tp_ladder(w.s1 + 4 * (r0 + tid), lad[tid]);
+        __syncthreads();
+    }
+    wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) wmma::fill_fragment(acc[i][j], 0.0f);
+    const int wr = (warp >> 1) * 32, wc = (warp & 1) * 32;
+    for (int64_t k0 = 0; k0 < w.cols; k0 += TG_BK) {
+        for (int e = tid; e < TG_BM * TG_BK; e += 128) {
+            int rr = e / TG_BK, kk = e % TG_BK;
+            int64_t r = r0 + rr, c = k0 + kk;
+            float v = 0.0f;
+            if (r < w.rows && c < w.cols) v = dev_elem<DT>(w, r, c, DT == CMF_DT_Q4TP ? lad[rr] : nullptr);
+            ws[rr * TG_LD + kk] = __float2half_rn(v);
+            int64_t t = t0 + rr;
+            float xv = (t < n && c < w.cols) ? __ldg(x + t * w.cols + c) : 0.0f;
+            xs[rr * TG_LD + kk] = __float2half_rn(xv);
+        }
+        __syncthreads();
+#pragma unroll
+        for (int kk = 0; kk < TG_BK; kk += 16) {
+            wmma::fragment<wmma::matrix_a, 16, 16, 16, __half, wmma::row_major> fa[2];
+            wmma::fragment<wmma::matrix_b, 16, 16, 16, __half, wmma::col_major> fb[2];
+#pragma unroll
+            for (int i = 0; i < 2; i++) wmma::load_matrix_sync(fa[i], ws + (wr + 16 * i) * TG_LD + kk, TG_LD);
+#pragma unroll
+            for (int j = 0; j < 2; j++) wmma::load_matrix_sync(fb[j], xs + (wc + 16 * j) * TG_LD + kk, TG_LD);
+#pragma unroll
+            for (int i = 0; i < 2; i++)
+#pragma unroll
+                for (int j = 0; j < 2; j++) wmma::mma_sync(acc[i][j], fa[i], fb[j], acc[i][j]);
+        }
+        __syncthreads();
+    }
+#pragma unroll
+    for (int i = 0; i < 2; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++)
+            wmma::store_matrix_sync(cs + (wr + 16 * i) * (TG_BN + 4) + wc + 16 * j, acc[i][j], TG_BN + 4,
+                                    wmma::mem_row_major);
+    __syncthreads();
+    for (int e = tid; e < TG_BM * TG_BN; e += 128) {
+        int tt = e / TG_BM, rr = e % TG_BM; /* consecutive threads: consecutive rows of one token (coalesced) */
+        if (r0 + rr < w.rows && t0 + tt < n) y[(t0 + tt) * w.rows + r0 + rr] = cs[rr * (TG_BN + 4) + tt];
+    }
+}
+
+template <int DT>
+static cmf_status launch_tiled(const DevW &dw, const float *x, float *y, int64_t n, cudaStream_t s) {
+    dim3 grid((unsigned)((dw.rows + TG_BM - 1) / TG_BM), (unsigned)((n + TG_BN - 1) / TG_BN));
+    k_gemm_tiled<DT><<<grid, 128, 0, s>>>(dw, x, y, n);
+    CU_LAUNCHED("tiled gemm kernel");
+    return CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_gemm(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const float *d_x, float *d_y,
+                                    int64_t n, int algo, cmf_cuda_stream stream) {
+    cmf_status st = cmf_cuda_weight_check(w);
+    if (st != CMF_OK) return st;
+    if (!ctx) return cmf_err(CMF_E_ARG, "cuda_gemm: ctx is NULL");
+    if (n < 1 || n > 65535 * (int64_t)TG_BN) return cmf_err(CMF_E_ARG, "cuda_gemm: n = %lld out of range", (long long)n);
+    if (!d_x || !d_y) return cmf_err(CMF_E_ARG, "cuda_gemm: NULL activations or output");
+    cudaStream_t s = CU_STREAM(stream);
+    if (algo == CMF_CUDA_GEMM_AUTO || algo == CMF_CUDA_GEMM_CUBLAS) return gemm_cublas(ctx, w, d_x, d_y, n, s);
+    if (algo != CMF_CUDA_GEMM_TILED) return cmf_err(CMF_E_ARG, "cuda_gemm: unknown algo %d", algo);
+    DevW dw = make_devw(w);
+#define TG(DT) st = launch_tiled<DT>(dw, d_x, d_y, n, s)
+    CMF_CUDA_DISPATCH_DT(w->dtype, TG)
+#undef TG
+    return st;
+}

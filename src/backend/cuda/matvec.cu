@@ -1,0 +1,197 @@
+/* matvec.cu — decode-time products y = x W^T for 1..8 tokens, reading CMF weights in place (CMF_FORMAT.md §2).
+ *
+ * Design: blocks of 4 warps, each warp owns R = 2 consecutive rows. A lane takes one 16-byte chunk of each row per
+ * step (f32: 4 weights, f16/bf16: 8, q8: 16, q4: one 32-weight tile; q4_tiled's 18-byte tiles are read as nine
+ * 2-byte words), decodes it to f32 in registers and does N fused multiply-adds per weight against the
+ * activations (read through the read-only cache; the vectors are small and shared by every warp). Per-tile
+ * scales (q4) multiply the tile's partial sum, per-row scales (q8) the row's total. The 32 lanes' sums are
+ * combined with shuffles at the end. Widths that break 16-byte alignment take an exact per-element path. */
+#include "backend/cuda/weights.cuh"
+
+#define MV_WARPS 4
+#define MV_R 2
+
+template <int DT> struct Chunk {
+    static constexpr int CH = DT == CMF_DT_F32 ? 4 : (DT == CMF_DT_F16 || DT == CMF_DT_BF16) ? 8
+                            : (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F)                   ? 16
+                                                                                            : 32;
+};
+
+/* nib - 8 as a float without an int->float conversion: the bits 0x4B000000 | nib are 2^23 + nib. */
+static __device__ __forceinline__ float nib_val(unsigned nib) { return __uint_as_float(0x4B000000u | nib) - 8388616.0f; }
+
+/* Decodes the chunk of row `r` at column c0 into v[CH] (unscaled for q4 / q8) and the chunk scale *cs (q4). */
+template <int DT>
+static __device__ __forceinline__ void load_chunk(const DevW &w, int64_t r, int64_t c0, float *v, float *cs,
+                                                  const float *lad) {
+    constexpr int CH = Chunk<DT>::CH;
+    if constexpr (DT == CMF_DT_F32) {
+        float4 a = __ldg((const float4 *)((const float *)w.base + r * w.cols + c0));
+        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+    } else if constexpr (DT == CMF_DT_F16 || DT == CMF_DT_BF16) {
+        uint4 a = __ldg((const uint4 *)((const uint16_t *)w.base + r * w.cols + c0));
+        uint32_t u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            if constexpr (DT == CMF_DT_F16) {
+                float2 f = __half22float2(*(const __half2 *)&u[k]);
+                v[2 * k] = f.x, v[2 * k + 1] = f.y;
+            } else {
+                v[2 * k] = __uint_as_float(u[k] << 16), v[2 * k + 1] = __uint_as_float(u[k] & 0xffff0000u);
+            }
+        }
+    } else if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) {
+        uint4 a = __ldg((const uint4 *)(w.base + r * w.cols + c0));
+        uint32_t u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int k = 0; k < 16; k++) v[k] = (float)(int8_t)(u[k >> 2] >> (8 * (k & 3)));
+        (void)CH;
+    } else if constexpr (DT == CMF_DT_Q4_TILED) {
+        const uint16_t *t = (const uint16_t *)(w.base + (r * w.stride + (c0 >> 5)) * 18);
+        *cs = dev_f16(__ldg(t));
+#pragma unroll
+        for (int k = 0; k < 8; k++) {
+            unsigned b = __ldg(t + 1 + k);
+            v[4 * k + 0] = nib_val(b & 15u), v[4 * k + 1] = nib_val((b >> 4) & 15u);
+            v[4 * k + 2] = nib_val((b >> 8) & 15u), v[4 * k + 3] = nib_val((b >> 12) & 15u);
+        }
+    } else if constexpr (DT == CMF_DT_Q4TP) {
+        int64_t g = c0 >> 5;
+        uint4 a = __ldg((const uint4 *)(w.base + (r * (w.cols >> 5) + g) * 16));
+        uint32_t u[4] = {a.x, a.y, a.z, a.w};
+#pragma unroll
+        for (int k = 0; k < 32; k++) v[k] = nib_val((u[k >> 3] >> (4 * (k & 7))) & 15u);
+        *cs = lad[dev_tp_code(w.s2 + r * w.stride, g)];
+    }
+}
+
+template <int DT, int N>
+static __global__ void __launch_bounds__(128) k_matvec(DevW w, const float *__restrict__ x, float *__restrict__ y) {
+    constexpr int CH = Chunk<DT>::CH;
+    constexpr bool TILE_SCALE = DT == CMF_DT_Q4_TILED || DT == CMF_DT_Q4TP;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t rbase = ((int64_t)blockIdx.x * MV_WARPS + warp) * MV_R;
+    if (rbase >= w.rows) return; /* whole warp: no block barrier follows */
+    __shared__ float lad[MV_WARPS][MV_R][32];
+    int64_t row[MV_R];
+#pragma unroll
+    for (int i = 0; i < MV_R; i++) row[i] = rbase + i < w.rows ? rbase + i : w.rows - 1;
+    if constexpr (DT == CMF_DT_Q4TP) {
+        int64_t rr = rbase + lane < w.rows ? rbase + lane : w.rows - 1;
+        if (lane < MV_R) dev_q4tp_ladder(w.s1 + 4 * rr, lad[warp][lane]);
+        __syncwarp();
+    }
+    const int64_t cols = w.cols;
+    float acc[MV_R][N];
+#pragma unroll
+    for (int i = 0; i < MV_R; i++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[i][t] = 0.0f;
+
+#pragma unroll 2
+    for (int64_t c0 = (int64_t)lane * CH; c0 < cols; c0 += 32 * CH) {
+        float v[MV_R][CH], cs[MV_R];
+#pragma unroll
+        for (int i = 0; i < MV_R; i++) load_chunk<DT>(w, row[i], c0, v[i], &cs[i], lad[warp][i]);
+        if constexpr (DT == CMF_DT_Q8_2F) {
+#pragma unroll
+            for (int k = 0; k < CH; k++) {
+                float cscale = dev_f16(__ldg((const uint16_t *)w.s2 + c0 + k));
+#pragma unroll
+                for (int i = 0; i < MV_R; i++) v[i][k] *= cscale;
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            const float *xp = x + (int64_t)t * cols + c0;
+            float part[MV_R];
+#pragma unroll
+            for (int i = 0; i < MV_R; i++) part[i] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < CH; k += 4) {
+                float4 xv = __ldg((const float4 *)(xp + k));
+#pragma unroll
+                for (int i = 0; i < MV_R; i++) {
+                    part[i] = fmaf(v[i][k], xv.x, part[i]);
+                    part[i] = fmaf(v[i][k + 1], xv.y, part[i]);
+                    part[i] = fmaf(v[i][k + 2], xv.z, part[i]);
+                    part[i] = fmaf(v[i][k + 3], xv.w, part[i]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MV_R; i++) {
+                if constexpr (TILE_SCALE)
+                    acc[i][t] = fmaf(part[i], cs[i], acc[i][t]);
+                else
+                    acc[i][t] += part[i];
+            }
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < MV_R; i++) {
+        float rs = 1.0f;
+        if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) rs = ld_f16u(w.s1 + 2 * row[i]);
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            float s = warp_sum(acc[i][t]);
+            if (lane == 0 && rbase + i < w.rows) y[(int64_t)t * w.rows + rbase + i] = s * rs;
+        }
+    }
+}
+
+/* Exact per-element path for widths the vector path cannot take (cols % chunk != 0): one warp per row. */
+template <int DT>
+static __global__ void __launch_bounds__(128) k_matvec_any(DevW w, const float *__restrict__ x, float *__restrict__ y,
+                                                           int n) {
+    const int lane = threadIdx.x & 31;
+    const int64_t r = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+    if (r >= w.rows) return;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t c = lane; c < w.cols; c += 32) {
+        float v = dev_elem<DT>(w, r, c, nullptr);
+#pragma unroll
+        for (int t = 0; t < 8; t++)
+            if (t < n) acc[t] = fmaf(v, __ldg(x + (int64_t)t * w.cols + c), acc[t]);
+    }
+#pragma unroll
+    for (int t = 0; t < 8; t++) {
+        float s = warp_sum(acc[t]);
+        if (lane == 0 && t < n) y[(int64_t)t * w.rows + r] = s;
+    }
+}
+
+template <int DT>
+static cmf_status launch_matvec(const DevW &dw, const float *x, float *y, int n, cudaStream_t s) {
+    if (dw.cols % Chunk<DT>::CH != 0) {
+        if constexpr (DT == CMF_DT_Q4_TILED || DT == CMF_DT_Q4TP) return cmf_err(CMF_E_ARG, "matvec: q4 cols");
+        else k_matvec_any<DT><<<(unsigned)((dw.rows + 3) / 4), 128, 0, s>>>(dw, x, y, n);
+    } else {
+        unsigned blocks = (unsigned)((dw.rows + MV_WARPS * MV_R - 1) / (MV_WARPS * MV_R));
+        switch (n) {
+        case 1: k_matvec<DT, 1><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 2: k_matvec<DT, 2><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 3: k_matvec<DT, 3><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 4: k_matvec<DT, 4><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 5: k_matvec<DT, 5><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 6: k_matvec<DT, 6><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 7: k_matvec<DT, 7><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        default: k_matvec<DT, 8><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        }
+    }
+    CU_LAUNCHED("matvec kernel");
+    return CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_y, int n,
+                                      cmf_cuda_stream stream) {
+    cmf_status st = cmf_cuda_weight_check(w);
+    if (st != CMF_OK) return st;
+    if (n < 1 || n > 8) return cmf_err(CMF_E_ARG, "cuda_matvec: n = %d, need 1..8 (use cmf_cuda_gemm)", n);
+    if (!d_x || !d_y) return cmf_err(CMF_E_ARG, "cuda_matvec: NULL activations or output");
+    DevW dw = make_devw(w);
+    cudaStream_t s = CU_STREAM(stream);
+#define MV(DT) st = launch_matvec<DT>(dw, d_x, d_y, n, s)
+    CMF_CUDA_DISPATCH_DT(w->dtype, MV)
+#undef MV
+    return st;
+}

@@ -1,0 +1,64 @@
+/* cuda_ref.c — CPU references for the CUDA kernel tests (see cuda_ref.h). */
+#include "cuda_ref.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "quant/dtype.h"
+
+float ref_rand(uint64_t *s) {
+    uint64_t x = *s;
+    x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+    *s = x;
+    return (float)((double)((x * 2685821657736338717ull) >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+double ref_rel_err(const float *a, const double *b, int64_t n) {
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i])) return INFINITY;
+        double d = (double)a[i] - b[i];
+        num += d * d;
+        den += b[i] * b[i];
+    }
+    return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+void ref_matmul(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, double *y) {
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t c = 0; c < cols; c++) s += (double)w[r * cols + c] * (double)x[t * cols + c];
+            y[t * rows + r] = s;
+        }
+}
+
+void ref_attention(int H, int KV, int D, float scale, float softcap, int window, const float *q,
+                   const uint16_t *k, const uint16_t *v, int64_t pos0, int64_t n_tok, double *out) {
+    int G = H / KV;
+    double *s = malloc(sizeof(double) * (size_t)(pos0 + n_tok));
+    for (int64_t t = 0; t < n_tok; t++) {
+        int64_t p = pos0 + t, j0 = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        for (int h = 0; h < H; h++) {
+            int kh = h / G;
+            const float *qh = q + (t * H + h) * D;
+            double mx = -INFINITY;
+            for (int64_t j = j0; j <= p; j++) {
+                double d = 0;
+                for (int i = 0; i < D; i++)
+                    d += (double)(qh[i] * scale) * cmf_f16_to_f32(k[(j * KV + kh) * D + i]);
+                if (softcap > 0) d = softcap * tanh(d / softcap);
+                s[j] = d;
+                if (d > mx) mx = d;
+            }
+            double sum = 0;
+            for (int64_t j = j0; j <= p; j++) sum += (s[j] = exp(s[j] - mx));
+            for (int i = 0; i < D; i++) {
+                double o = 0;
+                for (int64_t j = j0; j <= p; j++) o += s[j] * cmf_f16_to_f32(v[(j * KV + kh) * D + i]);
+                out[(t * H + h) * D + i] = o / sum;
+            }
+        }
+    }
+    free(s);
+}

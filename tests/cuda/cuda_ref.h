@@ -1,0 +1,18 @@
+/* cuda_ref.h — CPU references (double accumulation) and helpers for the CUDA kernel tests and the bench. */
+#ifndef CMF_TESTS_CUDA_REF_H
+#define CMF_TESTS_CUDA_REF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* xorshift64* stream; uniform float in [-1, 1). */
+float ref_rand(uint64_t *s);
+/* ||a - b|| / ||b|| over n values (double); NaN in a gives +inf. */
+double ref_rel_err(const float *a, const double *b, int64_t n);
+/* y[t][r] = sum_c x[t][c] * w[r][c] in double. w: [rows][cols] decoded floats. */
+void ref_matmul(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, double *y);
+/* Attention reference: q [n_tok][H][D] at positions pos0.., K/V f16 cache [ctx][KV][D]; out [n_tok][H][D]. */
+void ref_attention(int H, int KV, int D, float scale, float softcap, int window, const float *q,
+                   const uint16_t *k, const uint16_t *v, int64_t pos0, int64_t n_tok, double *out);
+
+#endif

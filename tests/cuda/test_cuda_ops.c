@@ -1,0 +1,401 @@
+/* test_cuda_ops.c — every CUDA kernel against a CPU reference on fresh random data (poisoned outputs, relative
+ * error bounds as in the device METHOD: f32 arithmetic far under 1e-3, f16 operands under 1e-2). Exits 77 (ctest
+ * SKIP) when no CUDA device is usable. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_ops.h"
+#include "cuda_ref.h"
+#include "quant/dtype.h"
+#include "quant/ladder.h"
+#include "testutil.h"
+
+int cmf_test_failures;
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+#define OK(call)                                                                                                 \
+    do {                                                                                                         \
+        cmf_status st_ = (call);                                                                                 \
+        CHECK_MSG(st_ == CMF_OK, "%s -> %d: %s", #call, (int)st_, cmf_last_error());                            \
+    } while (0)
+
+static void *dev_poison(size_t bytes) {
+    void *d = NULL;
+    OK(cmf_cuda_malloc(&d, bytes));
+    OK(cmf_cuda_memset(d, 0xff, bytes, NULL)); /* NaN pattern for f32 / f16 */
+    return d;
+}
+static void *dev_from(const void *h, size_t bytes) {
+    void *d = NULL;
+    OK(cmf_cuda_malloc(&d, bytes));
+    OK(cmf_cuda_upload(d, h, bytes, NULL));
+    return d;
+}
+static float *rand_vec(int64_t n, float amp) {
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < n; i++) v[i] = ref_rand(&rng) * amp;
+    return v;
+}
+
+/* exp2f over every f16 value (the q4tp lo / step domain) plus random floats: bit-exact with cmf_exp2f. */
+static void test_exp2f(void) {
+    int64_t n = 65536 + 100000;
+    float *in = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; i < 65536; i++) in[i] = cmf_f16_to_f32((uint16_t)i);
+    for (int64_t i = 65536; i < n; i++) in[i] = ref_rand(&rng) * 160.0f;
+    float *d_in = dev_from(in, sizeof(float) * (size_t)n), *d_out = dev_poison(sizeof(float) * (size_t)n);
+    OK(cmf_cuda_exp2f(d_in, d_out, n, NULL));
+    OK(cmf_cuda_download(out, d_out, sizeof(float) * (size_t)n, NULL));
+    OK(cmf_cuda_sync(NULL));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        float r = cmf_exp2f(in[i]);
+        if (memcmp(&r, &out[i], 4) != 0 && !(isnan(r) && isnan(out[i]))) {
+            if (bad++ < 5) fprintf(stderr, "exp2f(%a): device %a, cpu %a\n", (double)in[i], (double)out[i], (double)r);
+        }
+    }
+    CHECK_MSG(bad == 0, "%lld exp2f results differ from cmf_exp2f", (long long)bad);
+    cmf_cuda_free(d_in);
+    cmf_cuda_free(d_out);
+    free(in);
+    free(out);
+}
+
+static const int DTYPES[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16, CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_TILED,
+                             CMF_DT_Q4TP};
+
+/* Encodes a random rows x cols matrix as dtype; returns the payload (host) and its decoded floats. */
+static uint8_t *make_weight(int dt, int64_t rows, int64_t cols, size_t *nbytes, float **dec) {
+    float *w = rand_vec(rows * cols, 0.5f);
+    for (int64_t r = 0; r < rows; r++) /* rows of different magnitude exercise the scales */
+        for (int64_t c = 0; c < cols; c++) w[r * cols + c] *= (float)(1 + r % 7);
+    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
+    uint64_t nb = 0;
+    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
+    uint8_t *p = malloc((size_t)nb);
+    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, w, p));
+    *dec = malloc(sizeof(float) * (size_t)(rows * cols));
+    OK(cmf_dequant(dt, 2, shape, p, nb, *dec));
+    free(w);
+    *nbytes = (size_t)nb;
+    return p;
+}
+
+static void test_weights(cmf_cuda_ctx *ctx) {
+    static const int64_t shapes[][2] = {{64, 96}, {37, 160}, {5, 32}, {130, 4096}, {19, 13}, {33, 72}, {3, 8}};
+    for (size_t di = 0; di < sizeof DTYPES / sizeof *DTYPES; di++) {
+        int dt = DTYPES[di];
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            int64_t rows = shapes[si][0], cols = shapes[si][1];
+            if ((dt == CMF_DT_Q4_TILED || dt == CMF_DT_Q4TP) && cols % 32) continue;
+            size_t nb;
+            float *dec;
+            uint8_t *p = make_weight(dt, rows, cols, &nb, &dec);
+            cmf_cuda_weight w = {dt, rows, cols, dev_from(p, nb)};
+            /* dequant: f32 bit for bit, f16 / bf16 rounded */
+            float *d_f = dev_poison(sizeof(float) * (size_t)(rows * cols));
+            float *got = malloc(sizeof(float) * (size_t)(rows * cols));
+            OK(cmf_cuda_dequant(&w, 0, rows, d_f, CMF_CUDA_F32, NULL));
+            OK(cmf_cuda_download(got, d_f, sizeof(float) * (size_t)(rows * cols), NULL));
+            OK(cmf_cuda_sync(NULL));
+            CHECK_MSG(memcmp(got, dec, sizeof(float) * (size_t)(rows * cols)) == 0, "dequant %s [%lld, %lld] not bit-exact",
+                      cmf_dtype_name(dt), (long long)rows, (long long)cols);
+            uint16_t *h16 = malloc(2 * (size_t)(rows * cols));
+            OK(cmf_cuda_dequant(&w, rows / 2, rows - rows / 2, d_f, CMF_CUDA_F16, NULL));
+            OK(cmf_cuda_download(h16, d_f, 2 * (size_t)((rows - rows / 2) * cols), NULL));
+            OK(cmf_cuda_sync(NULL));
+            int64_t badh = 0;
+            for (int64_t i = 0; i < (rows - rows / 2) * cols; i++)
+                badh += h16[i] != cmf_f32_to_f16(dec[(rows / 2) * cols + i]);
+            CHECK_MSG(badh == 0, "dequant f16 %s: %lld values differ", cmf_dtype_name(dt), (long long)badh);
+            /* matvec for n = 1..8 */
+            for (int n = 1; n <= 8; n++) {
+                float *x = rand_vec(n * cols, 1.0f);
+                double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+                ref_matmul(dec, rows, cols, x, n, ref);
+                float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
+                float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));
+                float *y = malloc(sizeof(float) * (size_t)(n * rows));
+                OK(cmf_cuda_matvec(&w, d_x, d_y, n, NULL));
+                OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
+                OK(cmf_cuda_sync(NULL));
+                double e = ref_rel_err(y, ref, n * rows);
+                CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d: rel err %g", cmf_dtype_name(dt), (long long)rows,
+                          (long long)cols, n, e);
+                cmf_cuda_free(d_x);
+                cmf_cuda_free(d_y);
+                free(x);
+                free(ref);
+                free(y);
+            }
+            /* gemm, both algorithms, n = 1, 67 */
+            for (int algo = CMF_CUDA_GEMM_CUBLAS; algo <= CMF_CUDA_GEMM_TILED; algo++) {
+                int64_t n = algo == CMF_CUDA_GEMM_CUBLAS ? 67 : 70;
+                float *x = rand_vec(n * cols, 1.0f);
+                double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+                ref_matmul(dec, rows, cols, x, n, ref);
+                float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
+                float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));
+                float *y = malloc(sizeof(float) * (size_t)(n * rows));
+                OK(cmf_cuda_gemm(ctx, &w, d_x, d_y, n, algo, NULL));
+                OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
+                OK(cmf_cuda_sync(NULL));
+                double e = ref_rel_err(y, ref, n * rows);
+                double bound = dt == CMF_DT_F32 && algo == CMF_CUDA_GEMM_CUBLAS ? 1e-5 : 5e-3;
+                CHECK_MSG(e < bound, "gemm algo %d %s [%lld, %lld] n=%lld: rel err %g", algo, cmf_dtype_name(dt),
+                          (long long)rows, (long long)cols, (long long)n, e);
+                cmf_cuda_free(d_x);
+                cmf_cuda_free(d_y);
+                free(x);
+                free(ref);
+                free(y);
+            }
+            cmf_cuda_free((void *)w.d_data);
+            cmf_cuda_free(d_f);
+            free(p);
+            free(dec);
+            free(got);
+            free(h16);
+        }
+    }
+    /* errors: unsupported dtype, bad n, q4 with cols % 32 */
+    cmf_cuda_weight bad = {CMF_DT_Q2TP, 4, 32, (void *)16};
+    CHECK(cmf_cuda_weight_check(&bad) == CMF_E_UNSUPPORTED);
+    bad.dtype = CMF_DT_Q4TP, bad.cols = 40;
+    CHECK(cmf_cuda_weight_check(&bad) == CMF_E_ARG);
+    bad.dtype = CMF_DT_F16;
+    CHECK(cmf_cuda_matvec(&bad, (void *)16, (void *)16, 9, NULL) == CMF_E_ARG);
+}
+
+static void test_elementwise(void) {
+    const int64_t n = 5, d = 1000;
+    float *x = rand_vec(n * d, 3.0f), *w = rand_vec(d, 1.0f), *y = malloc(sizeof(float) * (size_t)(n * d));
+    double *ref = malloc(sizeof(double) * (size_t)(n * d));
+    float *d_x = dev_from(x, sizeof(float) * (size_t)(n * d)), *d_w = dev_from(w, sizeof(float) * (size_t)d);
+    float *d_y = dev_poison(sizeof(float) * (size_t)(n * d));
+    for (int gemma = 0; gemma <= 1; gemma++) {
+        OK(cmf_cuda_rmsnorm(d_y, d_x, d_w, n, d, 1e-5f, gemma, NULL));
+        OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * d), NULL));
+        OK(cmf_cuda_sync(NULL));
+        for (int64_t t = 0; t < n; t++) {
+            double ss = 0;
+            for (int64_t i = 0; i < d; i++) ss += (double)x[t * d + i] * x[t * d + i];
+            double inv = 1.0 / sqrt(ss / d + 1e-5);
+            for (int64_t i = 0; i < d; i++) ref[t * d + i] = x[t * d + i] * inv * (gemma ? 1.0 + w[i] : w[i]);
+        }
+        CHECK_MSG(ref_rel_err(y, ref, n * d) < 1e-5, "rmsnorm gemma=%d: %g", gemma, ref_rel_err(y, ref, n * d));
+    }
+    /* glu */
+    for (int gelu = 0; gelu <= 1; gelu++) {
+        OK(cmf_cuda_glu(d_y, d_x, d_x + d, (n - 1) * d, gelu, NULL));
+        OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_sync(NULL));
+        for (int64_t i = 0; i < (n - 1) * d; i++) {
+            double a = x[i];
+            double act = gelu ? 0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))) : a / (1 + exp(-a));
+            ref[i] = act * x[d + i];
+        }
+        CHECK_MSG(ref_rel_err(y, ref, (n - 1) * d) < 1e-5, "glu gelu=%d: %g", gelu, ref_rel_err(y, ref, (n - 1) * d));
+    }
+    /* add */
+    OK(cmf_cuda_add(d_y, d_x, d_x + d, (n - 1) * d, NULL));
+    OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)((n - 1) * d), NULL));
+    OK(cmf_cuda_sync(NULL));
+    for (int64_t i = 0; i < (n - 1) * d; i++) ref[i] = (double)x[i] + x[d + i];
+    CHECK(ref_rel_err(y, ref, (n - 1) * d) < 1e-7);
+    /* softmax */
+    OK(cmf_cuda_copy(d_y, d_x, sizeof(float) * (size_t)(n * d), NULL));
+    OK(cmf_cuda_softmax(d_y, n, d, NULL));
+    OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * d), NULL));
+    OK(cmf_cuda_sync(NULL));
+    for (int64_t t = 0; t < n; t++) {
+        double mx = -INFINITY, s = 0;
+        for (int64_t i = 0; i < d; i++) mx = fmax(mx, x[t * d + i]);
+        for (int64_t i = 0; i < d; i++) s += exp(x[t * d + i] - mx);
+        for (int64_t i = 0; i < d; i++) ref[t * d + i] = exp(x[t * d + i] - mx) / s;
+    }
+    CHECK_MSG(ref_rel_err(y, ref, n * d) < 1e-5, "softmax: %g", ref_rel_err(y, ref, n * d));
+    /* rope: both pairings, full and partial rotary */
+    const int nt = 3, H = 4, D = 64;
+    int32_t pos[3] = {0, 17, 30000};
+    int32_t *d_pos = dev_from(pos, sizeof pos);
+    for (int pairing = 0; pairing <= 1; pairing++)
+        for (int rot = D; rot >= D / 4; rot /= 4) {
+            OK(cmf_cuda_upload(d_y, x, sizeof(float) * nt * H * D, NULL));
+            OK(cmf_cuda_rope(d_y, d_pos, nt, H, D, rot, 500000.0f, pairing, NULL));
+            OK(cmf_cuda_download(y, d_y, sizeof(float) * nt * H * D, NULL));
+            OK(cmf_cuda_sync(NULL));
+            for (int t = 0; t < nt; t++)
+                for (int h = 0; h < H; h++) {
+                    const float *v = x + (t * H + h) * D;
+                    double *o = ref + (t * H + h) * D;
+                    for (int i = 0; i < D; i++) o[i] = v[i];
+                    for (int i = 0; i < rot / 2; i++) {
+                        float inv = (float)pow(500000.0, -2.0 * i / rot);
+                        double ang = (double)((float)pos[t] * inv);
+                        int a = pairing ? 2 * i : i, b = pairing ? 2 * i + 1 : i + rot / 2;
+                        o[a] = v[a] * cos(ang) - v[b] * sin(ang);
+                        o[b] = v[a] * sin(ang) + v[b] * cos(ang);
+                    }
+                }
+            CHECK_MSG(ref_rel_err(y, ref, nt * H * D) < 1e-5, "rope pairing %d rot %d: %g", pairing, rot,
+                      ref_rel_err(y, ref, nt * H * D));
+        }
+    CHECK(cmf_cuda_rope(d_y, d_pos, 1, H, D, 3, 1e4f, 0, NULL) == CMF_E_ARG);
+    cmf_cuda_free(d_pos);
+    cmf_cuda_free(d_x);
+    cmf_cuda_free(d_w);
+    cmf_cuda_free(d_y);
+    free(x);
+    free(w);
+    free(y);
+    free(ref);
+}
+
+static void test_attention(void) {
+    static const struct {
+        int H, KV, D, window;
+        float softcap;
+        int64_t ctx;
+    } cases[] = {{8, 2, 64, 0, 0.0f, 300}, {4, 4, 128, 0, 0.0f, 1000}, {12, 1, 8, 0, 0.0f, 77},
+                 {16, 8, 256, 100, 50.0f, 260}, {10, 2, 96, 0, 0.0f, 65}, {6, 3, 32, 7, 30.0f, 130},
+                 {64, 4, 128, 0, 0.0f, 4100}};
+    for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
+        int H = cases[ci].H, KV = cases[ci].KV, D = cases[ci].D;
+        int64_t ctx = cases[ci].ctx;
+        cmf_cuda_attn a = {H, KV, D, 1.0f / sqrtf((float)D), cases[ci].softcap, cases[ci].window};
+        size_t kvn = (size_t)(ctx * KV * D);
+        uint16_t *k = malloc(2 * kvn), *v = malloc(2 * kvn);
+        for (size_t i = 0; i < kvn; i++) k[i] = cmf_f32_to_f16(ref_rand(&rng) * 2.0f), v[i] = cmf_f32_to_f16(ref_rand(&rng));
+        uint16_t *d_k = dev_from(k, 2 * kvn), *d_v = dev_from(v, 2 * kvn);
+        /* decode at the last position and at one in the middle */
+        int64_t tests[2] = {ctx - 1, ctx / 3};
+        void *d_work = dev_poison(cmf_cuda_attn_decode_work_bytes(&a, ctx));
+        for (int ti = 0; ti < 2; ti++) {
+            int64_t pos = tests[ti];
+            float *q = rand_vec(H * D, 2.0f), *o = malloc(sizeof(float) * (size_t)(H * D));
+            double *ref = malloc(sizeof(double) * (size_t)(H * D));
+            float *d_q = dev_from(q, sizeof(float) * (size_t)(H * D)), *d_o = dev_poison(sizeof(float) * (size_t)(H * D));
+            OK(cmf_cuda_attn_decode(&a, d_q, d_k, d_v, pos, d_o, d_work, NULL));
+            OK(cmf_cuda_download(o, d_o, sizeof(float) * (size_t)(H * D), NULL));
+            OK(cmf_cuda_sync(NULL));
+            ref_attention(H, KV, D, a.scale, a.softcap, a.window, q, k, v, pos, 1, ref);
+            double e = ref_rel_err(o, ref, H * D);
+            CHECK_MSG(e < 1e-5, "attn decode H%d KV%d D%d win%d cap%g pos %lld: %g", H, KV, D, a.window,
+                      (double)a.softcap, (long long)pos, e);
+            cmf_cuda_free(d_q);
+            cmf_cuda_free(d_o);
+            free(q);
+            free(o);
+            free(ref);
+        }
+        cmf_cuda_free(d_work);
+        /* prefill of the last n_tok positions (a cached prefix before them) */
+        int64_t n_tok = ctx > 200 ? 200 : ctx - 5, pos0 = ctx - n_tok;
+        size_t qn = (size_t)(n_tok * H * D);
+        float *q = rand_vec((int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
+        double *ref = malloc(sizeof(double) * qn);
+        float *d_q = dev_from(q, sizeof(float) * qn), *d_o = dev_poison(sizeof(float) * qn);
+        OK(cmf_cuda_attn_prefill(&a, d_q, d_k, d_v, pos0, n_tok, d_o, NULL));
+        OK(cmf_cuda_download(o, d_o, sizeof(float) * qn, NULL));
+        OK(cmf_cuda_sync(NULL));
+        ref_attention(H, KV, D, a.scale, a.softcap, a.window, q, k, v, pos0, n_tok, ref);
+        double e = ref_rel_err(o, ref, (int64_t)qn);
+        CHECK_MSG(e < 1e-5, "attn prefill H%d KV%d D%d win%d n_tok %lld: %g", H, KV, D, a.window, (long long)n_tok, e);
+        cmf_cuda_free(d_q);
+        cmf_cuda_free(d_o);
+        cmf_cuda_free(d_k);
+        cmf_cuda_free(d_v);
+        free(q);
+        free(o);
+        free(ref);
+        free(k);
+        free(v);
+    }
+    cmf_cuda_attn bad = {6, 4, 64, 0.125f, 0, 0};
+    CHECK(cmf_cuda_attn_decode(&bad, (void *)16, (void *)16, (void *)16, 0, (void *)16, (void *)16, NULL) == CMF_E_ARG);
+}
+
+/* CPU order: value desc, id asc. */
+static const float *g_sort_x;
+static int cmp_desc(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b;
+    if (g_sort_x[i] != g_sort_x[j]) return g_sort_x[i] > g_sort_x[j] ? -1 : 1;
+    return i - j;
+}
+
+static void test_sampling(void) {
+    const int64_t n = 50000;
+    float *x = rand_vec(n, 8.0f);
+    x[123] = x[4567] = 9.5f; /* a tie for the maximum: the lower id wins */
+    float *d_x = dev_from(x, sizeof(float) * (size_t)n);
+    void *d_work = dev_poison(cmf_cuda_sample_work_bytes(n));
+    int32_t id = -1;
+    OK(cmf_cuda_argmax(d_x, n, &id, d_work, NULL));
+    CHECK_MSG(id == 123, "argmax %d, want 123", id);
+    int *ord = malloc(sizeof(int) * (size_t)n);
+    for (int i = 0; i < n; i++) ord[i] = i;
+    g_sort_x = x;
+    qsort(ord, (size_t)n, sizeof *ord, cmp_desc);
+    static const struct {
+        int k;
+        float p, temp;
+    } cs[] = {{40, 0.9f, 0.8f}, {1, 1.0f, 1.0f}, {200, 0.5f, 1.5f}, {1024, 1.0f, 2.0f}, {5, 0.01f, 1.0f}};
+    for (size_t c = 0; c < sizeof cs / sizeof *cs; c++)
+        for (int draw = 0; draw < 6; draw++) {
+            float u = (ref_rand(&rng) + 1.0f) * 0.5f;
+            if (u >= 1.0f) u = 0.999f;
+            OK(cmf_cuda_sample_topk_topp(d_x, n, cs[c].k, cs[c].p, cs[c].temp, u, &id, d_work, NULL));
+            int k = cs[c].k;
+            double *pr = malloc(sizeof(double) * (size_t)k), tot = 0;
+            for (int i = 0; i < k; i++) tot += pr[i] = exp((x[ord[i]] - x[ord[0]]) / cs[c].temp);
+            int keep = k;
+            double cum = 0;
+            for (int i = 0; i < k; i++) {
+                cum += pr[i] / tot;
+                if (cum >= cs[c].p) { keep = i + 1; break; }
+            }
+            double mass = 0;
+            for (int i = 0; i < keep; i++) mass += pr[i] / tot;
+            /* the device's choice must be the token whose cumulative interval holds u (f32 rounding slack) */
+            double lo = 0, target = u * mass;
+            int okpick = 0;
+            for (int i = 0; i < keep; i++) {
+                double hi = lo + pr[i] / tot;
+                if (ord[i] == id && target >= lo - 1e-5 && target < hi + 1e-5) okpick = 1;
+                lo = hi;
+            }
+            CHECK_MSG(okpick, "sample k=%d p=%g t=%g u=%g: id %d not at u", k, (double)cs[c].p, (double)cs[c].temp,
+                      (double)u, id);
+            free(pr);
+        }
+    CHECK(cmf_cuda_sample_topk_topp(d_x, n, 0, 0.9f, 1.0f, 0.5f, &id, d_work, NULL) == CMF_E_ARG);
+    CHECK(cmf_cuda_sample_topk_topp(d_x, n, 5, 0.9f, 0.0f, 0.5f, &id, d_work, NULL) == CMF_E_ARG);
+    free(ord);
+    free(x);
+    cmf_cuda_free(d_x);
+    cmf_cuda_free(d_work);
+}
+
+int main(void) {
+    int ndev = 0;
+    cmf_cuda_device_count(&ndev);
+    if (ndev < 1) {
+        printf("SKIP: no CUDA device (%s)\n", cmf_last_error());
+        return 77;
+    }
+    char info[256];
+    OK(cmf_cuda_device_info(0, info, sizeof info));
+    printf("device: %s\n", info);
+    cmf_cuda_ctx *ctx = NULL;
+    OK(cmf_cuda_ctx_create(&ctx, 0));
+    test_exp2f();
+    test_weights(ctx);
+    test_elementwise();
+    test_attention();
+    test_sampling();
+    cmf_cuda_ctx_free(ctx);
+    CMF_TEST_END();
+}
