@@ -117,6 +117,11 @@ typedef struct cmf_session_params {
     int o1_sink_set;
     int o1_seal;         /* seal length; 0 = 32768 */
     const char *o1_rect; /* "agg" (default) or "fm" */
+    /* Looped models (Dory, DORY.md §1.7–§2); an error for other models when set. */
+    int loops;                /* recurrent passes per token, 1..16; 0 = the config's n_recurrent_loops */
+    const char *dory_kv_mode; /* "per_loop" | "last_loop"; NULL = the config's (last_loop when gate > 0) */
+    float gate;               /* Conf early exit for decode steps with 2 loops: accept one pass when the top
+                               * probability reaches it; 0 = off */
 } cmf_session_params;
 
 /* cmf_session_new with options. Errors: as cmf_session_new; CMF_E_ARG for a malformed o1 spec (message names
@@ -128,6 +133,10 @@ size_t cmf_session_state_bytes(const cmf_session *s);
 
 /* Number of layers running the O(1) far field (0 = exact attention everywhere). */
 int cmf_session_o1_layers(const cmf_session *s);
+
+/* Looped models with the early-exit gate: share of gated decode tokens that took one pass, in [0, 1];
+ * *n_tokens (may be NULL) receives how many were gated. 0 for other sessions. */
+double cmf_session_gate_one_pass_share(const cmf_session *s, long *n_tokens);
 
 /* Selects the skill whose weights this session uses from now on (CMF_FORMAT.md §3.1: each tensor N is replaced
  * by `skill.<id>.N` when the file has it). "none" or NULL = the backbone. A skill's weight views are built on

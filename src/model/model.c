@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dory.h"
 #include "quant/dtype.h"
 #include "util/error.h"
 
@@ -157,6 +158,22 @@ static cmf_status load_tokenizer_config(cmf_model *m) {
     return CMF_OK;
 }
 
+/* The tokenizer from the vocab section; a failure is kept as a message (the model still runs from ids). */
+static cmf_status load_tokenizer(cmf_model *m) {
+    const cmf_file *f = m->file;
+    if (f->vocab) {
+        cmf_status st = cmf_tokenizer_load((const char *)f->vocab, f->env.vocab_len, &m->tokenizer);
+        if (st != CMF_OK) {
+            /* The model still runs from token ids; text needs the tokenizer. Keep the reason. */
+            const char *why = cmf_last_error();
+            m->tokenizer_error = malloc(strlen(why) + 1);
+            if (m->tokenizer_error) strcpy(m->tokenizer_error, why);
+            m->tokenizer = NULL;
+        }
+    }
+    return CMF_OK;
+}
+
 /* Builds weight set w (w->skill already set) from the file. */
 static cmf_status build_weights(cmf_model *m, cmf_weights *w) {
     const cmf_config *c = &m->cfg;
@@ -188,6 +205,15 @@ static cmf_status build(cmf_model *m) {
     if (f->env.features & CMF_FEAT_SKILL_FILE)
         return cmf_err(CMF_E_UNSUPPORTED, "model: this is a standalone skill file (SKILL_FILE bit); apply it to its "
                                           "base model first");
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->header, "arch"), "arch_name");
+    if (cJSON_IsString(an) && !strcmp(an->valuestring, "dory")) { /* the looped nGPT: its own forward (dory.c) */
+        TRY(cmf_dory_load(f, m->n_threads, &m->dory));
+        snprintf(m->cfg.arch_name, sizeof m->cfg.arch_name, "dory");
+        m->cfg.vocab_size = m->dory->cfg.vocab_size;
+        m->cfg.max_position_embeddings = m->dory->cfg.max_position_embeddings;
+        TRY(load_tokenizer_config(m));
+        return load_tokenizer(m);
+    }
     TRY(cmf_config_from_header(f->header, &m->cfg));
     const cmf_config *c = &m->cfg;
     TRY(build_weights(m, &m->base));
@@ -196,17 +222,7 @@ static cmf_status build(cmf_model *m) {
     if (!m->rope_inv_freq) return cmf_err(CMF_E_NOMEM, "model: out of memory");
     cmf_rope_inv_freq(c, c->rope_theta, m->rope_inv_freq);
     cmf_rope_inv_freq(c, c->rope_local_theta, m->rope_inv_freq + c->rot_dim / 2);
-    if (f->vocab) {
-        cmf_status st = cmf_tokenizer_load((const char *)f->vocab, f->env.vocab_len, &m->tokenizer);
-        if (st != CMF_OK) {
-            /* The model still runs from token ids; text needs the tokenizer. Keep the reason. */
-            const char *why = cmf_last_error();
-            m->tokenizer_error = malloc(strlen(why) + 1);
-            if (m->tokenizer_error) strcpy(m->tokenizer_error, why);
-            m->tokenizer = NULL;
-        }
-    }
-    return CMF_OK;
+    return load_tokenizer(m);
 }
 
 /* Whether skill `id` exists: a header.skills record with that id, or any tensor named skill.<id>.* (§3.1). */
@@ -293,6 +309,7 @@ void cmf_model_free(cmf_model *m) {
     cmf_tokenizer_free(m->tokenizer);
     free(m->tokenizer_error);
     free(m->eos_ids);
+    cmf_dory_free(m->dory);
     free_weights(&m->base);
     for (int i = 0; i < m->n_skill_sets; i++) {
         free_weights(m->skill_sets[i]);

@@ -82,6 +82,7 @@ struct cmf_model {
     cmf_tokenizer *tokenizer;     /* NULL when the file has no vocab section or it failed to load */
     char *tokenizer_error;        /* why tokenizer is NULL (malloc'd), or NULL */
     float *rope_inv_freq;         /* [rot_dim/2] global layers, then [rot_dim/2] sliding layers */
+    struct cmf_dory *dory;        /* Dory (looped nGPT, dory.c) instead of the transformer above; else NULL */
 };
 
 /* Activation buffers and threads for one forward call over up to n_batch tokens from up to n_seq sessions
@@ -120,6 +121,9 @@ struct cmf_session {
     size_t *kv_off;           /* [n_layers] offsets in floats */
     int *kv_rows;             /* [n_layers]: n_ctx, or the seal length for O(1) layers */
     cmf_o1_sess *o1;          /* NULL when the far field is off */
+    struct cmf_dory_state *dory; /* Dory sessions: the whole state lives here (k_cache etc. unused) */
+    int dory_loops;              /* loops per token (0 = the config's) */
+    float dory_gate;             /* Conf early-exit threshold for decode; 0 = off */
     float *logits;            /* [vocab]: the logits after this session's last processed token */
     cmf_batch *own;           /* private workspace for cmf_session_prefill/decode (lazily created) */
 };

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dory.h"
 #include "model/model.h"
 #include "util/error.h"
 
@@ -15,6 +16,7 @@ cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_b
     *out = NULL;
     if (max_tokens < 1 || max_seqs < 1 || max_tokens > (1 << 16) || max_seqs > max_tokens)
         return cmf_err(CMF_E_ARG, "batch: need 1 <= max_seqs (%d) <= max_tokens (%d) <= 65536", max_seqs, max_tokens);
+    if (m->dory) return cmf_err(CMF_E_UNSUPPORTED, "batch: Dory sessions run through cmf_session_prefill");
     const cmf_config *c = &m->cfg;
     cmf_batch *b = calloc(1, sizeof *b);
     if (!b) return cmf_err(CMF_E_NOMEM, "batch: out of memory");
@@ -85,6 +87,7 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
     int n_seq = 0, max_ctx = 0;
     for (int i = 0; i < n; i++) {
         if (!seqs[i] || seqs[i]->m != b->m) return cmf_err(CMF_E_ARG, "batch: token %d has no session of this model", i);
+        if (seqs[i]->dory) return cmf_err(CMF_E_UNSUPPORTED, "batch: Dory sessions run through cmf_session_prefill");
         if (seqs[i]->w != seqs[0]->w)
             return cmf_err(CMF_E_ARG, "batch: sessions with different skills (%s, %s) cannot share a batch",
                            seqs[0]->w->skill[0] ? seqs[0]->w->skill : "none",
@@ -322,6 +325,38 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
     s->m = m;
     s->w = &m->base;
     s->n_ctx = n_ctx;
+    if (m->dory) { /* Dory keeps its own state (per-loop caches, sliding rings) */
+        int mode = -1;
+        if (p && p->dory_kv_mode) {
+            if (!strcmp(p->dory_kv_mode, "per_loop")) mode = CMF_DORY_KV_PER_LOOP;
+            else if (!strcmp(p->dory_kv_mode, "last_loop")) mode = CMF_DORY_KV_LAST_LOOP;
+            else {
+                free(s);
+                return cmf_err(CMF_E_ARG, "session: kv mode '%s' is not per_loop or last_loop", p->dory_kv_mode);
+            }
+        }
+        s->dory_loops = p ? p->loops : 0;
+        s->dory_gate = p ? p->gate : 0;
+        if (s->dory_gate > 0 && mode < 0) mode = CMF_DORY_KV_LAST_LOOP; /* the gate needs last_loop (DORY.md §2) */
+        if (p && p->o1 && strcmp(p->o1, "off") != 0) {
+            free(s);
+            return cmf_err(CMF_E_UNSUPPORTED, "session: the O(1) far field is not implemented for Dory yet");
+        }
+        cmf_status st = cmf_dory_state_new(m->dory, n_ctx, 0, mode, s->dory_loops > 0 ? s->dory_loops : 0, &s->dory);
+        s->logits = calloc((size_t)m->cfg.vocab_size, sizeof(float));
+        if (st == CMF_OK && !s->logits) st = cmf_err(CMF_E_NOMEM, "session: out of memory");
+        if (st != CMF_OK) {
+            cmf_session_free(s);
+            return st;
+        }
+        s->n_ctx = s->dory->n_ctx;
+        *out = s;
+        return CMF_OK;
+    }
+    if (p && (p->loops || p->gate > 0 || p->dory_kv_mode)) {
+        free(s);
+        return cmf_err(CMF_E_ARG, "session: loops, kv mode and gate apply to looped (Dory) models only");
+    }
     s->kv_off = calloc((size_t)c->n_layers, sizeof *s->kv_off);
     s->kv_rows = calloc((size_t)c->n_layers, sizeof *s->kv_rows);
     cmf_status st = s->kv_off && s->kv_rows ? o1_setup(s, p) : cmf_err(CMF_E_NOMEM, "session: out of memory");
@@ -356,6 +391,7 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out) {
 void cmf_session_free(cmf_session *s) {
     if (!s) return;
     cmf_batch_free(s->own);
+    cmf_dory_state_free(s->dory);
     o1_free(s->o1, s->m->cfg.n_layers, s->m->cfg.n_kv_heads);
     free(s->kv_off);
     free(s->kv_rows);
@@ -368,6 +404,11 @@ void cmf_session_free(cmf_session *s) {
 size_t cmf_session_state_bytes(const cmf_session *s) {
     const cmf_config *c = &s->m->cfg;
     size_t n = 0;
+    if (s->dory) {
+        for (int i = 0; i < s->dory->n_slots; i++)
+            n += 2 * (size_t)s->dory->kv[i].rows * s->dory->d->cfg.n_kv_heads * s->dory->d->cfg.head_dim * sizeof(float);
+        return n;
+    }
     for (int l = 0; l < c->n_layers; l++) n += 2 * (size_t)s->kv_rows[l] * c->n_kv_heads * c->head_dim * sizeof(float);
     if (s->o1)
         for (int l = 0; l < c->n_layers; l++) {
@@ -382,6 +423,7 @@ int cmf_session_o1_layers(const cmf_session *s) { return s->o1 ? s->o1->n_on : 0
 
 void cmf_session_reset(cmf_session *s) {
     s->pos = 0;
+    if (s->dory) cmf_dory_state_reset(s->dory);
     if (s->o1) {
         const cmf_config *c = &s->m->cfg;
         for (int i = 0; i < c->n_layers * c->n_kv_heads; i++)
@@ -397,6 +439,8 @@ cmf_status cmf_session_truncate(cmf_session *s, int n_keep) {
     if (n_keep < 0 || n_keep > s->pos)
         return cmf_err(CMF_E_ARG, "session truncate: n_keep %d is outside [0, %d] (the positions in the cache)",
                        n_keep, s->pos);
+    if (s->dory && n_keep < s->pos)
+        return cmf_err(CMF_E_UNSUPPORTED, "session truncate: not supported for Dory sessions (reset instead)");
     if (s->o1 && s->o1->sealed && n_keep < s->pos)
         return cmf_err(CMF_E_UNSUPPORTED, "session truncate: the O(1) far field is sealed and cannot forget positions "
                                           "(reset the session instead)");
@@ -417,6 +461,16 @@ cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, flo
         if (tokens[i] < 0 || tokens[i] >= V)
             return cmf_err(CMF_E_ARG, "prefill: token id %d at index %d is outside the vocabulary [0, %d)",
                            tokens[i], i, V);
+    if (s->dory) {
+        cmf_status st;
+        int passes = 0;
+        if (n == 1 && s->dory_gate > 0) st = cmf_dory_decode_gated(s->dory, tokens[0], s->dory_gate, &passes);
+        else st = cmf_dory_forward(s->dory, tokens, n, s->dory_loops, all_logits);
+        if (st != CMF_OK) return st;
+        memcpy(s->logits, cmf_dory_logits(s->dory), (size_t)V * sizeof(float));
+        s->pos = s->dory->pos;
+        return CMF_OK;
+    }
     if (!s->own) {
         int nb = s->n_ctx < DEFAULT_N_BATCH ? s->n_ctx : DEFAULT_N_BATCH;
         cmf_status st = cmf_batch_new(s->m, nb, 1, &s->own);
@@ -434,3 +488,11 @@ cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, flo
 }
 
 cmf_status cmf_session_decode(cmf_session *s, int32_t token) { return cmf_session_prefill(s, &token, 1, NULL); }
+
+double cmf_session_gate_one_pass_share(const cmf_session *s, long *n_tokens) {
+    if (!s->dory) {
+        if (n_tokens) *n_tokens = 0;
+        return 0;
+    }
+    return cmf_dory_gate_one_pass_share(s->dory, n_tokens);
+}

@@ -333,7 +333,7 @@ static void test_errors(void) {
     /* a target dtype the converter does not write */
     fclose(fopen(p, "w"));
     copy_file(shared_path("data/hf-tiny/llama/config.json"), p);
-    o.quant = CMF_DT_Q4_TILED;
+    o.quant = CMF_DT_VBIT_RO;
     CHECK(cmf_convert_hf(dir, out, &o) == CMF_E_ARG);
     CHECK(access(out, F_OK) != 0);
 }

@@ -11,15 +11,17 @@
 #include "util/fileio.h"
 
 static const char *USAGE =
-    "usage: cmf convert SOURCE -o OUT.cmf [--quant f32|f16|bf16|q8|q8_2f] [--no-progress]\n"
+    "usage: cmf convert SOURCE -o OUT.cmf [--quant f32|f16|bf16|q8|q8_2f|q4|q4t|q4tp|q2tp] [--no-progress]\n"
     "\n"
     "SOURCE is a Hugging Face model directory (config.json, *.safetensors, tokenizer.json, ...) or a GGUF file.\n"
     "\n"
     "  -o, --output FILE   the CMF file to write (required)\n"
     "  --quant Q           dtype of the 2-D weight matrices: f32, f16, bf16, q8 (= q8_row: int8 per row with an\n"
-    "                      f16 scale) or q8_2f (int8 with row and column scales). Norms and other 1-D tensors\n"
-    "                      stay f32. Default: f16 for Hugging Face sources; f32 for GGUF sources (GGUF F32 and\n"
-    "                      F16 tensors are both kept exactly).\n"
+    "                      f16 scale), q8_2f (int8 with row and column scales), q4 (q4_block), q4t (q4_tiled),\n"
+    "                      q4tp (4-bit with a per-row log-scale ladder) or q2tp (a profile: 2-bit gate/up, q4tp\n"
+    "                      elsewhere). 1-D and small tensors are stored f16 (f32/bf16 when that is the target);\n"
+    "                      4-bit types fall back to q8_2f for matrices whose columns are not a multiple of 32\n"
+    "                      (CMF_FORMAT.md §2.0). Default: f16 for Hugging Face sources; f32 for GGUF sources.\n"
     "  --no-progress       no progress bar (by default one is drawn on stderr, when stderr is a terminal and\n"
     "                      the conversion takes more than a second)\n"
     "\n"
@@ -108,8 +110,10 @@ int cmd_convert(int argc, char **argv) {
     if (quant) {
         dtype = cmf_dtype_from_name(quant);
         if (dtype != CMF_DT_F32 && dtype != CMF_DT_F16 && dtype != CMF_DT_BF16 && dtype != CMF_DT_Q8_ROW &&
-            dtype != CMF_DT_Q8_2F)
-            return cli_usage_error("convert", "--quant: '%s' is not one of f32, f16, bf16, q8, q8_2f", quant);
+            dtype != CMF_DT_Q8_2F && dtype != CMF_DT_Q4_BLOCK && dtype != CMF_DT_Q4_TILED && dtype != CMF_DT_Q4TP &&
+            dtype != CMF_DT_Q2TP)
+            return cli_usage_error("convert",
+                                   "--quant: '%s' is not one of f32, f16, bf16, q8, q8_2f, q4, q4t, q4tp, q2tp", quant);
     }
 
     cmf_convert_opts opts;

@@ -5,12 +5,7 @@
 #include "cli.h"
 #include "cmf.h"
 
-int cmd_serve(int argc, char **argv); /* serve.c */
 
-int cmd_requant(int argc, char **argv); /* requant.c (declared here until cli.h lists it) */
-
-int cmd_bench(int argc, char **argv); /* bench.c (its prototype belongs in cli.h) */
-int cmd_ppl(int argc, char **argv);   /* ppl.c (its prototype belongs in cli.h) */
 
 static const struct {
     const char *name;
