@@ -121,7 +121,14 @@ const synthTexts = ["", "Hello world", "  hello   the world  ", "Unaffable playi
   "ＦＵＬＬ ｗｉｄｔｈ ①②", "unknown ✓ glyph ✓✓", "playing an anthem", "[CLS] inside [SEP] text [MASK]", "qqq zzz 0x",
   "the  <mask> is <r>  here", "a <mask><mask>  <r> <r>b", "word words sword WORD word!", " <mask>word<r>",
   "a-b--c---d-", "--x-y 12--34 -", "he-llo the-a-b", "İSTANBUL Straße ΣΑΣ ǅ", "①② ¾ ٣ x²"];
-const synthetic = [["bert", bert()], ["unigram", unigram()], ["bpe_misc", bpeMisc()],
+// encode's truncation and padding, over the BERT vocabulary
+const bertTrunc = Object.assign(bert(), {
+  truncation: { direction: "Right", max_length: 6, strategy: "LongestFirst", stride: 0 },
+  padding: { strategy: { Fixed: 10 }, direction: "Right", pad_to_multiple_of: null, pad_id: 0, pad_type_id: 0, pad_token: "[PAD]" } });
+const bertTruncLeft = Object.assign(bert(), {
+  truncation: { direction: "Left", max_length: 5, strategy: "LongestFirst", stride: 2 },
+  padding: { strategy: "BatchLongest", direction: "Left", pad_to_multiple_of: 4, pad_id: 0, pad_type_id: 0, pad_token: "[PAD]" } });
+const synthetic = [["bert", bert()], ["bert_trunc", bertTrunc], ["bert_trunc_left", bertTruncLeft], ["unigram", unigram()], ["bpe_misc", bpeMisc()],
   ["split_prev", splitBehaviors("MergedWithPrevious", false, { String: "-" })],
   ["split_next", splitBehaviors("MergedWithNext", false, { Regex: "-+" })],
   ["split_contig", splitBehaviors("Contiguous", false, { String: "-" })],
@@ -174,7 +181,11 @@ for (const { name, tj, rel, local, override, cmf_vocab, list } of jobs) {
     const decoded_skip = await tok.decode(ids_special, true);
     out.push({ text, ids, ids_special, decoded, decoded_skip });
   }
+  // decode skips ids that have no token: one case with such an id inserted
+  const base = out.find((c) => c.ids.length > 1) ?? out[0];
+  const withUnknown = [base.ids[0] ?? 0, 10000000, ...base.ids.slice(1)];
   const doc = { generator: `scripts/tokenizer/make_refs.mjs with ${pkg.name}@${pkg.version}`, tokenizer: rel, cases: out };
+  doc.unknown_id_decode = { ids: withUnknown, decoded: await tok.decode(withUnknown, false) };
   if (local) doc.tokenizer_in_data_dir = true;
   if (override) doc.override = override;
   if (cmf_vocab) doc.tokenizer_in_cmf_vocab = true;

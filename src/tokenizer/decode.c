@@ -321,8 +321,7 @@ static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t 
         } else if (id >= 0 && id < t->model->n_ids && t->model->id_to_tok[id]) {
             s = t->model->id_to_tok[id], len = t->model->tok_len[id];
         } else {
-            tok_strs_free(&toks);
-            return cmf_err(CMF_E_ARG, "detokenize: id %d at position %zu is not in the vocabulary", id, i);
+            continue; /* HF decode skips ids that have no token */
         }
         if (tok_strs_push(&toks, s, len)) {
             tok_strs_free(&toks);

@@ -121,6 +121,66 @@ static cmf_status post_load(const cJSON *j, tok_post **out) {
     return CMF_OK;
 }
 
+/* Number of ids the template adds to a single sequence (HF PostProcessor::added_tokens(false)). */
+static size_t post_count(const tok_post *p) {
+    size_t n = 0;
+    for (size_t i = 0; i < p->n_single; i++) n += p->single[i] >= 0;
+    for (size_t i = 0; i < p->n_seq; i++) n += post_count(p->seq[i]);
+    return n;
+}
+
+/* HF pad_encodings for one sequence: the target is the fixed length or the sequence's own length, rounded up to
+ * pad_to_multiple_of; pad ids go to the right or the left. */
+static cmf_status pad_ids(const cmf_tokenizer *t, tok_ids *ids) {
+    size_t target = t->pad_fixed ? t->pad_fixed : ids->n;
+    if (t->pad_multiple && target % t->pad_multiple) target += t->pad_multiple - target % t->pad_multiple;
+    if (ids->n >= target) return CMF_OK;
+    size_t old = ids->n, add = target - old;
+    for (size_t i = 0; i < add; i++)
+        if (tok_ids_push(ids, t->pad_id)) return OOM();
+    if (t->pad_left) {
+        memmove(ids->v + add, ids->v, old * sizeof *ids->v);
+        for (size_t i = 0; i < add; i++) ids->v[i] = t->pad_id;
+    }
+    return CMF_OK;
+}
+
+/* Reads "truncation" and "padding" (null or absent: none). */
+static cmf_status load_trunc_pad(cmf_tokenizer *t, const cJSON *root) {
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(root, "truncation");
+    if (tr && !cJSON_IsNull(tr)) {
+        const cJSON *ml = cJSON_GetObjectItemCaseSensitive(tr, "max_length");
+        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(tr, "direction");
+        const cJSON *strat = cJSON_GetObjectItemCaseSensitive(tr, "strategy");
+        if (!cJSON_IsNumber(ml) || ml->valuedouble < 0 || ml->valuedouble > 1e9)
+            return cmf_err(CMF_E_FORMAT, "tokenizer.json: truncation.max_length must be a non-negative integer");
+        if (cJSON_IsString(strat) && !strcmp(strat->valuestring, "OnlySecond"))
+            return cmf_err(CMF_E_UNSUPPORTED, "tokenizer.json: truncation strategy 'OnlySecond' needs a pair of "
+                           "sequences");
+        t->has_trunc = 1;
+        t->trunc_max = (size_t)ml->valuedouble;
+        t->trunc_left = cJSON_IsString(dir) && !strcmp(dir->valuestring, "Left");
+    }
+    const cJSON *pd = cJSON_GetObjectItemCaseSensitive(root, "padding");
+    if (pd && !cJSON_IsNull(pd)) {
+        const cJSON *strat = cJSON_GetObjectItemCaseSensitive(pd, "strategy");
+        const cJSON *fixed = cJSON_GetObjectItemCaseSensitive(strat, "Fixed");
+        const cJSON *dir = cJSON_GetObjectItemCaseSensitive(pd, "direction");
+        const cJSON *mult = cJSON_GetObjectItemCaseSensitive(pd, "pad_to_multiple_of");
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(pd, "pad_id");
+        if (cJSON_IsObject(strat) && !(cJSON_IsNumber(fixed) && fixed->valuedouble >= 0 && fixed->valuedouble <= 1e9))
+            return cmf_err(CMF_E_FORMAT, "tokenizer.json: padding.strategy must be \"BatchLongest\" or {\"Fixed\": n}");
+        if (!cJSON_IsNumber(id) || id->valuedouble < 0 || id->valuedouble >= TOK_MAX_ID)
+            return cmf_err(CMF_E_FORMAT, "tokenizer.json: padding.pad_id must be a token id");
+        t->has_pad = 1;
+        t->pad_fixed = cJSON_IsNumber(fixed) ? (size_t)fixed->valuedouble : 0;
+        t->pad_multiple = cJSON_IsNumber(mult) && mult->valuedouble > 0 && mult->valuedouble <= 1e9 ? (size_t)mult->valuedouble : 0;
+        t->pad_left = cJSON_IsString(dir) && !strcmp(dir->valuestring, "Left");
+        t->pad_id = (int32_t)id->valuedouble;
+    }
+    return CMF_OK;
+}
+
 /* Template ids must exist in the vocabulary (checked through Sequence processors). */
 static cmf_status post_check(const tok_post *p, int32_t n_ids) {
     for (size_t i = 0; i < p->n_single; i++)
@@ -336,7 +396,17 @@ cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, in
         pos = me;
     }
     if (st == CMF_OK) st = encode_raw_segment(t, text + pos, len - pos, pos == 0, &out);
+    if (st == CMF_OK && t->has_trunc) {
+        /* room for the template's special tokens is kept when they are added */
+        size_t added = add_special && t->post ? post_count(t->post) : 0;
+        size_t max = t->trunc_max > added ? t->trunc_max - added : 0;
+        if (out.n > max) {
+            if (t->trunc_left) memmove(out.v, out.v + (out.n - max), max * sizeof *out.v);
+            out.n = max;
+        }
+    }
     if (st == CMF_OK && add_special && t->post) st = post_apply(t->post, &out);
+    if (st == CMF_OK && t->has_pad) st = pad_ids(t, &out);
     if (st == CMF_OK && !out.v && !(out.v = malloc(sizeof *out.v))) st = OOM();
     if (st != CMF_OK) {
         free(out.v);
@@ -449,6 +519,7 @@ cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out)
     LOAD_OPT("pre_tokenizer", tok_pretok_load, &t->pretok);
     LOAD_OPT("decoder", tok_decoder_load, &t->decoder);
     LOAD_OPT("post_processor", post_load, &t->post);
+    if (st == CMF_OK) st = load_trunc_pad(t, root);
     if (st == CMF_OK) st = load_added(t, cJSON_GetObjectItemCaseSensitive(root, "added_tokens"));
     cJSON_Delete(root);
     if (st == CMF_OK) {

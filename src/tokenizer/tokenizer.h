@@ -266,6 +266,12 @@ struct cmf_tokenizer {
     tok_pretok *pretok;         /* NULL when none */
     tok_decoder *decoder;       /* NULL when none: tokens joined by " " */
     tok_post *post;             /* NULL when none */
+    /* "truncation" and "padding" of tokenizer.json, applied by encode as HF's post_process does */
+    int has_trunc, trunc_left;
+    size_t trunc_max;
+    int has_pad, pad_left;
+    size_t pad_fixed, pad_multiple; /* pad_fixed 0: BatchLongest (the sequence itself) */
+    int32_t pad_id;
     tok_added *added;
     size_t n_added;
     tok_strmap added_map; /* content -> index in added */

@@ -2,10 +2,10 @@
  * through its official Node binding, npm `tokenizers`; tests/tokenizer/data/hf_refs_*.json, written by
  * scripts/tokenizer/make_refs.mjs) for: the qwen3, llama3 and mistral tokenizer.json files; variants of them
  * (GPT-2 ByteLevel with use_regex, Metaspace prepend_scheme "first"); the tokenizer.json inside the reference's
- * tiny-F16.cmf; small synthetic files (WordPiece/BERT, Unigram/Metaspace, BPE with unk/fuse_unk and the simple
+ * tiny-F16.cmf; small synthetic files (WordPiece/BERT, with truncation and padding, Unigram/Metaspace, BPE with unk/fuse_unk and the simple
  * pre-tokenizers, added tokens with lstrip/rstrip/single_word, every Split behaviour and invert).
  * Checked per string: ids without and with special tokens, decode, decode skipping special tokens, and streaming
- * decode == full decode with valid UTF-8 chunks. */
+ * decode == full decode with valid UTF-8 chunks; and per file, decode of ids with one that has no token. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +115,15 @@ static void run(const char *name) {
         free(ids);
         free(ids_sp);
     }
+    /* ids without a token are skipped by decode */
+    const cJSON *u = cJSON_GetObjectItemCaseSensitive(doc, "unknown_id_decode");
+    CHECK_MSG(cJSON_IsObject(u), "%s: no unknown_id_decode", name);
+    if (t && cJSON_IsObject(u)) {
+        size_t nu;
+        int32_t *ids = json_ids(cJSON_GetObjectItemCaseSensitive(u, "ids"), &nu);
+        check_decode(t, "unknown id", ids, nu, 0, cJSON_GetObjectItemCaseSensitive(u, "decoded")->valuestring);
+        free(ids);
+    }
     fprintf(stderr, "%s: %zu/%zu HF reference strings encode identically\n", name, pass, i);
     cmf_tokenizer_free(t);
     cJSON_Delete(doc);
@@ -128,6 +137,8 @@ int main(void) {
     run("mistral_metaspace");
     run("cmf_tiny");
     run("synth_bert");
+    run("synth_bert_trunc");
+    run("synth_bert_trunc_left");
     run("synth_unigram");
     run("synth_bpe_misc");
     run("synth_split_prev");
