@@ -103,9 +103,10 @@ typedef struct cmf_masks {
 /* Decodes a masks section (§1.7) of `len` bytes against header.arch `arch`: u32 n_masks, u32 meta_len, the meta
  * JSON, blobs at meta.masks[i].blob_off. The blob length chooses the layout (legacy: num_layers FFN rows; loop:
  * num_layers*num_loops rows, pass-major), plus num_layers expert rows when has_expert_fields. *out is always a
- * catalog (n = 0 for len = 0); free with cmf_masks_free. Errors: CMF_E_FORMAT naming the mask and the field
- * (the checks of cmf_masks_check and more: unknown priority, bad blob alignment is allowed as the reference
- * does), CMF_E_NOMEM, CMF_E_ARG. */
+ * catalog (n = 0 for len = 0); free with cmf_masks_free. Like the reference decoder, blob offsets need not be
+ * 8-aligned and set tail bits are cleared rather than refused (counted in tail_bits_cleared). Errors:
+ * CMF_E_FORMAT naming the mask and the field (short section, meta JSON, n_masks, priority, quality, blob bounds,
+ * blob_len matching neither layout, expert fields without arch.moe), CMF_E_NOMEM, CMF_E_ARG. */
 cmf_status cmf_masks_parse(const cJSON *arch, const uint8_t *sec, uint64_t len, cmf_masks **out);
 
 /* cmf_masks_parse of f's masks section (n = 0 when the file has none). */
