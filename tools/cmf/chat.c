@@ -32,9 +32,7 @@ static const char *USAGE =
     "  -n, --n-predict N        at most N tokens per reply (default 512); stops earlier at any eos id\n"
     "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
-    "sampling (as cmf run):\n"
-    "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --presence-penalty X,\n"
-    "  --frequency-penalty X, --repeat-last-n N, --seed S\n"
+    "%s%s"
     "\n"
     "Without a template in the file the conversation is rendered as ChatML. After each reply one line goes to\n"
     "stderr: turn K: prompt N tokens (R reused from the cache) | reply M tokens, Y tok/s\n";
@@ -42,37 +40,10 @@ static const char *USAGE =
 typedef struct chat_opts {
     const char *model, *prompt, *system, *template_file;
     long n_predict, n_ctx, n_threads;
-    int no_think, template_only, seed_given;
-    cmf_sampler_params sp;
+    int no_think, template_only;
+    cli_sampling smp;
+    cli_model_opts mo;
 } chat_opts;
-
-/* The sampling flags shared with `cmf run`; returns 1 when the current argument was one (rc set), else 0. */
-static int sampling_flag(cli_args *a, cmf_sampler_params *sp, int *seed_given, int *rc) {
-    long l;
-    double d;
-    if (cli_is(a, "--temp", "--temperature")) {
-        if (!(*rc = cli_float(a, 0.0, 1e6, &d))) sp->temperature = (float)d;
-    } else if (cli_is(a, "--top-k", NULL)) {
-        if (!(*rc = cli_int(a, 0, INT_MAX, &l))) sp->top_k = (int)l;
-    } else if (cli_is(a, "--top-p", NULL)) {
-        if (!(*rc = cli_float(a, 1e-9, 1.0, &d))) sp->top_p = (float)d;
-    } else if (cli_is(a, "--min-p", NULL)) {
-        if (!(*rc = cli_float(a, 0.0, 1.0, &d))) sp->min_p = (float)d;
-    } else if (cli_is(a, "--repeat-penalty", NULL)) {
-        if (!(*rc = cli_float(a, 1e-6, 1e6, &d))) sp->repeat_penalty = (float)d;
-    } else if (cli_is(a, "--presence-penalty", NULL)) {
-        if (!(*rc = cli_float(a, -1e6, 1e6, &d))) sp->presence_penalty = (float)d;
-    } else if (cli_is(a, "--frequency-penalty", NULL)) {
-        if (!(*rc = cli_float(a, -1e6, 1e6, &d))) sp->frequency_penalty = (float)d;
-    } else if (cli_is(a, "--repeat-last-n", NULL)) {
-        if (!(*rc = cli_int(a, 0, 1 << 20, &l))) sp->penalty_last_n = (int)l;
-    } else if (cli_is(a, "--seed", NULL)) {
-        if (!(*rc = cli_u64(a, &sp->seed))) *seed_given = 1;
-    } else {
-        return 0;
-    }
-    return 1;
-}
 
 static int parse(int argc, char **argv, chat_opts *o) {
     cli_args a;
@@ -80,11 +51,11 @@ static int parse(int argc, char **argv, chat_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 512;
     o->n_ctx = -1;
-    o->sp = cmf_sampler_default_params();
+    cli_sampling_defaults(&o->smp);
     int rc = 0;
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
-            fputs(USAGE, stdout);
+            printf(USAGE, CLI_SAMPLING_USAGE, CLI_MODEL_USAGE);
             return -1;
         } else if (cli_is(&a, "--prompt", "-p")) {
             rc = cli_value(&a, &o->prompt);
@@ -102,7 +73,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
             rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &o->n_threads);
-        } else if (sampling_flag(&a, &o->sp, &o->seed_given, &rc)) {
+        } else if (cli_sampling_opt(&a, &o->smp, &rc) || cli_model_opt(&a, &o->mo, &rc)) {
             /* handled */
         } else if (!cli_is_flag(&a) && !o->model) {
             o->model = a.arg;
@@ -113,11 +84,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
     }
     if (!o->model) return cli_usage_error("chat", "missing MODEL.cmf (see cmf chat --help)");
     if (o->template_only && !o->prompt) return cli_usage_error("chat", "--template-only needs -p MESSAGE");
-    if (!o->seed_given) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        o->sp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
-    }
+    cli_sampling_finish(&o->smp);
     return 0;
 }
 
@@ -352,8 +319,8 @@ int cmd_chat(int argc, char **argv) {
         cli_warn("chat", "-c %ld is larger than the trained context %d; output quality may degrade", n_ctx, n_train);
     }
     c.n_ctx = (int)n_ctx;
-    if ((st = cmf_session_new(c.m, c.n_ctx, &c.s)) != CMF_OK ||
-        (st = cmf_sampler_new(cmf_model_vocab_size(c.m), &o.sp, &c.smp)) != CMF_OK) {
+    if ((rc = cli_session_new("chat", c.m, c.n_ctx, &o.mo, &c.s)) != 0) goto done;
+    if ((st = cmf_sampler_new(cmf_model_vocab_size(c.m), &o.smp.sp, &c.smp)) != CMF_OK) {
         rc = cli_lib_error("chat", st);
         goto done;
     }

@@ -92,4 +92,30 @@ int cli_read_text(const char *cmd, const char *path, char **text, size_t *len);
 /* Seconds on a monotonic clock. */
 double cli_now(void);
 
+/* ---- option groups (opts.c) ---- */
+#include "sample/sample.h"
+
+typedef struct cli_sampling {
+    cmf_sampler_params sp;
+    int seed_given;
+} cli_sampling;
+extern const char *const CLI_SAMPLING_USAGE; /* help text of the sampling flags */
+void cli_sampling_defaults(cli_sampling *s);
+/* If the current argument is a sampling flag, consumes it (and its value) and returns 1 with *rc = 0 or a usage
+ * error code; otherwise returns 0. */
+int cli_sampling_opt(cli_args *a, cli_sampling *s, int *rc);
+/* After parsing: a seed from the clock when none was given. */
+void cli_sampling_finish(cli_sampling *s);
+
+typedef struct cli_model_opts {
+    const char *skill;
+    cmf_session_params sp; /* o1 and looped-model fields; n_ctx is set by cli_session_new */
+} cli_model_opts;
+extern const char *const CLI_MODEL_USAGE; /* help text of --skill, --o1*, --loops, --kv-mode, --gate */
+/* As cli_sampling_opt, for the model options. */
+int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc);
+/* Creates a session of n_ctx positions with the options (and the skill); prints the error and returns a CLI
+ * status on failure; notes on stderr when the O(1) far field is on. */
+int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_opts *o, cmf_session **s);
+
 #endif

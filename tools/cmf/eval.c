@@ -21,7 +21,9 @@ static const char *USAGE =
     "  --tokens-file F      read the ids from F (same syntax)\n"
     "  -o, --output F       the output file (written to a temporary name and renamed when complete)\n"
     "  -t, --threads N      worker threads (default 0: all online CPUs)\n"
+    "%s"
     "\n"
+    "All positions run in one prefill, so the O(1) far field (sealed after a prompt) never applies here.\n"
     "Prints \"wrote N x V logits to F\" on stderr.\n";
 
 /* Writes n floats as little-endian float32 (byte-swapped on a big-endian host). Returns 0 or -1 (errno). */
@@ -72,10 +74,13 @@ int cmd_eval(int argc, char **argv) {
     const char *model = NULL, *tokens = NULL, *tokens_file = NULL, *out = NULL;
     long n_threads = 0;
     int rc = 0;
+    cli_model_opts mo;
+    memset(&mo, 0, sizeof mo);
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
-            fputs(USAGE, stdout);
+            printf(USAGE, CLI_MODEL_USAGE);
             return CLI_OK;
+        } else if (cli_model_opt(&a, &mo, &rc)) {
         } else if (cli_is(&a, "--tokens", NULL)) {
             rc = cli_value(&a, &tokens);
         } else if (cli_is(&a, "--tokens-file", NULL)) {
@@ -138,7 +143,8 @@ int cmd_eval(int argc, char **argv) {
         rc = cli_fail("eval", "out of memory for %zu x %d logits", n, vocab);
         goto done;
     }
-    if ((st = cmf_session_new(m, (int)n, &s)) != CMF_OK || (st = cmf_session_prefill(s, ids, (int)n, logits))) {
+    if ((rc = cli_session_new("eval", m, (int)n, &mo, &s)) != 0) goto done;
+    if ((st = cmf_session_prefill(s, ids, (int)n, logits)) != CMF_OK) {
         rc = cli_lib_error("eval", st);
         goto done;
     }

@@ -5,8 +5,6 @@
 #include "cli.h"
 #include "cmf.h"
 
-
-
 static const struct {
     const char *name;
     int (*fn)(int argc, char **argv);

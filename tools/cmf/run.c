@@ -30,18 +30,9 @@ static const char *USAGE =
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
     "                           larger than trained is allowed with a warning\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
-    "sampling:\n"
-    "  --temp T                 temperature (default 0.8); 0 = greedy (argmax, ties -> lowest id)\n"
-    "  --top-k K                keep the K most probable tokens (default 40; 0 = off)\n"
-    "  --top-p P                nucleus: the smallest set with probability >= P (default 0.95; 1 = off)\n"
-    "  --min-p P                drop tokens with p < P * p_max (default 0 = off)\n"
-    "  --repeat-penalty R       divide positive / multiply negative logits of recent tokens by R (default 1)\n"
-    "  --presence-penalty X     subtract X from the logits of recent tokens (default 0)\n"
-    "  --frequency-penalty X    subtract X * count from the logits of recent tokens (default 0)\n"
-    "  --repeat-last-n N        the window of recent tokens (prompt included) the penalties see (default 64)\n"
-    "  --seed S                 PRNG seed (default: from the clock); the same seed gives the same tokens\n"
     "output:\n"
     "  --print-ids              print the generated ids (one line, comma-separated) instead of text\n"
+    "%s%s"
     "\n"
     "Text goes to stdout (followed by a newline); on stderr at the end:\n"
     "  prompt: N tokens, X tok/s | decode: N tokens, Y tok/s\n";
@@ -49,8 +40,9 @@ static const char *USAGE =
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file, *tokens;
     long n_predict, n_ctx, n_threads;
-    int add_special, print_ids, seed_given, chat;
-    cmf_sampler_params sp;
+    int add_special, print_ids, chat;
+    cli_sampling smp;
+    cli_model_opts mo;
 } run_opts;
 
 static int parse(int argc, char **argv, run_opts *o) {
@@ -60,13 +52,11 @@ static int parse(int argc, char **argv, run_opts *o) {
     o->n_predict = 256;
     o->n_ctx = -1;
     o->add_special = 1;
-    o->sp = cmf_sampler_default_params();
+    cli_sampling_defaults(&o->smp);
     int rc = 0;
-    long l;
-    double d;
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
-            fputs(USAGE, stdout);
+            printf(USAGE, CLI_SAMPLING_USAGE, CLI_MODEL_USAGE);
             return -1;
         } else if (cli_is(&a, "--prompt", "-p")) {
             rc = cli_value(&a, &o->prompt);
@@ -84,24 +74,7 @@ static int parse(int argc, char **argv, run_opts *o) {
             rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &o->n_threads);
-        } else if (cli_is(&a, "--temp", "--temperature")) {
-            if (!(rc = cli_float(&a, 0.0, 1e6, &d))) o->sp.temperature = (float)d;
-        } else if (cli_is(&a, "--top-k", NULL)) {
-            if (!(rc = cli_int(&a, 0, INT_MAX, &l))) o->sp.top_k = (int)l;
-        } else if (cli_is(&a, "--top-p", NULL)) {
-            if (!(rc = cli_float(&a, 1e-9, 1.0, &d))) o->sp.top_p = (float)d;
-        } else if (cli_is(&a, "--min-p", NULL)) {
-            if (!(rc = cli_float(&a, 0.0, 1.0, &d))) o->sp.min_p = (float)d;
-        } else if (cli_is(&a, "--repeat-penalty", NULL)) {
-            if (!(rc = cli_float(&a, 1e-6, 1e6, &d))) o->sp.repeat_penalty = (float)d;
-        } else if (cli_is(&a, "--presence-penalty", NULL)) {
-            if (!(rc = cli_float(&a, -1e6, 1e6, &d))) o->sp.presence_penalty = (float)d;
-        } else if (cli_is(&a, "--frequency-penalty", NULL)) {
-            if (!(rc = cli_float(&a, -1e6, 1e6, &d))) o->sp.frequency_penalty = (float)d;
-        } else if (cli_is(&a, "--repeat-last-n", NULL)) {
-            if (!(rc = cli_int(&a, 0, 1 << 20, &l))) o->sp.penalty_last_n = (int)l;
-        } else if (cli_is(&a, "--seed", NULL)) {
-            if (!(rc = cli_u64(&a, &o->sp.seed))) o->seed_given = 1;
+        } else if (cli_sampling_opt(&a, &o->smp, &rc) || cli_model_opt(&a, &o->mo, &rc)) {
         } else if (cli_is(&a, "--print-ids", NULL)) {
             o->print_ids = 1;
         } else if (!cli_is_flag(&a) && !o->model) {
@@ -116,11 +89,7 @@ static int parse(int argc, char **argv, run_opts *o) {
     if (inputs == 0) return cli_usage_error("run", "missing input: give -p PROMPT, -f FILE or --tokens IDS");
     if (inputs > 1) return cli_usage_error("run", "give only one of -p, -f and --tokens");
     if (o->chat && o->tokens) return cli_usage_error("run", "--chat needs a text prompt (-p or -f), not --tokens");
-    if (!o->seed_given) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        o->sp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
-    }
+    cli_sampling_finish(&o->smp);
     return 0;
 }
 
@@ -235,7 +204,8 @@ int cmd_run(int argc, char **argv) {
     long need = (long)n_ids + o.n_predict;
     if (need < n_ctx) n_ctx = need;
 
-    if ((st = cmf_session_new(m, (int)n_ctx, &s)) != CMF_OK || (st = cmf_sampler_new(vocab, &o.sp, &smp)) != CMF_OK) {
+    if ((rc = cli_session_new("run", m, (int)n_ctx, &o.mo, &s)) != 0) goto done;
+    if ((st = cmf_sampler_new(vocab, &o.smp.sp, &smp)) != CMF_OK) {
         rc = cli_lib_error("run", st);
         goto done;
     }
@@ -289,6 +259,9 @@ int cmd_run(int argc, char **argv) {
         double tp = t1 - t0, td = t2 - t1;
         fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_ids,
                 tp > 0 ? (double)n_ids / tp : 0.0, n_gen, td > 0 ? n_gen / td : 0.0);
+        long gated = 0;
+        double share = cmf_session_gate_one_pass_share(s, &gated);
+        if (gated > 0) fprintf(stderr, "early exit: %.1f%% of %ld gated tokens took one pass\n", 100 * share, gated);
     }
 
 done:

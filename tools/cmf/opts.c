@@ -1,0 +1,115 @@
+/* opts.c — option groups shared by several subcommands: sampling (run, chat) and the per-session model options
+ * (run, chat, eval, bench, ppl): --skill, the O(1) far field, and the looped-model (Dory) options. */
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli.h"
+
+const char *const CLI_SAMPLING_USAGE =
+    "sampling:\n"
+    "  --temp T                 temperature (default 0.8); 0 = greedy (argmax, ties -> lowest id)\n"
+    "  --top-k K                keep the K most probable tokens (default 40; 0 = off)\n"
+    "  --top-p P                nucleus: the smallest set with probability >= P (default 0.95; 1 = off)\n"
+    "  --min-p P                drop tokens with p < P * p_max (default 0 = off)\n"
+    "  --repeat-penalty R       divide positive / multiply negative logits of recent tokens by R (default 1)\n"
+    "  --presence-penalty X     subtract X from the logits of recent tokens (default 0)\n"
+    "  --frequency-penalty X    subtract X * count from the logits of recent tokens (default 0)\n"
+    "  --repeat-last-n N        the window of recent tokens (prompt included) the penalties see (default 64)\n"
+    "  --seed S                 PRNG seed (default: from the clock); the same seed gives the same tokens\n";
+
+const char *const CLI_MODEL_USAGE =
+    "model options:\n"
+    "  --skill ID|none          use skill ID's tensors in place of the backbone's (CMF_FORMAT.md §3.1)\n"
+    "  --o1 all|deepN|i,j,k|off the O(1) far field on these full-attention layers (default: CMF_O1, else the\n"
+    "                           file's provenance.o1_attn hint, else off)\n"
+    "  --o1-m M, --o1-window W, --o1-sink S, --o1-seal N, --o1-rect agg|fm\n"
+    "                           landmarks (32), exact window (128), sinks (4), seal length (32768), rectifier\n"
+    "  --loops N                looped models (Dory): recurrent passes per token (default: the config's)\n"
+    "  --kv-mode per_loop|last_loop   looped models: KV cache mode (default: the config's)\n"
+    "  --gate T                 looped models: Conf early exit at top probability >= T (decode, 2 loops)\n";
+
+void cli_sampling_defaults(cli_sampling *s) {
+    memset(s, 0, sizeof *s);
+    s->sp = cmf_sampler_default_params();
+}
+
+int cli_sampling_opt(cli_args *a, cli_sampling *s, int *rc) {
+    long l;
+    double d;
+    cmf_sampler_params *sp = &s->sp;
+    if (cli_is(a, "--temp", "--temperature")) {
+        if (!(*rc = cli_float(a, 0.0, 1e6, &d))) sp->temperature = (float)d;
+    } else if (cli_is(a, "--top-k", NULL)) {
+        if (!(*rc = cli_int(a, 0, INT_MAX, &l))) sp->top_k = (int)l;
+    } else if (cli_is(a, "--top-p", NULL)) {
+        if (!(*rc = cli_float(a, 1e-9, 1.0, &d))) sp->top_p = (float)d;
+    } else if (cli_is(a, "--min-p", NULL)) {
+        if (!(*rc = cli_float(a, 0.0, 1.0, &d))) sp->min_p = (float)d;
+    } else if (cli_is(a, "--repeat-penalty", NULL)) {
+        if (!(*rc = cli_float(a, 1e-6, 1e6, &d))) sp->repeat_penalty = (float)d;
+    } else if (cli_is(a, "--presence-penalty", NULL)) {
+        if (!(*rc = cli_float(a, -1e6, 1e6, &d))) sp->presence_penalty = (float)d;
+    } else if (cli_is(a, "--frequency-penalty", NULL)) {
+        if (!(*rc = cli_float(a, -1e6, 1e6, &d))) sp->frequency_penalty = (float)d;
+    } else if (cli_is(a, "--repeat-last-n", NULL)) {
+        if (!(*rc = cli_int(a, 0, 1 << 20, &l))) sp->penalty_last_n = (int)l;
+    } else if (cli_is(a, "--seed", NULL)) {
+        if (!(*rc = cli_u64(a, &sp->seed))) s->seed_given = 1;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+void cli_sampling_finish(cli_sampling *s) {
+    if (s->seed_given) return;
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    s->sp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
+}
+
+int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
+    long l;
+    double d;
+    cmf_session_params *p = &o->sp;
+    if (cli_is(a, "--skill", NULL)) {
+        *rc = cli_value(a, &o->skill);
+    } else if (cli_is(a, "--o1", NULL)) {
+        *rc = cli_value(a, &p->o1);
+    } else if (cli_is(a, "--o1-m", NULL)) {
+        if (!(*rc = cli_int(a, 4, 1 << 16, &l))) p->o1_m = (int)l;
+    } else if (cli_is(a, "--o1-window", NULL)) {
+        if (!(*rc = cli_int(a, 1, 1 << 24, &l))) p->o1_window = (int)l;
+    } else if (cli_is(a, "--o1-sink", NULL)) {
+        if (!(*rc = cli_int(a, 0, 1 << 20, &l))) p->o1_sink = (int)l, p->o1_sink_set = 1;
+    } else if (cli_is(a, "--o1-seal", NULL)) {
+        if (!(*rc = cli_int(a, 1, 1 << 24, &l))) p->o1_seal = (int)l;
+    } else if (cli_is(a, "--o1-rect", NULL)) {
+        *rc = cli_value(a, &p->o1_rect);
+    } else if (cli_is(a, "--loops", NULL)) {
+        if (!(*rc = cli_int(a, 1, 16, &l))) p->loops = (int)l;
+    } else if (cli_is(a, "--kv-mode", NULL)) {
+        *rc = cli_value(a, &p->dory_kv_mode);
+    } else if (cli_is(a, "--gate", NULL)) {
+        if (!(*rc = cli_float(a, 0.0, 1e6, &d))) p->gate = (float)d;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_opts *o, cmf_session **s) {
+    cmf_session_params p = o->sp;
+    p.n_ctx = n_ctx;
+    cmf_status st = cmf_session_new_ex(m, &p, s);
+    if (st == CMF_OK && o->skill && (st = cmf_session_set_skill(*s, o->skill)) != CMF_OK) {
+        cmf_session_free(*s);
+        *s = NULL;
+    }
+    if (st != CMF_OK) return cli_lib_error(cmd, st);
+    if (cmf_session_o1_layers(*s) > 0)
+        fprintf(stderr, "cmf %s: O(1) far field on %d layer(s)\n", cmd, cmf_session_o1_layers(*s));
+    return 0;
+}
