@@ -2,6 +2,7 @@
  * (CMF_FORMAT.md §3, §1.7). Three parts:
  *
  *   resolve.c    which tensor a forward pass reads while a skill is active; the registry listing
+ *   route.c      recon-argmin routing over given φ vectors (the skills' selection subspaces)
  *   masks.c      the masks section decoded into per-layer bitsets, and which mask is active
  *   bake.c       `skill add`: donor tensors that differ from the backbone, re-encoded, written as skill.<id>.*
  *   skillfile.c  standalone skill files (feature bit SKILL_FILE): export and apply
@@ -61,6 +62,60 @@ typedef struct cmf_skill_info {
  * unsigned integers; the message names the record). */
 cmf_status cmf_skills_list(const cmf_file *f, cmf_skill_info **out, size_t *n);
 void cmf_skills_free(cmf_skill_info *list, size_t n);
+
+/* ------------------------------------------------------------------------------------------------------------
+ * Routing (§3.1 "Routing (recon-argmin)"; route.c). The caller runs the forward to get φ: the mean over the
+ * prompt tokens of the hidden state after layers 0..=phi_layer, no final norm.
+ * ---------------------------------------------------------------------------------------------------------- */
+
+/* The decoded `selection` of one routable skill. */
+typedef struct cmf_skill_selection {
+    const char *id;      /* points into f->header */
+    int unit;            /* metric "mse_unit": φ is L2-normalized first; "mse": as is */
+    uint32_t phi_layer, rank, hidden;
+    float *mean;         /* hidden values (from base64 of f16 LE) */
+    float *basis;        /* rank rows of hidden values */
+    int has_err_mean, has_err_std;
+    double err_mean, err_std;
+} cmf_skill_selection;
+
+/* The selections of the skills that have one, in header.skills order. *out malloc'd (NULL when *n == 0); free
+ * with cmf_skill_selections_free. Errors: CMF_E_FORMAT naming the skill (metric not mse/mse_unit, phi_layer or
+ * rank missing, mean/basis not base64 of f16, value counts other than hidden_size and rank*hidden_size),
+ * CMF_E_NOMEM, CMF_E_ARG. */
+cmf_status cmf_skill_selections(const cmf_file *f, cmf_skill_selection **out, size_t *n);
+void cmf_skill_selections_free(cmf_skill_selection *s, size_t n);
+
+/* E_raw = ||r||^2 - sum_k (b_k . r)^2 with r = φ - mean (φ normalized first for mse_unit), clamped at 0, in
+ * double precision (the reference accumulates in f32). `phi` holds s->hidden floats; *phi_sq (may be NULL)
+ * receives ||φ||^2 of the (normalized) φ, the denominator of the displayed error. */
+double cmf_skill_recon_error(const cmf_skill_selection *s, const float *phi, double *phi_sq);
+
+typedef struct cmf_skill_route_score {
+    size_t index;       /* into the selections array */
+    double error;       /* displayed error E_raw / ||φ||^2 */
+    double raw_error;   /* E_raw */
+    double probability; /* softmax(-E_raw / T) with header.routing; 0 without */
+} cmf_skill_route_score;
+
+typedef struct cmf_skill_routing {
+    cmf_skill_route_score *scores; /* best first (smallest E_raw) */
+    size_t n;
+    double confidence; /* the winner's probability (0 without calibration) */
+    double margin;     /* 1/(1+E0) - 1/(1+E1) over raw errors (1/(1+E0) with one skill) */
+    double novelty;    /* 0.5*sigmoid((E0 - err_mean)/err_std) + 0.25/(1 + 8*margin) + 0.25*(1 - confidence); NaN
+                          without calibration */
+    int is_novel;      /* novelty > routing.novelty_theta; without calibration: winner's displayed error > tau */
+    int calibrated;    /* header.routing present */
+} cmf_skill_routing;
+
+/* Scores every selection: phi[i] is φ at sel[i].phi_layer (sel[i].hidden floats). With header.routing of `f`
+ * (f may be NULL: uncalibrated) the calibrated recipe of §3.1 step 4 (err_std floored at 1e-4, T at 1e-3);
+ * otherwise step 5 with threshold `fallback_tau` (the reference uses 0.30). n == 0 gives an empty, novel
+ * result. Free with cmf_skill_routing_free. Errors: CMF_E_ARG, CMF_E_NOMEM. */
+cmf_status cmf_skill_route(const cmf_file *f, const cmf_skill_selection *sel, size_t n, const float *const *phi,
+                           double fallback_tau, cmf_skill_routing *out);
+void cmf_skill_routing_free(cmf_skill_routing *r);
 
 /* ------------------------------------------------------------------------------------------------------------
  * Task masks (§1.7, §3.4)
