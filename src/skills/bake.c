@@ -121,7 +121,8 @@ static const cmf_st_tensor *st_find(const cmf_safetensors *st, const char *name)
 static void shape_str(int ndim, const uint32_t *s32, const uint64_t *s64, char *buf, size_t cap) {
     size_t k = (size_t)snprintf(buf, cap, "[");
     for (int d = 0; d < ndim && k < cap; d++)
-        k += (size_t)snprintf(buf + k, cap - k, d ? ", %llu" : "%llu", s32 ? (unsigned long long)s32[d] : (unsigned long long)s64[d]);
+        k += (size_t)snprintf(buf + k, cap - k, d ? ", %llu" : "%llu",
+                              s32 ? (unsigned long long)s32[d] : (unsigned long long)s64[d]);
     if (k < cap) snprintf(buf + k, cap - k, "]");
 }
 
@@ -153,10 +154,9 @@ static cmf_status encode(int dtype, const cmf_tensor *b, const float *vals, uint
 /* ---- the bake --------------------------------------------------------------------------------------------- */
 
 static const char *const FFN_SUFFIX[] = {"mlp.gate_proj.weight", "mlp.up_proj.weight", "mlp.down_proj.weight"};
-static const char *const ATTN_SUFFIX[] = {"self_attn.q_proj.weight", "self_attn.k_proj.weight",
-                                          "self_attn.v_proj.weight", "self_attn.o_proj.weight",
-                                          "self_attn.q_proj.bias",   "self_attn.k_proj.bias",
-                                          "self_attn.v_proj.bias"};
+static const char *const ATTN_SUFFIX[] = {
+    "self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight", "self_attn.o_proj.weight",
+    "self_attn.q_proj.bias",   "self_attn.k_proj.bias",   "self_attn.v_proj.bias"};
 
 typedef struct bake {
     const cmf_skill_add_opts *o;
@@ -218,8 +218,8 @@ static cmf_status graft(bake *k, const char *name, uint32_t layer) {
         return cmf_err(CMF_E_UNSUPPORTED, "%s: %llu elements is too large", name, (unsigned long long)numel);
     float *vals = malloc((size_t)(numel ? numel : 1) * sizeof *vals);
     if (!vals) return cmf_err(CMF_E_NOMEM, "%s: out of memory", name);
-    cmf_status st = dc ? cmf_dequant(dc->dtype, dc->ndim, dc->shape, dc->data, dc->nbytes, vals)
-                       : cmf_st_to_f32(ds, vals);
+    cmf_status st =
+        dc ? cmf_dequant(dc->dtype, dc->ndim, dc->shape, dc->data, dc->nbytes, vals) : cmf_st_to_f32(ds, vals);
     if (st) {
         free(vals);
         return cmf_err_prefix(st, "donor tensor %s: ", name);
@@ -342,7 +342,8 @@ cmf_status cmf_skills_copy_sections(const cmf_file *f, cmf_writer *w, int masks,
 }
 
 static uint32_t arch_layers(const cmf_file *f) {
-    const cJSON *nl = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->header, "arch"), "num_layers");
+    const cJSON *nl =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->header, "arch"), "num_layers");
     return cJSON_IsNumber(nl) && nl->valuedouble >= 0 && nl->valuedouble < 1e6 ? (uint32_t)nl->valuedouble : 0;
 }
 
@@ -353,7 +354,8 @@ cmf_status cmf_skill_add(const char *model_path, const char *donor_path, const c
     if (!cmf_skill_id_valid(o->id))
         return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-128 characters of [A-Za-z0-9_-])",
                        o->id ? o->id : "");
-    if (o->skill_quant >= CMF_DT_COUNT) return cmf_err(CMF_E_ARG, "skill add: unknown --skill-quant dtype %d", o->skill_quant);
+    if (o->skill_quant >= CMF_DT_COUNT)
+        return cmf_err(CMF_E_ARG, "skill add: unknown --skill-quant dtype %d", o->skill_quant);
     int fam = o->families ? o->families : CMF_SKILL_ALL;
     if (fam & ~CMF_SKILL_ALL) return cmf_err(CMF_E_ARG, "skill add: bad --tensors family %d", fam);
 
@@ -397,8 +399,10 @@ cmf_status cmf_skill_add(const char *model_path, const char *donor_path, const c
             }
     }
     if (k.rep.n_stored == 0) {
-        st = cmf_err(CMF_E_ARG, "skill add: no donor tensor differs from the backbone (%zu equal, %zu missing) — "
-                     "wrong --from, --layers or --tensors?", k.rep.n_unchanged, k.rep.n_skipped);
+        st = cmf_err(CMF_E_ARG,
+                     "skill add: no donor tensor differs from the backbone (%zu equal, %zu missing) — "
+                     "wrong --from, --layers or --tensors?",
+                     k.rep.n_unchanged, k.rep.n_skipped);
         goto done;
     }
     cJSON *h = NULL;

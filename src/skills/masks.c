@@ -75,8 +75,7 @@ static uint64_t clear_tail(uint8_t *row, size_t bytes, uint32_t bits) {
 #define MERR(...) cmf_err(CMF_E_FORMAT, __VA_ARGS__)
 
 /* Decodes meta.masks[i] and its blob into *t. */
-static cmf_status decode_one(cmf_masks *m, const cJSON *mm, int i, const uint8_t *sec, uint64_t len,
-                             cmf_task_mask *t) {
+static cmf_status decode_one(cmf_masks *m, const cJSON *mm, int i, const uint8_t *sec, uint64_t len, cmf_task_mask *t) {
     int ok;
     const cJSON *name = cJSON_GetObjectItemCaseSensitive(mm, "name");
     if (!cJSON_IsObject(mm) || !cJSON_IsString(name))
@@ -103,7 +102,8 @@ static cmf_status decode_one(cmf_masks *m, const cJSON *mm, int i, const uint8_t
         return MERR("masks: mask \"%.64s\": priority \"%.32s\" is not Fallback, Normal or Primary", nm, ps);
     const cJSON *q = cJSON_GetObjectItemCaseSensitive(mm, "quality");
     if (q && !cJSON_IsNull(q)) {
-        const cJSON *qm = cJSON_GetObjectItemCaseSensitive(q, "metric"), *qv = cJSON_GetObjectItemCaseSensitive(q, "value");
+        const cJSON *qm = cJSON_GetObjectItemCaseSensitive(q, "metric"),
+                    *qv = cJSON_GetObjectItemCaseSensitive(q, "value");
         if (!cJSON_IsObject(q) || !cJSON_IsString(qm) || !cJSON_IsNumber(qv))
             return MERR("masks: mask \"%.64s\": quality must be null or {metric: string, value: number}", nm);
         t->has_quality = 1;
@@ -133,8 +133,9 @@ static cmf_status decode_one(cmf_masks *m, const cJSON *mm, int i, const uint8_t
         rows = L;
     else
         return MERR("masks: mask \"%.64s\": blob_len %llu matches neither the legacy layout (%llu) nor the loop "
-                    "layout (%llu)%s", nm, (unsigned long long)blen, (unsigned long long)legacy,
-                    (unsigned long long)looped, t->has_expert_fields ? " with expert rows" : "");
+                    "layout (%llu)%s",
+                    nm, (unsigned long long)blen, (unsigned long long)legacy, (unsigned long long)looped,
+                    t->has_expert_fields ? " with expert rows" : "");
     t->loop_layout = rows == V && V != L;
     const uint8_t *blob = sec + boff;
     t->ffn = malloc(V * m->ffn_bytes + 1);
@@ -283,8 +284,8 @@ cmf_status cmf_masks_choose(const cmf_masks *m, const char *task, int *index) {
     size_t k = 0;
     for (size_t i = 0; i < m->n && k < sizeof names; i++)
         k += (size_t)snprintf(names + k, sizeof names - k, "%s%s", i ? ", " : "", m->masks[i].name);
-    return cmf_err(CMF_E_NOT_FOUND, "no task mask named \"%.64s\" (%s%s)", task, m->n ? "masks: " : "the file has no masks",
-                   names);
+    return cmf_err(CMF_E_NOT_FOUND, "no task mask named \"%.64s\" (%s%s)", task,
+                   m->n ? "masks: " : "the file has no masks", names);
 }
 
 const uint8_t *cmf_mask_ffn_row(const cmf_masks *m, const cmf_task_mask *t, uint32_t vlayer) {
@@ -378,8 +379,9 @@ char *cmf_masks_describe(const cmf_masks *m) {
         }
         for (uint32_t v = 0; v < m->n_virtual_layers; v++)
             ffn += cmf_mask_popcount(cmf_mask_ffn_row(m, t, v), m->intermediate_size);
-        sb_printf(&b, "  [%u] %-16s %-8s sparsity %5.1f%%  layers alive %u/%u  FFN active %llu/%llu  heads active "
-                      "%llu/%llu",
+        sb_printf(&b,
+                  "  [%u] %-16s %-8s sparsity %5.1f%%  layers alive %u/%u  FFN active %llu/%llu  heads active "
+                  "%llu/%llu",
                   t->task_id, t->name, priority_name(t->priority), t->sparsity * 100.0, alive, m->n_layers,
                   (unsigned long long)ffn, (unsigned long long)ffn_total, (unsigned long long)heads,
                   (unsigned long long)head_total);
@@ -399,8 +401,10 @@ char *cmf_masks_describe(const cmf_masks *m) {
     if (active < 0)
         sb_printf(&b, "active by default: none (CMF_TASK=%s: dense)\n", env ? env : "");
     else
-        sb_printf(&b, "active by default: %s (the first Fallback-priority mask, else the first mask; CMF_TASK=off "
-                      "runs dense)\n", m->masks[active].name);
+        sb_printf(&b,
+                  "active by default: %s (the first Fallback-priority mask, else the first mask; CMF_TASK=off "
+                  "runs dense)\n",
+                  m->masks[active].name);
     if (b.oom) {
         free(b.p);
         return NULL;

@@ -41,7 +41,8 @@ static const char *overlay_base(const char *name, const char *id, size_t id_len)
 
 static void shape_str(const cmf_tensor *t, char *buf, size_t cap) {
     size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < t->ndim && k < cap; d++) k += (size_t)snprintf(buf + k, cap - k, d ? ", %u" : "%u", t->shape[d]);
+    for (int d = 0; d < t->ndim && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, d ? ", %u" : "%u", t->shape[d]);
     if (k < cap) snprintf(buf + k, cap - k, "]");
 }
 

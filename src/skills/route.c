@@ -98,7 +98,8 @@ cmf_status cmf_skill_selections(const cmf_file *f, cmf_skill_selection **out, si
     cmf_status st = CMF_OK;
     int idx = 0;
     cJSON_ArrayForEach(r, sk) {
-        const cJSON *sel = cJSON_GetObjectItemCaseSensitive(r, "selection"), *id = cJSON_GetObjectItemCaseSensitive(r, "id");
+        const cJSON *sel = cJSON_GetObjectItemCaseSensitive(r, "selection"),
+                    *id = cJSON_GetObjectItemCaseSensitive(r, "id");
         int i = idx++;
         if (!cJSON_IsObject(sel) || !cJSON_IsString(id)) continue;
         cmf_skill_selection *s = &list[cnt++];
@@ -116,20 +117,23 @@ cmf_status cmf_skill_selections(const cmf_file *f, cmf_skill_selection **out, si
         s->unit = !strcmp(metric, "mse_unit");
         if (!opt_num(sel, "phi_layer", &pl) || !opt_num(sel, "rank", &rk) || pl < 0 || rk < 0 || rk > 4096 ||
             pl > 1e6) {
-            st = cmf_err(CMF_E_FORMAT, "skills[%d] (\"%s\"): selection.phi_layer/rank missing or out of range", i, s->id);
+            st = cmf_err(CMF_E_FORMAT, "skills[%d] (\"%s\"): selection.phi_layer/rank missing or out of range", i,
+                         s->id);
             goto fail;
         }
         s->phi_layer = (uint32_t)pl;
         s->rank = (uint32_t)rk;
         size_t nm = 0, nb = 0;
         if (!mean || !basis || !decode_f16_b64(mean, &s->mean, &nm) || !decode_f16_b64(basis, &s->basis, &nb)) {
-            st = cmf_err(CMF_E_FORMAT, "skills[%d] (\"%s\"): selection.mean/basis is not base64 of f16 values", i, s->id);
+            st = cmf_err(CMF_E_FORMAT, "skills[%d] (\"%s\"): selection.mean/basis is not base64 of f16 values", i,
+                         s->id);
             goto fail;
         }
         if (nm != hidden || nb != (size_t)s->rank * hidden) {
-            st = cmf_err(CMF_E_FORMAT, "skills[%d] (\"%s\"): selection has %zu mean and %zu basis values; hidden_size %u "
-                         "and rank %u need %u and %llu", i, s->id, nm, nb, hidden, s->rank, hidden,
-                         (unsigned long long)s->rank * hidden);
+            st = cmf_err(CMF_E_FORMAT,
+                         "skills[%d] (\"%s\"): selection has %zu mean and %zu basis values; hidden_size %u "
+                         "and rank %u need %u and %llu",
+                         i, s->id, nm, nb, hidden, s->rank, hidden, (unsigned long long)s->rank * hidden);
             goto fail;
         }
         s->has_err_mean = opt_num(sel, "err_mean", &s->err_mean);
@@ -218,7 +222,8 @@ cmf_status cmf_skill_route(const cmf_file *f, const cmf_skill_selection *sel, si
     double em = w->has_err_mean ? w->err_mean : 0.0, es = w->has_err_std ? w->err_std : 1.0;
     if (es < 1e-4) es = 1e-4;
     double z = (e0 - em) / es;
-    out->novelty = W_ENERGY / (1.0 + exp(-z)) + W_MARGIN / (1.0 + out->margin * MARGIN_K) + W_CONF * (1.0 - out->confidence);
+    out->novelty =
+        W_ENERGY / (1.0 + exp(-z)) + W_MARGIN / (1.0 + out->margin * MARGIN_K) + W_CONF * (1.0 - out->confidence);
     out->is_novel = out->novelty > theta;
     return CMF_OK;
 }

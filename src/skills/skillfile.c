@@ -44,7 +44,8 @@ static int same_payload(const cmf_tensor *a, const cmf_tensor *b) {
 
 static void shape_str(const cmf_tensor *t, char *buf, size_t cap) {
     size_t k = (size_t)snprintf(buf, cap, "[");
-    for (int d = 0; d < t->ndim && k < cap; d++) k += (size_t)snprintf(buf + k, cap - k, d ? ", %u" : "%u", t->shape[d]);
+    for (int d = 0; d < t->ndim && k < cap; d++)
+        k += (size_t)snprintf(buf + k, cap - k, d ? ", %u" : "%u", t->shape[d]);
     if (k < cap) snprintf(buf + k, cap - k, "]");
 }
 
@@ -52,7 +53,8 @@ static cmf_status shape_error(const char *what, const cmf_tensor *t, const cmf_t
     char s1[96], s2[96];
     shape_str(t, s1, sizeof s1);
     shape_str(b, s2, sizeof s2);
-    return cmf_err(CMF_E_FORMAT, "%s: tensor \"%.200s\" has shape %s but the base tensor has %s", what, b->name, s1, s2);
+    return cmf_err(CMF_E_FORMAT, "%s: tensor \"%.200s\" has shape %s but the base tensor has %s", what, b->name, s1,
+                   s2);
 }
 
 /* Layer index of "model.layers.<i>." names, or -1. */
@@ -101,8 +103,10 @@ cmf_status cmf_skill_export(const char *model_path, const char *id, const char *
     const cmf_file *b = base ? base : f;
     if (strcmp(arch_name(f), arch_name(b)) || arch_num(f, "num_layers") != arch_num(b, "num_layers") ||
         arch_num(f, "hidden_size") != arch_num(b, "hidden_size")) {
-        st = cmf_err(CMF_E_ARG, "skill export: the model (%s) and the base (%s) disagree on the architecture "
-                     "(arch_name, num_layers, hidden_size)", arch_name(f), arch_name(b));
+        st = cmf_err(CMF_E_ARG,
+                     "skill export: the model (%s) and the base (%s) disagree on the architecture "
+                     "(arch_name, num_layers, hidden_size)",
+                     arch_name(f), arch_name(b));
         goto done;
     }
     layers = calloc(f->n_tensors + 1, sizeof *layers);
@@ -163,12 +167,16 @@ cmf_status cmf_skill_export(const char *model_path, const char *id, const char *
     if (ok && !name && old) ok = carry(rec, old, "name");
     for (size_t i = 0; ok && i < n_layers; i++) ok = cJSON_AddItemToArray(ly, cJSON_CreateNumber((double)layers[i]));
     if (ok) ok = cJSON_AddItemToObject(rec, "layers", ly), ly = NULL;
-    if (ok && old) ok = carry(rec, old, "selection") && carry(rec, old, "input_mask_task") && carry(rec, old, "quality");
-    if (ok) ok = cJSON_AddStringToObject(rec, "base_dir_hash", hex) && cJSON_AddStringToObject(rec, "base_arch", arch_name(b));
+    if (ok && old)
+        ok = carry(rec, old, "selection") && carry(rec, old, "input_mask_task") && carry(rec, old, "quality");
+    if (ok)
+        ok = cJSON_AddStringToObject(rec, "base_dir_hash", hex) &&
+             cJSON_AddStringToObject(rec, "base_arch", arch_name(b));
     if (ok && m->n) ok = cJSON_AddStringToObject(rec, "task", m->default_task) != NULL;
     cmf_masks_free(m);
-    if (ok) ok = cJSON_AddStringToObject(prov, "cut_from", basename_of(model_path)) &&
-                 cJSON_AddNumberToObject(prov, "tensors", (double)n);
+    if (ok)
+        ok = cJSON_AddStringToObject(prov, "cut_from", basename_of(model_path)) &&
+             cJSON_AddNumberToObject(prov, "tensors", (double)n);
     if (ok) ok = cJSON_AddItemToObject(rec, "provenance", prov), prov = NULL;
     cJSON_Delete(ly);
     cJSON_Delete(prov);
@@ -223,8 +231,10 @@ cmf_status cmf_skill_apply(const char *base_path, const char *skill_path, const 
         if (!rec && cJSON_IsString(x)) rec = r, want = x;
     }
     if (!rec) {
-        st = cmf_err(CMF_E_ARG, "skill apply: %s carries no standalone-skill record (header.skills[].base_dir_hash) "
-                     "— not a skill file", skill_path);
+        st = cmf_err(CMF_E_ARG,
+                     "skill apply: %s carries no standalone-skill record (header.skills[].base_dir_hash) "
+                     "— not a skill file",
+                     skill_path);
         goto done;
     }
     char have[17];
@@ -232,14 +242,17 @@ cmf_status cmf_skill_apply(const char *base_path, const char *skill_path, const 
     if (strcasecmp(want->valuestring, have) != 0) {
         const cJSON *ba = cJSON_GetObjectItemCaseSensitive(rec, "base_arch");
         if (!force) {
-            st = cmf_err(CMF_E_ARG, "skill apply: the skill was cut against a different base (base_dir_hash %.32s, "
-                         "this base %s; base_arch %.64s); --force overrides", want->valuestring, have,
-                         cJSON_IsString(ba) ? ba->valuestring : "?");
+            st = cmf_err(CMF_E_ARG,
+                         "skill apply: the skill was cut against a different base (base_dir_hash %.32s, "
+                         "this base %s; base_arch %.64s); --force overrides",
+                         want->valuestring, have, cJSON_IsString(ba) ? ba->valuestring : "?");
             goto done;
         }
         rep.forced = 1;
-        warnf(warn, warn_ctx, "base directory hash %s does not match the skill's base_dir_hash %.32s: applying anyway "
-              "(--force)", have, want->valuestring);
+        warnf(warn, warn_ctx,
+              "base directory hash %s does not match the skill's base_dir_hash %.32s: applying anyway "
+              "(--force)",
+              have, want->valuestring);
     }
     if ((st = cmf_writer_new(out_path, &w))) goto done;
     for (size_t i = 0; i < base->n_tensors; i++) {

@@ -10,8 +10,9 @@
 #include "skills/skills.h"
 #include "testutil.h"
 
-
-static uint32_t rd32(const uint8_t *p) { return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static uint32_t rd32(const uint8_t *p) {
+    return p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static int bit(const uint8_t *p, size_t i) { return (p[i / 8] >> (i % 8)) & 1; }
 static double num(const cJSON *o, const char *k) { return cJSON_GetObjectItemCaseSensitive(o, k)->valuedouble; }
 
@@ -45,8 +46,9 @@ static void test_reference(const char *file) {
         CHECK(t->task_id == (uint32_t)num(mm, "task_id"));
         CHECK((float)t->sparsity == (float)num(mm, "sparsity"));
         const char *pri = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(mm, "priority"));
-        CHECK(t->priority == (!strcmp(pri, "Fallback") ? CMF_MASK_FALLBACK : !strcmp(pri, "Normal") ? CMF_MASK_NORMAL
-                                                                                                     : CMF_MASK_PRIMARY));
+        CHECK(t->priority == (!strcmp(pri, "Fallback") ? CMF_MASK_FALLBACK
+                              : !strcmp(pri, "Normal") ? CMF_MASK_NORMAL
+                                                       : CMF_MASK_PRIMARY));
         const cJSON *q = cJSON_GetObjectItemCaseSensitive(mm, "quality");
         CHECK(t->has_quality == !cJSON_IsNull(q));
         if (t->has_quality) CHECK(t->quality_value == num(q, "value"));
@@ -112,7 +114,12 @@ static void test_reference(const char *file) {
 
 /* ---- synthetic sections ---------------------------------------------------------------------------------- */
 
-typedef struct { const char *name, *priority; int expert; size_t len; const uint8_t *blob; } smask;
+typedef struct {
+    const char *name, *priority;
+    int expert;
+    size_t len;
+    const uint8_t *blob;
+} smask;
 
 /* Builds a section: head, meta (blob offsets 8-aligned), blobs. Returns malloc'd bytes. */
 static uint8_t *build(const smask *ms, int n, size_t *len, const char *extra_meta) {
@@ -125,11 +132,11 @@ static uint8_t *build(const smask *ms, int n, size_t *len, const char *extra_met
     for (int i = 0; i < n; i++) {
         off = (off + 7) / 8 * 8;
         offs[i] = base + off;
-        k += (size_t)snprintf(meta + k, sizeof meta - k,
-                              "%s{\"task_id\":%d,\"name\":\"%s\",\"sparsity\":0.25,\"priority\":\"%s\",\"blob_off\":%zu,"
-                              "\"blob_len\":%zu,\"quality\":null,\"has_expert_fields\":%s}",
-                              i ? "," : "", i + 1, ms[i].name, ms[i].priority, offs[i], ms[i].len,
-                              ms[i].expert ? "true" : "false");
+        k += (size_t)snprintf(
+            meta + k, sizeof meta - k,
+            "%s{\"task_id\":%d,\"name\":\"%s\",\"sparsity\":0.25,\"priority\":\"%s\",\"blob_off\":%zu,"
+            "\"blob_len\":%zu,\"quality\":null,\"has_expert_fields\":%s}",
+            i ? "," : "", i + 1, ms[i].name, ms[i].priority, offs[i], ms[i].len, ms[i].expert ? "true" : "false");
         off += ms[i].len;
     }
     k += (size_t)snprintf(meta + k, sizeof meta - k, "]}");
@@ -174,12 +181,13 @@ static void test_synthetic(void) {
             CHECK(cmf_mask_layer_alive(m, a, l) == bit(legacy + L * F + L * HB, l));
             CHECK(cmf_mask_layer_alive(m, b, l) == bit(looped + V * F + L * HB, l));
             for (uint32_t e = 0; e < 16; e++)
-                CHECK(cmf_mask_bit(cmf_mask_expert_row(m, b, l), e) == (e < 9 && bit(looped + V * F + L * HB + G + l * E, e)));
+                CHECK(cmf_mask_bit(cmf_mask_expert_row(m, b, l), e) ==
+                      (e < 9 && bit(looped + V * F + L * HB + G + l * E, e)));
             CHECK(cmf_mask_expert_row(m, a, l) == NULL);
         }
         CHECK(a->tail_bits_cleared > 0 && b->tail_bits_cleared > 0);
         CHECK(cmf_mask_layer_alive(m, a, 99) == 1); /* a missing gate counts as alive */
-        CHECK(cmf_masks_fallback(m) == 0);           /* no Fallback mask: the first */
+        CHECK(cmf_masks_fallback(m) == 0);          /* no Fallback mask: the first */
         int idx;
         unsetenv("CMF_TASK");
         CHECK(cmf_masks_choose(m, NULL, &idx) == CMF_OK && idx == 0);
@@ -207,7 +215,8 @@ static void test_synthetic(void) {
     sec[0] = 2; /* n_masks != meta length */
     CHECK(cmf_masks_parse(arch, sec, len, &m) == CMF_E_FORMAT && strstr(cmf_last_error(), "n_masks"));
     free(sec);
-    cJSON *dense = cJSON_Parse("{\"num_layers\":3,\"num_loops\":2,\"intermediate_size\":10,\"num_attention_heads\":12}");
+    cJSON *dense =
+        cJSON_Parse("{\"num_layers\":3,\"num_loops\":2,\"intermediate_size\":10,\"num_attention_heads\":12}");
     sec = build(&ms[1], 1, &len, NULL);
     CHECK(cmf_masks_parse(dense, sec, len, &m) == CMF_E_FORMAT && strstr(cmf_last_error(), "arch.moe"));
     free(sec);

@@ -15,14 +15,13 @@
 #include "skills/skills.h"
 #include "testutil.h"
 
-
 #define UP1 "model.layers.1.mlp.up_proj.weight"
 #define Q2 "model.layers.2.self_attn.q_proj.weight"
 #define GATE0 "model.layers.0.mlp.gate_proj.weight"
 #define NORM "model.norm.weight"
 
-static char P_BASE[512], P_DONOR[512], P_BAKED[512], P_EXTRA[512], P_SKILL[512], P_SKILL_SELF[512],
-    P_APPLIED[512], P_FORCED[512], P_SPEC[512], P_SPEC_SKILL[512], P_SPEC_APPLIED[512];
+static char P_BASE[512], P_DONOR[512], P_BAKED[512], P_EXTRA[512], P_SKILL[512], P_SKILL_SELF[512], P_APPLIED[512],
+    P_FORCED[512], P_SPEC[512], P_SPEC_SKILL[512], P_SPEC_APPLIED[512];
 
 static void set(char *dst, const char *name) { snprintf(dst, 512, "%s", tmp_path(name)); }
 
@@ -289,7 +288,9 @@ static void test_readd(void) {
     cmf_file_close(f);
 }
 
-static void hex_of(const cmf_file *f, char hex[17]) { snprintf(hex, 17, "%016llx", (unsigned long long)f->env.dir_hash); }
+static void hex_of(const cmf_file *f, char hex[17]) {
+    snprintf(hex, 17, "%016llx", (unsigned long long)f->env.dir_hash);
+}
 
 static void test_export_apply(void) {
     size_t n = 0;
@@ -446,7 +447,8 @@ static void test_reference_file(void) {
     CHECK_MSG(cmf_skill_apply(baked, skill, applied, 0, NULL, NULL, &ar) == CMF_OK, "%s", cmf_last_error());
     CHECK(cmf_file_open(applied, &out) == CMF_OK);
     if (out && b) {
-        CHECK(ar.n_replaced == 1 && same_bytes(cmf_file_find(out, down), cmf_file_find(b, "skill.code.model.layers.1.mlp.down_proj.weight")));
+        CHECK(ar.n_replaced == 1 &&
+              same_bytes(cmf_file_find(out, down), cmf_file_find(b, "skill.code.model.layers.1.mlp.down_proj.weight")));
         CHECK(out->env.masks_len == r->env.masks_len && !memcmp(out->masks, r->masks, (size_t)r->env.masks_len));
         CHECK(out->env.vocab_len == r->env.vocab_len);
     }

@@ -29,9 +29,7 @@ static const char *USAGE =
     "apply   lays a skill file over the base it was cut against (refused for another base unless --force);\n"
     "        skill tensors the base lacks are dropped with a warning. The output is an ordinary model.\n";
 
-static void on_warn(void *ctx, const char *msg) {
-    cli_warn((const char *)ctx, "%s", msg);
-}
+static void on_warn(void *ctx, const char *msg) { cli_warn((const char *)ctx, "%s", msg); }
 
 static int skill_add(int argc, char **argv) {
     cli_args a;
@@ -56,9 +54,10 @@ static int skill_add(int argc, char **argv) {
             if ((rc = cli_value(&a, &out))) return rc;
         } else if (cli_is(&a, "--tensors", NULL)) {
             if ((rc = cli_value(&a, &v))) return rc;
-            o.families = !strcmp(v, "ffn") ? CMF_SKILL_FFN : !strcmp(v, "attn") ? CMF_SKILL_ATTN
-                                                            : !strcmp(v, "all")  ? CMF_SKILL_ALL
-                                                                                 : -1;
+            o.families = !strcmp(v, "ffn")    ? CMF_SKILL_FFN
+                         : !strcmp(v, "attn") ? CMF_SKILL_ATTN
+                         : !strcmp(v, "all")  ? CMF_SKILL_ALL
+                                              : -1;
             if (o.families < 0) return cli_usage_error("skill add", "--tensors: '%s' is not ffn, attn or all", v);
         } else if (cli_is(&a, "--skill-quant", NULL)) {
             if ((rc = cli_value(&a, &v))) return rc;
@@ -116,8 +115,10 @@ static int skill_list(int argc, char **argv) {
         cmf_file_close(f);
         return cli_lib_error("skill list", st);
     }
-    if (n == 0) printf("no skills\n");
-    else printf("%zu skill(s):\n", n);
+    if (n == 0)
+        printf("no skills\n");
+    else
+        printf("%zu skill(s):\n", n);
     for (size_t i = 0; i < n; i++) {
         const cmf_skill_info *s = &list[i];
         printf("  %-12s %-20s %zu tensor(s), %.2f MB, layers [", s->id, s->name ? s->name : "-", s->n_tensors,
@@ -206,7 +207,8 @@ static int skill_apply(int argc, char **argv) {
 }
 
 int cmd_skill(int argc, char **argv) {
-    if (argc < 2) return cli_usage_error("skill", "missing subcommand: add, list, export or apply (see cmf skill --help)");
+    if (argc < 2)
+        return cli_usage_error("skill", "missing subcommand: add, list, export or apply (see cmf skill --help)");
     const char *sub = argv[1];
     if (!strcmp(sub, "--help") || !strcmp(sub, "-h")) {
         fputs(USAGE, stdout);
