@@ -122,11 +122,19 @@ typedef struct cmf_session_params {
     const char *dory_kv_mode; /* "per_loop" | "last_loop"; NULL = the config's (last_loop when gate > 0) */
     float gate;               /* Conf early exit for decode steps with 2 loops: accept one pass when the top
                                * probability reaches it; 0 = off */
+    /* Task mask (CMF_FORMAT.md §1.7, §3.4) of a file with a masks section: a mask name, "off"/"none" = dense, or
+     * NULL = the reference's default (the Fallback-priority mask, dense when CMF_TASK=off). Dead layers are
+     * skipped, dead heads are not computed, dead FFN neurons' gate/up rows are not computed. */
+    const char *task;
 } cmf_session_params;
 
 /* cmf_session_new with options. Errors: as cmf_session_new; CMF_E_ARG for a malformed o1 spec (message names
  * it), CMF_E_UNSUPPORTED for o1 on a model with attention soft-capping. */
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out);
+
+/* Name of the session's active task mask ("" = dense), and the number of task masks in the model's file. */
+const char *cmf_session_task(const cmf_session *s);
+int cmf_model_n_task_masks(const cmf_model *m);
 
 /* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace. */
 size_t cmf_session_state_bytes(const cmf_session *s);

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "model/model.h"
+#include "skills/skills.h"
 
 /* ---- attention over the KV cache, parallel over (token, head) ---------------------------------------------- */
 typedef struct {
@@ -29,9 +30,15 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const int HD = c->head_dim, NH = c->n_heads, KVD = c->n_kv_heads * HD, group = NH / c->n_kv_heads;
     const int sliding = c->is_sliding[a->layer];
     float *scores = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cmf_batch_run */
+    const cmf_masks *mk = b->m->masks;
+    const uint8_t *heads = a->seqs[0]->mask ? cmf_mask_head_row(mk, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
     for (int job = ith; job < a->n * NH; job += nth) {
         const int t = job / NH, h = job % NH, kvh = h / group;
         const cmf_session *s = a->seqs[t];
+        if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head: not computed, contributes nothing */
+            memset(b->att + (size_t)t * NH * HD + (size_t)h * HD, 0, (size_t)HD * sizeof(float));
+            continue;
+        }
         if (s->o1 && s->o1->sealed && s->o1->on[a->layer]) continue; /* read out by o1_worker */
         const float *kc = s->k_cache + s->kv_off[a->layer];
         const float *vc = s->v_cache + s->kv_off[a->layer];
@@ -126,8 +133,11 @@ void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, 
             for (int i = 0; i < D; i++) x[(size_t)t * D + i] *= c->embed_multiplier;
     }
 
+    const cmf_task_mask *mask = seqs[0]->mask; /* one mask per batch (checked by cmf_batch_run) */
     for (int l = 0; l < c->n_layers; l++) {
         const cmf_layer *L = &W->layers[l];
+        if (mask && !cmf_mask_layer_alive(m->masks, mask, (uint32_t)l))
+            continue; /* a dead layer: x passes through unchanged and its KV rows are never read */
         const float *inv_freq = m->rope_inv_freq + (c->is_sliding[l] ? c->rot_dim / 2 : 0);
 
         /* attention block */
@@ -176,8 +186,18 @@ void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, 
 
         /* feed-forward block */
         for (int t = 0; t < n; t++) cmf_rmsnorm(xb + (size_t)t * D, x + (size_t)t * D, L->ffn_norm, D, eps, gn);
-        cmf_matmul(b->pool, b->hb, F, xb, n, &L->w_gate, NULL);
-        cmf_matmul(b->pool, b->hb2, F, xb, n, &L->w_up, NULL);
+        if (mask) { /* only the active neurons' rows of gate/up; the others stay 0 and add nothing in down */
+            memset(b->hb, 0, (size_t)n * F * sizeof(float));
+            memset(b->hb2, 0, (size_t)n * F * sizeof(float));
+            for (const int *r = seqs[0]->runs + 2 * (size_t)seqs[0]->ffn_runs[l]; r[0] >= 0; r += 2) {
+                const cmf_weight g = cmf_weight_rows(&L->w_gate, r[0], r[1]), u = cmf_weight_rows(&L->w_up, r[0], r[1]);
+                cmf_matmul(b->pool, b->hb + r[0], F, xb, n, &g, NULL);
+                cmf_matmul(b->pool, b->hb2 + r[0], F, xb, n, &u, NULL);
+            }
+        } else {
+            cmf_matmul(b->pool, b->hb, F, xb, n, &L->w_gate, NULL);
+            cmf_matmul(b->pool, b->hb2, F, xb, n, &L->w_up, NULL);
+        }
         if (c->act == CMF_ACT_GELU_TANH) cmf_gelu_tanh(b->hb, (int64_t)n * F);
         else cmf_silu(b->hb, (int64_t)n * F);
         for (size_t i = 0; i < (size_t)n * F; i++) b->hb[i] *= b->hb2[i];

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model/dory.h"
+#include "skills/skills.h"
 #include "quant/dtype.h"
 #include "util/error.h"
 
@@ -218,6 +219,14 @@ static cmf_status build(cmf_model *m) {
     const cmf_config *c = &m->cfg;
     TRY(build_weights(m, &m->base));
     TRY(load_tokenizer_config(m));
+    if (f->masks) {
+        cmf_status st = cmf_masks_load(f, &m->masks);
+        if (st != CMF_OK) return cmf_err_prefix(st, "model: task masks: ");
+        if (m->masks->n && (m->masks->n_loops != 1 || m->masks->n_layers != (uint32_t)c->n_layers ||
+                            m->masks->n_heads != (uint32_t)c->n_heads ||
+                            m->masks->intermediate_size != (uint32_t)c->intermediate_size))
+            return cmf_err(CMF_E_UNSUPPORTED, "model: task masks of another geometry than the model's");
+    }
     m->rope_inv_freq = malloc((size_t)c->rot_dim * sizeof(float));
     if (!m->rope_inv_freq) return cmf_err(CMF_E_NOMEM, "model: out of memory");
     cmf_rope_inv_freq(c, c->rope_theta, m->rope_inv_freq);
@@ -310,6 +319,7 @@ void cmf_model_free(cmf_model *m) {
     free(m->tokenizer_error);
     free(m->eos_ids);
     cmf_dory_free(m->dory);
+    cmf_masks_free(m->masks);
     free_weights(&m->base);
     for (int i = 0; i < m->n_skill_sets; i++) {
         free_weights(m->skill_sets[i]);
@@ -325,6 +335,8 @@ void cmf_model_free(cmf_model *m) {
 int cmf_model_vocab_size(const cmf_model *m) { return m->cfg.vocab_size; }
 int cmf_model_n_ctx_train(const cmf_model *m) { return m->cfg.max_position_embeddings; }
 const char *cmf_model_arch(const cmf_model *m) { return m->cfg.arch_name; }
+
+int cmf_model_n_task_masks(const cmf_model *m) { return m->masks ? (int)m->masks->n : 0; }
 int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }
 const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m) { return m->tokenizer; }
 

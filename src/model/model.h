@@ -83,6 +83,7 @@ struct cmf_model {
     char *tokenizer_error;        /* why tokenizer is NULL (malloc'd), or NULL */
     float *rope_inv_freq;         /* [rot_dim/2] global layers, then [rot_dim/2] sliding layers */
     struct cmf_dory *dory;        /* Dory (looped nGPT, dory.c) instead of the transformer above; else NULL */
+    struct cmf_masks *masks;      /* task masks of the file (src/skills), NULL when it has none */
 };
 
 /* Activation buffers and threads for one forward call over up to n_batch tokens from up to n_seq sessions
@@ -122,6 +123,9 @@ struct cmf_session {
     int *kv_rows;             /* [n_layers]: n_ctx, or the seal length for O(1) layers */
     cmf_o1_sess *o1;          /* NULL when the far field is off */
     struct cmf_dory_state *dory; /* Dory sessions: the whole state lives here (k_cache etc. unused) */
+    const struct cmf_task_mask *mask; /* the active task mask (CMF_FORMAT.md §1.7), NULL = dense */
+    int *ffn_runs;            /* [n_layers] offsets into runs: layer l's runs are runs[2*ffn_runs[l] ..] */
+    int *runs;                /* (start, length) pairs of active FFN neurons, layer after layer; -1 ends a layer */
     int dory_loops;              /* loops per token (0 = the config's) */
     float dory_gate;             /* Conf early-exit threshold for decode; 0 = off */
     float *logits;            /* [vocab]: the logits after this session's last processed token */

@@ -6,6 +6,7 @@
 
 #include "model/dory.h"
 #include "model/model.h"
+#include "skills/skills.h"
 #include "util/error.h"
 
 static cmf_status o1_seal(cmf_session *s);
@@ -88,6 +89,8 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
     for (int i = 0; i < n; i++) {
         if (!seqs[i] || seqs[i]->m != b->m) return cmf_err(CMF_E_ARG, "batch: token %d has no session of this model", i);
         if (seqs[i]->dory) return cmf_err(CMF_E_UNSUPPORTED, "batch: Dory sessions run through cmf_session_prefill");
+        if (seqs[i]->mask != seqs[0]->mask)
+            return cmf_err(CMF_E_ARG, "batch: sessions with different task masks cannot share a batch");
         if (seqs[i]->w != seqs[0]->w)
             return cmf_err(CMF_E_ARG, "batch: sessions with different skills (%s, %s) cannot share a batch",
                            seqs[0]->w->skill[0] ? seqs[0]->w->skill : "none",
@@ -129,10 +132,6 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
 cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n) {
     return batch_run(b, seqs, tokens, n, NULL);
 }
-
-/* ---- sessions ----------------------------------------------------------------------------------------------- */
-
-enum { DEFAULT_N_BATCH = 256 };
 
 /* ---- the O(1) far field: which layers, with which settings ------------------------------------------------- */
 
@@ -312,7 +311,55 @@ static cmf_status o1_seal(cmf_session *s) {
     return CMF_OK;
 }
 
+/* ---- task masks ------------------------------------------------------------------------------------------------ */
+
+/* Chooses the session's task mask by the reference's rule (cmf_masks_choose: an explicit task, else CMF_TASK=off,
+ * else the fallback mask) and lists each layer's runs of active FFN neurons, so the forward computes only those
+ * rows of gate/up. */
+static cmf_status mask_setup(cmf_session *s, const char *task) {
+    const cmf_model *m = s->m;
+    if (!m->masks || !m->masks->n) {
+        if (task && strcmp(task, "off") && strcmp(task, "none"))
+            return cmf_err(CMF_E_NOT_FOUND, "session: task '%s': the file has no task masks", task);
+        return CMF_OK;
+    }
+    int idx = -1;
+    cmf_status st = cmf_masks_choose(m->masks, task, &idx);
+    if (st != CMF_OK) return st;
+    if (idx < 0) return CMF_OK;
+    const cmf_task_mask *t = &m->masks->masks[idx];
+    const cmf_config *c = &m->cfg;
+    const int L = c->n_layers, F = c->intermediate_size;
+    size_t cap = 0, used = 0;
+    s->ffn_runs = malloc((size_t)L * sizeof *s->ffn_runs);
+    if (!s->ffn_runs) return cmf_err(CMF_E_NOMEM, "session: out of memory");
+    for (int l = 0; l < L; l++) {
+        const uint8_t *row = cmf_mask_ffn_row(m->masks, t, (uint32_t)l);
+        s->ffn_runs[l] = (int)(used / 2);
+        for (int i = 0; i <= F; i++) {
+            int start = i;
+            while (i < F && row && cmf_mask_bit(row, (uint32_t)i)) i++;
+            int len = i - start;
+            if (len == 0 && i < F) continue;
+            if (used + 4 > cap) {
+                cap = cap ? 2 * cap : 256;
+                int *r = realloc(s->runs, cap * sizeof *r);
+                if (!r) return cmf_err(CMF_E_NOMEM, "session: out of memory");
+                s->runs = r;
+            }
+            if (len) s->runs[used++] = start, s->runs[used++] = len;
+            if (i >= F) s->runs[used++] = -1, s->runs[used++] = 0;
+        }
+    }
+    s->mask = t;
+    return CMF_OK;
+}
+
+const char *cmf_session_task(const cmf_session *s) { return s->mask ? s->mask->name : ""; }
+
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
+
+enum { DEFAULT_N_BATCH = 256 };
 
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out) {
     *out = NULL;
@@ -360,6 +407,7 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
     s->kv_off = calloc((size_t)c->n_layers, sizeof *s->kv_off);
     s->kv_rows = calloc((size_t)c->n_layers, sizeof *s->kv_rows);
     cmf_status st = s->kv_off && s->kv_rows ? o1_setup(s, p) : cmf_err(CMF_E_NOMEM, "session: out of memory");
+    if (st == CMF_OK) st = mask_setup(s, p ? p->task : NULL);
     if (st != CMF_OK) {
         cmf_session_free(s);
         return st;
@@ -395,6 +443,8 @@ void cmf_session_free(cmf_session *s) {
     o1_free(s->o1, s->m->cfg.n_layers, s->m->cfg.n_kv_heads);
     free(s->kv_off);
     free(s->kv_rows);
+    free(s->ffn_runs);
+    free(s->runs);
     free(s->k_cache);
     free(s->v_cache);
     free(s->logits);

@@ -51,7 +51,7 @@ want "^vocab: +$(u64 "$M" 88) B"
 want '^chat template: no'
 want '^skills: +none'
 want '^MTP head: .*arch\.mtp \(1 layers, [0-9]+ tensors\): present, ignored by this version'
-want '^task masks: +2 \(general, coding\): present, ignored by this version'
+want '^task masks: +2 \(general, coding\); active by default: general'
 want '^sparse index: +present, ignored'
 
 # --- info --tensors: every row equals the independent reading (name, dtype, shape, bytes) ---

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "cli.h"
+#include "skills/skills.h"
+#include "util/error.h"
 #include "format/format.h"
 #include "quant/dtype.h"
 
@@ -17,7 +19,7 @@ static const char *USAGE =
     "\n"
     "Prints the architecture, quant label, geometry (hidden_size, layers, heads, kv heads, head_dim, vocab,\n"
     "context), feature bits, sections and their sizes, chat template, eos/bos ids, skills, and what this\n"
-    "runtime ignores (MTP head, task masks, sparse index).\n"
+    "runtime ignores (MTP head, sparse index), the task masks and which one runs by default.\n"
     "\n"
     "  --tensors [PREFIX]   also list the tensors (name, dtype, shape, bytes), only those whose name starts\n"
     "                       with PREFIX when given (put MODEL.cmf first, or write --tensors=PREFIX)\n";
@@ -175,8 +177,9 @@ static void print_skills(const cmf_file *f) {
     }
 }
 
-/* Masks meta (§1.7): "+0 u32 n_masks, +4 u32 meta_len, +8 meta JSON". Validated by open; re-checked here. */
-static void print_ignored(const cmf_file *f) {
+/* What the file carries beyond the transformer: an MTP head (ignored by this version), task masks (applied: the
+ * default one is named), the sparse index (deprecated, ignored). */
+static void print_extras(const cmf_file *f) {
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(f->header, "arch");
     const cJSON *mtp = cJSON_GetObjectItemCaseSensitive(arch, "mtp");
     size_t n_mtp = 0;
@@ -187,26 +190,20 @@ static void print_ignored(const cmf_file *f) {
         printf("MTP head:      arch.mtp (%s layers, %zu tensors): present, ignored by this version\n",
                cJSON_IsObject(mtp) ? num(mtp, "num_layers", b, sizeof b) : "?", n_mtp);
     }
-    if (f->env.masks_len >= 8 && f->masks) {
-        const uint8_t *p = f->masks;
-        uint32_t n = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-        uint32_t ml = (uint32_t)p[4] | (uint32_t)p[5] << 8 | (uint32_t)p[6] << 16 | (uint32_t)p[7] << 24;
-        printf("task masks:    %" PRIu32, n);
-        cJSON *meta = ml <= f->env.masks_len - 8 ? cJSON_ParseWithLength((const char *)p + 8, ml) : NULL;
-        const cJSON *arr = meta ? cJSON_GetObjectItemCaseSensitive(meta, "masks") : NULL;
-        if (cJSON_IsArray(arr)) {
-            printf(" (");
-            const cJSON *m;
-            int first = 1;
-            cJSON_ArrayForEach(m, arr) {
-                const cJSON *nm = cJSON_GetObjectItemCaseSensitive(m, "name");
-                printf("%s%s", first ? "" : ", ", cJSON_IsString(nm) ? nm->valuestring : "?");
-                first = 0;
-            }
-            printf(")");
+    if (f->env.masks_len && f->masks) {
+        cmf_masks *mk = NULL;
+        if (cmf_masks_load(f, &mk) == CMF_OK) {
+            printf("task masks:    %zu (", mk->n);
+            for (size_t i = 0; i < mk->n; i++) printf("%s%s", i ? ", " : "", mk->masks[i].name);
+            int idx = -1;
+            cmf_err_clear();
+            (void)cmf_masks_choose(mk, NULL, &idx);
+            printf("); active by default: %s (--task NAME|off, CMF_TASK=off; see cmf masks)\n",
+                   idx >= 0 ? mk->masks[idx].name : "none (dense)");
+        } else {
+            printf("task masks:    unreadable: %s\n", cmf_last_error());
         }
-        cJSON_Delete(meta);
-        printf(": present, ignored by this version (runs dense)\n");
+        cmf_masks_free(mk);
     }
     if (f->env.index_len) printf("sparse index:  present, ignored by this version (deprecated section)\n");
 }
@@ -279,7 +276,7 @@ int cmd_info(int argc, char **argv) {
     print_sections(f);
     print_chat(h);
     print_skills(f);
-    print_ignored(f);
+    print_extras(f);
     const cJSON *prov = cJSON_GetObjectItemCaseSensitive(h, "provenance");
     const cJSON *tool = cJSON_IsObject(prov) ? cJSON_GetObjectItemCaseSensitive(prov, "tool") : NULL;
     if (cJSON_IsString(tool)) printf("written by:    %s\n", tool->valuestring);

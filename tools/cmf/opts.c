@@ -22,6 +22,7 @@ const char *const CLI_SAMPLING_USAGE =
 const char *const CLI_MODEL_USAGE =
     "model options:\n"
     "  --skill ID|none          use skill ID's tensors in place of the backbone's (CMF_FORMAT.md §3.1)\n"
+    "  --task NAME|off          the task mask to run with (default: the file's Fallback mask, unless CMF_TASK=off)\n"
     "  --o1 all|deepN|i,j,k|off the O(1) far field on these full-attention layers (default: CMF_O1, else the\n"
     "                           file's provenance.o1_attn hint, else off)\n"
     "  --o1-m M, --o1-window W, --o1-sink S, --o1-seal N, --o1-rect agg|fm\n"
@@ -76,6 +77,8 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
     cmf_session_params *p = &o->sp;
     if (cli_is(a, "--skill", NULL)) {
         *rc = cli_value(a, &o->skill);
+    } else if (cli_is(a, "--task", NULL)) {
+        *rc = cli_value(a, &p->task);
     } else if (cli_is(a, "--o1", NULL)) {
         *rc = cli_value(a, &p->o1);
     } else if (cli_is(a, "--o1-m", NULL)) {
@@ -109,6 +112,9 @@ int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_op
         *s = NULL;
     }
     if (st != CMF_OK) return cli_lib_error(cmd, st);
+    if (cmf_session_task(*s)[0])
+        fprintf(stderr, "cmf %s: task mask '%s' active (--task off or CMF_TASK=off for dense)\n", cmd,
+                cmf_session_task(*s));
     if (cmf_session_o1_layers(*s) > 0)
         fprintf(stderr, "cmf %s: O(1) far field on %d layer(s)\n", cmd, cmf_session_o1_layers(*s));
     return 0;
