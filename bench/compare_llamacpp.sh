@@ -12,7 +12,7 @@
 #                 the search tool's `fetch` of a llama.cpp repository leaves)
 #   LLAMA_COMMIT  the commit to build (default 0253fb21f, upstream ggml-org/llama.cpp of 2026-05-16)
 #   LLAMA_DIR     where its work tree is checked out and built, CPU only (default /tmp/llama.cpp)
-#   WORK          models, the cmf Release build and logs (default /tmp/cmf-bench); nothing is written to the repo
+#   WORK          models, the cmf Release build and logs (default /tmp/llamacpp-vs-cmf); nothing is written to the repo
 # Everything is printed as markdown on stdout (bench/RESULTS.md holds a copy of one run).
 set -euo pipefail
 
@@ -32,9 +32,10 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${CMF_SHARED:-$ROOT/../shared}
 LLAMA_COMMIT=${LLAMA_COMMIT:-0253fb21f}
 LLAMA_DIR=${LLAMA_DIR:-/tmp/llama.cpp}
-WORK=${WORK:-/tmp/cmf-bench}
+WORK=${WORK:-/tmp/llamacpp-vs-cmf}
 mkdir -p "$WORK"
 log() { echo "compare: $*" >&2; }
+trap 'echo "compare: failed at line $LINENO (logs in $WORK)" >&2' ERR
 
 # --- llama.cpp (CPU only), built once ---------------------------------------------------------------------------
 if [ ! -x "$LLAMA_DIR/build/bin/llama-bench" ] || [ ! -x "$LLAMA_DIR/build/bin/llama-perplexity" ]; then
@@ -61,6 +62,7 @@ CMF_REV=$(git -C "$ROOT" rev-parse --short HEAD)
 log "building cmf $CMF_REV (Release, -march=native) in $WORK/build-cmf"
 rm -rf "$WORK/cmf-src" && mkdir -p "$WORK/cmf-src"
 git -C "$ROOT" archive HEAD | tar -x -C "$WORK/cmf-src"
+rm -f "$WORK/build-cmf/CMakeCache.txt"
 cmake -S "$WORK/cmf-src" -B "$WORK/build-cmf" -DCMAKE_BUILD_TYPE=Release -DCMF_NATIVE=ON \
     -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$SHARED" >"$WORK/cmf-cmake.log" 2>&1
 cmake --build "$WORK/build-cmf" -j"$(nproc)" --target cmf-cli >"$WORK/cmf-build.log" 2>&1
