@@ -81,12 +81,26 @@ typedef struct cmf_model_params {
  * or dtype the runtime cannot run and CMF_E_FORMAT for missing or mis-shaped tensors (message names the tensor). */
 cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out);
 
+/* cmf_model_load on a chosen backend: "cpu"; "cuda" or "cuda:N" (device N; a CUDA device is required: no device,
+ * too little device memory, or a build without CUDA is an error naming the reason); "auto" (CUDA device 0 when
+ * usable, else the CPU); NULL = the environment: CMF_GPU=1 means "cuda", CMF_GPU=auto means "auto", unset or 0
+ * means "cpu" (cmf_model_load is this call with NULL). With CUDA, weights are uploaded to the device at load
+ * (skills on first use), the KV cache is f16 on the device, and task masks and the O(1) far field are
+ * CMF_E_UNSUPPORTED when a session would use them; Dory files run only on the CPU (CMF_E_UNSUPPORTED).
+ * Errors: those of cmf_model_load, CMF_E_ARG for an unknown backend name. */
+cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, const char *backend,
+                             cmf_model **out);
+
 void cmf_model_free(cmf_model *m);
 
 /* Geometry of a loaded model. */
 int cmf_model_vocab_size(const cmf_model *m);
 int cmf_model_n_ctx_train(const cmf_model *m); /* arch.max_position_embeddings */
 const char *cmf_model_arch(const cmf_model *m);
+/* The backend the model runs on: "cpu" or "cuda" (cmf_model_load_on). */
+const char *cmf_model_backend(const cmf_model *m);
+/* One line describing it ("cpu", "cuda: NVIDIA H200, cc 9.0, ..."); owned by the model. */
+const char *cmf_model_backend_desc(const cmf_model *m);
 
 /* End-of-sequence ids from header.tokenizer_config.eos_token_ids (§1.8). *n receives the count. */
 const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n);

@@ -186,6 +186,7 @@ static cmf_status build_weights(cmf_model *m, cmf_weights *w) {
     TRY(need_matrix(&ld, "model.embed_tokens.weight", c->vocab_size, c->hidden_size, &w->embed));
     for (int l = 0; l < c->n_layers; l++) TRY(load_layer(&ld, l));
     TRY(vec(&ld, "model.norm.weight", c->hidden_size, 1, &w->final_norm));
+    w->n_small = (size_t)(ld.small_cursor - w->small);
     if (find(m, "lm_head.weight")) {
         TRY(need_matrix(&ld, "lm_head.weight", c->vocab_size, c->hidden_size, &w->lm_head));
     } else if (c->tie_word_embeddings) {
@@ -274,6 +275,7 @@ static cmf_status weights_for(cmf_model *m, const char *id, const cmf_weights **
         if (st == CMF_OK) {
             snprintf(w->skill, sizeof w->skill, "%s", id);
             st = build_weights(m, w);
+            if (st == CMF_OK) st = m->be->load_weights(m->be, w, m->cfg.n_layers);
             if (st == CMF_OK) m->skill_sets[m->n_skill_sets++] = w;
             else {
                 cmf_err_prefix(st, "skill %s: ", id);
@@ -296,16 +298,59 @@ cmf_status cmf_session_set_skill(cmf_session *s, const char *skill) {
 
 const char *cmf_session_skill(const cmf_session *s) { return s->w->skill; }
 
-cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out) {
+/* Puts m on the backend named `name` (NULL: from CMF_GPU) and makes the backbone resident there. */
+static cmf_status choose_backend(cmf_model *m, const char *name) {
+    m->be = cmf_backend_cpu();
+    if (!name) {
+        const char *env = getenv("CMF_GPU");
+        name = !env || !*env || !strcmp(env, "0") ? "cpu" : !strcmp(env, "auto") ? "auto" : "cuda";
+    }
+    int dev = 0, optional = 0;
+    if (!strcmp(name, "cpu")) return CMF_OK;
+    if (!strcmp(name, "auto")) optional = 1;
+    else if (!strncmp(name, "cuda", 4) && (!name[4] || (name[4] == ':' && name[5] >= '0' && name[5] <= '9')))
+        dev = name[4] ? atoi(name + 5) : 0;
+    else return cmf_err(CMF_E_ARG, "model: backend '%s' is not cpu, cuda, cuda:N or auto", name);
+    cmf_status st;
+    if (m->dory) {
+        if (optional) return CMF_OK;
+        return cmf_err(CMF_E_UNSUPPORTED, "model: looped (Dory) models run only on the CPU backend");
+    }
+    cmf_backend *be = NULL;
+#ifdef CMF_HAVE_CUDA
+    st = cmf_backend_cuda_new(m, dev, &be);
+#else
+    (void)dev;
+    st = cmf_err(CMF_E_UNSUPPORTED, "model: this build has no CUDA backend (configure with -DCMF_CUDA=ON)");
+#endif
+    if (st == CMF_OK) {
+        m->be = be;
+        st = be->load_weights(be, &m->base, m->cfg.n_layers);
+        if (st == CMF_OK) return CMF_OK;
+        cmf_err_prefix(st, "cuda: ");
+        be->destroy(be);
+        m->be = cmf_backend_cpu();
+    }
+    if (optional) { /* "auto": the CPU when CUDA is unusable */
+        cmf_err_clear();
+        return CMF_OK;
+    }
+    return st;
+}
+
+cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, const char *backend,
+                             cmf_model **out) {
     *out = NULL;
     cmf_model *m = calloc(1, sizeof *m);
     if (!m) return cmf_err(CMF_E_NOMEM, "model: out of memory");
     pthread_mutex_init(&m->skill_mu, NULL);
     m->n_threads = params ? params->n_threads : 0;
+    m->be = cmf_backend_cpu();
     cmf_status st = cmf_file_open(path, &m->file);
     if (st == CMF_OK) st = build(m);
+    if (st == CMF_OK) st = choose_backend(m, backend);
     if (st != CMF_OK) {
-        cmf_err_prefix(st, "%s: ", path);
+        if (strncmp(cmf_last_error(), path, strlen(path)) != 0) cmf_err_prefix(st, "%s: ", path);
         cmf_model_free(m);
         return st;
     }
@@ -313,8 +358,13 @@ cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_
     return CMF_OK;
 }
 
+cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out) {
+    return cmf_model_load_on(path, params, NULL, out);
+}
+
 void cmf_model_free(cmf_model *m) {
     if (!m) return;
+    if (m->be) m->be->destroy(m->be); /* resident weights go first */
     cmf_tokenizer_free(m->tokenizer);
     free(m->tokenizer_error);
     free(m->eos_ids);
@@ -335,6 +385,8 @@ void cmf_model_free(cmf_model *m) {
 int cmf_model_vocab_size(const cmf_model *m) { return m->cfg.vocab_size; }
 int cmf_model_n_ctx_train(const cmf_model *m) { return m->cfg.max_position_embeddings; }
 const char *cmf_model_arch(const cmf_model *m) { return m->cfg.arch_name; }
+const char *cmf_model_backend(const cmf_model *m) { return m->be->name; }
+const char *cmf_model_backend_desc(const cmf_model *m) { return m->be->desc; }
 
 int cmf_model_n_task_masks(const cmf_model *m) { return m->masks ? (int)m->masks->n : 0; }
 int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }

@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "backend/backend.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
 #include "cmf.h"
@@ -64,6 +65,7 @@ typedef struct cmf_weights {
     const float *final_norm;      /* [hidden] */
     cmf_layer *layers;            /* [n_layers] */
     float *small;                 /* f32 copies of the 1-D tensors (norms, biases), one allocation */
+    size_t n_small;               /* floats of `small` in use */
 } cmf_weights;
 
 #define CMF_MAX_SKILL_SETS 64
@@ -84,17 +86,20 @@ struct cmf_model {
     float *rope_inv_freq;         /* [rot_dim/2] global layers, then [rot_dim/2] sliding layers */
     struct cmf_dory *dory;        /* Dory (looped nGPT, dory.c) instead of the transformer above; else NULL */
     struct cmf_masks *masks;      /* task masks of the file (src/skills), NULL when it has none */
+    cmf_backend *be;              /* where the forward runs (backend.h): cpu, or cuda (owned) */
 };
 
 /* Activation buffers and threads for one forward call over up to n_batch tokens from up to n_seq sessions
- * (the public cmf_batch; a session also owns a private one for cmf_session_prefill/decode, made on first use). */
+ * (the public cmf_batch; a session also owns a private one for cmf_session_prefill/decode, made on first use).
+ * x .. hb2 and head_in are memory of the model's backend (device memory for cuda); the rest is host memory.
+ * pool is NULL for backends other than cpu. */
 struct cmf_batch {
     const cmf_model *m;
     cmf_pool *pool;
     int n_batch, n_seq;
     float *x, *xb, *q, *k, *v, *att, *hb, *hb2; /* [n_batch][...] */
     int *pos;                                   /* [n_batch]: position of each token in its session */
-    float *head_in, *head_out;                  /* [n_seq][hidden], [n_seq][vocab]: rows that need logits */
+    float *head_in, *head_out;                  /* [n_seq][hidden] (backend), [n_seq][vocab] (host): head rows */
     int *head_tok;                              /* [n_seq]: which token each head row belongs to */
     cmf_session **sealed;                       /* [n_seq]: scratch for the O(1) far-field pass */
 };
@@ -118,7 +123,8 @@ struct cmf_session {
     cmf_model *m;
     const cmf_weights *w;     /* backbone or the active skill */
     int n_ctx, pos;
-    float *k_cache, *v_cache; /* per layer l: kv_rows[l] rows of n_kv_heads*head_dim f32 from kv_off[l] */
+    float *k_cache, *v_cache; /* cpu: per layer l, kv_rows[l] rows of n_kv_heads*head_dim f32 from kv_off[l] */
+    void *dk, *dv;            /* cuda: the same rows as f16 in device memory (k_cache/v_cache are NULL) */
     size_t *kv_off;           /* [n_layers] offsets in floats */
     int *kv_rows;             /* [n_layers]: n_ctx, or the seal length for O(1) layers */
     cmf_o1_sess *o1;          /* NULL when the far field is off */
@@ -144,7 +150,9 @@ void cmf_rope_inv_freq(const cmf_config *cfg, float theta, float *inv_freq);
  * session in order; sessions may interleave). Appends every token's k/v to its session's KV cache, advances each
  * session's pos, and writes each session's last-token logits to its ->logits; when all_logits is not NULL it also
  * receives [n][vocab] logits of every token. Preconditions (checked by cmf_batch_run): n <= b->n_batch, at most
- * b->n_seq distinct sessions, every session has room, ids in range, b->pool scratch reserved. */
-void cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits);
+ * b->n_seq distinct sessions, every session has room, ids in range, b->pool scratch reserved. Every op runs on
+ * m->be. Errors: those of the backend's ops (cpu: none; cuda: CMF_E_IO for a device fault); on error no
+ * session's pos moves. */
+cmf_status cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits);
 
 #endif

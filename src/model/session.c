@@ -27,25 +27,19 @@ cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_b
     const size_t D = (size_t)c->hidden_size, QD = (size_t)c->n_heads * c->head_dim,
                  KVD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size, B = (size_t)max_tokens,
                  S = (size_t)max_seqs;
-    b->x = malloc(B * D * sizeof(float));
-    b->xb = malloc(B * D * sizeof(float));
-    b->q = malloc(B * QD * sizeof(float));
-    b->k = malloc(B * KVD * sizeof(float));
-    b->v = malloc(B * KVD * sizeof(float));
-    b->att = malloc(B * QD * sizeof(float));
-    b->hb = malloc(B * F * sizeof(float));
-    b->hb2 = malloc(B * F * sizeof(float));
+    cmf_backend *be = m->be;
+    float **bufs[9] = {&b->x, &b->xb, &b->q, &b->k, &b->v, &b->att, &b->hb, &b->hb2, &b->head_in};
+    const size_t widths[9] = {B * D, B * D, B * QD, B * KVD, B * KVD, B * QD, B * F, B * F, S * D};
+    cmf_status st = CMF_OK;
+    for (int i = 0; i < 9 && st == CMF_OK; i++) st = be->buf_alloc(be, widths[i] * sizeof(float), (void **)bufs[i]);
     b->pos = malloc(B * sizeof(int));
-    b->head_in = malloc(S * D * sizeof(float));
     b->head_out = malloc(S * (size_t)c->vocab_size * sizeof(float));
     b->head_tok = malloc(S * sizeof(int));
     b->sealed = malloc(S * sizeof *b->sealed);
-    cmf_status st = CMF_OK;
-    if (!b->x || !b->xb || !b->q || !b->k || !b->v || !b->att || !b->hb || !b->hb2 || !b->pos || !b->head_in ||
-        !b->head_out || !b->head_tok || !b->sealed)
+    if (st == CMF_OK && (!b->pos || !b->head_out || !b->head_tok || !b->sealed))
         st = cmf_err(CMF_E_NOMEM, "batch: cannot allocate activations for %d tokens", max_tokens);
-    if (st == CMF_OK) st = cmf_pool_new(m->n_threads, &b->pool);
-    if (st == CMF_OK) {
+    if (st == CMF_OK && be->kind == CMF_BACKEND_CPU) st = cmf_pool_new(m->n_threads, &b->pool);
+    if (st == CMF_OK && b->pool) {
         /* scratch per thread: one decoded weight row (widest input); attention grows it to the context */
         size_t widest = D > QD ? D : QD;
         if (F > widest) widest = F;
@@ -62,16 +56,10 @@ cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_b
 void cmf_batch_free(cmf_batch *b) {
     if (!b) return;
     cmf_pool_free(b->pool);
-    free(b->x);
-    free(b->xb);
-    free(b->q);
-    free(b->k);
-    free(b->v);
-    free(b->att);
-    free(b->hb);
-    free(b->hb2);
+    cmf_backend *be = b->m->be;
+    float *bufs[9] = {b->x, b->xb, b->q, b->k, b->v, b->att, b->hb, b->hb2, b->head_in};
+    for (int i = 0; i < 9; i++) be->buf_free(be, bufs[i]);
     free(b->pos);
-    free(b->head_in);
     free(b->head_out);
     free(b->head_tok);
     free(b->sealed);
@@ -115,8 +103,9 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
         if (seqs[i]->n_ctx > max_ctx) max_ctx = seqs[i]->n_ctx;
     }
     if (n_seq > b->n_seq) return cmf_err(CMF_E_ARG, "batch: %d sessions exceed the batch's %d", n_seq, b->n_seq);
-    cmf_status st = cmf_pool_reserve(b->pool, (size_t)max_ctx * sizeof(float)); /* attention scores */
-    if (st != CMF_OK) return st;
+    cmf_status st = CMF_OK;
+    if (b->pool && (st = cmf_pool_reserve(b->pool, (size_t)max_ctx * sizeof(float))) != CMF_OK) /* scores */
+        return st;
     /* The prompt ends at a session's first single-token step (or when it fills the seal length): seal then. */
     for (int i = 0; i < n; i++) {
         cmf_session *s = seqs[i];
@@ -125,8 +114,7 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
         for (int u = 0; u < n; u++) count += seqs[u] == s;
         if ((count == 1 || s->pos >= s->o1->cap) && (st = o1_seal(s)) != CMF_OK) return st;
     }
-    cmf_forward(b, seqs, tokens, n, all_logits);
-    return CMF_OK;
+    return cmf_forward(b, seqs, tokens, n, all_logits);
 }
 
 cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n) {
@@ -418,13 +406,12 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
         s->kv_off[l] = kv;
         kv += (size_t)s->kv_rows[l] * KVD;
     }
-    s->k_cache = calloc(kv, sizeof(float));
-    s->v_cache = calloc(kv, sizeof(float));
+    st = m->be->kv_alloc(m->be, s, kv);
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
-    if (!s->k_cache || !s->v_cache || !s->logits) {
+    if (st == CMF_OK && !s->logits) st = cmf_err(CMF_E_NOMEM, "session: out of memory");
+    if (st != CMF_OK) {
         cmf_session_free(s);
-        return cmf_err(CMF_E_NOMEM, "session: cannot allocate the KV cache for %d positions (%.1f MiB)", n_ctx,
-                       2.0 * (double)kv * sizeof(float) / (1 << 20));
+        return st;
     }
     *out = s;
     return CMF_OK;
@@ -445,8 +432,7 @@ void cmf_session_free(cmf_session *s) {
     free(s->kv_rows);
     free(s->ffn_runs);
     free(s->runs);
-    free(s->k_cache);
-    free(s->v_cache);
+    if (!s->dory) s->m->be->kv_free(s->m->be, s);
     free(s->logits);
     free(s);
 }
@@ -459,7 +445,8 @@ size_t cmf_session_state_bytes(const cmf_session *s) {
             n += 2 * (size_t)s->dory->kv[i].rows * s->dory->d->cfg.n_kv_heads * s->dory->d->cfg.head_dim * sizeof(float);
         return n;
     }
-    for (int l = 0; l < c->n_layers; l++) n += 2 * (size_t)s->kv_rows[l] * c->n_kv_heads * c->head_dim * sizeof(float);
+    const size_t el = s->k_cache ? sizeof(float) : sizeof(uint16_t); /* f32 on cpu, f16 on cuda */
+    for (int l = 0; l < c->n_layers; l++) n += 2 * (size_t)s->kv_rows[l] * c->n_kv_heads * c->head_dim * el;
     if (s->o1)
         for (int l = 0; l < c->n_layers; l++) {
             if (!s->o1->on[l]) continue;

@@ -1,0 +1,298 @@
+/* backend_cpu.c — the cpu backend of backend.h: host buffers, weights read in place from the mapping, the kernels
+ * of ops.h on the batch's thread pool, the f32 KV cache, task masks (dead heads) and the O(1) far field
+ * (DORY.md §3.1) in the attention op. The arithmetic is exactly the forward's of before the backend split, op for
+ * op and in the same order, so results are bit-identical. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "skills/skills.h"
+#include "util/error.h"
+
+/* ---- buffers, residency, KV cache -------------------------------------------------------------------------- */
+
+static cmf_status cpu_alloc(cmf_backend *be, size_t bytes, void **out) {
+    (void)be;
+    *out = calloc(1, bytes ? bytes : 1);
+    return *out ? CMF_OK : cmf_err(CMF_E_NOMEM, "cpu: cannot allocate %zu bytes", bytes);
+}
+static void cpu_free(cmf_backend *be, void *p) {
+    (void)be;
+    free(p);
+}
+static cmf_status cpu_copy(cmf_backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    if (bytes) memcpy(dst, src, bytes);
+    return CMF_OK;
+}
+static cmf_status cpu_zero(cmf_backend *be, void *buf, size_t bytes) {
+    (void)be;
+    if (bytes) memset(buf, 0, bytes);
+    return CMF_OK;
+}
+static cmf_status cpu_sync(cmf_backend *be) {
+    (void)be;
+    return CMF_OK;
+}
+static cmf_status cpu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) {
+    (void)be, (void)w, (void)n_layers; /* read in place from the mapping */
+    return CMF_OK;
+}
+
+static cmf_status cpu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
+    (void)be;
+    s->k_cache = calloc(total ? total : 1, sizeof(float));
+    s->v_cache = calloc(total ? total : 1, sizeof(float));
+    if (!s->k_cache || !s->v_cache)
+        return cmf_err(CMF_E_NOMEM, "session: cannot allocate the KV cache for %d positions (%.1f MiB)", s->n_ctx,
+                       2.0 * (double)total * sizeof(float) / (1 << 20));
+    return CMF_OK;
+}
+static void cpu_kv_free(cmf_backend *be, cmf_session *s) {
+    (void)be;
+    free(s->k_cache);
+    free(s->v_cache);
+    s->k_cache = s->v_cache = NULL;
+}
+
+/* ---- ops ------------------------------------------------------------------------------------------------------ */
+
+static cmf_status cpu_begin(cmf_backend *be, cmf_batch *b, int n) {
+    (void)be, (void)b, (void)n;
+    return CMF_OK;
+}
+static void cpu_end(cmf_backend *be, cmf_batch *b) { (void)be, (void)b; }
+
+static cmf_status cpu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_weight *embed, const int32_t *tokens,
+                            int n, float mult) {
+    (void)be;
+    const int D = b->m->cfg.hidden_size;
+    for (int t = 0; t < n; t++) {
+        cmf_weight_row_f32(embed, tokens[t], x + (size_t)t * D);
+        if (mult != 1.0f)
+            for (int i = 0; i < D; i++) x[(size_t)t * D + i] *= mult;
+    }
+    return CMF_OK;
+}
+
+static cmf_status cpu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x, const float *w, int rows,
+                              int d, float eps, int gemma) {
+    (void)be, (void)b;
+    for (int t = 0; t < rows; t++) cmf_rmsnorm(out + (size_t)t * d, x + (size_t)t * d, w, d, eps, gemma);
+    return CMF_OK;
+}
+
+static cmf_status cpu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, const float *x, int n,
+                             const cmf_weight *w, const float *bias) {
+    (void)be;
+    cmf_matmul(b->pool, out, ld_out, x, n, w, bias);
+    return CMF_OK;
+}
+
+/* RoPE on one head vector: pairs (i, i+rot/2) (HF rotate_half) or (2i, 2i+1) (llama2.c), angle pos*inv_freq[i]. */
+static void rope(float *v, const cmf_config *c, const float *inv_freq, int pos) {
+    const int half = c->rot_dim / 2;
+    for (int i = 0; i < half; i++) {
+        const float ang = (float)pos * inv_freq[i];
+        const float cs = cosf(ang), sn = sinf(ang);
+        const int a = c->rope_pairing == CMF_ROPE_HALF ? i : 2 * i;
+        const int bb = c->rope_pairing == CMF_ROPE_HALF ? i + half : 2 * i + 1;
+        const float x0 = v[a], x1 = v[bb];
+        v[a] = x0 * cs - x1 * sn;
+        v[bb] = x1 * cs + x0 * sn;
+    }
+}
+
+static cmf_status cpu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
+    (void)be;
+    const cmf_model *m = b->m;
+    const cmf_config *c = &m->cfg;
+    const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, QD = NH * HD, KVD = NKV * HD;
+    const float *inv_freq = m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0);
+    for (int t = 0; t < n; t++) {
+        const int pos = b->pos[t];
+        for (int h = 0; h < NH; h++) {
+            float *q = b->q + (size_t)t * QD + (size_t)h * HD;
+            if (L->q_norm) cmf_rmsnorm(q, q, L->q_norm, HD, c->rms_norm_eps, c->gemma_norm);
+            rope(q, c, inv_freq, pos);
+        }
+        for (int h = 0; h < NKV; h++) {
+            float *k = b->k + (size_t)t * KVD + (size_t)h * HD;
+            if (L->k_norm) cmf_rmsnorm(k, k, L->k_norm, HD, c->rms_norm_eps, c->gemma_norm);
+            rope(k, c, inv_freq, pos);
+        }
+    }
+    return CMF_OK;
+}
+
+static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
+    (void)be;
+    const cmf_config *c = &b->m->cfg;
+    const int QD = c->n_heads * c->head_dim, KVD = c->n_kv_heads * c->head_dim;
+    for (int t = 0; t < n; t++) {
+        cmf_session *s = seqs[t];
+        const int pos = b->pos[t];
+        if (s->o1 && s->o1->on[l]) {
+            if (s->o1->sealed) continue; /* the far field takes this row in o1_worker */
+            memcpy(s->o1->qtrace[l] + (size_t)pos * QD, b->q + (size_t)t * QD, (size_t)QD * sizeof(float));
+        }
+        const size_t row = s->kv_off[l] + (size_t)pos * KVD;
+        memcpy(s->k_cache + row, b->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+        memcpy(s->v_cache + row, b->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+    }
+    return CMF_OK;
+}
+
+/* attention over the KV cache, parallel over (token, head) */
+typedef struct {
+    cmf_batch *b;
+    cmf_session *const *seqs;
+    int layer, n;
+} attn_task;
+
+static void attn_worker(void *ctx, int ith, int nth) {
+    attn_task *a = ctx;
+    cmf_batch *b = a->b;
+    const cmf_config *c = &b->m->cfg;
+    const int HD = c->head_dim, NH = c->n_heads, KVD = c->n_kv_heads * HD, group = NH / c->n_kv_heads;
+    const int sliding = c->is_sliding[a->layer];
+    float *scores = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cmf_batch_run */
+    const cmf_masks *mk = b->m->masks;
+    const uint8_t *heads = a->seqs[0]->mask ? cmf_mask_head_row(mk, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
+    for (int job = ith; job < a->n * NH; job += nth) {
+        const int t = job / NH, h = job % NH, kvh = h / group;
+        const cmf_session *s = a->seqs[t];
+        if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head: not computed, contributes nothing */
+            memset(b->att + (size_t)t * NH * HD + (size_t)h * HD, 0, (size_t)HD * sizeof(float));
+            continue;
+        }
+        if (s->o1 && s->o1->sealed && s->o1->on[a->layer]) continue; /* read out by o1_worker */
+        const float *kc = s->k_cache + s->kv_off[a->layer];
+        const float *vc = s->v_cache + s->kv_off[a->layer];
+        const int pos = b->pos[t];
+        const int start = sliding && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
+        const float *q = b->q + (size_t)t * NH * HD + (size_t)h * HD;
+        for (int j = start; j <= pos; j++) {
+            const float *k = kc + (size_t)j * KVD + (size_t)kvh * HD;
+            float d = 0;
+            for (int i = 0; i < HD; i++) d += q[i] * k[i];
+            d *= c->attn_scale;
+            if (c->attn_softcap > 0) d = c->attn_softcap * tanhf(d / c->attn_softcap);
+            scores[j - start] = d;
+        }
+        cmf_softmax(scores, pos - start + 1);
+        float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
+        memset(out, 0, (size_t)HD * sizeof(float));
+        for (int j = start; j <= pos; j++) {
+            const float *v = vc + (size_t)j * KVD + (size_t)kvh * HD;
+            const float p = scores[j - start];
+            for (int i = 0; i < HD; i++) out[i] += p * v[i];
+        }
+    }
+}
+
+/* the O(1) far field for sealed sessions, parallel over (session, KV head), in token order */
+typedef struct {
+    cmf_batch *b;
+    cmf_session *const *seqs;
+    int layer, n;
+    cmf_session **sealed; /* distinct sessions of the batch whose far field is sealed on this layer */
+    int n_sealed;
+} o1_task;
+
+static void o1_worker(void *ctx, int ith, int nth) {
+    o1_task *a = ctx;
+    const cmf_config *c = &a->b->m->cfg;
+    const int HD = c->head_dim, NKV = c->n_kv_heads, QD = c->n_heads * HD, KVD = NKV * HD;
+    const int group = c->n_heads / NKV;
+    for (int job = ith; job < a->n_sealed * NKV; job += nth) {
+        cmf_session *s = a->sealed[job / NKV];
+        const int g = job % NKV;
+        cmf_o1 *st = s->o1->st[(size_t)a->layer * NKV + g];
+        for (int t = 0; t < a->n; t++) {
+            if (a->seqs[t] != s) continue;
+            const size_t qo = (size_t)t * QD + (size_t)g * group * HD;
+            /* cannot fail: pointers are valid and the states keep their query trace */
+            (void)cmf_o1_step(st, a->b->q + qo, a->b->k + (size_t)t * KVD + (size_t)g * HD,
+                              a->b->v + (size_t)t * KVD + (size_t)g * HD, a->b->att + qo);
+        }
+    }
+}
+
+static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
+    (void)be;
+    attn_task at = {b, seqs, l, n};
+    cmf_pool_run(b->pool, attn_worker, &at);
+    o1_task ot = {b, seqs, l, n, b->sealed, 0};
+    for (int t = 0; t < n; t++) {
+        cmf_session *s = seqs[t];
+        if (!s->o1 || !s->o1->sealed || !s->o1->on[l]) continue;
+        int seen = 0;
+        for (int i = 0; i < ot.n_sealed && !seen; i++) seen = ot.sealed[i] == s;
+        if (!seen) ot.sealed[ot.n_sealed++] = s;
+    }
+    if (ot.n_sealed) cmf_pool_run(b->pool, o1_worker, &ot);
+    return CMF_OK;
+}
+
+static cmf_status cpu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, int64_t count, int gelu) {
+    (void)be, (void)b;
+    if (gelu) cmf_gelu_tanh(gate, count);
+    else cmf_silu(gate, count);
+    for (int64_t i = 0; i < count; i++) gate[i] *= up[i];
+    return CMF_OK;
+}
+
+static cmf_status cpu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const float *post_norm, int rows,
+                               int d, float eps, int gemma) {
+    (void)be, (void)b;
+    for (int t = 0; t < rows; t++) {
+        float *ot = o + (size_t)t * d, *xt = x + (size_t)t * d;
+        if (post_norm) cmf_rmsnorm(ot, ot, post_norm, d, eps, gemma);
+        for (int i = 0; i < d; i++) xt[i] += ot[i];
+    }
+    return CMF_OK;
+}
+
+static cmf_status cpu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows,
+                           const cmf_weight *lm_head, float softcap) {
+    (void)be;
+    const int64_t V = lm_head->rows;
+    cmf_matmul(b->pool, out_host, V, xn, rows, lm_head, NULL);
+    if (softcap > 0)
+        for (int64_t i = 0; i < (int64_t)rows * V; i++) out_host[i] = softcap * tanhf(out_host[i] / softcap);
+    return CMF_OK;
+}
+
+static void cpu_destroy(cmf_backend *be) { (void)be; /* the singleton holds nothing */ }
+
+static cmf_backend cpu_backend = {
+    .kind = CMF_BACKEND_CPU,
+    .name = "cpu",
+    .desc = "cpu",
+    .buf_alloc = cpu_alloc,
+    .buf_free = cpu_free,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .zero = cpu_zero,
+    .sync = cpu_sync,
+    .load_weights = cpu_load_weights,
+    .kv_alloc = cpu_kv_alloc,
+    .kv_free = cpu_kv_free,
+    .begin = cpu_begin,
+    .end = cpu_end,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .qk_rope = cpu_qk_rope,
+    .kv_write = cpu_kv_write,
+    .attention = cpu_attention,
+    .glu = cpu_glu,
+    .residual = cpu_residual,
+    .head = cpu_head,
+    .destroy = cpu_destroy,
+};
+
+cmf_backend *cmf_backend_cpu(void) { return &cpu_backend; }
