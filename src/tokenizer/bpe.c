@@ -10,23 +10,28 @@
 
 /* ---- merge map: (id_a, id_b) -> (rank, new_id) ------------------------------------------------------------- */
 
+/* Hash of a merge key (murmur3's 64-bit finalizer: the key is already one integer, no byte loop needed). */
+static inline size_t pair_hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ull;
+    k ^= k >> 33;
+    return (size_t)k;
+}
+
 static int merge_map_grow(tok_merge_map *m) {
     size_t cap = m->cap ? m->cap * 2 : 4096;
-    uint64_t *k = calloc(cap, sizeof *k);
-    uint32_t *r = malloc(cap * sizeof *r);
-    int32_t *v = malloc(cap * sizeof *v);
-    if (!k || !r || !v) {
-        free(k), free(r), free(v);
-        return -1;
-    }
+    tok_merge_slot *t = calloc(cap, sizeof *t);
+    if (!t) return -1;
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        size_t h = tok_hash(&m->keys[i], 8) & (cap - 1);
-        while (k[h]) h = (h + 1) & (cap - 1);
-        k[h] = m->keys[i], r[h] = m->rank[i], v[h] = m->new_id[i];
+        if (!m->slots[i].key) continue;
+        size_t h = pair_hash(m->slots[i].key) & (cap - 1);
+        while (t[h].key) h = (h + 1) & (cap - 1);
+        t[h] = m->slots[i];
     }
-    free(m->keys), free(m->rank), free(m->new_id);
-    m->keys = k, m->rank = r, m->new_id = v, m->cap = cap;
+    free(m->slots);
+    m->slots = t, m->cap = cap;
     return 0;
 }
 
@@ -34,10 +39,10 @@ static int merge_map_grow(tok_merge_map *m) {
 static int merge_map_set(tok_merge_map *m, int32_t a, int32_t b, uint32_t rank, int32_t new_id) {
     if ((m->n + 1) * 2 > m->cap && merge_map_grow(m)) return -1;
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t h = tok_hash(&key, 8) & (m->cap - 1);
-    while (m->keys[h] && m->keys[h] != key) h = (h + 1) & (m->cap - 1);
-    if (!m->keys[h]) m->n++;
-    m->keys[h] = key, m->rank[h] = rank, m->new_id[h] = new_id;
+    size_t h = pair_hash(key) & (m->cap - 1);
+    while (m->slots[h].key && m->slots[h].key != key) h = (h + 1) & (m->cap - 1);
+    if (!m->slots[h].key) m->n++;
+    m->slots[h] = (tok_merge_slot){key, rank, new_id};
     return 0;
 }
 
@@ -45,9 +50,9 @@ static int merge_map_set(tok_merge_map *m, int32_t a, int32_t b, uint32_t rank, 
 static inline long merge_map_find(const tok_merge_map *m, int32_t a, int32_t b) {
     if (!m->cap) return -1;
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
-    size_t h = tok_hash(&key, 8) & (m->cap - 1);
-    while (m->keys[h]) {
-        if (m->keys[h] == key) return (long)h;
+    size_t h = pair_hash(key) & (m->cap - 1);
+    while (m->slots[h].key) {
+        if (m->slots[h].key == key) return (long)h;
         h = (h + 1) & (m->cap - 1);
     }
     return -1;
@@ -241,7 +246,7 @@ cmf_status tok_bpe_load(const cJSON *j, tok_model *m) {
 }
 
 void tok_bpe_free(tok_model *m) {
-    free(m->merges.keys), free(m->merges.rank), free(m->merges.new_id);
+    free(m->merges.slots);
     free(m->cont_prefix), free(m->eow_suffix);
     cache_free(m->cache);
 }
@@ -292,7 +297,7 @@ static merge heap_pop(merge *h, size_t *n) {
 static void push_pair(const tok_model *m, const sym *w, merge *heap, size_t *hn, int32_t i) {
     if (i < 0 || w[i].next < 0) return;
     long k = merge_map_find(&m->merges, w[i].id, w[w[i].next].id);
-    if (k >= 0) heap_push(heap, hn, (merge){m->merges.rank[k], (uint32_t)i, m->merges.new_id[k]});
+    if (k >= 0) heap_push(heap, hn, (merge){m->merges.slots[k].rank, (uint32_t)i, m->merges.slots[k].new_id});
 }
 
 cmf_status tok_bpe_encode(const tok_model *m, const char *s, size_t len, tok_ids *out) {
@@ -377,7 +382,7 @@ cmf_status tok_bpe_encode(const tok_model *m, const char *s, size_t len, tok_ids
         if (a->len == 0 || a->next < 0) continue;
         int32_t bpos = a->next;
         long k = merge_map_find(&m->merges, a->id, w[bpos].id);
-        if (k < 0 || m->merges.new_id[k] != top.new_id) continue; /* stale entry */
+        if (k < 0 || m->merges.slots[k].new_id != top.new_id) continue; /* stale entry */
         a->id = top.new_id;
         a->len += w[bpos].len;
         a->next = w[bpos].next;

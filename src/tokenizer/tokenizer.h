@@ -65,7 +65,8 @@ int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
 /* Frees the keys and tables; the map is left empty and reusable. */
 void tok_strmap_free(tok_strmap *m);
 
-/* 64-bit hash of n bytes (FNV-1a with a murmur3 finalizer); used by the hash tables and the word cache. */
+/* 64-bit hash of n bytes (FNV-style multiply-rotate over 8-byte words, murmur3 finalizer); used by the hash
+ * tables and the word cache (not stored anywhere: any change only moves entries between slots). */
 uint64_t tok_hash(const void *p, size_t n);
 
 /* GPT-2's bytes_to_unicode table: each byte's replacement character as UTF-8 (1 or 2 bytes). */
@@ -148,10 +149,15 @@ cmf_status tok_pretokenize(const tok_pretok *p, tok_pieces *io);
 
 typedef enum { TOK_MODEL_BPE, TOK_MODEL_WORDLEVEL, TOK_MODEL_WORDPIECE, TOK_MODEL_UNIGRAM } tok_model_type;
 
+/* One slot of the merge table: key, rank and result side by side, so a lookup touches one cache line. */
+typedef struct tok_merge_slot {
+    uint64_t key; /* (a << 32 | b) + 1, 0 = empty */
+    uint32_t rank;
+    int32_t new_id;
+} tok_merge_slot;
+
 typedef struct tok_merge_map {
-    uint64_t *keys; /* (a << 32 | b) + 1, 0 = empty */
-    uint32_t *rank;
-    int32_t *new_id;
+    tok_merge_slot *slots; /* open addressing, linear probing */
     size_t cap, n;
 } tok_merge_map;
 

@@ -59,10 +59,17 @@ int tok_ids_push(tok_ids *a, int32_t id) { return tok_ids_append(a, &id, 1); }
 /* ---- hashing and tok_strmap ------------------------------------------------------------------------------- */
 
 uint64_t tok_hash(const void *p, size_t n) {
-    /* FNV-1a 64 followed by a murmur finalizer for better high bits. */
+    /* 8 bytes per step (multiply-rotate), the tail one byte at a time, then murmur3's finalizer. */
     const unsigned char *s = p;
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
+    uint64_t h = 0xcbf29ce484222325ull ^ (n * 0x9e3779b97f4a7c15ull);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, s + i, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+        h = (h << 29) | (h >> 35);
+    }
+    for (; i < n; i++) h = (h ^ s[i]) * 0x100000001b3ull;
     h ^= h >> 33;
     h *= 0xff51afd7ed558ccdull;
     h ^= h >> 33;
