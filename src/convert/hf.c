@@ -216,6 +216,25 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
         if (!tok_json) s = cmf_err(CMF_E_FORMAT, "%s/tokenizer.json: malformed JSON", dir);
     }
     if (!s && !vocab) cmf_convert_warn(opts, "no tokenizer.json: the file has no vocab section");
+    if (!s && tok_json) { /* a tokenizer whose ids pass the embedding's rows does not belong to these weights */
+        const cJSON *vs = cJSON_GetObjectItemCaseSensitive(arch, "vocab_size");
+        const cJSON *mv = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tok_json, "model"), "vocab");
+        double top = -1;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, mv) if (cJSON_IsNumber(e) && e->valuedouble > top) top = e->valuedouble;
+        cJSON_ArrayForEach(e, cJSON_GetObjectItemCaseSensitive(tok_json, "added_tokens")) {
+            const cJSON *id = cJSON_GetObjectItemCaseSensitive(e, "id");
+            if (cJSON_IsNumber(id) && id->valuedouble > top) top = id->valuedouble;
+        }
+        if (cJSON_IsNumber(vs) && top >= vs->valuedouble) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "tokenizer.json has ids up to %.0f but the model's vocab_size is %.0f: text whose tokens pass "
+                     "the embedding cannot be run",
+                     top, vs->valuedouble);
+            cmf_convert_warn(opts, msg);
+        }
+    }
     if (!s) s = read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
     if (!s) s = cmf_hf_tokenizer_config(config, gen, tok_cfg, tok_json, tpl, &tc);
     if (!s) s = cmf_st_open(dir, &st);

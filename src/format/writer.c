@@ -3,6 +3,7 @@
  * zero padding to the 4096-aligned data_off, blob, masks, vocab — fsyncs it and renames it to <path>. Every
  * failure removes both temporaries and leaves <path> untouched. No sparse index is written (§1.9: deprecated;
  * readers must not need it). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "format/format.h"
 #include "quant/dtype.h"
 #include "util/error.h"
+#include "util/fileio.h"
 
 typedef struct wrec {
     char *name;
@@ -65,6 +67,8 @@ void cmf_writer_abort(cmf_writer *w) {
 cmf_status cmf_writer_new(const char *path, cmf_writer **out) {
     if (!path || !out) return cmf_err(CMF_E_ARG, "cmf_writer_new: NULL argument");
     *out = NULL;
+    cmf_status chk = cmf_check_output_path(path);
+    if (chk != CMF_OK) return chk;
     cmf_writer *w = calloc(1, sizeof *w);
     if (!w) return cmf_err(CMF_E_NOMEM, "cmf_writer_new: out of memory");
     w->path = concat(path, "");
@@ -80,7 +84,7 @@ cmf_status cmf_writer_new(const char *path, cmf_writer **out) {
     if (!w->blob) {
         free(w->blob_path); /* nothing was created: do not remove a file we do not own */
         w->blob_path = NULL;
-        cmf_status st = cmf_err(CMF_E_IO, "cmf_writer_new: cannot create %s.blob.tmp", path);
+        cmf_status st = cmf_err(CMF_E_IO, "cannot create %s.blob.tmp: %s", path, strerror(errno));
         writer_free(w);
         return st;
     }
@@ -355,7 +359,7 @@ static cmf_status finish(cmf_writer *w, FILE **fpp) {
     *fpp = NULL;
     if (fclose(fp) != 0) return cmf_err(CMF_E_IO, "cmf_writer_finish: closing %s failed", w->tmp);
     if (rename(w->tmp, w->path) != 0)
-        return cmf_err(CMF_E_IO, "cmf_writer_finish: cannot rename %s to %s", w->tmp, w->path);
+        return cmf_err(CMF_E_IO, "cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
     return CMF_OK;
 }
 

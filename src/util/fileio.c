@@ -12,11 +12,54 @@
 
 #include "util/error.h"
 
+enum { READ_STREAM_MAX = 1 << 30 }; /* pipes and devices: at most 1 GiB */
+
+/* Reads a non-seekable stream (pipe, /dev/stdin) to its end. */
+static cmf_status read_stream(FILE *fp, const char *path, char **data, size_t *len) {
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    if (!buf) return cmf_err(CMF_E_NOMEM, "%s: out of memory", path);
+    for (;;) {
+        if (n == cap) {
+            if (cap >= READ_STREAM_MAX) {
+                free(buf);
+                return cmf_err(CMF_E_IO, "%s: more than %d bytes", path, READ_STREAM_MAX);
+            }
+            char *nb = realloc(buf, 2 * cap + 1);
+            if (!nb) {
+                free(buf);
+                return cmf_err(CMF_E_NOMEM, "%s: out of memory", path);
+            }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, fp);
+        n += got;
+        if (got == 0) break;
+    }
+    if (ferror(fp)) {
+        free(buf);
+        return cmf_err(CMF_E_IO, "%s: read error", path);
+    }
+    buf[n] = 0;
+    *data = buf;
+    *len = n;
+    return CMF_OK;
+}
+
 cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return cmf_err(CMF_E_IO, "%s: %s", path, strerror(errno));
+    if (S_ISDIR(sb.st_mode)) return cmf_err(CMF_E_IO, "%s: is a directory", path);
     FILE *fp = fopen(path, "rb");
     if (!fp) return cmf_err(CMF_E_IO, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(sb.st_mode)) {
+        cmf_status st = read_stream(fp, path, data, len);
+        fclose(fp);
+        return st;
+    }
     if (fseek(fp, 0, SEEK_END) != 0) {
         fclose(fp);
         return cmf_err(CMF_E_IO, "%s: cannot seek", path);
@@ -83,6 +126,28 @@ int cmf_is_dir(const char *path) {
 int cmf_is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+cmf_status cmf_check_output_path(const char *path) {
+    struct stat sb;
+    if (lstat(path, &sb) != 0) {
+        if (errno == ENOENT) return CMF_OK;
+        return cmf_err(CMF_E_ARG, "%s: %s", path, strerror(errno));
+    }
+    if (S_ISLNK(sb.st_mode))
+        return cmf_err(CMF_E_ARG, "%s: is a symbolic link; give the path of the file itself", path);
+    if (S_ISDIR(sb.st_mode)) return cmf_err(CMF_E_ARG, "%s: is a directory", path);
+    if (!S_ISREG(sb.st_mode))
+        return cmf_err(CMF_E_ARG, "%s: is not a regular file (device, FIFO or socket); refusing to replace it", path);
+    if (!(sb.st_mode & 0222) || access(path, W_OK) != 0)
+        return cmf_err(CMF_E_ARG, "%s: is read-only; refusing to replace it", path);
+    return CMF_OK;
+}
+
+int cmf_same_file(const char *a, const char *b) {
+    struct stat sa, sb;
+    if (stat(a, &sa) != 0 || stat(b, &sb) != 0) return 0;
+    return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
 }
 
 char *cmf_path_join(const char *dir, const char *name) {

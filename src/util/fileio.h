@@ -25,6 +25,14 @@ void cmf_mmap_close(cmf_mmap *m);
 int cmf_is_dir(const char *path);
 int cmf_is_file(const char *path);
 
+/* Checks that `path` may be replaced by a newly written file: it does not exist, or it is a regular, writable file
+ * (not a directory, device, FIFO or symbolic link, not read-only). Errors: CMF_E_ARG with a message naming the path
+ * and the reason. */
+cmf_status cmf_check_output_path(const char *path);
+
+/* 1 when a and b name the same existing file (same device and inode), else 0. */
+int cmf_same_file(const char *a, const char *b);
+
 /* Joins dir + "/" + name into a malloc'd string (NULL on allocation failure). */
 char *cmf_path_join(const char *dir, const char *name);
 

@@ -7,7 +7,7 @@ GGUF="$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
 
 # Hugging Face sources: default f16, and each --quant recorded as the file label; every output verifies
 expect_ok "$CMF_BIN" convert "$HF/qwen2" -o "$T/q.cmf"
-grep -q "^cmf convert: wrote $T/q.cmf (f16)" "$T/err" || fail "convert summary line: $(cat "$T/err")"
+grep -q "^cmf convert: wrote $T/q.cmf (F16)" "$T/err" || fail "convert summary line: $(cat "$T/err")"
 expect_ok "$CMF_BIN" verify "$T/q.cmf"
 expect_ok "$CMF_BIN" info "$T/q.cmf" && grep -qE '^quant: +F16' "$T/out" || fail "default quant label F16"
 for q in f32:F32 bf16:BF16 q8:Q8_ROW q8_2f:Q8_2F; do

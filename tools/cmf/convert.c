@@ -7,6 +7,7 @@
 
 #include "cli.h"
 #include "convert/convert.h"
+#include "format/format.h"
 #include "quant/dtype.h"
 #include "util/fileio.h"
 
@@ -106,6 +107,11 @@ int cmd_convert(int argc, char **argv) {
         }
     }
 
+    if (cmf_same_file(src, out))
+        return cli_fail("convert", "-o %s is the source itself; write the CMF file under another name", out);
+    cmf_status chk = cmf_check_output_path(out);
+    if (chk != CMF_OK) return cli_lib_error("convert", chk);
+
     int dtype = -1;
     if (quant) {
         dtype = cmf_dtype_from_name(quant);
@@ -136,10 +142,19 @@ int cmd_convert(int argc, char **argv) {
                             src);
         opts.quant = dtype >= 0 ? dtype : CMF_DT_F32;
         st = cmf_convert_gguf(src, out, &opts);
+    } else if (access(src, F_OK) == 0) {
+        return cli_fail("convert", "%s: not a regular file or directory", src);
     } else {
         return cli_fail("convert", "%s: no such file or directory", src);
     }
     if (st != CMF_OK) return cli_lib_error("convert", st);
-    fprintf(stderr, "cmf convert: wrote %s (%s) in %.1f s\n", out, cmf_dtype_name(opts.quant), cli_now() - t0);
+    /* the label of what was written (a GGUF's quantized tensors keep their own type) */
+    const char *label = cmf_dtype_name(opts.quant);
+    cmf_file *f = NULL;
+    const cJSON *qt = NULL;
+    if (cmf_file_open(out, &f) == CMF_OK) qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
+    fprintf(stderr, "cmf convert: wrote %s (%s) in %.1f s\n", out, cJSON_IsString(qt) ? qt->valuestring : label,
+            cli_now() - t0);
+    cmf_file_close(f);
     return CLI_OK;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "util/fileio.h"
 
 static const char *USAGE =
     "usage: cmf eval MODEL.cmf (--tokens 1,2,3 | --tokens-file F) -o LOGITS.f32 [-t THREADS]\n"
@@ -100,6 +101,10 @@ int cmd_eval(int argc, char **argv) {
     if (!tokens && !tokens_file) return cli_usage_error("eval", "missing --tokens IDS or --tokens-file F");
     if (tokens && tokens_file) return cli_usage_error("eval", "give only one of --tokens and --tokens-file");
     if (!out) return cli_usage_error("eval", "missing -o LOGITS.f32");
+    if (cmf_same_file(model, out) || (tokens_file && cmf_same_file(tokens_file, out)))
+        return cli_fail("eval", "-o %s is one of the inputs; write the logits under another name", out);
+    cmf_status chk = cmf_check_output_path(out);
+    if (chk != CMF_OK) return cli_lib_error("eval", chk);
 
     int32_t *ids = NULL;
     size_t n = 0;

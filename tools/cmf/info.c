@@ -228,7 +228,7 @@ static void print_tensors(const cmf_file *f, const char *prefix) {
     }
     char h[32];
     human(total, h, sizeof h);
-    printf("%zu tensor(s), %" PRIu64 " bytes (%s)\n", shown, total, h);
+    printf("%zu tensor(s), %s\n", shown, h);
 }
 
 int cmd_info(int argc, char **argv) {

@@ -181,8 +181,13 @@ int cmd_run(int argc, char **argv) {
     int vocab = cmf_model_vocab_size(m);
     for (size_t i = 0; i < n_ids; i++) {
         if (ids[i] >= vocab) {
-            rc = cli_fail("run", "--tokens: id %d (position %zu) is out of range for a vocabulary of %d", (int)ids[i],
-                          i, vocab);
+            if (o.tokens)
+                rc = cli_fail("run", "--tokens: id %d (position %zu) is out of range for a vocabulary of %d",
+                              (int)ids[i], i, vocab);
+            else
+                rc = cli_fail("run", "the tokenizer gave id %d (position %zu), outside the model's vocabulary of %d: "
+                                     "the file's tokenizer does not belong to these weights",
+                              (int)ids[i], i, vocab);
             goto done;
         }
     }
