@@ -8,10 +8,8 @@
 #
 # usage: bench/compare_llamacpp.sh [-t THREADS] [-r REPS] [-p 512] [-n 128]
 # environment:
-#   LLAMA_GIT     git directory of a llama.cpp snapshot (default: the first /work/.mirror/*llama.cpp*/repo, which
-#                 the search tool's `fetch` of a llama.cpp repository leaves)
-#   LLAMA_COMMIT  the commit to build (default 0253fb21f, upstream ggml-org/llama.cpp of 2026-05-16)
-#   LLAMA_DIR     where its work tree is checked out and built, CPU only (default /tmp/llama.cpp)
+#   LLAMA_BIN     (required) a folder holding llama.cpp's llama-bench and llama-perplexity, built by you (CPU;
+#                 the numbers in bench/RESULTS.md used upstream ggml-org/llama.cpp 0253fb21f, Release, native)
 #   WORK          models, the cmf Release build and logs (default /tmp/llamacpp-vs-cmf); nothing is written to the repo
 # Everything is printed as markdown on stdout (bench/RESULTS.md holds a copy of one run).
 set -euo pipefail
@@ -30,32 +28,16 @@ done
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHARED=${CMF_SHARED:-$ROOT/../shared}
-LLAMA_COMMIT=${LLAMA_COMMIT:-0253fb21f}
-LLAMA_DIR=${LLAMA_DIR:-/tmp/llama.cpp}
+LLAMA_BIN=${LLAMA_BIN:-}
 WORK=${WORK:-/tmp/llamacpp-vs-cmf}
 mkdir -p "$WORK"
 log() { echo "compare: $*" >&2; }
 trap 'echo "compare: failed at line $LINENO (logs in $WORK)" >&2' ERR
 
-# --- llama.cpp (CPU only), built once ---------------------------------------------------------------------------
-if [ ! -x "$LLAMA_DIR/build/bin/llama-bench" ] || [ ! -x "$LLAMA_DIR/build/bin/llama-perplexity" ]; then
-    if [ ! -f "$LLAMA_DIR/CMakeLists.txt" ]; then
-        LLAMA_GIT=${LLAMA_GIT:-$(ls -d /work/.mirror/*llama.cpp*/repo 2>/dev/null | head -1)}
-        [ -n "$LLAMA_GIT" ] || { echo "compare: no llama.cpp snapshot (set LLAMA_GIT)" >&2; exit 1; }
-        log "checking out llama.cpp $LLAMA_COMMIT from $LLAMA_GIT into $LLAMA_DIR"
-        mkdir -p "$LLAMA_DIR"
-        # only the sources the two tools need (the snapshot's large model files may be absent)
-        git --git-dir="$LLAMA_GIT" archive "$LLAMA_COMMIT" CMakeLists.txt cmake ggml src include common tools vendor \
-            licenses LICENSE | tar -x -C "$LLAMA_DIR"
-    fi
-    log "building llama-bench and llama-perplexity (CPU, Release, -march=native)"
-    cmake -S "$LLAMA_DIR" -B "$LLAMA_DIR/build" -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-        -DLLAMA_OPENSSL=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF \
-        -DLLAMA_BUILD_TOOLS=ON -DBUILD_SHARED_LIBS=OFF >"$WORK/llama-cmake.log" 2>&1
-    cmake --build "$LLAMA_DIR/build" -j"$(nproc)" --target llama-bench llama-perplexity >"$WORK/llama-build.log" 2>&1
-fi
-LB=$LLAMA_DIR/build/bin/llama-bench
-LP=$LLAMA_DIR/build/bin/llama-perplexity
+# --- llama.cpp: the user's own build (this repository neither ships nor builds it) ---------------------------------
+LB=$LLAMA_BIN/llama-bench
+LP=$LLAMA_BIN/llama-perplexity
+[ -x "$LB" ] && [ -x "$LP" ] || { echo "compare: set LLAMA_BIN to a folder with llama-bench and llama-perplexity" >&2; exit 2; }
 
 # --- cmf, Release, from the committed HEAD (a work tree with colleagues' half-done files need not configure) ---------
 CMF_REV=$(git -C "$ROOT" rev-parse --short HEAD)
@@ -131,5 +113,5 @@ for m in stories260K random-f16 random-q4_0; do
     echo "| $m | $C (llama.cpp ${lw:-?} chunks, cmf ${cw:-?} windows) | ${lp:-failed} | ${cp:-failed} | $ratio |"
 done
 echo
-echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs online; llama.cpp $LLAMA_COMMIT;" \
+echo "Machine: $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'), $(nproc) CPUs online; llama.cpp $("$LB" --version 2>&1 | head -1);" \
     "cmf $CMF_REV (committed HEAD)"
