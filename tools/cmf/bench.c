@@ -37,7 +37,8 @@ static const char *USAGE =
     "  -r, --repetitions R timed repetitions of each test (default 5)\n"
     "  -t, --threads T     worker threads (default 0: all online CPUs)\n"
     "  --seed S            seed of the random token ids (default 1234)\n"
-    "  --json              print a JSON array (one object per test) instead of the markdown table\n";
+    "  --json              print a JSON array (one object per test) instead of the markdown table\n"
+    "%s";
 
 typedef struct bench_result {
     char test[32];
@@ -104,10 +105,13 @@ int cmd_bench(int argc, char **argv) {
     long p = 512, n = 128, reps = 5, threads = 0;
     uint64_t seed = 1234;
     int json = 0, rc = 0;
+    cli_model_opts mo;
+    memset(&mo, 0, sizeof mo);
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
-            fputs(USAGE, stdout);
+            printf(USAGE, CLI_MODEL_USAGE);
             return CLI_OK;
+        } else if (cli_model_opt(&a, &mo, &rc)) {
         } else if (cli_is(&a, "--n-prompt", "-p")) {
             rc = cli_int(&a, 0, 1 << 20, &p);
         } else if (cli_is(&a, "--n-gen", "-n")) {
@@ -154,10 +158,14 @@ int cmd_bench(int argc, char **argv) {
     bench_result res[2];
     memset(res, 0, sizeof res);
     int n_res = 0;
-    if ((st = cmf_model_load(path, &mp, &m)) || (st = cmf_session_new(m, (int)(p > n ? p : n), &s))) {
+    if ((st = cmf_model_load(path, &mp, &m)) != CMF_OK) {
         rc = cli_lib_error("bench", st);
         goto done;
     }
+    if (cmf_model_n_ctx_train(m) > 0 && (p > cmf_model_n_ctx_train(m) || n > cmf_model_n_ctx_train(m)))
+        cli_warn("bench", "-p %ld / -n %ld exceed the trained context of %d (attention cost grows with the square)",
+                 p, n, cmf_model_n_ctx_train(m));
+    if ((rc = cli_session_new("bench", m, (int)(p > n ? p : n), &mo, &s)) != 0) goto done;
     int vocab = cmf_model_vocab_size(m);
     if (!(buf = malloc((size_t)(p ? p : 1) * sizeof *buf))) {
         rc = cli_fail("bench", "out of memory");

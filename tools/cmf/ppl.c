@@ -36,7 +36,9 @@ static const char *USAGE =
     "  --stride S             tokens between window starts (default c)\n"
     "  --max-windows N        use at most N windows (default: all whole windows)\n"
     "  --baseline FILE        also evaluate FILE on the same windows and print the ratio PPL / PPL(baseline)\n"
-    "  -t, --threads N        worker threads (default 0: all online CPUs)\n";
+    "  -t, --threads N        worker threads (default 0: all online CPUs)\n"
+    "%s"
+    "(each window is one prefill: the O(1) far field, sealed after a prompt, does not apply to ppl windows)\n";
 
 /* Running sums of one model's scored predictions. */
 typedef struct ppl_acc {
@@ -76,12 +78,12 @@ typedef struct ppl_model {
     ppl_acc acc;
 } ppl_model;
 
-static int open_model(ppl_model *pm, const char *path, int threads, int c) {
+static int open_model(ppl_model *pm, const char *path, int threads, int c, const cli_model_opts *mo) {
     cmf_model_params mp = {.n_threads = threads};
     pm->path = path;
     cmf_status st = cmf_model_load(path, &mp, &pm->m);
-    if (!st) st = cmf_session_new(pm->m, c, &pm->s);
-    return st ? cli_lib_error("ppl", st) : 0;
+    if (st) return cli_lib_error("ppl", st);
+    return cli_session_new("ppl", pm->m, c, mo, &pm->s);
 }
 
 int cmd_ppl(int argc, char **argv) {
@@ -90,10 +92,13 @@ int cmd_ppl(int argc, char **argv) {
     const char *model = NULL, *file = NULL, *baseline = NULL;
     long c = 512, stride = 0, max_windows = 0, threads = 0;
     int rc = 0;
+    cli_model_opts mo;
+    memset(&mo, 0, sizeof mo);
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
-            fputs(USAGE, stdout);
+            printf(USAGE, CLI_MODEL_USAGE);
             return CLI_OK;
+        } else if (cli_model_opt(&a, &mo, &rc)) {
         } else if (cli_is(&a, "--file", "-f")) {
             rc = cli_value(&a, &file);
         } else if (cli_is(&a, "--ctx", "-c")) {
@@ -124,8 +129,8 @@ int cmd_ppl(int argc, char **argv) {
     size_t len = 0, n_tok = 0;
     int32_t *ids = NULL, *win = NULL;
     float *logits = NULL;
-    if ((rc = open_model(&pm[0], model, (int)threads, (int)c))) goto done;
-    if (baseline && (rc = open_model(&pm[1], baseline, (int)threads, (int)c))) goto done;
+    if ((rc = open_model(&pm[0], model, (int)threads, (int)c, &mo))) goto done;
+    if (baseline && (rc = open_model(&pm[1], baseline, (int)threads, (int)c, &mo))) goto done;
     int vocab = cmf_model_vocab_size(pm[0].m);
     if (baseline && cmf_model_vocab_size(pm[1].m) != vocab) {
         rc = cli_fail("ppl", "%s has a vocabulary of %d, %s of %d: not comparable", baseline,
