@@ -83,8 +83,8 @@ cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_
 
 /* cmf_model_load on a chosen backend: "cpu"; "cuda" or "cuda:N" (device N; a CUDA device is required: no device,
  * too little device memory, or a build without CUDA is an error naming the reason); "auto" (CUDA device 0 when
- * usable, else the CPU); NULL = the environment: CMF_GPU=1 means "cuda", CMF_GPU=auto means "auto", unset or 0
- * means "cpu" (cmf_model_load is this call with NULL). With CUDA, weights are uploaded to the device at load
+ * usable, else the CPU); NULL = the environment: CMF_GPU=1 means "cuda", unset or 0 "cpu",
+ * any other value is taken as the name (cmf_model_load is this call with NULL). With CUDA, weights are uploaded to the device at load
  * (skills on first use), the KV cache is f16 on the device, and task masks and the O(1) far field are
  * CMF_E_UNSUPPORTED when a session would use them; Dory files run only on the CPU (CMF_E_UNSUPPORTED).
  * Errors: those of cmf_model_load, CMF_E_ARG for an unknown backend name. */

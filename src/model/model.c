@@ -303,7 +303,7 @@ static cmf_status choose_backend(cmf_model *m, const char *name) {
     m->be = cmf_backend_cpu();
     if (!name) {
         const char *env = getenv("CMF_GPU");
-        name = !env || !*env || !strcmp(env, "0") ? "cpu" : !strcmp(env, "auto") ? "auto" : "cuda";
+        name = !env || !*env || !strcmp(env, "0") ? "cpu" : !strcmp(env, "1") ? "cuda" : env; /* or a name */
     }
     int dev = 0, optional = 0;
     if (!strcmp(name, "cpu")) return CMF_OK;

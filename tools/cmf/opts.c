@@ -1,7 +1,9 @@
 /* opts.c — option groups shared by several subcommands: sampling (run, chat) and the per-session model options
- * (run, chat, eval, bench, ppl): --skill, the O(1) far field, and the looped-model (Dory) options. */
+ * (run, chat, eval, bench, ppl): --skill, the O(1) far field, the looped-model (Dory) options, and the backend
+ * (--gpu / --backend, through CMF_GPU, which cmf_model_load reads). */
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -29,7 +31,9 @@ const char *const CLI_MODEL_USAGE =
     "                           landmarks (32), exact window (128), sinks (4), seal length (32768), rectifier\n"
     "  --loops N                looped models (Dory): recurrent passes per token (default: the config's)\n"
     "  --kv-mode per_loop|last_loop   looped models: KV cache mode (default: the config's)\n"
-    "  --gate T                 looped models: Conf early exit at top probability >= T (decode, 2 loops)\n";
+    "  --gate T                 looped models: Conf early exit at top probability >= T (decode, 2 loops)\n"
+    "  --gpu                    run the forward on CUDA device 0 (an error when there is none); = CMF_GPU=1\n"
+    "  --backend cpu|cuda|cuda:N|auto   where the forward runs (auto: CUDA when usable, else the CPU); sets CMF_GPU\n";
 
 void cli_sampling_defaults(cli_sampling *s) {
     memset(s, 0, sizeof *s);
@@ -97,6 +101,11 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
         *rc = cli_value(a, &p->dory_kv_mode);
     } else if (cli_is(a, "--gate", NULL)) {
         if (!(*rc = cli_float(a, 0.0, 1e6, &d))) p->gate = (float)d;
+    } else if (cli_is(a, "--gpu", NULL)) { /* read by cmf_model_load (CMF_GPU), so every subcommand honours it */
+        setenv("CMF_GPU", "1", 1);
+    } else if (cli_is(a, "--backend", NULL)) {
+        const char *v = NULL;
+        if (!(*rc = cli_value(a, &v))) setenv("CMF_GPU", v, 1);
     } else {
         return 0;
     }

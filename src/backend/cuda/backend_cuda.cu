@@ -437,7 +437,11 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     const cmf_config *c = &m->cfg;
     int count = 0;
     cmf_cuda_device_count(&count);
-    if (count == 0) return cmf_err(CMF_E_UNSUPPORTED, "%s", cmf_last_error()); /* "cuda: no device: ..." */
+    if (count == 0) {
+        char why[256];
+        snprintf(why, sizeof why, "%s", cmf_last_error()); /* "cuda: no device: <runtime's reason>" */
+        return cmf_err(CMF_E_UNSUPPORTED, "%s", why);
+    }
     if (dev < 0 || dev >= count)
         return cmf_err(CMF_E_UNSUPPORTED, "cuda: device %d does not exist (%d device(s))", dev, count);
     if (c->head_dim % 8 || c->head_dim > 256 || c->n_heads % c->n_kv_heads)

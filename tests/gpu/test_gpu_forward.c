@@ -1,0 +1,229 @@
+/* The CUDA backend against the CPU backend on the same CMF files: the hf-tiny checkpoints of shared/data (llama,
+ * mistral-swa, qwen2, qwen3, gemma2, bf16-llama) converted here at f16 and q8_row, and every input_i sequence of
+ * their ref.safetensors:
+ *  - prefill logits at every position within 2e-3 x max|CPU logit| (GPU products round operands to f16 in the
+ *    cuBLAS prefill GEMM and the KV cache is f16, so the bound is relative);
+ *  - 24 greedy decode steps: each step's logits within the same bound and the greedy tokens identical;
+ *  - a continuous batch of two sessions (one decode token each, then one prefill chunk next to one decode token)
+ *    through cmf_batch_run, against the same batch on the CPU;
+ *  - refusals: the O(1) far field on the GPU is CMF_E_UNSUPPORTED.
+ * Without a usable CUDA device (CI): checks that "cuda" is a clear CMF_E_UNSUPPORTED error, that "auto" falls back
+ * to the CPU, then exits 77 (ctest SKIP). */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cmf.h"
+#include "convert/convert.h"
+#include "convert/safetensors.h"
+#include "quant/dtype.h"
+#include "testutil.h"
+#ifdef CMF_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
+
+static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
+enum { N_GREEDY = 24, N_CTX = 256 };
+static const float BOUND = 2e-3f;
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* max|gpu - cpu| / max|cpu| over n values */
+static float rel_diff(const float *cpu, const float *gpu, size_t n) {
+    float mx = 0, md = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabsf(cpu[i]) > mx) mx = fabsf(cpu[i]);
+        if (!(fabsf(cpu[i] - gpu[i]) <= md)) md = isnan(gpu[i]) ? INFINITY : fabsf(cpu[i] - gpu[i]);
+    }
+    return mx > 0 ? md / mx : md;
+}
+
+static int32_t *st_ids(const cmf_safetensors *st, const char *name, int *n) {
+    const cmf_st_tensor *t = cmf_st_find(st, name);
+    if (!t) return NULL;
+    *n = (int)cmf_st_numel(t);
+    float *f = malloc(*n * sizeof(float));
+    int32_t *ids = malloc(*n * sizeof(int32_t));
+    cmf_st_to_f32(t, f);
+    for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
+    free(f);
+    return ids;
+}
+
+/* Prefill + greedy decode of one sequence on both backends. */
+static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, const int32_t *ids, int n) {
+    const int V = cmf_model_vocab_size(cpu);
+    cmf_session *sc = NULL, *sg = NULL;
+    float *lc = malloc((size_t)n * V * sizeof(float)), *lg = malloc((size_t)n * V * sizeof(float));
+    cmf_status a = cmf_session_new(cpu, N_CTX, &sc), b = cmf_session_new(gpu, N_CTX, &sg);
+    CHECK_MSG(a == CMF_OK && b == CMF_OK, "%s: sessions: %s", label, cmf_last_error());
+    if (a == CMF_OK && b == CMF_OK) {
+        a = cmf_session_prefill(sc, ids, n, lc);
+        b = cmf_session_prefill(sg, ids, n, lg);
+        CHECK_MSG(a == CMF_OK && b == CMF_OK, "%s: prefill: %s", label, cmf_last_error());
+    }
+    if (a == CMF_OK && b == CMF_OK) {
+        float worst = rel_diff(lc, lg, (size_t)n * V);
+        CHECK_MSG(worst <= BOUND, "%s: prefill (%d tokens) max|gpu-cpu|/max|logit| = %.3e > %.0e", label, n, worst,
+                  BOUND);
+        worst = rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
+        CHECK_MSG(worst <= BOUND, "%s: last-token logits %.3e", label, worst);
+        float dec_worst = 0;
+        int steps = 0;
+        for (int g = 0; g < N_GREEDY; g++) {
+            const int tc = argmax(cmf_session_logits(sc), V), tg = argmax(cmf_session_logits(sg), V);
+            if (tc != tg) {
+                CHECK_MSG(0, "%s: greedy token %d: gpu %d, cpu %d", label, g, tg, tc);
+                break;
+            }
+            a = cmf_session_decode(sc, tc);
+            b = cmf_session_decode(sg, tg);
+            if (a != CMF_OK || b != CMF_OK) {
+                CHECK_MSG(0, "%s: decode step %d: %s", label, g, cmf_last_error());
+                break;
+            }
+            const float d = rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
+            CHECK_MSG(d <= BOUND, "%s: decode step %d: %.3e > %.0e", label, g, d, BOUND);
+            if (d > dec_worst) dec_worst = d;
+            steps++;
+        }
+        printf("%-28s len %3d: prefill %.2e, %d decode steps, worst %.2e\n", label, n,
+               rel_diff(lc, lg, (size_t)n * V), steps, dec_worst);
+    }
+    cmf_session_free(sc);
+    cmf_session_free(sg);
+    free(lc);
+    free(lg);
+}
+
+/* Two sessions in one batch: step 1 one decode token each; step 2 a 3-token chunk of A next to one token of B. */
+static void check_batch(const char *label, cmf_model *cpu, cmf_model *gpu, const int32_t *ids, int n) {
+    const int V = cmf_model_vocab_size(cpu);
+    cmf_model *ms[2] = {cpu, gpu};
+    float *out[2][2] = {{NULL, NULL}, {NULL, NULL}};
+    for (int k = 0; k < 2; k++) {
+        cmf_session *s[2] = {NULL, NULL};
+        cmf_batch *b = NULL;
+        int ok = cmf_session_new(ms[k], N_CTX, &s[0]) == CMF_OK && cmf_session_new(ms[k], N_CTX, &s[1]) == CMF_OK &&
+                 cmf_batch_new(ms[k], 8, 2, &b) == CMF_OK && cmf_session_prefill(s[0], ids, n, NULL) == CMF_OK &&
+                 cmf_session_prefill(s[1], ids, n / 2 + 1, NULL) == CMF_OK;
+        cmf_session *seqs[4] = {s[0], s[1]};
+        int32_t toks[4] = {ids[0], ids[1]};
+        ok = ok && cmf_batch_run(b, seqs, toks, 2) == CMF_OK;
+        cmf_session *seqs2[4] = {s[1], s[0], s[0], s[0]};
+        int32_t toks2[4] = {ids[2], ids[3], ids[4 % n], ids[5 % n]};
+        ok = ok && cmf_batch_run(b, seqs2, toks2, 4) == CMF_OK;
+        CHECK_MSG(ok, "%s: batch on %s: %s", label, k ? "gpu" : "cpu", cmf_last_error());
+        for (int i = 0; i < 2 && ok; i++) {
+            out[k][i] = malloc((size_t)V * sizeof(float));
+            memcpy(out[k][i], cmf_session_logits(s[i]), (size_t)V * sizeof(float));
+        }
+        cmf_batch_free(b);
+        cmf_session_free(s[0]);
+        cmf_session_free(s[1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (!out[0][i] || !out[1][i]) continue;
+        const float d = rel_diff(out[0][i], out[1][i], (size_t)V);
+        CHECK_MSG(d <= BOUND, "%s: batch session %d: %.3e > %.0e", label, i, d, BOUND);
+        CHECK_MSG(argmax(out[0][i], V) == argmax(out[1][i], V), "%s: batch session %d argmax differs", label, i);
+    }
+    for (int k = 0; k < 2; k++) free(out[k][0]), free(out[k][1]);
+}
+
+static int gpu_available(void) {
+#ifdef CMF_HAVE_CUDA
+    int n = 0;
+    cmf_cuda_device_count(&n);
+    return n > 0;
+#else
+    return 0;
+#endif
+}
+
+int main(void) {
+    /* a small file for the backend selection checks */
+    char f16[1024];
+    snprintf(f16, sizeof f16, "%s", tmp_path("gpu-llama-f16.cmf"));
+    cmf_convert_opts opts = {0};
+    opts.quant = CMF_DT_F16;
+    CHECK_MSG(cmf_convert_hf(shared_path("data/hf-tiny/llama"), f16, &opts) == CMF_OK, "convert: %s",
+              cmf_last_error());
+    cmf_model *m = NULL;
+    CHECK(cmf_model_load_on(f16, NULL, "tpu", &m) == CMF_E_ARG && !m);
+    CHECK_MSG(strstr(cmf_last_error(), "tpu") != NULL, "unknown backend message: %s", cmf_last_error());
+
+    if (!gpu_available()) {
+        cmf_status st = cmf_model_load_on(f16, NULL, "cuda", &m);
+        CHECK_MSG(st == CMF_E_UNSUPPORTED && !m, "cuda without a device: status %d", (int)st);
+        CHECK_MSG(strstr(cmf_last_error(), "cuda") != NULL, "no-device message: %s", cmf_last_error());
+        st = cmf_model_load_on(f16, NULL, "auto", &m);
+        CHECK_MSG(st == CMF_OK && m && !strcmp(cmf_model_backend(m), "cpu"), "auto fallback: %s", cmf_last_error());
+        cmf_model_free(m);
+        if (cmf_test_failures) CMF_TEST_END();
+        printf("SKIP: no usable CUDA device\n");
+        return 77;
+    }
+
+    static const int QUANTS[2] = {CMF_DT_F16, CMF_DT_Q8_ROW};
+    for (size_t ci = 0; ci < sizeof CASES / sizeof *CASES; ci++) {
+        char dir[512], ref[640];
+        snprintf(dir, sizeof dir, "data/hf-tiny/%s", CASES[ci]);
+        snprintf(dir, sizeof dir, "%s", shared_path(dir));
+        snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
+        cmf_safetensors *st = NULL;
+        if (cmf_st_open(ref, &st) != CMF_OK) {
+            CHECK_MSG(0, "%s: %s", CASES[ci], cmf_last_error());
+            continue;
+        }
+        for (int qi = 0; qi < 2; qi++) {
+            char path[1024], label[96];
+            snprintf(label, sizeof label, "%s/%s", CASES[ci], cmf_dtype_name(QUANTS[qi]));
+            snprintf(path, sizeof path, "gpu-%s-%s.cmf", CASES[ci], cmf_dtype_name(QUANTS[qi]));
+            snprintf(path, sizeof path, "%s", tmp_path(path));
+            opts.quant = QUANTS[qi];
+            cmf_model *cpu = NULL, *gpu = NULL;
+            int ok = cmf_convert_hf(dir, path, &opts) == CMF_OK && cmf_model_load_on(path, NULL, "cpu", &cpu) == CMF_OK &&
+                     cmf_model_load_on(path, NULL, "cuda", &gpu) == CMF_OK;
+            CHECK_MSG(ok, "%s: convert / load: %s", label, cmf_last_error());
+            if (ok) {
+                CHECK(!strcmp(cmf_model_backend(gpu), "cuda"));
+                int32_t *ids0 = NULL;
+                int n0 = 0;
+                for (int seq = 0;; seq++) {
+                    char key[32];
+                    int n = 0;
+                    snprintf(key, sizeof key, "input_%d", seq);
+                    int32_t *ids = st_ids(st, key, &n);
+                    if (!ids) break;
+                    char sl[128];
+                    snprintf(sl, sizeof sl, "%s seq %d", label, seq);
+                    check_sequence(sl, cpu, gpu, ids, n);
+                    if (!ids0) ids0 = ids, n0 = n;
+                    else free(ids);
+                }
+                if (ids0 && n0 >= 6) check_batch(label, cpu, gpu, ids0, n0);
+                free(ids0);
+                if (qi == 0 && ci == 0) { /* refusals */
+                    cmf_session_params sp = {0};
+                    sp.n_ctx = 64;
+                    sp.o1 = "all";
+                    cmf_session *s = NULL;
+                    cmf_status r = cmf_session_new_ex(gpu, &sp, &s);
+                    CHECK_MSG(r == CMF_E_UNSUPPORTED && !s, "o1 on cuda: status %d", (int)r);
+                    CHECK_MSG(strstr(cmf_last_error(), "O(1)") != NULL, "o1 message: %s", cmf_last_error());
+                }
+            }
+            cmf_model_free(gpu);
+            cmf_model_free(cpu);
+        }
+        cmf_st_close(st);
+    }
+    CMF_TEST_END();
+}
