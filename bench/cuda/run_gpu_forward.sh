@@ -7,29 +7,33 @@
 # in .devdeps/ (ignored by git; `apt-get download libcjson1 libcjson-dev libpcre2-8-0 libpcre2-dev libpcre2-16-0
 # libpcre2-32-0 libpcre2-posix3 libutf8proc2 libutf8proc-dev libmicrohttpd12 libmicrohttpd-dev pkgconf pkgconf-bin
 # libpkgconf3`) and unpacked with dpkg -x into a prefix; .devdeps/shared/data/hf-tiny is a copy of the shared test
-# data the tests read. Usage (from the repository root): bash bench/cuda/run_gpu_forward.sh
+# data the tests read. When .devdeps/head.tar exists (`git archive HEAD > .devdeps/head.tar`), that committed tree
+# is built instead of the working tree, so that other people's half-done files cannot break the run.
+# Usage (from the repository root): bash bench/cuda/run_gpu_forward.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-OUT=${OUT:-out-device}
+R=$PWD
+OUT=${OUT:-$R/out-device}
 mkdir -p "$OUT"
+if [ -f .devdeps/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf .devdeps/head.tar -C /tmp/cmfsrc && cd /tmp/cmfsrc; fi
 B=build-gf
 P=/tmp/cmfdeps
-mkdir -p $P && for f in .devdeps/*.deb; do dpkg -x "$f" $P; done
+mkdir -p $P && for f in "$R"/.devdeps/*.deb; do dpkg -x "$f" $P; done
 export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm,clocks.max.mem --format=csv > "$OUT/gpu.txt" 2>&1
 ldconfig -p | grep -E 'gnutls|nettle' | head -3 > "$OUT/libs.txt"
 echo "== configure + build"
 S=$(date +%s)
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$PWD/.devdeps/shared" \
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/.devdeps/shared" \
   -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
   cmake --build $B -j16 >> "$OUT/build.log" 2>&1 && cmake --build $B -j16 --target make_random_llama >> "$OUT/build.log" 2>&1
 brc=$?
 echo "build rc=$brc in $(( $(date +%s) - S )) s"
 if [ $brc -ne 0 ]; then grep -E 'error|Error|not found' "$OUT/build.log" | head -30; tail -20 "$OUT/build.log"; exit 1; fi
 echo "== tests"
-timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
-( cd $B && CMF_SHARED=$PWD/../.devdeps/shared timeout 200 ctest -j8 --timeout 180 -E test_gpu_forward > "$OUT/ctest.log" 2>&1 )
+mkdir -p /tmp/gft; CMF_SHARED=$R/.devdeps/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$PWD/tests/data timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
+( cd $B && timeout 200 ctest -j8 --timeout 180 -E test_gpu_forward > "$OUT/ctest.log" 2>&1 )
 grep -E 'tests passed|Failed|\*\*\*' "$OUT/ctest.log" | head -20
 cat "$OUT/gpu_forward.log" | tail -60
 echo "== bench"
