@@ -59,7 +59,8 @@ int cmf_cpu_path_supported(int path) {
     detect();
     const cpu_flags *f = &g_flags;
     switch (path) {
-    case CMF_CPU_SCALAR: return 1;
+    case CMF_CPU_SCALAR:
+    case CMF_CPU_F32REF: return 1;
     case CMF_CPU_AVX2: return cmf_kern_avx2 && f->avx2 && f->fma && f->f16c;
     case CMF_CPU_AVX512:
         return cmf_kern_avx512 && f->avx512f && f->avx512bw && f->avx512vl && f->avx512dq && f->avx512vnni &&
@@ -75,6 +76,7 @@ const char *cmf_cpu_path_name(int path) {
     case CMF_CPU_NEON: return "neon";
     case CMF_CPU_AVX2: return "avx2";
     case CMF_CPU_AVX512: return "avx512-vnni";
+    case CMF_CPU_F32REF: return "f32ref";
     default: return "?";
     }
 }

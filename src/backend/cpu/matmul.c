@@ -168,7 +168,7 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
     t.levels = t.i8 ? ACT_LEVELS : 1;
-    if (!pool || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
+    if (!pool || cmf_cpu_path() == CMF_CPU_F32REF || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
         cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
         return;
     }

@@ -44,7 +44,8 @@ void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc,
  * chunks), columns in chunks of 1024, every weight tile decoded once and used for all n tokens (cache-blocked
  * GEMM for prefill, the same loop for n = 1). Scratch: the pool's shared and per-thread buffers (grown on
  * demand); when they cannot be had, or pool is NULL, a slower allocation-free f32 path computes the same
- * product. The instruction-set path is the one cmf_cpu_features_str reports. Never fails. */
+ * product. The instruction-set path is the one cmf_cpu_features_str reports; under CMF_CPU_F32REF the product is
+ * cmf_matmul_ref_f32's. Never fails. */
 void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                 const float *bias);
 
@@ -53,8 +54,11 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
 void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                         const float *bias);
 
-/* CPU paths of cmf_matmul, best last. */
-enum cmf_cpu_path { CMF_CPU_SCALAR = 0, CMF_CPU_NEON = 1, CMF_CPU_AVX2 = 2, CMF_CPU_AVX512 = 3 };
+/* CPU paths of cmf_matmul, best last. CMF_CPU_F32REF is not an instruction set but a switch for tests and
+ * accuracy checks: selected with cmf_cpu_set_path, every cmf_matmul computes cmf_matmul_ref_f32 (decoded weights,
+ * f32 activations, no int8 quantization, single thread), so a quantized model then differs from its dequantized
+ * f32 twin only by summation order. Never chosen by detection. */
+enum cmf_cpu_path { CMF_CPU_SCALAR = 0, CMF_CPU_NEON = 1, CMF_CPU_AVX2 = 2, CMF_CPU_AVX512 = 3, CMF_CPU_F32REF = 4 };
 
 /* A constant line naming the active path and the CPU features it was chosen from, e.g.
  * "avx512-vnni (cpu: avx2 fma f16c avx512f avx512bw avx512vl avx512vnni avx512bf16)", for `cmf bench`. */
@@ -67,7 +71,7 @@ int cmf_cpu_path_supported(int path);
 /* Selects the path used by later cmf_matmul calls (process-wide; for tests and benchmarks; not to be called while
  * a matmul runs). Errors: CMF_E_UNSUPPORTED when the CPU or the build lacks it (message names it). */
 cmf_status cmf_cpu_set_path(int path);
-/* The name of a path ("scalar", "neon", "avx2", "avx512-vnni"), or "?" */
+/* The name of a path ("scalar", "neon", "avx2", "avx512-vnni", "f32ref"), or "?" */
 const char *cmf_cpu_path_name(int path);
 
 /* RMSNorm of one vector: out = x / sqrt(mean(x^2) + eps) * (w or 1 + w when gemma_style). w may be NULL (no
