@@ -8,6 +8,9 @@
  *     llama.cpp's chunks); only whole windows are used, at most --max-windows of them;
  *  3. each window is evaluated from an empty KV cache in one prefill with the logits of every position; when the
  *     tokenizer adds BOS, the window's first token is replaced by BOS (llama.cpp does the same per chunk);
+ *     with --o1-prefill P (not in llama.cpp) only the window's first P tokens are one prefill and the others are
+ *     fed one token at a time, each step's logits kept: a session with the O(1) far field (--o1) seals it at the
+ *     first single-token step, so every later position is read out from the far field, as in generation;
  *  4. scored: the second half only — the logits at positions first = c/2 .. c-2 predict tokens c/2+1 .. c-1
  *     (c - 1 - c/2 predictions per window), so every scored token has at least c/2 tokens of context;
  *  5. PPL = exp(mean NLL) over all scored tokens; its standard error is PPL·sqrt(var(NLL)/(N-1)) (the delta method,
@@ -24,7 +27,8 @@
 #include "cli.h"
 
 static const char *USAGE =
-    "usage: cmf ppl MODEL.cmf -f TEXT [-c 512] [--stride S] [--max-windows N] [--baseline OTHER.cmf] [-t THREADS]\n"
+    "usage: cmf ppl MODEL.cmf -f TEXT [-c 512] [--stride S] [--max-windows N] [--baseline OTHER.cmf]\n"
+    "               [--o1-prefill P] [-t THREADS]\n"
     "\n"
     "Teacher-forced perplexity as llama.cpp's llama-perplexity computes it: the text is tokenized once, cut into\n"
     "windows of c tokens (a new window every S tokens; default S = c, non-overlapping), each window evaluated\n"
@@ -36,9 +40,12 @@ static const char *USAGE =
     "  --stride S             tokens between window starts (default c)\n"
     "  --max-windows N        use at most N windows (default: all whole windows)\n"
     "  --baseline FILE        also evaluate FILE on the same windows and print the ratio PPL / PPL(baseline)\n"
+    "  --o1-prefill P         prefill only each window's first P tokens (1 <= P < c), then feed the rest one token\n"
+    "                         at a time: with --o1 the far field seals after P tokens and serves the rest\n"
     "  -t, --threads N        worker threads (default 0: all online CPUs)\n"
     "%s"
-    "(each window is one prefill: the O(1) far field, sealed after a prompt, does not apply to ppl windows)\n";
+    "(without --o1-prefill each window is one prefill, so the O(1) far field, sealed after a prompt, never serves\n"
+    "a ppl position; the scored positions are the same with or without it)\n";
 
 /* Running sums of one model's scored predictions. */
 typedef struct ppl_acc {
@@ -53,6 +60,19 @@ static double acc_err(const ppl_acc *a) {
     if (a->count < 2) return NAN;
     double mean = a->nll / (double)a->count, var = a->nll2 / (double)a->count - mean * mean;
     return var > 0 ? acc_ppl(a) * sqrt(var / (double)(a->count - 1)) : 0.0;
+}
+
+/* Evaluates one window from an empty cache into logits [c][vocab]: one prefill of all c tokens (prefill = 0 or
+ * >= c), or a prefill of the first `prefill` tokens and then single-token steps for positions prefill..c-2 (the
+ * logits of position c-1 are never scored, so it is not fed). */
+static cmf_status eval_window(cmf_session *s, const int32_t *win, int c, int prefill, float *logits, int vocab) {
+    cmf_session_reset(s);
+    if (prefill <= 0 || prefill >= c) return cmf_session_prefill(s, win, c, logits);
+    cmf_status st = cmf_session_prefill(s, win, prefill, logits);
+    for (int i = prefill; i < c - 1 && st == CMF_OK; i++)
+        if ((st = cmf_session_decode(s, win[i])) == CMF_OK)
+            memcpy(logits + (size_t)i * (size_t)vocab, cmf_session_logits(s), (size_t)vocab * sizeof *logits);
+    return st;
 }
 
 /* Adds the predictions of one window: rows first..c-2 of logits predict win[first+1..c-1]. */
@@ -90,7 +110,7 @@ int cmd_ppl(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "ppl", argc, argv);
     const char *model = NULL, *file = NULL, *baseline = NULL;
-    long c = 512, stride = 0, max_windows = 0, threads = 0;
+    long c = 512, stride = 0, max_windows = 0, threads = 0, o1_prefill = 0;
     int rc = 0;
     cli_model_opts mo;
     memset(&mo, 0, sizeof mo);
@@ -109,6 +129,8 @@ int cmd_ppl(int argc, char **argv) {
             rc = cli_int(&a, 1, 1L << 30, &max_windows);
         } else if (cli_is(&a, "--baseline", NULL)) {
             rc = cli_value(&a, &baseline);
+        } else if (cli_is(&a, "--o1-prefill", NULL)) {
+            rc = cli_int(&a, 1, 1 << 20, &o1_prefill);
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &threads);
         } else if (!cli_is_flag(&a) && !model) {
@@ -121,6 +143,8 @@ int cmd_ppl(int argc, char **argv) {
     if (!model) return cli_usage_error("ppl", "missing MODEL.cmf (see cmf ppl --help)");
     if (!file) return cli_usage_error("ppl", "missing -f TEXT");
     if (!stride) stride = c;
+    if (o1_prefill >= c)
+        return cli_usage_error("ppl", "--o1-prefill must be less than the window length (-c)");
 
     ppl_model pm[2];
     memset(pm, 0, sizeof pm);
@@ -173,13 +197,15 @@ int cmd_ppl(int argc, char **argv) {
            "empty KV cache; logits at positions %ld..%ld predict tokens %ld..%ld (%ld per window)\n",
            n_tok, n_win, c, stride, add_bos ? "first token of each window = BOS" : "no BOS", c / 2, c - 2, c / 2 + 1, c - 1,
            c - 1 - c / 2);
+    if (o1_prefill)
+        printf("--o1-prefill %ld: positions 0..%ld of each window are one prefill, %ld..%ld single-token steps\n",
+               o1_prefill, o1_prefill - 1, o1_prefill, c - 2);
     double t0 = cli_now();
     for (long w = 0; w < n_win; w++) {
         memcpy(win, ids + (size_t)w * (size_t)stride, (size_t)c * sizeof *win);
         if (add_bos) win[0] = bos;
         for (int k = 0; k < n_models; k++) {
-            cmf_session_reset(pm[k].s);
-            if ((st = cmf_session_prefill(pm[k].s, win, (int)c, logits))) {
+            if ((st = eval_window(pm[k].s, win, (int)c, (int)o1_prefill, logits, vocab))) {
                 rc = cli_lib_error("ppl", st);
                 goto done;
             }
