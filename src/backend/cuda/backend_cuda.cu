@@ -124,7 +124,7 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
                                     (long long)w->cols);
         uint32_t shape[2] = {(uint32_t)w->full_rows, (uint32_t)w->cols};
         uint64_t nbytes = 0;
-        if (cmf_dtype_nbytes(w->dtype, 2, shape, &nbytes) != 0 || !nbytes)
+        if (cmf_dtype_nbytes(w->dtype, 2, shape, &nbytes) != 1 || !nbytes)
             return cmf_err(CMF_E_UNSUPPORTED, "cuda: dtype %s of a [%lld, %lld] weight has no device kernel",
                            cmf_dtype_name(w->dtype) ? cmf_dtype_name(w->dtype) : "?", (long long)w->full_rows,
                            (long long)w->cols);
