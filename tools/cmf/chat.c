@@ -1,10 +1,16 @@
 /* chat.c — `cmf chat model.cmf`: an interactive conversation. Each turn renders the whole conversation with the
- * model's chat template (cmf_chat_render, include/cmf.h), tokenizes it without special tokens (the template
- * writes them, as transformers' apply_chat_template(tokenize=True) does), keeps the longest common prefix with the
- * tokens already in the KV cache (cmf_session_truncate) and prefills only the new suffix, then streams the reply
- * through the sampler (src/sample) until an eos id or -n tokens. The reply joins the conversation as an assistant
- * message. Also `-p MESSAGE` (one turn, then exit) and `--template-only` (print the rendered prompt). */
+ * model's chat template (cmf_chat_render, include/cmf.h) and tokenizes it; the tokenizer's special tokens
+ * (post-processor, e.g. BOS) are added only when the text does not already start with the BOS token string, so the
+ * prompt holds exactly one BOS whether the template writes it (llama3) or not (the ChatML fallback); files
+ * without a BOS id get no special tokens (the template writes them all, as transformers'
+ * apply_chat_template(tokenize=True) does). It keeps the longest common prefix with the tokens already in the KV
+ * cache (cmf_session_truncate), prefills only the new suffix, then streams the reply through the sampler
+ * (src/sample) until an eos id, -n tokens or Ctrl-C (SIGINT). The reply joins the conversation as an assistant
+ * message. Also `-p MESSAGE` (one turn, then exit) and `--template-only` (print the rendered prompt).
+ * Line editing: none (it would need readline/libedit, a new dependency); `rlwrap cmf chat ...` gives it. */
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,16 +24,22 @@
 
 #define CHAT_DEFAULT_CTX_CAP 4096
 
+static volatile sig_atomic_t g_sigint; /* set by SIGINT (interactive loop only) */
+
 static const char *USAGE =
     "usage: cmf chat MODEL.cmf [options]\n"
     "\n"
-    "Reads one user message per line on stdin and streams the model's replies to stdout. Commands: /reset\n"
-    "(forget the conversation), /exit (or end of input).\n"
+    "Reads one user message per line on stdin and streams the model's replies to stdout. A line ending with '\\'\n"
+    "continues on the next line (the backslash becomes a newline of the message). Commands (on a line of their\n"
+    "own): /reset (forget the conversation), /system TEXT (set the system message and restart; '/system' alone\n"
+    "removes it), /exit (or end of input). Ctrl-C stops the reply being generated (the part so far stays in the\n"
+    "conversation); at the prompt a second Ctrl-C in a row quits. No line editing (try `rlwrap cmf chat ...`).\n"
     "\n"
     "  -p, --prompt TEXT        answer this one message and exit (no stdin)\n"
     "  -s, --system TEXT        a system message at the start of the conversation\n"
     "  --no-think               enable_thinking=false for the template (Qwen3: skip the thinking block)\n"
     "  --template-only          print the rendered prompt of [system,] -p's message and exit (no model run)\n"
+    "  --show-ids               before each reply print the prompt's ids on stderr: \"ids: 1,2,3\"\n"
     "  --chat-template-file F   use the Jinja template in F instead of the model's\n"
     "  -n, --n-predict N        at most N tokens per reply (default 512); stops earlier at any eos id\n"
     "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096\n"
@@ -40,7 +52,7 @@ static const char *USAGE =
 typedef struct chat_opts {
     const char *model, *prompt, *system, *template_file;
     long n_predict, n_ctx, n_threads;
-    int no_think, template_only;
+    int no_think, template_only, show_ids;
     cli_sampling smp;
     cli_model_opts mo;
 } chat_opts;
@@ -67,6 +79,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
             o->no_think = 1;
         } else if (cli_is(&a, "--template-only", NULL)) {
             o->template_only = 1;
+        } else if (cli_is(&a, "--show-ids", NULL)) {
+            o->show_ids = 1;
         } else if (cli_is(&a, "--n-predict", "-n")) {
             rc = cli_int(&a, 0, INT_MAX, &o->n_predict);
         } else if (cli_is(&a, "--ctx-size", "-c")) {
@@ -125,6 +139,8 @@ typedef struct chat_state {
     cmf_model *m;
     const cmf_tokenizer *tok;
     const char *template_src;
+    char *system; /* the system message (malloc'd; -s, then /system), or NULL */
+    char *bos;    /* the BOS token's text (malloc'd), or NULL when the file has no BOS id */
     cJSON *msgs;
     cmf_session *s;
     cmf_sampler *smp;
@@ -142,11 +158,18 @@ static int run_turn(chat_state *c) {
     cmf_detok_stream *ds = NULL;
     int rc = cli_chat_render("chat", c->m, c->template_src, c->msgs, o->no_think ? 0 : -1, &text);
     if (rc) return -1;
-    cmf_status st = cmf_tokenize(c->tok, text, strlen(text), 0, &ids, &n_ids);
+    /* exactly one BOS: the post-processor's special tokens only when the template did not write the BOS itself */
+    int add_special = c->bos && strncmp(text, c->bos, strlen(c->bos)) != 0;
+    cmf_status st = cmf_tokenize(c->tok, text, strlen(text), add_special, &ids, &n_ids);
     free(text);
     if (st) {
         rc = cli_lib_error("chat", st);
         return -1;
+    }
+    if (o->show_ids) {
+        fputs("ids: ", stderr);
+        for (size_t i = 0; i < n_ids; i++) fprintf(stderr, i ? ",%d" : "%d", (int)ids[i]);
+        fputc('\n', stderr);
     }
     if (n_ids == 0 || (long)n_ids >= c->n_ctx) {
         free(ids);
@@ -173,10 +196,15 @@ static int run_turn(chat_state *c) {
     free(ids);
     double t1 = cli_now();
 
-    int n_eos = 0, n_gen = 0, full = 0;
+    int n_eos = 0, n_gen = 0, full = 0, stopped = 0;
     const int32_t *eos = cmf_model_eos_ids(c->m, &n_eos);
     if ((st = cmf_detok_stream_new(c->tok, 1, &ds)) != CMF_OK) return cli_lib_error("chat", st);
     while (n_gen < o->n_predict) {
+        if (g_sigint) { /* Ctrl-C: stop this reply, keep the conversation */
+            g_sigint = 0;
+            stopped = 1;
+            break;
+        }
         int32_t next;
         if ((st = cmf_sampler_sample(c->smp, cmf_session_logits(c->s), &next)) != CMF_OK) {
             rc = cli_lib_error("chat", st);
@@ -220,6 +248,7 @@ static int run_turn(chat_state *c) {
     putchar('\n');
     fflush(stdout);
     if (full) cli_warn("chat", "the context of %d tokens is full; the reply was cut (try /reset)", c->n_ctx);
+    if (stopped) fprintf(stderr, "[interrupted: reply stopped after %d tokens]\n", n_gen);
     c->turn++;
     double td = t2 - t1;
     fprintf(stderr, "turn %d: prompt %zu tokens (%d reused from the cache), %.1f tok/s | reply %d tokens, %.1f tok/s\n",
@@ -233,39 +262,108 @@ static int run_turn(chat_state *c) {
 static int reset_messages(chat_state *c) {
     cJSON_Delete(c->msgs);
     if (!(c->msgs = cJSON_CreateArray())) return cli_fail("chat", "out of memory");
-    return c->o->system ? add_message(c->msgs, "system", c->o->system) : 0;
+    return c->system ? add_message(c->msgs, "system", c->system) : 0;
 }
 
-/* Reads the next line of stdin without its newline (malloc'd), or NULL at end of input. */
-static char *read_line(void) {
-    char *line = NULL;
+/* Reads the next line of stdin without its newline into *line (malloc'd). Returns 1, 0 at end of input, or -1 when
+ * a signal (Ctrl-C) interrupted the read (what was typed is dropped). */
+static int read_line(char **line) {
     size_t cap = 0;
-    ssize_t n = getline(&line, &cap, stdin);
+    *line = NULL;
+    errno = 0;
+    ssize_t n = getline(line, &cap, stdin);
     if (n < 0) {
-        free(line);
-        return NULL;
+        int intr = errno == EINTR;
+        free(*line);
+        *line = NULL;
+        if (intr) clearerr(stdin);
+        return intr ? -1 : 0;
     }
-    while (n > 0 && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
-    return line;
+    while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r')) (*line)[--n] = '\0';
+    return 1;
+}
+
+/* Reads one message: lines ending with '\\' continue (the backslash becomes "\n"). Returns as read_line. */
+static int read_message(char **msg, int tty) {
+    char *acc = NULL;
+    size_t len = 0;
+    for (;;) {
+        char *line = NULL;
+        int r = read_line(&line);
+        if (r <= 0) { /* an interrupted or unfinished message is dropped */
+            free(acc);
+            *msg = NULL;
+            return r;
+        }
+        size_t ll = strlen(line);
+        int more = ll > 0 && line[ll - 1] == '\\';
+        if (more) line[ll - 1] = '\n';
+        char *na = realloc(acc, len + ll + 1);
+        if (!na) {
+            free(line);
+            free(acc);
+            *msg = NULL;
+            return 0;
+        }
+        acc = na;
+        memcpy(acc + len, line, ll + 1);
+        len += ll;
+        free(line);
+        if (!more) break;
+        if (tty) {
+            fputs(". ", stderr);
+            fflush(stderr);
+        }
+    }
+    *msg = acc;
+    return 1;
+}
+
+/* Ctrl-C: sets the flag that run_turn polls between tokens; the read at the prompt returns with EINTR. */
+static void on_sigint(int sig) {
+    (void)sig;
+    g_sigint = 1;
 }
 
 static int loop(chat_state *c) {
-    int tty = isatty(0);
+    int tty = isatty(0), sigints = 0;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a read at the prompt is interrupted */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
     for (;;) {
         if (tty) {
             fputs("> ", stderr);
             fflush(stderr);
         }
-        char *line = read_line();
+        g_sigint = 0;
+        char *line = NULL;
+        int r = read_message(&line, tty);
+        if (r < 0 || (r > 0 && g_sigint)) { /* Ctrl-C at the prompt */
+            free(line);
+            if (++sigints >= 2) {
+                fputc('\n', stderr);
+                return 0;
+            }
+            fputs("\n(Ctrl-C again to quit, or /exit)\n", stderr);
+            continue;
+        }
+        sigints = 0;
         if (!line) return 0;
         int rc = 0;
         if (!strcmp(line, "/exit")) {
             free(line);
             return 0;
-        } else if (!strcmp(line, "/reset")) {
+        } else if (!strcmp(line, "/reset") || !strcmp(line, "/system") || !strncmp(line, "/system ", 8)) {
+            if (line[1] == 's') { /* /system TEXT: the new system message (none when TEXT is empty) */
+                free(c->system);
+                c->system = line[7] && line[8] ? strdup(line + 8) : NULL;
+                if (line[7] && line[8] && !c->system) rc = cli_fail("chat", "out of memory");
+            }
             cmf_session_reset(c->s);
             cmf_sampler_reset(c->smp);
-            rc = reset_messages(c);
+            if (!rc) rc = reset_messages(c);
         } else if (line[0]) {
             int n_before = cJSON_GetArraySize(c->msgs);
             rc = add_message(c->msgs, "user", line);
@@ -285,15 +383,20 @@ int cmd_chat(int argc, char **argv) {
     if (rc) return rc < 0 ? CLI_OK : rc;
     chat_state c = {.o = &o};
     char *tpl = NULL;
+    if (o.system && !(c.system = strdup(o.system))) return cli_fail("chat", "out of memory");
     if (o.template_file) {
         size_t len;
-        if ((rc = cli_read_text("chat", o.template_file, &tpl, &len))) return rc;
+        if ((rc = cli_read_text("chat", o.template_file, &tpl, &len))) {
+            free(c.system);
+            return rc;
+        }
         c.template_src = tpl;
     }
     cmf_model_params mp = {.n_threads = (int)o.n_threads};
     cmf_status st = cmf_model_load(o.model, &mp, &c.m);
     if (st != CMF_OK) {
         free(tpl);
+        free(c.system);
         return cli_lib_error("chat", st);
     }
     if ((rc = reset_messages(&c))) goto done;
@@ -309,6 +412,16 @@ int cmd_chat(int argc, char **argv) {
         const char *why = cmf_model_tokenizer_error(c.m);
         rc = cli_fail("chat", "%s: %s", o.model, why && *why ? why : "the model has no tokenizer (no vocab section)");
         goto done;
+    }
+    int32_t bos = cmf_model_bos_id(c.m);
+    if (bos >= 0 && bos < cmf_tokenizer_vocab_size(c.tok) &&
+        (st = cmf_detokenize(c.tok, &bos, 1, 0, &c.bos)) != CMF_OK) {
+        rc = cli_lib_error("chat", st);
+        goto done;
+    }
+    if (c.bos && !c.bos[0]) { /* the id has no token: nothing to look for */
+        free(c.bos);
+        c.bos = NULL;
     }
     int n_train = cmf_model_n_ctx_train(c.m);
     long n_ctx = o.n_ctx;
@@ -339,6 +452,8 @@ done:
     cmf_session_free(c.s);
     cJSON_Delete(c.msgs);
     cmf_model_free(c.m);
+    free(c.bos);
+    free(c.system);
     free(tpl);
     return rc;
 }

@@ -31,6 +31,9 @@ int cmd_requant(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_ppl(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 /* chat.c: renders the messages (a cJSON array) with the model's chat template, or `template_src` when not NULL
  * (cmf_chat_render; enable_thinking -1/0/1). *text is malloc'd. On error prints "cmf <cmd>: ..." and returns

@@ -15,6 +15,7 @@ static const struct {
     {"convert", cmd_convert, "convert a Hugging Face directory or a GGUF file to CMF"},
     {"run", cmd_run, "generate text from a prompt"},
     {"chat", cmd_chat, "talk with a model: its chat template, KV cache kept across turns"},
+    {"template", cmd_template, "render a conversation with a chat template (model file or tokenizer_config.json)"},
     {"eval", cmd_eval, "write the logits of every position of a token sequence"},
     {"serve", cmd_serve, "an OpenAI-compatible HTTP server (continuous batching)"},
     {"skill", cmd_skill, "bake, list, export and apply skills (overlay tensors skill.<id>.*)"},
@@ -22,13 +23,15 @@ static const struct {
     {"bench", cmd_bench, "llama-bench style speed test: prefill (ppP) and decode (tgN) tokens/second"},
     {"ppl", cmd_ppl, "perplexity of a text over fixed windows, as llama.cpp's llama-perplexity"},
     {"requant", cmd_requant, "re-encode the weight matrices of a CMF file with another quant"},
+    {"tokenize", cmd_tokenize, "text on stdin -> token ids (model file or tokenizer.json)"},
+    {"detokenize", cmd_detokenize, "token ids on stdin -> text (model file or tokenizer.json)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
 static void usage(FILE *out) {
     fprintf(out, "cmf %s — a runtime for language models stored in CMF v2 files\n\n", CMF_VERSION_STRING);
     fprintf(out, "usage: cmf <command> [options]   (cmf <command> --help for its options)\n\ncommands:\n");
-    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].help);
+    for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
     fprintf(out, "\nexit status: 0 success, 1 runtime error, 2 usage error\n");
 }
 
