@@ -35,7 +35,7 @@ if [ ! -d "$TOKREF_DIR/node_modules/tokenizers" ]; then
   exit 2
 fi
 if [ ! -x "$BUILD/bench/tokenizer/tok_bench" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMF_CUDA=OFF >/dev/null
   cmake --build "$BUILD" -j2 --target tok_bench >/dev/null
 fi
 [ -s "$CORPUS" ] || node "$ROOT/bench/tokenizer/make_corpus.mjs" "$SHARED" "$CORPUS"
