@@ -232,7 +232,7 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
                      "tokenizer.json has ids up to %.0f but the model's vocab_size is %.0f: text whose tokens pass "
                      "the embedding cannot be run",
                      top, vs->valuedouble);
-            cmf_convert_warn(opts, msg);
+            cmf_convert_warn(opts, "%s", msg);
         }
     }
     if (!s) s = read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
