@@ -205,7 +205,7 @@ static void gguf_save(gguf_w *w, const char *name) {
 /* SentencePiece-style vocabulary (tokenizer.ggml.model "llama"). */
 static void spm_vocab(gguf_w *w) {
     static const char *const tok[] = {"<unk>", "<s>", "</s>", "<0x0A>", "<0x41>", "\xe2\x96\x81", "a", "b", "c",
-                                      "\xe2\x96\x81" "a", "ab", "\xe2\x96\x81" "ab", "h", "e", "l", "o",
+                                      "\xe2\x96\x81\x61", "ab", "\xe2\x96\x81\x61\x62", "h", "e", "l", "o",
                                       "he", "ll", "hell", "hello"};
     enum { N = sizeof tok / sizeof tok[0] };
     float sc[N];
@@ -226,7 +226,7 @@ static void spm_vocab(gguf_w *w) {
 
 /* Byte-level BPE vocabulary (tokenizer.ggml.model "gpt2"). */
 static void bpe_vocab(gguf_w *w, const char *pre) {
-    static const char *const tok[] = {"!", "a", "b", "c", "h", "e", "l", "o", "\xc4\xa0", "\xc4\xa0" "a", "ab",
+    static const char *const tok[] = {"!", "a", "b", "c", "h", "e", "l", "o", "\xc4\xa0", "\xc4\xa0\x61", "ab",
                                       "he", "ll", "hell", "hello", "\xc4\x8a", "<|endoftext|>", "<|im_start|>",
                                       "<|im_end|>", "<think>"};
     static const char *const merges[] = {"\xc4\xa0 a", "a b", "h e", "l l", "he ll", "hell o"};
