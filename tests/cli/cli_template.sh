@@ -134,13 +134,14 @@ one_bos "$(turn_ids 1)" 1 || fail "mistral: not exactly one BOS: $(turn_ids 1)"
 
 # Ctrl-C: stops the reply (the program goes on), then two at the prompt quit with status 0
 mkfifo "$T/fifo"
+rm -f "$T/err" # wait_for must not see the previous command's lines
 (exec "$CMF_BIN" chat "$M" -n 1000000 -c 4096 --show-ids <"$T/fifo" >"$T/out" 2>"$T/err") &
 pid=$! # the subshell execs cmf: $pid is cmf itself
 exec 3>"$T/fifo"
 echo "tell me a long story" >&3
 wait_for() { # PATTERN SECONDS
     local i
-    for ((i = 0; i < $2 * 20; i++)); do grep -q "$1" "$T/err" && return 0; sleep 0.05; done
+    for ((i = 0; i < $2 * 20; i++)); do grep -q "$1" "$T/err" 2>/dev/null && return 0; sleep 0.05; done
     return 1
 }
 wait_for '^ids: ' 60 || fail "chat did not start a reply: $(cat "$T/err")"
