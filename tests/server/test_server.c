@@ -593,7 +593,7 @@ int main(void) {
     testmodel_spec sp = {shared_path("data/tokenizers/qwen3"), 151669, 32, 1, 4, 2, 8, 64, CMF_DT_F32, 7,
                          "[151645, 151643]"};
     CHECK_MSG(testmodel_write(&sp, dir, model) == CMF_OK, "%s", cmf_last_error());
-    cmf_model_params mp = {1};
+    cmf_model_params mp = {.n_threads = 1};
     CHECK_MSG(cmf_model_load(model, &mp, &g_m) == CMF_OK, "%s", cmf_last_error());
     if (!g_m) CMF_TEST_END();
     CHECK(cmf_model_vocab_size(g_m) == 151669 && cmf_model_tokenizer(g_m) != NULL);

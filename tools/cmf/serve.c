@@ -79,7 +79,7 @@ int cmd_serve(int argc, char **argv) {
     if (nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
     o.model_name = name;
 
-    cmf_model_params mp = {(int)threads};
+    cmf_model_params mp = {.n_threads = (int)threads};
     cmf_model *m = NULL;
     cmf_status st = cmf_model_load(model, &mp, &m);
     if (st != CMF_OK) return cli_lib_error("serve", st);
