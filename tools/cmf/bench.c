@@ -204,6 +204,7 @@ int cmd_bench(int argc, char **argv) {
     snprintf(model_desc, sizeof model_desc, "%s %s %s", arch, params_s, quant);
     human_size(size_s, sizeof size_s, size);
     const char *cpu = cmf_cpu_features_str ? cmf_cpu_features_str() : "CPU";
+    const char *backend = !strcmp(cmf_model_backend(m), "cuda") ? "CUDA" : "CPU";
     if (json) {
         cJSON *arr = cJSON_CreateArray();
         for (int i = 0; i < n_res; i++) {
@@ -212,7 +213,7 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddStringToObject(o, "model_type", model_desc);
             cJSON_AddNumberToObject(o, "model_size", (double)size);
             cJSON_AddNumberToObject(o, "model_n_params", (double)params);
-            cJSON_AddStringToObject(o, "backends", "CPU");
+            cJSON_AddStringToObject(o, "backends", backend);
             cJSON_AddStringToObject(o, "cpu_path", cpu);
             cJSON_AddNumberToObject(o, "n_threads", nthreads);
             cJSON_AddNumberToObject(o, "n_prompt", res[i].n_prompt);
@@ -238,8 +239,8 @@ int cmd_bench(int argc, char **argv) {
         for (int i = 0; i < n_res; i++) {
             char tps[48];
             snprintf(tps, sizeof tps, "%.2f ± %.2f", res[i].mean, res[i].sd);
-            printf("| %-30s | %10s | %10s | %-7s | %7d | %13s | %20s |\n", model_desc, size_s, params_s, "CPU", nthreads,
-                   res[i].test, tps);
+            printf("| %-30s | %10s | %10s | %-7s | %7d | %13s | %20s |\n", model_desc, size_s, params_s, backend,
+                   nthreads, res[i].test, tps);
         }
     }
 
