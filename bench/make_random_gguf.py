@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""make_random_gguf.py — writes a random-weight llama GGUF v3 (python stdlib only) for speed comparisons.
+"""make_random_gguf.py — writes a random-weight llama or qwen2 GGUF v3 (python stdlib only) for speed comparisons.
 
-usage: make_random_gguf.py OUT.gguf --type f16|q4_0 [--hidden 1024] [--ffn 2816] [--layers 8] [--heads 16]
-                           [--kv-heads 8] [--ctx 2048] [--tokenizer llama2c-tokenizer.bin] [--seed 1]
+usage: make_random_gguf.py OUT.gguf --type f16|q8_0|q4_0 [--arch llama|qwen2] [--hidden 1024] [--ffn 2816]
+                           [--layers 8] [--heads 16] [--kv-heads 8] [--ctx 2048] [--vocab 32000]
+                           [--tokenizer llama2c-tokenizer.bin] [--seed 1]
+  Qwen2.5-0.5B's shape: --arch qwen2 --hidden 896 --ffn 4864 --layers 24 --heads 14 --kv-heads 2 --vocab 151936
+  (qwen2: F32 q/k/v biases, tied embeddings (no output.weight), rope base 1e6, RMSNorm eps 1e-6).
 
 Layout (ggml/docs/gguf.md): "GGUF", u32 3, u64 n_tensors, u64 n_kv, the metadata, the tensor infos, padding to
 32, the data (each tensor at a 32-aligned offset). Every 2-D matrix (token_embd, attn_q/k/v/output, ffn_gate/up/
@@ -10,17 +13,20 @@ down, output) is F16 or Q4_0 (block of 32: f16 d + 16 bytes; element j < 16 in t
 the high nibble of qs[j-16]; value (q - 8)·d); the RMSNorm weights are F32 ones. Values are N(0, 0.02)-like
 (f16) or random nibbles with d ~ 0.005 (Q4_0), drawn from a pool of random blocks tiled at random offsets so that
 a few hundred MB are written in seconds: the content only has to be finite and non-trivial for speed tests.
+Q8_0 (block of 32: f16 d + 32 int8, value q·d) is random bytes with d ~ 0.0003.
 
 With --tokenizer, the vocabulary is llama2.c's tokenizer.bin (Llama 2's 32000-token SentencePiece model: scores
 and pieces, '▁' written as ' '), stored as tokenizer.ggml.model "llama" with token types (unknown, control for
 <s>/</s>, byte for <0xXX>, normal), BOS 1, EOS 2, so both llama.cpp and cmf can tokenize text for perplexity.
+When --vocab is larger than the tokenizer, the vocabulary is padded with unused tokens "<pad_N>" (score -1e9) so
+the matrices keep the requested shape.
 """
 import argparse
 import random
 import struct
 import sys
 
-GGML_F32, GGML_F16, GGML_Q4_0 = 0, 1, 2
+GGML_F32, GGML_F16, GGML_Q4_0, GGML_Q8_0 = 0, 1, 2, 8
 
 
 def s_str(s):
@@ -87,6 +93,13 @@ class Pool:
             vals = [rng.gauss(0.0, 0.02) for _ in range(1 << 18)]
             self.data = struct.pack("<%de" % len(vals), *vals)
             self.unit = 2
+        elif kind == "q8_0":
+            blocks = []
+            for _ in range(1 << 14):
+                d = struct.pack("<e", 0.0002 + 0.0002 * rng.random())
+                blocks.append(d + rng.randbytes(32))
+            self.data = b"".join(blocks)
+            self.unit = 34
         else:
             blocks = []
             for _ in range(1 << 14):
@@ -110,7 +123,8 @@ class Pool:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("out")
-    ap.add_argument("--type", choices=["f16", "q4_0"], required=True)
+    ap.add_argument("--type", choices=["f16", "q8_0", "q4_0"], required=True)
+    ap.add_argument("--arch", choices=["llama", "qwen2"], default="llama")
     ap.add_argument("--hidden", type=int, default=1024)
     ap.add_argument("--ffn", type=int, default=2816)
     ap.add_argument("--layers", type=int, default=8)
@@ -127,14 +141,22 @@ def main():
     vocab = a.vocab
     if a.tokenizer:
         toks, scores, types = read_llama2c_tokenizer(a.tokenizer)
+        if "--vocab" in sys.argv and a.vocab > len(toks):
+            n0 = len(toks)
+            toks += [("<pad_%d>" % i).encode() for i in range(n0, a.vocab)]
+            scores += [-1e9] * (a.vocab - n0)
+            types += [1] * (a.vocab - n0)
         vocab = len(toks)
-    kv += [kv_str("general.architecture", "llama"), kv_str("general.name", "random-llama-%s" % a.type),
-           kv_u32("general.file_type", 1 if a.type == "f16" else 2),
-           kv_u32("llama.embedding_length", a.hidden), kv_u32("llama.feed_forward_length", a.ffn),
-           kv_u32("llama.block_count", a.layers), kv_u32("llama.attention.head_count", a.heads),
-           kv_u32("llama.attention.head_count_kv", a.kv_heads), kv_u32("llama.context_length", a.ctx),
-           kv_u32("llama.rope.dimension_count", hd), kv_u32("llama.vocab_size", vocab),
-           kv_f32("llama.attention.layer_norm_rms_epsilon", 1e-5), kv_f32("llama.rope.freq_base", 10000.0)]
+    A = a.arch
+    qwen = A == "qwen2"
+    kv += [kv_str("general.architecture", A), kv_str("general.name", "random-%s-%s" % (A, a.type)),
+           kv_u32("general.file_type", {"f16": 1, "q4_0": 2, "q8_0": 7}[a.type]),
+           kv_u32(A + ".embedding_length", a.hidden), kv_u32(A + ".feed_forward_length", a.ffn),
+           kv_u32(A + ".block_count", a.layers), kv_u32(A + ".attention.head_count", a.heads),
+           kv_u32(A + ".attention.head_count_kv", a.kv_heads), kv_u32(A + ".context_length", a.ctx),
+           kv_u32(A + ".rope.dimension_count", hd), kv_u32(A + ".vocab_size", vocab),
+           kv_f32(A + ".attention.layer_norm_rms_epsilon", 1e-6 if qwen else 1e-5),
+           kv_f32(A + ".rope.freq_base", 1e6 if qwen else 10000.0)]
     if a.tokenizer:
         kv += [kv_str("tokenizer.ggml.model", "llama"), kv_arr("tokenizer.ggml.tokens", 8, toks),
                kv_arr("tokenizer.ggml.scores", 6, scores, "f"), kv_arr("tokenizer.ggml.token_type", 5, types, "i"),
@@ -142,26 +164,31 @@ def main():
                kv_u32("tokenizer.ggml.unknown_token_id", 0), kv_bool("tokenizer.ggml.add_bos_token", True),
                kv_bool("tokenizer.ggml.add_eos_token", False)]
 
-    mtype = GGML_F16 if a.type == "f16" else GGML_Q4_0
+    mtype = {"f16": GGML_F16, "q4_0": GGML_Q4_0, "q8_0": GGML_Q8_0}[a.type]
     tensors = [("token_embd.weight", [a.hidden, vocab], mtype)]
     for l in range(a.layers):
         p = "blk.%d." % l
         tensors += [(p + "attn_norm.weight", [a.hidden], GGML_F32),
                     (p + "attn_q.weight", [a.hidden, a.heads * hd], mtype),
                     (p + "attn_k.weight", [a.hidden, a.kv_heads * hd], mtype),
-                    (p + "attn_v.weight", [a.hidden, a.kv_heads * hd], mtype),
-                    (p + "attn_output.weight", [a.heads * hd, a.hidden], mtype),
+                    (p + "attn_v.weight", [a.hidden, a.kv_heads * hd], mtype)]
+        if qwen:
+            tensors += [(p + "attn_q.bias", [a.heads * hd], GGML_F32), (p + "attn_k.bias", [a.kv_heads * hd], GGML_F32),
+                        (p + "attn_v.bias", [a.kv_heads * hd], GGML_F32)]
+        tensors += [(p + "attn_output.weight", [a.heads * hd, a.hidden], mtype),
                     (p + "ffn_norm.weight", [a.hidden], GGML_F32),
                     (p + "ffn_gate.weight", [a.hidden, a.ffn], mtype),
                     (p + "ffn_up.weight", [a.hidden, a.ffn], mtype),
                     (p + "ffn_down.weight", [a.ffn, a.hidden], mtype)]
-    tensors += [("output_norm.weight", [a.hidden], GGML_F32), ("output.weight", [a.hidden, vocab], mtype)]
+    tensors += [("output_norm.weight", [a.hidden], GGML_F32)]
+    if not qwen:
+        tensors += [("output.weight", [a.hidden, vocab], mtype)]
 
     def nbytes(ne, t):
         n = 1
         for x in ne:
             n *= x
-        return 4 * n if t == GGML_F32 else 2 * n if t == GGML_F16 else n // 32 * 18
+        return {GGML_F32: 4 * n, GGML_F16: 2 * n, GGML_Q4_0: n // 32 * 18, GGML_Q8_0: n // 32 * 34}[t]
 
     infos, off = [], 0
     for name, ne, t in tensors:
@@ -176,7 +203,9 @@ def main():
         f.write(b"\0" * ((-f.tell()) % 32))
         for name, ne, t in tensors:
             n = nbytes(ne, t)
-            if t == GGML_F32:
+            if t == GGML_F32 and name.endswith(".bias"):
+                f.write(struct.pack("<%df" % (n // 4), *[rng.gauss(0.0, 0.1) for _ in range(n // 4)]))
+            elif t == GGML_F32:
                 f.write(struct.pack("<f", 1.0) * (n // 4))
             else:
                 f.write(pool.take(n))

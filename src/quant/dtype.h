@@ -78,8 +78,16 @@ cmf_status cmf_dtype_check_payload(int dtype, int ndim, const uint32_t *shape, c
  * q8 pair, 18*ceil(rows*cols/32) for the q4 pair; note that a file's q8 shape must be 2-D for its size to match),
  * q4tp and q2tp (§2.6–2.7, cols % 32 == 0; see cmf_quantize_tp in ladder.h; the code search follows the
  * CMF_Q2TP_SEARCH environment variable).
+ * With CMF_Q4_SEARCH=1 (cmf_q4_search_enabled) the 4-bit encoders leave cortiq's bytes for lower error, same
+ * format: q4_block/q4_tiled pick each group's scale among ±absmax/k, k = 7..8.5 in steps of 1/4, by squared
+ * error (negative scales included, so both signs of the extreme value reach the -8 level as in llama.cpp's Q4_0).
+ * q4tp/q2tp are not affected (a wider code search did not lower stories260K's perplexity: bench/RESULTS.md).
  * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized
  * dtype (the message names the element) or a size that overflows. */
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst);
+
+/* The CMF_Q4_SEARCH switch: 1 when the environment variable is exactly "1" (default off: the encoders stay
+ * bit-exact with cortiq). Read on every call. */
+int cmf_q4_search_enabled(void);
 
 #endif

@@ -9,6 +9,7 @@
  *       max|logits(M_D) - logits(M_deq)| <= 5e-2 x max|logits(M_deq)|
  *   - CMF_CPU_F32REF forced (cmf_cpu_set_path; every matmul is cmf_matmul_ref_f32, f32 activations):
  *       max|logits(M_D) - logits(M_deq)| <= 1e-4 x max|logits(M_deq)|
+ * q4_block and q4_tiled are also run as written with CMF_Q4_SEARCH=1 (negative scales reach the kernels).
  * The measured ratios are printed. The f32 twin itself is checked against transformers by tests/model. */
 #include <math.h>
 #include <stdio.h>
@@ -24,9 +25,10 @@
 #include "testutil.h"
 
 static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
-static const int DTYPES[] = {CMF_DT_F16,      CMF_DT_BF16,     CMF_DT_Q8_ROW, CMF_DT_Q8_2F,
-                             CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP,   CMF_DT_Q2TP};
-enum { N_DT = sizeof DTYPES / sizeof DTYPES[0], MAX_SEQ = 16 };
+/* the last two: q4_block / q4_tiled written with CMF_Q4_SEARCH=1 (error-searched, possibly negative scales) */
+static const int DTYPES[] = {CMF_DT_F16,  CMF_DT_BF16, CMF_DT_Q8_ROW,   CMF_DT_Q8_2F,    CMF_DT_Q4_BLOCK,
+                             CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP, CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED};
+enum { N_DT = sizeof DTYPES / sizeof DTYPES[0], N_SEARCH = 2, MAX_SEQ = 16 };
 
 /* Prefill of ids; malloc'd logits [n][vocab] or NULL. */
 static float *eval(cmf_model *m, const int32_t *ids, int n) {
@@ -131,29 +133,33 @@ static void check_case(const char *name, int best_path) {
         return;
     }
     for (int d = 0; d < N_DT; d++) {
-        const int dt = DTYPES[d];
-        char qp[1200], dp[1200];
+        const int dt = DTYPES[d], search = d >= N_DT - N_SEARCH;
+        char qp[1200], dp[1200], label[32];
+        snprintf(label, sizeof label, "%s%s", cmf_dtype_name(dt), search ? "+search" : "");
         snprintf(qp, sizeof qp, "%s", tmp_path("quant3-"));
-        snprintf(qp + strlen(qp), sizeof qp - strlen(qp), "%s-%s.cmf", name, cmf_dtype_name(dt));
+        snprintf(qp + strlen(qp), sizeof qp - strlen(qp), "%s-%s.cmf", name, label);
         snprintf(dp, sizeof dp, "%.1180s.deq.cmf", qp);
         cmf_convert_opts opts = {0};
         opts.quant = dt;
         cmf_model *qm = NULL, *dm = NULL;
-        const int ok = cmf_convert_hf(dir, qp, &opts) == CMF_OK && write_dequantized(qp, dp) == 0 &&
+        if (search) setenv("CMF_Q4_SEARCH", "1", 1);
+        const cmf_status cst = cmf_convert_hf(dir, qp, &opts);
+        unsetenv("CMF_Q4_SEARCH");
+        const int ok = cst == CMF_OK && write_dequantized(qp, dp) == 0 &&
                        cmf_model_load(qp, NULL, &qm) == CMF_OK && cmf_model_load(dp, NULL, &dm) == CMF_OK;
-        CHECK_MSG(ok, "%s %s: convert/dequantize/load: %s", name, cmf_dtype_name(dt), cmf_last_error());
+        CHECK_MSG(ok, "%s %s: convert/dequantize/load: %s", name, label, cmf_last_error());
         if (ok) {
             CHECK(cmf_cpu_set_path(best_path) == CMF_OK);
             const double r_best = rel_diff(qm, dm, &in);
             CHECK(cmf_cpu_set_path(CMF_CPU_F32REF) == CMF_OK);
             const double r_ref = rel_diff(qm, dm, &in);
             CHECK(cmf_cpu_set_path(best_path) == CMF_OK);
-            printf("%-12s %-9s max|diff|/max|logit| vs dequantized f32: %s %.2e   f32ref %.2e\n", name,
-                   cmf_dtype_name(dt), cmf_cpu_path_name(best_path), r_best, r_ref);
+            printf("%-12s %-15s max|diff|/max|logit| vs dequantized f32: %s %.2e   f32ref %.2e\n", name, label,
+                   cmf_cpu_path_name(best_path), r_best, r_ref);
             CHECK_MSG(r_best >= 0 && r_best <= 5e-2, "%s %s: %s path: %g > 5e-2 (or eval failed: %s)", name,
-                      cmf_dtype_name(dt), cmf_cpu_path_name(best_path), r_best, cmf_last_error());
+                      label, cmf_cpu_path_name(best_path), r_best, cmf_last_error());
             CHECK_MSG(r_ref >= 0 && r_ref <= 1e-4, "%s %s: f32ref path: %g > 1e-4 (or eval failed: %s)", name,
-                      cmf_dtype_name(dt), r_ref, cmf_last_error());
+                      label, r_ref, cmf_last_error());
         }
         cmf_model_free(qm);
         cmf_model_free(dm);
