@@ -1,5 +1,5 @@
 /* Dtype consistency on the hf-tiny checkpoints (shared/data/hf-tiny/<case>, Hugging Face random-weight models of
- * real architectures; the input ids are the input_i sequences of each case's ref.safetensors).
+ * real architectures; the input ids are input_0 and input_1 of each case's ref.safetensors, 7 + 40 positions).
  *
  * For every dtype D in f16, bf16, q8_row, q8_2f, q4_block, q4_tiled, q4tp, q2tp and every case:
  *   M_D   = cmf_convert_hf(case, --quant D)       (the §2.0 policy: 1-D tensors f16, q2tp a profile with q4tp)
@@ -28,7 +28,7 @@ static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2"
 /* the last two: q4_block / q4_tiled written with CMF_Q4_SEARCH=1 (error-searched, possibly negative scales) */
 static const int DTYPES[] = {CMF_DT_F16,  CMF_DT_BF16, CMF_DT_Q8_ROW,   CMF_DT_Q8_2F,    CMF_DT_Q4_BLOCK,
                              CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP, CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED};
-enum { N_DT = sizeof DTYPES / sizeof DTYPES[0], N_SEARCH = 2, MAX_SEQ = 16 };
+enum { N_DT = sizeof DTYPES / sizeof DTYPES[0], N_SEARCH = 2, MAX_SEQ = 2 /* input_0, input_1 (7 and 40 tokens); input_2 (100) only adds run time */ };
 
 /* Prefill of ids; malloc'd logits [n][vocab] or NULL. */
 static float *eval(cmf_model *m, const int32_t *ids, int n) {
