@@ -224,7 +224,12 @@ static void o1_worker(void *ctx, int ith, int nth) {
 static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     (void)be;
     attn_task at = {b, seqs, l, n};
-    cmf_pool_run(b->pool, attn_worker, &at);
+    /* small work (short contexts, tiny heads) runs on the caller: waking the pool costs more */
+    double work = 0;
+    for (int t = 0; t < n; t++) work += (double)(b->pos[t] + 1);
+    work *= (double)b->m->cfg.n_heads * b->m->cfg.head_dim;
+    if (work < 65536) attn_worker(&at, 0, 1);
+    else cmf_pool_run(b->pool, attn_worker, &at);
     o1_task ot = {b, seqs, l, n, b->sealed, 0};
     for (int t = 0; t < n; t++) {
         cmf_session *s = seqs[t];

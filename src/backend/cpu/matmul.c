@@ -12,7 +12,11 @@
 
 #include "backend/cpu/kern.h"
 
-enum { MAX_ROWS_PER_ITEM = 64, QUANT_PAR_MIN = 16384 /* values; fewer are quantized on the caller */ };
+enum {
+    MAX_ROWS_PER_ITEM = 64,
+    QUANT_PAR_MIN = 16384, /* values; fewer are quantized on the caller */
+    MM_PAR_MIN = 65536,    /* multiply-adds; a smaller product runs on the caller: waking the pool costs more */
+};
 
 /* Activation levels of the int8 family (cmf_qact_quantize). One level (plain Q8_0) costs 3-5% of max|logit| on
  * the hf-tiny parity models, over the 2e-3 budget of tests/model/test_hf_parity.c; two levels cost ~1/250 of
@@ -193,5 +197,6 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     int64_t rpi = (w->rows / (4 * nth) + KERN_RB - 1) / KERN_RB * KERN_RB;
     t.rows_per_item = rpi < KERN_RB ? KERN_RB : rpi > MAX_ROWS_PER_ITEM ? MAX_ROWS_PER_ITEM : rpi;
     atomic_init(&t.next, 0);
-    cmf_pool_run(pool, mm_worker, &t);
+    if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) mm_worker(&t, 0, 1);
+    else cmf_pool_run(pool, mm_worker, &t);
 }
