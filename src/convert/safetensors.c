@@ -242,7 +242,7 @@ static cmf_status open_shard(cmf_safetensors *st, const char *path) {
     }
     cJSON_Delete(root);
     /* File order is data order; tensors must not share bytes (empty tensors may sit anywhere). */
-    qsort(st->tensors + first, st->n - first, sizeof *st->tensors, cmp_data);
+    if (st->n > first) qsort(st->tensors + first, st->n - first, sizeof *st->tensors, cmp_data);
     const uint8_t *prev_end = data;
     const char *prev = NULL;
     for (size_t i = first; i < st->n; i++) {

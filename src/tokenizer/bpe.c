@@ -105,9 +105,9 @@ static void cache_put(tok_cache *c, const char *s, size_t len, const int32_t *id
     char *blk = malloc(len + n * sizeof *ids + sizeof(int32_t));
     if (!blk) return; /* the cache is only an optimisation */
     int32_t *idc = (int32_t *)(void *)blk;
-    memcpy(idc, ids, n * sizeof *ids);
+    if (n) memcpy(idc, ids, n * sizeof *ids);
     char *key = blk + n * sizeof *ids;
-    memcpy(key, s, len);
+    if (len) memcpy(key, s, len);
     size_t h = tok_hash(s, len) & (CACHE_SLOTS - 1);
     pthread_mutex_lock(&c->lock);
     cache_entry *e = &c->e[h];
