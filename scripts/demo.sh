@@ -4,8 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" --target cmf-cli >/dev/null
-./build/cmf convert ../shared/data/models/stories260K-gguf/stories260Ktok512.gguf -o build/stories260K.cmf
-./build/cmf verify build/stories260K.cmf
-./build/cmf run build/stories260K.cmf -p "" -n 256 -c 512 --temp 0
+cmake -S . -B build-demo -DCMAKE_BUILD_TYPE=Release -DCMF_CUDA=OFF >/dev/null
+cmake --build build-demo -j"$(nproc)" --target cmf-cli >/dev/null
+./build-demo/cmf convert ../shared/data/models/stories260K-gguf/stories260Ktok512.gguf -o build-demo/stories260K.cmf
+./build-demo/cmf verify build-demo/stories260K.cmf
+./build-demo/cmf run build-demo/stories260K.cmf -p "" -n 256 -c 512 --temp 0
