@@ -27,6 +27,7 @@
 #include "convert/convert.h"
 #include "convert/emit.h"
 #include "convert/gguf.h"
+#include "format/format.h"
 #include "quant/dtype.h"
 #include "util/error.h"
 
@@ -89,6 +90,17 @@ static cmf_status build_arch(const cmf_gguf *g, size_t ai, int tied, cJSON **out
         (s = req_int(g, an, "block_count", &layers)) || (s = req_int(g, an, "attention.head_count", &heads)) ||
         (s = req_int(g, an, "context_length", &ctx)))
         return s;
+    /* every layer must be present (this also bounds block_count by the file before any allocation) */
+    if (layers < 1 || (uint64_t)layers > g->n_tensors)
+        return cmf_err(CMF_E_FORMAT, "%s: block_count %lld does not match the file's %zu tensors", g->path,
+                       (long long)layers, g->n_tensors);
+    for (int64_t i = 0; i < layers; i++) {
+        char tn[64];
+        snprintf(tn, sizeof tn, "blk.%lld.attn_q.weight", (long long)i);
+        if (!cmf_gguf_tensor_find(g, tn))
+            return cmf_err(CMF_E_FORMAT, "%s: block_count is %lld but tensor %s is missing", g->path,
+                           (long long)layers, tn);
+    }
     if (cmf_gguf_kv_find(g, akey(key, sizeof key, an, "attention.head_count_kv"))) {
         if ((s = req_int(g, an, "attention.head_count_kv", &kv))) return s;
     } else {
@@ -155,7 +167,9 @@ static cmf_status build_arch(const cmf_gguf *g, size_t ai, int tied, cJSON **out
 static cJSON *build_tokenizer_config(const cmf_gguf *g) {
     cJSON *tc = cJSON_CreateObject();
     char *tpl = cmf_gguf_get_str(g, "tokenizer.chat_template");
-    if (tpl) cJSON_AddStringToObject(tc, "chat_template", tpl);
+    /* a template that is not valid UTF-8 cannot go into the JSON header: it is left out (the file stays valid) */
+    if (tpl && cmf_utf8_invalid_at((const uint8_t *)tpl, strlen(tpl)) == strlen(tpl))
+        cJSON_AddStringToObject(tc, "chat_template", tpl);
     free(tpl);
     cJSON *eos = cJSON_AddArrayToObject(tc, "eos_token_ids");
     int64_t id;

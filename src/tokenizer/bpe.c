@@ -397,7 +397,7 @@ cmf_status tok_bpe_encode(const tok_model *m, const char *s, size_t len, tok_ids
             st = cmf_err(CMF_E_NOMEM, "tokenizer: out of memory");
             goto done;
         }
-    if (cacheable) cache_put(m->cache, s, len, out->v + start, out->n - start);
+    if (cacheable) cache_put(m->cache, s, len, out->n > start ? out->v + start : NULL, out->n - start);
 done:
     if (w != stack_w) free(w);
     if (heap != stack_h) free(heap);
