@@ -2,6 +2,8 @@
 # Builds the libFuzzer targets (tests/fuzz/, clang + -DCMF_FUZZ=ON) in build-fuzz/ and runs each for N seconds.
 #   usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
 #   targets: cmf tokenizer_json tokenize template gguf safetensors (default: all, one after the other)
+#   FUZZ_RUNS=N (environment): instead of a time budget, exactly N inputs per target with FUZZ_SEED (default 1),
+#   so that a run is reproducible on any machine (CI uses this; the time budget explores more).
 # Seeds come from tests/fuzz/corpus/<target>/ (read only); inputs found while fuzzing go to build-fuzz/corpus/<target>/,
 # logs to build-fuzz/logs/<target>.log. A crash, sanitizer report, leak, timeout (10 s per input) or broken
 # invariant stops the script (exit 1) and prints the reproducer path and the command that replays it.
@@ -38,8 +40,11 @@ for t in "${targets[@]}"; do
   crashes=$build/crashes/$t
   log=$build/logs/$t.log
   mkdir -p "$work" "$crashes" "$(dirname "$log")"
-  echo "fuzz $t: ${secs}s (log $log)"
-  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+  if [ -n "${FUZZ_RUNS:-}" ]; then echo "fuzz $t: $FUZZ_RUNS runs, seed ${FUZZ_SEED:-1} (log $log)"
+  else echo "fuzz $t: ${secs}s (log $log)"; fi
+  if [ -n "${FUZZ_RUNS:-}" ]; then budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}"); rm -rf "$work" && mkdir -p "$work"
+  else budget=(-max_total_time="$secs"); fi
+  if ! "$build/tests/fuzz/fuzz_$t" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$crashes/" "$work" "$seeds" >"$log" 2>&1; then
     repro=$(grep -o 'Test unit written to [^ ]*' "$log" | tail -1 | sed 's/Test unit written to //')
     echo "fuzz $t: FAILED — report:" >&2

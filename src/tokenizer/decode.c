@@ -260,7 +260,7 @@ static cmf_status decode_one(const tok_decoder *d, tok_strs *toks) {
             const char *s = toks->s[i];
             int drop = i == 0 && d->prepend;
             for (size_t k = 0; k < toks->len[i] && st == CMF_OK;) {
-                if (k + d->content_len <= toks->len[i] && memcmp(s + k, d->content, d->content_len) == 0) {
+                if (d->content_len && k + d->content_len <= toks->len[i] && memcmp(s + k, d->content, d->content_len) == 0) {
                     if (!drop && tok_buf_put(&b, " ", 1)) st = OOM();
                     k += d->content_len;
                 } else {
