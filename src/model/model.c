@@ -252,15 +252,12 @@ static int skill_known(const cmf_model *m, const char *id) {
 
 /* The weight set of skill `id` ("" or "none" = backbone), built on first use. Thread-safe. */
 static cmf_status weights_for(cmf_model *m, const char *id, const cmf_weights **out) {
-    if (!id || !id[0] || !strcmp(id, "none")) {
+    if (!id || !strcmp(id, "none")) {
         *out = &m->base;
         return CMF_OK;
     }
-    for (const char *p = id; *p; p++)
-        if (!((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' ||
-              *p == '-') ||
-            p - id >= 63)
-            return cmf_err(CMF_E_ARG, "skill id '%s' is not of [A-Za-z0-9_-]{1,63}", id);
+    if (!cmf_skill_id_valid(id))
+        return cmf_err(CMF_E_ARG, "skill id '%.64s' is not of [A-Za-z0-9_-]{1,63} (\"none\" = the backbone)", id);
     pthread_mutex_lock(&m->skill_mu);
     cmf_status st = CMF_OK;
     *out = NULL;
@@ -321,7 +318,7 @@ static cmf_status choose_backend(cmf_model *m, const char *name) {
     st = cmf_backend_cuda_new(m, dev, &be);
 #else
     (void)dev;
-    st = cmf_err(CMF_E_UNSUPPORTED, "model: this build has no CUDA backend (configure with -DCMF_CUDA=ON)");
+    st = cmf_err(CMF_E_UNSUPPORTED, "model: backend cuda: this build has no CUDA backend (configure with -DCMF_CUDA=ON)");
 #endif
     if (st == CMF_OK) {
         m->be = be;

@@ -352,7 +352,7 @@ cmf_status cmf_skill_add(const char *model_path, const char *donor_path, const c
     if (report) memset(report, 0, sizeof *report);
     if (!model_path || !donor_path || !out_path || !o) return cmf_err(CMF_E_ARG, "cmf_skill_add: NULL argument");
     if (!cmf_skill_id_valid(o->id))
-        return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-128 characters of [A-Za-z0-9_-])",
+        return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-63 characters of [A-Za-z0-9_-], not \"none\")",
                        o->id ? o->id : "");
     if (o->skill_quant >= CMF_DT_COUNT)
         return cmf_err(CMF_E_ARG, "skill add: unknown --skill-quant dtype %d", o->skill_quant);

@@ -11,12 +11,12 @@
 #define SKILL_PREFIX "skill."
 
 int cmf_skill_id_valid(const char *id) {
-    if (!id || !*id) return 0;
+    if (!id || !*id || !strcmp(id, "none")) return 0; /* "none" selects the backbone at run time */
     size_t n = 0;
     for (const char *p = id; *p; p++, n++) {
         char c = *p;
         int ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
-        if (!ok || n >= 128) return 0;
+        if (!ok || n >= 63) return 0;
     }
     return 1;
 }
@@ -49,7 +49,8 @@ static void shape_str(const cmf_tensor *t, char *buf, size_t cap) {
 cmf_status cmf_skill_exists(const cmf_file *f, const char *id) {
     if (!f || !id) return cmf_err(CMF_E_ARG, "cmf_skill_exists: NULL argument");
     if (!cmf_skill_id_valid(id))
-        return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-128 characters of [A-Za-z0-9_-])", id);
+        return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-63 characters of [A-Za-z0-9_-], not \"none\")",
+                       id);
     size_t id_len = strlen(id);
     int found = find_record(f, id) != NULL;
     for (size_t i = 0; i < f->n_tensors; i++) {

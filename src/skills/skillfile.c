@@ -83,7 +83,7 @@ cmf_status cmf_skill_export(const char *model_path, const char *id, const char *
     if (n_tensors) *n_tensors = 0;
     if (!model_path || !id || !out_path) return cmf_err(CMF_E_ARG, "cmf_skill_export: NULL argument");
     if (!cmf_skill_id_valid(id))
-        return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-128 characters of [A-Za-z0-9_-])", id);
+        return cmf_err(CMF_E_ARG, "skill id \"%.64s\" is invalid (use 1-63 characters of [A-Za-z0-9_-], not \"none\")", id);
     cmf_file *f = NULL, *base = NULL;
     cmf_writer *w = NULL;
     cJSON *h = NULL, *rec = NULL;

@@ -21,7 +21,7 @@
  * Skills: resolution and registry (§3.1)
  * ---------------------------------------------------------------------------------------------------------- */
 
-/* 1 if `id` is a valid skill id: non-empty, at most 128 bytes, only [A-Za-z0-9_-] (§3.1). */
+/* 1 if `id` is a valid skill id: 1-63 bytes of [A-Za-z0-9_-] (§3.1), and not "none" (which selects the backbone). */
 int cmf_skill_id_valid(const char *id);
 
 /* Checks that skill `id` can be activated on `f`: it must appear in header.skills (a record with that id) or as

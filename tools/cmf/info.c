@@ -161,7 +161,7 @@ static void print_skills(const cmf_file *f) {
         printf("skills:        none\n");
         return;
     }
-    printf("skills:        %d (overlays are not applied by this version)\n", n);
+    printf("skills:        %d (run one with --skill ID; cmf skill list for details)\n", n);
     const cJSON *s;
     cJSON_ArrayForEach(s, sk) {
         const cJSON *id = cJSON_GetObjectItemCaseSensitive(s, "id");

@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "quant/dtype.h"
 #include "skills/skills.h"
+#include "util/fileio.h"
 
 static const char *USAGE =
     "usage: cmf skill add MODEL.cmf --from DONOR --id ID [--name NAME] [--tensors ffn|attn|all]\n"
@@ -74,7 +75,7 @@ static int skill_add(int argc, char **argv) {
     if (!o.id) return cli_usage_error("skill add", "missing --id ID");
     if (!out) return cli_usage_error("skill add", "missing -o OUT.cmf (it may be MODEL.cmf itself)");
     if (!cmf_skill_id_valid(o.id))
-        return cli_usage_error("skill add", "--id '%s': use 1-128 characters of [A-Za-z0-9_-]", o.id);
+        return cli_usage_error("skill add", "--id '%s': use 1-63 characters of [A-Za-z0-9_-], not 'none'", o.id);
     cmf_skill_add_report rep;
     cmf_status st = cmf_skill_add(model, from, out, &o, &rep);
     if (st) return cli_lib_error("skill add", st);
@@ -167,6 +168,8 @@ static int skill_export(int argc, char **argv) {
     if (!model) return cli_usage_error("skill export", "missing MODEL.cmf (see cmf skill --help)");
     if (!id) return cli_usage_error("skill export", "missing --id ID");
     if (!out) return cli_usage_error("skill export", "missing -o SKILL.cmf");
+    if (cmf_same_file(model, out) || (base && cmf_same_file(base, out)))
+        return cli_fail("skill export", "-o %s is an input; write the skill file under another name", out);
     size_t n = 0;
     cmf_status st = cmf_skill_export(model, id, base, name, out, on_warn, "skill export", &n);
     if (st) return cli_lib_error("skill export", st);
@@ -198,6 +201,8 @@ static int skill_apply(int argc, char **argv) {
     }
     if (!base || !skill) return cli_usage_error("skill apply", "missing BASE.cmf SKILL.cmf (see cmf skill --help)");
     if (!out) return cli_usage_error("skill apply", "missing -o OUT.cmf");
+    if (cmf_same_file(skill, out))
+        return cli_fail("skill apply", "-o %s is the skill file; write the model under another name (or over BASE)", out);
     cmf_skill_apply_report rep;
     cmf_status st = cmf_skill_apply(base, skill, out, force, on_warn, "skill apply", &rep);
     if (st) return cli_lib_error("skill apply", st);
