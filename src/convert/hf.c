@@ -106,8 +106,7 @@ static int cmp_entry(const void *a, const void *b) {
 
 /* ---- optional JSON files ------------------------------------------------------------------------------------- */
 
-/* Reads dir/name. *text NULL (and CMF_OK) when the file does not exist. */
-static cmf_status read_opt(const char *dir, const char *name, char **text, size_t *len) {
+cmf_status cmf_hf_read_opt(const char *dir, const char *name, char **text, size_t *len) {
     *text = NULL;
     *len = 0;
     char *p = cmf_path_join(dir, name);
@@ -117,12 +116,11 @@ static cmf_status read_opt(const char *dir, const char *name, char **text, size_
     return s;
 }
 
-/* Parses dir/name when present (*json NULL when absent). Malformed JSON is an error naming the file. */
-static cmf_status parse_opt(const char *dir, const char *name, cJSON **json) {
+cmf_status cmf_hf_parse_opt(const char *dir, const char *name, cJSON **json) {
     char *txt;
     size_t len;
     *json = NULL;
-    cmf_status s = read_opt(dir, name, &txt, &len);
+    cmf_status s = cmf_hf_read_opt(dir, name, &txt, &len);
     if (s || !txt) return s;
     const char *endp = NULL;
     *json = cJSON_ParseWithLengthOpts(txt, len, &endp, 0);
@@ -200,7 +198,7 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
     size_t n = 0;
     cmf_emit em;
     memset(&em, 0, sizeof em);
-    cmf_status s = parse_opt(dir, "config.json", &config);
+    cmf_status s = cmf_hf_parse_opt(dir, "config.json", &config);
     if (!s && !config) s = cmf_err(CMF_E_NOT_FOUND, "%s: no config.json", dir);
     const cJSON *mt = s ? NULL : cJSON_GetObjectItemCaseSensitive(config, "model_type");
     if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "dory")) { /* Dory has its own schema (hf_dory.c) */
@@ -208,9 +206,9 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
         return cmf_convert_hf_dory(dir, out_path, opts);
     }
     if (!s) s = cmf_hf_arch(config, opts, &arch);
-    if (!s) s = parse_opt(dir, "generation_config.json", &gen);
-    if (!s) s = parse_opt(dir, "tokenizer_config.json", &tok_cfg);
-    if (!s) s = read_opt(dir, "tokenizer.json", &vocab, &vocab_len);
+    if (!s) s = cmf_hf_parse_opt(dir, "generation_config.json", &gen);
+    if (!s) s = cmf_hf_parse_opt(dir, "tokenizer_config.json", &tok_cfg);
+    if (!s) s = cmf_hf_read_opt(dir, "tokenizer.json", &vocab, &vocab_len);
     if (!s && vocab) {
         tok_json = cJSON_ParseWithLength(vocab, vocab_len);
         if (!tok_json) s = cmf_err(CMF_E_FORMAT, "%s/tokenizer.json: malformed JSON", dir);
@@ -235,7 +233,7 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
             cmf_convert_warn(opts, "%s", msg);
         }
     }
-    if (!s) s = read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
+    if (!s) s = cmf_hf_read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
     if (!s) s = cmf_hf_tokenizer_config(config, gen, tok_cfg, tok_json, tpl, &tc);
     if (!s) s = cmf_st_open(dir, &st);
     if (!s) s = collect(st, &es, &n);

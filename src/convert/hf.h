@@ -22,4 +22,12 @@ cmf_status cmf_hf_arch(const cJSON *config, const cmf_convert_opts *opts, cJSON 
 cmf_status cmf_hf_tokenizer_config(const cJSON *config, const cJSON *gen, const cJSON *tok_cfg, const cJSON *tok_json,
                                    const char *template_file, cJSON **out);
 
+/* Reads dir/name into a malloc'd buffer (NUL-terminated); *text is NULL (and CMF_OK) when the file does not
+ * exist. Errors: CMF_E_IO, CMF_E_NOMEM. Shared by the HF and Dory converters. */
+cmf_status cmf_hf_read_opt(const char *dir, const char *name, char **text, size_t *len);
+
+/* Parses dir/name when present (*json NULL when absent; the caller deletes it). Errors: CMF_E_FORMAT for malformed
+ * JSON, naming the file and the byte offset; those of cmf_hf_read_opt. */
+cmf_status cmf_hf_parse_opt(const char *dir, const char *name, cJSON **json);
+
 #endif

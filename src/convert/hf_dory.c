@@ -306,29 +306,6 @@ static cmf_status emit_all(cmf_emit *em, const cmf_safetensors *st, const cmf_do
     return CMF_OK;
 }
 
-/* dir/name read into *text (NULL when absent). */
-static cmf_status read_opt(const char *dir, const char *name, char **text, size_t *len) {
-    *text = NULL;
-    *len = 0;
-    char *p = cmf_path_join(dir, name);
-    if (!p) return cmf_err(CMF_E_NOMEM, "out of memory");
-    cmf_status s = cmf_is_file(p) ? cmf_read_file(p, text, len) : CMF_OK;
-    free(p);
-    return s;
-}
-
-static cmf_status parse_opt(const char *dir, const char *name, cJSON **json) {
-    char *txt;
-    size_t len;
-    *json = NULL;
-    TRY(read_opt(dir, name, &txt, &len));
-    if (!txt) return CMF_OK;
-    *json = cJSON_ParseWithLength(txt, len);
-    free(txt);
-    if (!*json) return cmf_err(CMF_E_FORMAT, "%s/%s: malformed JSON", dir, name);
-    return CMF_OK;
-}
-
 cmf_status cmf_convert_hf_dory(const char *dir, const char *out_path, const cmf_convert_opts *opts) {
     if (!dir || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_hf_dory: NULL argument");
     cJSON *config = NULL, *gen = NULL, *tok_cfg = NULL, *tok_json = NULL, *arch = NULL, *tc = NULL, *header = NULL;
@@ -338,17 +315,17 @@ cmf_status cmf_convert_hf_dory(const char *dir, const char *out_path, const cmf_
     cmf_dory_config cfg;
     cmf_emit em;
     memset(&em, 0, sizeof em);
-    cmf_status s = parse_opt(dir, "config.json", &config);
+    cmf_status s = cmf_hf_parse_opt(dir, "config.json", &config);
     if (!s && !config) s = cmf_err(CMF_E_NOT_FOUND, "%s: no config.json", dir);
     if (!s) s = cmf_hf_dory_arch(config, &arch);
     if (!s) s = cmf_dory_config_from_arch(arch, &cfg);
-    if (!s) s = parse_opt(dir, "generation_config.json", &gen);
-    if (!s) s = parse_opt(dir, "tokenizer_config.json", &tok_cfg);
-    if (!s) s = read_opt(dir, "tokenizer.json", &vocab, &vocab_len);
+    if (!s) s = cmf_hf_parse_opt(dir, "generation_config.json", &gen);
+    if (!s) s = cmf_hf_parse_opt(dir, "tokenizer_config.json", &tok_cfg);
+    if (!s) s = cmf_hf_read_opt(dir, "tokenizer.json", &vocab, &vocab_len);
     if (!s && vocab && !(tok_json = cJSON_ParseWithLength(vocab, vocab_len)))
         s = cmf_err(CMF_E_FORMAT, "%s/tokenizer.json: malformed JSON", dir);
     if (!s && !vocab) cmf_convert_warn(opts, "no tokenizer.json: the file has no vocab section");
-    if (!s) s = read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
+    if (!s) s = cmf_hf_read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
     if (!s) s = cmf_hf_tokenizer_config(config, gen, tok_cfg, tok_json, tpl, &tc);
     if (!s) s = cmf_st_open(dir, &st);
     if (!s) {
