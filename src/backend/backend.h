@@ -108,6 +108,15 @@ struct cmf_backend {
                        const struct cmf_weight *lm_head, float softcap);
 
     void (*destroy)(cmf_backend *be); /* frees everything the backend holds (resident weights too) */
+
+    /* ---- tensor parallelism (src/tp/tp.h) --------------------------------------------------------------- */
+    /* All-reduce (sum) of `count` f32 values of backend memory over the N ranks of a tensor-parallel group:
+     * afterwards buf[i] on every rank is the sum of every rank's buf[i]. b is the rank's batch (b->m is the rank
+     * model, b->m->tp_of its group). forward.c calls it after the o_proj and down_proj products (Megatron-LM's
+     * row-parallel layers, Shoeybi et al. 2019). cpu ranks: sum in rank order 0..N-1 through shared memory and a
+     * barrier (deterministic); cuda ranks: ncclAllReduce on the backend's stream. NULL for a plain
+     * single-device backend (the forward then does nothing). Errors: CMF_E_IO (another rank failed, NCCL). */
+    cmf_status (*allreduce)(cmf_backend *be, cmf_batch *b, float *buf, int64_t count);
 };
 
 /* The cpu backend (backend_cpu.c), a static singleton: ops run on the batch's thread pool. Never fails. */

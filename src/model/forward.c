@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "model/model.h"
 #include "skills/skills.h"
+#include "tp/tp.h"
 
 #define TRY(x)                                                                                                   \
     do {                                                                                                         \
@@ -53,6 +54,7 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
         TRY(be->kv_write(be, b, seqs, l, n));
         TRY(be->attention(be, b, seqs, l, n));
         TRY(be->matmul(be, b, xb, D, b->att, n, &L->wo, NULL));
+        if (be->allreduce) TRY(be->allreduce(be, b, xb, (int64_t)n * D)); /* TP: sum the ranks' partial o_proj */
         TRY(be->residual(be, b, x, xb, L->post_attn_norm, n, D, eps, gn));
 
         /* feed-forward block */
@@ -71,6 +73,7 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
         }
         TRY(be->glu(be, b, b->hb, b->hb2, (int64_t)n * F, c->act == CMF_ACT_GELU_TANH));
         TRY(be->matmul(be, b, xb, D, b->hb, n, &L->w_down, NULL));
+        if (be->allreduce) TRY(be->allreduce(be, b, xb, (int64_t)n * D)); /* TP: sum the partial down_proj */
         TRY(be->residual(be, b, x, xb, L->post_ffn_norm, n, D, eps, gn));
     }
 
@@ -101,6 +104,7 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
 }
 
 cmf_status cmf_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
+    if (b->tp_rank) return cmf_tp_forward(b, seqs, tokens, n, all_logits); /* split over N ranks (src/tp) */
     cmf_backend *be = b->m->be;
     /* positions: each session's tokens take its next positions in batch order */
     for (int t = 0; t < n; t++) {

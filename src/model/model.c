@@ -9,6 +9,7 @@
 #include "model/dory.h"
 #include "skills/skills.h"
 #include "quant/dtype.h"
+#include "tp/tp.h"
 #include "util/error.h"
 
 /* ---- weights ------------------------------------------------------------------------------------------------ */
@@ -287,6 +288,8 @@ static cmf_status weights_for(cmf_model *m, const char *id, const cmf_weights **
 }
 
 cmf_status cmf_session_set_skill(cmf_session *s, const char *skill) {
+    if (s->m->tp && skill && strcmp(skill, "none"))
+        return cmf_err(CMF_E_UNSUPPORTED, "tp: skills are not split across ranks (load without --tp)");
     const cmf_weights *w = NULL;
     cmf_status st = weights_for(s->m, skill, &w);
     if (st == CMF_OK) s->w = w;
@@ -345,7 +348,10 @@ cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, c
     m->be = cmf_backend_cpu();
     cmf_status st = cmf_file_open(path, &m->file);
     if (st == CMF_OK) st = build(m);
-    if (st == CMF_OK) st = choose_backend(m, backend);
+    /* tensor parallelism (src/tp): tp > 1 splits the model over that many ranks on `backend` */
+    int tp = params && params->tp > 0 ? params->tp : getenv("CMF_TP") ? atoi(getenv("CMF_TP")) : 1;
+    if (st == CMF_OK && tp > 1) st = cmf_tp_setup(m, tp, backend);
+    else if (st == CMF_OK) st = choose_backend(m, backend);
     if (st != CMF_OK) {
         if (strncmp(cmf_last_error(), path, strlen(path)) != 0) cmf_err_prefix(st, "%s: ", path);
         cmf_model_free(m);
@@ -361,6 +367,7 @@ cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_
 
 void cmf_model_free(cmf_model *m) {
     if (!m) return;
+    cmf_tp_free(m->tp); /* the rank models and their backends */
     if (m->be) m->be->destroy(m->be); /* resident weights go first */
     cmf_tokenizer_free(m->tokenizer);
     free(m->tokenizer_error);
@@ -382,8 +389,8 @@ void cmf_model_free(cmf_model *m) {
 int cmf_model_vocab_size(const cmf_model *m) { return m->cfg.vocab_size; }
 int cmf_model_n_ctx_train(const cmf_model *m) { return m->cfg.max_position_embeddings; }
 const char *cmf_model_arch(const cmf_model *m) { return m->cfg.arch_name; }
-const char *cmf_model_backend(const cmf_model *m) { return m->be->name; }
-const char *cmf_model_backend_desc(const cmf_model *m) { return m->be->desc; }
+const char *cmf_model_backend(const cmf_model *m) { return m->tp ? m->tp->rank[0]->be->name : m->be->name; }
+const char *cmf_model_backend_desc(const cmf_model *m) { return m->tp ? m->tp->desc : m->be->desc; }
 
 int cmf_model_n_task_masks(const cmf_model *m) { return m->masks ? (int)m->masks->n : 0; }
 int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }

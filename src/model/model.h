@@ -87,6 +87,11 @@ struct cmf_model {
     struct cmf_dory *dory;        /* Dory (looped nGPT, dory.c) instead of the transformer above; else NULL */
     struct cmf_masks *masks;      /* task masks of the file (src/skills), NULL when it has none */
     cmf_backend *be;              /* where the forward runs (backend.h): cpu, or cuda (owned) */
+    /* Tensor parallelism (src/tp/tp.h). On the model the caller loaded (the "front"): tp holds its N rank models
+     * and the forward runs there; NULL when not split. On a rank model: tp_of is its group, tp_rank its index. */
+    struct cmf_tp *tp;
+    struct cmf_tp *tp_of;
+    int tp_rank;
 };
 
 /* Activation buffers and threads for one forward call over up to n_batch tokens from up to n_seq sessions
@@ -102,6 +107,7 @@ struct cmf_batch {
     float *head_in, *head_out;                  /* [n_seq][hidden] (backend), [n_seq][vocab] (host): head rows */
     int *head_tok;                              /* [n_seq]: which token each head row belongs to */
     cmf_session **sealed;                       /* [n_seq]: scratch for the O(1) far-field pass */
+    cmf_batch **tp_rank;                        /* TP front batch: one batch per rank model (src/tp); else NULL */
 };
 
 /* The O(1) far field of a session (DORY.md §3.1): full-attention layers listed in `on` keep an exact KV cache
@@ -136,6 +142,7 @@ struct cmf_session {
     float dory_gate;             /* Conf early-exit threshold for decode; 0 = off */
     float *logits;            /* [vocab]: the logits after this session's last processed token */
     cmf_batch *own;           /* private workspace for cmf_session_prefill/decode (lazily created) */
+    cmf_session **tp_rank;    /* TP front session: one session per rank model holding its KV heads; else NULL */
 };
 
 /* Reads and validates `arch` (and tokenizer_config) of a header into cfg. Errors: CMF_E_FORMAT naming the key. */

@@ -7,6 +7,7 @@
 #include "model/dory.h"
 #include "model/model.h"
 #include "skills/skills.h"
+#include "tp/tp.h"
 #include "util/error.h"
 
 static cmf_status o1_seal(cmf_session *s);
@@ -24,6 +25,15 @@ cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_b
     b->m = m;
     b->n_batch = max_tokens;
     b->n_seq = max_seqs;
+    if (m->tp) { /* tensor parallel: the rank batches hold the activations (src/tp) */
+        cmf_status st = cmf_tp_batch_init(b);
+        if (st != CMF_OK) {
+            cmf_batch_free(b);
+            return st;
+        }
+        *out = b;
+        return CMF_OK;
+    }
     const size_t D = (size_t)c->hidden_size, QD = (size_t)c->n_heads * c->head_dim,
                  KVD = (size_t)c->n_kv_heads * c->head_dim, F = (size_t)c->intermediate_size, B = (size_t)max_tokens,
                  S = (size_t)max_seqs;
@@ -55,6 +65,7 @@ cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_b
 
 void cmf_batch_free(cmf_batch *b) {
     if (!b) return;
+    cmf_tp_batch_fini(b); /* TP: the rank batches */
     cmf_pool_free(b->pool);
     cmf_backend *be = b->m->be;
     float *bufs[9] = {b->x, b->xb, b->q, b->k, b->v, b->att, b->hb, b->hb2, b->head_in};
@@ -122,47 +133,6 @@ cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *
 }
 
 /* ---- the O(1) far field: which layers, with which settings ------------------------------------------------- */
-
-/* Parses a layer spec "all" | "deepN" | "i,j,k" | "off" into on[] over the full-attention layers of c.
- * Returns the number of layers switched on, or -1 (message set) for a malformed spec or a layer that is out of
- * range or not full attention. */
-static int parse_o1_layers(const cmf_config *c, const char *spec, uint8_t *on) {
-    memset(on, 0, (size_t)c->n_layers);
-    if (!strcmp(spec, "off") || !strcmp(spec, "0")) return 0;
-    int n = 0;
-    if (!strcmp(spec, "all")) {
-        for (int l = 0; l < c->n_layers; l++)
-            if (!c->is_sliding[l]) on[l] = 1, n++;
-        return n;
-    }
-    if (!strncmp(spec, "deep", 4)) {
-        char *end;
-        long k = strtol(spec + 4, &end, 10);
-        if (end == spec + 4 || *end || k < 1) {
-            cmf_err(CMF_E_ARG, "o1: '%s' is not deepN with N >= 1", spec);
-            return -1;
-        }
-        for (int l = c->n_layers - 1; l >= 0 && n < k; l--) /* the N deepest full-attention layers */
-            if (!c->is_sliding[l]) on[l] = 1, n++;
-        return n;
-    }
-    for (const char *p = spec; *p;) {
-        char *end;
-        long l = strtol(p, &end, 10);
-        if (end == p || l < 0 || l >= c->n_layers || (*end && *end != ',')) {
-            cmf_err(CMF_E_ARG, "o1: layer list '%s' is not i,j,k with 0 <= i < %d", spec, c->n_layers);
-            return -1;
-        }
-        if (c->is_sliding[l]) {
-            cmf_err(CMF_E_ARG, "o1: layer %ld is a sliding-window layer (only full-attention layers convert)", l);
-            return -1;
-        }
-        n += !on[l];
-        on[l] = 1;
-        p = *end ? end + 1 : end;
-    }
-    return n;
-}
 
 /* Resolves the far-field settings in the reference's priority order (DORY.md §3.1): the caller's params, else
  * the environment (CMF_O1 with CMF_O1_M/_WINDOW/_SINK/_RECT; "off" disables even a file hint), else the file
@@ -249,7 +219,7 @@ static cmf_status o1_setup(cmf_session *s, const cmf_session_params *sp) {
         free(o);
         return cmf_err(CMF_E_NOMEM, "o1: out of memory");
     }
-    o->n_on = parse_o1_layers(c, spec, o->on);
+    o->n_on = cmf_o1_parse_layers(spec, c->n_layers, c->is_sliding, o->on);
     if (o->n_on <= 0) {
         const int bad = o->n_on < 0;
         o1_free(o, c->n_layers, c->n_kv_heads);
@@ -406,7 +376,7 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
         s->kv_off[l] = kv;
         kv += (size_t)s->kv_rows[l] * KVD;
     }
-    st = m->be->kv_alloc(m->be, s, kv);
+    st = m->tp ? cmf_tp_session_init(s) /* TP: rank sessions hold the KV heads */ : m->be->kv_alloc(m->be, s, kv);
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (st == CMF_OK && !s->logits) st = cmf_err(CMF_E_NOMEM, "session: out of memory");
     if (st != CMF_OK) {
@@ -426,6 +396,7 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out) {
 void cmf_session_free(cmf_session *s) {
     if (!s) return;
     cmf_batch_free(s->own);
+    cmf_tp_session_fini(s); /* TP: the rank sessions */
     cmf_dory_state_free(s->dory);
     o1_free(s->o1, s->m->cfg.n_layers, s->m->cfg.n_kv_heads);
     free(s->kv_off);
@@ -445,6 +416,7 @@ size_t cmf_session_state_bytes(const cmf_session *s) {
             n += 2 * (size_t)s->dory->kv[i].rows * s->dory->d->cfg.n_kv_heads * s->dory->d->cfg.head_dim * sizeof(float);
         return n;
     }
+    if (s->tp_rank) return cmf_tp_session_state_bytes(s);
     const size_t el = s->k_cache ? sizeof(float) : sizeof(uint16_t); /* f32 on cpu, f16 on cuda */
     for (int l = 0; l < c->n_layers; l++) n += 2 * (size_t)s->kv_rows[l] * c->n_kv_heads * c->head_dim * el;
     if (s->o1)

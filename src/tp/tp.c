@@ -1,0 +1,399 @@
+/* tp.c — a tensor-parallel group (tp.h): rank models on their own backends, the cpu all-reduce (a barrier and a
+ * rank-ordered sum in shared memory), rank sessions / batches, and the forward over N threads with the logits
+ * gathered from the vocabulary slices. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tp/tp.h"
+#include "util/error.h"
+
+/* ---- the cpu all-reduce ----------------------------------------------------------------------------------- */
+
+/* Waits until all n ranks arrive; -1 when the group was aborted (a rank failed) before or during the wait. */
+static int barrier(cmf_tp *tp) {
+    pthread_mutex_lock(&tp->mu);
+    int rc = 0;
+    if (tp->aborted) rc = -1;
+    else if (++tp->arrived == tp->n) {
+        tp->arrived = 0;
+        tp->gen++;
+        pthread_cond_broadcast(&tp->cv);
+    } else {
+        const unsigned g = tp->gen;
+        while (g == tp->gen && !tp->aborted) pthread_cond_wait(&tp->cv, &tp->mu);
+        rc = g == tp->gen ? -1 : 0;
+    }
+    pthread_mutex_unlock(&tp->mu);
+    return rc;
+}
+
+/* Marks the group failed (first caller's rank kept) and wakes every waiting rank. */
+static void abort_group(cmf_tp *tp, int rank) {
+    pthread_mutex_lock(&tp->mu);
+    if (!tp->aborted) tp->fail_rank = rank;
+    tp->aborted = 1;
+    pthread_cond_broadcast(&tp->cv);
+    pthread_mutex_unlock(&tp->mu);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* backend.h allreduce of the cpu ranks: each rank sums its 1/n share of the elements over all ranks' buffers in
+ * rank order 0..n-1 into tp->sum (the same order for every element, so the result is deterministic and the same
+ * on every rank), then every rank copies the sum back. Two barriers: after every buffer is published, after the
+ * sum is complete (nobody reads another rank's buffer after that). */
+static cmf_status cpu_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count) {
+    (void)be;
+    cmf_tp *tp = b->m->tp_of;
+    const int r = b->m->tp_rank, n = tp->n;
+    const double t0 = r == 0 ? now_s() : 0;
+    if ((size_t)count > tp->sum_cap) return cmf_err(CMF_E_ARG, "tp: all-reduce of %lld values exceeds %zu", (long long)count, tp->sum_cap);
+    tp->bufs[r] = buf;
+    if (barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
+    const int64_t lo = count * r / n, hi = count * (r + 1) / n;
+    for (int64_t i = lo; i < hi; i++) {
+        float s = tp->bufs[0][i];
+        for (int k = 1; k < n; k++) s += tp->bufs[k][i];
+        tp->sum[i] = s;
+    }
+    if (barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
+    memcpy(buf, tp->sum, (size_t)count * sizeof(float));
+    if (r == 0) {
+        tp->allreduce_s += now_s() - t0;
+        tp->allreduce_calls++;
+    }
+    return CMF_OK;
+}
+
+static void cpu_rank_destroy(cmf_backend *be) { free(be); }
+
+/* ---- the group ---------------------------------------------------------------------------------------------- */
+
+static void rank_free(cmf_model *rm) {
+    if (!rm) return;
+    if (rm->be) rm->be->destroy(rm->be);
+    free(rm->base.layers);
+    free(rm);
+}
+
+void cmf_tp_free(cmf_tp *tp) {
+    if (!tp) return;
+    for (int r = 0; r < tp->n; r++) rank_free(tp->rank[r]);
+#ifdef CMF_HAVE_NCCL
+    if (tp->nccl) cmf_tp_nccl_free(tp->nccl, tp->n);
+#endif
+    for (size_t i = 0; i < tp->n_owned; i++) free(tp->owned[i]);
+    free(tp->owned);
+    free(tp->sum);
+    pthread_mutex_destroy(&tp->run_mu);
+    pthread_mutex_destroy(&tp->mu);
+    pthread_cond_destroy(&tp->cv);
+    free(tp);
+}
+
+/* Resolves the backend name: 0 = cpu, 1 = cuda from device *dev0, 2 = auto. */
+static cmf_status parse_backend(const char *name, int *kind, int *dev0) {
+    if (!name) {
+        const char *env = getenv("CMF_GPU");
+        name = !env || !*env || !strcmp(env, "0") ? "cpu" : !strcmp(env, "1") ? "cuda" : env;
+    }
+    *dev0 = 0;
+    if (!strcmp(name, "cpu")) *kind = 0;
+    else if (!strcmp(name, "auto")) *kind = 2;
+    else if (!strncmp(name, "cuda", 4) && (!name[4] || (name[4] == ':' && name[5] >= '0' && name[5] <= '9'))) {
+        *kind = 1;
+        *dev0 = name[4] ? atoi(name + 5) : 0;
+    } else {
+        return cmf_err(CMF_E_ARG, "model: backend '%s' is not cpu, cuda, cuda:N or auto", name);
+    }
+    return CMF_OK;
+}
+
+/* Rank r's model: the sliced config and weights (copies when `device`), on backend `be` (taken over). */
+static cmf_status rank_new(cmf_tp *tp, int r, int device, int threads, cmf_model **out) {
+    const cmf_model *m = tp->front;
+    cmf_model *rm = calloc(1, sizeof *rm);
+    if (!rm) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
+    tp->rank[r] = rm;
+    *out = rm;
+    int q0, kv0;
+    cmf_status st = cmf_tp_rank_config(&m->cfg, tp->n, r, tp->v0[r], tp->v0[r + 1], &rm->cfg, &q0, &kv0);
+    if (st != CMF_OK) return st;
+    rm->file = m->file;
+    rm->n_threads = threads;
+    rm->bos_id = m->bos_id;
+    rm->rope_inv_freq = m->rope_inv_freq;
+    rm->tp_of = tp;
+    rm->tp_rank = r;
+    return cmf_tp_slice_weights(tp, r, device, &rm->base);
+}
+
+static cmf_status setup_cpu(cmf_tp *tp) {
+    const cmf_model *m = tp->front;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    const int total = m->n_threads > 0 ? m->n_threads : cpus > 0 ? (int)cpus : 1;
+    const int per = total / tp->n > 0 ? total / tp->n : 1;
+    for (int r = 0; r < tp->n; r++) {
+        cmf_model *rm;
+        cmf_status st = rank_new(tp, r, 0, per, &rm);
+        if (st != CMF_OK) return st;
+        cmf_backend *be = malloc(sizeof *be);
+        if (!be) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
+        *be = *cmf_backend_cpu();
+        be->allreduce = cpu_allreduce;
+        be->destroy = cpu_rank_destroy;
+        snprintf(be->desc, sizeof be->desc, "cpu (tp rank %d of %d, %d threads)", r, tp->n, per);
+        rm->be = be;
+    }
+    snprintf(tp->desc, sizeof tp->desc, "tp %d x cpu (%d threads each)", tp->n, per);
+    return CMF_OK;
+}
+
+static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
+#ifdef CMF_HAVE_NCCL
+    int devs[CMF_TP_MAX];
+    tp->dev0 = dev0;
+    for (int r = 0; r < tp->n; r++) devs[r] = dev0 + r;
+    for (int r = 0; r < tp->n; r++) {
+        cmf_model *rm;
+        cmf_status st = rank_new(tp, r, 1, 1, &rm);
+        if (st == CMF_OK) st = cmf_backend_cuda_new(rm, devs[r], &rm->be);
+        if (st == CMF_OK) st = rm->be->load_weights(rm->be, &rm->base, rm->cfg.n_layers);
+        if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d (cuda:%d): ", r, devs[r]);
+        rm->be->allreduce = cmf_tp_nccl_allreduce;
+    }
+    cmf_status st = cmf_tp_nccl_init(tp->n, devs, &tp->nccl);
+    if (st != CMF_OK) return st;
+    snprintf(tp->desc, sizeof tp->desc, "tp %d x %s", tp->n, tp->rank[0]->be->desc);
+    return CMF_OK;
+#else
+    (void)dev0;
+    return cmf_err(CMF_E_UNSUPPORTED, "tp: %d cuda ranks need a build with CUDA and NCCL (configure with -DCMF_NCCL=ON "
+                                      "and CMF_NCCL_ROOT)",
+                   tp->n);
+#endif
+}
+
+static void drop_ranks(cmf_tp *tp) {
+    for (int r = 0; r < tp->n; r++) {
+        rank_free(tp->rank[r]);
+        tp->rank[r] = NULL;
+    }
+    for (size_t i = 0; i < tp->n_owned; i++) free(tp->owned[i]);
+    tp->n_owned = 0;
+}
+
+cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
+    if (m->dory) return cmf_err(CMF_E_UNSUPPORTED, "tp: looped (Dory) models are not split");
+    if (n < 2 || n > CMF_TP_MAX) return cmf_err(CMF_E_UNSUPPORTED, "tp: %d ranks (need 2..%d)", n, CMF_TP_MAX);
+    int kind, dev0;
+    cmf_status st = parse_backend(backend, &kind, &dev0);
+    if (st != CMF_OK) return st;
+    cmf_tp *tp = calloc(1, sizeof *tp);
+    if (!tp) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
+    tp->n = n;
+    tp->front = m;
+    tp->fail_rank = -1;
+    pthread_mutex_init(&tp->run_mu, NULL);
+    pthread_mutex_init(&tp->mu, NULL);
+    pthread_cond_init(&tp->cv, NULL);
+    const int V = m->cfg.vocab_size;
+    for (int r = 0; r <= n; r++) tp->v0[r] = (int)((int64_t)V * r / n);
+    if (kind == 0) {
+        st = setup_cpu(tp);
+    } else {
+        st = setup_cuda(tp, dev0);
+        if (st != CMF_OK && kind == 2) { /* auto: the cpu when cuda is unusable */
+            drop_ranks(tp);
+            cmf_err_clear();
+            st = setup_cpu(tp);
+        }
+    }
+    if (st != CMF_OK) {
+        cmf_tp_free(tp);
+        return st;
+    }
+    m->tp = tp;
+    return CMF_OK;
+}
+
+/* Makes rank r's device current on this thread (cuda ranks). */
+static cmf_status rank_device(cmf_tp *tp, int r) {
+#ifdef CMF_HAVE_NCCL
+    if (tp->nccl) return cmf_tp_cuda_set_device(tp->dev0 + r);
+#endif
+    (void)tp;
+    (void)r;
+    return CMF_OK;
+}
+
+/* ---- batches and sessions ---------------------------------------------------------------------------------- */
+
+cmf_status cmf_tp_batch_init(cmf_batch *b) {
+    cmf_tp *tp = b->m->tp;
+    b->tp_rank = calloc((size_t)tp->n, sizeof *b->tp_rank);
+    b->pos = malloc((size_t)b->n_batch * sizeof(int));
+    b->head_tok = malloc((size_t)b->n_seq * sizeof(int));
+    if (!b->tp_rank || !b->pos || !b->head_tok) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
+    for (int r = 0; r < tp->n; r++) {
+        cmf_status st = rank_device(tp, r);
+        if (st == CMF_OK) st = cmf_batch_new(tp->rank[r], b->n_batch, b->n_seq, &b->tp_rank[r]);
+        if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d: ", r);
+    }
+    return CMF_OK;
+}
+
+void cmf_tp_batch_fini(cmf_batch *b) {
+    if (!b->tp_rank) return;
+    for (int r = 0; r < b->m->tp->n; r++) {
+        rank_device(b->m->tp, r);
+        cmf_batch_free(b->tp_rank[r]);
+    }
+    free(b->tp_rank);
+    b->tp_rank = NULL;
+}
+
+cmf_status cmf_tp_session_init(cmf_session *s) {
+    cmf_tp *tp = s->m->tp;
+    if (s->o1) return cmf_err(CMF_E_UNSUPPORTED, "tp: the O(1) far field is not split across ranks (use --o1 off)");
+    if (s->mask) return cmf_err(CMF_E_UNSUPPORTED, "tp: task masks are not split across ranks (use --task off)");
+    s->tp_rank = calloc((size_t)tp->n, sizeof *s->tp_rank);
+    if (!s->tp_rank) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
+    cmf_session_params p = {0};
+    p.n_ctx = s->n_ctx;
+    p.o1 = "off";
+    for (int r = 0; r < tp->n; r++) {
+        cmf_status st = rank_device(tp, r);
+        if (st == CMF_OK) st = cmf_session_new_ex(tp->rank[r], &p, &s->tp_rank[r]);
+        if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d: ", r);
+    }
+    return CMF_OK;
+}
+
+void cmf_tp_session_fini(cmf_session *s) {
+    if (!s->tp_rank) return;
+    for (int r = 0; r < s->m->tp->n; r++) {
+        rank_device(s->m->tp, r);
+        cmf_session_free(s->tp_rank[r]);
+    }
+    free(s->tp_rank);
+    s->tp_rank = NULL;
+}
+
+size_t cmf_tp_session_state_bytes(const cmf_session *s) {
+    size_t n = 0;
+    for (int r = 0; s->tp_rank && r < s->m->tp->n; r++) n += cmf_session_state_bytes(s->tp_rank[r]);
+    return n;
+}
+
+/* ---- the forward ---------------------------------------------------------------------------------------------- */
+
+typedef struct {
+    cmf_tp *tp;
+    int r;
+    cmf_batch *b;
+    cmf_session **seqs;
+    const int32_t *tokens;
+    int n;
+    float *all_logits;
+    cmf_status st;
+    char msg[512];
+} rank_job;
+
+static void *rank_main(void *arg) {
+    rank_job *j = arg;
+    j->st = cmf_forward(j->b, j->seqs, j->tokens, j->n, j->all_logits);
+    if (j->st != CMF_OK) {
+        snprintf(j->msg, sizeof j->msg, "%s", cmf_last_error());
+        abort_group(j->tp, j->r);
+    }
+    return NULL;
+}
+
+cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
+    cmf_tp *tp = b->m->tp;
+    const int N = tp->n, V = b->m->cfg.vocab_size, D = b->m->cfg.hidden_size;
+    rank_job jobs[CMF_TP_MAX];
+    pthread_t th[CMF_TP_MAX];
+    int started[CMF_TP_MAX] = {0};
+    memset(jobs, 0, sizeof jobs);
+    cmf_status st = CMF_OK;
+    pthread_mutex_lock(&tp->run_mu);
+    if ((size_t)n * D > tp->sum_cap) {
+        float *s = realloc(tp->sum, (size_t)n * D * sizeof(float));
+        if (!s) st = cmf_err(CMF_E_NOMEM, "tp: out of memory");
+        else tp->sum = s, tp->sum_cap = (size_t)n * D;
+    }
+    int max_ctx = 0;
+    for (int t = 0; t < n; t++)
+        if (seqs[t]->n_ctx > max_ctx) max_ctx = seqs[t]->n_ctx;
+    for (int r = 0; r < N && st == CMF_OK; r++) {
+        rank_job *j = &jobs[r];
+        j->tp = tp;
+        j->r = r;
+        j->b = b->tp_rank[r];
+        j->tokens = tokens;
+        j->n = n;
+        j->seqs = malloc((size_t)n * sizeof *j->seqs);
+        if (!j->seqs) st = cmf_err(CMF_E_NOMEM, "tp: out of memory");
+        const int Vr = tp->v0[r + 1] - tp->v0[r];
+        if (st == CMF_OK && all_logits && !(j->all_logits = malloc((size_t)n * Vr * sizeof(float))))
+            st = cmf_err(CMF_E_NOMEM, "tp: out of memory");
+        for (int t = 0; t < n && st == CMF_OK; t++) {
+            j->seqs[t] = seqs[t]->tp_rank[r];
+            j->seqs[t]->pos = seqs[t]->pos; /* the rank sessions follow the front (reset / truncate act there) */
+        }
+        if (st == CMF_OK && j->b->pool) st = cmf_pool_reserve(j->b->pool, (size_t)max_ctx * sizeof(float));
+    }
+    if (st == CMF_OK) {
+        tp->aborted = 0;
+        tp->arrived = 0;
+        tp->fail_rank = -1;
+        for (int r = 1; r < N; r++) {
+            if (pthread_create(&th[r], NULL, rank_main, &jobs[r]) != 0) {
+                jobs[r].st = cmf_err(CMF_E_NOMEM, "tp: cannot start the thread of rank %d", r);
+                snprintf(jobs[r].msg, sizeof jobs[r].msg, "%s", cmf_last_error());
+                abort_group(tp, r);
+            } else {
+                started[r] = 1;
+            }
+        }
+        rank_main(&jobs[0]);
+        for (int r = 1; r < N; r++)
+            if (started[r]) pthread_join(th[r], NULL);
+        if (tp->aborted) {
+            const int f = tp->fail_rank >= 0 ? tp->fail_rank : 0;
+            st = cmf_err(jobs[f].st != CMF_OK ? jobs[f].st : CMF_E_IO, "tp rank %d: %s", f, jobs[f].msg);
+        }
+    }
+    if (st == CMF_OK) { /* gather: each session's logits, and every token's when asked */
+        for (int t = 0; t < n; t++) {
+            int last = 1;
+            for (int u = t + 1; u < n && last; u++) last = seqs[u] != seqs[t];
+            if (!last) continue;
+            for (int r = 0; r < N; r++)
+                memcpy(seqs[t]->logits + tp->v0[r], seqs[t]->tp_rank[r]->logits,
+                       (size_t)(tp->v0[r + 1] - tp->v0[r]) * sizeof(float));
+        }
+        for (int t = 0; all_logits && t < n; t++)
+            for (int r = 0; r < N; r++) {
+                const int Vr = tp->v0[r + 1] - tp->v0[r];
+                memcpy(all_logits + (size_t)t * V + tp->v0[r], jobs[r].all_logits + (size_t)t * Vr,
+                       (size_t)Vr * sizeof(float));
+            }
+        for (int t = 0; t < n; t++) seqs[t]->pos++;
+    }
+    for (int r = 0; r < N; r++) {
+        free(jobs[r].seqs);
+        free(jobs[r].all_logits);
+    }
+    pthread_mutex_unlock(&tp->run_mu);
+    return st;
+}

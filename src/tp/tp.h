@@ -1,0 +1,109 @@
+/* tp.h — tensor parallelism: one transformer split over N ranks (Megatron-LM, Shoeybi et al. 2019, §3).
+ *
+ * The split, per decoder layer (H = n_heads, KV = n_kv_heads, F = intermediate_size, V = vocab_size):
+ *   column-parallel  q_proj / k_proj / v_proj (+ biases): rank r owns H/N query heads and its KV heads' rows;
+ *                    gate_proj / up_proj: rank r owns F/N rows (neurons r*F/N ..);
+ *   row-parallel     o_proj / down_proj: the matching input columns; each rank's product is a partial sum, and one
+ *                    all-reduce (backend.h allreduce) after each of them gives every rank the full block output
+ *                    before the residual (and Gemma's post-norms);
+ *   KV heads         split with the query heads; when N > KV (N a multiple of KV), vLLM's replication: rank r uses
+ *                    kv head r*KV/N, so each rank still holds one head and its KV cache;
+ *   head             lm_head split along the vocabulary (rank r: rows [v0[r], v0[r+1]), uneven slices allowed), the
+ *                    logits gathered on the host; the embedding stays replicated (every rank looks its tokens up in
+ *                    the whole table: no collective before layer 0).
+ * Norms, RoPE and everything elementwise run replicated on every rank over the full hidden state.
+ *
+ * Ranks are rank models (cmf_model with tp_of set): their cmf_config has the per-rank sizes, their weights are
+ * views of the one mapped CMF file (row slices are plain views on the cpu; column slices, and every slice that goes
+ * to a device, are copied once at load into contiguous payloads of the same dtype, whole quantization blocks only).
+ * The front model (the one the caller loaded) keeps the full config and tokenizer; its sessions and batches hold
+ * one rank session / rank batch per rank, and cmf_forward on a front batch runs the N rank forwards on N threads
+ * (rank 0 on the caller's) and gathers the logits. A front model runs one forward at a time. */
+#ifndef CMF_TP_H
+#define CMF_TP_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "model/model.h"
+
+#define CMF_TP_MAX 64
+
+typedef struct cmf_tp {
+    int n;                        /* ranks */
+    cmf_model *front;
+    cmf_model *rank[CMF_TP_MAX];  /* the rank models (owned) */
+    int v0[CMF_TP_MAX + 1];       /* vocabulary slice of rank r: [v0[r], v0[r+1]) */
+    uint8_t **owned;              /* copied weight payloads (column slices, device slices) */
+    size_t n_owned, cap_owned;
+    char desc[160];               /* "tp 2 x cuda:0: NVIDIA H200 ..." */
+    pthread_mutex_t run_mu;       /* one forward at a time */
+    /* the cpu all-reduce: a barrier with an abort flag, each rank's buffer, the sum */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int arrived, aborted, fail_rank;
+    unsigned gen;
+    float *bufs[CMF_TP_MAX];
+    float *sum;
+    size_t sum_cap;
+    int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
+    void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
+    double allreduce_s;           /* seconds spent in all-reduce calls of rank 0 (cpu: the wait included) */
+    long allreduce_calls;
+} cmf_tp;
+
+/* ---- slice.c: the split of a config and of a weight set ------------------------------------------------- */
+
+/* The config of rank r of n: n_heads/n, the rank's KV heads (n_kv_heads/n, or 1 when n > n_kv_heads),
+ * intermediate_size/n, vocab_size of its slice [v0, v1). *q0 / *kv0 receive the rank's first query / KV head.
+ * The result shares c->is_sliding (do not cmf_config_free it). Errors: CMF_E_UNSUPPORTED naming the size that
+ * does not divide by n (n_heads, n_kv_heads vs n, intermediate_size). */
+cmf_status cmf_tp_rank_config(const cmf_config *c, int n, int r, int v0, int v1, cmf_config *out, int *q0,
+                              int *kv0);
+
+/* Builds rank r's weight set `out` from the front model's backbone (layers allocated here: free out->layers;
+ * `small` is shared with the front model). copy_rows = 0: row slices are views into the mapping (cpu); 1: every
+ * sliced matrix is copied (device ranks, whose payload uploads need whole tensors). Copies are recorded in
+ * tp->owned. Errors: CMF_E_UNSUPPORTED for a column slice that cuts a quantization block or a dtype whose column
+ * slice is not implemented (message names the tensor, dtype and N), CMF_E_NOMEM. */
+cmf_status cmf_tp_slice_weights(cmf_tp *tp, int r, int copy_rows, cmf_weights *out);
+
+/* ---- tp.c: the group ------------------------------------------------------------------------------------ */
+
+/* Splits the loaded front model m (config and backbone built, on the cpu singleton) over n >= 2 ranks on
+ * `backend` ("cpu": n cpu ranks, threads per rank = m's threads / n; "cuda" / "cuda:k": devices k .. k+n-1 with
+ * NCCL; "auto": cuda when that works, else cpu; NULL: CMF_GPU as cmf_model_load_on). Sets m->tp. Errors:
+ * CMF_E_UNSUPPORTED (Dory models, n > CMF_TP_MAX, sizes that do not divide, a build without NCCL for cuda), those
+ * of the slicing and of the backends. */
+cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend);
+void cmf_tp_free(cmf_tp *tp);
+
+/* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok.
+ * Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */
+cmf_status cmf_tp_batch_init(cmf_batch *b);
+void cmf_tp_batch_fini(cmf_batch *b);
+
+/* Front session s (n_ctx set): one rank session per rank, each with the KV cache of its KV heads. Errors:
+ * CMF_E_UNSUPPORTED for the O(1) far field or a task mask (not split), those of cmf_session_new_ex. */
+cmf_status cmf_tp_session_init(cmf_session *s);
+void cmf_tp_session_fini(cmf_session *s);
+/* Bytes of the rank sessions' KV caches. */
+size_t cmf_tp_session_state_bytes(const cmf_session *s);
+
+/* cmf_forward for a front batch: the N rank forwards on N threads, the logits of each session (and all_logits
+ * [n][V] when not NULL) gathered from the vocabulary slices, positions advanced. Errors: the first failing rank's
+ * error, prefixed "tp rank r: "; nothing moves then. */
+cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits);
+
+/* ---- tp_nccl.cu (built with CMF_HAVE_NCCL) --------------------------------------------------------------- */
+#ifdef CMF_HAVE_NCCL
+/* One NCCL communicator per device devs[0..n) (ncclCommInitAll) into *out. Errors: CMF_E_IO with NCCL's reason. */
+cmf_status cmf_tp_nccl_init(int n, const int *devs, void **out);
+void cmf_tp_nccl_free(void *comms, int n);
+/* backend.h allreduce for cuda ranks: ncclAllReduce(sum, f32) in place on the rank backend's stream. */
+cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count);
+/* cudaSetDevice for the calling thread (buffers of a rank are allocated on its device). */
+cmf_status cmf_tp_cuda_set_device(int dev);
+#endif
+
+#endif
