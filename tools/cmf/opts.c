@@ -33,7 +33,9 @@ const char *const CLI_MODEL_USAGE =
     "  --kv-mode per_loop|last_loop   looped models: KV cache mode (default: the config's)\n"
     "  --gate T                 looped models: Conf early exit at top probability >= T (decode, 2 loops)\n"
     "  --gpu                    run the forward on CUDA device 0 (an error when there is none); = CMF_GPU=1\n"
-    "  --backend cpu|cuda|cuda:N|auto   where the forward runs (auto: CUDA when usable, else the CPU); sets CMF_GPU\n";
+    "  --backend cpu|cuda|cuda:N|auto   where the forward runs (auto: CUDA when usable, else the CPU); sets CMF_GPU\n"
+    "  --tp N                   tensor parallelism over N ranks (cpu: N rank threads; cuda:k: devices k..k+N-1 over\n"
+    "                           NCCL); n_heads and intermediate_size must divide by N; 1 = not split; sets CMF_TP\n";
 
 void cli_sampling_defaults(cli_sampling *s) {
     memset(s, 0, sizeof *s);
@@ -106,6 +108,12 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
     } else if (cli_is(a, "--backend", NULL)) {
         const char *v = NULL;
         if (!(*rc = cli_value(a, &v))) setenv("CMF_GPU", v, 1);
+    } else if (cli_is(a, "--tp", NULL)) { /* read by cmf_model_load (CMF_TP, cmf_model_params.tp) */
+        if (!(*rc = cli_int(a, 1, 64, &l))) {
+            char v[16];
+            snprintf(v, sizeof v, "%ld", l);
+            setenv("CMF_TP", v, 1);
+        }
     } else {
         return 0;
     }

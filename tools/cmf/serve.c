@@ -27,7 +27,8 @@ static const char *USAGE =
     "  --timeout S        cancel a request after S seconds, queue wait included (default 0 = never)\n"
     "  --cors ORIGIN      send Access-Control-Allow-Origin: ORIGIN (and answer preflights)\n"
     "  --batch N          tokens per forward pass: decode tokens + a prompt chunk (default 512)\n"
-    "  -t, --threads N    worker threads (default 0: all online CPUs)\n";
+    "  -t, --threads N    worker threads (default 0: all online CPUs)\n"
+    "  --tp N             tensor parallelism over N ranks (on the backend of CMF_GPU; default: $CMF_TP, else 1)\n";
 
 int cmd_serve(int argc, char **argv) {
     cli_args a;
@@ -35,7 +36,7 @@ int cmd_serve(int argc, char **argv) {
     cmf_server_opts o = cmf_server_default_opts();
     o.api_key = getenv("CMF_API_KEY");
     const char *model = NULL;
-    long l, threads = 0;
+    long l, threads = 0, tp = 0;
     double d;
     int rc = 0;
     while (cli_args_next(&a)) {
@@ -62,6 +63,8 @@ int cmd_serve(int argc, char **argv) {
             if (!(rc = cli_int(&a, 1, 65536, &l))) o.batch_tokens = (int)l;
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &threads);
+        } else if (cli_is(&a, "--tp", NULL)) {
+            rc = cli_int(&a, 1, 64, &tp);
         } else if (!cli_is_flag(&a) && !model) {
             model = a.arg;
         } else {
@@ -79,7 +82,7 @@ int cmd_serve(int argc, char **argv) {
     if (nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
     o.model_name = name;
 
-    cmf_model_params mp = {.n_threads = (int)threads};
+    cmf_model_params mp = {.n_threads = (int)threads, .tp = (int)tp};
     cmf_model *m = NULL;
     cmf_status st = cmf_model_load(model, &mp, &m);
     if (st != CMF_OK) return cli_lib_error("serve", st);
