@@ -496,3 +496,10 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     *out = be;
     return CMF_OK;
 }
+
+/* For tensor parallelism (src/tp/tp_nccl.cu): the backend's cudaStream_t (as void *) and device, so that NCCL
+ * collectives are queued in order with the backend's ops. */
+extern "C" void cmf_backend_cuda_stream(cmf_backend *be, void **stream, int *dev) {
+    *stream = (void *)IMPL(be)->stream;
+    *dev = IMPL(be)->dev;
+}
