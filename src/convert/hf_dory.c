@@ -306,6 +306,43 @@ static cmf_status emit_all(cmf_emit *em, const cmf_safetensors *st, const cmf_do
     return CMF_OK;
 }
 
+/* The optional Recon probe (model/dory.h, our definition): tensors dory_recon.weight [H] and dory_recon.bias [1], in
+ * the checkpoint itself or in <dir>/dory_recon.safetensors. Emits the weight as tensor dory_recon.weight and stores
+ * the bias as arch.dory.recon_bias (exact); *used counts the checkpoint tensors taken. */
+static cmf_status emit_recon(cmf_emit *em, const char *dir, const cmf_safetensors *st, const cmf_dory_config *c,
+                             cJSON *arch, size_t *used) {
+    cmf_safetensors *side = NULL;
+    const cmf_safetensors *src = st;
+    const int in_ckpt = cmf_st_find(st, "dory_recon.weight") || cmf_st_find(st, "dory_recon.bias");
+    if (!in_ckpt) {
+        char *path = cmf_path_join(dir, "dory_recon.safetensors");
+        if (!path) return cmf_err(CMF_E_NOMEM, "out of memory");
+        cmf_status s = cmf_is_file(path) ? cmf_st_open(path, &side) : CMF_OK;
+        free(path);
+        if (s) return s;
+        if (!side) return CMF_OK; /* no probe */
+        src = side;
+    }
+    const cmf_st_tensor *b = cmf_st_find(src, "dory_recon.bias");
+    float bias = 0;
+    cmf_status s = CMF_OK;
+    if (!b || b->ndim != 1 || b->shape[0] != 1)
+        s = cmf_err(CMF_E_FORMAT, "tensor 'dory_recon.bias' (Recon probe) must be present with shape [1]");
+    else if (strcmp(b->dtype_str, "F32") && strcmp(b->dtype_str, "F16") && strcmp(b->dtype_str, "BF16"))
+        s = cmf_err(CMF_E_UNSUPPORTED, "tensor 'dory_recon.bias': source dtype %s (F32, F16, BF16)", b->dtype_str);
+    if (!s) s = cmf_st_to_f32(b, &bias);
+    if (!s && !isfinite(bias)) s = cmf_err(CMF_E_FORMAT, "tensor 'dory_recon.bias' is not finite");
+    if (!s) s = emit_one(em, src, "dory_recon.weight", 1, (uint64_t)c->hidden_size, 0);
+    if (!s) {
+        cJSON *d = cJSON_GetObjectItemCaseSensitive(arch, "dory");
+        if (!d) s = cmf_err(CMF_E_FORMAT, "internal: arch has no dory object");
+        else cJSON_AddNumberToObject(d, "recon_bias", (double)bias);
+    }
+    if (!s && in_ckpt) *used += 2;
+    cmf_st_close(side);
+    return s;
+}
+
 cmf_status cmf_convert_hf_dory(const char *dir, const char *out_path, const cmf_convert_opts *opts) {
     if (!dir || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_hf_dory: NULL argument");
     cJSON *config = NULL, *gen = NULL, *tok_cfg = NULL, *tok_json = NULL, *arch = NULL, *tc = NULL, *header = NULL;
@@ -334,6 +371,7 @@ cmf_status cmf_convert_hf_dory(const char *dir, const char *out_path, const cmf_
         s = cmf_emit_begin(&em, out_path, opts, total);
     }
     if (!s) s = emit_all(&em, st, &cfg, &used);
+    if (!s) s = emit_recon(&em, dir, st, &cfg, arch, &used);
     if (!s && used != cmf_st_count(st))
         cmf_convert_warn(opts, "%zu checkpoint tensor(s) not used by Dory were skipped", cmf_st_count(st) - used);
     if (!s) {

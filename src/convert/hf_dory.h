@@ -20,6 +20,8 @@ cmf_status cmf_hf_dory_arch(const cJSON *config, cJSON **arch);
 /* Converts the Dory checkpoint in `dir` (config.json, *.safetensors, optional tokenizer files) to `out_path`.
  * Tensor names stay the HF names (backbone.*, lm_head.weight, lm_head.logit_scale) in execution order; matrices
  * get opts->quant; 1-D scale vectors follow the §2.0 policy (f32/bf16 targets keep their dtype, others f16).
+ * An optional Recon early-exit probe (model/dory.h: tensors dory_recon.weight [H] and dory_recon.bias [1], in the
+ * checkpoint or in <dir>/dory_recon.safetensors) becomes tensor dory_recon.weight plus arch.dory.recon_bias.
  * Errors: those of cmf_hf_dory_arch, CMF_E_FORMAT (a tensor missing or mis-shaped, named), CMF_E_IO,
  * CMF_E_UNSUPPORTED (source dtype), CMF_E_NOMEM. */
 cmf_status cmf_convert_hf_dory(const char *dir, const char *out_path, const cmf_convert_opts *opts);

@@ -106,6 +106,13 @@ cmf_status cmf_dory_config_from_arch(const cJSON *arch, cmf_dory_config *c) {
     TRY(get_pos_float(d, W, "ngpt_alpha_init", &c->alpha_init));
     TRY(get_pos_float(d, W, "gate_init", &c->gate_init));
     TRY(get_int(d, W, "swa_window_size", 1, BIG, &c->swa_window));
+    const cJSON *rb = cJSON_GetObjectItemCaseSensitive(d, "recon_bias"); /* optional: the Recon probe's bias */
+    if (rb) {
+        if (!cJSON_IsNumber(rb) || !isfinite(rb->valuedouble))
+            return cmf_err(CMF_E_FORMAT, "dory: %s.recon_bias must be a finite number", W);
+        c->has_recon = 1;
+        c->recon_bias = rb->valuedouble;
+    }
     return CMF_OK;
 }
 
@@ -195,7 +202,7 @@ static cmf_status build(cmf_dory *d) {
                                   &d->cfg));
     const cmf_dory_config *c = &d->cfg;
     const size_t H = (size_t)c->hidden_size, F = (size_t)c->intermediate_size, QD = (size_t)c->n_heads * c->head_dim;
-    size_t n = (size_t)c->vocab_size + (size_t)c->head_dim;
+    size_t n = (size_t)c->vocab_size + (size_t)c->head_dim + H;
     for (int i = 0; i < c->n_layers; i++) n += H + (c->pattern[i] == '-' ? 2 * F : 2 * QD);
     d->arena = malloc(n * sizeof(float));
     d->layers = calloc((size_t)c->n_layers, sizeof *d->layers);
@@ -208,6 +215,14 @@ static cmf_status build(cmf_dory *d) {
     TRY(vector(&ld, "lm_head.logit_scale", c->vocab_size, &ls));
     for (int j = 0; j < c->vocab_size; j++) ls[j] /= c->init_std;
     d->logit_scale = ls;
+    /* the optional Recon probe (dory.h): both parts or neither */
+    if (c->has_recon) {
+        float *w;
+        TRY(vector(&ld, "dory_recon.weight", c->hidden_size, &w));
+        d->recon_w = w;
+    } else if (cmf_file_find(d->file, "dory_recon.weight")) {
+        return cmf_err(CMF_E_FORMAT, "dory: tensor dory_recon.weight is present but arch.dory.recon_bias is not");
+    }
     /* NeoX RoPE frequencies θ^(-2j/hd) over the whole head (§1.5 step 2), one table per profile */
     d->inv_freq = ld.cursor;
     const int half = c->head_dim / 2;

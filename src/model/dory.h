@@ -49,6 +49,8 @@ typedef struct cmf_dory_config {
     float alpha_init; /* ngpt_alpha_init */
     float gate_init;  /* g0 = attention_output_gate_logit_scale_init, √hidden_size when null */
     int swa_window;   /* W: a sliding layer at position t sees keys t-W < j <= t */
+    int has_recon;     /* the file carries a Recon probe (tensor dory_recon.weight + arch.dory.recon_bias) */
+    double recon_bias; /* its bias (arch.dory.recon_bias) */
 } cmf_dory_config;
 
 /* Reads and validates header.arch of a Dory file (arch_name "dory", the keys of docs/HEADER_KEYS.md "Dory").
@@ -79,6 +81,7 @@ typedef struct cmf_dory {
     cmf_dory_layer *layers;   /* [n_layers] */
     float *arena;             /* every f32 vector above, one allocation */
     float *inv_freq;          /* [2][hd/2]: θ^(-2j/hd) for profile 1 and profile 2 */
+    const float *recon_w;     /* [H] the file's Recon probe weights (dory_recon.weight), NULL when it has none */
     int n_threads;
 } cmf_dory;
 
@@ -140,6 +143,38 @@ cmf_status cmf_dory_forward(cmf_dory_state *s, const int32_t *tokens, int n, int
  * threshold > 1 never does (same as loops = 2). Requires the last_loop KV mode (a one-pass token leaves no loop-1
  * K/V that per_loop would need) and max_loops >= 2. Errors: CMF_E_ARG (mode, context full, id out of range). */
 cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float threshold, int *passes);
+
+/* Recon early-exit probe (DORY.md §2 "Recon(probe, bias)"; the spec leaves the probe's form and storage open, so
+ * this is OUR definition): a linear probe on φ, the state after the first recurrent pass (the unit-norm H-vector
+ * `state` of §1.7 after loop 0). score(φ) = Σ_j w[j]·φ[j] (accumulated in double); the token takes ONE pass when
+ * score >= bias, else two.
+ * Storage: in a checkpoint or probe file (safetensors) as `dory_recon.weight` [H] and `dory_recon.bias` [1]
+ * (F32/F16/BF16); in a CMF file as tensor `dory_recon.weight` [H] (the converter's vector dtype policy) and the
+ * exact bias as the header number arch.dory.recon_bias (docs/HEADER_KEYS.md "Dory"). */
+typedef struct cmf_dory_probe {
+    int n;       /* hidden_size */
+    float *w;    /* [n], owned */
+    double bias;
+} cmf_dory_probe;
+
+/* The file's own probe as a new cmf_dory_probe (*out = NULL and CMF_OK when the file has none).
+ * Errors: CMF_E_NOMEM. Free with cmf_dory_probe_free. */
+cmf_status cmf_dory_probe_from_model(const cmf_dory *d, cmf_dory_probe **out);
+/* Reads a probe from a safetensors file holding `dory_recon.weight` [hidden_size] and `dory_recon.bias` [1]
+ * (F32, F16 or BF16; finite values). Errors: CMF_E_IO (cannot open), CMF_E_FORMAT (a tensor missing, mis-shaped or
+ * not finite; the message names it), CMF_E_UNSUPPORTED (dtype), CMF_E_NOMEM. */
+cmf_status cmf_dory_probe_read(const char *path, int hidden_size, cmf_dory_probe **out);
+void cmf_dory_probe_free(cmf_dory_probe *p);
+
+/* Decodes one token with the Recon early-exit gate of §2 for a two-pass model: input block and loop 0; if the probe
+ * scores the post-pass state φ at >= bias the output block and head run at once (one pass), otherwise loop 1 runs
+ * first (two passes). There is no read-out before the decision. A one-pass token gives the logits of loops = 1 and a
+ * two-pass token those of loops = 2 for that position (DORY.md §1.8 last_loop: the recurrent K/V of this row is the
+ * last loop's either way). *passes (may be NULL) receives 1 or 2; *score (may be NULL) the probe's score; the
+ * session's gate counters are updated. Requires the last_loop KV mode and max_loops >= 2.
+ * Errors: CMF_E_ARG (mode, NULL probe, probe size != hidden_size, context full, id out of range). */
+cmf_status cmf_dory_decode_recon(cmf_dory_state *s, int32_t token, const cmf_dory_probe *probe, int *passes,
+                                 double *score);
 
 /* Share of gated tokens that took one pass, in [0, 1] (0 when none was gated); *n_tokens (may be NULL) gets the
  * count of gated tokens. */

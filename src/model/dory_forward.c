@@ -1,4 +1,4 @@
-/* dory_forward.c — the Dory forward pass on the CPU (DORY.md §1.4–§1.8) and the Conf early-exit gate (§2).
+/* dory_forward.c — the Dory forward pass on the CPU (DORY.md §1.4–§1.8) and the Conf and Recon early-exit gates (§2).
  * Per chunk of n tokens: embed -> input block -> loops × (re-inject, recurrent block, normalise) -> output block ->
  * logits = (lm_head·h) ⊙ logit_scale/σ₀. Reference implementations read for the math: vLLM dory.py and llama.cpp
  * src/models/dory.cpp (see the spec's source tags); the numbers are checked against llama.cpp's numpy reference. */
@@ -280,5 +280,37 @@ cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float thresho
     s->gate_tokens++;
     s->gate_one_pass += np == 1;
     if (passes) *passes = np;
+    return CMF_OK;
+}
+
+cmf_status cmf_dory_decode_recon(cmf_dory_state *s, int32_t token, const cmf_dory_probe *probe, int *passes,
+                                 double *score) {
+    if (!s || !probe || !probe->w) return cmf_err(CMF_E_ARG, "cmf_dory_decode_recon: NULL state or probe");
+    const cmf_dory_config *c = &s->d->cfg;
+    if (probe->n != c->hidden_size)
+        return cmf_err(CMF_E_ARG, "dory recon gate: the probe has %d weights, hidden_size is %d", probe->n,
+                       c->hidden_size);
+    if (s->kv_mode != CMF_DORY_KV_LAST_LOOP)
+        return cmf_err(CMF_E_ARG, "dory recon gate: needs the last_loop KV mode (per_loop would leave loop-1 holes)");
+    if (s->max_loops < 2)
+        return cmf_err(CMF_E_ARG, "dory recon gate: the session allows %d loop(s); it needs 2", s->max_loops);
+    cmf_status st = check_tokens(s, &token, 1);
+    if (st != CMF_OK) return st;
+    input_block(s, &token, 1);
+    recurrent_pass(s, 0, 1); /* "First": x is now φ, the post-pass state */
+    double sc = 0;
+    for (int j = 0; j < c->hidden_size; j++) sc += (double)probe->w[j] * s->x[j];
+    int np = 1;
+    if (!(sc >= probe->bias)) { /* "SecondFresh" */
+        recurrent_pass(s, 1, 1);
+        np = 2;
+    }
+    output_block(s, 1); /* "Read" */
+    head(s, s->x, 1, s->logits);
+    s->pos += 1;
+    s->gate_tokens++;
+    s->gate_one_pass += np == 1;
+    if (passes) *passes = np;
+    if (score) *score = sc;
     return CMF_OK;
 }
