@@ -20,6 +20,14 @@ typedef struct cmf_convert_opts {
      * done == total. */
     void (*on_progress)(void *ctx, uint64_t done, uint64_t total, double elapsed_s, const char *tensor);
     void *progress_ctx;
+    /* The O(1) far-field hint (CMF_FORMAT.md §1.4 "The o1 hint", DORY.md §3.1): when o1 is a layer spec (all |
+     * deepN | i,j,k; NULL or "off" = no hint), the header gets provenance.o1_attn = {"layers": "all" or the chosen
+     * layer indices, "m", "w", "sink"}; weights are unchanged. o1_m / o1_window: 0 = the defaults 32 / 128;
+     * o1_sink is used when o1_sink_set (default 4). The converter refuses (CMF_E_ARG / CMF_E_UNSUPPORTED, nothing
+     * written) a malformed spec, a sliding or out-of-range layer, a spec that selects no layer, values out of
+     * range (m 4..1024, w >= 1, sink >= 0), soft-capped attention and Dory files. */
+    const char *o1;
+    int o1_m, o1_window, o1_sink, o1_sink_set;
 } cmf_convert_opts;
 
 /* Converts a Hugging Face model directory (config.json, *.safetensors [+ index], generation_config.json,

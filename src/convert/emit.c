@@ -9,6 +9,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/model.h"
+#include "model/o1.h"
 #include "quant/dtype.h"
 #include "quant/policy.h"
 #include "util/error.h"
@@ -125,6 +127,58 @@ cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64
     return CMF_OK;
 }
 
+/* Adds provenance.o1_attn to the header when opts->o1 asks for it (see cmf_convert_opts). The spec is checked
+ * against the header's own arch (the layers the runtime will see) with the runtime's parser, so a file never
+ * carries a hint its reader would refuse. */
+static cmf_status o1_hint(cJSON *header, const cmf_convert_opts *o) {
+    if (!o->o1 || !strcmp(o->o1, "off") || !strcmp(o->o1, "0")) return CMF_OK;
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(header, "arch");
+    if (cJSON_GetObjectItemCaseSensitive(arch, "dory"))
+        return cmf_err(CMF_E_UNSUPPORTED, "--o1: the far-field hint is not supported for Dory files (the Dory "
+                                          "runtime does not read it)");
+    const int m = o->o1_m ? o->o1_m : 32, w = o->o1_window ? o->o1_window : 128, sink = o->o1_sink_set ? o->o1_sink : 4;
+    if (m < 4 || m > 1024 || w < 1 || w > (1 << 24) || sink < 0 || sink > (1 << 20))
+        return cmf_err(CMF_E_ARG, "--o1: need 4 <= m <= 1024, 1 <= window <= 2^24, 0 <= sink <= 2^20 (got m %d, "
+                                  "window %d, sink %d)", m, w, sink);
+    cmf_config c;
+    cmf_status st = cmf_config_from_header(header, &c);
+    if (st != CMF_OK) {
+        cmf_config_free(&c);
+        return cmf_err_prefix(st, "--o1: ");
+    }
+    uint8_t *on = calloc((size_t)c.n_layers, 1);
+    int n = on ? cmf_o1_parse_layers(o->o1, c.n_layers, c.is_sliding, on) : -2;
+    if (n == -2) st = cmf_err(CMF_E_NOMEM, "--o1: out of memory");
+    else if (n < 0) st = CMF_E_ARG; /* the parser's message names the spec or the layer */
+    else if (n == 0) st = cmf_err(CMF_E_ARG, "--o1 %s: the model has no full-attention layer to convert", o->o1);
+    else if (c.attn_softcap > 0)
+        st = cmf_err(CMF_E_UNSUPPORTED, "--o1: attention soft-capping (arch.attn_logit_softcapping %g) has no "
+                                        "far-field form", (double)c.attn_softcap);
+    cJSON *hint = st == CMF_OK ? cJSON_CreateObject() : NULL;
+    if (st == CMF_OK && hint) {
+        if (!strcmp(o->o1, "all")) {
+            cJSON_AddStringToObject(hint, "layers", "all");
+        } else {
+            cJSON *arr = cJSON_AddArrayToObject(hint, "layers");
+            for (int l = 0; arr && l < c.n_layers; l++)
+                if (on[l]) cJSON_AddItemToArray(arr, cJSON_CreateNumber(l));
+        }
+        cJSON_AddNumberToObject(hint, "m", m);
+        cJSON_AddNumberToObject(hint, "w", w);
+        cJSON_AddNumberToObject(hint, "sink", sink);
+        cJSON *prov = cJSON_GetObjectItemCaseSensitive(header, "provenance");
+        if (!cJSON_IsObject(prov)) prov = cJSON_AddObjectToObject(header, "provenance");
+        if (prov) cJSON_AddItemToObject(prov, "o1_attn", hint), hint = NULL;
+        else st = cmf_err(CMF_E_NOMEM, "--o1: out of memory");
+    } else if (st == CMF_OK) {
+        st = cmf_err(CMF_E_NOMEM, "--o1: out of memory");
+    }
+    cJSON_Delete(hint);
+    free(on);
+    cmf_config_free(&c);
+    return st;
+}
+
 cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *vocab, size_t vocab_len) {
     free(e->buf);
     free(e->enc);
@@ -136,6 +190,7 @@ cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *v
     }
     if (!st && !header) st = cmf_err(CMF_E_NOMEM, "convert: no header");
     if (!st && vocab) st = cmf_writer_set_vocab(e->w, vocab, vocab_len);
+    if (!st) st = o1_hint(header, e->opts);
     if (st) {
         cmf_writer_abort(e->w);
         e->w = NULL;

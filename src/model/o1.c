@@ -65,6 +65,56 @@ void cmf_o1_default_params(cmf_o1_params *p, int n_heads, int head_dim, int v_di
     p->no_query_trace = 0;
 }
 
+int cmf_o1_parse_layers(const char *spec, int n_layers, const uint8_t *is_sliding, uint8_t *on) {
+    if (!spec || !on || n_layers < 1) {
+        cmf_err(CMF_E_ARG, "o1: layer spec: NULL argument or no layers");
+        return -1;
+    }
+    memset(on, 0, (size_t)n_layers);
+#define O1_FULL(l) (!is_sliding || !is_sliding[l])
+    if (!strcmp(spec, "off") || !strcmp(spec, "0")) return 0;
+    int n = 0;
+    if (!strcmp(spec, "all")) {
+        for (int l = 0; l < n_layers; l++)
+            if (O1_FULL(l)) on[l] = 1, n++;
+        return n;
+    }
+    if (!strncmp(spec, "deep", 4)) {
+        char *end;
+        long k = strtol(spec + 4, &end, 10);
+        if (end == spec + 4 || *end || k < 1 || spec[4] == '+' || spec[4] == '-' || spec[4] == ' ') {
+            cmf_err(CMF_E_ARG, "o1: '%s' is not deepN with N >= 1", spec);
+            return -1;
+        }
+        for (int l = n_layers - 1; l >= 0 && n < k; l--) /* the N deepest full-attention layers */
+            if (O1_FULL(l)) on[l] = 1, n++;
+        return n;
+    }
+    for (const char *p = spec;;) {
+        char *end = (char *)p;
+        long l = *p >= '0' && *p <= '9' ? strtol(p, &end, 10) : -1;
+        if (l >= n_layers && (!*end || *end == ',')) {
+            cmf_err(CMF_E_ARG, "o1: layer %ld in '%s' is out of range [0, %d)", l, spec, n_layers);
+            return -1;
+        }
+        if (l < 0 || (*end && *end != ',') || (*end == ',' && !end[1])) {
+            cmf_err(CMF_E_ARG, "o1: layer spec '%s' is not all, deepN, off or a list i,j,k with 0 <= i < %d", spec,
+                    n_layers);
+            return -1;
+        }
+        if (!O1_FULL(l)) {
+            cmf_err(CMF_E_ARG, "o1: layer %ld is a sliding-window layer (only full-attention layers convert)", l);
+            return -1;
+        }
+        n += !on[l];
+        on[l] = 1;
+        if (!*end) break;
+        p = end + 1;
+    }
+#undef O1_FULL
+    return n;
+}
+
 static cmf_status check_range(const char *name, int val, int lo, int hi) {
     if (val < lo || val > hi) return cmf_err(CMF_E_ARG, "o1: %s = %d out of range [%d, %d]", name, val, lo, hi);
     return CMF_OK;

@@ -67,6 +67,15 @@ typedef struct cmf_o1_params {
 
 typedef struct cmf_o1 cmf_o1;
 
+/* Parses a far-field layer spec (DORY.md §3.1 "Generic --o1 flag"; CMF_FORMAT.md §1.4 "The o1 hint") over a
+ * model of n_layers layers, is_sliding[l] != 0 marking a sliding-window layer (those never convert):
+ *   "all"   every full-attention layer;          "deepN" the N deepest full-attention layers (N >= 1);
+ *   "i,j,k" exactly those layers (0 <= i < n_layers, each full attention);   "off" or "0": none.
+ * on: [n_layers], set to 1 for the chosen layers and 0 elsewhere (caller-owned). Returns the number chosen
+ * (0 for "off", or "all"/"deepN" on a model without full-attention layers), or -1 with the message set
+ * (CMF_E_ARG) naming the malformed spec or the offending layer. */
+int cmf_o1_parse_layers(const char *spec, int n_layers, const uint8_t *is_sliding, uint8_t *on);
+
 /* Fills `p` with the reference defaults for the given shape: m = 32, window = 128, sink = 4, scale = 0
  * (1/sqrt(head_dim)), rect = AGG (DORY.md §3.1 "Defaults"), no_query_trace = 0. */
 void cmf_o1_default_params(cmf_o1_params *p, int n_heads, int head_dim, int v_dim);

@@ -8,11 +8,14 @@
 #include "cli.h"
 #include "convert/convert.h"
 #include "format/format.h"
+#include "model/model.h"
+#include "model/o1.h"
 #include "quant/dtype.h"
 #include "util/fileio.h"
 
 static const char *USAGE =
     "usage: cmf convert SOURCE -o OUT.cmf [--quant f32|f16|bf16|q8|q8_2f|q4|q4t|q4tp|q2tp] [--no-progress]\n"
+    "                   [--o1 all|deepN|i,j,k [--o1-m M] [--o1-window W] [--o1-sink S]]\n"
     "\n"
     "SOURCE is a Hugging Face model directory (config.json, *.safetensors, tokenizer.json, ...) or a GGUF file.\n"
     "\n"
@@ -23,6 +26,11 @@ static const char *USAGE =
     "                      elsewhere). 1-D and small tensors are stored f16 (f32/bf16 when that is the target);\n"
     "                      4-bit types fall back to q8_2f for matrices whose columns are not a multiple of 32\n"
     "                      (CMF_FORMAT.md §2.0). Default: f16 for Hugging Face sources; f32 for GGUF sources.\n"
+    "  --o1 SPEC           write the O(1) far-field hint provenance.o1_attn: the runtime then runs these\n"
+    "                      full-attention layers with the far field unless --o1 or CMF_O1 says otherwise\n"
+    "                      (all, the N deepest (deepN) or listed layers; off = no hint). Weights are unchanged\n"
+    "  --o1-m M, --o1-window W, --o1-sink S\n"
+    "                      the hint's landmarks (default 32, 4..1024), exact window (128) and sinks (4)\n"
     "  --no-progress       no progress bar (by default one is drawn on stderr, when stderr is a terminal and\n"
     "                      the conversion takes more than a second)\n"
     "\n"
@@ -74,6 +82,8 @@ int cmd_convert(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "convert", argc, argv);
     const char *src = NULL, *out = NULL, *quant = NULL;
+    const char *o1 = NULL;
+    long o1_m = 0, o1_window = 0, o1_sink = -1;
     int progress = 1, rc;
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
@@ -84,6 +94,14 @@ int cmd_convert(int argc, char **argv) {
             if ((rc = cli_value(&a, &out))) return rc;
         } else if (cli_is(&a, "--quant", "-q")) {
             if ((rc = cli_value(&a, &quant))) return rc;
+        } else if (cli_is(&a, "--o1", NULL)) {
+            if ((rc = cli_value(&a, &o1))) return rc;
+        } else if (cli_is(&a, "--o1-m", NULL)) {
+            if ((rc = cli_int(&a, 4, 1024, &o1_m))) return rc;
+        } else if (cli_is(&a, "--o1-window", NULL)) {
+            if ((rc = cli_int(&a, 1, 1 << 24, &o1_window))) return rc;
+        } else if (cli_is(&a, "--o1-sink", NULL)) {
+            if ((rc = cli_int(&a, 0, 1 << 20, &o1_sink))) return rc;
         } else if (cli_is(&a, "--no-progress", NULL)) {
             progress = 0;
         } else if (!cli_is_flag(&a) && !src) {
@@ -94,6 +112,13 @@ int cmd_convert(int argc, char **argv) {
     }
     if (!src) return cli_usage_error("convert", "missing SOURCE (a Hugging Face directory or a .gguf file)");
     if (!out) return cli_usage_error("convert", "missing -o OUT.cmf");
+    if (!o1 && (o1_m || o1_window || o1_sink >= 0))
+        return cli_usage_error("convert", "--o1-m, --o1-window and --o1-sink need --o1 SPEC");
+    if (o1) { /* the spec's form now (layer numbers are checked against the model when the header is written) */
+        static uint8_t on[CMF_MAX_LAYERS];
+        if (cmf_o1_parse_layers(o1, CMF_MAX_LAYERS, NULL, on) < 0)
+            return cli_usage_error("convert", "--o1 '%s': not all, deepN (N >= 1), off or a layer list i,j,k", o1);
+    }
 
     /* fail before any work when the output's folder does not exist */
     const char *slash = strrchr(out, '/');
@@ -130,6 +155,11 @@ int cmd_convert(int argc, char **argv) {
     opts.progress_ctx = &ps;
     opts.warn = on_warn;
     opts.warn_ctx = NULL;
+    opts.o1 = o1;
+    opts.o1_m = (int)o1_m;
+    opts.o1_window = (int)o1_window;
+    opts.o1_sink = o1_sink >= 0 ? (int)o1_sink : 0;
+    opts.o1_sink_set = o1_sink >= 0;
 
     cmf_status st;
     double t0 = cli_now();
