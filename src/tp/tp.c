@@ -12,8 +12,7 @@
 
 /* ---- the cpu all-reduce ----------------------------------------------------------------------------------- */
 
-/* Waits until all n ranks arrive; -1 when the group was aborted (a rank failed) before or during the wait. */
-static int barrier(cmf_tp *tp) {
+int cmf_tp_barrier(cmf_tp *tp) {
     pthread_mutex_lock(&tp->mu);
     int rc = 0;
     if (tp->aborted) rc = -1;
@@ -56,14 +55,14 @@ static cmf_status cpu_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64
     const double t0 = r == 0 ? now_s() : 0;
     if ((size_t)count > tp->sum_cap) return cmf_err(CMF_E_ARG, "tp: all-reduce of %lld values exceeds %zu", (long long)count, tp->sum_cap);
     tp->bufs[r] = buf;
-    if (barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
+    if (cmf_tp_barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
     const int64_t lo = count * r / n, hi = count * (r + 1) / n;
     for (int64_t i = lo; i < hi; i++) {
         float s = tp->bufs[0][i];
         for (int k = 1; k < n; k++) s += tp->bufs[k][i];
         tp->sum[i] = s;
     }
-    if (barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
+    if (cmf_tp_barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
     memcpy(buf, tp->sum, (size_t)count * sizeof(float));
     if (r == 0) {
         tp->allreduce_s += now_s() - t0;
@@ -171,7 +170,7 @@ static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
     }
     cmf_status st = cmf_tp_nccl_init(tp->n, devs, &tp->nccl);
     if (st != CMF_OK) return st;
-    snprintf(tp->desc, sizeof tp->desc, "tp %d x %s", tp->n, tp->rank[0]->be->desc);
+    snprintf(tp->desc, sizeof tp->desc, "tp %d x %.140s", tp->n, tp->rank[0]->be->desc);
     return CMF_OK;
 #else
     (void)dev0;
@@ -201,6 +200,7 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     tp->n = n;
     tp->front = m;
     tp->fail_rank = -1;
+    tp->profile = getenv("CMF_TP_PROFILE") && *getenv("CMF_TP_PROFILE") && strcmp(getenv("CMF_TP_PROFILE"), "0");
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);

@@ -48,7 +48,9 @@ typedef struct cmf_tp {
     size_t sum_cap;
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
-    double allreduce_s;           /* seconds spent in all-reduce calls of rank 0 (cpu: the wait included) */
+    int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
+    double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others
+                                   * included; cuda: with profile, the collective alone) */
     long allreduce_calls;
 } cmf_tp;
 
@@ -77,6 +79,10 @@ cmf_status cmf_tp_slice_weights(cmf_tp *tp, int r, int copy_rows, cmf_weights *o
  * of the slicing and of the backends. */
 cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend);
 void cmf_tp_free(cmf_tp *tp);
+
+/* Waits until all ranks of the forward in progress arrive (the cpu all-reduce's barrier; the cuda profile's
+ * meeting point). Returns -1 when a rank failed (the group was aborted), else 0. */
+int cmf_tp_barrier(cmf_tp *tp);
 
 /* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok.
  * Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */

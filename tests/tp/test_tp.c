@@ -30,8 +30,9 @@ static const float REL = 1e-5f;
  * starts at a multiple of 32 sees the unsplit blocks, one that does not (llama's q8_row down_proj at N = 2: 80
  * columns per rank) other blocks; and even aligned, the all-reduce's rank-ordered sum differs from the unsplit
  * dot product in the last bits, which flips an occasional round(x/d) of the next layer's int8 activations by one
- * step (d/2 ~ absmax/254). Measured: 5e-5 .. 2.3e-4 relative (all greedy tokens equal); with f32 activations
- * (CMF_CPU_F32REF) the same files stay within REL, which isolates that cause. Bound: 2e-3. */
+ * step (d/2 ~ absmax/254). Measured: 5e-5 .. 2.3e-4 relative; with f32 activations
+ * (CMF_CPU_F32REF) the same files stay within REL, which isolates that cause. Bound: 2e-3. A greedy token may then
+ * differ only at a near-tie (see compare). */
 static const float Q8_REL = 2e-3f;
 
 static int argmax(const float *x, int n) {
@@ -100,7 +101,14 @@ static float compare(const char *label, cmf_model *ref, cmf_model *tp, const int
             if (d > worst) worst = d;
             if (exact) CHECK_MSG(!memcmp(xa, xb, (size_t)V * sizeof(float)), "%s: step %d logits differ", label, step);
             const int ta = argmax(xa, V), tb = argmax(xb, V);
-            CHECK_MSG(ta == tb, "%s: greedy token %d: %d unsplit, %d split", label, step, ta, tb);
+            float mx = 0;
+            for (int i = 0; i < V; i++) mx = fabsf(xa[i]) > mx ? fabsf(xa[i]) : mx;
+            /* quantized files (bound > REL): a near-tie may swap, when the unsplit margin between the two tokens
+             * is within twice the logit difference measured at this step; the float files must agree exactly */
+            const int tie = bound > REL && ta != tb && xa[ta] - xa[tb] <= 2 * d * mx;
+            if (tie) printf("%s: step %d: near-tie %d / %d (margin %.2e, 2 x diff %.2e) accepted\n", label, step, ta, tb,
+                            (double)(xa[ta] - xa[tb]), (double)(2 * d * mx));
+            CHECK_MSG(ta == tb || tie, "%s: greedy token %d: %d unsplit, %d split", label, step, ta, tb);
             if (cmf_session_decode(a, ta) != CMF_OK || cmf_session_decode(b, ta) != CMF_OK) {
                 CHECK_MSG(0, "%s: decode: %s", label, cmf_last_error());
                 worst = INFINITY;
