@@ -25,7 +25,7 @@ cmf_status cmf_dory_probe_from_model(const cmf_dory *d, cmf_dory_probe **out) {
     *out = NULL;
     if (!d) return cmf_err(CMF_E_ARG, "cmf_dory_probe_from_model: NULL model");
     if (!d->recon_w) return CMF_OK;
-    cmf_dory_probe *p;
+    cmf_dory_probe *p = NULL;
     cmf_status st = probe_new(d->cfg.hidden_size, &p);
     if (st != CMF_OK) return st;
     memcpy(p->w, d->recon_w, (size_t)p->n * sizeof(float));
