@@ -94,6 +94,21 @@ static void test_weights(cmf_cuda_ctx *ctx) {
             float *dec;
             uint8_t *p = make_weight(dt, rows, cols, &nb, &dec);
             cmf_cuda_weight w = {dt, rows, cols, dev_from(p, nb)};
+            /* embedding rows by device ids: the dequantized rows bit for bit */
+            {
+                int32_t ids[3] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2)};
+                int32_t *d_ids = dev_from(ids, sizeof ids);
+                float *d_e = dev_poison(sizeof(float) * (size_t)(3 * cols)), *e = malloc(sizeof(float) * (size_t)(3 * cols));
+                OK(cmf_cuda_embed(&w, d_ids, 3, 1.0f, d_e, NULL));
+                OK(cmf_cuda_download(e, d_e, sizeof(float) * (size_t)(3 * cols), NULL));
+                OK(cmf_cuda_sync(NULL));
+                for (int t = 0; t < 3; t++)
+                    CHECK_MSG(!memcmp(e + t * cols, dec + (size_t)ids[t] * cols, sizeof(float) * (size_t)cols),
+                              "embed %s %lldx%lld row %d", cmf_dtype_name(dt), (long long)rows, (long long)cols, ids[t]);
+                cmf_cuda_free(d_ids);
+                cmf_cuda_free(d_e);
+                free(e);
+            }
             /* dequant: f32 bit for bit, f16 / bf16 rounded */
             float *d_f = dev_poison(sizeof(float) * (size_t)(rows * cols));
             float *got = malloc(sizeof(float) * (size_t)(rows * cols));
@@ -285,6 +300,17 @@ static void test_attention(void) {
             double e = ref_rel_err(o, ref, H * D);
             CHECK_MSG(e < 1e-5, "attn decode H%d KV%d D%d win%d cap%g pos %lld: %g", H, KV, D, a.window,
                       (double)a.softcap, (long long)pos, e);
+            /* the device-position variant (CUDA graphs): the same bits */
+            int32_t p32 = (int32_t)pos;
+            int32_t *d_p = dev_from(&p32, sizeof p32);
+            float *o2 = malloc(sizeof(float) * (size_t)(H * D));
+            OK(cmf_cuda_attn_decode_dpos(&a, d_q, d_k, d_v, d_p, ctx, d_o, d_work, NULL));
+            OK(cmf_cuda_download(o2, d_o, sizeof(float) * (size_t)(H * D), NULL));
+            OK(cmf_cuda_sync(NULL));
+            CHECK_MSG(!memcmp(o, o2, sizeof(float) * (size_t)(H * D)), "attn decode dpos H%d KV%d D%d pos %lld differs",
+                      H, KV, D, (long long)pos);
+            cmf_cuda_free(d_p);
+            free(o2);
             cmf_cuda_free(d_q);
             cmf_cuda_free(d_o);
             free(q);

@@ -26,11 +26,20 @@
 #include "testutil.h"
 #ifdef CMF_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
+#include "model/model.h"
 #endif
 
 static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
 enum { N_GREEDY = 24, N_CTX = 256 };
 static float BOUND = 1e-2f;               /* set per case in main: 1e-2, gemma2 5e-2 (measured 6.7e-3, 3.7e-2) */
+
+static uint64_t g_rng = 0x2545f4914f6cdd1dull; /* fixed seed: the random inputs are the same every run */
+static uint64_t rng_next(void) {
+    g_rng ^= g_rng << 13;
+    g_rng ^= g_rng >> 7;
+    g_rng ^= g_rng << 17;
+    return g_rng;
+}
 
 static int argmax(const float *x, int n) {
     int b = 0;
@@ -107,6 +116,55 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
     free(lg);
 }
 
+#ifdef CMF_HAVE_CUDA
+/* CUDA graphs change nothing visible: the same greedy run (prefill, then 24 decode steps of one session, then 6
+ * steps of a two-session decode batch) with decode-step graphs on and off gives bit-identical logits, and with
+ * graphs on the steps really are replayed graphs. */
+static void check_graphs(const char *label, cmf_model *gpu, const int32_t *ids, int n) {
+    const int V = cmf_model_vocab_size(gpu);
+    enum { STEPS = N_GREEDY, BSTEPS = 6 };
+    float *lg[2];
+    uint64_t cap0 = 0, rep0 = 0, cap1 = 0, rep1 = 0;
+    for (int on = 1; on >= 0; on--) {
+        cmf_backend_cuda_set_graphs(gpu->be, on);
+        cmf_backend_cuda_graph_stats(gpu->be, &cap0, &rep0);
+        float *out = lg[on] = calloc((size_t)(STEPS + 2 * BSTEPS) * V, sizeof(float));
+        cmf_session *s = NULL, *s2 = NULL;
+        cmf_batch *b = NULL;
+        int ok = cmf_session_new(gpu, N_CTX, &s) == CMF_OK && cmf_session_new(gpu, N_CTX, &s2) == CMF_OK &&
+                 cmf_batch_new(gpu, 8, 2, &b) == CMF_OK && cmf_session_prefill(s, ids, n, NULL) == CMF_OK &&
+                 cmf_session_prefill(s2, ids, n / 2 + 1, NULL) == CMF_OK;
+        for (int g = 0; g < STEPS && ok; g++) {
+            ok = cmf_session_decode(s, argmax(cmf_session_logits(s), V)) == CMF_OK;
+            if (ok) memcpy(out + (size_t)g * V, cmf_session_logits(s), (size_t)V * sizeof(float));
+        }
+        for (int g = 0; g < BSTEPS && ok; g++) {
+            cmf_session *seqs[2] = {s, s2};
+            int32_t toks[2] = {argmax(cmf_session_logits(s), V), argmax(cmf_session_logits(s2), V)};
+            ok = cmf_batch_run(b, seqs, toks, 2) == CMF_OK;
+            for (int i = 0; i < 2 && ok; i++)
+                memcpy(out + (size_t)(STEPS + 2 * g + i) * V, cmf_session_logits(seqs[i]), (size_t)V * sizeof(float));
+        }
+        CHECK_MSG(ok, "%s: graphs %s: %s", label, on ? "on" : "off", cmf_last_error());
+        cmf_batch_free(b);
+        cmf_session_free(s);
+        cmf_session_free(s2);
+        cmf_backend_cuda_graph_stats(gpu->be, &cap1, &rep1);
+        if (on) /* one capture per shape (1 token, 2 sessions), every other step a replay */
+            CHECK_MSG(cap1 - cap0 >= 2 && rep1 - rep0 >= STEPS + BSTEPS - 3, "%s: graphs captured %llu, replayed %llu",
+                      label, (unsigned long long)(cap1 - cap0), (unsigned long long)(rep1 - rep0));
+        else
+            CHECK_MSG(cap1 == cap0 && rep1 == rep0, "%s: graphs used while off", label);
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < (size_t)(STEPS + 2 * BSTEPS) * V; i++) differ += memcmp(&lg[0][i], &lg[1][i], sizeof(float)) != 0;
+    CHECK_MSG(differ == 0, "%s: %zu logits differ between graph replay and eager launches", label, differ);
+    cmf_backend_cuda_set_graphs(gpu->be, 1);
+    free(lg[0]);
+    free(lg[1]);
+}
+#endif
+
 /* Two sessions in one batch: step 1 one decode token each; step 2 a 3-token chunk of A next to one token of B. */
 static void check_batch(const char *label, cmf_model *cpu, cmf_model *gpu, const int32_t *ids, int n) {
     const int V = cmf_model_vocab_size(cpu);
@@ -177,8 +235,16 @@ int main(void) {
     }
 
     static const int QUANTS[2] = {CMF_DT_F16, CMF_DT_Q8_ROW};
+    const char *only = getenv("CMF_GPU_TEST_CASES"); /* e.g. "llama,qwen3": a subset (the memcheck run) */
     for (size_t ci = 0; ci < sizeof CASES / sizeof *CASES; ci++) {
         char dir[512], ref[640];
+        if (only) {
+            char list[256];
+            int hit = 0;
+            snprintf(list, sizeof list, "%s", only);
+            for (char *tok = strtok(list, ","); tok && !hit; tok = strtok(NULL, ",")) hit = !strcmp(tok, CASES[ci]);
+            if (!hit) continue;
+        }
         snprintf(dir, sizeof dir, "data/hf-tiny/%s", CASES[ci]);
         snprintf(dir, sizeof dir, "%s", shared_path(dir));
         snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
@@ -215,7 +281,20 @@ int main(void) {
                     else free(ids);
                 }
                 if (ids0 && n0 >= 6) check_batch(label, cpu, gpu, ids0, n0);
+#ifdef CMF_HAVE_CUDA
+                if (ids0 && n0 >= 6) check_graphs(label, gpu, ids0, n0);
+#endif
                 free(ids0);
+                /* fresh random inputs, not only the fixtures: 2 seeded random sequences of 5..40 tokens */
+                for (int r = 0; r < 2; r++) {
+                    int32_t rnd[40];
+                    const int V = cmf_model_vocab_size(cpu);
+                    const int rn = 5 + (int)(rng_next() % 36);
+                    for (int i = 0; i < rn; i++) rnd[i] = (int32_t)(rng_next() % (uint64_t)V);
+                    char sl[128];
+                    snprintf(sl, sizeof sl, "%s random %d", label, r);
+                    check_sequence(sl, cpu, gpu, rnd, rn);
+                }
                 if (qi == 0 && ci == 0) { /* refusals */
                     cmf_session_params sp = {0};
                     sp.n_ctx = 64;

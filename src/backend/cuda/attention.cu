@@ -20,17 +20,34 @@ static __host__ __device__ __forceinline__ int64_t first_key(int64_t p, int wind
     return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }
 
-static int64_t decode_splits(const cmf_cuda_attn *a, int64_t n_keys) {
-    int64_t want = (264 + a->n_kv_heads - 1) / a->n_kv_heads; /* about two blocks per SM of an H100/H200 */
-    int64_t by_len = (n_keys + 63) / 64;                       /* at least 64 keys per split */
+/* Splits of a decode over n_keys keys: about two blocks per SM of an H100/H200 over all KV heads, at least 64 keys
+ * each. The same formula runs on the host (grid size) and in the kernels (device positions). */
+static __host__ __device__ __forceinline__ int64_t decode_splits(int n_kv_heads, int64_t n_keys) {
+    int64_t want = (264 + n_kv_heads - 1) / n_kv_heads;
+    int64_t by_len = (n_keys + 63) / 64;
     int64_t s = want < by_len ? want : by_len;
     if (s > 1024) s = 1024;
     return s < 1 ? 1 : s;
 }
 
+/* The split geometry of a query at position pos: first key, keys per split, splits used. */
+struct split_geo {
+    int64_t kf, len;
+    int ns;
+};
+static __host__ __device__ __forceinline__ split_geo decode_geo(int n_kv_heads, int window, int64_t pos) {
+    split_geo g;
+    g.kf = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
+    const int64_t n_keys = pos + 1 - g.kf;
+    int64_t ns = decode_splits(n_kv_heads, n_keys);
+    g.len = (n_keys + ns - 1) / ns;
+    g.ns = (int)((n_keys + g.len - 1) / g.len);
+    return g;
+}
+
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
     if (!a || n_ctx < 1) return 0;
-    int64_t s = decode_splits(a, n_ctx);
+    int64_t s = decode_splits(a->n_kv_heads, n_ctx);
     return (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
 }
 
@@ -39,14 +56,18 @@ size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
 template <int GH, int L>
 static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
                                                                   const uint16_t *__restrict__ kc,
-                                                                  const uint16_t *__restrict__ vc, int64_t pos,
-                                                                  int64_t k_first, int64_t split_len, int nsplit,
+                                                                  const uint16_t *__restrict__ vc, int64_t pos_h,
+                                                                  const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
     __shared__ float sm_ml[NG][GH][2];
     __shared__ float sm_acc[NG][GH][8 * L];
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int kvh = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * AD_MAXG;
+    const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
+    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos);
+    if (split >= geo.ns) return; /* a split past this position's keys (grid sized for the longest context) */
+    const int64_t k_first = geo.kf, split_len = geo.len;
     const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this block */
     const int lane = threadIdx.x & 31, sub = lane % L, grp = (threadIdx.x >> 5) * GPW + lane / L;
     const bool has_d = sub * 8 < D;
@@ -125,14 +146,16 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
     }
 }
 
-static __global__ void k_attn_merge(const float *work, int nsplit, int D, float *out) {
+static __global__ void k_attn_merge(const float *work, int nsplit, int D, float *out, int n_kv_heads, int window,
+                                    int64_t pos_h, const int32_t *dpos) {
     const int64_t h = blockIdx.x;
     const float *w = work + h * nsplit * (int64_t)(D + 2);
+    const int used = decode_geo(n_kv_heads, window, dpos ? (int64_t)*dpos : pos_h).ns;
     float M = -INFINITY;
-    for (int s = 0; s < nsplit; s++) M = fmaxf(M, w[s * (D + 2)]);
+    for (int s = 0; s < used; s++) M = fmaxf(M, w[s * (D + 2)]);
     for (int d = threadIdx.x; d < D; d += blockDim.x) {
         float o = 0.0f, ls = 0.0f;
-        for (int s = 0; s < nsplit; s++) {
+        for (int s = 0; s < used; s++) {
             const float *ws = w + s * (D + 2);
             float f = ws[0] > -INFINITY ? expf(ws[0] - M) : 0.0f;
             o += ws[2 + d] * f;
@@ -154,16 +177,37 @@ static cmf_status attn_check(const cmf_cuda_attn *a) {
 
 template <int GH>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t pos, int64_t kf, int64_t len, int ns, float *work,
+                         const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work,
                          cudaStream_t s) {
     switch (L) {
-    case 1: k_attn_split<GH, 1><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
-    case 2: k_attn_split<GH, 2><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
-    case 4: k_attn_split<GH, 4><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
-    case 8: k_attn_split<GH, 8><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
-    case 16: k_attn_split<GH, 16><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
-    default: k_attn_split<GH, 32><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, kf, len, ns, work); break;
+    case 1: k_attn_split<GH, 1><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
+    case 2: k_attn_split<GH, 2><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
+    case 4: k_attn_split<GH, 4><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
+    case 8: k_attn_split<GH, 8><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
+    case 16: k_attn_split<GH, 16><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
+    default: k_attn_split<GH, 32><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
     }
+}
+
+/* Both decode entry points: grid.y = ns splits (the most any position up to the cache's end needs when dpos is
+ * given); the kernels derive the position's own split geometry, so both give the same bits. */
+static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k, const uint16_t *d_v,
+                                int64_t pos, const int32_t *dpos, int ns, float *d_out, void *d_work,
+                                cudaStream_t s) {
+    int G = a->n_heads / a->n_kv_heads;
+    int L = pow2_at_least(a->head_dim / 8);
+    dim3 grid((unsigned)a->n_kv_heads, (unsigned)ns, (unsigned)((G + AD_MAXG - 1) / AD_MAXG));
+    float *work = (float *)d_work;
+    int gh = G < AD_MAXG ? G : AD_MAXG;
+    if (gh == 1) launch_split<1>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
+    else if (gh == 2) launch_split<2>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
+    else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
+    else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
+    CU_LAUNCHED("attention split kernel");
+    k_attn_merge<<<(unsigned)a->n_heads, 128, 0, s>>>(work, ns, a->head_dim, d_out, a->n_kv_heads, a->window, pos,
+                                                      dpos);
+    CU_LAUNCHED("attention merge kernel");
+    return CMF_OK;
 }
 
 extern "C" cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
@@ -173,24 +217,22 @@ extern "C" cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *
     if (st != CMF_OK) return st;
     if (pos < 0) return cmf_err(CMF_E_ARG, "cuda_attn_decode: pos %lld < 0", (long long)pos);
     if (!d_q || !d_k || !d_v || !d_out || !d_work) return cmf_err(CMF_E_ARG, "cuda_attn_decode: NULL buffer");
-    int64_t kf = first_key(pos, a->window), n_keys = pos + 1 - kf;
-    int ns = (int)decode_splits(a, n_keys);
-    int64_t len = (n_keys + ns - 1) / ns;
-    ns = (int)((n_keys + len - 1) / len);
-    int G = a->n_heads / a->n_kv_heads;
-    int L = pow2_at_least(a->head_dim / 8);
-    dim3 grid((unsigned)a->n_kv_heads, (unsigned)ns, (unsigned)((G + AD_MAXG - 1) / AD_MAXG));
-    cudaStream_t s = CU_STREAM(stream);
-    float *work = (float *)d_work;
-    int gh = G < AD_MAXG ? G : AD_MAXG;
-    if (gh == 1) launch_split<1>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
-    else if (gh == 2) launch_split<2>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
-    else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
-    else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, kf, len, ns, work, s);
-    CU_LAUNCHED("attention split kernel");
-    k_attn_merge<<<(unsigned)a->n_heads, 128, 0, s>>>(work, ns, a->head_dim, d_out);
-    CU_LAUNCHED("attention merge kernel");
-    return CMF_OK;
+    const int ns = decode_geo(a->n_kv_heads, a->window, pos).ns;
+    return decode_launch(a, d_q, d_k, d_v, pos, NULL, ns, d_out, d_work, CU_STREAM(stream));
+}
+
+extern "C" cmf_status cmf_cuda_attn_decode_dpos(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
+                                                const uint16_t *d_v, const int32_t *d_pos, int64_t n_ctx,
+                                                float *d_out, void *d_work, cmf_cuda_stream stream) {
+    cmf_status st = attn_check(a);
+    if (st != CMF_OK) return st;
+    if (n_ctx < 1) return cmf_err(CMF_E_ARG, "cuda_attn_decode_dpos: n_ctx %lld < 1", (long long)n_ctx);
+    if (!d_q || !d_k || !d_v || !d_out || !d_work || !d_pos)
+        return cmf_err(CMF_E_ARG, "cuda_attn_decode_dpos: NULL buffer");
+    /* the largest split count of any position < n_ctx: splits grow with the key count up to the cap */
+    const int64_t keys = a->window > 0 && a->window < n_ctx ? a->window : n_ctx;
+    const int ns = (int)decode_splits(a->n_kv_heads, keys);
+    return decode_launch(a, d_q, d_k, d_v, 0, d_pos, ns, d_out, d_work, CU_STREAM(stream));
 }
 
 /* ---- causal prefill ------------------------------------------------------------------------------------- */

@@ -13,6 +13,8 @@
  * q8/q4), head_dim not a multiple of 8 or above 256. */
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include <new>
 #include <unordered_map>
@@ -33,6 +35,18 @@ struct arena {
     float *dev;
 };
 
+/* A captured decode step (from the embedding to the last layer's residual) and what it was captured for. */
+struct graph_entry {
+    std::vector<uintptr_t> key;
+    cudaGraphExec_t exec;
+    uint64_t used; /* LRU stamp */
+};
+
+/* Where the current forward stands with respect to CUDA graphs (see the block comment above cu_begin). */
+enum graph_mode { G_EAGER = 0, G_SPEC, G_CAPTURE, G_REPLAY };
+
+enum { GRAPH_CACHE = 16, GRAPH_MAX_TOK = 8 };
+
 struct cuda_impl {
     const cmf_model *m;
     int dev;
@@ -41,8 +55,19 @@ struct cuda_impl {
     pthread_mutex_t mu;
     std::unordered_map<const void *, void *> payloads; /* host payload start -> device copy */
     std::vector<arena> arenas;                         /* f32 vectors: small-tensor arenas, RoPE frequencies */
-    int32_t *d_pos;
-    int pos_cap;
+    int32_t *d_step; /* [2][step_cap]: positions, then token ids of the current forward */
+    int32_t *h_step; /* pinned host staging of d_step (one H2D copy per forward) */
+    int step_cap;
+    int n_cur;       /* tokens of the current forward */
+    /* CUDA graphs of decode steps */
+    int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
+    int mode;                         /* enum graph_mode */
+    const cmf_weights *cur_w;         /* weight set of the current forward (known from the first kv_write) */
+    std::vector<uintptr_t> cur_key;   /* key being captured */
+    cudaGraphExec_t cur_exec;         /* graph being replayed */
+    std::vector<graph_entry> graphs;  /* LRU cache */
+    uint64_t stamp, weight_gen;
+    uint64_t n_captured, n_replayed;  /* counters for tests and benchmarks */
     void *d_work; /* flash-decoding scratch */
     size_t work_bytes;
     float *d_logits; /* head output [rows][V] */
@@ -51,12 +76,94 @@ struct cuda_impl {
 
 cuda_impl *IMPL(cmf_backend *be) { return (cuda_impl *)be->impl; }
 
-/* ---- small kernels of the forward not in cuda_ops.h ------------------------------------------------------ */
+const int32_t *D_POS(cuda_impl *I) { return I->d_step; }
+const int32_t *D_TOK(cuda_impl *I) { return I->d_step + I->step_cap; }
 
-__global__ void k_scale(float *x, int64_t n, float s) {
-    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
-        x[i] *= s;
+/* ---- CUDA graphs -----------------------------------------------------------------------------------------------
+ * A decode step (n <= 8 tokens, each its session's only token of the batch) is one CUDA graph from the embedding to
+ * the last layer's residual; the final norm, the head and the logits download run eagerly after it. Every op of
+ * the step reads positions and token ids from d_step (one H2D copy per forward, from pinned memory, before the
+ * graph), so the same graph replays at every position. How a forward finds out whether it is such a step without
+ * a change to the backend interface: embed() starts a capture speculatively (G_SPEC) when n <= 8; the first
+ * kv_write(), which sees the sessions, decides:
+ *   - not a decode step (a session has several tokens): the capture ends and its prefix (embed .. RoPE) runs once
+ *     as a graph, the rest eagerly (G_EAGER);
+ *   - a cached graph has the same key: the partial capture is dropped and every op until the final norm returns at
+ *     once (G_REPLAY); the cached graph is launched there;
+ *   - else the capture goes on (G_CAPTURE), is instantiated at the final norm, cached, and launched.
+ * The key is everything baked into the launches: the batch's buffers, n, the weight set (and a generation bumped
+ * when weights are loaded), and each token's session with its KV cache pointers, n_ctx and layer offsets.
+ * Invalidation: load_weights and reallocation of shared scratch clear the cache, kv_free drops the graphs that
+ * use the session's cache. Graph and eager paths launch the same kernels with the same arguments, so the logits
+ * are bit for bit the same (tests/gpu checks this with CMF_CUDA_GRAPH=0). */
+
+void graphs_clear(cuda_impl *I) {
+    for (graph_entry &g : I->graphs) cudaGraphExecDestroy(g.exec);
+    I->graphs.clear();
 }
+
+/* Ends a capture in progress and drops what was captured. */
+void capture_abort(cuda_impl *I) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(I->stream, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        cudaGraph_t g = NULL;
+        cudaStreamEndCapture(I->stream, &g);
+        if (g) cudaGraphDestroy(g);
+    }
+    cudaGetLastError(); /* a failed capture leaves a sticky launch error of its own */
+    I->mode = G_EAGER;
+}
+
+/* Ends the capture and instantiates it into *exec. */
+cmf_status capture_end(cuda_impl *I, cudaGraphExec_t *exec) {
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(I->stream, &g);
+    I->mode = G_EAGER;
+    if (e != cudaSuccess) {
+        if (g) cudaGraphDestroy(g);
+        return cu_fail(e, "end of a decode-step graph capture");
+    }
+    e = cudaGraphInstantiate(exec, g, 0);
+    cudaGraphDestroy(g);
+    return e == cudaSuccess ? CMF_OK : cu_fail(e, "instantiating a decode-step graph");
+}
+
+/* Brings the forward back to eager mode: runs what the graph machinery holds (see above). */
+cmf_status graph_flush(cuda_impl *I) {
+    cmf_status st = CMF_OK;
+    cudaGraphExec_t ex = NULL;
+    switch (I->mode) {
+    case G_SPEC: /* the prefix captured so far, once */
+        st = capture_end(I, &ex);
+        if (st == CMF_OK) {
+            CU_TRY(cudaGraphLaunch(ex, I->stream), "launching a graph prefix");
+            cudaGraphExecDestroy(ex);
+        }
+        return st;
+    case G_CAPTURE:
+        st = capture_end(I, &ex);
+        if (st != CMF_OK) return st;
+        if (I->graphs.size() >= GRAPH_CACHE) { /* evict the least recently used */
+            size_t lru = 0;
+            for (size_t i = 1; i < I->graphs.size(); i++)
+                if (I->graphs[i].used < I->graphs[lru].used) lru = i;
+            cudaGraphExecDestroy(I->graphs[lru].exec);
+            I->graphs.erase(I->graphs.begin() + (ptrdiff_t)lru);
+        }
+        I->graphs.push_back(graph_entry{I->cur_key, ex, ++I->stamp});
+        I->n_captured++;
+        CU_TRY(cudaGraphLaunch(ex, I->stream), "launching a decode-step graph");
+        return CMF_OK;
+    case G_REPLAY:
+        I->mode = G_EAGER;
+        I->n_replayed++;
+        CU_TRY(cudaGraphLaunch(I->cur_exec, I->stream), "replaying a decode-step graph");
+        return CMF_OK;
+    default: return CMF_OK;
+    }
+}
+
+/* ---- small kernels of the forward not in cuda_ops.h ------------------------------------------------------ */
 
 __global__ void k_bias(float *y, const float *bias, int64_t n, int64_t cols) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n * cols;
@@ -67,27 +174,6 @@ __global__ void k_bias(float *y, const float *bias, int64_t n, int64_t cols) {
 __global__ void k_softcap(float *x, int64_t n, float cap) {
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         x[i] = cap * tanhf(x[i] / cap);
-}
-
-/* RoPE with the model's precomputed frequencies (rope_scaling included, model.c cmf_rope_inv_freq): the angle
- * pos * inv_freq[i] in f32 as the CPU forward; pairs (i, i+half) or (2i, 2i+1). One thread per (token, head, i). */
-__global__ void k_rope(float *x, const int32_t *pos, int64_t n_tok, int n_heads, int head_dim, int rot_dim,
-                       const float *inv_freq, int interleaved) {
-    const int half = rot_dim / 2;
-    const int64_t total = n_tok * n_heads * half;
-    for (int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; j < total; j += (int64_t)gridDim.x * blockDim.x) {
-        const int i = (int)(j % half);
-        const int64_t th = j / half; /* token * n_heads + head */
-        const int64_t t = th / n_heads;
-        float *v = x + th * head_dim;
-        const float ang = (float)pos[t] * inv_freq[i];
-        float sn, cs;
-        sincosf(ang, &sn, &cs);
-        const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs - x1 * sn;
-        v[b] = x1 * cs + x0 * sn;
-    }
 }
 
 /* ---- residency -------------------------------------------------------------------------------------------- */
@@ -177,6 +263,10 @@ cmf_status cu_sync(cmf_backend *be) { return cmf_cuda_sync(IMPL(be)->stream); }
 cmf_status cu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) {
     cuda_impl *I = IMPL(be);
     cudaSetDevice(I->dev);
+    pthread_mutex_lock(&I->mu); /* a new weight set may reuse the address of a freed one */
+    graphs_clear(I);
+    I->weight_gen++;
+    pthread_mutex_unlock(&I->mu);
     cmf_cuda_weight cw;
     cmf_status st = upload_arena(I, w->small, w->n_small, "norms and biases");
     if (st == CMF_OK) st = dev_weight(I, &w->embed, &cw, 1);
@@ -224,6 +314,7 @@ cmf_status cu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
     if (st == CMF_OK && need > I->work_bytes) {
         pthread_mutex_lock(&I->mu); /* no forward is using the old scratch while it is replaced */
         cmf_cuda_sync(I->stream);
+        graphs_clear(I); /* they read the old scratch */
         cmf_cuda_free(I->d_work);
         I->d_work = NULL;
         I->work_bytes = 0;
@@ -237,7 +328,20 @@ cmf_status cu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
     return CMF_OK;
 }
 void cu_kv_free(cmf_backend *be, cmf_session *s) {
-    (void)be;
+    cuda_impl *I = IMPL(be);
+    pthread_mutex_lock(&I->mu); /* drop the graphs that use this cache */
+    for (size_t i = 0; i < I->graphs.size();) {
+        const std::vector<uintptr_t> &k = I->graphs[i].key;
+        bool uses = false;
+        for (uintptr_t v : k) uses = uses || (s->dk && v == (uintptr_t)s->dk);
+        if (uses) {
+            cudaGraphExecDestroy(I->graphs[i].exec);
+            I->graphs.erase(I->graphs.begin() + (ptrdiff_t)i);
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&I->mu);
     cmf_cuda_free(s->dk);
     cmf_cuda_free(s->dv);
     s->dk = s->dv = NULL;
@@ -249,44 +353,73 @@ cmf_status cu_begin(cmf_backend *be, cmf_batch *b, int n) {
     cuda_impl *I = IMPL(be);
     pthread_mutex_lock(&I->mu);
     cudaSetDevice(I->dev);
-    cmf_status st = CMF_OK;
-    if (n > I->pos_cap) {
-        cmf_cuda_sync(I->stream);
-        cmf_cuda_free(I->d_pos);
-        I->d_pos = NULL;
-        I->pos_cap = 0;
-        if ((st = cmf_cuda_malloc((void **)&I->d_pos, (size_t)b->n_batch * sizeof(int32_t))) == CMF_OK)
-            I->pos_cap = b->n_batch;
+    I->mode = G_EAGER;
+    I->cur_w = NULL;
+    I->n_cur = n;
+    cmf_status st = cmf_cuda_sync(I->stream); /* the staging buffer of the previous forward is free */
+    if (st == CMF_OK && n > I->step_cap) {
+        graphs_clear(I); /* they read the old d_step */
+        cmf_cuda_free(I->d_step);
+        cudaFreeHost(I->h_step);
+        I->d_step = NULL;
+        I->h_step = NULL;
+        I->step_cap = 0;
+        const int cap = b->n_batch > n ? b->n_batch : n;
+        st = cmf_cuda_malloc((void **)&I->d_step, 2 * (size_t)cap * sizeof(int32_t));
+        if (st == CMF_OK && cudaMallocHost((void **)&I->h_step, 2 * (size_t)cap * sizeof(int32_t)) != cudaSuccess)
+            st = cmf_err(CMF_E_NOMEM, "cuda: %zu bytes of pinned host memory", 2 * (size_t)cap * sizeof(int32_t));
+        if (st == CMF_OK) I->step_cap = cap;
     }
-    if (st == CMF_OK) st = cmf_cuda_upload(I->d_pos, b->pos, (size_t)n * sizeof(int32_t), I->stream);
+    /* the head's output: up to n rows of the vocabulary (allocated here, outside any capture) */
+    const size_t need = (size_t)n * (size_t)I->m->cfg.vocab_size;
+    if (st == CMF_OK && need > I->logits_cap) {
+        cmf_cuda_free(I->d_logits);
+        I->d_logits = NULL;
+        I->logits_cap = 0;
+        if ((st = cmf_cuda_malloc((void **)&I->d_logits, need * sizeof(float))) == CMF_OK) I->logits_cap = need;
+    }
+    if (st == CMF_OK) memcpy(I->h_step, b->pos, (size_t)n * sizeof(int32_t));
     if (st != CMF_OK) pthread_mutex_unlock(&I->mu);
     return st;
 }
 void cu_end(cmf_backend *be, cmf_batch *b) {
     (void)b;
-    pthread_mutex_unlock(&IMPL(be)->mu);
+    cuda_impl *I = IMPL(be);
+    if (I->mode == G_SPEC || I->mode == G_CAPTURE) capture_abort(I); /* a forward that failed half-way */
+    I->mode = G_EAGER;
+    pthread_mutex_unlock(&I->mu);
 }
 
 cmf_status cu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_weight *embed, const int32_t *tokens, int n,
                     float mult) {
+    (void)b;
     cuda_impl *I = IMPL(be);
-    const int D = b->m->cfg.hidden_size;
     cmf_cuda_weight cw;
     cmf_status st = dev_weight(I, embed, &cw, 0);
-    for (int t = 0; t < n && st == CMF_OK; t++)
-        st = cmf_cuda_dequant(&cw, tokens[t], 1, x + (size_t)t * D, CMF_CUDA_F32, I->stream);
     if (st != CMF_OK) return cmf_err_prefix(st, "embed: ");
-    if (mult != 1.0f) {
-        k_scale<<<grid1d((int64_t)n * D, 256), 256, 0, I->stream>>>(x, (int64_t)n * D, mult);
-        CU_LAUNCHED("embed scale");
+    /* positions (staged by begin) and token ids: one H2D copy, outside any graph */
+    memcpy(I->h_step + I->step_cap, tokens, (size_t)n * sizeof(int32_t));
+    CU_TRY(cudaMemcpyAsync(I->d_step, I->h_step, ((size_t)I->step_cap + (size_t)n) * sizeof(int32_t),
+                           cudaMemcpyHostToDevice, I->stream),
+           "positions and token ids to the device");
+    /* (a backend with a collective between layers, tensor parallelism, runs eagerly: its allreduce is no op here) */
+    if (I->graphs_on && n <= GRAPH_MAX_TOK && I->mode == G_EAGER && !be->allreduce) {
+        if (cudaStreamBeginCapture(I->stream, cudaStreamCaptureModeRelaxed) == cudaSuccess) I->mode = G_SPEC;
+        else cudaGetLastError();
     }
-    return CMF_OK;
+    st = cmf_cuda_embed(&cw, D_TOK(I), n, mult, x, I->stream);
+    return st == CMF_OK ? CMF_OK : cmf_err_prefix(st, "embed: ");
 }
 
 cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x, const float *w, int rows, int d,
                       float eps, int gemma) {
     (void)b;
     cuda_impl *I = IMPL(be);
+    if (I->mode != G_EAGER && I->cur_w && w && w == I->cur_w->final_norm) { /* the layers are done */
+        cmf_status st = graph_flush(I);
+        if (st != CMF_OK) return st;
+    }
+    if (I->mode == G_REPLAY) return CMF_OK;
     const float *dw = dev_vec(I, w);
     if (w && !dw) return cmf_err(CMF_E_ARG, "cuda: rmsnorm weight is not resident");
     return cmf_cuda_rmsnorm(out, x, dw, rows, d, eps, gemma, I->stream);
@@ -296,6 +429,7 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
                      const cmf_weight *w, const float *bias) {
     (void)b;
     cuda_impl *I = IMPL(be);
+    if (I->mode == G_REPLAY) return CMF_OK;
     if (ld_out != w->rows)
         return cmf_err(CMF_E_UNSUPPORTED, "cuda: products into strided outputs (task-mask neuron runs) are CPU only");
     cmf_cuda_weight cw;
@@ -313,27 +447,21 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
 
 cmf_status cu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
     cuda_impl *I = IMPL(be);
+    if (I->mode == G_REPLAY) return CMF_OK;
     const cmf_config *c = &b->m->cfg;
-    const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads;
-    cmf_status st = CMF_OK;
+    const float *qn = NULL, *kn = NULL;
     if (L->q_norm) {
-        const float *qn = dev_vec(I, L->q_norm), *kn = dev_vec(I, L->k_norm);
+        qn = dev_vec(I, L->q_norm), kn = dev_vec(I, L->k_norm);
         if (!qn || !kn) return cmf_err(CMF_E_ARG, "cuda: q/k norm of layer %d is not resident", layer);
-        st = cmf_cuda_rmsnorm(b->q, b->q, qn, (int64_t)n * NH, HD, c->rms_norm_eps, c->gemma_norm, I->stream);
-        if (st == CMF_OK)
-            st = cmf_cuda_rmsnorm(b->k, b->k, kn, (int64_t)n * NKV, HD, c->rms_norm_eps, c->gemma_norm, I->stream);
-        if (st != CMF_OK) return st;
     }
-    if (c->rot_dim <= 0) return CMF_OK;
-    const float *f = dev_vec(I, b->m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0));
-    const int il = c->rope_pairing == CMF_ROPE_INTERLEAVED;
-    k_rope<<<grid1d((int64_t)n * NH * (c->rot_dim / 2), 256), 256, 0, I->stream>>>(b->q, I->d_pos, n, NH, HD,
-                                                                                    c->rot_dim, f, il);
-    CU_LAUNCHED("rope q");
-    k_rope<<<grid1d((int64_t)n * NKV * (c->rot_dim / 2), 256), 256, 0, I->stream>>>(b->k, I->d_pos, n, NKV, HD,
-                                                                                     c->rot_dim, f, il);
-    CU_LAUNCHED("rope k");
-    return CMF_OK;
+    if (!qn && c->rot_dim <= 0) return CMF_OK;
+    const float *f = c->rot_dim > 0 ? dev_vec(I, b->m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0))
+                                    : NULL;
+    return cmf_cuda_qk_norm_rope(b->q, b->k, n, c->n_heads, c->n_kv_heads, c->head_dim, qn, kn, c->rms_norm_eps,
+                                 c->gemma_norm, c->rot_dim > 0 ? c->rot_dim : 0, f, D_POS(I),
+                                 c->rope_pairing == CMF_ROPE_INTERLEAVED ? CMF_CUDA_ROPE_INTERLEAVED
+                                                                         : CMF_CUDA_ROPE_HALF,
+                                 I->stream);
 }
 
 /* Length of the run of tokens t.. that belong to the same session as t (consecutive positions). */
@@ -343,22 +471,64 @@ int run_len(cmf_session *const *seqs, int t, int n) {
     return r;
 }
 
+/* The graph key of this forward (see the block comment on CUDA graphs). */
+void graph_key(cuda_impl *I, cmf_batch *b, cmf_session *const *seqs, int n, std::vector<uintptr_t> &key) {
+    const cmf_session *s0 = seqs[0];
+    key.clear();
+    uintptr_t head[] = {(uintptr_t)b,      (uintptr_t)n,      (uintptr_t)s0->w,   (uintptr_t)I->weight_gen,
+                        (uintptr_t)b->x,   (uintptr_t)b->xb,  (uintptr_t)b->q,    (uintptr_t)b->k,
+                        (uintptr_t)b->v,   (uintptr_t)b->att, (uintptr_t)b->hb,   (uintptr_t)b->hb2};
+    key.assign(head, head + sizeof head / sizeof *head);
+    for (int t = 0; t < n; t++) {
+        const cmf_session *s = seqs[t];
+        uint64_t h = 1469598103934665603ull; /* FNV-1a over the layer offsets */
+        for (int l = 0; l < b->m->cfg.n_layers; l++) h = (h ^ (uint64_t)s->kv_off[l]) * 1099511628211ull;
+        uintptr_t tk[] = {(uintptr_t)s, (uintptr_t)s->dk, (uintptr_t)s->dv, (uintptr_t)s->n_ctx, (uintptr_t)h};
+        key.insert(key.end(), tk, tk + sizeof tk / sizeof *tk);
+    }
+}
+
+/* At the first kv_write of a speculative capture: decide between replay, capture and eager (block comment). */
+cmf_status graph_decide(cuda_impl *I, cmf_batch *b, cmf_session *const *seqs, int n) {
+    I->cur_w = seqs[0]->w;
+    if (!I->cur_w->final_norm) return graph_flush(I); /* the end of the layers is found by the final norm */
+    for (int t = 0; t + 1 < n; t++)
+        if (seqs[t] == seqs[t + 1]) return graph_flush(I); /* a session with several tokens: not a decode step */
+    graph_key(I, b, seqs, n, I->cur_key);
+    for (graph_entry &g : I->graphs)
+        if (g.key == I->cur_key) {
+            capture_abort(I); /* the cached graph holds the same prefix */
+            g.used = ++I->stamp;
+            I->cur_exec = g.exec;
+            I->mode = G_REPLAY;
+            return CMF_OK;
+        }
+    I->mode = G_CAPTURE;
+    return CMF_OK;
+}
+
 cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     cuda_impl *I = IMPL(be);
+    if (I->mode == G_SPEC) {
+        cmf_status st = graph_decide(I, b, seqs, n);
+        if (st != CMF_OK) return st;
+    }
+    if (I->mode == G_REPLAY) return CMF_OK;
+    if (!I->cur_w) I->cur_w = seqs[0]->w;
     const int64_t KVD = (int64_t)b->m->cfg.n_kv_heads * b->m->cfg.head_dim;
     cmf_status st = CMF_OK;
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
-        const size_t row = s->kv_off[l] + (size_t)b->pos[t] * KVD;
-        st = cmf_cuda_f32_to_f16((uint16_t *)s->dk + row, b->k + (size_t)t * KVD, r * KVD, I->stream);
-        if (st == CMF_OK) st = cmf_cuda_f32_to_f16((uint16_t *)s->dv + row, b->v + (size_t)t * KVD, r * KVD, I->stream);
+        st = cmf_cuda_kv_write((uint16_t *)s->dk + s->kv_off[l], (uint16_t *)s->dv + s->kv_off[l],
+                               b->k + (size_t)t * KVD, b->v + (size_t)t * KVD, D_POS(I) + t, r, KVD, I->stream);
     }
     return st;
 }
 
 cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     cuda_impl *I = IMPL(be);
+    if (I->mode == G_REPLAY) return CMF_OK;
     const cmf_config *c = &b->m->cfg;
     const size_t QD = (size_t)c->n_heads * c->head_dim;
     const cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
@@ -368,7 +538,8 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
         const cmf_session *s = seqs[t];
         const uint16_t *dk = (const uint16_t *)s->dk + s->kv_off[l], *dv = (const uint16_t *)s->dv + s->kv_off[l];
         if (r == 1)
-            st = cmf_cuda_attn_decode(&a, b->q + t * QD, dk, dv, b->pos[t], b->att + t * QD, I->d_work, I->stream);
+            st = cmf_cuda_attn_decode_dpos(&a, b->q + t * QD, dk, dv, D_POS(I) + t, s->n_ctx, b->att + t * QD, I->d_work,
+                                           I->stream);
         else
             st = cmf_cuda_attn_prefill(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
     }
@@ -377,12 +548,14 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
 
 cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, int64_t count, int gelu) {
     (void)b;
+    if (IMPL(be)->mode == G_REPLAY) return CMF_OK;
     return cmf_cuda_glu(gate, gate, up, count, gelu, IMPL(be)->stream);
 }
 
 cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const float *post_norm, int rows, int d,
                        float eps, int gemma) {
     cuda_impl *I = IMPL(be);
+    if (I->mode == G_REPLAY) return CMF_OK;
     cmf_status st = CMF_OK;
     if (post_norm) st = cu_rmsnorm(be, b, o, o, post_norm, rows, d, eps, gemma);
     if (st == CMF_OK) st = cmf_cuda_add(x, x, o, (int64_t)rows * d, I->stream);
@@ -392,16 +565,12 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
 cmf_status cu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows, const cmf_weight *lm_head,
                    float softcap) {
     cuda_impl *I = IMPL(be);
+    cmf_status st = graph_flush(I); /* normally done at the final norm already */
+    if (st != CMF_OK) return st;
     const size_t need = (size_t)rows * (size_t)lm_head->rows;
-    cmf_status st = CMF_OK;
-    if (need > I->logits_cap) {
-        cmf_cuda_sync(I->stream);
-        cmf_cuda_free(I->d_logits);
-        I->d_logits = NULL;
-        I->logits_cap = 0;
-        if ((st = cmf_cuda_malloc((void **)&I->d_logits, need * sizeof(float))) != CMF_OK) return st;
-        I->logits_cap = need;
-    }
+    if (need > I->logits_cap) /* begin() sized it for n rows of the vocabulary */
+        return cmf_err(CMF_E_ARG, "cuda: head of %d rows x %lld exceeds the logits buffer", rows,
+                       (long long)lm_head->rows);
     st = cu_matmul(be, b, I->d_logits, lm_head->rows, xn, rows, lm_head, NULL);
     if (st != CMF_OK) return st;
     if (softcap > 0) {
@@ -417,9 +586,11 @@ void cu_destroy(cmf_backend *be) {
     if (I) {
         cudaSetDevice(I->dev);
         if (I->stream) cudaStreamSynchronize(I->stream);
+        graphs_clear(I);
         for (auto &p : I->payloads) cmf_cuda_free(p.second);
         for (arena &a : I->arenas) cmf_cuda_free(a.dev);
-        cmf_cuda_free(I->d_pos);
+        cmf_cuda_free(I->d_step);
+        if (I->h_step) cudaFreeHost(I->h_step);
         cmf_cuda_free(I->d_work);
         cmf_cuda_free(I->d_logits);
         cmf_cuda_ctx_free(I->ctx);
@@ -431,6 +602,21 @@ void cu_destroy(cmf_backend *be) {
 }
 
 } // namespace
+
+extern "C" void cmf_backend_cuda_graph_stats(cmf_backend *be, uint64_t *captured, uint64_t *replayed) {
+    cuda_impl *I = be && be->kind == CMF_BACKEND_CUDA ? IMPL(be) : NULL;
+    if (captured) *captured = I ? I->n_captured : 0;
+    if (replayed) *replayed = I ? I->n_replayed : 0;
+}
+
+extern "C" void cmf_backend_cuda_set_graphs(cmf_backend *be, int on) {
+    if (!be || be->kind != CMF_BACKEND_CUDA) return;
+    cuda_impl *I = IMPL(be);
+    pthread_mutex_lock(&I->mu);
+    I->graphs_on = on != 0;
+    if (!on) graphs_clear(I);
+    pthread_mutex_unlock(&I->mu);
+}
 
 extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_backend **out) {
     *out = NULL;
@@ -458,6 +644,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     }
     I->m = m;
     I->dev = dev;
+    const char *g = getenv("CMF_CUDA_GRAPH");
+    I->graphs_on = !(g && g[0] == '0');
     pthread_mutex_init(&I->mu, NULL);
     be->kind = CMF_BACKEND_CUDA;
     be->name = "cuda";

@@ -78,6 +78,12 @@ enum cmf_cuda_type { CMF_CUDA_F32 = 0, CMF_CUDA_F16 = 1, CMF_CUDA_BF16 = 2 };
 cmf_status cmf_cuda_dequant(const cmf_cuda_weight *w, int64_t row0, int64_t nrows, void *d_out, int out_type,
                             cmf_cuda_stream stream);
 
+/* Embedding lookup with device token ids: d_out[t][c] = W[d_ids[t]][c] * mult for t < n (the f32 values of
+ * cmf_cuda_dequant; mult == 1 leaves them exact). Ids must lie in [0, rows) (the caller checks them on the host
+ * before the upload). One launch for the n rows. Errors: cmf_cuda_weight_check's, CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_embed(const cmf_cuda_weight *w, const int32_t *d_ids, int64_t n, float mult, float *d_out,
+                          cmf_cuda_stream stream);
+
 /* d_out[i] = exp2f(d_in[i]) correctly rounded to nearest-even (the device twin of cmf_exp2f, src/quant/exp2f.c),
  * for i < n. Exposed so that tests can prove the q4tp ladder bit-exact. Errors: CMF_E_IO. */
 cmf_status cmf_cuda_exp2f(const float *d_in, float *d_out, int64_t n, cmf_cuda_stream stream);
@@ -143,6 +149,21 @@ cmf_status cmf_cuda_softmax(float *d_x, int64_t n, int64_t d, cmf_cuda_stream st
 /* f32 -> f16 (round to nearest even) for n values, e.g. K/V rows into the cache. Errors: CMF_E_IO. */
 cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, int64_t n, cmf_cuda_stream stream);
 
+/* KV-cache append with device positions: for t < n_tok, row d_pos[t] of the f16 caches d_kc / d_vc ([n_ctx][kvd])
+ * receives d_k[t] / d_v[t] ([n_tok][kvd] f32) rounded to nearest even. One launch for K and V. Positions must lie
+ * inside the cache (the caller's invariant). Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const float *d_k, const float *d_v, const int32_t *d_pos,
+                             int64_t n_tok, int64_t kvd, cmf_cuda_stream stream);
+
+/* Per-head q/k RMSNorm (Qwen3, Gemma 3; skipped when d_qw and d_kw are NULL) followed by RoPE (Su et al. 2021) of
+ * d_q [n_tok][n_heads][head_dim] and d_k [n_tok][n_kv_heads][head_dim], in place, in one launch (one warp per
+ * token and head). Norm: x / sqrt(mean(x^2) + eps) * (w or 1 + w when gemma_style), w [head_dim]. RoPE: the first
+ * rot_dim dims (even, <= head_dim; 0 = none) rotated by d_pos[t] * d_inv_freq[i] (f32 product, as HF), pairs as
+ * enum cmf_cuda_rope_pairing. head_dim <= 256. Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_tok, int n_heads, int n_kv_heads, int head_dim,
+                                 const float *d_qw, const float *d_kw, float eps, int gemma_style, int rot_dim,
+                                 const float *d_inv_freq, const int32_t *d_pos, int pairing, cmf_cuda_stream stream);
+
 /* ---- attention ------------------------------------------------------------------------------------------- */
 
 /* KV cache layout (one layer): f16 [n_ctx][n_kv_heads][head_dim], position-major, so that one token's K (or V)
@@ -163,6 +184,14 @@ typedef struct cmf_cuda_attn {
 cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
                                 const uint16_t *d_v, int64_t pos, float *d_out, void *d_work,
                                 cmf_cuda_stream stream);
+/* cmf_cuda_attn_decode with the position read from device memory (*d_pos), so that the launch can be captured in a
+ * CUDA graph and replayed at later positions: the grid covers the split count of the longest context (n_ctx, or
+ * the window when smaller) and each block derives its position's own split geometry, so the result is bit for
+ * bit the one cmf_cuda_attn_decode gives at that position. *d_pos must be < n_ctx. Same scratch. Errors: as
+ * cmf_cuda_attn_decode (n_ctx < 1: CMF_E_ARG). */
+cmf_status cmf_cuda_attn_decode_dpos(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
+                                     const uint16_t *d_v, const int32_t *d_pos, int64_t n_ctx, float *d_out,
+                                     void *d_work, cmf_cuda_stream stream);
 /* Scratch needed by cmf_cuda_attn_decode for contexts up to n_ctx positions. */
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx);
 
@@ -190,6 +219,16 @@ cmf_status cmf_cuda_sample_topk_topp(const float *d_logits, int64_t n, int top_k
                                      float u, int32_t *id, void *d_work, cmf_cuda_stream stream);
 /* Scratch for argmax and sampling over n logits. */
 size_t cmf_cuda_sample_work_bytes(int64_t n);
+
+/* ---- the cuda backend's CUDA graphs (backend_cuda.cu) ----------------------------------------------------- */
+
+struct cmf_backend;
+/* Decode-step graphs captured and replayed so far by a cuda backend (0 for any other backend). */
+void cmf_backend_cuda_graph_stats(struct cmf_backend *be, uint64_t *captured, uint64_t *replayed);
+/* Turns decode-step graphs on or off (off also drops the cached ones); the default is on unless the environment
+ * has CMF_CUDA_GRAPH=0. A backend whose forward adds ops the graph logic does not know (e.g. a collective between
+ * layers) must turn them off. No effect on other backends. */
+void cmf_backend_cuda_set_graphs(struct cmf_backend *be, int on);
 
 #ifdef __cplusplus
 }

@@ -67,3 +67,33 @@ extern "C" cmf_status cmf_cuda_exp2f(const float *d_in, float *d_out, int64_t n,
     CU_LAUNCHED("exp2f kernel");
     return CMF_OK;
 }
+
+/* Embedding rows by device token ids: out[t] = row ids[t] of w (cmf_dequant's f32 values) * mult. One block per token. */
+template <int DT> static __global__ void k_embed(DevW w, const int32_t *ids, float mult, float *out) {
+    __shared__ float lad[32];
+    const int64_t r = ids[blockIdx.x];
+    if constexpr (DT == CMF_DT_Q4TP) {
+        if (threadIdx.x == 0) dev_q4tp_ladder(w.s1 + 4 * r, lad);
+        __syncthreads();
+    }
+    float *o = out + (int64_t)blockIdx.x * w.cols;
+    for (int64_t c = threadIdx.x; c < w.cols; c += blockDim.x) {
+        const float v = dev_elem<DT>(w, r, c, lad);
+        o[c] = mult != 1.0f ? v * mult : v;
+    }
+}
+
+extern "C" cmf_status cmf_cuda_embed(const cmf_cuda_weight *w, const int32_t *d_ids, int64_t n, float mult,
+                                     float *d_out, cmf_cuda_stream stream) {
+    cmf_status st = cmf_cuda_weight_check(w);
+    if (st != CMF_OK) return st;
+    if (n < 0 || n > 0x7fffffff || !d_ids || !d_out) return cmf_err(CMF_E_ARG, "cuda_embed: n = %lld or NULL buffer", (long long)n);
+    if (n == 0) return CMF_OK;
+    DevW dw = make_devw(w);
+    cudaStream_t s = CU_STREAM(stream);
+#define EM(DT) k_embed<DT><<<(unsigned)n, 256, 0, s>>>(dw, d_ids, mult, d_out)
+    CMF_CUDA_DISPATCH_DT(w->dtype, EM)
+#undef EM
+    CU_LAUNCHED("embed kernel");
+    return CMF_OK;
+}

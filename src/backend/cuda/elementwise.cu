@@ -154,3 +154,85 @@ extern "C" cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, in
     CU_LAUNCHED("f32_to_f16 kernel");
     return CMF_OK;
 }
+
+/* K and V rows of n_tok tokens into the f16 cache at each token's own position (read from the device, so that a
+ * captured decode step replays at the next position). */
+static __global__ void k_kv_write(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos,
+                                  int64_t n, int64_t kvd) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+        const int64_t t = i / kvd, dst = (int64_t)pos[t] * kvd + i % kvd;
+        kc[dst] = __half_as_ushort(__float2half_rn(k[i]));
+        vc[dst] = __half_as_ushort(__float2half_rn(v[i]));
+    }
+}
+
+extern "C" cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const float *d_k, const float *d_v,
+                                        const int32_t *d_pos, int64_t n_tok, int64_t kvd, cmf_cuda_stream stream) {
+    if (n_tok < 0 || kvd < 1) return cmf_err(CMF_E_ARG, "cuda_kv_write: n_tok %lld, kvd %lld", (long long)n_tok, (long long)kvd);
+    if (n_tok == 0) return CMF_OK;
+    k_kv_write<<<grid1d(n_tok * kvd, 256), 256, 0, CU_STREAM(stream)>>>(d_kc, d_vc, d_k, d_v, d_pos, n_tok * kvd, kvd);
+    CU_LAUNCHED("kv_write kernel");
+    return CMF_OK;
+}
+
+/* One warp per (token, head): q heads first, then k heads. The head's values are in registers (lane + 32 i);
+ * RMSNorm as k_rmsnorm (x * inv * g, f32 sum of squares), written back, then the RoPE pairs of the first rot_dim
+ * dims rotated by pos * inv_freq[i] (one pair per lane per step; __syncwarp orders the lanes' global writes). */
+static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k, int64_t n_tok, int nh, int nkv,
+                                                             int hd, const float *qw, const float *kw, float eps,
+                                                             int gemma, int rot, const float *inv_freq,
+                                                             const int32_t *pos, int interleaved) {
+    const int64_t wid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    const int64_t nq = n_tok * nh;
+    if (wid >= nq + n_tok * nkv) return;
+    const bool isq = wid < nq;
+    const int64_t th = isq ? wid : wid - nq; /* token * heads + head */
+    const int64_t t = isq ? th / nh : th / nkv;
+    float *v = (isq ? q : k) + th * hd;
+    const float *w = isq ? qw : kw;
+    if (w) {
+        float x[8], ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int c = lane + 32 * i;
+            x[i] = c < hd ? v[c] : 0.0f;
+            ss = fmaf(x[i], x[i], ss);
+        }
+        ss = warp_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)hd + eps);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int c = lane + 32 * i;
+            if (c < hd) v[c] = x[i] * inv * (gemma ? 1.0f + w[c] : w[c]);
+        }
+        __syncwarp();
+    }
+    const int half = rot / 2;
+    const float p = (float)pos[t];
+    for (int i = lane; i < half; i += 32) {
+        float sn, cs;
+        sincosf(p * inv_freq[i], &sn, &cs);
+        const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        const float x0 = v[a], x1 = v[b];
+        v[a] = x0 * cs - x1 * sn;
+        v[b] = x1 * cs + x0 * sn;
+    }
+}
+
+extern "C" cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_tok, int n_heads, int n_kv_heads,
+                                            int head_dim, const float *d_qw, const float *d_kw, float eps,
+                                            int gemma_style, int rot_dim, const float *d_inv_freq,
+                                            const int32_t *d_pos, int pairing, cmf_cuda_stream stream) {
+    if (n_tok < 1 || n_heads < 1 || n_kv_heads < 1 || head_dim < 1 || head_dim > 256 || rot_dim < 0 ||
+        rot_dim % 2 || rot_dim > head_dim || (rot_dim && (!d_inv_freq || !d_pos)))
+        return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: n_tok %lld, heads %d/%d, head_dim %d, rot_dim %d", (long long)n_tok,
+                       n_heads, n_kv_heads, head_dim, rot_dim);
+    if (!d_qw != !d_kw) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: q and k norm weights must both be given or not");
+    const int64_t warps = n_tok * (n_heads + n_kv_heads);
+    k_qk_norm_rope<<<(unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream)>>>(
+        d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
+        pairing == CMF_CUDA_ROPE_INTERLEAVED);
+    CU_LAUNCHED("qk_norm_rope kernel");
+    return CMF_OK;
+}

@@ -43,8 +43,13 @@ static __device__ __forceinline__ void load_chunk(const DevW &w, int64_t r, int6
     } else if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) {
         uint4 a = __ldg((const uint4 *)(w.base + r * w.cols + c0));
         uint32_t u[4] = {a.x, a.y, a.z, a.w};
+        /* int8 -> f32 without I2F: bytes flipped to b + 128, placed as the low mantissa byte of 2^23, minus
+         * 2^23 + 128 (exact; one PRMT and one FADD per weight) */
 #pragma unroll
-        for (int k = 0; k < 16; k++) v[k] = (float)(int8_t)(u[k >> 2] >> (8 * (k & 3)));
+        for (int k = 0; k < 16; k++) {
+            const uint32_t bits = __byte_perm(u[k >> 2] ^ 0x80808080u, 0x4B000000u, (unsigned)(k & 3) | 0x7440u);
+            v[k] = __uint_as_float(bits) - 8388736.0f;
+        }
         (void)CH;
     } else if constexpr (DT == CMF_DT_Q4_TILED) {
         const uint16_t *t = (const uint16_t *)(w.base + (r * w.stride + (c0 >> 5)) * 18);

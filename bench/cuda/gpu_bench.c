@@ -1,0 +1,172 @@
+/* gpu_bench.c — the acceptance benchmark of the CUDA backend (bench/cuda/run_acceptance.sh) on one CMF file:
+ *   gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph]
+ * prints one line per test, "RESULT key=value ...":
+ *   - ppP: P random tokens in one prefill from an empty KV cache, tokens/s (one warm-up, then r timed runs);
+ *   - tg@C: G single-token decode steps after a C-token prefill (decode "at context C"), tokens/s over the G
+ *     steps only; 4 untimed decode steps come first (positions C..C+3), so the step's CUDA graph is captured;
+ * plus, once: the weight bytes one decode token reads (every 2-D matrix of the file: the layers' products and the
+ * head; the embedding only when it is the tied head) and the device-to-device copy bandwidth measured now (bytes
+ * read + written / time, as the issue's 4,272 GB/s), so that the roofline (bandwidth / bytes per token) comes
+ * from the same call. Token ids are uniform random (fixed seed). Timing: wall clock around whole calls; every
+ * decode step ends with the logits download, which synchronizes. --no-graph turns decode-step CUDA graphs off
+ * (the same as CMF_CUDA_GRAPH=0). Runs on the GPU (cmf_model_load_on "cuda"); an error without one. */
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cmf.h"
+#include "format/format.h"
+#ifdef CMF_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#include "model/model.h"
+#endif
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static uint64_t rng = 0x853c49e6748fea9bull;
+static int32_t rand_tok(int v) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (int32_t)(rng % (uint64_t)v);
+}
+
+static int fail(const char *what) {
+    fprintf(stderr, "gpu_bench: %s: %s\n", what, cmf_last_error());
+    return 1;
+}
+
+static void stats(const double *v, int n, double *mean, double *sd) {
+    double s = 0, q = 0;
+    for (int i = 0; i < n; i++) s += v[i];
+    *mean = s / n;
+    for (int i = 0; i < n; i++) q += (v[i] - *mean) * (v[i] - *mean);
+    *sd = n > 1 ? __builtin_sqrt(q / (n - 1)) : 0;
+}
+
+/* Device-to-device copy bandwidth in GB/s (read + write), 1 GiB buffers, the mean of 10 copies after 3 warm-ups. */
+static double copy_gbs(void) {
+#ifdef CMF_HAVE_CUDA
+    const size_t bytes = (size_t)1 << 30;
+    void *a = NULL, *b = NULL;
+    if (cmf_cuda_malloc(&a, bytes) != CMF_OK || cmf_cuda_malloc(&b, bytes) != CMF_OK) {
+        cmf_cuda_free(a);
+        return 0;
+    }
+    cmf_cuda_memset(a, 1, bytes, NULL);
+    for (int i = 0; i < 3; i++) cmf_cuda_copy(b, a, bytes, NULL);
+    cmf_cuda_sync(NULL);
+    const double t0 = now();
+    for (int i = 0; i < 10; i++) cmf_cuda_copy(b, a, bytes, NULL);
+    cmf_cuda_sync(NULL);
+    const double t = now() - t0;
+    cmf_cuda_free(a);
+    cmf_cuda_free(b);
+    return 2.0 * 10 * (double)bytes / t / 1e9;
+#else
+    return 0;
+#endif
+}
+
+int main(int argc, char **argv) {
+    const char *path = NULL;
+    int P = 512, G = 64, R = 3, graphs = 1;
+    char ctxs[256] = "128,4096";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-p") && i + 1 < argc) P = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-g") && i + 1 < argc) G = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-c") && i + 1 < argc) snprintf(ctxs, sizeof ctxs, "%s", argv[++i]);
+        else if (!strcmp(argv[i], "--no-graph")) graphs = 0;
+        else path = argv[i];
+    }
+    if (!path || P < 0 || G < 1 || R < 1 || R > 64) {
+        fprintf(stderr, "usage: gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph]\n");
+        return 2;
+    }
+    /* weight bytes per decode token, from the file's directory */
+    cmf_file *f = NULL;
+    if (cmf_file_open(path, &f) != CMF_OK) return fail(path);
+    double wbytes = 0, embed = 0;
+    int has_head = 0;
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const cmf_tensor *t = &f->tensors[i];
+        if (t->ndim != 2) continue;
+        if (!strcmp(t->name, "model.embed_tokens.weight")) embed = (double)t->nbytes;
+        else wbytes += (double)t->nbytes;
+        if (!strcmp(t->name, "lm_head.weight")) has_head = 1;
+    }
+    if (!has_head) wbytes += embed;
+    const cJSON *qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
+    char label[32];
+    snprintf(label, sizeof label, "%s", cJSON_IsString(qt) ? qt->valuestring : "?");
+    cmf_file_close(f);
+
+    const double bw = copy_gbs();
+    cmf_model *m = NULL;
+    if (cmf_model_load_on(path, NULL, "cuda", &m) != CMF_OK) return fail("load on cuda");
+#ifdef CMF_HAVE_CUDA
+    cmf_backend_cuda_set_graphs(m->be, graphs);
+#endif
+    const int V = cmf_model_vocab_size(m);
+    int maxc = P;
+    for (const char *c = ctxs; *c;) {
+        int v = atoi(c);
+        if (v + G + 8 > maxc) maxc = v + G + 8;
+        const char *comma = strchr(c, ',');
+        if (!comma) break;
+        c = comma + 1;
+    }
+    cmf_session *s = NULL;
+    if (cmf_session_new(m, maxc, &s) != CMF_OK) return fail("session");
+    int32_t *buf = malloc(sizeof(int32_t) * (size_t)maxc);
+    double t[64], mean, sd;
+    printf("RESULT model=%s quant=%s weights_gb=%.4f copy_gbs=%.1f graphs=%d\n", path, label, wbytes / 1e9, bw, graphs);
+    if (P > 0) {
+        for (int r = -1; r < R; r++) {
+            for (int i = 0; i < P; i++) buf[i] = rand_tok(V);
+            cmf_session_reset(s);
+            const double t0 = now();
+            if (cmf_session_prefill(s, buf, P, NULL) != CMF_OK) return fail("prefill");
+            if (r >= 0) t[r] = P / (now() - t0);
+        }
+        stats(t, R, &mean, &sd);
+        printf("RESULT model=%s test=pp%d tps=%.2f sd=%.2f\n", path, P, mean, sd);
+    }
+    for (const char *c = ctxs; *c;) {
+        const int C = atoi(c);
+        for (int r = 0; r < R; r++) {
+            cmf_session_reset(s);
+            for (int i = 0; i < C; i++) buf[i] = rand_tok(V);
+            if (C > 0 && cmf_session_prefill(s, buf, C, NULL) != CMF_OK) return fail("prefill");
+            for (int i = 0; i < 4; i++)
+                if (cmf_session_decode(s, rand_tok(V)) != CMF_OK) return fail("decode");
+            const double t0 = now();
+            for (int i = 0; i < G; i++)
+                if (cmf_session_decode(s, rand_tok(V)) != CMF_OK) return fail("decode");
+            t[r] = G / (now() - t0);
+        }
+        stats(t, R, &mean, &sd);
+        printf("RESULT model=%s test=tg@%d tps=%.2f sd=%.2f\n", path, C, mean, sd);
+        const char *comma = strchr(c, ',');
+        if (!comma) break;
+        c = comma + 1;
+    }
+#ifdef CMF_HAVE_CUDA
+    uint64_t cap = 0, rep = 0;
+    cmf_backend_cuda_graph_stats(m->be, &cap, &rep);
+    printf("RESULT model=%s graphs_captured=%llu graphs_replayed=%llu\n", path, (unsigned long long)cap,
+           (unsigned long long)rep);
+#endif
+    fflush(stdout);
+    free(buf);
+    cmf_session_free(s);
+    cmf_model_free(m);
+    return 0;
+}
