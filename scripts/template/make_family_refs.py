@@ -11,7 +11,8 @@ chat_template_utils.py: _compile_jinja_template and render_jinja_template):
   - render(messages=..., tools=<list or None>, documents=None, add_generation_prompt=..., **template_kwargs)
     where template_kwargs = {**tokenizer.special_tokens_map, **kwargs} (tokenization_utils_base.py
     apply_chat_template): the named special tokens of tokenizer_config.json that are set (bos/eos/unk/sep/pad/
-    cls/mask, additional_special_tokens), then the caller's kwargs (enable_thinking, ...).
+    cls/mask) and its extra_special_tokens, as transformers 5 builds special_tokens_map, then the caller's kwargs
+    (enable_thinking, ...).
 Each case's "context" holds exactly the variables the template saw (tools and documents as null when not
 given); "expected" the rendered text, or "error": {"kind": "raise", "message"} when the template called
 raise_exception, {"kind": "runtime", "message"} when jinja2 itself failed on the input.
@@ -43,8 +44,11 @@ DATA = os.path.join(ROOT, "tests", "template", "data")
 FAMILY_DIR = os.path.join(DATA, "family")
 SHARED = os.environ.get("CMF_SHARED", os.path.join(ROOT, "..", "shared"))
 TOKREF = os.environ.get("TOKREF_DIR", "/tmp/tokref")
-SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token",
-                "additional_special_tokens"]
+SPECIAL_KEYS = ["bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"]
+# Special tokens a tokenizer class sets when tokenizer_config.json does not: transformers 5.17's GemmaTokenizer reports
+# mask_token "<mask>" for gemma3, whose config has none (seen in its special_tokens_map by check_transformers.py,
+# tests/template/data/transformers_check/).
+CLASS_DEFAULTS = {"GemmaTokenizer": {"mask_token": "<mask>"}}
 
 
 class GenerationTracker(Extension):
@@ -84,13 +88,20 @@ def token_str(v):
 
 
 def special_tokens_map(cfg):
+    """What transformers 5 passes as **special_tokens_map (checked against transformers 5.17 by
+    check_transformers.py): the named special tokens that are set (bos/eos/unk/sep/pad/cls/mask), then the
+    model-specific ones of "extra_special_tokens" (gemma3: boi_token, eoi_token, image_token). The list
+    additional_special_tokens, which transformers 4 passed too, is no longer among them. A token the config leaves
+    unset can come from the tokenizer class's default (CLASS_DEFAULTS)."""
     out = {}
+    defaults = CLASS_DEFAULTS.get(cfg.get("tokenizer_class"), {})
     for k in SPECIAL_KEYS:
-        v = cfg.get(k)
-        if k == "additional_special_tokens":
-            if v:
-                out[k] = [token_str(x) for x in v]
-        elif v is not None:
+        v = cfg.get(k, defaults.get(k))
+        if v is not None:
+            out[k] = token_str(v)
+    extra = cfg.get("extra_special_tokens")
+    if isinstance(extra, dict):
+        for k, v in extra.items():
             out[k] = token_str(v)
     return out
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes tests/template/data/cases.json: chat-template test cases rendered by Python jinja2 3.1 configured as
-Hugging Face transformers configures it (trim_blocks, lstrip_blocks, loopcontrols, raise_exception and
+Hugging Face transformers configures it (ImmutableSandboxedEnvironment, trim_blocks, lstrip_blocks, loopcontrols, raise_exception and
 strftime_now globals, json.dumps-based tojson, {% generation %} blocks rendering their body).
 
 Run once from the repository root:  CMF_SHARED=../shared python3 scripts/template/make_refs.py
@@ -14,6 +14,7 @@ import sys
 from datetime import datetime
 
 import jinja2
+import jinja2.sandbox
 from jinja2 import nodes
 from jinja2.ext import Extension
 
@@ -49,8 +50,10 @@ def tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False)
 
 
 def environment():
-    env = jinja2.Environment(trim_blocks=True, lstrip_blocks=True, loader=None,
-                             extensions=["jinja2.ext.loopcontrols", GenerationBlock])
+    # transformers compiles chat templates in jinja2's ImmutableSandboxedEnvironment (chat_template_utils.py
+    # _compile_jinja_template): list/dict methods that modify in place (append, pop, update, ...) raise SecurityError.
+    env = jinja2.sandbox.ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, loader=None,
+                                                       extensions=["jinja2.ext.loopcontrols", GenerationBlock])
     env.filters["tojson"] = tojson
     env.globals["raise_exception"] = raise_exception
     env.globals["strftime_now"] = lambda fmt: datetime.now().strftime(fmt)
@@ -207,7 +210,7 @@ FEATURES = [
                        "{% set a, b = 1, 2 %}{{ a }}{{ b }}|{% if true %}{% set y = 'in-if' %}{% endif %}{{ y }}|"
                        "{% set ns = namespace(total=0, items=[]) %}{% for i in l %}{% set ns.total = ns.total + i %}"
                        "{% endfor %}{{ ns.total }}|{% set t %}block {{ n }}{% endset %}{{ t | upper }}|"
-                       "{% set acc = [] %}{% for i in l %}{% set _ = acc.append(i * 2) %}{% endfor %}{{ acc }}", V),
+                       "{% set acc = [] %}{% for i in l %}{% set acc = acc + [i * 2] %}{% endfor %}{{ acc }}", V),
     ("stmt/if_elif", "{% for v in [1, 5, 10, none] %}{% if v is none %}N{% elif v < 3 %}small{% elif v < 8 %}mid"
                      "{% else %}big{% endif %} {% endfor %}", {}),
     ("stmt/macro_call", "{% macro greet(name, punct='!') %}Hi {{ name }}{{ punct }}{% endmacro %}"
@@ -229,6 +232,11 @@ ERRORS = [
     ("error/syntax_unknown_tag", "a\nb\n  {% frobnicate %}\n", {}),
     ("error/syntax_unclosed_var", "{{ x ", {}),
     ("error/syntax_stray_end", "x\n{% endfor %}", {}),
+    # the sandbox: in-place list/dict methods are refused (SecurityError), as transformers' environment does
+    ("error/sandbox_list_append", "{% set acc = [] %}{% for i in l %}{% set _ = acc.append(i) %}{% endfor %}{{ acc }}",
+     {"l": [1, 2]}),
+    ("error/sandbox_list_pop", "{{ l.pop() }}", {"l": [1, 2]}),
+    ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 
 
@@ -266,6 +274,8 @@ def main():
             case.update(error="raise", message=str(e))
         except jinja2.TemplateSyntaxError as e:
             case.update(error="syntax", line=e.lineno)
+        except jinja2.exceptions.SecurityError as e:
+            case.update(error="runtime", message=str(e))
         cases.append(case)
     os.makedirs(DATA, exist_ok=True)
     with open(os.path.join(DATA, "cases.json"), "w") as f:

@@ -299,7 +299,13 @@ cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const j
 static const char *const STR_METHODS[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
                                           "lower", "replace", "title", "capitalize", "find", "count", "join", NULL};
 static const char *const DICT_METHODS[] = {"items", "keys", "values", "get", NULL};
-static const char *const LIST_METHODS[] = {"append", "pop", "index", NULL};
+static const char *const LIST_METHODS[] = {"index", NULL};
+/* Methods that modify a list or dict in place: transformers renders chat templates in jinja2's
+ * ImmutableSandboxedEnvironment (chat_template_utils.py _compile_jinja_template), whose modifies_known_mutable()
+ * refuses them with SecurityError "access to attribute 'append' of 'list' object is unsafe." (jinja2/sandbox.py);
+ * checked against transformers 5.17 by scripts/template/check_transformers.py. We refuse them the same way. */
+static const char *const MUTATING_METHODS[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort",
+                                               "clear", "popitem", "setdefault", "update", NULL};
 
 static int in_list(const char *const *l, const char *name) {
     for (; *l; l++)
@@ -309,8 +315,8 @@ static int in_list(const char *const *l, const char *name) {
 
 int jinja_has_method(jv self, const char *name) {
     if (self.k == JV_STR) return in_list(STR_METHODS, name);
-    if (self.k == JV_DICT) return in_list(DICT_METHODS, name);
-    if (self.k == JV_LIST) return in_list(LIST_METHODS, name);
+    if (self.k == JV_DICT) return in_list(DICT_METHODS, name) || in_list(MUTATING_METHODS, name);
+    if (self.k == JV_LIST) return in_list(LIST_METHODS, name) || in_list(MUTATING_METHODS, name);
     return 0;
 }
 
@@ -380,24 +386,10 @@ cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const 
             return CMF_OK;
         }
     }
+    if ((self.k == JV_LIST || self.k == JV_DICT) && in_list(MUTATING_METHODS, m))
+        return jinja_rt_err(at, "access to attribute '%s' of '%s' object is unsafe", m,
+                            self.k == JV_LIST ? "list" : "dict");
     if (self.k == JV_LIST) {
-        if (!strcmp(m, "append")) {
-            if (!a0) return jinja_rt_err(at, "append() needs an argument");
-            if (++c->iterations > c->lim.max_iterations) return jinja_limit_err(at, "list appends", c->lim.max_iterations);
-            if (jv_list_push(self, jv_retain(*a0))) return NOMEM();
-            *out = jv_none();
-            return CMF_OK;
-        }
-        if (!strcmp(m, "pop")) {
-            jv_list *l = self.u.l;
-            int64_t i = a0 && a0->k == JV_INT ? a0->u.i : -1;
-            if (i < 0) i += (int64_t)l->n;
-            if (i < 0 || (size_t)i >= l->n) return jinja_rt_err(at, "pop index out of range");
-            *out = l->v[i];
-            memmove(l->v + i, l->v + i + 1, (l->n - (size_t)i - 1) * sizeof(jv));
-            l->n--;
-            return CMF_OK;
-        }
         if (!strcmp(m, "index")) {
             for (size_t i = 0; a0 && i < self.u.l->n; i++)
                 if (jv_equal(self.u.l->v[i], *a0)) { *out = jv_int((int64_t)i); return CMF_OK; }

@@ -5,8 +5,10 @@
  * and 5.x): render(messages=chat, tools=tool_schemas or None, documents=None, add_generation_prompt=...,
  * **special_tokens_map, **kwargs) — the messages exactly as given, the tokenizer's special-token strings
  * (bos_token, eos_token, ... only those that are set), and the caller's keyword arguments last (enable_thinking is
- * one of those). We do the same with the token strings the file records by id (CMF_FORMAT.md §1.8); a file has no
- * record of the other special tokens (unk, pad, additional_special_tokens), which real templates do not use.
+ * one of those). transformers 5.17's special_tokens_map is bos/eos/unk/sep/pad/cls/mask where set plus the config's
+ * extra_special_tokens (gemma3: boi_token, eoi_token, image_token); no additional_special_tokens (checked on the
+ * device: tests/template/data/transformers_check/). We pass bos_token and eos_token, the token strings the file
+ * records by id (CMF_FORMAT.md §1.8); it has no record of the others, which the real templates do not use.
  *
  * Content given as a list of parts is where runtimes differ: transformers passes the list through, so Qwen3's
  * template fails on `'\n' + message.content` and Llama 3's prints the list's repr; vLLM decides per template

@@ -44,7 +44,8 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *name, jv in, const
 cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, int *result);
 cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *name, const jargs *a, jv *out);
 cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, jv *out);
-/* 1 when `self` has a method `name` we implement (dict.items, str.strip, ...). */
+/* 1 when `self` has a method `name` we implement (dict.items, str.strip, ...), or a list/dict method that
+ * modifies it in place (append, update, ...), which jinja_method refuses as transformers' sandbox does. */
 int jinja_has_method(jv self, const char *name);
 /* The id of a global function (range, namespace, dict, raise_exception, strftime_now), or -1. */
 int jinja_global_id(const char *name);
