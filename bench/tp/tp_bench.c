@@ -1,0 +1,73 @@
+/* tp_bench.c — decode throughput of one model at a given tensor-parallel size, on one backend:
+ *   tp_bench MODEL.cmf TP BACKEND [N_GEN 64]
+ * Loads MODEL with cmf_model_params.tp = TP on BACKEND ("cuda", "cpu", ...), prefills 16 fixed token ids, decodes
+ * 8 warm-up steps, then times N_GEN greedy decode steps (argmax of the logits on the host, one token per step) and
+ * prints one line: tp, tok/s, ms/token, and, when the model is split and CMF_TP_PROFILE is set, the all-reduce time
+ * per token measured by rank 0 (tp.h: allreduce_s; the profiled run serialises the ranks, so its tok/s is not the
+ * one to quote). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "cmf.h"
+#include "model/model.h"
+#include "tp/tp.h"
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 4) {
+        fprintf(stderr, "usage: tp_bench MODEL.cmf TP BACKEND [N_GEN]\n");
+        return 2;
+    }
+    const int tp = atoi(argv[2]), n_gen = argc > 4 ? atoi(argv[4]) : 64;
+    cmf_model_params p = {0};
+    p.tp = tp;
+    cmf_model *m = NULL;
+    double t0 = now_s();
+    if (cmf_model_load_on(argv[1], &p, argv[3], &m) != CMF_OK) {
+        fprintf(stderr, "tp_bench: %s\n", cmf_last_error());
+        return 1;
+    }
+    const double load_s = now_s() - t0;
+    cmf_session *s = NULL;
+    if (cmf_session_new(m, 16 + 8 + n_gen + 1, &s) != CMF_OK) {
+        fprintf(stderr, "tp_bench: %s\n", cmf_last_error());
+        cmf_model_free(m);
+        return 1;
+    }
+    const int V = cmf_model_vocab_size(m);
+    int32_t prompt[16];
+    for (int i = 0; i < 16; i++) prompt[i] = (int32_t)((i * 7919 + 13) % V);
+    int rc = cmf_session_prefill(s, prompt, 16, NULL) != CMF_OK;
+    for (int i = 0; i < 8 && !rc; i++) rc = cmf_session_decode(s, argmax(cmf_session_logits(s), V)) != CMF_OK;
+    cmf_tp *g = m->tp;
+    if (g) g->allreduce_s = 0, g->allreduce_calls = 0;
+    t0 = now_s();
+    for (int i = 0; i < n_gen && !rc; i++) rc = cmf_session_decode(s, argmax(cmf_session_logits(s), V)) != CMF_OK;
+    const double dt = now_s() - t0;
+    if (rc) {
+        fprintf(stderr, "tp_bench: %s\n", cmf_last_error());
+    } else {
+        printf("tp=%d backend=%s decode %.2f tok/s (%.3f ms/token, %d tokens, load %.1f s)", tp, cmf_model_backend(m),
+               n_gen / dt, 1e3 * dt / n_gen, n_gen, load_s);
+        if (g && g->profile)
+            printf(" all-reduce %.3f ms/token (%ld calls, %.1f us each)", 1e3 * g->allreduce_s / n_gen,
+                   g->allreduce_calls, g->allreduce_calls ? 1e6 * g->allreduce_s / (double)g->allreduce_calls : 0);
+        printf(" [%s]\n", cmf_model_backend_desc(m));
+    }
+    cmf_session_free(s);
+    cmf_model_free(m);
+    return rc;
+}
