@@ -79,12 +79,32 @@ void cmf_batch_free(cmf_batch *b) {
 
 int cmf_batch_max_tokens(const cmf_batch *b) { return b->n_batch; }
 
+/* Key rows the CPU attention of this call can read for session s's `count` tokens, i.e. the score entries it
+ * needs per thread (attn_worker: one float per row read): an exact full-attention layer reads every row up to
+ * the last token (pos + count), a sliding layer at most sliding_window of them, a far-field layer at most the
+ * seal length before its seal and none after it (its rows come from the constant state, o1.c). `sealing`: the
+ * session seals in this call, before the forward. The result only grows with the position, so a session
+ * converted with --o1 all keeps a scratch of the seal length (or of the sliding window) for its whole life. */
+static int attn_rows_read(const cmf_session *s, int count, int sealing) {
+    const cmf_config *c = &s->m->cfg;
+    const int last = s->pos + count;
+    int rows = 0;
+    for (int l = 0; l < c->n_layers; l++) {
+        int r = last;
+        if (c->is_sliding && c->is_sliding[l] && c->sliding_window > 0)
+            r = last < c->sliding_window ? last : c->sliding_window;
+        else if (s->o1 && s->o1->on[l]) r = s->o1->sealed || sealing ? 0 : (last < s->o1->cap ? last : s->o1->cap);
+        if (r > rows) rows = r;
+    }
+    return rows;
+}
+
 /* Checks a batch call and runs the forward; nothing changes when a check fails. */
 static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
     if (n <= 0) return cmf_err(CMF_E_ARG, "batch: no tokens");
     if (n > b->n_batch) return cmf_err(CMF_E_ARG, "batch: %d tokens exceed the batch size %d", n, b->n_batch);
     const int V = b->m->cfg.vocab_size;
-    int n_seq = 0, max_ctx = 0;
+    int n_seq = 0, max_rows = 0;
     for (int i = 0; i < n; i++) {
         if (!seqs[i] || seqs[i]->m != b->m) return cmf_err(CMF_E_ARG, "batch: token %d has no session of this model", i);
         if (seqs[i]->dory) return cmf_err(CMF_E_UNSUPPORTED, "batch: Dory sessions run through cmf_session_prefill");
@@ -111,11 +131,13 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
         if (o && !o->sealed && seqs[i]->pos < o->cap && seqs[i]->pos + count > o->cap)
             return cmf_err(CMF_E_ARG, "o1: a prompt chunk crosses the seal length %d at position %d: split it there",
                            o->cap, seqs[i]->pos);
-        if (seqs[i]->n_ctx > max_ctx) max_ctx = seqs[i]->n_ctx;
+        const int sealing = o && !o->sealed && seqs[i]->pos > 0 && (count == 1 || seqs[i]->pos >= o->cap);
+        const int rows = attn_rows_read(seqs[i], count, sealing);
+        if (rows > max_rows) max_rows = rows;
     }
     if (n_seq > b->n_seq) return cmf_err(CMF_E_ARG, "batch: %d sessions exceed the batch's %d", n_seq, b->n_seq);
     cmf_status st = CMF_OK;
-    if (b->pool && (st = cmf_pool_reserve(b->pool, (size_t)max_ctx * sizeof(float))) != CMF_OK) /* scores */
+    if (b->pool && (st = cmf_pool_reserve(b->pool, (size_t)max_rows * sizeof(float))) != CMF_OK) /* scores */
         return st;
     /* The prompt ends at a session's first single-token step (or when it fills the seal length): seal then. */
     for (int i = 0; i < n; i++) {
