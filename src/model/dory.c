@@ -369,10 +369,12 @@ void cmf_dory_state_free(cmf_dory_state *s) {
     free(s->hb);
     free(s->hb2);
     free(s->logits);
+    cmf_dory_o1_free(s->o1);
     free(s);
 }
 
 void cmf_dory_state_reset(cmf_dory_state *s) {
+    cmf_dory_o1_reset(s->o1);
     s->pos = 0;
     s->loops_used = 0;
     s->gate_tokens = s->gate_one_pass = 0;

@@ -27,6 +27,7 @@
 #include "backend/cpu/threadpool.h"
 #include "cmf.h"
 #include "format/format.h"
+#include "model/o1.h"
 
 /* Largest loop count the runtime accepts (per request and in the config). llama.cpp accepts 1..4; vLLM tests use up
  * to 27; cortiq's MAX_LOOPS was not seen (DORY.md §1.7). Our choice: 16. */
@@ -115,6 +116,7 @@ typedef struct cmf_dory_state {
     float *logits;       /* [vocab]: logits of the last position of the last call */
     /* early-exit gate counters (§2) */
     long gate_tokens, gate_one_pass;
+    struct cmf_dory_o1 *o1; /* the O(1) far field (dory_o1.c), NULL when off */
 } cmf_dory_state;
 
 /* Creates a session of n_ctx positions (0: max_position_embeddings) with chunks of up to n_batch tokens (0: 256,
@@ -179,6 +181,38 @@ cmf_status cmf_dory_decode_recon(cmf_dory_state *s, int32_t token, const cmf_dor
 /* Share of gated tokens that took one pass, in [0, 1] (0 when none was gated); *n_tokens (may be NULL) gets the
  * count of gated tokens. */
 double cmf_dory_gate_one_pass_share(const cmf_dory_state *s, long *n_tokens);
+
+/* ---- the O(1) far field for Dory (DORY.md §3.2; dory_o1.c, on the operator of model/o1.h) ------------------- */
+typedef struct cmf_dory_o1 cmf_dory_o1;
+
+/* Turns the far field on for a fresh session (pos 0). layers: "all" | "deepN" (counting full-attention sub-layers
+ * only) | "off" | an explicit list "i,j,k" of physical sub-layers, each of which must be full attention ('*').
+ * One operator state per (chosen layer, KV slot, KV head): per_loop recurrent layers have one slot per loop index.
+ * m, window: landmark budget and exact window (0: the operator's defaults 32 and 128); sink: permanent exact rows
+ * (-1: default 4); rect: 0 aggregate rectifier, 1 fm; qt_stride: every qt_stride-th prompt row's query is traced
+ * for the landmarks (0: 1, every row); seal_at: the prompt length at which the session seals during a prefill
+ * (0: 32768). The session seals at its first single-token call after a prompt, or when the prompt reaches seal_at
+ * rows; from then on the chosen layers read out from the far state (last_loop rewinds loops > 0, see dory_o1.c).
+ * Memory: a query trace of ceil(n_ctx/qt_stride)·n_heads·head_dim floats per slot and the operator states; the
+ * exact caches are kept as they are. A spec that chooses no layer ("off") leaves the session exact (s->o1 NULL).
+ * Errors: CMF_E_ARG (not fresh, already on, bad spec naming the layer, params
+ * out of range), CMF_E_NOMEM; the session is unchanged on error. */
+cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int window, int sink, int rect,
+                              int qt_stride, int seal_at);
+void cmf_dory_o1_free(cmf_dory_o1 *o);
+/* Back to an empty, unsealed far field (with cmf_dory_state_reset). */
+void cmf_dory_o1_reset(cmf_dory_o1 *o);
+/* Hooks of the forward (dory_forward.c): begin seals when due before a call of n tokens; attend handles the
+ * attention of KV slot kv_slot at recurrent loop `loop` for the n rows at pos0 (q/k/v in s->q/k/v, output into
+ * s->att) and returns 1, or records the query trace and returns 0 (the caller then attends exactly); end returns
+ * the first operator failure of the call. */
+cmf_status cmf_dory_o1_begin(cmf_dory_state *s, int n);
+int cmf_dory_o1_attend(cmf_dory_state *s, int kv_slot, int loop, int n, int pos0);
+cmf_status cmf_dory_o1_end(cmf_dory_state *s);
+/* Introspection: sealed yet; number of far slots; the operator state of slot i, KV head g (NULL when out of range). */
+int cmf_dory_o1_sealed(const cmf_dory_state *s);
+int cmf_dory_o1_slots(const cmf_dory_state *s);
+const cmf_o1 *cmf_dory_o1_state(const cmf_dory_state *s, int i, int kv_head);
 
 /* The last position's logits of the last call ([vocab], owned by the state). */
 const float *cmf_dory_logits(const cmf_dory_state *s);

@@ -82,8 +82,10 @@ static void attn_fn(void *ctx, int ith, int nth) {
 
 /* ---- sub-layers ------------------------------------------------------------------------------------------------ */
 
-/* Attention sub-layer (§1.5) on x [n][H] at positions pos0.., reading and writing KV slot `kv`. */
-static void attention(cmf_dory_state *s, const cmf_dory_layer *L, int layer, cmf_dory_kv *kv, int n, int pos0) {
+/* Attention sub-layer (§1.5) on x [n][H] at positions pos0.., reading and writing KV slot `slot` (recurrent loop
+ * `loop`); a slot under the far field (dory_o1.c) reads out from its state once sealed. */
+static void attention(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int slot, int loop, int n, int pos0) {
+    cmf_dory_kv *kv = &s->kv[slot];
     const cmf_dory *d = s->d;
     const cmf_dory_config *c = &d->cfg;
     const int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nk = c->n_kv_heads, QD = nh * hd, KVD = nk * hd;
@@ -109,8 +111,10 @@ static void attention(cmf_dory_state *s, const cmf_dory_layer *L, int layer, cmf
         memcpy(kv->k + (size_t)r * KVD, s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
         memcpy(kv->v + (size_t)r * KVD, s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
     }
-    attn_task task = {s, kv, n, pos0, L->kind == 'S'};
-    cmf_pool_run(s->pool, attn_fn, &task);
+    if (!cmf_dory_o1_attend(s, slot, loop, n, pos0)) {
+        attn_task task = {s, kv, n, pos0, L->kind == 'S'};
+        cmf_pool_run(s->pool, attn_fn, &task);
+    }
     for (int t = 0; t < n; t++) {
         float *y = s->att + (size_t)t * QD;
         const float *g = s->g + (size_t)t * QD;
@@ -150,7 +154,7 @@ static void run_layers(cmf_dory_state *s, int l0, int l1, int loop, int n) {
         } else {
             int rec = l >= c->n_input && l < c->n_input + c->n_recurrent;
             int slot = s->slot[l] + (rec && s->kv_mode == CMF_DORY_KV_PER_LOOP ? loop : 0);
-            attention(s, L, l, &s->kv[slot], n, s->pos);
+            attention(s, L, l, slot, loop, n, s->pos);
         }
     }
 }
@@ -239,7 +243,9 @@ cmf_status cmf_dory_forward(cmf_dory_state *s, const int32_t *tokens, int n, int
     const int V = s->d->cfg.vocab_size;
     for (int done = 0; done < n; done += s->n_batch) {
         int b = n - done < s->n_batch ? n - done : s->n_batch;
+        if ((st = cmf_dory_o1_begin(s, b)) != CMF_OK) return st;
         chunk(s, tokens + done, b, loops, all_logits ? all_logits + (size_t)done * V : NULL);
+        if ((st = cmf_dory_o1_end(s)) != CMF_OK) return st;
     }
     return CMF_OK;
 }
@@ -259,6 +265,9 @@ cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float thresho
     if (s->kv_mode != CMF_DORY_KV_LAST_LOOP)
         return cmf_err(CMF_E_ARG, "dory gate: needs the last_loop KV mode (per_loop would leave loop-1 holes)");
     if (s->max_loops < 2) return cmf_err(CMF_E_ARG, "dory gate: the session allows %d loop(s); it needs 2", s->max_loops);
+    if (s->o1)
+        return cmf_err(CMF_E_UNSUPPORTED, "dory gate: the Conf gate re-runs the output block for a position, which the "
+                                          "O(1) far field cannot rewind");
     cmf_status st = check_tokens(s, &token, 1);
     if (st != CMF_OK) return st;
     const cmf_dory_config *c = &s->d->cfg;
@@ -295,6 +304,7 @@ cmf_status cmf_dory_decode_recon(cmf_dory_state *s, int32_t token, const cmf_dor
     if (s->max_loops < 2)
         return cmf_err(CMF_E_ARG, "dory recon gate: the session allows %d loop(s); it needs 2", s->max_loops);
     cmf_status st = check_tokens(s, &token, 1);
+    if (st == CMF_OK) st = cmf_dory_o1_begin(s, 1);
     if (st != CMF_OK) return st;
     input_block(s, &token, 1);
     recurrent_pass(s, 0, 1); /* "First": x is now φ, the post-pass state */
@@ -312,5 +322,5 @@ cmf_status cmf_dory_decode_recon(cmf_dory_state *s, int32_t token, const cmf_dor
     s->gate_one_pass += np == 1;
     if (passes) *passes = np;
     if (score) *score = sc;
-    return CMF_OK;
+    return cmf_dory_o1_end(s);
 }
