@@ -7,16 +7,17 @@
 #   32B-shaped (Qwen2.5 32B: hidden 5120, FFN 27648, vocab 152064, 40 heads / 8 KV heads of 128) with 16 of its
 #              64 layers, so that the file (8.9 GB) is generated within the call; per-layer work is the same, so
 #              the tp 2 / tp 1 ratio is that of the 64-layer model up to the head's share (~2% there, ~8% here).
-# Logs go to $OUT. Needs (carried, ignored by git) .devdeps/*.deb (see bench/cuda/run_gpu_forward.sh),
-# .devdeps/shared/data/hf-tiny and .devdeps/tp_head.tar (`git archive HEAD > .devdeps/tp_head.tar`).
+# Logs go to $OUT. Needs a carried folder ignored by git ($TP_DEPS, default .tpdev) with the *.deb files of
+# bench/cuda/run_gpu_forward.sh, shared/data/hf-tiny and tp_head.tar (`git archive HEAD > .tpdev/tp_head.tar`).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 R=$PWD
+D=${TP_DEPS:-.tpdev} # the carried folder: *.deb, shared/data/hf-tiny, tp_head.tar
 OUT=${OUT:-$R/out-device}
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CMF_CUDA_GRAPH=0
 S0=$(date +%s)
-rm -rf /tmp/tpsrc && mkdir -p /tmp/tpsrc && tar -xf .devdeps/tp_head.tar -C /tmp/tpsrc && cd /tmp/tpsrc
+rm -rf /tmp/tpsrc && mkdir -p /tmp/tpsrc && tar -xf $D/tp_head.tar -C /tmp/tpsrc && cd /tmp/tpsrc
 P=/tmp/cmfdeps
 mkdir -p $P && for f in "$R"/.devdeps/*.deb; do dpkg -x "$f" $P; done
 sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc
@@ -27,7 +28,7 @@ export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/p
 nvidia-smi --query-gpu=index,name,driver_version,memory.total --format=csv > "$OUT/gpu.txt" 2>&1; cat "$OUT/gpu.txt"
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1
 B=build-tp
-cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/.devdeps/shared" -DCMF_NCCL=ON \
+cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$D/shared" -DCMF_NCCL=ON \
   -DCMF_NCCL_ROOT="$NC" -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
   cmake --build $B -j32 --target test_tp test_tp_cuda tp_bench make_random_llama cmf-cli >> "$OUT/build.log" 2>&1
 brc=$?
@@ -42,9 +43,9 @@ G1=$!
 G2=$!
 echo "== tests"
 mkdir -p /tmp/tpt
-CMF_SHARED=$R/.devdeps/shared CMF_TMP=/tmp/tpt timeout 200 $B/tests/tp/test_tp_cuda > "$OUT/test_tp_cuda.log" 2>&1
+CMF_SHARED=$R/$D/shared CMF_TMP=/tmp/tpt timeout 200 $B/tests/tp/test_tp_cuda > "$OUT/test_tp_cuda.log" 2>&1
 echo "test_tp_cuda rc=$?"; cat "$OUT/test_tp_cuda.log" | tail -40
-CMF_SHARED=$R/.devdeps/shared CMF_TMP=/tmp/tpt timeout 60 $B/tests/tp/test_tp > "$OUT/test_tp.log" 2>&1
+CMF_SHARED=$R/$D/shared CMF_TMP=/tmp/tpt timeout 60 $B/tests/tp/test_tp > "$OUT/test_tp.log" 2>&1
 echo "test_tp (cpu) rc=$?"
 wait $G1; echo "gen 8b rc=$? at $(( $(date +%s) - S0 )) s"; tail -1 "$OUT/gen8b.log"
 wait $G2; echo "gen 32b rc=$? at $(( $(date +%s) - S0 )) s"; tail -1 "$OUT/gen32b.log"
