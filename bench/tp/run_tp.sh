@@ -19,7 +19,7 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 S0=$(date +%s)
 rm -rf /tmp/tpsrc && mkdir -p /tmp/tpsrc && tar -xf $D/tp_head.tar -C /tmp/tpsrc && cd /tmp/tpsrc
 P=/tmp/cmfdeps
-mkdir -p $P && for f in "$R"/.devdeps/*.deb; do dpkg -x "$f" $P; done
+mkdir -p $P && for f in "$R/$D"/*.deb; do dpkg -x "$f" $P; done
 sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc
 NC=$(python3 -c "import nvidia.nccl, os; print(os.path.dirname(nvidia.nccl.__file__))" 2>/dev/null)
 echo "nccl: $NC"; ls "$NC" "$NC/lib" 2>&1 | head
