@@ -281,6 +281,9 @@ cmf_status cmf_dory_state_new(const cmf_dory *d, int n_ctx, int n_batch, int kv_
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
     s->max_loops = max_loops;
+    s->track_window = 64; /* the Conf gate's exit-rate tracker defaults (dory.h) */
+    s->track_min_rate = 1.0 / 16;
+    s->track_pause = 256;
     s->slot = malloc((size_t)c->n_layers * sizeof *s->slot);
     cmf_status st = s->slot ? CMF_OK : cmf_err(CMF_E_NOMEM, "dory session: out of memory");
     int n_slots = 0;
@@ -377,8 +380,23 @@ void cmf_dory_state_reset(cmf_dory_state *s) {
     cmf_dory_o1_reset(s->o1);
     s->pos = 0;
     s->loops_used = 0;
-    s->gate_tokens = s->gate_one_pass = 0;
+    s->gate_tokens = s->gate_one_pass = s->gate_probed = 0;
+    s->track_probes = s->track_exits = s->pause_left = 0;
 }
+
+cmf_status cmf_dory_gate_tracker(cmf_dory_state *s, int window, double min_rate, int pause) {
+    if (!s) return cmf_err(CMF_E_ARG, "cmf_dory_gate_tracker: NULL state");
+    if (window < 0 || pause < 0 || !(min_rate >= 0 && min_rate <= 1))
+        return cmf_err(CMF_E_ARG, "dory gate tracker: window %d and pause %d must be >= 0, min_rate %g in [0, 1]",
+                       window, pause, min_rate);
+    s->track_window = window;
+    s->track_min_rate = min_rate;
+    s->track_pause = pause;
+    s->track_probes = s->track_exits = s->pause_left = 0;
+    return CMF_OK;
+}
+
+long cmf_dory_gate_probed(const cmf_dory_state *s) { return s ? s->gate_probed : 0; }
 
 const float *cmf_dory_logits(const cmf_dory_state *s) { return s->logits; }
 

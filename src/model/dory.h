@@ -116,6 +116,12 @@ typedef struct cmf_dory_state {
     float *logits;       /* [vocab]: logits of the last position of the last call */
     /* early-exit gate counters (§2) */
     long gate_tokens, gate_one_pass;
+    /* the Conf gate's exit-rate tracker (§2 "ExitRate"; see cmf_dory_gate_tracker) */
+    int track_window, track_pause;  /* probed tokens per verdict (0: off); tokens per pause */
+    double track_min_rate;          /* pause when the one-pass share of a window is below this */
+    int track_probes, track_exits;  /* in the current window */
+    int pause_left;                 /* tokens still to run without a probe */
+    long gate_probed;               /* gated tokens that were probed (read out after the first pass) */
     struct cmf_dory_o1 *o1; /* the O(1) far field (dory_o1.c), NULL when off */
 } cmf_dory_state;
 
@@ -142,8 +148,10 @@ cmf_status cmf_dory_forward(cmf_dory_state *s, const int32_t *tokens, int n, int
  * token is done after one pass, otherwise loop 1 runs from the saved state/input and the output block and head run
  * again for this position (overwriting its output-block K/V). *passes (may be NULL) receives 1 or 2, and the
  * session's counters are updated. threshold <= 0 always exits after one pass (same logits as loops = 1); a
- * threshold > 1 never does (same as loops = 2). Requires the last_loop KV mode (a one-pass token leaves no loop-1
- * K/V that per_loop would need) and max_loops >= 2. Errors: CMF_E_ARG (mode, context full, id out of range). */
+ * threshold > 1 never does (same as loops = 2). While the exit-rate tracker (cmf_dory_gate_tracker) pauses probing,
+ * a token runs both passes with one read-out (same result as a probed two-pass token). Requires the last_loop KV
+ * mode (a one-pass token leaves no loop-1 K/V that per_loop would need) and max_loops >= 2.
+ * Errors: CMF_E_ARG (mode, context full, id out of range); CMF_E_UNSUPPORTED with the O(1) far field on. */
 cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float threshold, int *passes);
 
 /* Recon early-exit probe (DORY.md §2 "Recon(probe, bias)"; the spec leaves the probe's form and storage open, so
@@ -177,6 +185,18 @@ void cmf_dory_probe_free(cmf_dory_probe *p);
  * Errors: CMF_E_ARG (mode, NULL probe, probe size != hidden_size, context full, id out of range). */
 cmf_status cmf_dory_decode_recon(cmf_dory_state *s, int32_t token, const cmf_dory_probe *probe, int *passes,
                                  double *score);
+
+/* Sets the Conf gate's exit-rate tracker (DORY.md §2: an ExitRate tracker "can stop probing when one-pass exits are
+ * rare"; the spec gives no parameters, these are ours). Probed tokens are counted in windows of `window`; at the end
+ * of a window whose one-pass share is below min_rate, the next `pause` gated tokens are not probed: they run both
+ * passes and the output block once (the logits, K/V and position are exactly those of a probed two-pass token, the
+ * wasted read-out after pass 1 is saved). Then probing resumes with a fresh window. window 0 turns it off. New
+ * sessions start with window 64, min_rate 1/16, pause 256. Errors: CMF_E_ARG (window or pause < 0, min_rate outside
+ * [0, 1]); the tracker is then unchanged. */
+cmf_status cmf_dory_gate_tracker(cmf_dory_state *s, int window, double min_rate, int pause);
+/* Gated tokens that were probed (read out after the first pass); the rest of cmf_dory_gate_one_pass_share's count
+ * ran two passes under a tracker pause. */
+long cmf_dory_gate_probed(const cmf_dory_state *s);
 
 /* Share of gated tokens that took one pass, in [0, 1] (0 when none was gated); *n_tokens (may be NULL) gets the
  * count of gated tokens. */

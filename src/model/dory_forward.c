@@ -274,16 +274,33 @@ cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float thresho
     const size_t H = (size_t)c->hidden_size;
     input_block(s, &token, 1);
     recurrent_pass(s, 0, 1);
-    memcpy(s->state, s->x, H * sizeof(float));
-    output_block(s, 1); /* FirstRead */
-    head(s, s->x, 1, s->logits);
     int np = 1;
-    if (!(top_prob(s->logits, c->vocab_size) >= threshold)) {
-        memcpy(s->x, s->state, H * sizeof(float));
+    if (s->pause_left > 0) { /* the tracker paused probing: both passes, one read-out */
+        s->pause_left--;
         recurrent_pass(s, 1, 1);
-        output_block(s, 1); /* SecondRead: overwrites this position's output-block K/V */
+        output_block(s, 1);
         head(s, s->x, 1, s->logits);
         np = 2;
+    } else {
+        memcpy(s->state, s->x, H * sizeof(float));
+        output_block(s, 1); /* FirstRead */
+        head(s, s->x, 1, s->logits);
+        if (!(top_prob(s->logits, c->vocab_size) >= threshold)) {
+            memcpy(s->x, s->state, H * sizeof(float));
+            recurrent_pass(s, 1, 1);
+            output_block(s, 1); /* SecondRead: overwrites this position's output-block K/V */
+            head(s, s->x, 1, s->logits);
+            np = 2;
+        }
+        s->gate_probed++;
+        if (s->track_window > 0) {
+            s->track_probes++;
+            s->track_exits += np == 1;
+            if (s->track_probes >= s->track_window) {
+                if ((double)s->track_exits < s->track_min_rate * s->track_probes) s->pause_left = s->track_pause;
+                s->track_probes = s->track_exits = 0;
+            }
+        }
     }
     s->pos += 1;
     s->gate_tokens++;
