@@ -213,8 +213,9 @@ typedef struct cmf_dory_o1 cmf_dory_o1;
  * for the landmarks (0: 1, every row); seal_at: the prompt length at which the session seals during a prefill
  * (0: 32768). The session seals at its first single-token call after a prompt, or when the prompt reaches seal_at
  * rows; from then on the chosen layers read out from the far state (last_loop rewinds loops > 0, see dory_o1.c).
- * Memory: a query trace of ceil(n_ctx/qt_stride)·n_heads·head_dim floats per slot and the operator states; the
- * exact caches are kept as they are. A spec that chooses no layer ("off") leaves the session exact (s->o1 NULL).
+ * Memory: the chosen slots' exact caches are cut to min(n_ctx, seal_at) rows (the exact prefill never goes past the
+ * seal: cmf_dory_forward splits calls there); a query trace of that many rows / qt_stride × n_heads·head_dim floats
+ * per slot; the operator states. A spec that chooses no layer ("off") leaves the session exact (s->o1 NULL).
  * Errors: CMF_E_ARG (not fresh, already on, bad spec naming the layer, params
  * out of range), CMF_E_NOMEM; the session is unchanged on error. */
 cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int window, int sink, int rect,
@@ -227,6 +228,9 @@ void cmf_dory_o1_reset(cmf_dory_o1 *o);
  * s->att) and returns 1, or records the query trace and returns 0 (the caller then attends exactly); end returns
  * the first operator failure of the call. */
 cmf_status cmf_dory_o1_begin(cmf_dory_state *s, int n);
+/* The part of a chunk of n tokens that may run before the seal: n, or fewer so that an unsealed prefill stops at
+ * seal_at rows (the next chunk then seals first). */
+int cmf_dory_o1_clip(const cmf_dory_state *s, int n);
 int cmf_dory_o1_attend(cmf_dory_state *s, int kv_slot, int loop, int n, int pos0);
 cmf_status cmf_dory_o1_end(cmf_dory_state *s);
 /* Introspection: sealed yet; number of far slots; the operator state of slot i, KV head g (NULL when out of range). */

@@ -107,6 +107,7 @@ static void attention(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int
             rope(k, hd, p, inv);
             justnorm(k, hd);
         }
+        if (!kv->ring && p >= kv->rows) continue; /* a far-field cache cut at its seal (dory_o1.c) */
         const int r = kv_row(kv, p);
         memcpy(kv->k + (size_t)r * KVD, s->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
         memcpy(kv->v + (size_t)r * KVD, s->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
@@ -241,8 +242,8 @@ cmf_status cmf_dory_forward(cmf_dory_state *s, const int32_t *tokens, int n, int
         s->loops_used = loops;
     }
     const int V = s->d->cfg.vocab_size;
-    for (int done = 0; done < n; done += s->n_batch) {
-        int b = n - done < s->n_batch ? n - done : s->n_batch;
+    for (int done = 0, b; done < n; done += b) {
+        b = cmf_dory_o1_clip(s, n - done < s->n_batch ? n - done : s->n_batch);
         if ((st = cmf_dory_o1_begin(s, b)) != CMF_OK) return st;
         chunk(s, tokens + done, b, loops, all_logits ? all_logits + (size_t)done * V : NULL);
         if ((st = cmf_dory_o1_end(s)) != CMF_OK) return st;

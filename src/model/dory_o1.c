@@ -14,9 +14,10 @@
  * Decisions where §3.2 is silent (INFERRED/UNCERTAIN there): QT_STRIDE was not seen, default 1 here; Q̃ from a
  * strided trace is built by letting each prompt row use the traced query at or before it (the operator's segment
  * means then weight each traced query by the rows it stands for); the exact-rows selection (pick_exact_rows) and the
- * archive/rebuild of long prompts are not implemented; the full layers' exact caches keep their n_ctx rows (the
- * far field changes what decode reads, not yet what the session allocates). The Conf gate, which re-runs the output
- * block for a position, is refused with the far field on. */
+ * archive/rebuild of long prompts are not implemented. Memory: the exact caches of the chosen slots are cut to
+ * min(n_ctx, seal_at) rows at enable time (prefill calls are split at seal_at, rows past the seal are not written
+ * there), so with seal_at < n_ctx a session's full-layer memory is bounded by seal_at rows plus the operator states.
+ * The Conf gate, which re-runs the output block for a position, is refused with the far field on. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -93,7 +94,7 @@ cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int 
     if (qt_stride < 0 || seal_at < 0) return cmf_err(CMF_E_ARG, "dory o1: qt_stride and seal_at must be >= 0");
     const cmf_dory_config *c = &s->d->cfg;
     const int hd = c->head_dim, nk = c->n_kv_heads, group = c->n_heads / c->n_kv_heads;
-    const size_t QD = (size_t)c->n_heads * hd;
+    const size_t QD = (size_t)c->n_heads * hd, KVD = (size_t)nk * hd;
     uint8_t *on = malloc((size_t)c->n_layers);
     cmf_dory_o1 *o = calloc(1, sizeof *o);
     if (!on || !o) {
@@ -122,7 +123,9 @@ cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int 
     if (window) p.window = window;
     if (sink >= 0) p.sink = sink;
     p.rect = rect ? CMF_O1_RECT_FM : CMF_O1_RECT_AGG;
-    const size_t trace_rows = ((size_t)s->n_ctx + (size_t)o->qt_stride - 1) / (size_t)o->qt_stride;
+    /* rows the exact prefill can reach before the seal: the caches and traces of the chosen slots need no more */
+    const int exact_rows = o->seal_at < s->n_ctx ? o->seal_at : s->n_ctx;
+    const size_t trace_rows = ((size_t)exact_rows + (size_t)o->qt_stride - 1) / (size_t)o->qt_stride;
     for (int l = 0; st == CMF_OK && l < c->n_layers; l++) {
         if (!on[l]) continue;
         const int rec = l >= c->n_input && l < c->n_input + c->n_recurrent;
@@ -137,6 +140,22 @@ cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int 
             sl->trace = malloc(trace_rows * QD * sizeof(float));
             if (!sl->g || !sl->trace) st = cmf_err(CMF_E_NOMEM, "dory o1: out of memory for the query trace");
             for (int g = 0; g < nk && st == CMF_OK; g++) st = cmf_o1_create(&p, &sl->g[g]);
+            cmf_dory_kv *kv = &s->kv[sl->kv_slot];
+            if (st == CMF_OK && kv->rows > exact_rows) { /* shrink the exact cache to the pre-seal rows */
+                float *k = calloc((size_t)exact_rows * KVD, sizeof(float));
+                float *v = calloc((size_t)exact_rows * KVD, sizeof(float));
+                if (!k || !v) {
+                    free(k);
+                    free(v);
+                    st = cmf_err(CMF_E_NOMEM, "dory o1: out of memory");
+                } else {
+                    free(kv->k);
+                    free(kv->v);
+                    kv->k = k;
+                    kv->v = v;
+                    kv->rows = exact_rows;
+                }
+            }
             if (st == CMF_OK && sl->rewind) {
                 sl->snap_size = cmf_o1_snapshot_size(sl->g[0]);
                 sl->snap = malloc(sl->snap_size * (size_t)nk);
@@ -202,6 +221,12 @@ cmf_status cmf_dory_o1_begin(cmf_dory_state *s, int n) {
     o->err = CMF_OK;
     if (!o->sealed && s->pos > 0 && (n == 1 || s->pos >= o->seal_at)) return seal(s);
     return CMF_OK;
+}
+
+int cmf_dory_o1_clip(const cmf_dory_state *s, int n) {
+    const cmf_dory_o1 *o = s->o1;
+    if (!o || o->sealed || s->pos >= o->seal_at || s->pos + n <= o->seal_at) return n;
+    return o->seal_at - s->pos;
 }
 
 cmf_status cmf_dory_o1_end(cmf_dory_state *s) { return s->o1 ? s->o1->err : CMF_OK; }

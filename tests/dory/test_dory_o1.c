@@ -31,7 +31,7 @@ typedef struct {
 static float *run(const cmf_dory *d, const int32_t *ids, int mode, int loops, const int *sched, int ns, int chunk,
                   const o1cfg *o, int *rows_ok, int *skel, int *slots) {
     cmf_dory_state *s;
-    if (cmf_dory_state_new(d, 64, 8, mode, mode == CMF_DORY_KV_LAST_LOOP ? 4 : loops, &s) != CMF_OK) return NULL;
+    if (cmf_dory_state_new(d, 64, chunk, mode, mode == CMF_DORY_KV_LAST_LOOP ? 4 : loops, &s) != CMF_OK) return NULL;
     if (o && o->layers && cmf_dory_o1_enable(s, o->layers, o->m, o->window, o->sink, 0, o->qt_stride, 0) != CMF_OK) {
         fprintf(stderr, "o1: %s\n", cmf_last_error());
         cmf_dory_state_free(s);
@@ -181,6 +181,38 @@ int main(void) {
         b = run(d, ids, mode, 2, sc, 8, 8, &far3, &ok, &skel, &slots);
         CHECK(b && ok && skel == slots * d->cfg.n_kv_heads);
         free(b);
+    }
+
+    /* seal during the prefill at seal_at = 16 (prompt calls of 10: the second is split at 16): the far slots' exact
+     * caches hold 16 rows, every state ends with NT rows, the prompt rows before the seal are exact */
+    for (int mode = 0; mode < 2; mode++) {
+        cmf_dory_state *s;
+        CHECK(cmf_dory_state_new(d, 64, 10, mode, 2, &s) == CMF_OK);
+        CHECK(cmf_dory_o1_enable(s, "all", 8, 4, 2, 0, 2, 16) == CMF_OK);
+        int cut = 1;
+        for (int l = 0; l < d->cfg.n_layers; l++)
+            if (d->cfg.pattern[l] == '*') cut &= s->kv[s->slot[l]].rows == 16;
+        CHECK(cut);
+        float *lg = malloc((size_t)NT * V * sizeof(float));
+        for (int p = 0; p < PROMPT; p += 10)
+            CHECK(cmf_dory_forward(s, ids + p, PROMPT - p < 10 ? PROMPT - p : 10, 2, lg + (size_t)p * V) == CMF_OK);
+        CHECK(cmf_dory_o1_sealed(s));
+        for (int p = PROMPT; p < NT; p++) CHECK(cmf_dory_forward(s, ids + p, 1, 2, lg + (size_t)p * V) == CMF_OK);
+        int rows = 1, finite = 1;
+        for (int i = 0; i < cmf_dory_o1_slots(s); i++)
+            for (int g = 0; g < d->cfg.n_kv_heads; g++) rows &= cmf_o1_rows(cmf_dory_o1_state(s, i, g)) == NT;
+        for (size_t i = 0; i < (size_t)NT * V; i++) finite &= isfinite(lg[i]) != 0;
+        int ok2, sk2, sl2;
+        /* exact in calls of 10: the same first 16 rows under per_loop; under last_loop the same first 10 (the split
+         * call's rows 10..15 saw their own loops' K/V in a 6-row call instead of a 10-row one) */
+        float *a = run(d, ids, mode, 2, NULL, 1, 10, &exact, &ok2, &sk2, &sl2);
+        CHECK(a && dory_max_abs_diff(lg, a, (mode ? 10 : 16) * (size_t)V, NULL) <= 1e-5);
+        printf("o1 seal_at 16 (%s): states %d rows each: %d, finite %d\n", mode ? "last_loop" : "per_loop", NT, rows,
+               finite);
+        CHECK(rows && finite);
+        free(a);
+        free(lg);
+        cmf_dory_state_free(s);
     }
 
     /* refusals */
