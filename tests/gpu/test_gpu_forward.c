@@ -31,7 +31,8 @@
 
 static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
 enum { N_GREEDY = 24, N_CTX = 256 };
-static float BOUND = 1e-2f;               /* set per case in main: 1e-2, gemma2 5e-2 (measured 6.7e-3, 3.7e-2) */
+static float g_worst = 0;                 /* worst relative difference of the current checkpoint */
+static float BOUND = 6e-3f;               /* set per case in main: 6e-3, gemma2 5e-2 (see the header comment) */
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull; /* fixed seed: the random inputs are the same every run */
 static uint64_t rng_next(void) {
@@ -90,14 +91,23 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
         CHECK_MSG(worst <= BOUND, "%s: last-token logits %.3e", label, worst);
         float dec_worst = 0;
         int steps = 0;
+        int ties = 0;
         for (int g = 0; g < N_GREEDY; g++) {
-            const int tc = argmax(cmf_session_logits(sc), V), tg = argmax(cmf_session_logits(sg), V);
+            const float *lcpu = cmf_session_logits(sc);
+            const int tc = argmax(lcpu, V), tg = argmax(cmf_session_logits(sg), V);
             if (tc != tg) {
-                CHECK_MSG(0, "%s: greedy token %d: gpu %d, cpu %d", label, g, tg, tc);
-                break;
+                /* a near-tie: the CPU ranks the GPU's pick within the logit bound of its own best, so the two
+                 * forwards may order them either way; both continue with the CPU's token */
+                float mx = 0;
+                for (int i = 0; i < V; i++) mx = fabsf(lcpu[i]) > mx ? fabsf(lcpu[i]) : mx;
+                const float gap = lcpu[tc] - lcpu[tg];
+                CHECK_MSG(gap <= BOUND * mx, "%s: greedy token %d: gpu %d, cpu %d (cpu logit gap %.3e of max %.3e)",
+                          label, g, tg, tc, gap, mx);
+                if (gap > BOUND * mx) break;
+                ties++;
             }
             a = cmf_session_decode(sc, tc);
-            b = cmf_session_decode(sg, tg);
+            b = cmf_session_decode(sg, tc);
             if (a != CMF_OK || b != CMF_OK) {
                 CHECK_MSG(0, "%s: decode step %d: %s", label, g, cmf_last_error());
                 break;
@@ -107,8 +117,10 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
             if (d > dec_worst) dec_worst = d;
             steps++;
         }
-        printf("%-28s len %3d: prefill %.2e, %d decode steps, worst %.2e\n", label, n,
-               rel_diff(lc, lg, (size_t)n * V), steps, dec_worst);
+        printf("%-28s len %3d: prefill %.2e, %d decode steps, worst %.2e, near-ties %d\n", label, n,
+               rel_diff(lc, lg, (size_t)n * V), steps, dec_worst, ties);
+        if (dec_worst > g_worst) g_worst = dec_worst;
+        if (rel_diff(lc, lg, (size_t)n * V) > g_worst) g_worst = rel_diff(lc, lg, (size_t)n * V);
     }
     cmf_session_free(sc);
     cmf_session_free(sg);
@@ -248,7 +260,7 @@ int main(void) {
         snprintf(dir, sizeof dir, "data/hf-tiny/%s", CASES[ci]);
         snprintf(dir, sizeof dir, "%s", shared_path(dir));
         snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
-        BOUND = !strcmp(CASES[ci], "gemma2") ? 5e-2f : 1e-2f;
+        BOUND = !strcmp(CASES[ci], "gemma2") ? 5e-2f : 6e-3f;
         cmf_safetensors *st = NULL;
         if (cmf_st_open(ref, &st) != CMF_OK) {
             CHECK_MSG(0, "%s: %s", CASES[ci], cmf_last_error());
@@ -265,6 +277,7 @@ int main(void) {
                      cmf_model_load_on(path, NULL, "cuda", &gpu) == CMF_OK;
             CHECK_MSG(ok, "%s: convert / load: %s", label, cmf_last_error());
             if (ok) {
+                g_worst = 0;
                 CHECK(!strcmp(cmf_model_backend(gpu), "cuda"));
                 int32_t *ids0 = NULL;
                 int n0 = 0;
@@ -285,6 +298,21 @@ int main(void) {
                 if (ids0 && n0 >= 6) check_graphs(label, gpu, ids0, n0);
 #endif
                 free(ids0);
+                /* where the difference comes from: the same fixture with the prefill products in f32 (matvec)
+                 * instead of the f16-operand GEMM (CMF_CUDA_EXACT_PREFILL); reported, bounded like the rest */
+                if (QUANTS[qi] == CMF_DT_F16 && ids0) {
+                    setenv("CMF_CUDA_EXACT_PREFILL", "1", 1);
+                    cmf_model *ex = NULL;
+                    if (cmf_model_load_on(path, NULL, "cuda", &ex) == CMF_OK) {
+                        char sl[128];
+                        snprintf(sl, sizeof sl, "%s f32-prefill", label);
+                        const float keep = g_worst;
+                        check_sequence(sl, cpu, ex, ids0, n0);
+                        g_worst = keep;
+                    }
+                    cmf_model_free(ex);
+                    unsetenv("CMF_CUDA_EXACT_PREFILL");
+                }
                 /* fresh random inputs, not only the fixtures: 2 seeded random sequences of 5..40 tokens */
                 for (int r = 0; r < 2; r++) {
                     int32_t rnd[40];
@@ -295,6 +323,7 @@ int main(void) {
                     snprintf(sl, sizeof sl, "%s random %d", label, r);
                     check_sequence(sl, cpu, gpu, rnd, rn);
                 }
+                printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.0e)\n", label, g_worst, BOUND);
                 if (qi == 0 && ci == 0) { /* refusals */
                     cmf_session_params sp = {0};
                     sp.n_ctx = 64;

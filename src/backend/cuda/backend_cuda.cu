@@ -61,6 +61,8 @@ struct cuda_impl {
     int n_cur;       /* tokens of the current forward */
     /* CUDA graphs of decode steps */
     int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
+    int exact_prefill;                /* CMF_CUDA_EXACT_PREFILL=1: prefill products by the f32 matvec, 8 rows at a
+                                         time, instead of the f16 GEMM (a precision experiment, slow) */
     int mode;                         /* enum graph_mode */
     const cmf_weights *cur_w;         /* weight set of the current forward (known from the first kv_write) */
     std::vector<uintptr_t> cur_key;   /* key being captured */
@@ -68,6 +70,19 @@ struct cuda_impl {
     std::vector<graph_entry> graphs;  /* LRU cache */
     uint64_t stamp, weight_gen;
     uint64_t n_captured, n_replayed;  /* counters for tests and benchmarks */
+    /* deferred ops of the decode step, fused with the op that follows when it fits (block comment "fusion") */
+    struct {
+        const cmf_weight *w;
+        float *out;
+        const float *bias;
+    } pm[3];                          /* pending products of one activation block (n <= 8) */
+    int n_pm, pm_n;
+    const float *pm_x;
+    float *pa_x, *pa_o;               /* pending residual add x += o (pa_x != NULL) */
+    int pa_rows, pa_d;
+    const cmf_layer *pr_L;            /* pending q/k norm + RoPE (pr_L != NULL) */
+    cmf_batch *pr_b;
+    int pr_layer, pr_n;
     void *d_work; /* flash-decoding scratch */
     size_t work_bytes;
     float *d_logits; /* head output [rows][V] */
@@ -239,6 +254,108 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
     return cmf_cuda_weight_check(out);
 }
 
+/* ---- fusion ------------------------------------------------------------------------------------------------------
+ * forward.c issues one op per call; the decode step fuses some of them by deferring an op until the next one shows
+ * whether they combine (each fused kernel gives the bits of the separate ones, cuda_ops.h):
+ *   matmul (n <= 8)  -> kept pending; products of the same input are grouped (q/k/v: one cmf_cuda_matvec_multi);
+ *                       a glu of the pending gate/up outputs becomes one cmf_cuda_matvec_glu;
+ *   qk_rope          -> kept pending; the kv_write that follows runs cmf_cuda_qk_norm_rope_kv (norm, RoPE and the
+ *                       cache write in one launch);
+ *   residual         -> kept pending (no post-norm); the rmsnorm of the same rows runs cmf_cuda_add_rmsnorm.
+ * Any other op first runs what is pending (flush_pending), in the original order. Per layer that is 9 launches
+ * instead of 15 (Llama): norm, q/k/v, norm+RoPE+cache, attention (2), o, add+norm, gate/up+GLU, down. */
+
+/* The eager product: matvec (n <= 8) or GEMM, then the bias. */
+cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_weight *w, const float *bias) {
+    cmf_cuda_weight cw;
+    cmf_status st = dev_weight(I, w, &cw, 0);
+    if (st != CMF_OK) return st;
+    const float *db = bias ? dev_vec(I, bias) : NULL;
+    if (bias && !db) return cmf_err(CMF_E_ARG, "cuda: a bias is not resident");
+    if (n <= 8 && cmf_cuda_matvec_multi_ok(&cw, 1, n)) return cmf_cuda_matvec_multi(&cw, 1, x, &out, &db, n, I->stream);
+    if (n > 8 && I->exact_prefill) {
+        for (int t = 0; t < n && st == CMF_OK; t += 8)
+            st = mm_now(I, out + (size_t)t * (size_t)w->rows, x + (size_t)t * (size_t)w->cols, n - t < 8 ? n - t : 8, w,
+                        bias);
+        return st;
+    }
+    st = n <= 8 ? cmf_cuda_matvec(&cw, x, out, n, I->stream)
+                : cmf_cuda_gemm(I->ctx, &cw, x, out, n, CMF_CUDA_GEMM_AUTO, I->stream);
+    if (st != CMF_OK || !db) return st;
+    k_bias<<<grid1d((int64_t)n * w->rows, 256), 256, 0, I->stream>>>(out, db, n, w->rows);
+    CU_LAUNCHED("bias");
+    return CMF_OK;
+}
+
+cmf_status flush_mm(cuda_impl *I) {
+    const int k = I->n_pm;
+    if (!k) return CMF_OK;
+    I->n_pm = 0;
+    cmf_cuda_weight cw[3];
+    float *y[3];
+    const float *bias[3];
+    for (int i = 0; i < k; i++) {
+        cmf_status st = dev_weight(I, I->pm[i].w, &cw[i], 0);
+        if (st != CMF_OK) return st;
+        y[i] = I->pm[i].out;
+        bias[i] = I->pm[i].bias ? dev_vec(I, I->pm[i].bias) : NULL;
+        if (I->pm[i].bias && !bias[i]) return cmf_err(CMF_E_ARG, "cuda: a bias is not resident");
+    }
+    if (cmf_cuda_matvec_multi_ok(cw, k, I->pm_n)) return cmf_cuda_matvec_multi(cw, k, I->pm_x, y, bias, I->pm_n, I->stream);
+    for (int i = 0; i < k; i++) {
+        cmf_status st = mm_now(I, y[i], I->pm_x, I->pm_n, I->pm[i].w, I->pm[i].bias);
+        if (st != CMF_OK) return st;
+    }
+    return CMF_OK;
+}
+
+cmf_status flush_add(cuda_impl *I) {
+    if (!I->pa_x) return CMF_OK;
+    float *x = I->pa_x;
+    I->pa_x = NULL;
+    return cmf_cuda_add(x, x, I->pa_o, (int64_t)I->pa_rows * I->pa_d, I->stream);
+}
+
+/* q/k norm + RoPE of the pending qk_rope; with a session, also its K/V rows into the cache (tokens t0 .. t0+r). */
+cmf_status rope_now(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, int t0, int r, const cmf_session *s) {
+    const cmf_config *c = &b->m->cfg;
+    const float *qn = NULL, *kn = NULL;
+    if (L->q_norm) {
+        qn = dev_vec(I, L->q_norm), kn = dev_vec(I, L->k_norm);
+        if (!qn || !kn) return cmf_err(CMF_E_ARG, "cuda: q/k norm of layer %d is not resident", layer);
+    }
+    const float *f = c->rot_dim > 0 ? dev_vec(I, b->m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0))
+                                    : NULL;
+    const size_t QD = (size_t)c->n_heads * c->head_dim, KVD = (size_t)c->n_kv_heads * c->head_dim;
+    const int pairing = c->rope_pairing == CMF_ROPE_INTERLEAVED ? CMF_CUDA_ROPE_INTERLEAVED : CMF_CUDA_ROPE_HALF;
+    if (!s && !qn && c->rot_dim <= 0) return CMF_OK;
+    return cmf_cuda_qk_norm_rope_kv(b->q + t0 * QD, b->k + t0 * KVD, b->v + t0 * KVD, r, c->n_heads, c->n_kv_heads,
+                                    c->head_dim, qn, kn, c->rms_norm_eps, c->gemma_norm,
+                                    c->rot_dim > 0 ? c->rot_dim : 0, f, D_POS(I) + t0, pairing,
+                                    s ? (uint16_t *)s->dk + s->kv_off[layer] : NULL,
+                                    s ? (uint16_t *)s->dv + s->kv_off[layer] : NULL, I->stream);
+}
+
+cmf_status flush_rope(cuda_impl *I) {
+    if (!I->pr_L) return CMF_OK;
+    const cmf_layer *L = I->pr_L;
+    I->pr_L = NULL;
+    return rope_now(I, I->pr_b, L, I->pr_layer, 0, I->pr_n, NULL);
+}
+
+cmf_status flush_pending(cuda_impl *I) {
+    cmf_status st = flush_add(I);
+    if (st == CMF_OK) st = flush_mm(I);
+    if (st == CMF_OK) st = flush_rope(I);
+    return st;
+}
+
+void drop_pending(cuda_impl *I) {
+    I->n_pm = 0;
+    I->pa_x = NULL;
+    I->pr_L = NULL;
+}
+
 /* ---- buffers ------------------------------------------------------------------------------------------------ */
 
 cmf_status cu_alloc(cmf_backend *be, size_t bytes, void **out) {
@@ -257,7 +374,10 @@ cmf_status cu_download(cmf_backend *be, void *dst, const void *src, size_t bytes
     cmf_status st = cmf_cuda_download(dst, src, bytes, IMPL(be)->stream);
     return st == CMF_OK ? cmf_cuda_sync(IMPL(be)->stream) : st;
 }
-cmf_status cu_zero(cmf_backend *be, void *buf, size_t bytes) { return cmf_cuda_memset(buf, 0, bytes, IMPL(be)->stream); }
+cmf_status cu_zero(cmf_backend *be, void *buf, size_t bytes) {
+    cmf_status st = flush_pending(IMPL(be));
+    return st == CMF_OK ? cmf_cuda_memset(buf, 0, bytes, IMPL(be)->stream) : st;
+}
 cmf_status cu_sync(cmf_backend *be) { return cmf_cuda_sync(IMPL(be)->stream); }
 
 cmf_status cu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) {
@@ -356,6 +476,7 @@ cmf_status cu_begin(cmf_backend *be, cmf_batch *b, int n) {
     I->mode = G_EAGER;
     I->cur_w = NULL;
     I->n_cur = n;
+    drop_pending(I);
     cmf_status st = cmf_cuda_sync(I->stream); /* the staging buffer of the previous forward is free */
     if (st == CMF_OK && n > I->step_cap) {
         graphs_clear(I); /* they read the old d_step */
@@ -387,6 +508,7 @@ void cu_end(cmf_backend *be, cmf_batch *b) {
     cuda_impl *I = IMPL(be);
     if (I->mode == G_SPEC || I->mode == G_CAPTURE) capture_abort(I); /* a forward that failed half-way */
     I->mode = G_EAGER;
+    drop_pending(I);
     pthread_mutex_unlock(&I->mu);
 }
 
@@ -416,12 +538,21 @@ cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x,
     (void)b;
     cuda_impl *I = IMPL(be);
     if (I->mode != G_EAGER && I->cur_w && w && w == I->cur_w->final_norm) { /* the layers are done */
-        cmf_status st = graph_flush(I);
+        cmf_status st = flush_pending(I);
+        if (st == CMF_OK) st = graph_flush(I);
         if (st != CMF_OK) return st;
     }
     if (I->mode == G_REPLAY) return CMF_OK;
     const float *dw = dev_vec(I, w);
     if (w && !dw) return cmf_err(CMF_E_ARG, "cuda: rmsnorm weight is not resident");
+    cmf_status st = flush_mm(I);
+    if (st == CMF_OK) st = flush_rope(I);
+    if (st != CMF_OK) return st;
+    if (I->pa_x && I->pa_x == x && I->pa_rows == rows && I->pa_d == d && out != x && out != I->pa_o) {
+        I->pa_x = NULL; /* the pending residual add and this norm in one launch */
+        return cmf_cuda_add_rmsnorm((float *)x, I->pa_o, out, dw, rows, d, eps, gemma, I->stream);
+    }
+    if ((st = flush_add(I)) != CMF_OK) return st;
     return cmf_cuda_rmsnorm(out, x, dw, rows, d, eps, gemma, I->stream);
 }
 
@@ -432,36 +563,33 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
     if (I->mode == G_REPLAY) return CMF_OK;
     if (ld_out != w->rows)
         return cmf_err(CMF_E_UNSUPPORTED, "cuda: products into strided outputs (task-mask neuron runs) are CPU only");
-    cmf_cuda_weight cw;
-    cmf_status st = dev_weight(I, w, &cw, 0);
+    cmf_status st = flush_add(I);
+    if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
-    st = n <= 8 ? cmf_cuda_matvec(&cw, x, out, n, I->stream)
-                : cmf_cuda_gemm(I->ctx, &cw, x, out, n, CMF_CUDA_GEMM_AUTO, I->stream);
-    if (st != CMF_OK || !bias) return st;
-    const float *db = dev_vec(I, bias);
-    if (!db) return cmf_err(CMF_E_ARG, "cuda: a bias is not resident");
-    k_bias<<<grid1d((int64_t)n * w->rows, 256), 256, 0, I->stream>>>(out, db, n, w->rows);
-    CU_LAUNCHED("bias");
-    return CMF_OK;
+    if (n <= 8 && out != x) { /* deferred: grouped with the next products of the same input */
+        if (I->n_pm && (I->pm_x != x || I->pm_n != n || I->n_pm == 3) && (st = flush_mm(I)) != CMF_OK) return st;
+        I->pm[I->n_pm].w = w;
+        I->pm[I->n_pm].out = out;
+        I->pm[I->n_pm].bias = bias;
+        I->n_pm++;
+        I->pm_x = x;
+        I->pm_n = n;
+        return CMF_OK;
+    }
+    if ((st = flush_mm(I)) != CMF_OK) return st;
+    return mm_now(I, out, x, n, w, bias);
 }
 
 cmf_status cu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
     cuda_impl *I = IMPL(be);
     if (I->mode == G_REPLAY) return CMF_OK;
-    const cmf_config *c = &b->m->cfg;
-    const float *qn = NULL, *kn = NULL;
-    if (L->q_norm) {
-        qn = dev_vec(I, L->q_norm), kn = dev_vec(I, L->k_norm);
-        if (!qn || !kn) return cmf_err(CMF_E_ARG, "cuda: q/k norm of layer %d is not resident", layer);
-    }
-    if (!qn && c->rot_dim <= 0) return CMF_OK;
-    const float *f = c->rot_dim > 0 ? dev_vec(I, b->m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0))
-                                    : NULL;
-    return cmf_cuda_qk_norm_rope(b->q, b->k, n, c->n_heads, c->n_kv_heads, c->head_dim, qn, kn, c->rms_norm_eps,
-                                 c->gemma_norm, c->rot_dim > 0 ? c->rot_dim : 0, f, D_POS(I),
-                                 c->rope_pairing == CMF_ROPE_INTERLEAVED ? CMF_CUDA_ROPE_INTERLEAVED
-                                                                         : CMF_CUDA_ROPE_HALF,
-                                 I->stream);
+    cmf_status st = flush_pending(I); /* the q/k/v products */
+    if (st != CMF_OK) return st;
+    I->pr_L = L; /* run with the cache write by kv_write */
+    I->pr_b = b;
+    I->pr_layer = layer;
+    I->pr_n = n;
+    return CMF_OK;
 }
 
 /* Length of the run of tokens t.. that belong to the same session as t (consecutive positions). */
@@ -513,13 +641,27 @@ cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, 
         cmf_status st = graph_decide(I, b, seqs, n);
         if (st != CMF_OK) return st;
     }
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (I->mode == G_REPLAY) {
+        drop_pending(I); /* the cached graph holds the norm + RoPE */
+        return CMF_OK;
+    }
     if (!I->cur_w) I->cur_w = seqs[0]->w;
     const int64_t KVD = (int64_t)b->m->cfg.n_kv_heads * b->m->cfg.head_dim;
     cmf_status st = CMF_OK;
+    const cmf_layer *rope = I->pr_L;
+    if (rope && (I->pr_b != b || I->pr_layer != l || I->pr_n != n)) {
+        st = flush_rope(I);
+        rope = NULL;
+    }
+    I->pr_L = NULL;
+    if (st == CMF_OK) st = flush_pending(I);
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
+        if (rope) {
+            st = rope_now(I, b, rope, l, t, r, s);
+            continue;
+        }
         st = cmf_cuda_kv_write((uint16_t *)s->dk + s->kv_off[l], (uint16_t *)s->dv + s->kv_off[l],
                                b->k + (size_t)t * KVD, b->v + (size_t)t * KVD, D_POS(I) + t, r, KVD, I->stream);
     }
@@ -532,7 +674,7 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
     const cmf_config *c = &b->m->cfg;
     const size_t QD = (size_t)c->n_heads * c->head_dim;
     const cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
-    cmf_status st = CMF_OK;
+    cmf_status st = flush_pending(I);
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
@@ -548,15 +690,38 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
 
 cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, int64_t count, int gelu) {
     (void)b;
-    if (IMPL(be)->mode == G_REPLAY) return CMF_OK;
-    return cmf_cuda_glu(gate, gate, up, count, gelu, IMPL(be)->stream);
+    cuda_impl *I = IMPL(be);
+    if (I->mode == G_REPLAY) return CMF_OK;
+    cmf_status st = flush_add(I);
+    if (st == CMF_OK) st = flush_rope(I);
+    if (st != CMF_OK) return st;
+    if (I->n_pm == 2 && I->pm[0].out == gate && I->pm[1].out == up && !I->pm[0].bias && !I->pm[1].bias &&
+        count == (int64_t)I->pm_n * I->pm[0].w->rows) {
+        cmf_cuda_weight cw[2];
+        if ((st = dev_weight(I, I->pm[0].w, &cw[0], 0)) != CMF_OK || (st = dev_weight(I, I->pm[1].w, &cw[1], 0)) != CMF_OK)
+            return st;
+        if (cw[0].rows == cw[1].rows && cmf_cuda_matvec_multi_ok(cw, 2, I->pm_n)) {
+            I->n_pm = 0; /* gate, up and the activation in one launch */
+            return cmf_cuda_matvec_glu(&cw[0], &cw[1], I->pm_x, gate, I->pm_n, gelu, I->stream);
+        }
+    }
+    if ((st = flush_mm(I)) != CMF_OK) return st;
+    return cmf_cuda_glu(gate, gate, up, count, gelu, I->stream);
 }
 
 cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const float *post_norm, int rows, int d,
                        float eps, int gemma) {
     cuda_impl *I = IMPL(be);
     if (I->mode == G_REPLAY) return CMF_OK;
-    cmf_status st = CMF_OK;
+    cmf_status st = flush_pending(I);
+    if (st != CMF_OK) return st;
+    if (!post_norm) { /* deferred: fused with the rmsnorm that reads x next */
+        I->pa_x = x;
+        I->pa_o = o;
+        I->pa_rows = rows;
+        I->pa_d = d;
+        return CMF_OK;
+    }
     if (post_norm) st = cu_rmsnorm(be, b, o, o, post_norm, rows, d, eps, gemma);
     if (st == CMF_OK) st = cmf_cuda_add(x, x, o, (int64_t)rows * d, I->stream);
     return st;
@@ -565,13 +730,15 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
 cmf_status cu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows, const cmf_weight *lm_head,
                    float softcap) {
     cuda_impl *I = IMPL(be);
-    cmf_status st = graph_flush(I); /* normally done at the final norm already */
+    cmf_status st = flush_pending(I);
+    if (st == CMF_OK) st = graph_flush(I); /* normally done at the final norm already */
     if (st != CMF_OK) return st;
     const size_t need = (size_t)rows * (size_t)lm_head->rows;
     if (need > I->logits_cap) /* begin() sized it for n rows of the vocabulary */
         return cmf_err(CMF_E_ARG, "cuda: head of %d rows x %lld exceeds the logits buffer", rows,
                        (long long)lm_head->rows);
-    st = cu_matmul(be, b, I->d_logits, lm_head->rows, xn, rows, lm_head, NULL);
+    (void)b;
+    st = mm_now(I, I->d_logits, xn, rows, lm_head, NULL);
     if (st != CMF_OK) return st;
     if (softcap > 0) {
         k_softcap<<<grid1d((int64_t)need, 256), 256, 0, I->stream>>>(I->d_logits, (int64_t)need, softcap);
@@ -646,6 +813,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->dev = dev;
     const char *g = getenv("CMF_CUDA_GRAPH");
     I->graphs_on = !(g && g[0] == '0');
+    const char *ep = getenv("CMF_CUDA_EXACT_PREFILL");
+    I->exact_prefill = ep && ep[0] == '1';
     pthread_mutex_init(&I->mu, NULL);
     be->kind = CMF_BACKEND_CUDA;
     be->name = "cuda";

@@ -94,6 +94,20 @@ cmf_status cmf_cuda_exp2f(const float *d_in, float *d_out, int64_t n, cmf_cuda_s
  * than the CPU's: compare with a relative tolerance. Errors: cmf_cuda_weight_check's, CMF_E_ARG (n), CMF_E_IO. */
 cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_y, int n, cmf_cuda_stream stream);
 
+/* Several products of the same activations in one launch (the decode step's q/k/v): d_y[i][t][r] =
+ * sum_c d_x[t][c] W_i[r][c] (+ d_bias[i][r] when d_bias and d_bias[i] are not NULL) for i < count (1..3), t < n
+ * (1..8). The weights must share dtype and cols (cols a multiple of the dtype's 16-byte chunk). Each output is bit
+ * for bit what cmf_cuda_matvec (then the bias add) gives. cmf_cuda_matvec_multi_ok says whether the weights
+ * qualify (1) without setting an error. Errors: CMF_E_ARG (the rules above), cmf_cuda_weight_check's, CMF_E_IO. */
+cmf_status cmf_cuda_matvec_multi(const cmf_cuda_weight *w, int count, const float *d_x, float *const *d_y,
+                                 const float *const *d_bias, int n, cmf_cuda_stream stream);
+int cmf_cuda_matvec_multi_ok(const cmf_cuda_weight *w, int count, int n);
+/* The gated MLP's first half in one launch (Shazeer 2020): d_out[t][r] = act(gate_r · x_t) * (up_r · x_t), act =
+ * SiLU or GELU-tanh (gelu_tanh != 0), for t < n (1..8); gate and up of the same dtype and shape. Bit for bit
+ * cmf_cuda_matvec twice followed by cmf_cuda_glu. Errors: as cmf_cuda_matvec_multi. */
+cmf_status cmf_cuda_matvec_glu(const cmf_cuda_weight *gate, const cmf_cuda_weight *up, const float *d_x,
+                               float *d_out, int n, int gelu_tanh, cmf_cuda_stream stream);
+
 /* ---- prefill GEMM (needs a context for cuBLAS and scratch) ------------------------------------------------- */
 
 typedef struct cmf_cuda_ctx cmf_cuda_ctx;
@@ -131,6 +145,11 @@ cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, in
  * 2i+1 (GPT-J / llama2.c / GGUF llama). */
 enum cmf_cuda_rope_pairing { CMF_CUDA_ROPE_HALF = 0, CMF_CUDA_ROPE_INTERLEAVED = 1 };
 
+/* The residual add followed by the next RMSNorm, in one launch: d_x[t] += d_o[t], then d_out[t] = RMSNorm(d_x[t])
+ * exactly as cmf_cuda_rmsnorm (d_out must not alias d_x or d_o). n rows of d. Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *d_out, const float *d_w, int64_t n, int64_t d,
+                                float eps, int gemma_style, cmf_cuda_stream stream);
+
 /* Rotates, in place, the first rot_dim dims (even, <= head_dim; partial rotary leaves the rest) of every head of
  * d_x = [n_tok][n_heads][head_dim] by angle pos[t] * inv_freq[i], inv_freq[i] = (float)(theta^(-2i/rot_dim))
  * (computed in double, stored as f32), the angle product in f32 as Hugging Face computes it. d_pos: device
@@ -163,6 +182,14 @@ cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const float *d_k, c
 cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_tok, int n_heads, int n_kv_heads, int head_dim,
                                  const float *d_qw, const float *d_kw, float eps, int gemma_style, int rot_dim,
                                  const float *d_inv_freq, const int32_t *d_pos, int pairing, cmf_cuda_stream stream);
+
+/* cmf_cuda_qk_norm_rope followed by cmf_cuda_kv_write of the same tokens, in one launch: after the rotation, each
+ * token's K row and its V row (d_v [n_tok][n_kv_heads][head_dim]) go to row d_pos[t] of the f16 caches d_kc / d_vc
+ * ([n_ctx][n_kv_heads * head_dim]). Bit for bit the two calls. Errors: as those. */
+cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const float *d_v, int64_t n_tok, int n_heads,
+                                    int n_kv_heads, int head_dim, const float *d_qw, const float *d_kw, float eps,
+                                    int gemma_style, int rot_dim, const float *d_inv_freq, const int32_t *d_pos,
+                                    int pairing, uint16_t *d_kc, uint16_t *d_vc, cmf_cuda_stream stream);
 
 /* ---- attention ------------------------------------------------------------------------------------------- */
 

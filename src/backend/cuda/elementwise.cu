@@ -42,6 +42,36 @@ static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int
     }
 }
 
+/* x += o, then out = RMSNorm(x): each thread adds the elements it later sums, so no barrier is needed between the
+ * two; the sum, the scale and the products are k_rmsnorm's. */
+static __global__ void k_add_rmsnorm(float *x, const float *o, float *out, const float *w, int64_t d, float eps,
+                                     int gemma) {
+    __shared__ float sh[9];
+    float *xr = x + blockIdx.x * d;
+    const float *orow = o + blockIdx.x * d;
+    float *dst = out + blockIdx.x * d;
+    float ss = 0.0f;
+    for (int64_t i = threadIdx.x; i < d; i += 256) {
+        const float v = xr[i] + orow[i];
+        xr[i] = v;
+        ss = fmaf(v, v, ss);
+    }
+    ss = block_sum256(ss, sh);
+    float inv = 1.0f / sqrtf(ss / (float)d + eps);
+    for (int64_t i = threadIdx.x; i < d; i += 256) {
+        float g = w ? (gemma ? 1.0f + w[i] : w[i]) : 1.0f;
+        dst[i] = xr[i] * inv * g;
+    }
+}
+
+extern "C" cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *d_out, const float *d_w, int64_t n,
+                                           int64_t d, float eps, int gemma_style, cmf_cuda_stream stream) {
+    if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_add_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
+    k_add_rmsnorm<<<(unsigned)n, 256, 0, CU_STREAM(stream)>>>(d_x, d_o, d_out, d_w, d, eps, gemma_style);
+    CU_LAUNCHED("add_rmsnorm kernel");
+    return CMF_OK;
+}
+
 extern "C" cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, int64_t n, int64_t d,
                                        float eps, int gemma_style, cmf_cuda_stream stream) {
     if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
@@ -181,7 +211,8 @@ extern "C" cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const fl
 static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k, int64_t n_tok, int nh, int nkv,
                                                              int hd, const float *qw, const float *kw, float eps,
                                                              int gemma, int rot, const float *inv_freq,
-                                                             const int32_t *pos, int interleaved) {
+                                                             const int32_t *pos, int interleaved, const float *vsrc,
+                                                             uint16_t *kc, uint16_t *vc) {
     const int64_t wid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const int64_t nq = n_tok * nh;
@@ -218,6 +249,34 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
         v[a] = x0 * cs - x1 * sn;
         v[b] = x1 * cs + x0 * sn;
     }
+    if (!isq && kc) { /* the rotated K row and the V row of this kv head into the cache at pos[t] */
+        __syncwarp();
+        const int64_t kvd = (int64_t)nkv * hd, dst = (int64_t)pos[t] * kvd + (th - t * nkv) * hd;
+        const float *vr = vsrc + th * hd;
+        for (int c = lane; c < hd; c += 32) {
+            kc[dst + c] = __half_as_ushort(__float2half_rn(v[c]));
+            vc[dst + c] = __half_as_ushort(__float2half_rn(vr[c]));
+        }
+    }
+}
+
+extern "C" cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const float *d_v, int64_t n_tok, int n_heads,
+                                               int n_kv_heads, int head_dim, const float *d_qw, const float *d_kw,
+                                               float eps, int gemma_style, int rot_dim, const float *d_inv_freq,
+                                               const int32_t *d_pos, int pairing, uint16_t *d_kc, uint16_t *d_vc,
+                                               cmf_cuda_stream stream) {
+    if (n_tok < 1 || n_heads < 1 || n_kv_heads < 1 || head_dim < 1 || head_dim > 256 || rot_dim < 0 ||
+        rot_dim % 2 || rot_dim > head_dim || (rot_dim && (!d_inv_freq || !d_pos)))
+        return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: n_tok %lld, heads %d/%d, head_dim %d, rot_dim %d", (long long)n_tok,
+                       n_heads, n_kv_heads, head_dim, rot_dim);
+    if (!d_qw != !d_kw) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: q and k norm weights must both be given or not");
+    if (d_kc && (!d_vc || !d_v || !d_pos)) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope_kv: cache without V / positions");
+    const int64_t warps = n_tok * (n_heads + n_kv_heads);
+    k_qk_norm_rope<<<(unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream)>>>(
+        d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
+        pairing == CMF_CUDA_ROPE_INTERLEAVED, d_v, d_kc, d_vc);
+    CU_LAUNCHED("qk_norm_rope kernel");
+    return CMF_OK;
 }
 
 extern "C" cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_tok, int n_heads, int n_kv_heads,
@@ -232,7 +291,7 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_to
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
     k_qk_norm_rope<<<(unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream)>>>(
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
-        pairing == CMF_CUDA_ROPE_INTERLEAVED);
+        pairing == CMF_CUDA_ROPE_INTERLEAVED, nullptr, nullptr, nullptr);
     CU_LAUNCHED("qk_norm_rope kernel");
     return CMF_OK;
 }

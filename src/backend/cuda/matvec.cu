@@ -6,6 +6,8 @@
  * activations (read through the read-only cache; the vectors are small and shared by every warp). Per-tile
  * scales (q4) multiply the tile's partial sum, per-row scales (q8) the row's total. The 32 lanes' sums are
  * combined with shuffles at the end. Widths that break 16-byte alignment take an exact per-element path. */
+#include <string.h>
+
 #include "backend/cuda/weights.cuh"
 
 #define MV_WARPS 4
@@ -199,4 +201,201 @@ extern "C" cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x
     CMF_CUDA_DISPATCH_DT(w->dtype, MV)
 #undef MV
     return st;
+}
+
+/* ---- fused products of the decode step: q/k/v in one launch, gate/up with the GLU ------------------------------
+ * The same per-row arithmetic as k_matvec (chunks, lane partial sums, shuffle reduction, row scale), so each output
+ * is bit for bit what cmf_cuda_matvec (+ bias, + cmf_cuda_glu) gives; only the launch count changes. */
+
+struct MultiW {
+    DevW w[3];
+    float *y[3];
+    const float *bias[3];
+    unsigned block_end[3]; /* blocks [block_end[i-1], block_end[i]) compute weight i */
+    int count;
+};
+
+static __device__ __forceinline__ float act_glu(float a, int gelu) {
+    return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
+}
+
+/* GLU = 0: block b computes MV_WARPS * MV_R consecutive rows of the weight whose block range holds b.
+ * GLU = 1: w[0] = gate, w[1] = up (same shape); a warp computes row r of both (its two "rows") and writes
+ * act(gate) * up to y[0]. */
+template <int DT, int N, int GLU>
+static __global__ void __launch_bounds__(128) k_matvec_multi(MultiW mw, const float *__restrict__ x, int gelu) {
+    constexpr int CH = Chunk<DT>::CH;
+    constexpr bool TILE_SCALE = DT == CMF_DT_Q4_TILED || DT == CMF_DT_Q4TP;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int wi = 0;
+    unsigned b0 = 0;
+    if (!GLU)
+        while (wi + 1 < mw.count && blockIdx.x >= mw.block_end[wi]) b0 = mw.block_end[wi++];
+    const DevW &w0 = mw.w[wi];
+    const int64_t rbase = GLU ? (int64_t)blockIdx.x * MV_WARPS + warp
+                              : ((int64_t)(blockIdx.x - b0) * MV_WARPS + warp) * MV_R;
+    if (rbase >= w0.rows) return;
+    __shared__ float lad[MV_WARPS][MV_R][32];
+    int64_t row[MV_R];
+    const DevW *wr[MV_R];
+#pragma unroll
+    for (int i = 0; i < MV_R; i++) {
+        wr[i] = GLU ? &mw.w[i] : &mw.w[wi];
+        row[i] = GLU ? rbase : (rbase + i < w0.rows ? rbase + i : w0.rows - 1);
+    }
+    if constexpr (DT == CMF_DT_Q4TP) {
+        if (lane < MV_R) {
+            int64_t rr = GLU ? rbase : (rbase + lane < w0.rows ? rbase + lane : w0.rows - 1);
+            dev_q4tp_ladder(wr[lane]->s1 + 4 * rr, lad[warp][lane]);
+        }
+        __syncwarp();
+    }
+    const int64_t cols = w0.cols;
+    float acc[MV_R][N];
+#pragma unroll
+    for (int i = 0; i < MV_R; i++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[i][t] = 0.0f;
+#pragma unroll 2
+    for (int64_t c0 = (int64_t)lane * CH; c0 < cols; c0 += 32 * CH) {
+        float v[MV_R][CH], cs[MV_R];
+#pragma unroll
+        for (int i = 0; i < MV_R; i++) load_chunk<DT>(*wr[i], row[i], c0, v[i], &cs[i], lad[warp][i]);
+        if constexpr (DT == CMF_DT_Q8_2F) {
+#pragma unroll
+            for (int k = 0; k < CH; k++) {
+#pragma unroll
+                for (int i = 0; i < MV_R; i++) v[i][k] *= dev_f16(__ldg((const uint16_t *)wr[i]->s2 + c0 + k));
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            const float *xp = x + (int64_t)t * cols + c0;
+            float part[MV_R];
+#pragma unroll
+            for (int i = 0; i < MV_R; i++) part[i] = 0.0f;
+#pragma unroll
+            for (int k = 0; k < CH; k += 4) {
+                float4 xv = __ldg((const float4 *)(xp + k));
+#pragma unroll
+                for (int i = 0; i < MV_R; i++) {
+                    part[i] = fmaf(v[i][k], xv.x, part[i]);
+                    part[i] = fmaf(v[i][k + 1], xv.y, part[i]);
+                    part[i] = fmaf(v[i][k + 2], xv.z, part[i]);
+                    part[i] = fmaf(v[i][k + 3], xv.w, part[i]);
+                }
+            }
+#pragma unroll
+            for (int i = 0; i < MV_R; i++) {
+                if constexpr (TILE_SCALE)
+                    acc[i][t] = fmaf(part[i], cs[i], acc[i][t]);
+                else
+                    acc[i][t] += part[i];
+            }
+        }
+    }
+    float rs[MV_R];
+#pragma unroll
+    for (int i = 0; i < MV_R; i++) {
+        rs[i] = 1.0f;
+        if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) rs[i] = ld_f16u(wr[i]->s1 + 2 * row[i]);
+    }
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        float s[MV_R];
+#pragma unroll
+        for (int i = 0; i < MV_R; i++) s[i] = warp_sum(acc[i][t]) * rs[i];
+        if (lane != 0) continue;
+        if (GLU) {
+            mw.y[0][(int64_t)t * w0.rows + rbase] = act_glu(s[0], gelu) * s[1];
+        } else {
+#pragma unroll
+            for (int i = 0; i < MV_R; i++) {
+                if (rbase + i >= w0.rows) continue;
+                float o = s[i];
+                if (mw.bias[wi]) o = o + mw.bias[wi][rbase + i];
+                mw.y[wi][(int64_t)t * w0.rows + rbase + i] = o;
+            }
+        }
+    }
+}
+
+template <int DT, int GLU>
+static void launch_multi(const MultiW &mw, unsigned blocks, const float *x, int n, int gelu, cudaStream_t s) {
+    switch (n) {
+    case 1: k_matvec_multi<DT, 1, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 2: k_matvec_multi<DT, 2, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 3: k_matvec_multi<DT, 3, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 4: k_matvec_multi<DT, 4, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 5: k_matvec_multi<DT, 5, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 6: k_matvec_multi<DT, 6, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 7: k_matvec_multi<DT, 7, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    default: k_matvec_multi<DT, 8, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    }
+}
+
+/* Shared checks: same dtype and cols, the vector path's alignment (cols % chunk == 0). */
+static cmf_status multi_check(const cmf_cuda_weight *w, int count, int n) {
+    if (count < 1 || count > 3 || n < 1 || n > 8)
+        return cmf_err(CMF_E_ARG, "cuda_matvec_multi: %d weights, n = %d (need 1..3, 1..8)", count, n);
+    for (int i = 0; i < count; i++) {
+        cmf_status st = cmf_cuda_weight_check(&w[i]);
+        if (st != CMF_OK) return st;
+        if (w[i].dtype != w[0].dtype || w[i].cols != w[0].cols)
+            return cmf_err(CMF_E_ARG, "cuda_matvec_multi: weight %d differs in dtype or cols from weight 0", i);
+    }
+    int ch = 0;
+#define CHK(DT) ch = Chunk<DT>::CH
+    CMF_CUDA_DISPATCH_DT(w[0].dtype, CHK)
+#undef CHK
+    if (!ch || w[0].cols % ch) return cmf_err(CMF_E_ARG, "cuda_matvec_multi: cols %lld not a multiple of %d", (long long)w[0].cols, ch);
+    return CMF_OK;
+}
+
+extern "C" int cmf_cuda_matvec_multi_ok(const cmf_cuda_weight *w, int count, int n) {
+    return multi_check(w, count, n) == CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_matvec_multi(const cmf_cuda_weight *w, int count, const float *d_x, float *const *d_y,
+                                            const float *const *d_bias, int n, cmf_cuda_stream stream) {
+    cmf_status st = multi_check(w, count, n);
+    if (st != CMF_OK) return st;
+    MultiW mw;
+    memset(&mw, 0, sizeof mw);
+    mw.count = count;
+    unsigned blocks = 0;
+    for (int i = 0; i < count; i++) {
+        mw.w[i] = make_devw(&w[i]);
+        mw.y[i] = d_y[i];
+        mw.bias[i] = d_bias ? d_bias[i] : NULL;
+        blocks += (unsigned)((w[i].rows + MV_WARPS * MV_R - 1) / (MV_WARPS * MV_R));
+        mw.block_end[i] = blocks;
+    }
+    cudaStream_t s = CU_STREAM(stream);
+#define MM(DT) launch_multi<DT, 0>(mw, blocks, d_x, n, 0, s)
+    CMF_CUDA_DISPATCH_DT(w[0].dtype, MM)
+#undef MM
+    CU_LAUNCHED("matvec_multi kernel");
+    return CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_matvec_glu(const cmf_cuda_weight *gate, const cmf_cuda_weight *up, const float *d_x,
+                                          float *d_out, int n, int gelu_tanh, cmf_cuda_stream stream) {
+    cmf_cuda_weight w[2] = {*gate, *up};
+    cmf_status st = multi_check(w, 2, n);
+    if (st != CMF_OK) return st;
+    if (gate->rows != up->rows) return cmf_err(CMF_E_ARG, "cuda_matvec_glu: gate rows %lld != up rows %lld", (long long)gate->rows, (long long)up->rows);
+    MultiW mw;
+    memset(&mw, 0, sizeof mw);
+    mw.count = 2;
+    mw.w[0] = make_devw(gate);
+    mw.w[1] = make_devw(up);
+    mw.y[0] = d_out;
+    const unsigned blocks = (unsigned)((gate->rows + MV_WARPS - 1) / MV_WARPS);
+    cudaStream_t s = CU_STREAM(stream);
+#define MG(DT) launch_multi<DT, 1>(mw, blocks, d_x, n, gelu_tanh, s)
+    CMF_CUDA_DISPATCH_DT(gate->dtype, MG)
+#undef MG
+    CU_LAUNCHED("matvec_glu kernel");
+    return CMF_OK;
 }

@@ -75,6 +75,11 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
     return CMF_OK;
 }
 
+extern "C" int cmf_tp_cuda_get_device(void) {
+    int dev = 0;
+    return cudaGetDevice(&dev) == cudaSuccess ? dev : 0;
+}
+
 extern "C" cmf_status cmf_tp_cuda_set_device(int dev) {
     cudaError_t e = cudaSetDevice(dev);
     return e == cudaSuccess ? CMF_OK : cmf_err(CMF_E_IO, "tp: cudaSetDevice(%d): %s", dev, cudaGetErrorString(e));
