@@ -9,6 +9,12 @@
 
 #include "tp/tp.h"
 #include "util/error.h"
+#ifdef CMF_HAVE_NCCL
+#include "backend/cuda/cuda_ops.h"
+#endif
+
+static int saved_device(const cmf_tp *tp);
+static void restore_device(int dev);
 
 /* ---- the cpu all-reduce ----------------------------------------------------------------------------------- */
 
@@ -84,10 +90,12 @@ static void rank_free(cmf_model *rm) {
 
 void cmf_tp_free(cmf_tp *tp) {
     if (!tp) return;
+    const int dev = saved_device(tp);
     for (int r = 0; r < tp->n; r++) rank_free(tp->rank[r]);
 #ifdef CMF_HAVE_NCCL
     if (tp->nccl) cmf_tp_nccl_free(tp->nccl, tp->n);
 #endif
+    restore_device(dev);
     for (size_t i = 0; i < tp->n_owned; i++) free(tp->owned[i]);
     free(tp->owned);
     free(tp->sum);
@@ -167,6 +175,7 @@ static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
         if (st == CMF_OK) st = rm->be->load_weights(rm->be, &rm->base, rm->cfg.n_layers);
         if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d (cuda:%d): ", r, devs[r]);
         rm->be->allreduce = cmf_tp_nccl_allreduce;
+        cmf_backend_cuda_set_graphs(rm->be, 0); /* the collective is no op of the backend's captured decode graphs */
     }
     cmf_status st = cmf_tp_nccl_init(tp->n, devs, &tp->nccl);
     if (st != CMF_OK) return st;
@@ -209,7 +218,13 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     if (kind == 0) {
         st = setup_cpu(tp);
     } else {
+#ifdef CMF_HAVE_NCCL
+        const int dev = cmf_tp_cuda_get_device();
         st = setup_cuda(tp, dev0);
+        restore_device(dev);
+#else
+        st = setup_cuda(tp, dev0);
+#endif
         if (st != CMF_OK && kind == 2) { /* auto: the cpu when cuda is unusable */
             drop_ranks(tp);
             cmf_err_clear();
@@ -234,6 +249,21 @@ static cmf_status rank_device(cmf_tp *tp, int r) {
     return CMF_OK;
 }
 
+/* The calling thread's current cuda device (-1 for cpu ranks), and putting it back after rank work. */
+static int saved_device(const cmf_tp *tp) {
+#ifdef CMF_HAVE_NCCL
+    if (tp->nccl) return cmf_tp_cuda_get_device();
+#endif
+    (void)tp;
+    return -1;
+}
+static void restore_device(int dev) {
+#ifdef CMF_HAVE_NCCL
+    if (dev >= 0) cmf_tp_cuda_set_device(dev);
+#endif
+    (void)dev;
+}
+
 /* ---- batches and sessions ---------------------------------------------------------------------------------- */
 
 cmf_status cmf_tp_batch_init(cmf_batch *b) {
@@ -242,20 +272,25 @@ cmf_status cmf_tp_batch_init(cmf_batch *b) {
     b->pos = malloc((size_t)b->n_batch * sizeof(int));
     b->head_tok = malloc((size_t)b->n_seq * sizeof(int));
     if (!b->tp_rank || !b->pos || !b->head_tok) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
-    for (int r = 0; r < tp->n; r++) {
-        cmf_status st = rank_device(tp, r);
+    const int dev = saved_device(tp);
+    cmf_status st = CMF_OK;
+    for (int r = 0; r < tp->n && st == CMF_OK; r++) {
+        st = rank_device(tp, r);
         if (st == CMF_OK) st = cmf_batch_new(tp->rank[r], b->n_batch, b->n_seq, &b->tp_rank[r]);
-        if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d: ", r);
+        if (st != CMF_OK) cmf_err_prefix(st, "tp rank %d: ", r);
     }
-    return CMF_OK;
+    restore_device(dev);
+    return st;
 }
 
 void cmf_tp_batch_fini(cmf_batch *b) {
     if (!b->tp_rank) return;
+    const int dev = saved_device(b->m->tp);
     for (int r = 0; r < b->m->tp->n; r++) {
         rank_device(b->m->tp, r);
         cmf_batch_free(b->tp_rank[r]);
     }
+    restore_device(dev);
     free(b->tp_rank);
     b->tp_rank = NULL;
 }
@@ -269,20 +304,25 @@ cmf_status cmf_tp_session_init(cmf_session *s) {
     cmf_session_params p = {0};
     p.n_ctx = s->n_ctx;
     p.o1 = "off";
-    for (int r = 0; r < tp->n; r++) {
-        cmf_status st = rank_device(tp, r);
+    const int dev = saved_device(tp);
+    cmf_status st = CMF_OK;
+    for (int r = 0; r < tp->n && st == CMF_OK; r++) {
+        st = rank_device(tp, r);
         if (st == CMF_OK) st = cmf_session_new_ex(tp->rank[r], &p, &s->tp_rank[r]);
-        if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d: ", r);
+        if (st != CMF_OK) cmf_err_prefix(st, "tp rank %d: ", r);
     }
-    return CMF_OK;
+    restore_device(dev);
+    return st;
 }
 
 void cmf_tp_session_fini(cmf_session *s) {
     if (!s->tp_rank) return;
+    const int dev = saved_device(s->m->tp);
     for (int r = 0; r < s->m->tp->n; r++) {
         rank_device(s->m->tp, r);
         cmf_session_free(s->tp_rank[r]);
     }
+    restore_device(dev);
     free(s->tp_rank);
     s->tp_rank = NULL;
 }
@@ -365,7 +405,9 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
                 started[r] = 1;
             }
         }
-        rank_main(&jobs[0]);
+        const int dev = saved_device(tp);
+        rank_main(&jobs[0]); /* rank 0 on this thread (a cuda rank makes its device current) */
+        restore_device(dev);
         for (int r = 1; r < N; r++)
             if (started[r]) pthread_join(th[r], NULL);
         if (tp->aborted) {

@@ -108,8 +108,10 @@ cmf_status cmf_tp_nccl_init(int n, const int *devs, void **out);
 void cmf_tp_nccl_free(void *comms, int n);
 /* backend.h allreduce for cuda ranks: ncclAllReduce(sum, f32) in place on the rank backend's stream. */
 cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count);
-/* cudaSetDevice for the calling thread (buffers of a rank are allocated on its device). */
+/* cudaSetDevice for the calling thread (buffers of a rank are allocated on its device), and the current device
+ * (restored after a rank's work on the caller's thread: a plain cuda backend allocates on the current device). */
 cmf_status cmf_tp_cuda_set_device(int dev);
+int cmf_tp_cuda_get_device(void);
 #endif
 
 #endif

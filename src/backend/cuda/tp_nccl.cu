@@ -45,6 +45,11 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
     cmf_backend_cuda_stream(be, &sp, &dev);
     cudaStream_t stream = (cudaStream_t)sp;
     ncclComm_t c = ((ncclComm_t *)tp->nccl)[r];
+    /* The backend defers small products to fuse them with the next op (backend_cuda.cu "fusion"); any other op
+     * first queues what is pending, so a zero-byte zero() puts the o_proj / down_proj product that wrote buf on
+     * the stream before the collective. */
+    cmf_status fst = be->zero(be, buf, 0);
+    if (fst != CMF_OK) return fst;
     /* CMF_TP_PROFILE (benchmarks): the collective alone, timed on rank 0 with events after every rank's stream
      * drained and the ranks met at the host barrier; this serialises the forward, so tok/s comes from runs without */
     const int prof = tp->profile;
