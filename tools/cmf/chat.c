@@ -7,7 +7,9 @@
  * cache (cmf_session_truncate), prefills only the new suffix, then streams the reply through the sampler
  * (src/sample) until an eos id, -n tokens or Ctrl-C (SIGINT). The reply joins the conversation as an assistant
  * message. Also `-p MESSAGE` (one turn, then exit) and `--template-only` (print the rendered prompt).
- * Line editing: none (it would need readline/libedit, a new dependency); `rlwrap cmf chat ...` gives it. */
+ * Line editing: when stdin is a terminal and the CLI was built with libedit (CMF_HAVE_LIBEDIT, CMakeLists.txt), the
+ * prompt is libedit's el_gets (emacs keys, history of this session on up/down, ~/.editrc honoured); otherwise, and
+ * always for piped input, plain getline(). */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -18,6 +20,9 @@
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
+#ifdef CMF_HAVE_LIBEDIT
+#include <histedit.h>
+#endif
 
 #include "cli.h"
 #include "sample/sample.h"
@@ -33,7 +38,8 @@ static const char *USAGE =
     "continues on the next line (the backslash becomes a newline of the message). Commands (on a line of their\n"
     "own): /reset (forget the conversation), /system TEXT (set the system message and restart; '/system' alone\n"
     "removes it), /exit (or end of input). Ctrl-C stops the reply being generated (the part so far stays in the\n"
-    "conversation); at the prompt a second Ctrl-C in a row quits. No line editing (try `rlwrap cmf chat ...`).\n"
+    "conversation); at the prompt a second Ctrl-C in a row quits. At a terminal the line can be edited (emacs keys;\n"
+    "up/down walk this session's lines) when cmf was built with libedit.\n"
     "\n"
     "  -p, --prompt TEXT        answer this one message and exit (no stdin)\n"
     "  -s, --system TEXT        a system message at the start of the conversation\n"
@@ -265,13 +271,86 @@ static int reset_messages(chat_state *c) {
     return c->system ? add_message(c->msgs, "system", c->system) : 0;
 }
 
-/* Reads the next line of stdin without its newline into *line (malloc'd). Returns 1, 0 at end of input, or -1 when
- * a signal (Ctrl-C) interrupted the read (what was typed is dropped). */
-static int read_line(char **line) {
-    size_t cap = 0;
+/* Where the prompt's lines come from: stdin through getline(), or (a terminal, libedit built in) libedit. */
+typedef struct line_reader {
+    int tty;  /* stdin is a terminal: print prompts */
+    int cont; /* the next line continues a message ('\\' at the end of the last one) */
+#ifdef CMF_HAVE_LIBEDIT
+    EditLine *el; /* NULL: getline() */
+    History *hist;
+#endif
+} line_reader;
+
+#ifdef CMF_HAVE_LIBEDIT
+static const char *edit_prompt(EditLine *el) {
+    line_reader *lr = NULL;
+    el_get(el, EL_CLIENTDATA, &lr);
+    return lr && lr->cont ? ". " : "> ";
+}
+#endif
+
+/* Sets up the reader: libedit only when stdin is a terminal (and it initializes); prompts and the edited line go
+ * to stderr, so stdout holds only replies. */
+static void reader_open(line_reader *lr) {
+    memset(lr, 0, sizeof *lr);
+    lr->tty = isatty(0);
+#ifdef CMF_HAVE_LIBEDIT
+    if (!lr->tty) return;
+    HistEvent ev;
+    if (!(lr->el = el_init("cmf", stdin, stderr, stderr)) || !(lr->hist = history_init())) {
+        if (lr->el) el_end(lr->el);
+        lr->el = NULL;
+        return;
+    }
+    history(lr->hist, &ev, H_SETSIZE, 1000);
+    history(lr->hist, &ev, H_SETUNIQUE, 1);
+    el_set(lr->el, EL_CLIENTDATA, lr);
+    el_set(lr->el, EL_PROMPT, edit_prompt);
+    el_set(lr->el, EL_EDITOR, "emacs");
+    el_set(lr->el, EL_SIGNAL, 1); /* the terminal is restored around signals; ours still runs (Ctrl-C) */
+    el_set(lr->el, EL_HIST, history, lr->hist);
+    el_source(lr->el, NULL); /* the user's ~/.editrc, if any */
+#endif
+}
+
+static void reader_close(line_reader *lr) {
+#ifdef CMF_HAVE_LIBEDIT
+    if (lr->hist) history_end(lr->hist);
+    if (lr->el) el_end(lr->el);
+    lr->el = NULL;
+    lr->hist = NULL;
+#else
+    (void)lr;
+#endif
+}
+
+/* Reads the next line without its newline into *line (malloc'd). Returns 1, 0 at end of input, or -1 when a signal
+ * (Ctrl-C) interrupted the read (what was typed is dropped). */
+static int read_line(line_reader *lr, char **line) {
     *line = NULL;
     errno = 0;
-    ssize_t n = getline(line, &cap, stdin);
+    ssize_t n;
+#ifdef CMF_HAVE_LIBEDIT
+    if (lr->el) {
+        int count = 0;
+        const char *l = el_gets(lr->el, &count);
+        if (!l || count <= 0) return count < 0 && errno == EINTR ? -1 : 0;
+        if (!(*line = strdup(l))) return 0;
+        n = (ssize_t)strlen(*line);
+        while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r')) (*line)[--n] = '\0';
+        if (n > 0) {
+            HistEvent ev;
+            history(lr->hist, &ev, H_ENTER, *line);
+        }
+        return 1;
+    }
+#endif
+    if (lr->tty) {
+        fputs(lr->cont ? ". " : "> ", stderr);
+        fflush(stderr);
+    }
+    size_t cap = 0;
+    n = getline(line, &cap, stdin);
     if (n < 0) {
         int intr = errno == EINTR;
         free(*line);
@@ -284,12 +363,13 @@ static int read_line(char **line) {
 }
 
 /* Reads one message: lines ending with '\\' continue (the backslash becomes "\n"). Returns as read_line. */
-static int read_message(char **msg, int tty) {
+static int read_message(line_reader *lr, char **msg) {
     char *acc = NULL;
     size_t len = 0;
+    lr->cont = 0;
     for (;;) {
         char *line = NULL;
-        int r = read_line(&line);
+        int r = read_line(lr, &line);
         if (r <= 0) { /* an interrupted or unfinished message is dropped */
             free(acc);
             *msg = NULL;
@@ -310,10 +390,7 @@ static int read_message(char **msg, int tty) {
         len += ll;
         free(line);
         if (!more) break;
-        if (tty) {
-            fputs(". ", stderr);
-            fflush(stderr);
-        }
+        lr->cont = 1;
     }
     *msg = acc;
     return 1;
@@ -326,35 +403,32 @@ static void on_sigint(int sig) {
 }
 
 static int loop(chat_state *c) {
-    int tty = isatty(0), sigints = 0;
+    int rc = 0, sigints = 0;
+    line_reader lr;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_sigint; /* no SA_RESTART: a read at the prompt is interrupted */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    reader_open(&lr);
     for (;;) {
-        if (tty) {
-            fputs("> ", stderr);
-            fflush(stderr);
-        }
         g_sigint = 0;
         char *line = NULL;
-        int r = read_message(&line, tty);
+        int r = read_message(&lr, &line);
         if (r < 0 || (r > 0 && g_sigint)) { /* Ctrl-C at the prompt */
             free(line);
             if (++sigints >= 2) {
                 fputc('\n', stderr);
-                return 0;
+                break;
             }
             fputs("\n(Ctrl-C again to quit, or /exit)\n", stderr);
             continue;
         }
         sigints = 0;
-        if (!line) return 0;
-        int rc = 0;
+        if (!line) break;
         if (!strcmp(line, "/exit")) {
             free(line);
-            return 0;
+            break;
         } else if (!strcmp(line, "/reset") || !strcmp(line, "/system") || !strncmp(line, "/system ", 8)) {
             if (line[1] == 's') { /* /system TEXT: the new system message (none when TEXT is empty) */
                 free(c->system);
@@ -373,8 +447,10 @@ static int loop(chat_state *c) {
             }
         }
         free(line);
-        if (rc) return rc;
+        if (rc) break;
     }
+    reader_close(&lr);
+    return rc;
 }
 
 int cmd_chat(int argc, char **argv) {
