@@ -22,7 +22,8 @@ export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVL
 cd "$(dirname "$0")/../.."
 R=$PWD
 OUT=${OUT:-$R/out-device}
-mkdir -p "$OUT"
+mkdir -p "$OUT" "$OUT/misc"
+M=$OUT/misc # small logs (the device tool returns at most 8 files: tar them at the end)
 SHAPES=${SHAPES:-"qwen3-0.6b qwen3-4b llama-8b"}
 DTYPES=${DTYPES:-"bf16 q8 q4tp"}
 STAGES=${STAGES:-"build test memcheck bench"}
@@ -39,26 +40,26 @@ mkdir -p $P && for f in "$R"/.devdeps/*.deb; do dpkg -x "$f" $P; done
 sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc 2>/dev/null
 export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$OUT/gpu.txt" 2>&1
-echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(head -1 "$OUT/gpu.txt")"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$M/gpu.txt" 2>&1
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(head -1 "$M/gpu.txt")"
 if has build; then
   echo "== build $(el)"
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/.devdeps/shared" \
-    -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
-    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops make_random_llama gpu_bench >> "$OUT/build.log" 2>&1
+    -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
+    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops make_random_llama gpu_bench >> "$M/build.log" 2>&1
   brc=$?
   echo "build rc=$brc $(el)"
-  if [ $brc -ne 0 ]; then grep -E 'error|Error' "$OUT/build.log" | head -30; exit 1; fi
+  if [ $brc -ne 0 ]; then grep -E 'error|Error' "$M/build.log" | head -30; exit 1; fi
 fi
 TESTENV="CMF_SHARED=$R/.devdeps/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$PWD/tests/data"
 mkdir -p /tmp/gft
 if has test; then
   echo "== kernel tests $(el)"
-  timeout 240 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"; tail -3 "$OUT/cuda_ops.log"
+  timeout 240 $B/tests/cuda/test_cuda_ops > "$M/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"; tail -3 "$M/cuda_ops.log"
   echo "== parity (tests/gpu) $(el)"
   env $TESTENV timeout 400 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
   grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -20
-  grep -E 'seq 0|random 0' "$OUT/gpu_forward.log" | head -40
+  grep -E 'WORST|f32-prefill|near-ties [1-9]' "$OUT/gpu_forward.log" | head -40
 fi
 if has memcheck; then
   echo "== compute-sanitizer memcheck of a parity run (llama and qwen3, f16 and q8_row) $(el)"
@@ -72,13 +73,13 @@ if has bench; then
     hf=/tmp/hf-$shape; save=""
     case " $CONVERT " in *" $shape "*) save="--save $hf" ;; esac
     comp=""; [ "${HF_COMPILE:-0}" = 1 ] && comp="--compile"
-    timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen 32 --reps 2 $comp 2>"$OUT/hf-$shape.err" |
+    timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen 32 --reps 2 $comp 2>"$M/hf-$shape.err" |
       tee -a "$OUT/results.txt" | grep RESULT
     geo=$(python3 -c "import sys; sys.path.insert(0, 'bench/cuda'); import hf_bench as h; a = h.SHAPES['$shape']; print(a[1], a[2], a[3], a[7], a[4], a[5], a[6], int(a[0] == 'qwen3'), int(a[8]))")
     for dt in $DTYPES; do
       f=/tmp/$shape-$dt.cmf
       if [ -n "$save" ]; then
-        ( timeout 300 $B/cmf convert $hf -o $f --quant $dt --no-progress > "$OUT/convert-$shape-$dt.log" 2>&1 ) &
+        ( timeout 300 $B/cmf convert $hf -o $f --quant $dt --no-progress > "$M/convert-$shape-$dt.log" 2>&1 ) &
       fi
     done
     wait
@@ -97,7 +98,8 @@ if has bench; then
     done
     rm -rf $hf
   done
-  python3 bench/cuda/make_table.py "$OUT/results.txt" "$(head -1 "$OUT/gpu.txt")" > "$OUT/table.md"
+  python3 bench/cuda/make_table.py "$OUT/results.txt" "$(head -1 "$M/gpu.txt")" > "$OUT/table.md"
   cat "$OUT/table.md"
 fi
 echo "== done $(el)"
+tar -czf "$OUT/logs.tgz" -C "$OUT" misc && rm -rf "$M"
