@@ -295,9 +295,30 @@ static int ends_in_think(const char *text) {
     return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
 }
 
+/* "model": absent or null means the served one; anything else must name it (404 otherwise, as OpenAI answers an
+ * unknown model). */
+static int model_field(cmf_server *s, const cJSON *j, srv_reply *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "model");
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v)) {
+        *err = reply_err(400, "model", "'model' must be a string");
+        return -1;
+    }
+    if (strcmp(v->valuestring, s->model_name) != 0) {
+        *err = reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'", v->valuestring,
+                         s->model_name);
+        return -1;
+    }
+    return 0;
+}
+
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err) {
     cJSON *j = parse_body(body, len, err);
     if (!j) return NULL;
+    if (model_field(s, j, err)) {
+        cJSON_Delete(j);
+        return NULL;
+    }
     srv_req *r = calloc(1, sizeof *r);
     if (!r) {
         cJSON_Delete(j);

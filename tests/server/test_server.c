@@ -262,7 +262,7 @@ static void test_completion_greedy(gen *g, int32_t **prompt, int *np) {
     local_generate(*prompt, *np, &sp, 24, g);
     CHECK_MSG(g->n == 24 && !g->hit_eos, "the random model stopped early (%d tokens)", g->n);
     char *ij = ids_json(*prompt, *np), body[2048];
-    snprintf(body, sizeof body, "{\"model\":\"x\",\"prompt\": %s, \"temperature\": 0, \"max_tokens\": 24}", ij);
+    snprintf(body, sizeof body, "{\"model\":\"server-tiny\",\"prompt\": %s, \"temperature\": 0, \"max_tokens\": 24}", ij);
     free(ij);
     cJSON *j = call("POST", "/v1/completions", body, 200);
     CHECK(jstr(j, "object") && !strcmp(jstr(j, "object"), "text_completion"));
