@@ -21,6 +21,7 @@ set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
 cd "$(dirname "$0")/../.."
 R=$PWD
+DEPS=${DEPS:-.devdeps} # the carried folder (debs, shared/data/hf-tiny, optional head.tar)
 OUT=${OUT:-$R/out-device}
 mkdir -p "$OUT" "$OUT/misc"
 M=$OUT/misc # small logs (the device tool returns at most 8 files: tar them at the end)
@@ -33,10 +34,10 @@ GEN=${GEN:-64}
 T0=$(date +%s)
 el() { echo "[$(( $(date +%s) - T0 )) s]"; }
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-if [ -f .devdeps/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf .devdeps/head.tar -C /tmp/cmfsrc && cd /tmp/cmfsrc; fi
+if [ -f $DEPS/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf $DEPS/head.tar -C /tmp/cmfsrc && cd /tmp/cmfsrc; fi
 B=$PWD/build-acc
 P=/tmp/cmfdeps
-mkdir -p $P && for f in "$R"/.devdeps/*.deb; do dpkg -x "$f" $P; done
+mkdir -p $P && for f in "$R"/$DEPS/*.deb; do dpkg -x "$f" $P; done
 sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc 2>/dev/null
 export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
@@ -44,14 +45,14 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > 
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(head -1 "$M/gpu.txt")"
 if has build; then
   echo "== build $(el)"
-  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/.devdeps/shared" \
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
     -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
     cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops make_random_llama gpu_bench >> "$M/build.log" 2>&1
   brc=$?
   echo "build rc=$brc $(el)"
   if [ $brc -ne 0 ]; then grep -E 'error|Error' "$M/build.log" | head -30; exit 1; fi
 fi
-TESTENV="CMF_SHARED=$R/.devdeps/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$PWD/tests/data"
+TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$PWD/tests/data"
 mkdir -p /tmp/gft
 if has test; then
   echo "== kernel tests $(el)"
