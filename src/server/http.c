@@ -17,17 +17,19 @@
 #include "server/internal.h"
 #include "util/error.h"
 
-enum { R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE, R_OTHER, N_ROUTES };
+enum {
+    R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE, R_PAGE, R_OTHER, N_ROUTES
+};
 
 static const struct {
     const char *path, *method;
 } ROUTES[N_ROUTES - 1] = {
     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
     {"/health", "GET"},               {"/metrics", "GET"},         {"/tokenize", "POST"},
-    {"/detokenize", "POST"},          {"/apply-template", "POST"},
+    {"/detokenize", "POST"},          {"/apply-template", "POST"},   {"/", "GET"},
 };
 static const char *const ROUTE_NAMES[N_ROUTES] = {"chat_completions", "completions", "models",   "health", "metrics",
-                                                  "tokenize",         "detokenize",  "apply_template", "other"};
+                                                  "tokenize",         "detokenize",  "apply_template", "page", "other"};
 
 typedef struct conn {
     srv_buf body;
@@ -253,7 +255,7 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
         MHD_destroy_response(resp);
         return rc;
     }
-    if (route != R_HEALTH && !authorized(s, c))
+    if (route != R_HEALTH && route != R_PAGE && !authorized(s, c)) /* the page asks for the key itself */
         return send_error(s, c, 401, "missing or invalid API key (Authorization: Bearer <key>)", NULL);
     if (route == R_OTHER) {
         char msg[300];
@@ -285,6 +287,13 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
     case R_TOKENIZE: return send_reply(s, c, srv_api_tokenize(s, body, k->body.len));
     case R_DETOKENIZE: return send_reply(s, c, srv_api_detokenize(s, body, k->body.len));
     case R_TEMPLATE: return send_reply(s, c, srv_api_apply_template(s, body, k->body.len));
+    case R_PAGE: {
+        size_t n = 0;
+        const char *html = srv_page_html(&n);
+        char *copy = malloc(n + 1);
+        if (copy) memcpy(copy, html, n + 1);
+        return send_body(s, c, 200, "text/html; charset=utf-8", copy, NULL);
+    }
     default: return send_error(s, c, 404, "no such route", NULL);
     }
 }

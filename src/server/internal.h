@@ -178,6 +178,9 @@ int srv_sse_end(srv_req *r);
 /* Non-stream: appends a piece to the request's result (caller holds mu). */
 int srv_result_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args);
 
+/* page.c: the chat page served at GET / (static, NUL-terminated, *len bytes without the NUL). */
+const char *srv_page_html(size_t *len);
+
 srv_reply srv_api_models(cmf_server *s);
 srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len);
 srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len);
