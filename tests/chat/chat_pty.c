@@ -23,6 +23,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef CMF_HAVE_LIBEDIT
+int main(void) {
+    fprintf(stderr, "chat_pty: cmf was built without libedit: no line editing to test\n");
+    return 77;
+}
+#else
 #define TRANSCRIPT_CAP (1 << 20)
 #define WAIT_MS 60000 /* per step; generous for sanitizer builds on a loaded machine */
 
@@ -71,12 +77,6 @@ static int fail(const char *step, pid_t pid) {
 }
 
 int main(int argc, char **argv) {
-#ifndef CMF_HAVE_LIBEDIT
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "chat_pty: cmf was built without libedit: no line editing to test\n");
-    return 77;
-#else
     if (argc < 4) {
         fprintf(stderr, "usage: chat_pty CMF_BIN MODEL OUT_FILE [options...]\n");
         return 2;
@@ -140,5 +140,5 @@ int main(int argc, char **argv) {
         return fail("sanitizer report", -1);
     close(master);
     return 0;
-#endif
 }
+#endif
