@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "format/format.h"
 #include "server/internal.h"
 
 /* ---- errors ---------------------------------------------------------------------------------------------------- */
@@ -60,7 +61,20 @@ static srv_reply reply_json(cJSON *j) {
 }
 
 static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
-    cJSON *j = len ? cJSON_ParseWithLength(body, len) : NULL;
+    size_t bad = cmf_utf8_invalid_at((const uint8_t *)body, len);
+    if (bad < len) {
+        *err = reply_err(400, NULL, "the request body is not valid UTF-8 (byte offset %zu)", bad);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *j = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
+    while (j && end && (size_t)(end - body) < len && strchr(" \t\r\n", *end) && *end) end++;
+    if (j && end && (size_t)(end - body) < len) { /* a complete value followed by more text */
+        cJSON_Delete(j);
+        *err = reply_err(400, NULL, "the request body has text after the JSON object (byte offset %zu)",
+                         (size_t)(end - body));
+        return NULL;
+    }
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", len ? "malformed JSON" : "empty");
@@ -295,6 +309,55 @@ static int ends_in_think(const char *text) {
     return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
 }
 
+/* Request fields the generation routes know: OpenAI's Chat Completions and Completions arguments (some accepted and
+ * ignored because they do not change the output: user, metadata, store, service_tier, parallel_tool_calls, ...)
+ * and the usual server extensions (vLLM / llama.cpp: top_k, min_p, repetition_penalty, chat_template_kwargs,
+ * add_generation_prompt). Anything else is a 400, as OpenAI answers "Unrecognized request argument supplied". */
+static const char *const KNOWN_FIELDS[] = {
+    "model", "messages", "prompt", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
+    "repetition_penalty", "seed", "n", "logprobs", "top_logprobs", "echo", "max_tokens", "max_completion_tokens",
+    "stop", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls", "functions",
+    "function_call", "user", "metadata", "store", "service_tier", "chat_template_kwargs",
+    "add_generation_prompt", "response_format", "logit_bias", "best_of", "suffix", "reasoning_effort", NULL};
+
+static int known_fields(const cJSON *j, srv_reply *err) {
+    for (const cJSON *e = j->child; e; e = e->next) {
+        int ok = 0;
+        for (int i = 0; KNOWN_FIELDS[i] && !ok; i++) ok = e->string && !strcmp(e->string, KNOWN_FIELDS[i]);
+        if (!ok) {
+            *err = reply_err(400, e->string, "unrecognized request argument '%.100s'", e->string ? e->string : "");
+            return -1;
+        }
+    }
+    /* known but only meaningful in a form this server cannot honour: refuse rather than ignore */
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "logit_bias");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child)) {
+        *err = reply_err(400, "logit_bias", "logit_bias is not supported");
+        return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "response_format");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(t) && !strcmp(t->valuestring, "text"))) {
+        *err = reply_err(400, "response_format", "only response_format {\"type\": \"text\"} is supported");
+        return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "best_of");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 1)) {
+        *err = reply_err(400, "best_of", "only best_of = 1 is supported");
+        return -1;
+    }
+    v = cJSON_GetObjectItemCaseSensitive(j, "suffix");
+    if (v && !cJSON_IsNull(v)) {
+        *err = reply_err(400, "suffix", "suffix is not supported");
+        return -1;
+    }
+    if (cJSON_GetObjectItemCaseSensitive(j, "functions") || cJSON_GetObjectItemCaseSensitive(j, "function_call")) {
+        *err = reply_err(400, "functions", "the deprecated 'functions' / 'function_call' are not supported: use 'tools'");
+        return -1;
+    }
+    return 0;
+}
+
 /* "model": absent or null means the served one; anything else must name it (404 otherwise, as OpenAI answers an
  * unknown model). */
 static int model_field(cmf_server *s, const cJSON *j, srv_reply *err) {
@@ -315,7 +378,7 @@ static int model_field(cmf_server *s, const cJSON *j, srv_reply *err) {
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err) {
     cJSON *j = parse_body(body, len, err);
     if (!j) return NULL;
-    if (model_field(s, j, err)) {
+    if (known_fields(j, err) || model_field(s, j, err)) {
         cJSON_Delete(j);
         return NULL;
     }

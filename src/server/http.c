@@ -307,7 +307,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         *con_cls = k;
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) k->too_large = 1;
+        if (cl && strtoull(cl, NULL, 10) > s->o.max_body) { /* refuse now, without reading the body */
+            char msg[128];
+            snprintf(msg, sizeof msg, "the request body exceeds %zu bytes", s->o.max_body);
+            return send_error(s, c, 413, msg, NULL);
+        }
         return MHD_YES;
     }
     if (*upload_size) {
@@ -332,6 +336,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, en
     srv_buf_free(&k->body);
     free(k);
     *con_cls = NULL;
+}
+
+/* Percent-decodes the path as libmicrohttpd does, except that a path with an encoded NUL ("%00") stays encoded: it
+ * then matches no route (404) instead of being cut at the NUL ("/%00" would otherwise read as "/"). */
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri) {
+    (void)cls, (void)c;
+    if (strstr(uri, "%00")) return strlen(uri);
+    return MHD_http_unescape(uri);
 }
 
 /* ---- start / stop ---------------------------------------------------------------------------------------------- */
@@ -391,7 +403,8 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 512u,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_END);
+                            MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
+                            MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
         cmf_server_stop(s);

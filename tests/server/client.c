@@ -108,9 +108,10 @@ int http_raw(int port, const char *raw, size_t raw_len, http_resp *out) {
     int fd = connect_local(port);
     if (fd < 0) return -1;
     int rc = send_all(fd, raw, raw_len);
-    if (!rc) rc = read_resp(fd, out);
+    /* a server may answer and close before the whole request is sent (413 on a large body): read what it said */
+    int rr = read_resp(fd, out);
     close(fd);
-    return rc;
+    return out->status > 0 ? 0 : rc ? rc : rr;
 }
 
 int http_request(int port, const char *method, const char *path, const char *auth, const char *body,
