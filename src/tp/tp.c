@@ -148,7 +148,7 @@ static cmf_status setup_cpu(cmf_tp *tp) {
     const int total = m->n_threads > 0 ? m->n_threads : cpus > 0 ? (int)cpus : 1;
     const int per = total / tp->n > 0 ? total / tp->n : 1;
     for (int r = 0; r < tp->n; r++) {
-        cmf_model *rm;
+        cmf_model *rm = NULL;
         cmf_status st = rank_new(tp, r, 0, per, &rm);
         if (st != CMF_OK) return st;
         cmf_backend *be = malloc(sizeof *be);
@@ -169,7 +169,7 @@ static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
     tp->dev0 = dev0;
     for (int r = 0; r < tp->n; r++) devs[r] = dev0 + r;
     for (int r = 0; r < tp->n; r++) {
-        cmf_model *rm;
+        cmf_model *rm = NULL;
         cmf_status st = rank_new(tp, r, 1, 1, &rm);
         if (st == CMF_OK) st = cmf_backend_cuda_new(rm, devs[r], &rm->be);
         if (st == CMF_OK) st = rm->be->load_weights(rm->be, &rm->base, rm->cfg.n_layers);
