@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets (tests/fuzz/, clang + -DCMF_FUZZ=ON) in build-fuzz/ and runs each for N seconds.
 #   usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET...]
-#   targets: cmf tokenizer_json tokenize template gguf safetensors (default: all, one after the other)
+#   targets: cmf tokenizer_json tokenize template gguf safetensors http (default: all, one after the other)
 #   FUZZ_RUNS=N (environment): instead of a time budget, exactly N inputs per target with FUZZ_SEED (default 1),
 #   so that a run is reproducible on any machine (CI uses this; the time budget explores more).
 # Seeds come from tests/fuzz/corpus/<target>/ (read only); inputs found while fuzzing go to build-fuzz/corpus/<target>/,
@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(cmf tokenizer_json tokenize template gguf safetensors)
+[ ${#targets[@]} -eq 0 ] && targets=(cmf tokenizer_json tokenize template gguf safetensors http)
 build=build-fuzz
 jobs=$(nproc); [ "$jobs" -gt 2 ] && jobs=2
 
