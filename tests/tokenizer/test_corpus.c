@@ -2,8 +2,9 @@
  * JSON string literal; many scripts, emoji sequences, code, whitespace runs, numbers, text spelling special tokens,
  * very long words) against Hugging Face tokenizers' own outputs (refs_<name>.json, written by
  * scripts/tokenizer/make_corpus_refs.mjs with npm tokenizers@0.23.2) for the real qwen3, llama3 and mistral
- * tokenizer.json files of the shared data and for gemma3 (its tokenizer.json is not committed — Gemma Terms of
- * Use — so that part is skipped unless tests/tokenizer/corpus/gemma3/tokenizer.json or $CMF_GEMMA3_TOKENIZER exists).
+ * tokenizer.json files of the shared data, for GPT-2 (tests/tokenizer/gpt2/, committed) and for gemma3 (its
+ * tokenizer.json is not committed — Gemma Terms of Use — so that part is skipped unless
+ * tests/tokenizer/corpus/gemma3/tokenizer.json or $CMF_GEMMA3_TOKENIZER exists).
  *
  * Checked per line and tokenizer, all by exact equality: encode without and with special tokens; decode(ids)
  * (skip_special=0) == HF's decode, and == the input itself wherever HF round-trips; decode(ids_special, skip=1)
@@ -118,6 +119,9 @@ static void run(const char *name, const corpus *c) {
         }
         fclose(f);
         CHECK_MSG(cmf_tokenizer_load_file(path, &t) == CMF_OK, "load %s: %s", path, cmf_last_error());
+    } else if (strncmp(rel, "../", 3) == 0) { /* committed in the repository (gpt2) */
+        snprintf(path, sizeof path, "%s/%s", TOK_CORPUS_DIR, rel);
+        CHECK_MSG(cmf_tokenizer_load_file(path, &t) == CMF_OK, "load %s: %s", path, cmf_last_error());
     } else {
         snprintf(path, sizeof path, "data/%s", rel);
         t = toktest_load_shared(path);
@@ -166,6 +170,7 @@ int main(void) {
         run("qwen3", &c);
         run("llama3", &c);
         run("mistral", &c);
+        run("gpt2", &c);
         run("gemma3", &c);
     }
     for (size_t i = 0; i < c.n; i++) free(c.text[i]);
