@@ -49,9 +49,18 @@ typedef void (*kern_decode_f32)(const cmf_weight *w, int64_t r, int64_t c0, int6
 typedef void (*kern_mk_f32)(const float *wf, int64_t ldw, const float *x, int64_t ldx, int64_t t0, int tb,
                             int64_t c0, int64_t nc, float acc[KERN_RB][KERN_TB]);
 
+/* Fused matrix-vector product for 1..KERN_GEMV_T tokens (decode): acc[i][j] = sum over all columns of
+ * w[r+i][c] * x_j[c] for i < nr (1..KERN_RB; rows past nr are not computed) and j < nt, where token j's
+ * activations are slots 2j and 2j+1 of a (levels = 2). The weights are read
+ * straight from the mapping and decoded in registers; ws is scratch of KERN_RB * KERN_KB floats. No bias. */
+enum { KERN_GEMV_T = 2 };
+typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
+                             float acc[KERN_RB][KERN_TB]);
+
 typedef struct cmf_kern {
     const char *name;
     kern_decode_i8 decode_i8[CMF_DT_COUNT];
+    kern_gemv_i8 gemv_i8[CMF_DT_COUNT]; /* NULL: the dtype takes the tiled path */
     kern_mk_i8 mk_i8;
     kern_decode_f32 decode_f32; /* f16/bf16 (and the generic row decode for anything else) */
     kern_mk_f32 mk_f32;
@@ -70,7 +79,9 @@ const cmf_kern *cmf_kern_active(void);
  * each value is multiplied by col[c] first (q8_2f). levels = 1: token t is slot t (plain Q8_0). levels = 2:
  * token t takes slots 2t (the Q8_0 quantization) and 2t+1 (the Q8_0 quantization of the remainder
  * x - d*q), so x = d0*q0 + d1*q1 + e with |e| <= d1/2, about 1/254 of the one-level error; a dot product is then
- * the sum of the two slots' dot products. a must hold t1*levels slots. Shared by every path, so all paths see the
+ * the sum of the two slots' dot products. (A second level on the fixed grid d1 = d0/256, which would let a kernel
+ * sum 256*isum0 + isum1 in int32, was tried: it put gemma2's q8 logits 3.2e-3 x max|logit| off its dequantized
+ * twin over 100 tokens, past test_hf_parity's 2e-3.) a must hold t1*levels slots. Shared by every path, so all paths see the
  * same int8 activations. */
 void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int levels,
                        int64_t t0, int64_t t1);

@@ -156,6 +156,160 @@ TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw
     }
 }
 
+/* ---- fused decode kernels (kern_gemv_i8) ---------------------------------------------------------------------
+ * Weights are read from the mapping and decoded in registers, 2 blocks (64 columns) per zmm, and dotted with both
+ * activation levels of each token: p0 = dpbusd(cx0, u, x0) and p1 = dpbusd(cx1, u, x1) are the exact sums v*x of
+ * each 4-column lane, combined in f32 as (p0*d0 + p1*d1) * wscale (q8: the row scale is applied at the end). Four
+ * rows share every activation load; one
+ * horizontal reduce per row and token at the end. K selects the weight encoding:
+ *   K = 0: q8_row / q8_2f, u = q ^ 0x80 = v + 128, per-lane correction cx (one row scale, applied at the end);
+ *   K = 1: q4_tiled, 16 nibble bytes at byte 2 of each 18-byte tile; K = 2: q4_block / q4tp, 16 bytes per group.
+ *   q4: u = nibble = v + 8, correction cx >> 4 = -8 * (sum of the lane's 4 activations). A nibble byte k holds
+ *   columns 2k (low) and 2k+1 (high): zero-extended to 16 bits, (x | x << 4) & 0x0f0f puts them in bytes 2k, 2k+1. */
+
+TGT_INLINE __m512 pair_scale(const float *ws, int64_t b) {
+    const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_castpd_ps(_mm_load_sd((const double *)(const void *)(ws + b)))));
+}
+
+TGT_INLINE __m512i nib_unpack(__m256i n) {
+    const __m512i w16 = _mm512_cvtepu8_epi16(n);
+    return _mm512_ternarylogic_epi32(w16, _mm512_slli_epi16(w16, 4), _mm512_set1_epi16(0x0f0f), 0xa8);
+}
+
+/* u of blocks B, B+1 of a row (K as above); all 64 columns present. */
+TGT_INLINE __m512i wpair(const uint8_t *p, int64_t B, const int K) {
+    if (K == 0) return _mm512_xor_si512(_mm512_loadu_si512(p + 32 * B), _mm512_set1_epi8((char)0x80));
+    if (K == 1)
+        return nib_unpack(_mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p + 18 * B))),
+            _mm_loadu_si128((const __m128i *)(const void *)(p + 18 * (B + 1))), 1));
+    return nib_unpack(_mm256_loadu_si256((const __m256i *)(const void *)(p + 16 * B)));
+}
+
+/* The same for the last nbl (1 or 2) blocks of a row; q8: m columns present from block B on (the rest read as
+ * v = 0). */
+TGT_INLINE __m512i wpair_tail(const uint8_t *p, int64_t B, int nbl, int64_t m, const int K) {
+    if (K == 0) {
+        const __mmask64 k = m >= 64 ? ~(__mmask64)0 : m <= 0 ? 0 : (((__mmask64)1 << m) - 1);
+        return _mm512_xor_si512(_mm512_maskz_loadu_epi8(k, p + 32 * B), _mm512_set1_epi8((char)0x80));
+    }
+    if (nbl == 2) return wpair(p, B, K);
+    const uint8_t *q = K == 1 ? p + 18 * B : p + 16 * B;
+    return nib_unpack(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)q)));
+}
+
+TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, float *ws,
+                       float acc[KERN_RB][KERN_TB], const int K, const int T) {
+    const int64_t C = w->cols, nb = a->nb, G = C / 32;
+    const uint8_t *base[KERN_RB];
+    const float *wsi[KERN_RB];
+    float rs[KERN_RB];
+    for (int i = 0; i < KERN_RB; i++) {
+        const int ii = i < nr ? i : nr - 1; /* rows past nr repeat the last one; their sums are dropped */
+        const int64_t R = w->row0 + r + ii;
+        base[i] = K == 0 ? w->data + R * C : K == 1 ? w->data + 18 * R * G + 2 : w->data + 16 * R * G;
+        rs[i] = K == 0 ? cmf_f16_table[cmf_rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)] : 1.0f;
+        wsi[i] = ws + ii * KERN_KB;
+    }
+    __m512 s[KERN_RB][KERN_GEMV_T];
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) s[i][j] = _mm512_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += KERN_KB) {
+        const int64_t kb = nb - b0 < KERN_KB ? nb - b0 : KERN_KB;
+        if (K != 0)
+            for (int i = 0; i < nr; i++) scales(w, r + i, b0, kb, ws + i * KERN_KB);
+        const int64_t fullb = K == 0 ? (G - b0 < kb ? G - b0 : kb) : kb; /* blocks with all 32 columns */
+        int64_t b = 0;
+        for (; b + 2 <= fullb; b += 2) {
+            const int64_t B = b0 + b;
+            __m512i X0[KERN_GEMV_T], X1[KERN_GEMV_T], C0[KERN_GEMV_T], C1[KERN_GEMV_T];
+            __m512 D0[KERN_GEMV_T], D[KERN_GEMV_T];
+            for (int j = 0; j < T; j++) {
+                const int64_t o0 = (2 * j) * nb + B, o1 = (2 * j + 1) * nb + B;
+                X0[j] = _mm512_loadu_si512(a->q + 32 * o0);
+                X1[j] = _mm512_loadu_si512(a->q + 32 * o1);
+                C0[j] = _mm512_loadu_si512(a->cx + 8 * o0);
+                C1[j] = _mm512_loadu_si512(a->cx + 8 * o1);
+                if (K != 0) {
+                    C0[j] = _mm512_srai_epi32(C0[j], 4);
+                    C1[j] = _mm512_srai_epi32(C1[j], 4);
+                }
+                D0[j] = _mm512_loadu_ps(a->dx + 8 * o0);
+                D[j] = _mm512_loadu_ps(a->dx + 8 * o1);
+            }
+            for (int i = 0; i < KERN_RB; i++) {
+                const __m512i W = wpair(base[i], B, K);
+                const __m512 S = K != 0 ? pair_scale(wsi[i], b) : _mm512_setzero_ps();
+                for (int j = 0; j < T; j++) {
+                    const __m512 f0 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C0[j], W, X0[j]));
+                    const __m512 f1 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C1[j], W, X1[j]));
+                    if (K != 0) {
+                        s[i][j] = _mm512_fmadd_ps(_mm512_fmadd_ps(f0, D0[j], _mm512_mul_ps(f1, D[j])), S, s[i][j]);
+                    } else {
+                        s[i][j] = _mm512_fmadd_ps(f0, D0[j], _mm512_fmadd_ps(f1, D[j], s[i][j]));
+                    }
+                }
+            }
+        }
+        for (; b < kb; b += 2) { /* 1 or 2 blocks left (q8: possibly partial) */
+            const int nbl = kb - b >= 2 ? 2 : 1;
+            const int64_t B = b0 + b;
+            const __mmask64 k8 = nbl == 2 ? ~(__mmask64)0 : 0xffffffffull;
+            const __mmask16 k32 = nbl == 2 ? 0xffff : 0x00ff;
+            __m512i X0[KERN_GEMV_T], X1[KERN_GEMV_T], C0[KERN_GEMV_T], C1[KERN_GEMV_T];
+            __m512 D0[KERN_GEMV_T], D[KERN_GEMV_T];
+            for (int j = 0; j < T; j++) {
+                const int64_t o0 = (2 * j) * nb + B, o1 = (2 * j + 1) * nb + B;
+                X0[j] = _mm512_maskz_loadu_epi8(k8, a->q + 32 * o0);
+                X1[j] = _mm512_maskz_loadu_epi8(k8, a->q + 32 * o1);
+                C0[j] = _mm512_maskz_loadu_epi32(k32, a->cx + 8 * o0);
+                C1[j] = _mm512_maskz_loadu_epi32(k32, a->cx + 8 * o1);
+                if (K != 0) {
+                    C0[j] = _mm512_srai_epi32(C0[j], 4);
+                    C1[j] = _mm512_srai_epi32(C1[j], 4);
+                }
+                D0[j] = _mm512_maskz_loadu_ps(k32, a->dx + 8 * o0);
+                D[j] = _mm512_maskz_loadu_ps(k32, a->dx + 8 * o1);
+            }
+            for (int i = 0; i < KERN_RB; i++) {
+                const __m512i W = wpair_tail(base[i], B, nbl, C - 32 * B, K);
+                __m512 S = _mm512_setzero_ps();
+                if (K != 0) S = nbl == 2 ? pair_scale(wsi[i], b) : _mm512_set1_ps(wsi[i][b]);
+                for (int j = 0; j < T; j++) {
+                    const __m512 f0 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C0[j], W, X0[j]));
+                    const __m512 f1 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C1[j], W, X1[j]));
+                    if (K != 0) {
+                        s[i][j] = _mm512_fmadd_ps(_mm512_fmadd_ps(f0, D0[j], _mm512_mul_ps(f1, D[j])), S, s[i][j]);
+                    } else {
+                        s[i][j] = _mm512_fmadd_ps(f0, D0[j], _mm512_fmadd_ps(f1, D[j], s[i][j]));
+                    }
+                }
+            }
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_reduce_add_ps(s[i][j]) * rs[i];
+}
+
+TGT static void gemv_q8(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
+                        float acc[KERN_RB][KERN_TB]) {
+    if (nt == 1) gemv_t(w, r, nr, a, ws, acc, 0, 1);
+    else gemv_t(w, r, nr, a, ws, acc, 0, 2);
+}
+
+TGT static void gemv_q4t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
+                         float acc[KERN_RB][KERN_TB]) {
+    if (nt == 1) gemv_t(w, r, nr, a, ws, acc, 1, 1);
+    else gemv_t(w, r, nr, a, ws, acc, 1, 2);
+}
+
+TGT static void gemv_q4b(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
+                         float acc[KERN_RB][KERN_TB]) {
+    if (nt == 1) gemv_t(w, r, nr, a, ws, acc, 2, 1);
+    else gemv_t(w, r, nr, a, ws, acc, 2, 2);
+}
+
 /* ---- float family ------------------------------------------------------------------------------------------ */
 
 TGT static void dec_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out) {
@@ -209,6 +363,8 @@ static const cmf_kern kern = {
     .name = "avx512-vnni",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
                   [CMF_DT_Q4_TILED] = dec_q4, [CMF_DT_Q4TP] = dec_q4tp, [CMF_DT_Q2TP] = dec_q2tp},
+    .gemv_i8 = {[CMF_DT_Q8_ROW] = gemv_q8, [CMF_DT_Q8_2F] = gemv_q8, [CMF_DT_Q4_BLOCK] = gemv_q4b,
+                [CMF_DT_Q4_TILED] = gemv_q4t, [CMF_DT_Q4TP] = gemv_q4b},
     .mk_i8 = mk_i8,
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,

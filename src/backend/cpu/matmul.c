@@ -45,6 +45,7 @@ typedef struct {
     const cmf_weight *w;
     const float *bias;
     int i8, levels; /* levels: activation slots per token (1 for the float family) */
+    kern_gemv_i8 gemv; /* the fused decode kernel when n <= KERN_GEMV_T and the path has one for the dtype */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -125,6 +126,18 @@ static void mm_worker(void *ctx, int ith, int nth) {
         const int64_t r0 = item * t->rows_per_item;
         if (r0 >= w->rows) break;
         const int64_t r1 = r0 + t->rows_per_item < w->rows ? r0 + t->rows_per_item : w->rows;
+        if (t->gemv) {
+            float *ws = (float *)(void *)(scratch + (size_t)KERN_RB * KERN_KB * 32);
+            for (int64_t r = r0; r < r1; r += KERN_RB) {
+                const int nr = r1 - r < KERN_RB ? (int)(r1 - r) : KERN_RB;
+                float acc[KERN_RB][KERN_TB];
+                t->gemv(w, r, nr, &t->a, (int)t->n, ws, acc);
+                for (int64_t j = 0; j < t->n; j++)
+                    for (int i = 0; i < nr; i++)
+                        t->out[j * t->ld_out + r + i] = acc[i][j] + (t->bias ? t->bias[r + i] : 0.0f);
+            }
+            continue;
+        }
         for (int64_t b0 = 0; b0 < nb; b0 += KERN_KB) {
             const int64_t kb = nb - b0 < KERN_KB ? nb - b0 : KERN_KB;
             for (int64_t r = r0; r < r1; r += KERN_RB) {
@@ -172,6 +185,7 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
     t.levels = t.i8 ? ACT_LEVELS : 1;
+    if (t.i8 && ACT_LEVELS == 2 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
     if (!pool || cmf_cpu_path() == CMF_CPU_F32REF || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
         cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
         return;
