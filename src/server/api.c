@@ -302,6 +302,102 @@ static int render_chat(cmf_server *s, const cJSON *j, int with_tools, char **tex
     return 0;
 }
 
+/* "tool_choice": "auto" / absent / null (the model decides), "none" (tools are not shown to the model), "required"
+ * or {"type": "function", "function": {"name": N}} (a call is forced). *forced (malloc'd) is set for a forced call:
+ * the start of the call's JSON that force_tool_call puts after the prompt: {"name": "N", "arguments":  for a named
+ * function or when exactly one tool is offered, else {"name": " so that the model picks the function. */
+static int tool_choice_field(const cJSON *j, const cJSON *tools, int *tools_on, char **forced, srv_reply *err) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "tool_choice");
+    *forced = NULL;
+    if (!tc || cJSON_IsNull(tc)) return 0;
+    const char *name = NULL;
+    if (cJSON_IsString(tc)) {
+        if (!strcmp(tc->valuestring, "none")) {
+            *tools_on = 0;
+            return 0;
+        }
+        if (!strcmp(tc->valuestring, "auto")) return 0;
+        if (strcmp(tc->valuestring, "required") != 0) {
+            *err = reply_err(400, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
+                                                 "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+            return -1;
+        }
+    } else {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type");
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tc, "function"), "name");
+        if (!cJSON_IsObject(tc) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function") != 0 ||
+            !cJSON_IsString(nm)) {
+            *err = reply_err(400, "tool_choice", "'tool_choice' object must be {\"type\": \"function\", "
+                                                 "\"function\": {\"name\": string}}");
+            return -1;
+        }
+        name = nm->valuestring;
+    }
+    if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0) {
+        *err = reply_err(400, "tool_choice", "'tool_choice' forces a tool call but no 'tools' are given");
+        return -1;
+    }
+    const char *only = NULL;
+    int found = 0;
+    for (const cJSON *t = tools->child; t; t = t->next) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
+        if (!cJSON_IsString(nm)) {
+            *err = reply_err(400, "tools", "every tool needs function.name (a string)");
+            return -1;
+        }
+        found |= name && !strcmp(name, nm->valuestring);
+        only = nm->valuestring;
+    }
+    if (name && !found) {
+        *err = reply_err(400, "tool_choice", "'tool_choice' names '%.100s', which is not among 'tools'", name);
+        return -1;
+    }
+    if (!name && cJSON_GetArraySize(tools) == 1) name = only;
+    cJSON *js = name ? cJSON_CreateString(name) : NULL; /* the name as a JSON string (escaped) */
+    char *q = js ? cJSON_PrintUnformatted(js) : NULL;
+    cJSON_Delete(js);
+    size_t cap = (q ? strlen(q) : 0) + 64;
+    if ((name && !q) || !(*forced = malloc(cap))) {
+        free(q);
+        *err = reply_err(500, NULL, "out of memory");
+        return -1;
+    }
+    if (name)
+        snprintf(*forced, cap, "{\"name\": %s, \"arguments\": ", q);
+    else
+        snprintf(*forced, cap, "{\"name\": \"");
+    free(q);
+    return 0;
+}
+
+/* A forced tool call, as Qwen3 / Hermes templates write calls: the prompt gets the opening "<tool_call>\n" and the
+ * start of the call's JSON appended (after closing a <think> block the template left open), so the model can only
+ * continue the call; the output parser starts inside the block with that JSON (srv_out_force_tool), so the reply
+ * is the call. Needs a template whose tool prompt uses <tool_call> blocks (the rendered prompt mentions
+ * <tool_call>): otherwise a 400, since this server parses no other tool-call format. */
+static int force_tool_call(srv_req *r, char **text, const char *forced, srv_reply *err) {
+    if (!strstr(*text, "<tool_call>")) {
+        *err = reply_err(400, "tool_choice", "forcing a tool call needs a chat template that writes Qwen3 / Hermes "
+                                             "<tool_call> blocks; this model's template does not");
+        return -1;
+    }
+    const char *close = r->start_in_think ? "\n</think>\n\n" : "";
+    size_t n = strlen(*text) + strlen(close) + strlen(forced) + 32;
+    char *t = malloc(n);
+    r->tool_prefix = strdup(forced);
+    if (!t || !r->tool_prefix) {
+        free(t);
+        *err = reply_err(500, NULL, "out of memory");
+        return -1;
+    }
+    snprintf(t, n, "%s%s<tool_call>\n%s", *text, close, forced);
+    free(*text);
+    *text = t;
+    r->start_in_think = 0;
+    r->parse_tools = 1;
+    return 0;
+}
+
 /* Whether the rendered prompt leaves a <think> block open (templates that start the reasoning themselves). */
 static int ends_in_think(const char *text) {
     size_t n = strlen(text);
@@ -399,17 +495,19 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
              (unsigned long)atomic_fetch_add(&seq, 1));
     int bad = 0;
     if (kind == SRV_CHAT) {
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "tool_choice");
-        int tools_on = !(cJSON_IsString(tc) && !strcmp(tc->valuestring, "none"));
         const cJSON *tools = cJSON_GetObjectItemCaseSensitive(j, "tools");
-        char *text = NULL;
-        bad = render_chat(s, j, tools_on, &text, err);
+        int tools_on = 1;
+        char *forced = NULL, *text = NULL;
+        bad = tool_choice_field(j, tools, &tools_on, &forced, err);
+        if (!bad) bad = render_chat(s, j, tools_on, &text, err);
         if (!bad) {
             r->start_in_think = ends_in_think(text);
             r->parse_tools = tools_on && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0;
-            bad = tokenize_text(s, text, 0, r, err);
+            if (forced) bad = force_tool_call(r, &text, forced, err);
         }
+        if (!bad) bad = tokenize_text(s, text, 0, r, err);
         free(text);
+        free(forced);
     } else {
         bad = completion_prompt(s, j, r, err);
     }

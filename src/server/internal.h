@@ -50,6 +50,10 @@ typedef struct srv_out {
 /* Starts a parser. start_in_think: the prompt already opened <think> (the output begins as reasoning). */
 void srv_out_init(srv_out *o, char **stops, int n_stops, int parse_think, int parse_tools, int start_in_think);
 void srv_out_free(srv_out *o);
+/* A forced tool call (tool_choice): the output begins inside a <tool_call> block whose first bytes, json_prefix
+ * (e.g. {"name": "f", "arguments": ), were written into the prompt; they start the block the model completes.
+ * Returns 0, or -1 when out of memory. */
+int srv_out_force_tool(srv_out *o, const char *json_prefix);
 /* Feeds generated text (complete UTF-8). Emits every piece that can no longer be part of a stop string or a tag.
  * When `final` is set everything held back is emitted (end of generation). Returns 1 when a stop string matched
  * (the stop string and everything after it are dropped), 0 otherwise, -1 on allocation failure. */
@@ -72,6 +76,7 @@ struct srv_req {
     char **stops;
     int n_stops;
     int stream, include_usage, parse_tools, start_in_think;
+    char *tool_prefix; /* forced tool call: the call's JSON already in the prompt after "<tool_call>\n", or NULL */
     char id[64];
     long created;
     double t_arrival, deadline; /* seconds on the monotonic clock; deadline 0: none */

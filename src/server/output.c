@@ -77,6 +77,12 @@ void srv_out_init(srv_out *o, char **stops, int n_stops, int parse_think, int pa
     o->state = start_in_think ? 1 : 0;
 }
 
+int srv_out_force_tool(srv_out *o, const char *json_prefix) {
+    o->parse_tools = 1;
+    o->state = 2;
+    return srv_buf_adds(&o->tags, json_prefix);
+}
+
 void srv_out_free(srv_out *o) {
     srv_buf_free(&o->raw);
     srv_buf_free(&o->tags);

@@ -36,6 +36,7 @@ double srv_now(void) {
 void srv_req_free(srv_req *r) {
     if (!r) return;
     free(r->prompt);
+    free(r->tool_prefix);
     for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
     free(r->stops);
     srv_buf_free(&r->sse);
@@ -184,7 +185,9 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     r->n_cached = keep;
     srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
     const char *err = NULL;
-    if (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK || cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK)
+    if (r->tool_prefix && srv_out_force_tool(&sl->out, r->tool_prefix)) err = "out of memory";
+    if (!err && (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK ||
+                 cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK))
         err = cmf_last_error();
     pthread_mutex_lock(&s->mu);
     s->met.prompt_tokens_cached += (uint64_t)keep;

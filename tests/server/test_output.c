@@ -138,6 +138,34 @@ int main(void) {
         CHECK(!strcmp(s_or(&r.content), "h\xc3\xa9llo "));
         free_rec(&r);
     }
+    /* forced tool calls (tool_choice): the output starts inside a block whose JSON began in the prompt */
+    {
+        static const struct {
+            const char *prefix, *gen, *want;
+        } F[] = {
+            {"{\"name\": \"get_weather\", \"arguments\": ", "{\"city\": \"Paris\"}}\n</tool_call>",
+             "get_weather({\"city\":\"Paris\"});"},
+            {"{\"name\": \"", "f\", \"arguments\": {\"x\": [1, 2]}}</tool_call>\nafter", "f({\"x\":[1,2]});"},
+        };
+        for (int k = 0; k < 2; k++) {
+            size_t n = strlen(F[k].gen);
+            for (size_t a = 0; a <= n; a++) {
+                srv_out o;
+                rec r;
+                memset(&r, 0, sizeof r);
+                srv_out_init(&o, NULL, 0, 1, 0, 0);
+                CHECK(srv_out_force_tool(&o, F[k].prefix) == 0);
+                CHECK(srv_out_push(&o, F[k].gen, a, 0, on_ev, &r) == 0);
+                CHECK(srv_out_push(&o, F[k].gen + a, n - a, 0, on_ev, &r) == 0);
+                CHECK(srv_out_push(&o, "", 0, 1, on_ev, &r) == 0);
+                CHECK_MSG(!strcmp(s_or(&r.tools), F[k].want), "cut %zu: '%s'", a, s_or(&r.tools));
+                CHECK_MSG(!strcmp(s_or(&r.content), k ? "after" : ""), "cut %zu: content '%s'", a, s_or(&r.content));
+                CHECK(o.n_tools == 1);
+                srv_out_free(&o);
+                free_rec(&r);
+            }
+        }
+    }
     CHECK(srv_partial_suffix("abcEN", 5, "END") == 2);
     CHECK(srv_partial_suffix("abcEND", 6, "END") == 0); /* a whole match is not a partial one */
     CHECK(srv_partial_suffix("", 0, "END") == 0);

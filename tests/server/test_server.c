@@ -400,6 +400,56 @@ static void test_stream_utf8(void) {
     free(prompt);
 }
 
+/* tool_choice "required" / a named function: the prompt ends with "<tool_call>\n" and the call's JSON start (the
+ * server's forcing scheme), so the model's tokens continue the call; with this random model the block is not valid
+ * JSON, so the reply gives it back verbatim as content: "<tool_call>" + JSON start + the generated text. */
+static void test_tool_choice(void) {
+    const char *msgs = "[{\"role\":\"user\",\"content\":\"Weather in Paris?\"}]";
+    const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"w\","
+                        "\"parameters\":{\"type\":\"object\",\"properties\":{\"city\":{\"type\":\"string\"}}}}}]";
+    const char *prefix = "{\"name\": \"get_weather\", \"arguments\": ";
+    cmf_chat_params p = cmf_chat_default_params();
+    p.messages_json = msgs;
+    p.tools_json = tools;
+    char *rendered = NULL;
+    CHECK(cmf_chat_render(g_m, &p, &rendered, NULL) == CMF_OK);
+    CHECK(rendered && strstr(rendered, "<tool_call>"));
+    char *full = malloc(strlen(rendered ? rendered : "") + 256);
+    sprintf(full, "%s<tool_call>\n%s", rendered ? rendered : "", prefix);
+    int np = 0;
+    int32_t *prompt = tokenize(full, 0, &np);
+    cmf_sampler_params sp = params(0, 0);
+    gen g;
+    local_generate(prompt, np, &sp, 12, &g);
+    char want[20000];
+    snprintf(want, sizeof want, "<tool_call>%s%s", prefix, g.text);
+    const char *choices[] = {"{\"type\":\"function\",\"function\":{\"name\":\"get_weather\"}}", "\"required\""};
+    for (int c = 0; c < 2; c++) {
+        char body[4096];
+        snprintf(body, sizeof body, "{\"messages\": %s, \"tools\": %s, \"tool_choice\": %s, \"temperature\": 0, "
+                 "\"max_tokens\": 12}", msgs, tools, choices[c]);
+        cJSON *j = call("POST", "/v1/chat/completions", body, 200);
+        CHECK_MSG((int)jnum(j, "usage.prompt_tokens") == np, "tool_choice %s: prompt %d tokens, want %d", choices[c],
+                  (int)jnum(j, "usage.prompt_tokens"), np);
+        CHECK_MSG(jstr(j, "choices.0.message.content") && !strcmp(jstr(j, "choices.0.message.content"), want),
+                  "tool_choice %s: '%s' vs '%s'", choices[c], jstr(j, "choices.0.message.content"), want);
+        cJSON_Delete(j);
+    }
+    /* refused: a name not among the tools, no tools, a bad value */
+    char body[4096];
+    snprintf(body, sizeof body, "{\"messages\": %s, \"tools\": %s, \"tool_choice\": "
+             "{\"type\":\"function\",\"function\":{\"name\":\"nope\"}}}", msgs, tools);
+    cJSON_Delete(call("POST", "/v1/chat/completions", body, 400));
+    snprintf(body, sizeof body, "{\"messages\": %s, \"tool_choice\": \"required\"}", msgs);
+    cJSON_Delete(call("POST", "/v1/chat/completions", body, 400));
+    snprintf(body, sizeof body, "{\"messages\": %s, \"tools\": %s, \"tool_choice\": \"always\"}", msgs, tools);
+    cJSON_Delete(call("POST", "/v1/chat/completions", body, 400));
+    gen_free(&g);
+    free(prompt);
+    free(full);
+    free(rendered);
+}
+
 static void test_chat(void) {
     const char *msgs = "[{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Tell me\"},"
                        "{\"type\":\"text\",\"text\":\"a story\"}]}]";
@@ -621,6 +671,7 @@ int main(void) {
     free(prompt);
     test_stream_utf8();
     test_chat();
+    test_tool_choice();
     test_concurrency();
 
     http_request(g_port, "GET", "/metrics", KEY, NULL, &r);
