@@ -9,6 +9,12 @@
  *   output.c  generated text -> events: stop strings (held back while they could still match), <think>
  *             reasoning and Qwen3-style <tool_call>{json}</tool_call> blocks
  *   metrics.c Prometheus text counters, gauges and histograms
+ *   page.c    the self-contained chat page served at GET / (inline HTML/CSS/JS, streams /v1/chat/completions)
+ *
+ * Hostile input: a request body must be valid UTF-8 holding exactly one JSON object; unknown request fields are a
+ * 400 (as OpenAI answers), a Content-Length over the body limit is refused (413) before the body is read.
+ * tool_choice "required" or a named function forces a call by writing "<tool_call>\n" and the start of the call's
+ * JSON after the prompt (Qwen3 / Hermes templates only; other templates get a 400).
  *
  * The API follows OpenAI's "Chat Completions" and "Completions" references (platform.openai.com/docs/api-reference)
  * and the conventions of vLLM / llama.cpp servers for the non-OpenAI routes (/tokenize, /detokenize,
