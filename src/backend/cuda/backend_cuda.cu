@@ -566,7 +566,9 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
     cmf_status st = flush_add(I);
     if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
-    if (n <= 8 && out != x) { /* deferred: grouped with the next products of the same input */
+    /* deferred: grouped with the next products of the same input. Not with a collective between ops (tensor
+     * parallelism): its allreduce, queued on this stream by another file, must find the product done. */
+    if (n <= 8 && out != x && !be->allreduce) {
         if (I->n_pm && (I->pm_x != x || I->pm_n != n || I->n_pm == 3) && (st = flush_mm(I)) != CMF_OK) return st;
         I->pm[I->n_pm].w = w;
         I->pm[I->n_pm].out = out;
