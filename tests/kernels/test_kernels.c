@@ -1,6 +1,6 @@
 /* Tests of the CPU matmul kernels (src/backend/cpu): every dtype x every path this CPU runs x shapes (rows not a
- * multiple of the thread count, cols 32, 64, 96, 4096+32, and cols 50 for the dtypes that allow it; n = 1, 3, 5,
- * 17), against
+ * multiple of the thread count, cols 32, 64, 96, 4096+32, and cols 50 for the dtypes that allow it; n = 1, 2, 3,
+ * 5, 17), against
  *  - cmf_dequant (src/quant, the reference reader's arithmetic): the row decoder gives the same floats;
  *  - the scalar path: every SIMD path within 2e-6 of sum|w*x|;
  *  - the f32 product on dequantized weights: within the int8-activation error bound sum_b (d_b/2) sum_c |w_c|
@@ -94,7 +94,7 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
     } else {
         for (int64_t r = 0; r < rows; r++) cmf_weight_row_f32(&w, r, W + r * cols);
     }
-    const int ns[] = {1, 3, 5, 17};
+    const int ns[] = {1, 2, 3, 5, 17}; /* 1, 2: the fused decode kernels; more: the tiled path */
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
         const int64_t n = ns[ni], ld = rows + 3;
         float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));

@@ -113,6 +113,115 @@ TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw
     }
 }
 
+/* ---- fused decode kernels (kern_gemv_i8) ---------------------------------------------------------------------
+ * One block of 32 per ymm, weights read from the mapping and decoded in registers, four rows sharing the
+ * activation loads, both activation levels dotted with each decoded block, one horizontal sum per row and token
+ * at the end. q8 (K = 0): maddubs(|v|, sign(x, v)) as in mk_i8. q4 (K = 1 q4_tiled, 2 q4_block, 3 q4tp with each
+ * row's ladder computed once): u = nibble = v + 8 (< 16, so maddubs pair sums stay far inside int16), the nibble
+ * byte k (columns 2k, 2k+1) zero-extended to 16 bits and spread by (x | x << 4) & 0x0f0f, and the lane correction
+ * cx >> 4 = -8 * (sum of the lane's 4 activations) added after vpmaddwd. Lane totals combine in f32 as
+ * (p0*d0 + p1*d1) * wscale (q8: the row scale at the end). */
+
+TGT_INLINE __m256i nib_unpack(const uint8_t *p) {
+    const __m256i w16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_and_si256(_mm256_or_si256(w16, _mm256_slli_epi16(w16, 4)), _mm256_set1_epi16(0x0f0f));
+}
+
+TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, float *ws,
+                       float acc[KERN_RB][KERN_TB], const int K, const int T) {
+    const int64_t C = w->cols, nb = a->nb, G = C / 32;
+    const uint8_t *base[KERN_RB];
+    const float *wsi[KERN_RB];
+    float rs[KERN_RB], lad[KERN_RB][32];
+    kern_tp tp;
+    memset(&tp, 0, sizeof tp);
+    if (K == 3) {
+        cmf_kern_tp(w, &tp);
+        for (int i = 0; i < nr; i++) cmf_kern_ladder(w, &tp, w->row0 + r + i, lad[i]);
+    }
+    for (int i = 0; i < KERN_RB; i++) {
+        const int ii = i < nr ? i : nr - 1; /* rows past nr repeat the last one; their sums are dropped */
+        const int64_t R = w->row0 + r + ii;
+        base[i] = K == 0 ? w->data + R * C : K == 1 ? w->data + 18 * R * G + 2 : w->data + 16 * R * G;
+        rs[i] = K == 0 ? cmf_f16_table[cmf_rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)] : 1.0f;
+        wsi[i] = ws + ii * KERN_KB;
+    }
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 s[KERN_RB][KERN_GEMV_T];
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) s[i][j] = _mm256_setzero_ps();
+    for (int64_t b0 = 0; b0 < nb; b0 += KERN_KB) {
+        const int64_t kb = nb - b0 < KERN_KB ? nb - b0 : KERN_KB;
+        if (K == 3)
+            for (int i = 0; i < nr; i++)
+                for (int64_t b = 0; b < kb; b++) ws[i * KERN_KB + b] = lad[i][cmf_kern_code(&tp, w->row0 + r + i, b0 + b)];
+        else if (K != 0)
+            for (int i = 0; i < nr; i++) cmf_kern_scales(w, r + i, b0, kb, ws + i * KERN_KB);
+        for (int64_t b = 0; b < kb; b++) {
+            const int64_t B = b0 + b;
+            __m256i X0[KERN_GEMV_T], X1[KERN_GEMV_T], C0[KERN_GEMV_T], C1[KERN_GEMV_T];
+            __m256 D0[KERN_GEMV_T], D1[KERN_GEMV_T];
+            for (int j = 0; j < T; j++) {
+                const int64_t o0 = (2 * j) * nb + B, o1 = (2 * j + 1) * nb + B;
+                X0[j] = _mm256_loadu_si256((const __m256i *)(const void *)(a->q + 32 * o0));
+                X1[j] = _mm256_loadu_si256((const __m256i *)(const void *)(a->q + 32 * o1));
+                D0[j] = _mm256_loadu_ps(a->dx + 8 * o0);
+                D1[j] = _mm256_loadu_ps(a->dx + 8 * o1);
+                if (K != 0) {
+                    C0[j] = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->cx + 8 * o0)), 4);
+                    C1[j] = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->cx + 8 * o1)), 4);
+                } else {
+                    C0[j] = C1[j] = _mm256_setzero_si256();
+                }
+            }
+            for (int i = 0; i < KERN_RB; i++) {
+                __m256i W;
+                if (K == 0) {
+                    if (B < G) {
+                        W = _mm256_loadu_si256((const __m256i *)(const void *)(base[i] + 32 * B));
+                    } else { /* the last, partial block of a row: missing columns read as 0 */
+                        int8_t tmp[32] = {0};
+                        memcpy(tmp, base[i] + 32 * B, (size_t)(C - 32 * B));
+                        W = _mm256_loadu_si256((const __m256i *)(const void *)tmp);
+                    }
+                } else {
+                    W = nib_unpack(K == 1 ? base[i] + 18 * B : base[i] + 16 * B);
+                }
+                const __m256i AW = K == 0 ? _mm256_abs_epi8(W) : W;
+                for (int j = 0; j < T; j++) {
+                    __m256i p0, p1;
+                    if (K == 0) {
+                        p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(AW, _mm256_sign_epi8(X0[j], W)), ones);
+                        p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(AW, _mm256_sign_epi8(X1[j], W)), ones);
+                    } else {
+                        p0 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(AW, X0[j]), ones), C0[j]);
+                        p1 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(AW, X1[j]), ones), C1[j]);
+                    }
+                    const __m256 f0 = _mm256_cvtepi32_ps(p0), f1 = _mm256_cvtepi32_ps(p1);
+                    if (K != 0)
+                        s[i][j] = _mm256_fmadd_ps(_mm256_fmadd_ps(f0, D0[j], _mm256_mul_ps(f1, D1[j])),
+                                                  _mm256_set1_ps(wsi[i][b]), s[i][j]);
+                    else
+                        s[i][j] = _mm256_fmadd_ps(f0, D0[j], _mm256_fmadd_ps(f1, D1[j], s[i][j]));
+                }
+            }
+        }
+    }
+    for (int i = 0; i < nr; i++)
+        for (int j = 0; j < T; j++) acc[i][j] = hsum(s[i][j]) * rs[i];
+}
+
+#define GEMV_FN(name, K)                                                                                          \
+    TGT static void name(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,             \
+                         float acc[KERN_RB][KERN_TB]) {                                                           \
+        if (nt == 1) gemv_t(w, r, nr, a, ws, acc, K, 1);                                                          \
+        else gemv_t(w, r, nr, a, ws, acc, K, 2);                                                                  \
+    }
+GEMV_FN(gemv_q8, 0)
+GEMV_FN(gemv_q4t, 1)
+GEMV_FN(gemv_q4b, 2)
+GEMV_FN(gemv_q4tp, 3)
+
 /* ---- float family ------------------------------------------------------------------------------------------ */
 
 TGT static void dec_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc, float *out) {
@@ -167,6 +276,8 @@ static const cmf_kern kern = {
     .name = "avx2",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
                   [CMF_DT_Q4_TILED] = dec_q4, [CMF_DT_Q4TP] = dec_q4tp, [CMF_DT_Q2TP] = dec_q2tp},
+    .gemv_i8 = {[CMF_DT_Q8_ROW] = gemv_q8, [CMF_DT_Q8_2F] = gemv_q8, [CMF_DT_Q4_BLOCK] = gemv_q4b,
+                [CMF_DT_Q4_TILED] = gemv_q4t, [CMF_DT_Q4TP] = gemv_q4tp},
     .mk_i8 = mk_i8,
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,

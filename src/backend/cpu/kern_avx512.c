@@ -163,7 +163,8 @@ TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw
  * rows share every activation load; one
  * horizontal reduce per row and token at the end. K selects the weight encoding:
  *   K = 0: q8_row / q8_2f, u = q ^ 0x80 = v + 128, per-lane correction cx (one row scale, applied at the end);
- *   K = 1: q4_tiled, 16 nibble bytes at byte 2 of each 18-byte tile; K = 2: q4_block / q4tp, 16 bytes per group.
+ *   K = 1: q4_tiled, 16 nibble bytes at byte 2 of each 18-byte tile; K = 2: q4_block, 16 bytes per group;
+ *   K = 3: q4tp, laid out as q4_block, each row's scale ladder computed once per call.
  *   q4: u = nibble = v + 8, correction cx >> 4 = -8 * (sum of the lane's 4 activations). A nibble byte k holds
  *   columns 2k (low) and 2k+1 (high): zero-extended to 16 bits, (x | x << 4) & 0x0f0f puts them in bytes 2k, 2k+1. */
 
@@ -180,7 +181,7 @@ TGT_INLINE __m512i nib_unpack(__m256i n) {
 /* u of blocks B, B+1 of a row (K as above); all 64 columns present. */
 TGT_INLINE __m512i wpair(const uint8_t *p, int64_t B, const int K) {
     if (K == 0) return _mm512_xor_si512(_mm512_loadu_si512(p + 32 * B), _mm512_set1_epi8((char)0x80));
-    if (K == 1)
+    if (K == 1) /* K = 3 (q4tp) reads as K = 2 */
         return nib_unpack(_mm256_inserti128_si256(
             _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(p + 18 * B))),
             _mm_loadu_si128((const __m128i *)(const void *)(p + 18 * (B + 1))), 1));
@@ -204,11 +205,17 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
     const int64_t C = w->cols, nb = a->nb, G = C / 32;
     const uint8_t *base[KERN_RB];
     const float *wsi[KERN_RB];
-    float rs[KERN_RB];
+    float rs[KERN_RB], lad[KERN_RB][32];
+    kern_tp tp;
+    memset(&tp, 0, sizeof tp);
+    if (K == 3) { /* q4tp: each row's ladder once (§2.6), then one rung per block */
+        cmf_kern_tp(w, &tp);
+        for (int i = 0; i < nr; i++) cmf_kern_ladder(w, &tp, w->row0 + r + i, lad[i]);
+    }
     for (int i = 0; i < KERN_RB; i++) {
         const int ii = i < nr ? i : nr - 1; /* rows past nr repeat the last one; their sums are dropped */
         const int64_t R = w->row0 + r + ii;
-        base[i] = K == 0 ? w->data + R * C : K == 1 ? w->data + 18 * R * G + 2 : w->data + 16 * R * G;
+        base[i] = K == 0 ? w->data + R * C : K == 1 ? w->data + 18 * R * G + 2 : w->data + 16 * R * G; /* K 2, 3 */
         rs[i] = K == 0 ? cmf_f16_table[cmf_rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)] : 1.0f;
         wsi[i] = ws + ii * KERN_KB;
     }
@@ -217,7 +224,10 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
         for (int j = 0; j < T; j++) s[i][j] = _mm512_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += KERN_KB) {
         const int64_t kb = nb - b0 < KERN_KB ? nb - b0 : KERN_KB;
-        if (K != 0)
+        if (K == 3)
+            for (int i = 0; i < nr; i++)
+                for (int64_t b = 0; b < kb; b++) ws[i * KERN_KB + b] = lad[i][cmf_kern_code(&tp, w->row0 + r + i, b0 + b)];
+        else if (K != 0)
             for (int i = 0; i < nr; i++) scales(w, r + i, b0, kb, ws + i * KERN_KB);
         const int64_t fullb = K == 0 ? (G - b0 < kb ? G - b0 : kb) : kb; /* blocks with all 32 columns */
         int64_t b = 0;
@@ -304,6 +314,12 @@ TGT static void gemv_q4t(const cmf_weight *w, int64_t r, int nr, const cmf_qact 
     else gemv_t(w, r, nr, a, ws, acc, 1, 2);
 }
 
+TGT static void gemv_q4tp(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
+                          float acc[KERN_RB][KERN_TB]) {
+    if (nt == 1) gemv_t(w, r, nr, a, ws, acc, 3, 1);
+    else gemv_t(w, r, nr, a, ws, acc, 3, 2);
+}
+
 TGT static void gemv_q4b(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
                          float acc[KERN_RB][KERN_TB]) {
     if (nt == 1) gemv_t(w, r, nr, a, ws, acc, 2, 1);
@@ -364,7 +380,7 @@ static const cmf_kern kern = {
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
                   [CMF_DT_Q4_TILED] = dec_q4, [CMF_DT_Q4TP] = dec_q4tp, [CMF_DT_Q2TP] = dec_q2tp},
     .gemv_i8 = {[CMF_DT_Q8_ROW] = gemv_q8, [CMF_DT_Q8_2F] = gemv_q8, [CMF_DT_Q4_BLOCK] = gemv_q4b,
-                [CMF_DT_Q4_TILED] = gemv_q4t, [CMF_DT_Q4TP] = gemv_q4b},
+                [CMF_DT_Q4_TILED] = gemv_q4t, [CMF_DT_Q4TP] = gemv_q4tp},
     .mk_i8 = mk_i8,
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,
