@@ -7,9 +7,9 @@
  * cache (cmf_session_truncate), prefills only the new suffix, then streams the reply through the sampler
  * (src/sample) until an eos id, -n tokens or Ctrl-C (SIGINT). The reply joins the conversation as an assistant
  * message. Also `-p MESSAGE` (one turn, then exit) and `--template-only` (print the rendered prompt).
- * Line editing: when stdin is a terminal and the CLI was built with libedit (CMF_HAVE_LIBEDIT, CMakeLists.txt), the
- * prompt is libedit's el_gets (emacs keys, history of this session on up/down, ~/.editrc honoured); otherwise, and
- * always for piped input, plain getline(). */
+ * Line editing: when stdin and stderr are terminals and the CLI was built with libedit (CMF_HAVE_LIBEDIT,
+ * CMakeLists.txt), the prompt is libedit's el_gets (emacs keys, history of this session on up/down, ~/.editrc
+ * honoured); otherwise, and always for piped input, plain getline(). */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
@@ -289,13 +289,14 @@ static const char *edit_prompt(EditLine *el) {
 }
 #endif
 
-/* Sets up the reader: libedit only when stdin is a terminal (and it initializes); prompts and the edited line go
- * to stderr, so stdout holds only replies. */
+/* Sets up the reader: libedit only when stdin and stderr are terminals (and it initializes); prompts and the
+ * edited line go to stderr, so stdout holds only replies (with stderr redirected, the terminal's own echo is
+ * kept: plain lines). */
 static void reader_open(line_reader *lr) {
     memset(lr, 0, sizeof *lr);
     lr->tty = isatty(0);
 #ifdef CMF_HAVE_LIBEDIT
-    if (!lr->tty) return;
+    if (!lr->tty || !isatty(2)) return;
     HistEvent ev;
     if (!(lr->el = el_init("cmf", stdin, stderr, stderr)) || !(lr->hist = history_init())) {
         if (lr->el) el_end(lr->el);
