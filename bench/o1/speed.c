@@ -1,12 +1,13 @@
 /* speed.c — decode speed (tokens/s of single-token steps) at given context positions, exact attention against
  * the O(1) far field (DORY.md §3.1), both measured in ONE run and reported side by side with their ratio.
  *
- *   o1_speed MODEL.cmf [--at 4096,32768] [-n 8] [-t T] [--o1 all] [--o1-seal 2048] [--real]
+ *   o1_speed MODEL.cmf [--at 4096,32768] [-n 8] [-t T] [--o1 all] [--o1-seal 2048] [--real] [--o1-only]
  *
  * Two sessions of the same model are built for each position A of --at: "exact" (o1 off) and "o1" (--o1 SPEC,
  * seal length S = --o1-seal). Each is brought to position A - 1, one untimed single-token step runs at A - 1,
  * then the n timed steps run at positions A .. A+n-1, alternating exact / o1 step by step (so a change of load
- * on the shared machine hits both columns alike). t/s = n / (sum of that session's step times).
+ * on the shared machine hits both columns alike). t/s = n / (sum of that session's step times); the CPU time
+ * of the process (all threads) per step is reported beside it, being far less sensitive to other jobs' load.
  *
  * How a session reaches position A - 1:
  *  - synthetic (default; prefilling 32K tokens exactly takes hours on 2 cores): no model run. The KV cache rows
@@ -26,6 +27,8 @@
  *    the exact session receives a copy of those KV rows, so both continue from one real prefill; the o1
  *    session's first step seals from the real rows. One --at value only. This is the end-to-end check of the
  *    synthetic figure at the same position.
+ * --o1-only: the far-field session alone (no exact column), for a sweep over many positions; without the exact
+ * session's multi-GB KV pass in between, its steps also run with warmer caches than in the alternating run.
  * The timed steps feed tokens (37·i + 11) mod vocab. The session internals are a benchmark device, not an API.
  */
 #include <math.h>
@@ -41,6 +44,14 @@
 static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU seconds of the whole process (every thread): on a shared, loaded machine the wall time of a step stretches
+ * with the other jobs' load, its CPU time much less; both are reported. */
+static double cpu_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -107,16 +118,17 @@ static int real_to(cmf_session *ex, cmf_session *o1, int a, int V) {
     return 0;
 }
 
-static int timed_step(cmf_session *s, int32_t t, double *acc) {
-    double t0 = now_s();
+static int timed_step(cmf_session *s, int32_t t, double *acc, double *cpu) {
+    double t0 = now_s(), c0 = cpu_s();
     cmf_status st = cmf_session_decode(s, t);
     *acc += now_s() - t0;
+    *cpu += cpu_s() - c0;
     return st == CMF_OK ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
     const char *model = NULL, *spec = "all";
-    int n = 8, threads = 0, seal = 2048, real = 0, at[16], n_at = 2;
+    int n = 8, threads = 0, seal = 2048, real = 0, only = 0, at[16], n_at = 2;
     at[0] = 4096, at[1] = 32768;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -126,6 +138,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--o1") && has) spec = argv[++i];
         else if (!strcmp(a, "--o1-seal") && has) seal = atoi(argv[++i]);
         else if (!strcmp(a, "--real")) real = 1;
+        else if (!strcmp(a, "--o1-only")) only = 1;
         else if (!strcmp(a, "--at") && has) {
             char *s = argv[++i], *end;
             for (n_at = 0; *s && n_at < 16; s = *end ? end + 1 : end) at[n_at++] = (int)strtol(s, &end, 10);
@@ -136,8 +149,8 @@ int main(int argc, char **argv) {
             return 2;
         }
     }
-    if (!model || n < 1 || n_at < 1 || (real && n_at != 1)) {
-        fprintf(stderr, "o1_speed: need MODEL.cmf, -n >= 1, one --at value with --real\n");
+    if (!model || n < 1 || n_at < 1 || (real && (n_at != 1 || only))) {
+        fprintf(stderr, "o1_speed: need MODEL.cmf, -n >= 1, one --at value and no --o1-only with --real\n");
         return 2;
     }
     for (int i = 0; i < n_at; i++)
@@ -154,33 +167,39 @@ int main(int argc, char **argv) {
     const int V = cmf_model_vocab_size(m);
     printf("model %s, threads %d, %s context, o1 '%s' seal %s, %d timed steps per position (alternating)\n", model,
            threads, real ? "real-prefill" : "synthetic", spec, real ? "= prompt" : "--o1-seal", n);
-    printf("| position | exact t/s | exact ms/tok | o1 t/s | o1 ms/tok | o1/exact | exact KV bytes | o1 KV+state "
-           "bytes |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
+    printf("| position | exact t/s | exact ms/tok | exact CPU ms/tok | o1 t/s | o1 ms/tok | o1 CPU ms/tok | o1/exact "
+           "(wall) | o1/exact (CPU) | exact KV bytes | o1 KV+state bytes |\n"
+           "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     int rc = 0;
     for (int i = 0; i < n_at && !rc; i++) {
         const int A = at[i];
         cmf_session *ex = NULL, *o1 = NULL;
         cmf_session_params pe = {.n_ctx = A + n, .o1 = "off"};
         cmf_session_params po = {.n_ctx = A + n, .o1 = spec, .o1_seal = real ? A - 1 : seal};
-        if (cmf_session_new_ex(m, &pe, &ex) != CMF_OK || cmf_session_new_ex(m, &po, &o1) != CMF_OK) rc = 1;
+        if ((!only && cmf_session_new_ex(m, &pe, &ex) != CMF_OK) || cmf_session_new_ex(m, &po, &o1) != CMF_OK) rc = 1;
         if (!rc && !o1->o1) {
             fprintf(stderr, "o1_speed: --o1 %s converts no layer of this model\n", spec);
             rc = 2;
         }
         if (!rc && real) rc = real_to(ex, o1, A, V) ? 1 : 0;
-        if (!rc && !real) rc = synth_to(ex, A, seal, V) || synth_to(o1, A, seal, V) ? 1 : 0;
-        double te = 0, to = 0, dummy = 0;
-        if (!rc) rc = timed_step(ex, tok(A - 1, V), &dummy) || timed_step(o1, tok(A - 1, V), &dummy); /* untimed */
+        if (!rc && !real) rc = (ex && synth_to(ex, A, seal, V)) || synth_to(o1, A, seal, V) ? 1 : 0;
+        double te = 0, to = 0, ce = 0, co = 0, dummy = 0;
+        if (!rc) /* untimed */
+            rc = (ex && timed_step(ex, tok(A - 1, V), &dummy, &dummy)) ||
+                 timed_step(o1, tok(A - 1, V), &dummy, &dummy);
         for (int j = 0; j < n && !rc; j++)
-            rc = timed_step(ex, tok(A + j, V), &te) || timed_step(o1, tok(A + j, V), &to);
-        if (!rc && (cmf_session_pos(ex) != A + n || cmf_session_pos(o1) != A + n || !o1->o1->sealed)) {
-            fprintf(stderr, "o1_speed: sessions at %d / %d, expected %d\n", cmf_session_pos(ex), cmf_session_pos(o1),
-                    A + n);
+            rc = (ex && timed_step(ex, tok(A + j, V), &te, &ce)) || timed_step(o1, tok(A + j, V), &to, &co);
+        if (!rc && ((ex && cmf_session_pos(ex) != A + n) || cmf_session_pos(o1) != A + n || !o1->o1->sealed)) {
+            fprintf(stderr, "o1_speed: sessions not at position %d or not sealed\n", A + n);
             rc = 1;
         }
-        if (!rc)
-            printf("| %d | %.2f | %.1f | %.2f | %.1f | %.2fx | %zu | %zu |\n", A, n / te, 1e3 * te / n, n / to,
-                   1e3 * to / n, te / to, cmf_session_state_bytes(ex), cmf_session_state_bytes(o1));
+        if (!rc && !ex)
+            printf("| %d | - | - | - | %.2f | %.1f | %.1f | - | - | - | %zu |\n", A, n / to, 1e3 * to / n, 1e3 * co / n,
+                   cmf_session_state_bytes(o1));
+        else if (!rc)
+            printf("| %d | %.2f | %.1f | %.1f | %.2f | %.1f | %.1f | %.2fx | %.2fx | %zu | %zu |\n", A, n / te,
+                   1e3 * te / n, 1e3 * ce / n, n / to, 1e3 * to / n, 1e3 * co / n, te / to, ce / co,
+                   cmf_session_state_bytes(ex), cmf_session_state_bytes(o1));
         else if (rc == 1)
             fprintf(stderr, "o1_speed: %s\n", cmf_last_error());
         fflush(stdout);
