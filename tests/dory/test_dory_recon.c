@@ -7,7 +7,8 @@
  *     the gate chose (bit for bit); the one-pass share is the count of one-pass tokens;
  *   - storage: the probe written as <ckpt>/dory_recon.safetensors is read back exactly by cmf_dory_probe_read, and
  *     converted into the CMF file (tensor dory_recon.weight + arch.dory.recon_bias) it loads back exactly and
- *     makes the same decisions; a model without one has none;
+ *     makes the same decisions; the same from a two-shard checkpoint whose second shard holds the probe; a model
+ *     without one has none;
  *   - refusals: per_loop sessions, a probe of the wrong size, a probe file with a mis-shaped weight or without a
  *     bias (read and convert), each naming the problem. */
 #include <math.h>
@@ -17,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
 
 #include "convert/convert.h"
 #include "dorytest.h"
@@ -200,6 +203,42 @@ int main(void) {
     }
     cmf_dory_free(d2);
     cmf_file_close(f);
+
+    { /* the probe inside the checkpoint: a two-shard checkpoint whose second shard holds dory_recon.* */
+        char dir[512], idx[700], sh1[700], sh2[700];
+        snprintf(dir, sizeof dir, "%s", tmp_path("dory_recon_sharded"));
+        mkdir(dir, 0755);
+        snprintf(sh1, sizeof sh1, "%s/model-00001-of-00002.safetensors", dir);
+        snprintf(sh2, sizeof sh2, "%s/model-00002-of-00002.safetensors", dir);
+        snprintf(idx, sizeof idx, "%s/config.json", dir);
+        unlink(sh1);
+        unlink(idx);
+        CHECK(symlink(testdata_path("dory/r64_a/config.json"), idx) == 0);
+        CHECK(symlink(testdata_path("dory/r64_a/model.safetensors"), sh1) == 0);
+        CHECK(write_probe(sh2, pr.w, H, (float)pr.bias, 1) == 0);
+        cmf_safetensors *st = NULL;
+        CHECK(cmf_st_open(testdata_path("dory/r64_a/model.safetensors"), &st) == CMF_OK);
+        cJSON *root = cJSON_CreateObject(), *wm = cJSON_AddObjectToObject(root, "weight_map");
+        for (size_t i = 0; st && i < cmf_st_count(st); i++)
+            cJSON_AddStringToObject(wm, cmf_st_get(st, i)->name, "model-00001-of-00002.safetensors");
+        cJSON_AddStringToObject(wm, "dory_recon.weight", "model-00002-of-00002.safetensors");
+        cJSON_AddStringToObject(wm, "dory_recon.bias", "model-00002-of-00002.safetensors");
+        char *js = cJSON_PrintUnformatted(root);
+        snprintf(idx, sizeof idx, "%s/model.safetensors.index.json", dir);
+        FILE *f2 = fopen(idx, "w");
+        CHECK(f2 && js && fputs(js, f2) >= 0 && fclose(f2) == 0);
+        free(js);
+        cJSON_Delete(root);
+        cmf_st_close(st);
+        cmf_file *f3 = NULL;
+        cmf_dory *d3 = NULL;
+        CHECK(cmf_convert_hf(dir, out, &opts) == CMF_OK);
+        CHECK(cmf_file_open(out, &f3) == CMF_OK && cmf_dory_load(f3, 2, &d3) == CMF_OK);
+        CHECK(d3 && d3->cfg.has_recon && d3->cfg.recon_bias == pr.bias && d3->recon_w &&
+              !memcmp(d3->recon_w, pr.w, (size_t)H * sizeof(float)));
+        cmf_dory_free(d3);
+        cmf_file_close(f3);
+    }
 
     /* refusals */
     cmf_dory_state *s;
