@@ -55,7 +55,7 @@ int main(int argc, char **argv) {
     struct stat sb;
     if (stat(model, &sb) != 0) {
         testmodel_spec sp = {shared_path("data/tokenizers/mistral"), 32000, 1024, 8, 16, 4, 64, 2816, CMF_DT_Q8_ROW,
-                             11, "2"};
+                             11, "2", NULL, 0, 0};
         fprintf(stderr, "writing %s ...\n", model);
         if (testmodel_write(&sp, dir, model) != CMF_OK) {
             fprintf(stderr, "bench: %s\n", cmf_last_error());

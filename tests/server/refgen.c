@@ -2,17 +2,16 @@
  *
  *   server_refgen WORK_DIR STORIES.cmf OUT.json
  *
- * Writes WORK_DIR/chat.cmf, a random-weight Qwen3-architecture model with the real Qwen3 tokenizer and chat
- * template (testmodel.c: hidden 32, 1 layer, 4 heads / 2 KV heads, head_dim 8), then generates, IN PROCESS through
- * the library (tokenizer, chat template, session, sampler, streaming detokenizer: what the server must reproduce),
- * the cases the Node client checks, and writes them to OUT.json with every text also as hex bytes (byte-exact
- * comparison, independent of JSON string escaping):
- *   - "wide_completion": a sampled /v1/completions continuation of a CJK + emoji prompt on chat.cmf holding at
- *     least two characters of 3 or 4 bytes (CJK, emoji, ...) and no U+FFFD, found by trying seeds; "split_tokens"
- *     counts its tokens that added bytes but no complete character (characters split across tokens: rare with
- *     this random model, whose sampled pieces are mostly whole characters);
- *   - "wide_chat": the same for /v1/chat/completions (rendered with the model's template exactly as the server
- *     does), restricted to outputs without '<' so the content equals the text (no tag parsing involved);
+ * Writes WORK_DIR/chat.cmf, a Qwen3-architecture "chain" model with the real Qwen3 tokenizer and chat template
+ * (testmodel.c: hidden 32, 1 layer): its greedy continuation of the newline that ends the template's assistant
+ * header is a fixed text of CJK characters and emoji, some of which the Qwen3 BPE splits into several byte-level
+ * tokens (a token that adds bytes but no complete character). Then generates, IN PROCESS through the library
+ * (tokenizer, chat template, session, sampler, streaming detokenizer: what the server must reproduce), the cases
+ * the Node client checks, and writes them to OUT.json with every text also as hex bytes (byte-exact comparison,
+ * independent of JSON string escaping):
+ *   - "wide_completion": /v1/completions from the token-id prompt [newline] (greedy);
+ *   - "wide_chat": /v1/chat/completions of one user message, rendered with the model's template as the server
+ *     does (greedy); both with "split_tokens", the number of their tokens that split a character;
  *   - "stories_greedy": stories260K's greedy continuation of "Once upon a time" (ids of the text prompt too);
  *   - "stop_split": a stop string made of the last two bytes of one token's text and the first two of the next,
  *     with the text expected before it.
@@ -27,6 +26,7 @@
 #include "quant/dtype.h"
 #include "sample/sample.h"
 #include "testmodel.h"
+#include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
 #define MAXGEN 64
@@ -134,41 +134,6 @@ static void add_text(cJSON *o, const char *key, const char *text, size_t n) {
     free(hex);
 }
 
-/* Seeds 1.. until some prefix of k >= 4 tokens of the sampled continuation has two wide characters, holds no
- * U+FFFD (every byte sequence completed to valid characters, so the client sees only real text) and, if no_lt, no
- * '<'. The longest such prefix is kept: g->n = k and g->text its text (generation is deterministic per prefix, so
- * max_tokens = k reproduces it). */
-static uint64_t find_split(cmf_model *m, const int32_t *prompt, int np, int no_lt, gen *g) {
-    for (uint64_t seed = 1; seed < 400; seed++) {
-        generate(m, prompt, np, 1.5f, seed, 20, g);
-        size_t len = 0;
-        int best = 0;
-        for (int k = 1; k <= g->n; k++) {
-            len += strlen(g->pieces[k - 1]);
-            char save = g->text[len];
-            g->text[len] = 0;
-            int bad = strstr(g->text, "\xEF\xBF\xBD") || (no_lt && strchr(g->text, '<'));
-            g->text[len] = save;
-            if (bad) break;
-            int wide = 0;
-            split_chars(m, g, k, &wide);
-            if (k >= 4 && wide >= 2 && *g->pieces[k - 1]) best = k;
-        }
-        if (best) {
-            len = 0;
-            for (int i = 0; i < best; i++) len += strlen(g->pieces[i]);
-            g->text[len] = 0;
-            for (int i = best; i < g->n; i++) free(g->pieces[i]);
-            g->n = best;
-            g->hit_eos = 0;
-            return seed;
-        }
-        gen_free(g);
-    }
-    fprintf(stderr, "server_refgen: no seed in 1..399 gives wide characters\n");
-    exit(1);
-}
-
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: server_refgen WORK_DIR STORIES.cmf OUT.json\n");
@@ -177,8 +142,30 @@ int main(int argc, char **argv) {
     char hf[1024], chat_path[1024];
     snprintf(hf, sizeof hf, "%s/chat-hf", argv[1]);
     snprintf(chat_path, sizeof chat_path, "%s/chat.cmf", argv[1]);
+    /* the chain: the newline ending "<|im_start|>assistant\n", then the text (distinct tokens) */
+    static const char CHAIN_TEXT[] = "你好，世界！🪼再见 😀";
+    cmf_tokenizer *qt = NULL;
+    if (cmf_tokenizer_load_file(shared_path("data/tokenizers/qwen3/tokenizer.json"), &qt) != CMF_OK)
+        die("qwen3 tokenizer");
+    int32_t *nl = NULL, *body = NULL, chain[32];
+    size_t n_nl = 0, n_body = 0;
+    if (cmf_tokenize(qt, "\n", 1, 0, &nl, &n_nl) != CMF_OK || n_nl != 1 ||
+        cmf_tokenize(qt, CHAIN_TEXT, strlen(CHAIN_TEXT), 0, &body, &n_body) != CMF_OK || n_body + 1 > 32)
+        die("tokenizing the chain");
+    chain[0] = nl[0];
+    for (size_t i = 0; i < n_body; i++) chain[i + 1] = body[i];
+    int n_chain = (int)n_body + 1;
+    for (int a = 0; a < n_chain; a++)
+        for (int b = a + 1; b < n_chain; b++)
+            if (chain[a] == chain[b]) {
+                fprintf(stderr, "server_refgen: the chain repeats token %d\n", chain[a]);
+                return 1;
+            }
+    free(nl);
+    free(body);
+    cmf_tokenizer_free(qt);
     testmodel_spec spec = {shared_path("data/tokenizers/qwen3"), 151669, 32, 1, 4, 2, 8, 64, CMF_DT_F32, 7,
-                           "[151645, 151643]"};
+                           "[151645, 151643]", chain, n_chain, 151645};
     if (testmodel_write(&spec, hf, chat_path) != CMF_OK) die("writing the chat model");
     cmf_model_params mp = {.n_threads = 1};
     cmf_model *chat = NULL, *stories = NULL;
@@ -190,42 +177,45 @@ int main(int argc, char **argv) {
     cJSON_AddStringToObject(out, "stories_model", argv[2]);
     gen g;
 
-    /* 1. completion with wide characters (prompt given as token ids) */
-    int np = 0;
-    int32_t *prompt = tokenize(chat, "中文测试 👋🙂：", 1, &np);
-    uint64_t seed = find_split(chat, prompt, np, 0, &g);
+    /* 1. completion from [newline], 2. chat: both must produce the chain's text, then <|im_end|> */
+    int np = 1, wide = 0;
+    generate(chat, chain, 1, 0.0f, 1, 40, &g);
+    if (strcmp(g.text, CHAIN_TEXT) != 0 || !g.hit_eos) {
+        fprintf(stderr, "server_refgen: the chain model generated '%s' (eos %d), not its text\n", g.text, g.hit_eos);
+        return 1;
+    }
     cJSON *c = cJSON_AddObjectToObject(out, "wide_completion");
-    cJSON_AddItemToObject(c, "prompt", ids_array(prompt, np));
-    cJSON_AddNumberToObject(c, "seed", (double)seed);
-    cJSON_AddNumberToObject(c, "temperature", 1.5);
-    cJSON_AddNumberToObject(c, "max_tokens", g.n);
+    cJSON_AddItemToObject(c, "prompt", ids_array(chain, 1));
+    cJSON_AddNumberToObject(c, "seed", 1);
+    cJSON_AddNumberToObject(c, "temperature", 0);
+    cJSON_AddNumberToObject(c, "max_tokens", 40);
     cJSON_AddNumberToObject(c, "completion_tokens", g.n + g.hit_eos);
     add_text(c, "text", g.text, strlen(g.text));
-    int wide = 0;
     cJSON_AddNumberToObject(c, "split_tokens", split_chars(chat, &g, g.n, &wide));
     gen_free(&g);
-    free(prompt);
 
-    /* 2. chat with wide characters: the prompt rendered as the server renders it */
     const char *msgs = "[{\"role\":\"user\",\"content\":\"你好 👋 写一首诗\"}]";
     cmf_chat_params p = cmf_chat_default_params();
     p.messages_json = msgs;
     p.add_generation_prompt = 1;
     char *rendered = NULL;
     if (cmf_chat_render(chat, &p, &rendered, NULL) != CMF_OK) die("chat render");
-    prompt = tokenize(chat, rendered, 0, &np);
+    int32_t *prompt = tokenize(chat, rendered, 0, &np);
     free(rendered);
-    seed = find_split(chat, prompt, np, 1, &g);
+    generate(chat, prompt, np, 0.0f, 1, 40, &g);
     c = cJSON_AddObjectToObject(out, "wide_chat");
     cJSON_AddItemToObject(c, "messages", cJSON_Parse(msgs));
-    cJSON_AddNumberToObject(c, "seed", (double)seed);
-    cJSON_AddNumberToObject(c, "temperature", 1.5);
-    cJSON_AddNumberToObject(c, "max_tokens", g.n);
+    cJSON_AddNumberToObject(c, "seed", 1);
+    cJSON_AddNumberToObject(c, "temperature", 0);
+    cJSON_AddNumberToObject(c, "max_tokens", 40);
     cJSON_AddNumberToObject(c, "prompt_tokens", np);
     cJSON_AddNumberToObject(c, "completion_tokens", g.n + g.hit_eos);
     add_text(c, "text", g.text, strlen(g.text));
-    wide = 0;
     cJSON_AddNumberToObject(c, "split_tokens", split_chars(chat, &g, g.n, &wide));
+    if (strcmp(g.text, CHAIN_TEXT) != 0) {
+        fprintf(stderr, "server_refgen: the chat prompt does not end with the chain's newline ('%s')\n", g.text);
+        return 1;
+    }
     gen_free(&g);
     free(prompt);
 

@@ -641,7 +641,7 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s", tmp_path("server-hf"));
     snprintf(model, sizeof model, "%s", tmp_path("server-tiny.cmf"));
     testmodel_spec sp = {shared_path("data/tokenizers/qwen3"), 151669, 32, 1, 4, 2, 8, 64, CMF_DT_F32, 7,
-                         "[151645, 151643]"};
+                         "[151645, 151643]", NULL, 0, 0};
     CHECK_MSG(testmodel_write(&sp, dir, model) == CMF_OK, "%s", cmf_last_error());
     cmf_model_params mp = {.n_threads = 1};
     CHECK_MSG(cmf_model_load(model, &mp, &g_m) == CMF_OK, "%s", cmf_last_error());

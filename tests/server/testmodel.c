@@ -44,7 +44,8 @@ cmf_status testmodel_write(const testmodel_spec *sp, const char *workdir, const 
     char path[1024], src[1024];
     mkdir(workdir, 0755);
     int nd = 0;
-    tensor_def *t = calloc((size_t)(3 + sp->layers * 11), sizeof *t);
+    int chain = sp->n_chain > 0;
+    tensor_def *t = calloc((size_t)(4 + sp->layers * 11), sizeof *t);
     if (!t) return CMF_E_NOMEM;
     snprintf(t[nd].name, sizeof t[nd].name, "model.embed_tokens.weight");
     t[nd].rows = sp->vocab, t[nd].cols = sp->hidden, t[nd++].kind = 2;
@@ -58,12 +59,12 @@ cmf_status testmodel_write(const testmodel_spec *sp, const char *workdir, const 
             {"self_attn.q_proj", sp->n_heads * sp->head_dim, sp->hidden, 0},
             {"self_attn.k_proj", sp->n_kv_heads * sp->head_dim, sp->hidden, 0},
             {"self_attn.v_proj", sp->n_kv_heads * sp->head_dim, sp->hidden, 0},
-            {"self_attn.o_proj", sp->hidden, sp->n_heads * sp->head_dim, 0},
+            {"self_attn.o_proj", sp->hidden, sp->n_heads * sp->head_dim, chain ? 4 : 0},
             {"self_attn.q_norm", sp->head_dim, 0, 1},
             {"self_attn.k_norm", sp->head_dim, 0, 1},
             {"mlp.gate_proj", sp->intermediate, sp->hidden, 0},
             {"mlp.up_proj", sp->intermediate, sp->hidden, 0},
-            {"mlp.down_proj", sp->hidden, sp->intermediate, 0},
+            {"mlp.down_proj", sp->hidden, sp->intermediate, chain ? 4 : 0},
         };
         for (size_t i = 0; i < sizeof L / sizeof L[0]; i++) {
             snprintf(t[nd].name, sizeof t[nd].name, "model.layers.%d.%s.weight", l, L[i].n);
@@ -72,6 +73,10 @@ cmf_status testmodel_write(const testmodel_spec *sp, const char *workdir, const 
     }
     snprintf(t[nd].name, sizeof t[nd].name, "model.norm.weight");
     t[nd].rows = sp->hidden, t[nd].cols = 0, t[nd++].kind = 1;
+    if (chain) {
+        snprintf(t[nd].name, sizeof t[nd].name, "lm_head.weight");
+        t[nd].rows = sp->vocab, t[nd].cols = sp->hidden, t[nd++].kind = 3;
+    }
 
     /* safetensors: u64 header length, JSON header (padded with spaces to 8 bytes), then the data */
     size_t hcap = (size_t)nd * 160 + 64, hl = 0;
@@ -101,6 +106,19 @@ cmf_status testmodel_write(const testmodel_spec *sp, const char *workdir, const 
         float a = t[i].kind == 0 ? sqrtf(3.0f / (float)cols) : 1.0f;
         for (int r = 0; r < rows && st == CMF_OK; r++) {
             for (int c = 0; c < cols; c++) row[c] = t[i].kind == 1 ? 1.0f : a * next_uniform(&rng);
+            if (t[i].kind == 4) memset(row, 0, sizeof(float) * (size_t)cols);
+            if (chain && (t[i].kind == 2 || t[i].kind == 3)) { /* the chain's one-hot embeddings and successors */
+                int hot = -1;
+                for (int k = 0; k < sp->n_chain && k < cols; k++) {
+                    if (t[i].kind == 2 && sp->chain[k] == r) hot = k;
+                    if (t[i].kind == 3 && (k + 1 < sp->n_chain ? sp->chain[k + 1] : sp->chain_end) == r) hot = k;
+                }
+                for (int c = 0; c < cols; c++) row[c] *= 0.01f;
+                if (hot >= 0) {
+                    memset(row, 0, sizeof(float) * (size_t)cols);
+                    row[hot] = t[i].kind == 2 ? 1.0f : 10.0f;
+                }
+            }
             if (fwrite(row, sizeof(float), (size_t)cols, f) != (size_t)cols) st = CMF_E_IO;
         }
     }
@@ -114,8 +132,9 @@ cmf_status testmodel_write(const testmodel_spec *sp, const char *workdir, const 
              "\"head_dim\":%d,\"hidden_act\":\"silu\",\"hidden_size\":%d,\"intermediate_size\":%d,"
              "\"max_position_embeddings\":4096,\"num_attention_heads\":%d,\"num_hidden_layers\":%d,"
              "\"num_key_value_heads\":%d,\"rms_norm_eps\":1e-06,\"rope_theta\":1000000.0,"
-             "\"tie_word_embeddings\":true,\"torch_dtype\":\"float32\",\"vocab_size\":%d}",
-             sp->head_dim, sp->hidden, sp->intermediate, sp->n_heads, sp->layers, sp->n_kv_heads, sp->vocab);
+             "\"tie_word_embeddings\":%s,\"torch_dtype\":\"float32\",\"vocab_size\":%d}",
+             sp->head_dim, sp->hidden, sp->intermediate, sp->n_heads, sp->layers, sp->n_kv_heads,
+             chain ? "false" : "true", sp->vocab);
     snprintf(path, sizeof path, "%s/config.json", workdir);
     if (st == CMF_OK && write_text(path, cfg)) st = CMF_E_IO;
     snprintf(cfg, sizeof cfg, "{\"eos_token_id\":%s}", sp->eos_json ? sp->eos_json : "null");

@@ -5,6 +5,8 @@
 #ifndef CMF_TEST_SERVER_TESTMODEL_H
 #define CMF_TEST_SERVER_TESTMODEL_H
 
+#include <stdint.h>
+
 #include "cmf.h"
 
 typedef struct testmodel_spec {
@@ -14,6 +16,14 @@ typedef struct testmodel_spec {
     int quant;                 /* enum cmf_dtype for 2-D matrices (CMF_DT_F32, CMF_DT_Q8_ROW, ...) */
     unsigned seed;
     const char *eos_json;      /* generation_config eos_token_id, e.g. "[151645, 151643]" */
+    /* Optional, a "chain" model whose greedy output is known: with n_chain > 0 (distinct ids, n_chain <= hidden)
+     * the attention and MLP outputs are zero (o_proj, down_proj), the embedding of chain[i] is the unit vector e_i,
+     * and an untied lm_head maps e_i to chain[i+1] (to chain_end after the last), so greedy decoding after chain[i]
+     * yields chain[i+1], ..., chain[n_chain-1], chain_end. Every other weight stays random (embeddings and lm_head
+     * rows scaled by 0.01). */
+    const int32_t *chain;
+    int n_chain;
+    int32_t chain_end;
 } testmodel_spec;
 
 /* Writes the HF directory `workdir` and converts it to `out_path`. Returns CMF_OK or the converter's status. */

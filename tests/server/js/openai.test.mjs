@@ -2,7 +2,8 @@
 // argv[2]: refs.json from server_refgen: the model paths and texts generated in process by the library, which the
 // server's answers must reproduce byte for byte (texts compared as UTF-8 bytes against their hex).
 // Two servers: stories260K (completions, chat through the fallback template, models, tokenize, errors) and the
-// Qwen3-architecture chat model with an API key (streamed chat and completions whose characters span tokens).
+// Qwen3-architecture "chain" chat model with an API key, whose greedy answer is a fixed CJK + emoji text with
+// characters split across tokens (streamed chat and completions must reassemble it byte for byte).
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import OpenAI from 'openai';
@@ -163,8 +164,10 @@ try {
 
   const sc = refs.wide_completion;
   await check(`completions stream: CJK/emoji text (${sc.split_tokens} token(s) splitting a character) byte-exact`, async () => {
+    assert.ok(sc.split_tokens > 0, 'the reference text has characters split across tokens');
     const r = await streamCompletion(client, { model: 'chat', prompt: sc.prompt, temperature: sc.temperature, seed: sc.seed, max_tokens: sc.max_tokens });
     assertNoReplacement(r.pieces);
+    assert.equal(r.finish, 'stop');
     assert.equal(hex(r.text), sc.text_hex);
     assert.equal(r.usage.completion_tokens, sc.completion_tokens);
   });
@@ -172,8 +175,10 @@ try {
   const ch = refs.wide_chat;
   await check(`chat stream: CJK/emoji text (${ch.split_tokens} token(s) splitting a character) byte-exact`, async () => {
     const params = { model: 'chat', messages: ch.messages, temperature: ch.temperature, seed: ch.seed, max_tokens: ch.max_tokens };
+    assert.ok(ch.split_tokens > 0, 'the reference text has characters split across tokens');
     const s = await streamChat(client, params);
     assertNoReplacement(s.pieces);
+    assert.equal(s.finish, 'stop');
     assert.equal(hex(s.text), ch.text_hex);
     assert.equal(s.usage.prompt_tokens, ch.prompt_tokens);
     assert.equal(s.usage.completion_tokens, ch.completion_tokens);
