@@ -291,9 +291,9 @@ cmf_status flush_mm(cuda_impl *I) {
     const int k = I->n_pm;
     if (!k) return CMF_OK;
     I->n_pm = 0;
-    cmf_cuda_weight cw[3];
-    float *y[3];
-    const float *bias[3];
+    cmf_cuda_weight cw[3] = {};
+    float *y[3] = {};
+    const float *bias[3] = {};
     for (int i = 0; i < k; i++) {
         cmf_status st = dev_weight(I, I->pm[i].w, &cw[i], 0);
         if (st != CMF_OK) return st;
@@ -699,7 +699,7 @@ cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, i
     if (st != CMF_OK) return st;
     if (I->n_pm == 2 && I->pm[0].out == gate && I->pm[1].out == up && !I->pm[0].bias && !I->pm[1].bias &&
         count == (int64_t)I->pm_n * I->pm[0].w->rows) {
-        cmf_cuda_weight cw[2];
+        cmf_cuda_weight cw[2] = {};
         if ((st = dev_weight(I, I->pm[0].w, &cw[0], 0)) != CMF_OK || (st = dev_weight(I, I->pm[1].w, &cw[1], 0)) != CMF_OK)
             return st;
         if (cw[0].rows == cw[1].rows && cmf_cuda_matvec_multi_ok(cw, 2, I->pm_n)) {
