@@ -5,9 +5,11 @@
  *    REL (max|tp - plain| / max|plain|) and the greedy tokens identical. Where N does not divide n_heads (N = 8
  *    with 4 heads) the load must be CMF_E_UNSUPPORTED naming n_heads.
  *  - tp = 1 is the plain path, bit for bit.
- *  - q8_row and q4_block at N = 2 (bound Q8_REL, see below; and REL again with f32 activations, CMF_CPU_F32REF):
+ *  - q8_row, q8_2f and q4_block at N = 2 (bound Q8_REL, see below; and REL again with f32 activations, CMF_CPU_F32REF):
  *    a q4 slice that keeps whole 32-value blocks runs, one that cuts them is CMF_E_UNSUPPORTED naming the tensor, the dtype and N.
  *  - a continuous batch of two sessions through cmf_batch_run equals the same batch unsplit.
+ *  - the reference converter's tiny-F16.cmf: task masks, the O(1) far field and skills are refused clearly at
+ *    tp 2; with the mask off the split equals the unsplit forward and the split KV cache has the same size.
  * REL = 1e-5 is the issue's acceptance bound: the split changes only the summation order of the o_proj / down_proj
  * dot products (per-rank partial sums added in rank order) and of nothing else. */
 #include <math.h>
@@ -160,7 +162,57 @@ static void check_batch(const char *label, cmf_model *ref, cmf_model *tp, const 
     }
 }
 
+/* The reference converter's tiny file (task masks, an MTP head, a tokenizer): what is not split is refused clearly,
+ * and with the mask off the split equals the unsplit forward. */
+static void check_refusals(void) {
+    const char *path = shared_path("data/cmf-reference/tiny-F16.cmf");
+    cmf_model *ref = NULL, *tp = NULL;
+    cmf_model_params p1 = {.n_threads = 1, .tp = 1}, p2 = {.n_threads = 2, .tp = 2};
+    int ok = cmf_model_load_on(path, &p1, "cpu", &ref) == CMF_OK && cmf_model_load_on(path, &p2, "cpu", &tp) == CMF_OK;
+    CHECK_MSG(ok, "tiny-F16: %s", cmf_last_error());
+    if (ok) {
+        cmf_session *s = NULL;
+        cmf_session_params sp = {.n_ctx = 32};
+        cmf_status st = cmf_session_new_ex(tp, &sp, &s); /* the file's Fallback task mask */
+        CHECK_MSG(st == CMF_E_UNSUPPORTED && strstr(cmf_last_error(), "task masks"), "mask: %d %s", st,
+                  cmf_last_error());
+        sp.task = "off";
+        sp.o1 = "all";
+        st = cmf_session_new_ex(tp, &sp, &s);
+        CHECK_MSG(st == CMF_E_UNSUPPORTED && strstr(cmf_last_error(), "O(1)"), "o1: %d %s", st, cmf_last_error());
+        sp.o1 = "off";
+        st = cmf_session_new_ex(tp, &sp, &s);
+        CHECK_MSG(st == CMF_OK, "dense session: %s", cmf_last_error());
+        if (st == CMF_OK) {
+            st = cmf_session_set_skill(s, "anything");
+            CHECK_MSG(st == CMF_E_UNSUPPORTED && strstr(cmf_last_error(), "skills"), "skill: %d %s", st,
+                      cmf_last_error());
+            CHECK(cmf_session_set_skill(s, "none") == CMF_OK);
+            cmf_session *r = NULL;
+            const int32_t ids[6] = {1, 5, 9, 17, 33, 65};
+            const int V = cmf_model_vocab_size(ref);
+            float *la = malloc(6 * (size_t)V * sizeof(float)), *lb = malloc(6 * (size_t)V * sizeof(float));
+            ok = cmf_session_new_ex(ref, &sp, &r) == CMF_OK && cmf_session_prefill(r, ids, 6, la) == CMF_OK &&
+                 cmf_session_prefill(s, ids, 6, lb) == CMF_OK;
+            CHECK_MSG(ok, "tiny-F16 prefill: %s", cmf_last_error());
+            if (ok) {
+                float d = rel_diff(la, lb, 6 * (size_t)V);
+                CHECK_MSG(d <= REL, "tiny-F16 tp2 (mask off): %.3e", d);
+                printf("%-24s max rel %.2e; mask, o1 and skills refused\n", "tiny-F16 tp2", d);
+                CHECK(cmf_session_state_bytes(s) == cmf_session_state_bytes(r)); /* the KV heads, split */
+            }
+            free(la);
+            free(lb);
+            cmf_session_free(r);
+        }
+        cmf_session_free(s);
+    }
+    cmf_model_free(tp);
+    cmf_model_free(ref);
+}
+
 int main(void) {
+    check_refusals();
     const int quants[2] = {CMF_DT_F32, CMF_DT_F16};
     for (size_t ci = 0; ci < sizeof CASES / sizeof *CASES; ci++) {
         const char *c = CASES[ci];
@@ -222,8 +274,8 @@ int main(void) {
                 cmf_model_free(tp);
             }
             if (qi == 0) { /* quantized files from the f32 one */
-                const int qs[2] = {CMF_DT_Q8_ROW, CMF_DT_Q4_BLOCK};
-                for (int k = 0; k < 2; k++) {
+                const int qs[3] = {CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_BLOCK};
+                for (int k = 0; k < 3; k++) {
                     char qp[512];
                     snprintf(qp, sizeof qp, "tp-%s-%s.cmf", c, cmf_dtype_name(qs[k]));
                     snprintf(qp, sizeof qp, "%s", tmp_path(qp));
