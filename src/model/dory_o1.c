@@ -30,7 +30,7 @@ typedef struct dory_o1_slot {
     int rewind;       /* a recurrent slot under last_loop: loops > 0 rewind the rows loop 0 pushed */
     int loop;         /* per_loop recurrent slots: the loop index (slots past the session's loop count stay empty) */
     cmf_o1 **g;       /* [n_kv_heads] */
-    float *trace;     /* [ceil(n_ctx / qt_stride)][n_heads·hd] */
+    float *trace;     /* [ceil(min(n_ctx, seal_at) / qt_stride)][n_heads·hd] */
     uint8_t *snap;    /* [n_kv_heads][snap_size] (rewind slots) */
     size_t snap_size;
 } dory_o1_slot;
