@@ -11,6 +11,7 @@
 #include "util/error.h"
 
 static cmf_status o1_seal(cmf_session *s);
+static cmf_status o1_trace(cmf_session *s);
 
 /* ---- batches (workspaces) ----------------------------------------------------------------------------------- */
 
@@ -137,6 +138,8 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
     }
     if (n_seq > b->n_seq) return cmf_err(CMF_E_ARG, "batch: %d sessions exceed the batch's %d", n_seq, b->n_seq);
     cmf_status st = CMF_OK;
+    for (int i = 0; i < n; i++) /* a session reset after a seal records a new query trace */
+        if (seqs[i]->o1 && !seqs[i]->o1->sealed && (st = o1_trace(seqs[i])) != CMF_OK) return st;
     if (b->pool && (st = cmf_pool_reserve(b->pool, (size_t)max_rows * sizeof(float))) != CMF_OK) /* scores */
         return st;
     /* The prompt ends at a session's first single-token step (or when it fills the seal length): seal then. */
@@ -288,6 +291,22 @@ static cmf_status o1_seal(cmf_session *s) {
         }
     }
     s->o1->sealed = 1;
+    /* Only the seal reads the query trace: give its memory back until a reset starts a new sequence (o1_trace). */
+    for (int l = 0; l < c->n_layers; l++) {
+        free(s->o1->qtrace[l]);
+        s->o1->qtrace[l] = NULL;
+    }
+    return CMF_OK;
+}
+
+/* Allocates the query trace of every far-field layer that lacks one (after a seal and a reset). */
+static cmf_status o1_trace(cmf_session *s) {
+    const cmf_config *c = &s->m->cfg;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!s->o1->on[l] || s->o1->qtrace[l]) continue;
+        s->o1->qtrace[l] = malloc((size_t)s->o1->cap * c->n_heads * c->head_dim * sizeof(float));
+        if (!s->o1->qtrace[l]) return cmf_err(CMF_E_NOMEM, "o1: cannot allocate the query trace of layer %d", l);
+    }
     return CMF_OK;
 }
 
@@ -444,7 +463,7 @@ size_t cmf_session_state_bytes(const cmf_session *s) {
     if (s->o1)
         for (int l = 0; l < c->n_layers; l++) {
             if (!s->o1->on[l]) continue;
-            n += (size_t)s->o1->cap * c->n_heads * c->head_dim * sizeof(float);
+            if (s->o1->qtrace[l]) n += (size_t)s->o1->cap * c->n_heads * c->head_dim * sizeof(float);
             for (int g = 0; g < c->n_kv_heads; g++) n += cmf_o1_state_bytes(s->o1->st[(size_t)l * c->n_kv_heads + g]);
         }
     return n;

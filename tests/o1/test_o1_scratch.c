@@ -3,6 +3,7 @@
  * all run the far field (--o1 all, seal 64) on a context of 4M positions keeps a scratch of about the seal length,
  * where sizing by n_ctx would reserve 16 MiB per thread; an exact session's scratch follows its position. The
  * scratch is read through the pool (cmf_pool_scratch) and measured with malloc_usable_size (glibc; ASan too).
+ * Also: a sealed session gives its query trace back, and after a reset records a new one (same logits again).
  * Reads past the scratch would be reported by the ASan build of this and every other session test.
  * Model: hf-tiny qwen3 (3 full-attention layers, 4 heads of 32). */
 #define _GNU_SOURCE
@@ -62,6 +63,17 @@ int main(void) {
     if (s) {
         feed(s, SEAL, STEPS, V);
         CHECK(s->o1 && s->o1->sealed && cmf_session_pos(s) == SEAL + STEPS);
+        /* the seal gave the query trace back; a reset records a new one, and the run repeats bit for bit */
+        float *first = malloc((size_t)V * sizeof *first);
+        memcpy(first, cmf_session_logits(s), (size_t)V * sizeof *first);
+        const size_t bytes = cmf_session_state_bytes(s);
+        for (int l = 0; s->o1 && l < c->n_layers; l++) CHECK(s->o1->qtrace[l] == NULL);
+        cmf_session_reset(s);
+        feed(s, SEAL, STEPS, V);
+        CHECK(s->o1 && s->o1->sealed && cmf_session_state_bytes(s) == bytes);
+        CHECK_MSG(memcmp(first, cmf_session_logits(s), (size_t)V * sizeof *first) == 0,
+                  "after a reset the same tokens give other logits");
+        free(first);
         size_t got = scratch_bytes(s);
         CHECK_MSG(got >= SEAL * sizeof(float) && got >= widest * sizeof(float) && got < bound,
                   "--o1 all, n_ctx %d: scratch %zu bytes, want [%zu, %zu) (n_ctx floats would be %zu)", N_CTX, got,
