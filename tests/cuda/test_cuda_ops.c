@@ -139,6 +139,43 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 double e = ref_rel_err(y, ref, n * rows);
                 CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d: rel err %g", cmf_dtype_name(dt), (long long)rows,
                           (long long)cols, n, e);
+                /* the fused decode products give the same bits: q/k/v-style multi (with a bias on the second
+                 * weight: matvec then + bias) and gate/up + GLU (matvec twice, then cmf_cuda_glu) */
+                cmf_cuda_weight ww[2] = {w, w};
+                if (cmf_cuda_matvec_multi_ok(ww, 2, n)) {
+                    float *bias = rand_vec(rows, 1.0f), *d_b = dev_from(bias, sizeof(float) * (size_t)rows);
+                    float *d_y2 = dev_poison(sizeof(float) * (size_t)(n * rows)), *y2 = malloc(sizeof(float) * (size_t)(n * rows));
+                    float *d_y3 = dev_poison(sizeof(float) * (size_t)(n * rows)), *y3 = malloc(sizeof(float) * (size_t)(n * rows));
+                    float *outs[2] = {d_y2, d_y3};
+                    const float *biases[2] = {NULL, d_b};
+                    OK(cmf_cuda_matvec_multi(ww, 2, d_x, outs, biases, n, NULL));
+                    OK(cmf_cuda_download(y2, d_y2, sizeof(float) * (size_t)(n * rows), NULL));
+                    OK(cmf_cuda_download(y3, d_y3, sizeof(float) * (size_t)(n * rows), NULL));
+                    OK(cmf_cuda_sync(NULL));
+                    int64_t bad = 0;
+                    for (int64_t i = 0; i < n * rows; i++) {
+                        const float yb = y[i] + bias[i % rows];
+                        bad += memcmp(&y2[i], &y[i], sizeof(float)) != 0 || memcmp(&y3[i], &yb, sizeof(float)) != 0;
+                    }
+                    CHECK_MSG(bad == 0, "matvec_multi %s [%lld, %lld] n=%d: %lld values differ from matvec (+ bias)",
+                              cmf_dtype_name(dt), (long long)rows, (long long)cols, n, (long long)bad);
+                    for (int gelu = 0; gelu <= 1; gelu++) {
+                        OK(cmf_cuda_matvec_glu(&w, &w, d_x, d_y2, n, gelu, NULL));
+                        OK(cmf_cuda_glu(d_y3, d_y, d_y, n * rows, gelu, NULL));
+                        OK(cmf_cuda_download(y2, d_y2, sizeof(float) * (size_t)(n * rows), NULL));
+                        OK(cmf_cuda_download(y3, d_y3, sizeof(float) * (size_t)(n * rows), NULL));
+                        OK(cmf_cuda_sync(NULL));
+                        CHECK_MSG(!memcmp(y2, y3, sizeof(float) * (size_t)(n * rows)),
+                                  "matvec_glu %s [%lld, %lld] n=%d gelu %d differs from matvec + glu", cmf_dtype_name(dt),
+                                  (long long)rows, (long long)cols, n, gelu);
+                    }
+                    cmf_cuda_free(d_b);
+                    cmf_cuda_free(d_y2);
+                    cmf_cuda_free(d_y3);
+                    free(bias);
+                    free(y2);
+                    free(y3);
+                }
                 cmf_cuda_free(d_x);
                 cmf_cuda_free(d_y);
                 free(x);
@@ -259,6 +296,77 @@ static void test_elementwise(void) {
                       ref_rel_err(y, ref, nt * H * D));
         }
     CHECK(cmf_cuda_rope(d_y, d_pos, 1, H, D, 3, 1e4f, 0, NULL) == CMF_E_ARG);
+    /* the fused decode ops: add + rmsnorm gives the bits of add then rmsnorm */
+    {
+        float *d_a1 = dev_from(x, sizeof(float) * (size_t)((n - 1) * d)), *d_a2 = dev_from(x, sizeof(float) * (size_t)((n - 1) * d));
+        float *d_o1 = dev_poison(sizeof(float) * (size_t)((n - 1) * d)), *d_o2 = dev_poison(sizeof(float) * (size_t)((n - 1) * d));
+        float *h1 = malloc(sizeof(float) * (size_t)(2 * (n - 1) * d)), *h2 = malloc(sizeof(float) * (size_t)(2 * (n - 1) * d));
+        OK(cmf_cuda_add(d_a1, d_a1, d_x + d, (n - 1) * d, NULL));
+        OK(cmf_cuda_rmsnorm(d_o1, d_a1, d_w, n - 1, d, 1e-6f, 0, NULL));
+        OK(cmf_cuda_add_rmsnorm(d_a2, d_x + d, d_o2, d_w, n - 1, d, 1e-6f, 0, NULL));
+        OK(cmf_cuda_download(h1, d_a1, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_download(h1 + (n - 1) * d, d_o1, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_download(h2, d_a2, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_download(h2 + (n - 1) * d, d_o2, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_sync(NULL));
+        CHECK_MSG(!memcmp(h1, h2, sizeof(float) * (size_t)(2 * (n - 1) * d)), "add_rmsnorm differs from add + rmsnorm");
+        cmf_cuda_free(d_a1);
+        cmf_cuda_free(d_a2);
+        cmf_cuda_free(d_o1);
+        cmf_cuda_free(d_o2);
+        free(h1);
+        free(h2);
+    }
+    /* q/k norm + RoPE + KV-cache write against a double reference; the cache rows are the rotated K (and V) in f16 */
+    {
+        const int NKV = 2, rot = 48, KVD = NKV * D, NCTX = 40;
+        int32_t p3[3] = {3, 17, 39};
+        int32_t *d_p3 = dev_from(p3, sizeof p3);
+        float inv[32], *qk = x, *vv = x + nt * (H + NKV) * D;
+        for (int i = 0; i < rot / 2; i++) inv[i] = (float)pow(1e6, -2.0 * i / rot);
+        float *d_inv = dev_from(inv, sizeof inv), *d_q = dev_from(qk, sizeof(float) * nt * H * D);
+        float *d_k = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD), *d_v = dev_from(vv, sizeof(float) * nt * KVD);
+        uint16_t *d_kc = dev_poison(2 * (size_t)NCTX * KVD), *d_vc = dev_poison(2 * (size_t)NCTX * KVD);
+        OK(cmf_cuda_qk_norm_rope_kv(d_q, d_k, d_v, nt, H, NKV, D, d_w, d_w + D, 1e-6f, 0, rot, d_inv, d_p3,
+                                    CMF_CUDA_ROPE_HALF, d_kc, d_vc, NULL));
+        float *q = malloc(sizeof(float) * nt * (H + NKV) * D);
+        uint16_t *kc = malloc(2 * (size_t)NCTX * KVD), *vc = malloc(2 * (size_t)NCTX * KVD);
+        OK(cmf_cuda_download(q, d_q, sizeof(float) * nt * H * D, NULL));
+        OK(cmf_cuda_download(q + nt * H * D, d_k, sizeof(float) * nt * KVD, NULL));
+        OK(cmf_cuda_download(kc, d_kc, 2 * (size_t)NCTX * KVD, NULL));
+        OK(cmf_cuda_download(vc, d_vc, 2 * (size_t)NCTX * KVD, NULL));
+        OK(cmf_cuda_sync(NULL));
+        for (int row = 0; row < nt * (H + NKV); row++) { /* q heads of all tokens, then k heads */
+            const int isq = row < nt * H, t = isq ? row / H : (row - nt * H) / NKV;
+            const float *v = qk + (size_t)row * D, *g = w + (isq ? 0 : D);
+            double ss = 0, nv[64], *o = ref + (size_t)row * D;
+            for (int i = 0; i < D; i++) ss += (double)v[i] * v[i];
+            for (int i = 0; i < D; i++) nv[i] = v[i] / sqrt(ss / D + 1e-6) * g[i];
+            for (int i = 0; i < D; i++) o[i] = nv[i];
+            for (int i = 0; i < rot / 2; i++) {
+                double ang = (double)((float)p3[t] * inv[i]);
+                o[i] = nv[i] * cos(ang) - nv[i + rot / 2] * sin(ang);
+                o[i + rot / 2] = nv[i] * sin(ang) + nv[i + rot / 2] * cos(ang);
+            }
+        }
+        CHECK_MSG(ref_rel_err(q, ref, nt * (H + NKV) * D) < 1e-5, "qk_norm_rope: %g", ref_rel_err(q, ref, nt * (H + NKV) * D));
+        int64_t badc = 0;
+        for (int t = 0; t < nt; t++)
+            for (int i = 0; i < KVD; i++)
+                badc += kc[(size_t)p3[t] * KVD + i] != cmf_f32_to_f16(q[nt * H * D + t * KVD + i]) ||
+                        vc[(size_t)p3[t] * KVD + i] != cmf_f32_to_f16(vv[t * KVD + i]);
+        CHECK_MSG(badc == 0, "qk_norm_rope_kv: %lld cache values differ", (long long)badc);
+        cmf_cuda_free(d_p3);
+        cmf_cuda_free(d_inv);
+        cmf_cuda_free(d_q);
+        cmf_cuda_free(d_k);
+        cmf_cuda_free(d_v);
+        cmf_cuda_free(d_kc);
+        cmf_cuda_free(d_vc);
+        free(q);
+        free(kc);
+        free(vc);
+    }
     cmf_cuda_free(d_pos);
     cmf_cuda_free(d_x);
     cmf_cuda_free(d_w);
