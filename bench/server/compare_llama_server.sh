@@ -4,7 +4,7 @@
 # greedy /v1/completions, short distinct prompts, N new tokens each, best of 2 rounds), both servers started with
 # 16 slots (--parallel 16) and 256 positions per slot. Models: stories260K (the shared GGUF, F32; cmf converts it)
 # and, unless --no-random, a random-weight llama GGUF (bench/make_random_gguf.py: Q4_0, hidden 1024, 8 layers, vocab
-# 32000; cmf repacks it losslessly as q4_tiled).
+# 32000, Llama 2's tokenizer; cmf converts the Q4_0 blocks to its q4_block).
 #
 # usage: bench/server/compare_llama_server.sh [-t THREADS] [-n TOKENS] [--no-random]
 # environment:
@@ -59,7 +59,8 @@ bench_side() {
 
 models=("stories260K|$SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf")
 if [ "$RANDOM_MODEL" = 1 ]; then
-    [ -f "$WORK/random-q4_0.gguf" ] || python3 "$ROOT/bench/make_random_gguf.py" "$WORK/random-q4_0.gguf" --type q4_0 >/dev/null
+    [ -f "$WORK/random-q4_0.gguf" ] || python3 "$ROOT/bench/make_random_gguf.py" "$WORK/random-q4_0.gguf" --type q4_0 \
+        --tokenizer "$SHARED/data/tokenizers/llama2-sentencepiece/tokenizer.bin" >/dev/null
     models+=("random 1024x8 Q4_0|$WORK/random-q4_0.gguf")
 fi
 echo "| model | server | 1 stream tok/s | 4 streams tok/s | 16 streams tok/s | 16 / 1 | errors |"
