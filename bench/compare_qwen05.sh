@@ -7,6 +7,8 @@
 #   CMF_BIN default build-quant3-rel/cmf (a Release -DCMF_NATIVE=ON build); WORK default /tmp/cmf-qwen05.
 #   PIN     optional command prefix for every measured program, e.g. PIN="taskset -c 0,1" on a larger machine.
 #   READBW  optional prebuilt readbw binary (default: built from bench/readbw.c with cc).
+#   CMF_BEFORE optional second cmf binary (e.g. a build of an older commit), run in the same rounds right after
+#           CMF_BIN; the table then gains its column and the after/before ratio.
 # Models (bench/make_random_gguf.py --arch qwen2 ...): Q4_0 GGUF -> `cmf convert` (lossless repack to q4_tiled) and
 # Q8_0 GGUF -> `cmf convert --quant q8` (decoded, re-quantized to q8_row). Each round runs, in this order:
 # readbw (T threads, 1 GiB), then for q4_0 and q8_0: `llama-bench -m M.gguf -p 512 -n 128 -r 1 -t T -o json` and
@@ -41,12 +43,16 @@ done
 [ -f "$WORK/qwen05-q4_0.cmf" ] || "$CMF" convert "$WORK/qwen05-q4_0.gguf" -o "$WORK/qwen05-q4_0.cmf" --no-progress >&2
 [ -f "$WORK/qwen05-q8_0.cmf" ] || "$CMF" convert "$WORK/qwen05-q8_0.gguf" -o "$WORK/qwen05-q8_0.cmf" --quant q8 --no-progress >&2
 rm -f "$WORK"/round-*.json
+export HAVE_BEFORE=${CMF_BEFORE:+1}
 for k in $(seq 1 "$K"); do
     echo "round $k/$K: $(uptime)" >&2
     $PIN "$WORK/readbw" "$T" 1024 10 >"$WORK/round-$k-readbw.json"
     for q in q4_0 q8_0; do
         $PIN "$LB" -m "$WORK/qwen05-$q.gguf" -p 512 -n 128 -r 1 -t "$T" -o json >"$WORK/round-$k-llama-$q.json" 2>/dev/null
         $PIN "$CMF" bench "$WORK/qwen05-$q.cmf" -p 512 -n 128 -r 1 -t "$T" --json >"$WORK/round-$k-cmf-$q.json"
+        if [ -n "${CMF_BEFORE:-}" ]; then
+            $PIN "$CMF_BEFORE" bench "$WORK/qwen05-$q.cmf" -p 512 -n 128 -r 1 -t "$T" --json >"$WORK/round-$k-before-$q.json"
+        fi
     done
 done
 python3 - "$WORK" "$K" "$T" <<'EOF2'
@@ -60,11 +66,17 @@ print("Machine: %s" % open("/proc/cpuinfo").read().split("model name")[1].split(
 print("Read bandwidth, %d threads, 1 GiB: best %.2f GB/s; per round best/median: %s" % (T, best_bw,
       ", ".join("%.2f/%.2f" % (b["best_gbs"], b["median_gbs"]) for b in bw)))
 print()
-print("| weights | test | llama.cpp t/s (min..max) | cmf t/s (min..max) | cmf / llama.cpp | decode GB/s llama.cpp / cmf | of read bw llama.cpp / cmf |")
-print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+before = bool(os.environ.get("HAVE_BEFORE"))
+sides = ("llama", "cmf", "before") if before else ("llama", "cmf")
+if before:
+    print("| weights | test | llama.cpp t/s (min..max) | cmf before t/s (min..max) | cmf t/s (min..max) | before / llama.cpp | cmf / llama.cpp | cmf / before | decode GB/s llama.cpp / cmf | of read bw llama.cpp / before / cmf |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+else:
+    print("| weights | test | llama.cpp t/s (min..max) | cmf t/s (min..max) | cmf / llama.cpp | decode GB/s llama.cpp / cmf | of read bw llama.cpp / cmf |")
+    print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 for q, cmfq in (("q4_0", "q4_tiled (lossless repack)"), ("q8_0", "q8_row (--quant q8)")):
     res = {}
-    for side in ("llama", "cmf"):
+    for side in sides:
         for k in range(1, K + 1):
             for o in json.load(open("%s/round-%d-%s-%s.json" % (work, k, side, q))):
                 res.setdefault((side, key(o)), []).append(o["avg_ts"])
@@ -74,6 +86,17 @@ for q, cmfq in (("q4_0", "q4_tiled (lossless repack)"), ("q8_0", "q8_row (--quan
         l, c = res.get(("llama", test), [0]), res.get(("cmf", test), [0])
         lm, cm = sum(l) / len(l), sum(c) / len(c)
         extra = "| | |"
+        if before:
+            b = res.get(("before", test), [0])
+            bm = sum(b) / len(b)
+            if test.startswith("tg"):
+                lg, bg, cg = lbytes * lm / 1e9, cbytes * bm / 1e9, cbytes * cm / 1e9
+                extra = "| %.2f / %.2f | %.0f%% / %.0f%% / %.0f%% |" % (lg, cg, 100 * lg / best_bw, 100 * bg / best_bw,
+                                                                    100 * cg / best_bw)
+            print("| %s GGUF / cmf %s | %s | %.2f (%.2f..%.2f) | %.2f (%.2f..%.2f) | %.2f (%.2f..%.2f) | %.3f | %.3f | %.3f %s" % (
+                  q.upper(), cmfq, test, lm, min(l), max(l), bm, min(b), max(b), cm, min(c), max(c),
+                  bm / lm if lm else 0, cm / lm if lm else 0, cm / bm if bm else 0, extra))
+            continue
         if test.startswith("tg"):
             lg, cg = lbytes * lm / 1e9, cbytes * cm / 1e9
             extra = "| %.2f / %.2f | %.0f%% / %.0f%% |" % (lg, cg, 100 * lg / best_bw, 100 * cg / best_bw)
