@@ -6,7 +6,10 @@
  *     for each tile of 4 rows:                 decoded once (int8 blocks + scales, or f32) into L1
  *       for each group of 4 tokens:            microkernel: 4 x 4 dot products over the chunk
  *         out[t][r] (+)= result
- * so each weight byte is read from memory once per matmul whatever n is (GEMM for prefill, GEMV for decode). */
+ * so each weight byte is read from memory once per matmul whatever n is (GEMM for prefill).
+ * Decode (n <= KERN_GEMV_T tokens, int8 family, a path with a fused kernel for the dtype): each work item instead
+ * calls the path's gemv kernel per group of 4 rows, which reads the weights straight from the mapping, decodes
+ * them in registers and keeps its f32 sums in registers over the whole row (kern.h, kern_gemv_i8). */
 #include <stdatomic.h>
 #include <string.h>
 

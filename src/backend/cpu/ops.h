@@ -42,7 +42,8 @@ void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc,
  * y = sum_b wscale_b * d_b * isum_b in f32. f32/f16/bf16 weights (and q4 with other cols) use f32 FMA dot
  * products of the decoded weights with x. Work: rows in tiles of 4 shared among the pool's threads (dynamic
  * chunks), columns in chunks of 1024, every weight tile decoded once and used for all n tokens (cache-blocked
- * GEMM for prefill, the same loop for n = 1). Scratch: the pool's shared and per-thread buffers (grown on
+ * GEMM for prefill); for n <= 2 (decode) the SIMD paths run fused kernels instead, which decode each weight row
+ * in registers straight from the mapping and dot it with the int8 activations in the same loop. Scratch: the pool's shared and per-thread buffers (grown on
  * demand); when they cannot be had, or pool is NULL, a slower allocation-free f32 path computes the same
  * product. The instruction-set path is the one cmf_cpu_features_str reports; under CMF_CPU_F32REF the product is
  * cmf_matmul_ref_f32's. Never fails. */
