@@ -257,6 +257,13 @@ typedef struct cmf_detok_stream cmf_detok_stream;
 cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_detok_stream **out);
 /* Appends id; *text receives a malloc'd NUL-terminated string (possibly "") the caller frees. */
 cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text);
+/* Ends a stream: *text receives the bytes still held back (a character that never completed, decoded as HF's
+ * lossy decode does, with U+FFFD), so that the concatenation of every push and the flush equals cmf_detokenize of
+ * all ids — except where that decode rewrites text already streamed (SentencePiece byte fallback turns every
+ * byte of a broken run into U+FFFD): then the held-back ids are decoded on their own. The stream is then empty
+ * and may be reused. *text is malloc'd (possibly ""); the caller frees it.
+ * Errors: CMF_E_ARG (NULL), CMF_E_NOMEM. */
+cmf_status cmf_detok_stream_flush(cmf_detok_stream *s, char **text);
 void cmf_detok_stream_free(cmf_detok_stream *s);
 
 /* Id of a token string (exact vocabulary or added-token match), or -1. */

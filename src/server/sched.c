@@ -142,10 +142,17 @@ void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, 
 static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_status, const char *error) {
     srv_req *r = sl->req;
     emit_ctx e = {s, r};
-    if (!http_status && !sl->out.stopped && srv_out_push(&sl->out, "", 0, 1, on_piece, &e) < 0) {
+    char *rest = NULL; /* bytes the streaming decoder still holds (an unfinished character: U+FFFD as HF decodes) */
+    if (!http_status && !sl->out.stopped && sl->ds && cmf_detok_stream_flush(sl->ds, &rest) != CMF_OK) {
+        http_status = 500;
+        error = cmf_last_error();
+    }
+    if (!http_status && !sl->out.stopped &&
+        srv_out_push(&sl->out, rest ? rest : "", rest ? strlen(rest) : 0, 1, on_piece, &e) < 0) {
         http_status = 500;
         error = "out of memory";
     }
+    free(rest);
     if (reason && !strcmp(reason, "stop") && sl->out.n_tools > 0) reason = "tool_calls";
     srv_finish(s, r, reason, http_status, error);
     srv_out_free(&sl->out);

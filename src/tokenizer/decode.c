@@ -419,6 +419,32 @@ cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text) {
     return *text ? CMF_OK : OOM();
 }
 
+/* Emits what the window holds beyond its prefix (lossy, U+FFFD for incomplete bytes) and empties it. See cmf.h. */
+cmf_status cmf_detok_stream_flush(cmf_detok_stream *s, char **text) {
+    if (!s || !text) return cmf_err(CMF_E_ARG, "cmf_detok_stream_flush: NULL argument");
+    *text = NULL;
+    cmf_status st = decode_ids(s->t, s->ids.v, s->ids.n, s->skip_special, &s->cur);
+    if (st != CMF_OK) return st;
+    size_t from = s->prefix.n;
+    if (s->cur.n < s->prefix.n || memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) != 0) {
+        /* SentencePiece byte fallback turns every byte of a broken run into U+FFFD, also bytes already streamed;
+         * a stream cannot take text back, so the held-back ids are decoded on their own */
+        if ((st = decode_ids(s->t, s->ids.v + s->prefix_index, s->ids.n - s->prefix_index, s->skip_special,
+                             &s->cur)) != CMF_OK)
+            return st;
+        from = 0;
+    }
+    const size_t n = s->cur.n - from;
+    *text = malloc(n + 1);
+    if (!*text) return OOM();
+    if (n) memcpy(*text, s->cur.p + from, n);
+    (*text)[n] = 0;
+    s->ids.n = 0;
+    s->prefix.n = 0;
+    s->prefix_index = 0;
+    return CMF_OK;
+}
+
 /* Frees a streaming decoder; NULL is allowed. */
 void cmf_detok_stream_free(cmf_detok_stream *s) {
     if (!s) return;

@@ -27,7 +27,8 @@ void toktest_free_vectors(toktest_case *c, size_t n);
 int toktest_check_encode(const cmf_tokenizer *t, const char *label, const char *text, size_t len,
                          const int32_t *ids, size_t n, int add_special);
 
-/* Checks that pushing ids one by one through a detok stream yields exactly cmf_detokenize(ids) and that every
+/* Checks that pushing ids one by one through a detok stream and flushing it yields exactly cmf_detokenize(ids)
+ * (also for ids cut before the last one) and that every
  * chunk is valid UTF-8. */
 void toktest_check_stream(const cmf_tokenizer *t, const char *label, const int32_t *ids, size_t n, int skip);
 

@@ -250,6 +250,17 @@ static int run_turn(chat_state *c) {
         c->cache[p] = next;
     }
     double t2 = cli_now();
+    char *rest = NULL; /* a character that never completed: its bytes as HF's lossy decode gives them */
+    if (!rc && cmf_detok_stream_flush(ds, &rest) == CMF_OK && *rest) {
+        char *r = realloc(reply, reply_len + strlen(rest) + 1);
+        if (r) {
+            fputs(rest, stdout);
+            reply = r;
+            memcpy(reply + reply_len, rest, strlen(rest) + 1);
+            reply_len += strlen(rest);
+        }
+    }
+    free(rest);
     cmf_detok_stream_free(ds);
     putchar('\n');
     fflush(stdout);

@@ -256,6 +256,14 @@ int cmd_run(int argc, char **argv) {
         }
     }
     double t2 = cli_now();
+    if (!rc && ds && !o.print_ids) { /* a character that never completed: its bytes as HF's lossy decode gives them */
+        char *rest = NULL;
+        if ((st = cmf_detok_stream_flush(ds, &rest)) != CMF_OK)
+            rc = cli_lib_error("run", st);
+        else
+            fputs(rest, stdout);
+        free(rest);
+    }
     if (n_gen > 0 || o.print_ids) putchar('\n');
     fflush(stdout);
     if (ctx_full)
