@@ -147,6 +147,7 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
         wsi[i] = ws + ii * KERN_KB;
     }
     const __m256i ones = _mm256_set1_epi16(1);
+    const int64_t ahead = KERN_RB * (K == 0 ? C : K == 1 ? 18 * G : 16 * G); /* bytes of KERN_RB rows */
     __m256 s[KERN_RB][KERN_GEMV_T];
     for (int i = 0; i < KERN_RB; i++)
         for (int j = 0; j < T; j++) s[i][j] = _mm256_setzero_ps();
@@ -175,6 +176,9 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
                 }
             }
             for (int i = 0; i < KERN_RB; i++) {
+                /* the same columns of the next group of rows (short row streams do not train the prefetcher) */
+                if ((b & 1) == 0)
+                    _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T0);
                 __m256i W;
                 if (K == 0) {
                     if (B < G) {

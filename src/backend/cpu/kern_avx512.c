@@ -265,6 +265,7 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
         rs[i] = K == 0 ? cmf_f16_table[cmf_rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)] : 1.0f;
         wsi[i] = ws + ii * KERN_KB;
     }
+    const int64_t ahead = KERN_RB * (K == 0 ? C : K == 1 ? 18 * G : 16 * G); /* bytes of KERN_RB rows */
     __m512 s[KERN_RB][KERN_GEMV_T];
     for (int i = 0; i < KERN_RB; i++)
         for (int j = 0; j < T; j++) s[i][j] = _mm512_setzero_ps();
@@ -295,6 +296,9 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
                 D[j] = _mm512_loadu_ps(a->dx + 8 * o1);
             }
             for (int i = 0; i < KERN_RB; i++) {
+                /* the same columns of the next group of rows: short interleaved row streams (896 columns in
+                 * Qwen2.5-0.5B) do not train the hardware prefetcher */
+                _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T0);
                 const __m512i W = wpair(base[i], B, K);
                 const __m512 S = K != 0 ? pair_scale(wsi[i], b) : _mm512_setzero_ps();
                 for (int j = 0; j < T; j++) {
