@@ -62,7 +62,6 @@ typedef struct cmf_kern {
     kern_decode_i8 decode_i8[CMF_DT_COUNT];
     kern_gemv_i8 gemv_i8[CMF_DT_COUNT]; /* NULL: the dtype takes the tiled path */
     kern_mk_i8 mk_i8;
-    kern_mk_i8 mk_i8_rs; /* optional: the same for rows with one scale for all blocks (q8_row, q8_2f); NULL: mk_i8 */
     kern_decode_f32 decode_f32; /* f16/bf16 (and the generic row decode for anything else) */
     kern_mk_f32 mk_f32;
 } cmf_kern;

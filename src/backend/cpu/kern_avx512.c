@@ -118,10 +118,8 @@ TGT_INLINE __m512 reduce16(__m512 v[KERN_RB][KERN_TB]) {
                          _mm512_shuffle_f32x4(w01, w23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
-/* RS = 1: every block of a row has the same weight scale (q8_row, q8_2f), so the f32 lane sums are scaled by the
- * activation scales only and by the row scale ws[i*ldw] once at the end (one multiply less per product). */
 TGT_INLINE void mk_i8_t(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t b0, float acc[KERN_RB][KERN_TB], const int T, const int RS) {
+                        int64_t t0, int64_t b0, float acc[KERN_RB][KERN_TB], const int T) {
     __m512 s[KERN_RB][KERN_TB];
     const int8_t *xq[KERN_TB];
     const float *xd[KERN_TB];
@@ -144,11 +142,6 @@ TGT_INLINE void mk_i8_t(const int8_t *q, int64_t ldq, const float *ws, int64_t l
         }
         for (int i = 0; i < KERN_RB; i++) {
             const __m512i W = _mm512_loadu_si512(q + i * ldq + 32 * b);
-            if (RS) {
-                for (int j = 0; j < T; j++)
-                    s[i][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(CX[j], W, X[j])), D[j], s[i][j]);
-                continue;
-            }
             const __m512 S = _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(_mm_castpd_ps(
                                                              _mm_load_sd((const double *)(const void *)(ws + i * ldw + b)))));
             for (int j = 0; j < T; j++) {
@@ -162,7 +155,7 @@ TGT_INLINE void mk_i8_t(const int8_t *q, int64_t ldq, const float *ws, int64_t l
         const __mmask16 k32 = 0x00ff;
         for (int i = 0; i < KERN_RB; i++) {
             const __m512i W = _mm512_maskz_loadu_epi8(k8, q + i * ldq + 32 * b);
-            const __m512 S = _mm512_set1_ps(RS ? 1.0f : ws[i * ldw + b]);
+            const __m512 S = _mm512_set1_ps(ws[i * ldw + b]);
             for (int j = 0; j < T; j++) {
                 const __m512i X = _mm512_maskz_loadu_epi8(k8, xq[j] + 32 * b);
                 const __m512i p = _mm512_dpbusd_epi32(_mm512_maskz_loadu_epi32(k32, cx[j] + 8 * b), W, X);
@@ -175,30 +168,20 @@ TGT_INLINE void mk_i8_t(const int8_t *q, int64_t ldq, const float *ws, int64_t l
         float o[16];
         _mm512_storeu_ps(o, reduce16(s));
         for (int i = 0; i < KERN_RB; i++)
-            for (int j = 0; j < T; j++) acc[i][j] = o[i * KERN_TB + j] * (RS ? ws[i * ldw] : 1.0f);
+            for (int j = 0; j < T; j++) acc[i][j] = o[i * KERN_TB + j];
         return;
     }
     for (int i = 0; i < KERN_RB; i++)
-        for (int j = 0; j < T; j++) acc[i][j] = _mm512_reduce_add_ps(s[i][j]) * (RS ? ws[i * ldw] : 1.0f);
+        for (int j = 0; j < T; j++) acc[i][j] = _mm512_reduce_add_ps(s[i][j]);
 }
 
 TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
                       int64_t t0, int tb, int64_t b0, float acc[KERN_RB][KERN_TB]) {
     switch (tb) {
-    case 1: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 1, 0); break;
-    case 2: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 2, 0); break;
-    case 3: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 3, 0); break;
-    default: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 4, 0); break;
-    }
-}
-
-TGT static void mk_i8_rs(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw, int64_t kb, const cmf_qact *a,
-                         int64_t t0, int tb, int64_t b0, float acc[KERN_RB][KERN_TB]) {
-    switch (tb) {
-    case 1: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 1, 1); break;
-    case 2: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 2, 1); break;
-    case 3: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 3, 1); break;
-    default: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 4, 1); break;
+    case 1: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 1); break;
+    case 2: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 2); break;
+    case 3: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 3); break;
+    default: mk_i8_t(q, ldq, ws, ldw, kb, a, t0, b0, acc, 4); break;
     }
 }
 
@@ -432,7 +415,6 @@ static const cmf_kern kern = {
     .gemv_i8 = {[CMF_DT_Q8_ROW] = gemv_q8, [CMF_DT_Q8_2F] = gemv_q8, [CMF_DT_Q4_BLOCK] = gemv_q4b,
                 [CMF_DT_Q4_TILED] = gemv_q4t, [CMF_DT_Q4TP] = gemv_q4tp},
     .mk_i8 = mk_i8,
-    .mk_i8_rs = mk_i8_rs,
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,
 };

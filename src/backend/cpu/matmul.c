@@ -89,11 +89,9 @@ static void tile_i8(mm_task *t, int8_t *q, float *ws, int64_t r, int nr, int64_t
     }
     float acc[KERN_RB][KERN_TB];
     const int64_t slots = t->n * t->levels;
-    const int row_scaled = w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F;
-    const kern_mk_i8 mk = row_scaled && t->k->mk_i8_rs ? t->k->mk_i8_rs : t->k->mk_i8;
     for (int64_t t0 = 0; t0 < slots; t0 += KERN_TB) {
         const int tb = slots - t0 < KERN_TB ? (int)(slots - t0) : KERN_TB;
-        mk(q, ldq, ws, KERN_KB, kb, &t->a, t0, tb, b0, acc);
+        t->k->mk_i8(q, ldq, ws, KERN_KB, kb, &t->a, t0, tb, b0, acc);
         store(t, r, nr, t0, tb, b0 == 0, acc);
     }
 }
