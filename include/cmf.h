@@ -148,10 +148,23 @@ typedef struct cmf_session_params {
      * NULL = the reference's default (the Fallback-priority mask, dense when CMF_TASK=off). Dead layers are
      * skipped, dead heads are not computed, dead FFN neurons' gate/up rows are not computed. */
     const char *task;
+    /* Recon early-exit gate of looped models (DORY.md §2 "Recon(probe, bias)"; the probe is a linear score of the
+     * state after the first recurrent pass, its form and storage are defined in src/model/dory.h): every decode
+     * step (a single-token cmf_session_prefill/decode call) runs one recurrent pass when score >= bias, else two;
+     * prompts (calls of several tokens) run `loops`. NULL = off; "model" = the file's own probe (tensor
+     * dory_recon.weight and header arch.dory.recon_bias, docs/HEADER_KEYS.md; CMF_E_NOT_FOUND when the file has
+     * none); any other string = the path of a safetensors probe file holding dory_recon.weight [hidden_size] and
+     * dory_recon.bias [1]. Exclusive with `gate` (CMF_E_ARG); needs the last_loop KV mode (chosen when dory_kv_mode
+     * is NULL) and at least 2 loops; works with the O(1) far field (the Conf gate does not: CMF_E_UNSUPPORTED). */
+    const char *gate_recon;
+    int gate_recon_bias_set; /* when non-zero, gate_recon_bias replaces the probe's bias */
+    double gate_recon_bias;  /* +inf: every step takes two passes (= loops 2); -inf: one pass (= loops 1) */
 } cmf_session_params;
 
 /* cmf_session_new with options. Errors: as cmf_session_new; CMF_E_ARG for a malformed o1 spec (message names
- * it), CMF_E_UNSUPPORTED for o1 on a model with attention soft-capping. */
+ * it), CMF_E_UNSUPPORTED for o1 on a model with attention soft-capping or together with the Conf gate (Dory);
+ * for gate_recon those of reading the probe (CMF_E_IO, CMF_E_FORMAT naming the tensor), CMF_E_NOT_FOUND when
+ * "model" has none, CMF_E_ARG with gate also set or under the per_loop KV mode. */
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out);
 
 /* Name of the session's active task mask ("" = dense), and the number of task masks in the model's file. */

@@ -140,10 +140,20 @@ struct cmf_session {
     int *runs;                /* (start, length) pairs of active FFN neurons, layer after layer; -1 ends a layer */
     int dory_loops;              /* loops per token (0 = the config's) */
     float dory_gate;             /* Conf early-exit threshold for decode; 0 = off */
+    struct cmf_dory_probe *dory_recon; /* Recon early-exit probe for decode (owned); NULL = off */
     float *logits;            /* [vocab]: the logits after this session's last processed token */
     cmf_batch *own;           /* private workspace for cmf_session_prefill/decode (lazily created) */
     cmf_session **tp_rank;    /* TP front session: one session per rank model holding its KV heads; else NULL */
 };
+
+/* Key rows the CPU attention of a call can read for session s's `count` tokens (session.c), i.e. the score
+ * entries it needs per thread (attn_worker: one float per row read), so the size of the batch pool's per-thread
+ * scratch: an exact full-attention layer reads every row up to the last token (pos + count), a sliding layer at
+ * most sliding_window of them, a far-field layer at most the seal length before its seal and none after it (its
+ * rows come from the constant state, o1.c). `sealing`: the session seals in this call, before the forward. The
+ * result only grows with the position, so a session converted with --o1 all keeps a scratch of the seal length
+ * (or of the sliding window) for its whole life. Used by batch_run (session.c) and the TP forward (tp.c). */
+int cmf_session_attn_rows(const cmf_session *s, int count, int sealing);
 
 /* Reads and validates `arch` (and tokenizer_config) of a header into cfg. Errors: CMF_E_FORMAT naming the key. */
 cmf_status cmf_config_from_header(const cJSON *header, cmf_config *cfg);

@@ -80,13 +80,8 @@ void cmf_batch_free(cmf_batch *b) {
 
 int cmf_batch_max_tokens(const cmf_batch *b) { return b->n_batch; }
 
-/* Key rows the CPU attention of this call can read for session s's `count` tokens, i.e. the score entries it
- * needs per thread (attn_worker: one float per row read): an exact full-attention layer reads every row up to
- * the last token (pos + count), a sliding layer at most sliding_window of them, a far-field layer at most the
- * seal length before its seal and none after it (its rows come from the constant state, o1.c). `sealing`: the
- * session seals in this call, before the forward. The result only grows with the position, so a session
- * converted with --o1 all keeps a scratch of the seal length (or of the sliding window) for its whole life. */
-static int attn_rows_read(const cmf_session *s, int count, int sealing) {
+/* Declared in model.h (the math is explained there). */
+int cmf_session_attn_rows(const cmf_session *s, int count, int sealing) {
     const cmf_config *c = &s->m->cfg;
     const int last = s->pos + count;
     int rows = 0;
@@ -133,7 +128,7 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
             return cmf_err(CMF_E_ARG, "o1: a prompt chunk crosses the seal length %d at position %d: split it there",
                            o->cap, seqs[i]->pos);
         const int sealing = o && !o->sealed && seqs[i]->pos > 0 && (count == 1 || seqs[i]->pos >= o->cap);
-        const int rows = attn_rows_read(seqs[i], count, sealing);
+        const int rows = cmf_session_attn_rows(seqs[i], count, sealing);
         if (rows > max_rows) max_rows = rows;
     }
     if (n_seq > b->n_seq) return cmf_err(CMF_E_ARG, "batch: %d sessions exceed the batch's %d", n_seq, b->n_seq);
@@ -358,6 +353,66 @@ const char *cmf_session_task(const cmf_session *s) { return s->mask ? s->mask->n
 
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
 
+/* ---- Dory sessions ----------------------------------------------------------------------------------------- */
+
+/* The Dory part of cmf_session_new_ex: KV mode, loops, the early-exit gate (Conf threshold or Recon probe,
+ * DORY.md §2) and the O(1) far field (§3.2: the settings resolved as for transformers, resolve_o1, then
+ * cmf_dory_o1_enable). Fills s->dory, s->logits and the gate fields; on error the caller frees s. */
+static cmf_status dory_session_setup(cmf_session *s, const cmf_session_params *p, int n_ctx) {
+    const cmf_model *m = s->m;
+    const cmf_dory_config *dc = &m->dory->cfg;
+    int mode = -1;
+    if (p && p->dory_kv_mode) {
+        if (!strcmp(p->dory_kv_mode, "per_loop")) mode = CMF_DORY_KV_PER_LOOP;
+        else if (!strcmp(p->dory_kv_mode, "last_loop")) mode = CMF_DORY_KV_LAST_LOOP;
+        else return cmf_err(CMF_E_ARG, "session: kv mode '%s' is not per_loop or last_loop", p->dory_kv_mode);
+    }
+    s->dory_loops = p ? p->loops : 0;
+    s->dory_gate = p ? p->gate : 0;
+    if (p && p->gate_recon) {
+        if (s->dory_gate > 0)
+            return cmf_err(CMF_E_ARG, "session: choose one early-exit gate: Conf (gate %g) or Recon (gate_recon '%s')",
+                           (double)s->dory_gate, p->gate_recon);
+        cmf_status st = !strcmp(p->gate_recon, "model")
+                            ? cmf_dory_probe_from_model(m->dory, &s->dory_recon)
+                            : cmf_dory_probe_read(p->gate_recon, dc->hidden_size, &s->dory_recon);
+        if (st != CMF_OK) return st;
+        if (!s->dory_recon)
+            return cmf_err(CMF_E_NOT_FOUND, "session: gate_recon \"model\": the file has no Recon probe (tensor "
+                                            "dory_recon.weight and header arch.dory.recon_bias)");
+        if (p->gate_recon_bias_set) s->dory_recon->bias = p->gate_recon_bias;
+    }
+    const int gated = s->dory_gate > 0 || s->dory_recon;
+    if (gated && mode < 0) mode = CMF_DORY_KV_LAST_LOOP; /* the gates need last_loop (DORY.md §2) */
+    /* the far field: the caller's spec, else CMF_O1, else the file hint provenance.o1_attn */
+    cmf_o1_params op;
+    cmf_o1_default_params(&op, dc->n_heads / dc->n_kv_heads, dc->head_dim, dc->head_dim);
+    int seal = 32768; /* the reference's SEAL_MAX (DORY.md §3.2) */
+    char spec[256];
+    cmf_status st = resolve_o1(m, p, spec, sizeof spec, &op, &seal);
+    if (st != CMF_OK) return st;
+    const int o1_on = spec[0] && strcmp(spec, "off") != 0;
+    if (o1_on && s->dory_gate > 0)
+        return cmf_err(CMF_E_UNSUPPORTED, "session: the Conf gate (gate %g) re-runs the output block of a position, "
+                                          "which the O(1) far field (o1 '%s') cannot rewind; use the Recon gate or "
+                                          "o1 off", (double)s->dory_gate, spec);
+    st = cmf_dory_state_new(m->dory, n_ctx, 0, mode, s->dory_loops > 0 ? s->dory_loops : 0, &s->dory);
+    if (st != CMF_OK) return st;
+    if (gated && s->dory->kv_mode != CMF_DORY_KV_LAST_LOOP)
+        return cmf_err(CMF_E_ARG, "session: the early-exit gate needs the last_loop KV mode (per_loop would leave "
+                                  "loop-1 holes in the cache)");
+    if (gated && s->dory->max_loops < 2)
+        return cmf_err(CMF_E_ARG, "session: the early-exit gate needs 2 loops, the session allows %d (loops)",
+                       s->dory->max_loops);
+    if (o1_on && (st = cmf_dory_o1_enable(s->dory, spec, op.m, op.window, op.sink, op.rect == CMF_O1_RECT_FM, 0,
+                                          seal)) != CMF_OK)
+        return st;
+    s->logits = calloc((size_t)m->cfg.vocab_size, sizeof(float));
+    if (!s->logits) return cmf_err(CMF_E_NOMEM, "session: out of memory");
+    s->n_ctx = s->dory->n_ctx;
+    return CMF_OK;
+}
+
 enum { DEFAULT_N_BATCH = 256 };
 
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out) {
@@ -372,36 +427,17 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
     s->w = &m->base;
     s->n_ctx = n_ctx;
     if (m->dory) { /* Dory keeps its own state (per-loop caches, sliding rings) */
-        int mode = -1;
-        if (p && p->dory_kv_mode) {
-            if (!strcmp(p->dory_kv_mode, "per_loop")) mode = CMF_DORY_KV_PER_LOOP;
-            else if (!strcmp(p->dory_kv_mode, "last_loop")) mode = CMF_DORY_KV_LAST_LOOP;
-            else {
-                free(s);
-                return cmf_err(CMF_E_ARG, "session: kv mode '%s' is not per_loop or last_loop", p->dory_kv_mode);
-            }
-        }
-        s->dory_loops = p ? p->loops : 0;
-        s->dory_gate = p ? p->gate : 0;
-        if (s->dory_gate > 0 && mode < 0) mode = CMF_DORY_KV_LAST_LOOP; /* the gate needs last_loop (DORY.md §2) */
-        if (p && p->o1 && strcmp(p->o1, "off") != 0) {
-            free(s);
-            return cmf_err(CMF_E_UNSUPPORTED, "session: the O(1) far field is not implemented for Dory yet");
-        }
-        cmf_status st = cmf_dory_state_new(m->dory, n_ctx, 0, mode, s->dory_loops > 0 ? s->dory_loops : 0, &s->dory);
-        s->logits = calloc((size_t)m->cfg.vocab_size, sizeof(float));
-        if (st == CMF_OK && !s->logits) st = cmf_err(CMF_E_NOMEM, "session: out of memory");
+        cmf_status st = dory_session_setup(s, p, n_ctx);
         if (st != CMF_OK) {
             cmf_session_free(s);
             return st;
         }
-        s->n_ctx = s->dory->n_ctx;
         *out = s;
         return CMF_OK;
     }
-    if (p && (p->loops || p->gate > 0 || p->dory_kv_mode)) {
+    if (p && (p->loops || p->gate > 0 || p->dory_kv_mode || p->gate_recon)) {
         free(s);
-        return cmf_err(CMF_E_ARG, "session: loops, kv mode and gate apply to looped (Dory) models only");
+        return cmf_err(CMF_E_ARG, "session: loops, kv mode and gates apply to looped (Dory) models only");
     }
     s->kv_off = calloc((size_t)c->n_layers, sizeof *s->kv_off);
     s->kv_rows = calloc((size_t)c->n_layers, sizeof *s->kv_rows);
@@ -439,12 +475,13 @@ void cmf_session_free(cmf_session *s) {
     cmf_batch_free(s->own);
     cmf_tp_session_fini(s); /* TP: the rank sessions */
     cmf_dory_state_free(s->dory);
+    cmf_dory_probe_free(s->dory_recon);
     o1_free(s->o1, s->m->cfg.n_layers, s->m->cfg.n_kv_heads);
     free(s->kv_off);
     free(s->kv_rows);
     free(s->ffn_runs);
     free(s->runs);
-    if (!s->dory) s->m->be->kv_free(s->m->be, s);
+    if (!s->m->dory) s->m->be->kv_free(s->m->be, s); /* Dory sessions have no backend KV cache */
     free(s->logits);
     free(s);
 }
@@ -469,7 +506,10 @@ size_t cmf_session_state_bytes(const cmf_session *s) {
     return n;
 }
 
-int cmf_session_o1_layers(const cmf_session *s) { return s->o1 ? s->o1->n_on : 0; }
+int cmf_session_o1_layers(const cmf_session *s) {
+    if (s->dory) return cmf_dory_o1_slots(s->dory); /* Dory: far-field KV slots (one per layer under last_loop) */
+    return s->o1 ? s->o1->n_on : 0;
+}
 
 void cmf_session_reset(cmf_session *s) {
     s->pos = 0;
@@ -514,7 +554,8 @@ cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, flo
     if (s->dory) {
         cmf_status st;
         int passes = 0;
-        if (n == 1 && s->dory_gate > 0) st = cmf_dory_decode_gated(s->dory, tokens[0], s->dory_gate, &passes);
+        if (n == 1 && s->dory_recon) st = cmf_dory_decode_recon(s->dory, tokens[0], s->dory_recon, &passes, NULL);
+        else if (n == 1 && s->dory_gate > 0) st = cmf_dory_decode_gated(s->dory, tokens[0], s->dory_gate, &passes);
         else st = cmf_dory_forward(s->dory, tokens, n, s->dory_loops, all_logits);
         if (st != CMF_OK) return st;
         memcpy(s->logits, cmf_dory_logits(s->dory), (size_t)V * sizeof(float));

@@ -371,9 +371,13 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
         if (!s) st = cmf_err(CMF_E_NOMEM, "tp: out of memory");
         else tp->sum = s, tp->sum_cap = (size_t)n * D;
     }
-    int max_ctx = 0;
-    for (int t = 0; t < n; t++)
-        if (seqs[t]->n_ctx > max_ctx) max_ctx = seqs[t]->n_ctx;
+    int max_rows = 0; /* attention score scratch per thread: the rows the calls can read (o1 is not split in TP) */
+    for (int t = 0; t < n; t++) {
+        /* n bounds the session's token count in this call; the rows never exceed its context */
+        int rows = cmf_session_attn_rows(seqs[t], n, 0);
+        if (rows > seqs[t]->n_ctx) rows = seqs[t]->n_ctx;
+        if (rows > max_rows) max_rows = rows;
+    }
     for (int r = 0; r < N && st == CMF_OK; r++) {
         rank_job *j = &jobs[r];
         j->tp = tp;
@@ -390,7 +394,7 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
             j->seqs[t] = seqs[t]->tp_rank[r];
             j->seqs[t]->pos = seqs[t]->pos; /* the rank sessions follow the front (reset / truncate act there) */
         }
-        if (st == CMF_OK && j->b->pool) st = cmf_pool_reserve(j->b->pool, (size_t)max_ctx * sizeof(float));
+        if (st == CMF_OK && j->b->pool) st = cmf_pool_reserve(j->b->pool, (size_t)max_rows * sizeof(float));
     }
     if (st == CMF_OK) {
         tp->aborted = 0;

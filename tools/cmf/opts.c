@@ -31,7 +31,9 @@ const char *const CLI_MODEL_USAGE =
     "                           landmarks (32), exact window (128), sinks (4), seal length (32768), rectifier\n"
     "  --loops N                looped models (Dory): recurrent passes per token (default: the config's)\n"
     "  --kv-mode per_loop|last_loop   looped models: KV cache mode (default: the config's)\n"
-    "  --gate T                 looped models: Conf early exit at top probability >= T (decode, 2 loops)\n"
+    "  --gate T | conf:T        looped models: Conf early exit at top probability >= T (decode, 2 loops)\n"
+    "  --gate recon | recon:FILE   looped models: Recon early exit with the file's probe (dory_recon.weight,\n"
+    "                           arch.dory.recon_bias) or a dory_recon.safetensors probe file (decode, 2 loops)\n"
     "  --gpu                    run the forward on CUDA device 0 (an error when there is none); = CMF_GPU=1\n"
     "  --backend cpu|cuda|cuda:N|auto   where the forward runs (auto: CUDA when usable, else the CPU); sets CMF_GPU\n"
     "  --tp N                   tensor parallelism over N ranks (cpu: N rank threads; cuda:k: devices k..k+N-1 over\n"
@@ -101,8 +103,25 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
         if (!(*rc = cli_int(a, 1, 16, &l))) p->loops = (int)l;
     } else if (cli_is(a, "--kv-mode", NULL)) {
         *rc = cli_value(a, &p->dory_kv_mode);
-    } else if (cli_is(a, "--gate", NULL)) {
-        if (!(*rc = cli_float(a, 0.0, 1e6, &d))) p->gate = (float)d;
+    } else if (cli_is(a, "--gate", NULL)) { /* T | conf:T | recon | recon:FILE */
+        const char *v = NULL;
+        if ((*rc = cli_value(a, &v))) return 1;
+        p->gate = 0;
+        p->gate_recon = NULL;
+        if (!strcmp(v, "recon")) {
+            p->gate_recon = "model";
+        } else if (!strncmp(v, "recon:", 6) && v[6]) {
+            p->gate_recon = v + 6;
+        } else {
+            const char *t = !strncmp(v, "conf:", 5) ? v + 5 : v;
+            char *end = NULL;
+            d = *t ? strtod(t, &end) : -1;
+            if (!end || *end || !(d >= 0 && d <= 1e6)) {
+                *rc = cli_usage_error(a->cmd, "--gate '%s': want a threshold T (0..1e6), conf:T, recon or recon:FILE", v);
+                return 1;
+            }
+            p->gate = (float)d;
+        }
     } else if (cli_is(a, "--gpu", NULL)) { /* read by cmf_model_load (CMF_GPU), so every subcommand honours it */
         setenv("CMF_GPU", "1", 1);
     } else if (cli_is(a, "--backend", NULL)) {
