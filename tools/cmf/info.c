@@ -280,6 +280,11 @@ int cmd_info(int argc, char **argv) {
     const cJSON *prov = cJSON_GetObjectItemCaseSensitive(h, "provenance");
     const cJSON *tool = cJSON_IsObject(prov) ? cJSON_GetObjectItemCaseSensitive(prov, "tool") : NULL;
     if (cJSON_IsString(tool)) printf("written by:    %s\n", tool->valuestring);
+    /* the O(1) far-field hint of `cmf convert --o1` (DORY.md §3.1), as stored: {layers, m, w, sink} */
+    const cJSON *o1 = cJSON_IsObject(prov) ? cJSON_GetObjectItemCaseSensitive(prov, "o1_attn") : NULL;
+    char *o1s = o1 ? cJSON_PrintUnformatted(o1) : NULL;
+    if (o1s) printf("o1 hint:       provenance.o1_attn %s (the runtime's default far field; --o1 off overrides)\n", o1s);
+    free(o1s);
     if (tensors) print_tensors(f, prefix);
     cmf_file_close(f);
     return CLI_OK;
