@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "convert/convert.h"
 #include "quant/dtype.h"
 #include "testutil.h"
+#include "util/error.h"
 
 int dory_fixture_open(const char *name, dory_fixture *fx) { return dory_fixture_open_q(name, CMF_DT_F32, fx); }
 
@@ -24,7 +26,12 @@ int dory_fixture_open_q(const char *name, int quant, dory_fixture *fx) {
     opts.quant = quant;
     char dir[512];
     snprintf(dir, sizeof dir, "%s", testdata_path(rel));
-    cmf_status st = cmf_convert_hf(dir, out, &opts);
+    /* ctest -j runs several tests of one fixture at once: each converts to its own name and renames the result
+     * over the shared one (atomic), so no test opens a file another is still writing */
+    char mine[300];
+    snprintf(mine, sizeof mine, "%s.%ld", out, (long)getpid());
+    cmf_status st = cmf_convert_hf(dir, mine, &opts);
+    if (st == CMF_OK && rename(mine, out) != 0) st = cmf_err(CMF_E_IO, "fixture: cannot rename %s to %s", mine, out);
     if (st == CMF_OK) st = cmf_file_open(out, &fx->file);
     if (st == CMF_OK) st = cmf_dory_load(fx->file, 2, &fx->d);
     snprintf(ref, sizeof ref, "%s/ref.safetensors", dir);
