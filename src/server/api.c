@@ -60,6 +60,18 @@ static srv_reply reply_json(cJSON *j) {
     return r;
 }
 
+/* Byte offset of the first \u0000 escape in a JSON text (a backslash preceded by an even number of backslashes,
+ * then u0000), or len when there is none. cJSON keeps strings NUL-terminated, so such a string would silently end
+ * at the NUL. */
+static size_t escaped_nul_at(const char *body, size_t len) {
+    for (size_t i = 0; i < len; i++) {
+        if (body[i] != '\\') continue;
+        if (i + 5 < len && !memcmp(body + i + 1, "u0000", 5)) return i;
+        i++; /* skip the escaped character, so a backslash pair is one escape and the parity is kept */
+    }
+    return len;
+}
+
 static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
     size_t bad = cmf_utf8_invalid_at((const uint8_t *)body, len);
     if (bad < len) {
@@ -78,6 +90,13 @@ static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", len ? "malformed JSON" : "empty");
+        return NULL;
+    }
+    size_t nul = escaped_nul_at(body, len);
+    if (nul < len) {
+        cJSON_Delete(j);
+        *err = reply_err(400, NULL, "the request body has a string with an escaped NUL character (\\u0000 at byte "
+                                    "offset %zu), which this server cannot represent", nul);
         return NULL;
     }
     return j;
@@ -191,10 +210,11 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
         *err = reply_err(400, "n", "only n = 1 is supported");
         return -1;
     }
-    int lp = 0;
-    if (bool_field(j, "logprobs", &lp, err)) return -1;
-    if (lp || (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(j, "logprobs")))) {
-        *err = reply_err(400, "logprobs", "logprobs are not supported");
+    /* "logprobs": a boolean in Chat Completions, an integer (how many per token) in the legacy Completions; null,
+     * false and 0 mean off in both, anything else asks for what this server does not compute */
+    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprobs");
+    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
+        *err = reply_err(400, "logprobs", "logprobs is not supported");
         return -1;
     }
     int echo = 0;
@@ -262,6 +282,57 @@ static int completion_prompt(cmf_server *s, const cJSON *j, srv_req *r, srv_repl
     return 0;
 }
 
+/* Each message must be an object with a string "role"; the content of a user or system message must be a string
+ * or an array of content parts (OpenAI); a null content is allowed for assistant messages (the SDKs send it next
+ * to tool_calls) and tool messages. A 400 names the first offending field. */
+static int check_messages(const cJSON *msgs, srv_reply *err) {
+    int i = 0;
+    for (const cJSON *e = msgs->child; e; e = e->next, i++) {
+        char field[48];
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
+        if (!cJSON_IsObject(e) || !cJSON_IsString(role)) {
+            snprintf(field, sizeof field, "messages[%d].role", i);
+            *err = reply_err(400, field, "'messages[%d].role' must be a string (each message is an object with a role)", i);
+            return -1;
+        }
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
+        int needs_text = !strcmp(role->valuestring, "user") || !strcmp(role->valuestring, "system") ||
+                         !strcmp(role->valuestring, "developer");
+        if (needs_text && !cJSON_IsString(c) && !cJSON_IsArray(c)) {
+            snprintf(field, sizeof field, "messages[%d].content", i);
+            *err = reply_err(400, field, "'messages[%d].content' of a %s message must be a string or an array of "
+                             "content parts, not %s", i, role->valuestring,
+                             !c ? "absent" : cJSON_IsNull(c) ? "null" : cJSON_IsNumber(c) ? "a number"
+                             : cJSON_IsBool(c) ? "a boolean" : "an object");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The messages as the template gets them: an assistant message's null content becomes "" (as llama.cpp and vLLM
+ * do: OpenAI SDKs send "content": null with tool_calls, which templates cannot compare with strings). Malloc'd JSON
+ * text, NULL when out of memory. */
+static char *print_messages(const cJSON *msgs) {
+    cJSON *copy = cJSON_Duplicate(msgs, 1);
+    if (!copy) return NULL;
+    for (cJSON *e = copy->child; e; e = e->next) {
+        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
+        if (cJSON_IsString(role) && !strcmp(role->valuestring, "assistant") &&
+            cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "content"))) {
+            cJSON *empty = cJSON_CreateString("");
+            if (!empty || !cJSON_ReplaceItemInObjectCaseSensitive(e, "content", empty)) {
+                cJSON_Delete(empty);
+                cJSON_Delete(copy);
+                return NULL;
+            }
+        }
+    }
+    char *m = cJSON_PrintUnformatted(copy);
+    cJSON_Delete(copy);
+    return m;
+}
+
 /* Renders messages (+ tools, chat_template_kwargs) with the model's chat template; *text is malloc'd. */
 static int render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, srv_reply *err) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
@@ -279,8 +350,9 @@ static int render_chat(cmf_server *s, const cJSON *j, int with_tools, char **tex
         *err = reply_err(400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
         return -1;
     }
+    if (check_messages(msgs, err)) return -1;
     cmf_chat_params p = cmf_chat_default_params();
-    char *m = cJSON_PrintUnformatted(msgs);
+    char *m = print_messages(msgs);
     char *t = with_tools && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0 ? cJSON_PrintUnformatted(tools) : NULL;
     char *x = cJSON_IsObject(kw) ? cJSON_PrintUnformatted(kw) : NULL;
     int agp = 1;

@@ -88,6 +88,7 @@ static enum MHD_Result send_body(cmf_server *s, struct MHD_Connection *c, int st
     add_common_headers(s, resp, ctype);
     if (status == 401) MHD_add_response_header(resp, MHD_HTTP_HEADER_WWW_AUTHENTICATE, "Bearer");
     if (allow) MHD_add_response_header(resp, MHD_HTTP_HEADER_ALLOW, allow);
+    if (status == 503) MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, "1"); /* queue full: retry soon */
     count_status(s, status);
     enum MHD_Result rc = MHD_queue_response(c, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -262,10 +263,13 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
         snprintf(msg, sizeof msg, "no route %.200s", url);
         return send_error(s, c, 404, msg, NULL);
     }
-    if (strcmp(method, ROUTES[route].method) != 0) {
+    /* HEAD is GET without the body (RFC 9110 9.3.2): the handler runs as for GET and libmicrohttpd sends only the
+     * headers (Content-Length included) */
+    int head_ok = !strcmp(method, "HEAD") && !strcmp(ROUTES[route].method, "GET");
+    if (!head_ok && strcmp(method, ROUTES[route].method) != 0) {
         char msg[300];
         snprintf(msg, sizeof msg, "%s needs %s, not %.20s", ROUTES[route].path, ROUTES[route].method, method);
-        return send_error(s, c, 405, msg, ROUTES[route].method);
+        return send_error(s, c, 405, msg, strcmp(ROUTES[route].method, "GET") ? ROUTES[route].method : "GET, HEAD");
     }
     if (k->too_large) {
         char msg[128];
@@ -396,8 +400,10 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     hints.ai_flags = AI_NUMERICSERV;
     int gai = getaddrinfo(s->host, port, &hints, &ai);
     if (gai != 0 || !ai) {
+        /* the message is built before cmf_server_stop frees s->host (o.host points at it) */
+        cmf_status e = cmf_err(CMF_E_IO, "serve: cannot resolve --host %s: %s", s->host, gai_strerror(gai));
         cmf_server_stop(s);
-        return cmf_err(CMF_E_IO, "serve: cannot resolve --host %s: %s", o.host, gai_strerror(gai));
+        return e;
     }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
@@ -407,8 +413,11 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {
+        int v6 = strchr(s->host, ':') != NULL; /* an IPv6 literal is written [addr]:port */
+        cmf_status e = cmf_err(CMF_E_IO, "serve: cannot listen on %s%s%s:%d (address in use or not available?)",
+                               v6 ? "[" : "", s->host, v6 ? "]" : "", o.port);
         cmf_server_stop(s);
-        return cmf_err(CMF_E_IO, "serve: cannot listen on %s:%d (address in use or not available?)", o.host, o.port);
+        return e;
     }
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = di ? di->port : o.port;

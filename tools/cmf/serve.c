@@ -103,8 +103,10 @@ int cmd_serve(int argc, char **argv) {
         cmf_model_free(m);
         return r;
     }
-    printf("cmf serve: listening on http://%s:%d (model %s, %d slot%s x %d positions%s)\n", o.host,
-           cmf_server_port(s), name, o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
+    const char *host = o.host && *o.host ? o.host : "127.0.0.1";
+    int v6 = strchr(host, ':') != NULL; /* an IPv6 literal goes in brackets in a URL (RFC 3986 3.2.2) */
+    printf("cmf serve: listening on http://%s%s%s:%d (model %s, %d slot%s x %d positions%s)\n", v6 ? "[" : "",
+           host, v6 ? "]" : "", cmf_server_port(s), name, o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
            o.api_key && *o.api_key ? ", API key required" : "");
     fflush(stdout);
     int sig = 0;
