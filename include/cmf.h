@@ -334,6 +334,17 @@ cmf_chat_params cmf_chat_default_params(void);
  * sandbox limit; CMF_E_NOMEM. */
 cmf_status cmf_chat_render(const cmf_model *m, const cmf_chat_params *p, char **out, size_t *out_len);
 
+/* ---------------------------------------------------------------------------------------------------------------
+ * Decoding with a length (added 2026-11-29): decoded text may hold U+0000 (e.g. qwen3's id 188 is the byte 0x00),
+ * which a NUL-terminated string cannot carry. These are cmf_detokenize / cmf_detok_stream_push / _flush with
+ * `*len` (when `len` is not NULL) receiving the byte length of *text (0 on error); *text is still malloc'd and
+ * NUL-terminated after those bytes. Same semantics and errors as the functions without _n.
+ * ------------------------------------------------------------------------------------------------------------- */
+cmf_status cmf_detokenize_n(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
+                            size_t *len);
+cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text, size_t *len);
+cmf_status cmf_detok_stream_flush_n(cmf_detok_stream *s, char **text, size_t *len);
+
 #ifdef __cplusplus
 }
 #endif

@@ -337,8 +337,10 @@ static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t 
     return st;
 }
 
-/* Decodes ids to text as HF Tokenizer::decode. See cmf.h. */
-cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text) {
+/* Decodes ids to text as HF Tokenizer::decode; *len (when not NULL) gets the byte length. See cmf.h. */
+cmf_status cmf_detokenize_n(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
+                            size_t *len) {
+    if (len) *len = 0;
     if (!t || !text || (n && !ids)) return cmf_err(CMF_E_ARG, "cmf_detokenize: NULL argument");
     *text = NULL;
     tok_buf b = {0};
@@ -348,7 +350,13 @@ cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, 
         return st;
     }
     *text = b.p;
+    if (len) *len = b.n;
     return CMF_OK;
+}
+
+/* cmf_detokenize_n without the length. See cmf.h. */
+cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text) {
+    return cmf_detokenize_n(t, ids, n, skip_special, text, NULL);
 }
 
 struct cmf_detok_stream {
@@ -373,7 +381,8 @@ cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_de
 static int ends_with_fffd(const tok_buf *b) { return b->n >= 3 && memcmp(b->p + b->n - 3, "\xEF\xBF\xBD", 3) == 0; }
 
 /* Feeds one id; *text gets the newly completed text (malloc'd, possibly ""). See cmf.h. */
-cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text) {
+cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text, size_t *len) {
+    if (len) *len = 0;
     if (!s || !text) return cmf_err(CMF_E_ARG, "cmf_detok_stream_push: NULL argument");
     *text = NULL;
     cmf_status st;
@@ -413,14 +422,21 @@ cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text) {
             return st;
         }
         s->prefix_index = new_prefix_index;
+        if (len) *len = emit_len;
         return CMF_OK;
     }
     *text = calloc(1, 1);
     return *text ? CMF_OK : OOM();
 }
 
+/* cmf_detok_stream_push_n without the length. See cmf.h. */
+cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text) {
+    return cmf_detok_stream_push_n(s, id, text, NULL);
+}
+
 /* Emits what the window holds beyond its prefix (lossy, U+FFFD for incomplete bytes) and empties it. See cmf.h. */
-cmf_status cmf_detok_stream_flush(cmf_detok_stream *s, char **text) {
+cmf_status cmf_detok_stream_flush_n(cmf_detok_stream *s, char **text, size_t *len) {
+    if (len) *len = 0;
     if (!s || !text) return cmf_err(CMF_E_ARG, "cmf_detok_stream_flush: NULL argument");
     *text = NULL;
     cmf_status st = decode_ids(s->t, s->ids.v, s->ids.n, s->skip_special, &s->cur);
@@ -442,8 +458,12 @@ cmf_status cmf_detok_stream_flush(cmf_detok_stream *s, char **text) {
     s->ids.n = 0;
     s->prefix.n = 0;
     s->prefix_index = 0;
+    if (len) *len = n;
     return CMF_OK;
 }
+
+/* cmf_detok_stream_flush_n without the length. See cmf.h. */
+cmf_status cmf_detok_stream_flush(cmf_detok_stream *s, char **text) { return cmf_detok_stream_flush_n(s, text, NULL); }
 
 /* Frees a streaming decoder; NULL is allowed. */
 void cmf_detok_stream_free(cmf_detok_stream *s) {

@@ -499,6 +499,7 @@ static cmf_status load_added(cmf_tokenizer *t, const cJSON *arr) {
 cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out) {
     if (!json || !out) return cmf_err(CMF_E_ARG, "cmf_tokenizer_load: NULL argument");
     *out = NULL;
+    if (len >= 3 && !memcmp(json, "\xEF\xBB\xBF", 3)) json += 3, len -= 3; /* a UTF-8 BOM (some editors write one) */
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {
         const char *ep = cJSON_GetErrorPtr();

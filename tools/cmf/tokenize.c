@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cjson/cJSON.h>
 
 #include "cli.h"
 #include "tokenizer/tokenizer.h"
@@ -43,16 +42,17 @@ static const char *DETOK_USAGE =
     "several lines each text is followed by a newline (use --jsonl when texts may hold newlines).\n"
     "Ids in [0, vocabulary size) without a token are skipped, as HF decode does; larger ids are an error.\n";
 
-/* Whether the file's first non-blank byte is '{' (a JSON document, not a CMF file). On error prints and returns -1. */
+/* Whether the file's first non-blank byte (after an optional UTF-8 BOM) is '{' (a JSON document, not a CMF file).
+ * On error prints and returns -1. */
 static int looks_like_json(const char *cmd, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         cli_fail(cmd, "%s: cannot open", path);
         return -1;
     }
-    int c;
-    while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
-    }
+    int c = fgetc(f);
+    if (c == 0xEF && fgetc(f) == 0xBB && fgetc(f) == 0xBF) c = fgetc(f); /* skip a UTF-8 BOM */
+    while (c == ' ' || c == '\t' || c == '\n' || c == '\r') c = fgetc(f);
     fclose(f);
     return c == '{';
 }
@@ -145,6 +145,104 @@ static int tokenize_one(const char *cmd, const cmf_tokenizer *tok, const char *t
     return 0;
 }
 
+/* The 4 hex digits at s (a \\u escape's value), or -1. */
+static long hex4(const char *s) {
+    long v = 0;
+    for (int i = 0; i < 4; i++) {
+        int c = (unsigned char)s[i], d = c >= '0' && c <= '9' ? c - '0'
+                                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                        : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + d;
+    }
+    return v;
+}
+
+/* Decodes line `line` of --jsonl input (l, ll bytes): exactly one JSON string literal, with optional whitespace
+ * around it (RFC 8259). cJSON is not used here because its strings end at the first NUL, and "\u0000" is valid
+ * JSON that must reach the tokenizer. *out (malloc'd, *out_len bytes, NULs included) is the UTF-8 text: escapes
+ * decoded, a surrogate pair joined; a lone surrogate is an error, as in Python's json + str.encode("utf-8").
+ * Other bytes are copied as they are. On error prints "line N: ..." and returns CLI_FAIL. */
+static int jsonl_string(const char *l, size_t ll, long line, char **out, size_t *out_len) {
+    static const char *WANT = "(--jsonl wants one JSON string per line)";
+    size_t i = 0, n = 0;
+    while (i < ll && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r')) i++;
+    if (i == ll || l[i] != '"') return cli_fail("tokenize", "line %ld: not a JSON string %s", line, WANT);
+    char *b = malloc(ll + 1); /* the decoded text is never longer than the literal */
+    if (!b) return cli_fail("tokenize", "out of memory");
+    const char *err = NULL;
+    size_t at = 0;
+    long u = 0;
+    for (i++;; i++) {
+        if (i >= ll) {
+            err = "unterminated JSON string", at = i;
+            break;
+        }
+        unsigned char c = (unsigned char)l[i];
+        if (c == '"') break;
+        if (c < 0x20) {
+            err = "a control character must be escaped in a JSON string", at = i;
+            break;
+        }
+        if (c != '\\') {
+            b[n++] = (char)c;
+            continue;
+        }
+        at = i++;
+        char e = i < ll ? l[i] : 0;
+        const char *simple = strchr("\"\\/bfnrt", e);
+        if (e && simple) {
+            b[n++] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            continue;
+        }
+        u = e == 'u' && i + 4 < ll ? hex4(l + i + 1) : -1;
+        if (u < 0) {
+            err = e == 'u' ? "\\u wants 4 hex digits" : "invalid escape in a JSON string";
+            break;
+        }
+        i += 4;
+        if (u >= 0xDC00 && u <= 0xDFFF) {
+            err = "a lone low surrogate \\u%04lx: not valid Unicode (a JSON string, but no UTF-8 text)";
+            break;
+        }
+        if (u >= 0xD800 && u <= 0xDBFF) {
+            long lo = i + 6 < ll && l[i + 1] == '\\' && l[i + 2] == 'u' ? hex4(l + i + 3) : -1;
+            if (lo < 0xDC00 || lo > 0xDFFF) {
+                err = "a lone high surrogate \\u%04lx (no low surrogate after it): not valid Unicode (a JSON string, "
+                      "but no UTF-8 text)";
+                break;
+            }
+            i += 6;
+            u = 0x10000 + ((u - 0xD800) << 10) + (lo - 0xDC00);
+        }
+        if (u < 0x80) {
+            b[n++] = (char)u;
+        } else if (u < 0x800) {
+            b[n++] = (char)(0xC0 | (u >> 6)), b[n++] = (char)(0x80 | (u & 0x3F));
+        } else if (u < 0x10000) {
+            b[n++] = (char)(0xE0 | (u >> 12)), b[n++] = (char)(0x80 | ((u >> 6) & 0x3F));
+            b[n++] = (char)(0x80 | (u & 0x3F));
+        } else {
+            b[n++] = (char)(0xF0 | (u >> 18)), b[n++] = (char)(0x80 | ((u >> 12) & 0x3F));
+            b[n++] = (char)(0x80 | ((u >> 6) & 0x3F)), b[n++] = (char)(0x80 | (u & 0x3F));
+        }
+    }
+    if (!err) {
+        for (i++; i < ll && (l[i] == ' ' || l[i] == '\t' || l[i] == '\r');) i++;
+        if (i < ll) err = "text after the JSON string", at = i;
+    }
+    if (err) {
+        char msg[160];
+        snprintf(msg, sizeof msg, err, u);
+        free(b);
+        return cli_fail("tokenize", "line %ld, byte %zu: %s %s", line, at + 1, msg, WANT);
+    }
+    b[n] = '\0';
+    *out = b;
+    *out_len = n;
+    return 0;
+}
+
 int cmd_tokenize(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "tokenize", argc, argv);
@@ -177,13 +275,10 @@ int cmd_tokenize(int argc, char **argv) {
         size_t pos = 0, ll;
         const char *l;
         for (long line = 1; !rc && next_line(in, in_len, &pos, &l, &ll); line++) {
-            cJSON *j = cJSON_ParseWithLength(l, ll);
-            if (!cJSON_IsString(j))
-                rc = cli_fail("tokenize", "line %ld: not a JSON string (--jsonl wants one JSON string per line)",
-                              line);
-            else
-                rc = tokenize_one("tokenize", tok, j->valuestring, strlen(j->valuestring), special, line);
-            cJSON_Delete(j);
+            char *text = NULL;
+            size_t len = 0;
+            if (!(rc = jsonl_string(l, ll, line, &text, &len))) rc = tokenize_one("tokenize", tok, text, len, special, line);
+            free(text);
         }
     }
     if (fflush(stdout) != 0 && !rc) rc = cli_fail("tokenize", "error writing stdout");
@@ -221,6 +316,25 @@ static int parse_line(const char *l, size_t ll, long line, int vocab, int32_t **
     return 0;
 }
 
+/* Prints s (n bytes, NULs included) as a JSON string literal escaped as cJSON prints strings (the quote, the
+ * backslash, \b \f \n \r \t; other bytes below 0x20 as \u00XX; everything else as it is), so U+0000 prints as
+ * \u0000 (cJSON_PrintUnformatted would stop there). */
+static void print_json_string(const char *s, size_t n) {
+    putchar('"');
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *e = c == '"' ? "\\\"" : c == '\\' ? "\\\\" : c == '\b' ? "\\b" : c == '\f' ? "\\f"
+                      : c == '\n' ? "\\n" : c == '\r' ? "\\r" : c == '\t' ? "\\t" : NULL;
+        if (e)
+            fputs(e, stdout);
+        else if (c < 0x20)
+            printf("\\u%04x", c);
+        else
+            putchar(c);
+    }
+    putchar('"');
+}
+
 int cmd_detokenize(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "detokenize", argc, argv);
@@ -246,7 +360,7 @@ int cmd_detokenize(int argc, char **argv) {
     cmf_tokenizer *own = NULL;
     const cmf_tokenizer *tok = NULL;
     char *in = NULL, **texts = NULL;
-    size_t in_len = 0, n_texts = 0;
+    size_t in_len = 0, n_texts = 0, *lens = NULL;
     int rc = load_tokenizer("detokenize", path, &m, &own, &tok);
     if (!rc) rc = read_stdin("detokenize", &in, &in_len);
     /* decode every line first: an error prints nothing on stdout, and the framing depends on the line count */
@@ -256,8 +370,9 @@ int cmd_detokenize(int argc, char **argv) {
         int32_t *ids = NULL;
         size_t n = 0;
         char *text = NULL;
+        size_t len = 0;
         if ((rc = parse_line(l, ll, line, cmf_tokenizer_vocab_size(tok), &ids, &n))) break;
-        cmf_status st = cmf_detokenize(tok, ids, n, skip, &text);
+        cmf_status st = cmf_detokenize_n(tok, ids, n, skip, &text, &len);
         free(ids);
         if (st != CMF_OK) {
             const char *msg = cmf_last_error();
@@ -265,33 +380,30 @@ int cmd_detokenize(int argc, char **argv) {
             break;
         }
         char **nt = realloc(texts, (n_texts + 1) * sizeof *nt);
-        if (!nt) {
+        if (nt) texts = nt;
+        size_t *nl = nt ? realloc(lens, (n_texts + 1) * sizeof *nl) : NULL;
+        if (nl) lens = nl;
+        if (!nt || !nl) {
             free(text);
             rc = cli_fail("detokenize", "out of memory");
             break;
         }
-        texts = nt;
+        lens[n_texts] = len;
         texts[n_texts++] = text;
     }
     for (size_t i = 0; !rc && i < n_texts; i++) {
         if (jsonl) {
-            cJSON *j = cJSON_CreateString(texts[i]);
-            char *s = j ? cJSON_PrintUnformatted(j) : NULL;
-            cJSON_Delete(j);
-            if (!s) {
-                rc = cli_fail("detokenize", "out of memory");
-                break;
-            }
-            printf("%s\n", s);
-            free(s);
+            print_json_string(texts[i], lens[i]);
+            putchar('\n');
         } else {
-            fputs(texts[i], stdout);
+            fwrite(texts[i], 1, lens[i], stdout);
             if (n_texts > 1) putchar('\n');
         }
     }
     if (fflush(stdout) != 0 && !rc) rc = cli_fail("detokenize", "error writing stdout");
     for (size_t i = 0; i < n_texts; i++) free(texts[i]);
     free(texts);
+    free(lens);
     free(in);
     cmf_tokenizer_free(own);
     cmf_model_free(m);
