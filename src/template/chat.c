@@ -14,6 +14,7 @@
  * template fails on `'\n' + message.content` and Llama 3's prints the list's repr; vLLM decides per template
  * whether it loops over content (then lists stay) or expects strings (then text parts are joined with "\n").
  * CMF_CHAT_CONTENT_AUTO does vLLM's detection (template.h: cmf_template_loops_over_content). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -46,6 +47,40 @@ const char *cmf_model_chat_template(const cmf_model *m) {
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(m->file->header, "tokenizer_config");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(tc, "chat_template");
     return cJSON_IsString(t) && t->valuestring ? t->valuestring : NULL;
+}
+
+cmf_status cmf_chat_template_select(const cJSON *ct, int has_tools, const char **src) {
+    if (!src) return cmf_err(CMF_E_ARG, "chat_template: NULL argument");
+    *src = NULL;
+    if (!ct || cJSON_IsNull(ct)) return CMF_OK;
+    if (cJSON_IsString(ct)) {
+        *src = ct->valuestring;
+        return CMF_OK;
+    }
+    if (!cJSON_IsArray(ct))
+        return cmf_err(CMF_E_FORMAT, "chat_template: neither a string nor a list of named templates");
+    const char *dflt = NULL, *tool = NULL;
+    char names[256] = "";
+    size_t nl = 0;
+    int i = 0;
+    for (const cJSON *e = ct->child; e; e = e->next, i++) {
+        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(e, "name");
+        const cJSON *tp = cJSON_GetObjectItemCaseSensitive(e, "template");
+        if (!cJSON_IsObject(e) || !cJSON_IsString(nm) || !cJSON_IsString(tp))
+            return cmf_err(CMF_E_FORMAT, "chat_template[%d]: not a {\"name\": string, \"template\": string} object", i);
+        if (!strcmp(nm->valuestring, "default")) dflt = tp->valuestring;
+        if (!strcmp(nm->valuestring, "tool_use")) tool = tp->valuestring;
+        if (nl < sizeof names - 1) {
+            int w = snprintf(names + nl, sizeof names - nl, "%s\"%s\"", nl ? ", " : "", nm->valuestring);
+            nl = w < 0 ? sizeof names - 1 : nl + (size_t)w;
+            if (nl > sizeof names - 1) nl = sizeof names - 1;
+        }
+    }
+    *src = has_tools && tool ? tool : dflt;
+    if (!*src)
+        return cmf_err(CMF_E_FORMAT, "chat_template: the list of named templates has no \"default\"%s (it has: %s)",
+                       has_tools ? " nor \"tool_use\"" : "", i ? names : "none");
+    return CMF_OK;
 }
 
 /* Parses `json` (named `what` in errors) and checks its top-level type (1 array, 2 object). */

@@ -65,4 +65,14 @@ int cmf_template_loops_over_content(const cmf_template *t);
 cmf_status cmf_chat_render_src(const char *src, size_t len, const char *bos_token, const char *eos_token,
                                const cmf_chat_params *p, char **out, size_t *out_len);
 
+/* Picks the template of a tokenizer_config.json's "chat_template" value `ct` (a string, or transformers' list of
+ * named templates [{"name": ..., "template": ...}, ...]) as transformers' PreTrainedTokenizerBase.get_chat_template
+ * does (4.4x and 5.x; the list becomes a dict, a later duplicate name wins): a string is used as is; from a list,
+ * the template named "tool_use" when `has_tools` (tools were passed, even an empty list) and the list has one,
+ * else the one named "default". *src points into `ct`; NULL when `ct` is NULL or JSON null (no template: the
+ * caller falls back to ChatML). Errors: CMF_E_FORMAT "chat_template: ..." when the value is neither a string nor
+ * a list of {name: string, template: string} objects (naming the bad entry), or the list has no usable template
+ * (naming the templates it has). */
+cmf_status cmf_chat_template_select(const struct cJSON *ct, int has_tools, const char **src);
+
 #endif

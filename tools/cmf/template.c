@@ -4,7 +4,8 @@
  * The template comes from a model file (cmf_chat_render, include/cmf.h: header.tokenizer_config.chat_template,
  * ChatML when the file has none; bos_token / eos_token from the file's ids) or from a Hugging Face
  * tokenizer_config.json (cmf_chat_render_src, src/template/template.h): its "chat_template" (a string, or the list
- * form [{"name", "template"}, ...] from which "default" is taken; ChatML when absent) and its "bos_token" /
+ * form [{"name", "template"}, ...] from which "tool_use" is taken when --tools is given and the list has it, else
+ * "default", as transformers does: cmf_chat_template_select; ChatML when absent) and its "bos_token" /
  * "eos_token" strings (or AddedToken objects {"content": ...}; undefined when null or absent). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,11 @@ static const char *USAGE =
     "                             they override every other variable (bos_token too)\n"
     "  --chat-template-file F     use the Jinja template in F instead of the file's\n"
     "\n"
-    "A file whose first non-blank byte is '{' is read as a tokenizer_config.json: its chat_template (a string, or\n"
-    "the list of named templates, of which \"default\" is used), bos_token and eos_token. Without a template the\n"
-    "conversation is rendered as ChatML. A template error (syntax, raise_exception, ...) exits 1 with its message.\n";
+    "A file whose first non-blank byte (after an optional UTF-8 BOM) is '{' is read as a tokenizer_config.json: its\n"
+    "chat_template (a string, or a list of named templates: \"tool_use\" is used when --tools is given and the\n"
+    "list has one, else \"default\", as in transformers), bos_token and eos_token. A model file holds one template\n"
+    "(the converter keeps the \"default\" one). Without a template the conversation is rendered as ChatML. A\n"
+    "template error (syntax, raise_exception, ...) exits 1 with its message.\n";
 
 typedef struct tpl_opts {
     const char *source, *messages, *tools, *kwargs, *template_file;
@@ -114,34 +117,25 @@ static int render_config(const tpl_opts *o, const char *src_override, const cmf_
     size_t len;
     int rc = cli_read_text("template", o->source, &text, &len);
     if (rc) return rc;
-    cJSON *cfg = cJSON_ParseWithLength(text, len);
+    size_t bom = len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0; /* a UTF-8 BOM */
+    cJSON *cfg = cJSON_ParseWithLength(text + bom, len - bom);
     free(text);
     if (!cJSON_IsObject(cfg)) {
         cJSON_Delete(cfg);
         return cli_fail("template", "%s: not a JSON object (a tokenizer_config.json)", o->source);
     }
     const char *src = src_override;
-    const cJSON *ct = cJSON_GetObjectItemCaseSensitive(cfg, "chat_template");
-    if (!src && cJSON_IsString(ct)) {
-        src = ct->valuestring;
-    } else if (!src && cJSON_IsArray(ct)) {
-        const cJSON *e;
-        cJSON_ArrayForEach(e, ct) {
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(e, "name");
-            const cJSON *t = cJSON_GetObjectItemCaseSensitive(e, "template");
-            if (cJSON_IsString(name) && !strcmp(name->valuestring, "default") && cJSON_IsString(t)) src = t->valuestring;
-        }
-        if (!src) rc = cli_fail("template", "%s: chat_template: the list has no template named \"default\"", o->source);
-    } else if (!src && ct && !cJSON_IsNull(ct)) {
-        rc = cli_fail("template", "%s: chat_template: neither a string nor a list of named templates", o->source);
-    }
+    cmf_status st = CMF_OK;
+    if (!src) st = cmf_chat_template_select(cJSON_GetObjectItemCaseSensitive(cfg, "chat_template"), o->tools != NULL,
+                                            &src);
+    if (st != CMF_OK) rc = cli_fail("template", "%s: %s", o->source, cmf_last_error());
     int bad_bos = 0, bad_eos = 0;
     const char *bos = token_field(cfg, "bos_token", &bad_bos), *eos = token_field(cfg, "eos_token", &bad_eos);
     if (!rc && (bad_bos || bad_eos))
         rc = cli_fail("template", "%s: %s: neither a string nor {\"content\": string}", o->source,
                       bad_bos ? "bos_token" : "eos_token");
     if (!rc) {
-        cmf_status st = cmf_chat_render_src(src, src ? strlen(src) : 0, bos, eos, p, out, out_len);
+        st = cmf_chat_render_src(src, src ? strlen(src) : 0, bos, eos, p, out, out_len);
         if (st != CMF_OK) rc = cli_lib_error("template", st);
     }
     cJSON_Delete(cfg);
@@ -169,9 +163,9 @@ int cmd_template(int argc, char **argv) {
         rc = cli_fail("template", "%s: cannot open", o.source);
         goto done;
     }
-    int c;
-    while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\n' || c == '\r') {
-    }
+    int c = fgetc(f);
+    if (c == 0xEF && fgetc(f) == 0xBB && fgetc(f) == 0xBF) c = fgetc(f); /* skip a UTF-8 BOM */
+    while (c == ' ' || c == '\t' || c == '\n' || c == '\r') c = fgetc(f);
     fclose(f);
     if (c == '{') {
         rc = render_config(&o, tpl, &p, &out, &out_len);
