@@ -35,14 +35,16 @@ static const char *USAGE =
     "usage: cmf chat MODEL.cmf [options]\n"
     "\n"
     "Reads one user message per line on stdin and streams the model's replies to stdout. A line ending with '\\'\n"
-    "continues on the next line (the backslash becomes a newline of the message). Commands (on a line of their\n"
-    "own): /reset (forget the conversation), /system TEXT (set the system message and restart; '/system' alone\n"
-    "removes it), /exit (or end of input). Ctrl-C stops the reply being generated (the part so far stays in the\n"
-    "conversation); at the prompt a second Ctrl-C in a row quits. At a terminal the line can be edited (emacs keys;\n"
-    "up/down walk this session's lines) when cmf was built with libedit.\n"
+    "continues on the next line (the backslash becomes a newline of the message; at the end of input the message\n"
+    "is sent). Commands (on a line of their own): /reset (forget the conversation), /system TEXT (set the system\n"
+    "message and restart; '/system' alone removes it), /exit (or end of input). Another line starting with '/' is\n"
+    "not sent (a warning lists the commands); start it with '//' to send a message beginning with '/'. Ctrl-C\n"
+    "stops the reply being generated (the part so far stays in the conversation); at the prompt a second Ctrl-C in\n"
+    "a row quits. At a terminal the line can be edited (emacs keys; up/down walk this session's lines) when cmf was\n"
+    "built with libedit.\n"
     "\n"
     "  -p, --prompt TEXT        answer this one message and exit (no stdin)\n"
-    "  -s, --system TEXT        a system message at the start of the conversation\n"
+    "  -s, --system TEXT        a system message at the start of the conversation (\"\": none)\n"
     "  --no-think               enable_thinking=false for the template (Qwen3: skip the thinking block)\n"
     "  --template-only          print the rendered prompt of [system,] -p's message and exit (no model run)\n"
     "  --show-ids               before each reply print the prompt's ids on stderr: \"ids: 1,2,3\"\n"
@@ -374,7 +376,8 @@ static int read_line(line_reader *lr, char **line) {
     return 1;
 }
 
-/* Reads one message: lines ending with '\\' continue (the backslash becomes "\n"). Returns as read_line. */
+/* Reads one message: lines ending with '\\' continue (the backslash becomes "\n"); at the end of input such a
+ * message ends there (the last backslash is dropped). Returns as read_line. */
 static int read_message(line_reader *lr, char **msg) {
     char *acc = NULL;
     size_t len = 0;
@@ -382,7 +385,11 @@ static int read_message(line_reader *lr, char **msg) {
     for (;;) {
         char *line = NULL;
         int r = read_line(lr, &line);
-        if (r <= 0) { /* an interrupted or unfinished message is dropped */
+        if (r == 0 && acc) { /* end of input after a '\\' line: the message is sent without that newline */
+            acc[len - 1] = '\0';
+            break;
+        }
+        if (r <= 0) { /* an interrupted message (Ctrl-C) is dropped */
             free(acc);
             *msg = NULL;
             return r;
@@ -443,16 +450,23 @@ static int loop(chat_state *c) {
             break;
         } else if (!strcmp(line, "/reset") || !strcmp(line, "/system") || !strncmp(line, "/system ", 8)) {
             if (line[1] == 's') { /* /system TEXT: the new system message (none when TEXT is empty) */
+                const char *text = line + 7;
+                while (*text == ' ' || *text == '\t') text++; /* only the spaces after the command */
                 free(c->system);
-                c->system = line[7] && line[8] ? strdup(line + 8) : NULL;
-                if (line[7] && line[8] && !c->system) rc = cli_fail("chat", "out of memory");
+                c->system = *text ? strdup(text) : NULL;
+                if (*text && !c->system) rc = cli_fail("chat", "out of memory");
             }
             cmf_session_reset(c->s);
             cmf_sampler_reset(c->smp);
             if (!rc) rc = reset_messages(c);
+        } else if (line[0] == '/' && line[1] != '/') {
+            size_t w = strcspn(line, " \t\n");
+            cli_warn("chat", "unknown command '%.*s' (not sent): the commands are /reset, /system [TEXT], /exit; "
+                     "start a message with '//' to send a leading '/'",
+                     (int)(w > 40 ? 40 : w), line);
         } else if (line[0]) {
             int n_before = cJSON_GetArraySize(c->msgs);
-            rc = add_message(c->msgs, "user", line);
+            rc = add_message(c->msgs, "user", line[0] == '/' ? line + 1 : line); /* "//text" sends "/text" */
             if (!rc && (rc = run_turn(c)) < 0) { /* this turn failed: forget its message, keep going */
                 while (cJSON_GetArraySize(c->msgs) > n_before) cJSON_DeleteItemFromArray(c->msgs, n_before);
                 rc = 0;
@@ -471,7 +485,8 @@ int cmd_chat(int argc, char **argv) {
     if (rc) return rc < 0 ? CLI_OK : rc;
     chat_state c = {.o = &o};
     char *tpl = NULL;
-    if (o.system && !(c.system = strdup(o.system))) return cli_fail("chat", "out of memory");
+    if (o.system && o.system[0] && !(c.system = strdup(o.system))) /* -s "": no system message */
+        return cli_fail("chat", "out of memory");
     if (o.template_file) {
         size_t len;
         if ((rc = cli_read_text("chat", o.template_file, &tpl, &len))) {
