@@ -45,6 +45,7 @@ cmf_server_opts cmf_server_default_opts(void) {
     o.max_queue = 64;
     o.max_body = 8u << 20;
     o.batch_tokens = 512;
+    o.idle_timeout_s = 60;
     return o;
 }
 
@@ -188,7 +189,16 @@ static void sse_free(void *cls) {
     free(x);
 }
 
+/* The idle timeout in whole seconds (at least 1). */
+static unsigned idle_timeout(const cmf_server *s) {
+    return s->o.idle_timeout_s < 1 ? 1u : (unsigned)(s->o.idle_timeout_s + 0.5);
+}
+
 static enum MHD_Result generate(cmf_server *s, struct MHD_Connection *c, srv_kind kind, conn *k) {
+    /* The request is complete and the client now waits for us: no idle timeout until the answer is sent (a queued
+     * request, a long prefill or a slow non-stream generation would otherwise be closed by libmicrohttpd when the
+     * handler returns, and a stream with long gaps between tokens cut). on_completed restores the timeout. */
+    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     srv_reply err = {0, NULL};
     srv_req *r = srv_parse_generation(s, kind, k->body.p ? k->body.p : "", k->body.len, &err);
     if (!r) return send_reply(s, c, err);
@@ -334,7 +344,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls, enum MHD_RequestTerminationCode t) {
-    (void)cls, (void)c, (void)t;
+    (void)t;
+    cmf_server *s = cls;
+    if (c) MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, idle_timeout(s)); /* keep-alive: idle again */
     conn *k = *con_cls;
     if (!k) return;
     srv_buf_free(&k->body);
@@ -363,6 +375,8 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     if (o.max_body == 0) o.max_body = 8u << 20;
     if (o.batch_tokens <= 0) o.batch_tokens = 512;
     if (!o.host || !*o.host) o.host = "127.0.0.1";
+    if (!(o.idle_timeout_s > 0)) o.idle_timeout_s = 60;
+    if (o.idle_timeout_s > 86400) o.idle_timeout_s = 86400;
     const cmf_tokenizer *tok = cmf_model_tokenizer(m);
     if (!tok) return cmf_err(CMF_E_ARG, "serve: the model has no usable tokenizer: %s", cmf_model_tokenizer_error(m));
     cmf_server *s = calloc(1, sizeof *s);
@@ -409,7 +423,7 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
     s->d = MHD_start_daemon(flags, (uint16_t)o.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
                             MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_CONNECTION_LIMIT, 512u,
-                            MHD_OPTION_CONNECTION_TIMEOUT, 300u, MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
+                            MHD_OPTION_CONNECTION_TIMEOUT, idle_timeout(s), MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL,
                             MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!s->d) {

@@ -40,6 +40,8 @@ typedef struct cmf_server_opts {
     size_t max_body;       /* request body limit in bytes (413 beyond); 0: 8 MiB */
     int batch_tokens;      /* tokens per forward (decode tokens + prefill chunk); <= 0: 512 */
     const char *model_name; /* the id reported by /v1/models; NULL: "cmf" */
+    double idle_timeout_s; /* a connection silent this long while sending its request (headers or body) or between
+                              keep-alive requests is closed; never while its generation runs; <= 0: 60 */
 } cmf_server_opts;
 
 /* Defaults as documented above (host 127.0.0.1, port 8080, 1 slot, ...). */

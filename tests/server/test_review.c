@@ -10,9 +10,12 @@
  *   4. HEAD on GET routes: the GET status and headers, no body;
  *   5. a 503 for a full queue carries Retry-After: 1;
  *   6. /v1/completions "logprobs": 0 / false / null are accepted (off), 5 is "logprobs is not supported";
- *   7. --host ::1 prints http://[::1]:PORT (when this machine can bind ::1). */
+ *   7. --host ::1 prints http://[::1]:PORT (when this machine can bind ::1);
+ *   8. the idle timeout (1 s in this test) closes a client that stops sending its headers, but never a client that
+ *      waits for its answer (a request queued 2.5 s behind another, non-stream and stream). */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -183,6 +186,65 @@ static void test_retry_after(cmf_server *s) {
     for (int i = 0; i < 500 && (queue_state(s, &busy) || busy); i++) sleep_ms(10);
 }
 
+/* ---- 8. the idle timeout (1 s here) ---------------------------------------------------------------------------- */
+/* Reads what the server sends until it closes (10 s at most). */
+static char *read_all(int fd) {
+    size_t cap = 1 << 16, n = 0;
+    char *b = malloc(cap);
+    struct pollfd pf = {fd, POLLIN, 0};
+    time_t t0 = time(NULL);
+    while (time(NULL) - t0 < 10 && poll(&pf, 1, 200) >= 0) {
+        if (!(pf.revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        if (n + 4096 > cap) b = realloc(b, cap *= 2);
+        ssize_t k = recv(fd, b + n, cap - n - 1, 0);
+        if (k <= 0) break;
+        n += (size_t)k;
+    }
+    b[n] = 0;
+    return b;
+}
+
+static void test_idle_timeout(cmf_server *s) {
+    /* a client that stops in the middle of its headers is closed after about 1 s */
+    int fd = http_send_only(g_port, "GET", "/health", NULL, NULL); /* complete request: answered */
+    char *ans = read_all(fd);
+    CHECK(strstr(ans, "HTTP/1.1 200") == ans);
+    free(ans), close(fd);
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)g_port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    const char *part = "GET /health HTTP/1.1\r\nHost: x\r\n";
+    CHECK(send(fd, part, strlen(part), 0) == (ssize_t)strlen(part));
+    double t0 = srv_now();
+    ans = read_all(fd);
+    double waited = srv_now() - t0;
+    CHECK_MSG(!*ans && waited > 0.5 && waited < 5, "half-sent headers: closed after %.2f s, answer '%.60s'", waited, ans);
+    free(ans), close(fd);
+
+    /* a request queued for longer than the idle timeout behind a long one still gets its answer, non-stream and
+     * stream: the timeout is off while the client waits for us */
+    static const char *const waiting[] = {"{\"prompt\": \"Once upon\", \"max_tokens\": 3}",
+                                          "{\"prompt\": \"Once upon\", \"max_tokens\": 3, \"stream\": true}"};
+    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"stream\": true}";
+    for (int k = 0; k < 2; k++) {
+        int busy = 0, a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
+        for (int i = 0; i < 200 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
+        int b = http_send_only(g_port, "POST", "/v1/completions", NULL, waiting[k]);
+        for (int i = 0; i < 200 && queue_state(s, &busy) != 1; i++) sleep_ms(10);
+        sleep_ms(2500);
+        CHECK_MSG(queue_state(s, &busy) == 1 && busy == 1, "request %d: not queued behind the long one", k);
+        close(a); /* the long request is cancelled; the waiting one runs */
+        ans = read_all(b);
+        close(b);
+        CHECK_MSG(strstr(ans, "HTTP/1.1 200") == ans &&
+                      strstr(ans, k ? "data: [DONE]" : "\"completion_tokens\":3") != NULL,
+                  "request %d waited 2.5 s: '%.300s'", k, ans);
+        free(ans);
+        for (int i = 0; i < 500 && (queue_state(s, &busy) || busy); i++) sleep_ms(10);
+    }
+}
+
 /* ---- 1, 7: the command line ----------------------------------------------------------------------------------- */
 /* Runs `cmf serve model args...` with stdout+stderr into `log`; waits for its exit up to `wait_s` seconds
  * (returns the exit status), or when `until` appears in the log, SIGTERMs it and returns -2. -1: did not end. */
@@ -272,7 +334,7 @@ int main(void) {
     if (!g_m) CMF_TEST_END();
 
     cmf_server_opts o = cmf_server_default_opts();
-    o.port = 0, o.n_slots = 1, o.max_queue = 1, o.n_ctx = 4096;
+    o.port = 0, o.n_slots = 1, o.max_queue = 1, o.n_ctx = 32768, o.idle_timeout_s = 1;
     cmf_server *s = NULL;
     CHECK_MSG(cmf_server_start(g_m, &o, &s) == CMF_OK, "%s", cmf_last_error());
     if (!s) CMF_TEST_END();
@@ -290,6 +352,7 @@ int main(void) {
     test_escaped_nul();
     test_head_and_logprobs();
     test_retry_after(s);
+    test_idle_timeout(s);
     test_cli(model);
 
     cmf_server_stop(s);

@@ -26,6 +26,8 @@ static const char *USAGE =
     "  -c, --ctx-size N   KV cache positions per slot (default: trained context capped at 4096)\n"
     "  --max-queue Q      requests that may wait for a slot; more get 503 (default 64)\n"
     "  --timeout S        cancel a request after S seconds, queue wait included (default 0 = never)\n"
+    "  --idle-timeout S   close a connection silent for S seconds while sending its request or between\n"
+    "                     requests (default 60; never while its answer is generated)\n"
     "  --cors ORIGIN      send Access-Control-Allow-Origin: ORIGIN (and answer preflights)\n"
     "  --batch N          tokens per forward pass: decode tokens + a prompt chunk (default 512)\n"
     "  -t, --threads N    worker threads (default 0: all online CPUs)\n"
@@ -58,6 +60,8 @@ int cmd_serve(int argc, char **argv) {
             if (!(rc = cli_int(&a, 1, 1 << 20, &l))) o.max_queue = (int)l;
         } else if (cli_is(&a, "--timeout", NULL)) {
             if (!(rc = cli_float(&a, 0, 1e9, &d))) o.timeout_s = d;
+        } else if (cli_is(&a, "--idle-timeout", NULL)) {
+            if (!(rc = cli_float(&a, 1, 86400, &d))) o.idle_timeout_s = d;
         } else if (cli_is(&a, "--cors", NULL)) {
             rc = cli_value(&a, &o.cors);
         } else if (cli_is(&a, "--batch", NULL)) {
