@@ -170,11 +170,12 @@ static int queue_state(cmf_server *s, int *busy) {
 }
 
 static void test_retry_after(cmf_server *s) {
-    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 4000, \"stream\": true}";
+    /* greedy, so that the random model cannot end it early by sampling an end-of-sequence token */
+    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 4000, \"temperature\": 0, \"stream\": true}";
     int a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq), busy = 0;
-    for (int i = 0; i < 200 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
+    for (int i = 0; i < 500 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
     int b = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
-    for (int i = 0; i < 200 && queue_state(s, &busy) != 1; i++) sleep_ms(10);
+    for (int i = 0; i < 500 && queue_state(s, &busy) != 1; i++) sleep_ms(10);
     CHECK_MSG(queue_state(s, &busy) == 1 && busy == 1, "queue %d, busy %d", queue_state(s, &busy), busy);
     http_resp r;
     CHECK(http_request(g_port, "POST", "/v1/completions", NULL, longreq, &r) == 0);
@@ -226,12 +227,12 @@ static void test_idle_timeout(cmf_server *s) {
      * stream: the timeout is off while the client waits for us */
     static const char *const waiting[] = {"{\"prompt\": \"Once upon\", \"max_tokens\": 3}",
                                           "{\"prompt\": \"Once upon\", \"max_tokens\": 3, \"stream\": true}"};
-    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"stream\": true}";
+    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"temperature\": 0, \"stream\": true}";
     for (int k = 0; k < 2; k++) {
         int busy = 0, a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
-        for (int i = 0; i < 200 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
+        for (int i = 0; i < 500 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
         int b = http_send_only(g_port, "POST", "/v1/completions", NULL, waiting[k]);
-        for (int i = 0; i < 200 && queue_state(s, &busy) != 1; i++) sleep_ms(10);
+        for (int i = 0; i < 500 && queue_state(s, &busy) != 1; i++) sleep_ms(10);
         sleep_ms(2500);
         CHECK_MSG(queue_state(s, &busy) == 1 && busy == 1, "request %d: not queued behind the long one", k);
         close(a); /* the long request is cancelled; the waiting one runs */
