@@ -8,8 +8,9 @@
  *               followed by "\n" (ambiguous when a text holds a newline: --jsonl prints each text as one JSON
  *               string per line instead).
  *
- * Encoding and decoding are cmf_tokenize / cmf_detokenize (include/cmf.h: HF tokenizers' encode(text,
- * add_special_tokens) and decode(ids, skip_special_tokens)). Errors are one line "cmf <cmd>: ..." naming the input
+ * Encoding and decoding are cmf_tokenize / cmf_detokenize_n (include/cmf.h: HF tokenizers' encode(text,
+ * add_special_tokens) and decode(ids, skip_special_tokens)); texts are byte strings with a length, so U+0000 passes
+ * both ways ("\u0000" in --jsonl). Errors are one line "cmf <cmd>: ..." naming the input
  * line; exit 1 for bad input data, 2 for usage errors (cli.h). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,7 +26,8 @@ static const char *TOK_USAGE =
     "Reads text on stdin and prints its token ids on one line, comma-separated.\n"
     "\n"
     "  --special    add the special tokens of the tokenizer's post-processor (e.g. BOS); default: none\n"
-    "  --jsonl      stdin holds one JSON string per line; print one line of ids per input line\n"
+    "  --jsonl      stdin holds one JSON string per line; print one line of ids per input line (a line must be\n"
+    "               exactly one JSON string: other text or a lone surrogate escape is an error naming the line)\n"
     "\n"
     "Without --jsonl all of stdin (newlines included) is one input. An input of zero tokens prints an empty line.\n"
     "A file whose first non-blank byte is '{' is read as a tokenizer.json; anything else as a CMF file.\n";
