@@ -27,7 +27,8 @@ int main(void) {
     s = pick(&j, both, 0, &st);
     CHECK(st == CMF_OK && s && !strcmp(s, "D")); /* no tools: default */
     cJSON_Delete(j);
-    s = pick(&j, "[{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", \"template\": \"D\"}]", 1, &st);
+    s = pick(&j, "[{\"name\": \"tool_use\", \"template\": \"T\"}, {\"name\": \"default\", \"template\": \"D\"}]", 1,
+             &st);
     CHECK(st == CMF_OK && s && !strcmp(s, "T")); /* order does not matter */
     cJSON_Delete(j);
     s = pick(&j, "[{\"name\": \"default\", \"template\": \"D\"}, {\"name\": \"rag\", \"template\": \"R\"}]", 1, &st);

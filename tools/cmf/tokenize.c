@@ -30,7 +30,8 @@ static const char *TOK_USAGE =
     "               exactly one JSON string: other text or a lone surrogate escape is an error naming the line)\n"
     "\n"
     "Without --jsonl all of stdin (newlines included) is one input. An input of zero tokens prints an empty line.\n"
-    "A file whose first non-blank byte is '{' is read as a tokenizer.json; anything else as a CMF file.\n";
+    "A file whose first non-blank byte (after an optional UTF-8 BOM) is '{' is read as a tokenizer.json; anything\n"
+    "else as a CMF file.\n";
 
 static const char *DETOK_USAGE =
     "usage: cmf detokenize (MODEL.cmf | tokenizer.json) [--skip-special] [--jsonl]\n"
@@ -279,7 +280,8 @@ int cmd_tokenize(int argc, char **argv) {
         for (long line = 1; !rc && next_line(in, in_len, &pos, &l, &ll); line++) {
             char *text = NULL;
             size_t len = 0;
-            if (!(rc = jsonl_string(l, ll, line, &text, &len))) rc = tokenize_one("tokenize", tok, text, len, special, line);
+            if (!(rc = jsonl_string(l, ll, line, &text, &len)))
+                rc = tokenize_one("tokenize", tok, text, len, special, line);
             free(text);
         }
     }
