@@ -174,7 +174,8 @@ int cmf_model_n_task_masks(const cmf_model *m);
 /* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace. */
 size_t cmf_session_state_bytes(const cmf_session *s);
 
-/* Number of layers running the O(1) far field (0 = exact attention everywhere). */
+/* Number of attention KV caches running the O(1) far field (0 = exact attention everywhere): one per converted
+ * layer; for Dory one per converted (full layer, loop slot): loops x layers under per_loop. */
 int cmf_session_o1_layers(const cmf_session *s);
 
 /* Looped models with the early-exit gate: share of gated decode tokens that took one pass, in [0, 1];

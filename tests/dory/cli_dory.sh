@@ -7,7 +7,7 @@
 #     stderr), of bias 1 none (0.0%), and then generates the same tokens as an ungated last_loop run; conf:T is the
 #     same as T; `--gate recon` on a file without a probe, a malformed --gate, and the Conf gate with --o1 are
 #     refused with one line;
-#   - `cmf info` prints the provenance.o1_attn hint of a file converted with --o1.
+#   - `cmf info` prints the provenance.o1_attn hint of a file converted with --o1, and Dory layer counts from the pattern.
 . "$(dirname "$0")/../cli/lib.sh"
 : "${CMF_TESTDATA:?CMF_TESTDATA must name tests/data}"
 B=$CMF_BIN
@@ -70,4 +70,9 @@ expect_ok "$B" convert "$CMF_SHARED/data/hf-tiny/llama" -o "$T/hint.cmf" --o1 al
 expect_ok "$B" info "$T/hint.cmf" && { grep -q '^o1 hint: .*provenance.o1_attn {.*"all"' "$T/out" ||
     fail "info: no o1 hint line: $(grep -i o1 "$T/out")"; }
 expect_ok "$B" info "$T/tiny.cmf" && { ! grep -q "o1 hint" "$T/out" || fail "info: an o1 hint on a file without one"; }
+# the Dory pattern, not layer_types (which lists MLP sub-layers as FullAttention), gives the layer counts
+grep -q "^layer types: *SlidingAttention x1, FullAttention x2, MLP x3 (pattern \*-S-\*-)" "$T/out" ||
+    fail "info: Dory layer counts: $(grep -i 'layer types' "$T/out")"
+grep -q "^dory: *blocks 2/2/2" "$T/out" || fail "info: no dory line: $(grep -i dory "$T/out")"
+
 finish

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # `cmf convert --o1 SPEC` end to end: the flag writes provenance.o1_attn, `cmf run` then turns the far field on
-# by itself (its stderr line "O(1) far field on N layer(s)"), `--o1 off` and CMF_O1=off override the file, and
+# by itself (its stderr line "O(1) far field on N attention cache(s)"), `--o1 off` and CMF_O1=off override the file, and
 # bad flags are usage errors (exit 2) or model errors (exit 1) with a message and no output file.
 set -u
 T="$CMF_TMP/o1_convert_cli"
@@ -15,14 +15,14 @@ grep -aq '"o1_attn":{"layers":\[1,2\],"m":16,"w":8,"sink":2}' "$OUT" || bad "the
 IDS=$(seq -s, 1 40)
 run() { "$CMF_BIN" run "$OUT" --tokens "$IDS" -n 3 --temp 0 --print-ids -t 1 "$@"; }
 run > "$T/hint.out" 2> "$T/hint.err" || bad "run (hint): exit $?: $(cat "$T/hint.err")"
-grep -q "O(1) far field on 2 layer(s)" "$T/hint.err" || bad "run with the hint: no far-field line: $(cat "$T/hint.err")"
+grep -q "O(1) far field on 2 attention cache(s)" "$T/hint.err" || bad "run with the hint: no far-field line: $(cat "$T/hint.err")"
 run --o1 off > "$T/off.out" 2> "$T/off.err" || bad "run --o1 off: exit $?"
 grep -q "O(1) far field" "$T/off.err" && bad "run --o1 off still uses the far field"
 CMF_O1=off run > "$T/env.out" 2> "$T/env.err" || bad "CMF_O1=off run: exit $?"
 grep -q "O(1) far field" "$T/env.err" && bad "CMF_O1=off still uses the far field"
 cmp -s "$T/off.out" "$T/env.out" || bad "--o1 off and CMF_O1=off generate different ids"
 run --o1 all > /dev/null 2> "$T/all.err" || bad "run --o1 all: exit $?"
-grep -q "O(1) far field on 3 layer(s)" "$T/all.err" || bad "run --o1 all: $(cat "$T/all.err")"
+grep -q "O(1) far field on 3 attention cache(s)" "$T/all.err" || bad "run --o1 all: $(cat "$T/all.err")"
 # refusals: form errors before any work (exit 2), model errors after reading it (exit 1); no file either way
 check() { # want_rc needle args...
     local want=$1 needle=$2; shift 2

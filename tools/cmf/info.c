@@ -79,6 +79,35 @@ static void print_geometry(const cJSON *arch) {
     if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(arch, "moe"))) printf(", MoE");
     printf("\n");
 
+    /* Dory (looped nGPT): its pattern is the truth, layer_types only satisfies §1.4 (MLP sub-layers are listed
+     * there as FullAttention because the enum has no MLP value) */
+    const cJSON *dory = cJSON_GetObjectItemCaseSensitive(arch, "dory");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(dory, "layer_pattern");
+    if (cJSON_IsString(pat)) {
+        int n_s = 0, n_f = 0, n_m = 0;
+        for (const char *c = pat->valuestring; *c; c++) n_s += *c == 'S', n_f += *c == '*', n_m += *c == '-';
+        printf("layer types:   SlidingAttention x%d, FullAttention x%d, MLP x%d (pattern %s)\n", n_s, n_f, n_m,
+               pat->valuestring);
+        const char *keys[] = {"n_input_layers", "n_recurrent_layers", "n_output_layers", "n_recurrent_loops"};
+        double v[4];
+        for (int k = 0; k < 4; k++) {
+            const cJSON *x = cJSON_GetObjectItemCaseSensitive(dory, keys[k]);
+            v[k] = cJSON_IsNumber(x) ? x->valuedouble : (k == 3 ? 1 : 0);
+        }
+        const cJSON *km = cJSON_GetObjectItemCaseSensitive(dory, "recurrent_kv_cache_mode");
+        const cJSON *t1 = cJSON_GetObjectItemCaseSensitive(dory, "rope_theta");
+        const cJSON *t2 = cJSON_GetObjectItemCaseSensitive(dory, "rope_theta_2");
+        const cJSON *w = cJSON_GetObjectItemCaseSensitive(dory, "swa_window_size");
+        printf("dory:          blocks %.17g/%.17g/%.17g (input/recurrent/output), loops %.17g, kv mode %s",
+               v[0], v[1], v[2], v[3], cJSON_IsString(km) ? km->valuestring : "per_loop");
+        if (cJSON_IsNumber(t1)) printf(", rope_theta %.17g", t1->valuedouble);
+        if (cJSON_IsNumber(t2)) printf(", rope_theta_2 %.17g", t2->valuedouble);
+        if (cJSON_IsNumber(w)) printf(", window %.17g", w->valuedouble);
+        if (cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(dory, "recon_bias"))) printf(", Recon probe");
+        printf("\n");
+        return;
+    }
+
     /* layer types, counted */
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(arch, "layer_types");
     if (cJSON_IsArray(lt)) {

@@ -152,6 +152,6 @@ int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_op
         fprintf(stderr, "cmf %s: task mask '%s' active (--task off or CMF_TASK=off for dense)\n", cmd,
                 cmf_session_task(*s));
     if (cmf_session_o1_layers(*s) > 0)
-        fprintf(stderr, "cmf %s: O(1) far field on %d layer(s)\n", cmd, cmf_session_o1_layers(*s));
+        fprintf(stderr, "cmf %s: O(1) far field on %d attention cache(s)\n", cmd, cmf_session_o1_layers(*s));
     return 0;
 }
