@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "model/dory.h"
 #include "model/model.h"
 #include "model/o1.h"
 #include "quant/dtype.h"
@@ -133,21 +134,33 @@ cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64
 static cmf_status o1_hint(cJSON *header, const cmf_convert_opts *o) {
     if (!o->o1 || !strcmp(o->o1, "off") || !strcmp(o->o1, "0")) return CMF_OK;
     const cJSON *arch = cJSON_GetObjectItemCaseSensitive(header, "arch");
-    if (cJSON_GetObjectItemCaseSensitive(arch, "dory"))
-        return cmf_err(CMF_E_UNSUPPORTED, "--o1: the far-field hint is not supported for Dory files (the Dory "
-                                          "runtime does not read it)");
     const int m = o->o1_m ? o->o1_m : 32, w = o->o1_window ? o->o1_window : 128, sink = o->o1_sink_set ? o->o1_sink : 4;
     if (m < 4 || m > 1024 || w < 1 || w > (1 << 24) || sink < 0 || sink > (1 << 20))
         return cmf_err(CMF_E_ARG, "--o1: need 4 <= m <= 1024, 1 <= window <= 2^24, 0 <= sink <= 2^20 (got m %d, "
                                   "window %d, sink %d)", m, w, sink);
     cmf_config c;
-    cmf_status st = cmf_config_from_header(header, &c);
-    if (st != CMF_OK) {
+    cmf_status st;
+    const cJSON *dory = cJSON_GetObjectItemCaseSensitive(arch, "dory");
+    const cJSON *pat = cJSON_GetObjectItemCaseSensitive(dory, "layer_pattern");
+    if (dory) { /* Dory: the spec counts full-attention sub-layers of the pattern (dory.h cmf_dory_o1_layers) */
+        memset(&c, 0, sizeof c);
+        if (!cJSON_IsString(pat)) return cmf_err(CMF_E_FORMAT, "--o1: arch.dory.layer_pattern is missing");
+        c.n_layers = (int)strlen(pat->valuestring);
+        st = CMF_OK;
+    } else if ((st = cmf_config_from_header(header, &c)) != CMF_OK) {
         cmf_config_free(&c);
         return cmf_err_prefix(st, "--o1: ");
     }
-    uint8_t *on = calloc((size_t)c.n_layers, 1);
-    int n = on ? cmf_o1_parse_layers(o->o1, c.n_layers, c.is_sliding, on) : -2;
+    uint8_t *on = c.n_layers > 0 ? calloc((size_t)c.n_layers, 1) : NULL;
+    int n = -2;
+    if (on && dory) {
+        if (cmf_dory_o1_layers(pat->valuestring, c.n_layers, o->o1, on) == CMF_OK)
+            for (int l = n = 0; l < c.n_layers; l++) n += on[l];
+        else
+            n = -1;
+    } else if (on) {
+        n = cmf_o1_parse_layers(o->o1, c.n_layers, c.is_sliding, on);
+    }
     if (n == -2) st = cmf_err(CMF_E_NOMEM, "--o1: out of memory");
     else if (n < 0) st = CMF_E_ARG; /* the parser's message names the spec or the layer */
     else if (n == 0) st = cmf_err(CMF_E_ARG, "--o1 %s: the model has no full-attention layer to convert", o->o1);

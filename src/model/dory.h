@@ -221,6 +221,11 @@ typedef struct cmf_dory_o1 cmf_dory_o1;
 cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int window, int sink, int rect,
                               int qt_stride, int seal_at);
 void cmf_dory_o1_free(cmf_dory_o1 *o);
+/* The far-field spec's choice over a Dory layer pattern (n_layers chars of 'S', '*', '-'), by the rules of
+ * cmf_dory_o1_enable: on[l] = 1 for each converted physical sub-layer (all full-attention ones for "all", the last
+ * N of them for "deepN", none for "off"). Used at run time and by `cmf convert --o1` to check the file hint.
+ * Errors: CMF_E_ARG naming the spec or the sub-layer (sliding, MLP, out of range), CMF_E_NOMEM. */
+cmf_status cmf_dory_o1_layers(const char *pattern, int n_layers, const char *spec, uint8_t *on);
 /* Back to an empty, unsealed far field (with cmf_dory_state_reset). */
 void cmf_dory_o1_reset(cmf_dory_o1 *o);
 /* Hooks of the forward (dory_forward.c): begin seals when due before a call of n tokens; attend handles the

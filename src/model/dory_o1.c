@@ -46,7 +46,14 @@ struct cmf_dory_o1 {
 /* Chosen physical layers from the spec: "all"/"deepN"/"off" count full-attention sub-layers only (MLP sub-layers
  * are neither); an explicit list names physical sub-layers, each of which must be full attention. */
 static cmf_status choose_layers(const cmf_dory_config *c, const char *spec, uint8_t *on) {
-    const int L = c->n_layers;
+    return cmf_dory_o1_layers(c->pattern, c->n_layers, spec, on);
+}
+
+/* Which physical sub-layers a far-field spec converts (see dory.h). */
+cmf_status cmf_dory_o1_layers(const char *pattern, int n_layers, const char *spec, uint8_t *on) {
+    const int L = n_layers;
+    if (L < 1 || !pattern || (int)strlen(pattern) != L || !spec)
+        return cmf_err(CMF_E_ARG, "dory o1: layer pattern of %d sub-layers expected", L);
     uint8_t *sl = calloc((size_t)L, 1), *tmp = calloc((size_t)L, 1);
     int *map = malloc((size_t)L * sizeof(int));
     cmf_status st = sl && tmp && map ? CMF_OK : cmf_err(CMF_E_NOMEM, "dory o1: out of memory");
@@ -54,17 +61,17 @@ static cmf_status choose_layers(const cmf_dory_config *c, const char *spec, uint
     if (st == CMF_OK && (!strcmp(spec, "all") || !strcmp(spec, "off") || !strcmp(spec, "0") || spec[0] == 'd')) {
         int na = 0;
         for (int l = 0; l < L; l++)
-            if (c->pattern[l] != '-') {
-                sl[na] = c->pattern[l] == 'S';
+            if (pattern[l] != '-') {
+                sl[na] = pattern[l] == 'S';
                 map[na++] = l;
             }
         if (cmf_o1_parse_layers(spec, na, sl, tmp) < 0) st = CMF_E_ARG;
         for (int a = 0; st == CMF_OK && a < na; a++) on[map[a]] = tmp[a];
     } else if (st == CMF_OK) {
-        for (int l = 0; l < L; l++) sl[l] = c->pattern[l] == 'S';
+        for (int l = 0; l < L; l++) sl[l] = pattern[l] == 'S';
         if (cmf_o1_parse_layers(spec, L, sl, on) < 0) st = CMF_E_ARG;
         for (int l = 0; st == CMF_OK && l < L; l++)
-            if (on[l] && c->pattern[l] == '-')
+            if (on[l] && pattern[l] == '-')
                 st = cmf_err(CMF_E_ARG, "dory o1: layer %d is an MLP sub-layer (only full attention converts)", l);
     }
     free(sl);

@@ -7,7 +7,8 @@
 #     stderr), of bias 1 none (0.0%), and then generates the same tokens as an ungated last_loop run; conf:T is the
 #     same as T; `--gate recon` on a file without a probe, a malformed --gate, and the Conf gate with --o1 are
 #     refused with one line;
-#   - `cmf info` prints the provenance.o1_attn hint of a file converted with --o1, and Dory layer counts from the pattern.
+#   - `cmf info` prints the provenance.o1_attn hint of a file converted with --o1, and Dory layer counts from the pattern;
+#   - `cmf convert --o1` on Dory writes a hint the Dory session honours (same PPL as the flags) and refuses MLP layers.
 . "$(dirname "$0")/../cli/lib.sh"
 : "${CMF_TESTDATA:?CMF_TESTDATA must name tests/data}"
 B=$CMF_BIN
@@ -74,5 +75,17 @@ expect_ok "$B" info "$T/tiny.cmf" && { ! grep -q "o1 hint" "$T/out" || fail "inf
 grep -q "^layer types: *SlidingAttention x1, FullAttention x2, MLP x3 (pattern \*-S-\*-)" "$T/out" ||
     fail "info: Dory layer counts: $(grep -i 'layer types' "$T/out")"
 grep -q "^dory: *blocks 2/2/2" "$T/out" || fail "info: no dory line: $(grep -i dory "$T/out")"
+# a Dory file can carry the hint too: it counts full-attention sub-layers (deep1 = the last '*', sub-layer 4 of
+# *-S-*-), runs with it without flags (the same PPL as the flags give), and an MLP sub-layer is refused
+expect_ok "$B" convert "$CK" -o "$T/dhint.cmf" --quant f32 --no-progress --o1 deep1 --o1-window 8 --o1-sink 2 --o1-m 4
+expect_ok "$B" info "$T/dhint.cmf" && { grep -q '^o1 hint: .*"layers":\[4\]' "$T/out" ||
+    fail "info: Dory o1 hint: $(grep -i o1 "$T/out")"; }
+expect_ok "$B" ppl "$T/dhint.cmf" -f "$T/text.txt" -c 64 --o1-prefill 8 -t 2 && hinted=$(ppl_line)
+expect_ok "$B" "${PPL[@]}" --o1 4 --o1-window 8 --o1-sink 2 --o1-m 4 && flagged=$(ppl_line)
+[ -n "$hinted" ] && [ "$hinted" = "$flagged" ] || fail "Dory hint deep1: '$hinted' vs flags --o1 4: '$flagged'"
+[ "$hinted" != "$exact" ] || fail "Dory hint deep1 gave the exact PPL"
+expect_error 1 "$B" convert "$CK" -o "$T/bad.cmf" --quant f32 --no-progress --o1 1 &&
+    { grep -q "MLP sub-layer" "$T/err" || fail "convert --o1 1 on Dory: $(cat "$T/err")"; }
+[ ! -e "$T/bad.cmf" ] || fail "a refused convert left an output file"
 
 finish
