@@ -1,7 +1,10 @@
 #include "testutil.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "convert/safetensors.h"
 
 int cmf_test_failures = 0;
 
@@ -24,4 +27,43 @@ const char *testdata_path(const char *rel) {
     const char *root = getenv("CMF_TESTDATA");
     snprintf(buf, sizeof buf, "%s/%s", root ? root : "tests/data", rel);
     return buf;
+}
+
+int cmf_test_argmax(const float *x, int n) {
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+float cmf_test_rel_diff(const float *ref, const float *x, size_t n) {
+    float mx = 0, md = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (fabsf(ref[i]) > mx) mx = fabsf(ref[i]);
+        if (!(fabsf(ref[i] - x[i]) <= md)) md = isnan(x[i]) ? INFINITY : fabsf(ref[i] - x[i]);
+    }
+    return mx > 0 ? md / mx : md;
+}
+
+int32_t *cmf_test_hf_input_ids(const char *hf_case, const char *name, int *n) {
+    char rel[256];
+    snprintf(rel, sizeof rel, "data/hf-tiny/%s/ref.safetensors", hf_case);
+    cmf_safetensors *st = NULL;
+    if (cmf_st_open(shared_path(rel), &st) != CMF_OK) return NULL;
+    const cmf_st_tensor *t = cmf_st_find(st, name);
+    int32_t *ids = NULL;
+    if (t) {
+        *n = (int)cmf_st_numel(t);
+        float *f = malloc((size_t)*n * sizeof(float));
+        ids = malloc((size_t)*n * sizeof(int32_t));
+        if (f && ids && cmf_st_to_f32(t, f) == CMF_OK) {
+            for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
+        } else {
+            free(ids);
+            ids = NULL;
+        }
+        free(f);
+    }
+    cmf_st_close(st);
+    return ids;
 }

@@ -3,6 +3,8 @@
 #ifndef CMF_TESTUTIL_H
 #define CMF_TESTUTIL_H
 
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -38,5 +40,13 @@ const char *shared_path(const char *rel);
 const char *tmp_path(const char *name);
 /* $CMF_TESTDATA/<rel>: the repository's own test data (tests/data), static buffer, one at a time. */
 const char *testdata_path(const char *rel);
+
+/* Index of the largest of n values (the first on ties): a greedy token. */
+int cmf_test_argmax(const float *x, int n);
+/* max|ref - x| / max|ref| over n values (max|ref - x| when ref is all zero; +inf when x has a NaN). */
+float cmf_test_rel_diff(const float *ref, const float *x, size_t n);
+/* The token ids of tensor `name` ("input_0", ...) of $CMF_SHARED/data/hf-tiny/<hf_case>/ref.safetensors (stored as
+ * numbers), malloc'd; *n their count. NULL when the file or tensor is missing. */
+int32_t *cmf_test_hf_input_ids(const char *hf_case, const char *name, int *n);
 
 #endif

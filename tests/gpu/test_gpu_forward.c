@@ -47,23 +47,6 @@ static uint64_t rng_next(void) {
     return g_rng;
 }
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-/* max|gpu - cpu| / max|cpu| over n values */
-static float rel_diff(const float *cpu, const float *gpu, size_t n) {
-    float mx = 0, md = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (fabsf(cpu[i]) > mx) mx = fabsf(cpu[i]);
-        if (!(fabsf(cpu[i] - gpu[i]) <= md)) md = isnan(gpu[i]) ? INFINITY : fabsf(cpu[i] - gpu[i]);
-    }
-    return mx > 0 ? md / mx : md;
-}
-
 static int32_t *st_ids(const cmf_safetensors *st, const char *name, int *n) {
     const cmf_st_tensor *t = cmf_st_find(st, name);
     if (!t) return NULL;
@@ -89,17 +72,17 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
         CHECK_MSG(a == CMF_OK && b == CMF_OK, "%s: prefill: %s", label, cmf_last_error());
     }
     if (a == CMF_OK && b == CMF_OK) {
-        float worst = rel_diff(lc, lg, (size_t)n * V);
+        float worst = cmf_test_rel_diff(lc, lg, (size_t)n * V);
         CHECK_MSG(worst <= BOUND, "%s: prefill (%d tokens) max|gpu-cpu|/max|logit| = %.3e > %.0e", label, n, worst,
                   BOUND);
-        worst = rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
+        worst = cmf_test_rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
         CHECK_MSG(worst <= BOUND, "%s: last-token logits %.3e", label, worst);
         float dec_worst = 0;
         int steps = 0;
         int ties = 0;
         for (int g = 0; g < N_GREEDY; g++) {
             const float *lcpu = cmf_session_logits(sc);
-            const int tc = argmax(lcpu, V), tg = argmax(cmf_session_logits(sg), V);
+            const int tc = cmf_test_argmax(lcpu, V), tg = cmf_test_argmax(cmf_session_logits(sg), V);
             if (tc != tg) {
                 /* a near-tie: the CPU ranks the GPU's pick within the logit bound of its own best, so the two
                  * forwards may order them either way; both continue with the CPU's token */
@@ -117,15 +100,15 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
                 CHECK_MSG(0, "%s: decode step %d: %s", label, g, cmf_last_error());
                 break;
             }
-            const float d = rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
+            const float d = cmf_test_rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
             CHECK_MSG(d <= BOUND, "%s: decode step %d: %.3e > %.0e", label, g, d, BOUND);
             if (d > dec_worst) dec_worst = d;
             steps++;
         }
         printf("%-28s len %3d: prefill %.2e, %d decode steps, worst %.2e, near-ties %d\n", label, n,
-               rel_diff(lc, lg, (size_t)n * V), steps, dec_worst, ties);
+               cmf_test_rel_diff(lc, lg, (size_t)n * V), steps, dec_worst, ties);
         if (dec_worst > g_worst) g_worst = dec_worst;
-        if (rel_diff(lc, lg, (size_t)n * V) > g_worst) g_worst = rel_diff(lc, lg, (size_t)n * V);
+        if (cmf_test_rel_diff(lc, lg, (size_t)n * V) > g_worst) g_worst = cmf_test_rel_diff(lc, lg, (size_t)n * V);
     }
     cmf_session_free(sc);
     cmf_session_free(sg);
@@ -152,12 +135,12 @@ static void check_graphs(const char *label, cmf_model *gpu, const int32_t *ids, 
                  cmf_batch_new(gpu, 8, 2, &b) == CMF_OK && cmf_session_prefill(s, ids, n, NULL) == CMF_OK &&
                  cmf_session_prefill(s2, ids, n / 2 + 1, NULL) == CMF_OK;
         for (int g = 0; g < STEPS && ok; g++) {
-            ok = cmf_session_decode(s, argmax(cmf_session_logits(s), V)) == CMF_OK;
+            ok = cmf_session_decode(s, cmf_test_argmax(cmf_session_logits(s), V)) == CMF_OK;
             if (ok) memcpy(out + (size_t)g * V, cmf_session_logits(s), (size_t)V * sizeof(float));
         }
         for (int g = 0; g < BSTEPS && ok; g++) {
             cmf_session *seqs[2] = {s, s2};
-            int32_t toks[2] = {argmax(cmf_session_logits(s), V), argmax(cmf_session_logits(s2), V)};
+            int32_t toks[2] = {cmf_test_argmax(cmf_session_logits(s), V), cmf_test_argmax(cmf_session_logits(s2), V)};
             ok = cmf_batch_run(b, seqs, toks, 2) == CMF_OK;
             for (int i = 0; i < 2 && ok; i++)
                 memcpy(out + (size_t)(STEPS + 2 * g + i) * V, cmf_session_logits(seqs[i]), (size_t)V * sizeof(float));
@@ -210,9 +193,9 @@ static void check_batch(const char *label, cmf_model *cpu, cmf_model *gpu, const
     }
     for (int i = 0; i < 2; i++) {
         if (!out[0][i] || !out[1][i]) continue;
-        const float d = rel_diff(out[0][i], out[1][i], (size_t)V);
+        const float d = cmf_test_rel_diff(out[0][i], out[1][i], (size_t)V);
         CHECK_MSG(d <= BOUND, "%s: batch session %d: %.3e > %.0e", label, i, d, BOUND);
-        CHECK_MSG(argmax(out[0][i], V) == argmax(out[1][i], V), "%s: batch session %d argmax differs", label, i);
+        CHECK_MSG(cmf_test_argmax(out[0][i], V) == cmf_test_argmax(out[1][i], V), "%s: batch session %d argmax differs", label, i);
     }
     for (int k = 0; k < 2; k++) free(out[k][0]), free(out[k][1]);
 }

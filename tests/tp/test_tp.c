@@ -37,41 +37,6 @@ static const float REL = 1e-5f;
  * differ only at a near-tie (see compare). */
 static const float Q8_REL = 2e-3f;
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static float rel_diff(const float *ref, const float *x, size_t n) {
-    float mx = 0, md = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (fabsf(ref[i]) > mx) mx = fabsf(ref[i]);
-        if (!(fabsf(ref[i] - x[i]) <= md)) md = isnan(x[i]) ? INFINITY : fabsf(ref[i] - x[i]);
-    }
-    return mx > 0 ? md / mx : md;
-}
-
-static int32_t *input_ids(const char *c, int *n) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "data/hf-tiny/%s/ref.safetensors", c);
-    cmf_safetensors *st = NULL;
-    if (cmf_st_open(shared_path(rel), &st) != CMF_OK) return NULL;
-    const cmf_st_tensor *t = cmf_st_find(st, "input_0");
-    int32_t *ids = NULL;
-    if (t) {
-        *n = (int)cmf_st_numel(t);
-        float *f = malloc((size_t)*n * sizeof(float));
-        ids = malloc((size_t)*n * sizeof(int32_t));
-        cmf_st_to_f32(t, f);
-        for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
-        free(f);
-    }
-    cmf_st_close(st);
-    return ids;
-}
-
 static cmf_status load(const char *path, int tp, cmf_model **m) {
     cmf_model_params p = {0};
     p.n_threads = tp > 1 ? tp : 1; /* one thread per rank */
@@ -95,14 +60,14 @@ static float compare(const char *label, cmf_model *ref, cmf_model *tp, const int
         CHECK_MSG(s1 == CMF_OK && s2 == CMF_OK, "%s: prefill: %s", label, cmf_last_error());
     }
     if (s1 == CMF_OK && s2 == CMF_OK) {
-        worst = rel_diff(la, lb, (size_t)n * V);
+        worst = cmf_test_rel_diff(la, lb, (size_t)n * V);
         if (exact) CHECK_MSG(!memcmp(la, lb, (size_t)n * V * sizeof(float)), "%s: prefill logits differ", label);
         for (int step = 0; step < N_DECODE; step++) {
             const float *xa = cmf_session_logits(a), *xb = cmf_session_logits(b);
-            float d = rel_diff(xa, xb, (size_t)V);
+            float d = cmf_test_rel_diff(xa, xb, (size_t)V);
             if (d > worst) worst = d;
             if (exact) CHECK_MSG(!memcmp(xa, xb, (size_t)V * sizeof(float)), "%s: step %d logits differ", label, step);
-            const int ta = argmax(xa, V), tb = argmax(xb, V);
+            const int ta = cmf_test_argmax(xa, V), tb = cmf_test_argmax(xb, V);
             float mx = 0;
             for (int i = 0; i < V; i++) mx = fabsf(xa[i]) > mx ? fabsf(xa[i]) : mx;
             /* quantized files (bound > REL): a near-tie may swap, when the unsplit margin between the two tokens
@@ -155,7 +120,7 @@ static void check_batch(const char *label, cmf_model *ref, cmf_model *tp, const 
         cmf_session_free(s[1]);
     }
     for (int j = 0; j < 2; j++) {
-        float d = rel_diff(out[0][j], out[1][j], (size_t)V);
+        float d = cmf_test_rel_diff(out[0][j], out[1][j], (size_t)V);
         CHECK_MSG(d <= REL, "%s batch session %d: %.3e > %.0e", label, j, d, REL);
         free(out[0][j]);
         free(out[1][j]);
@@ -196,7 +161,7 @@ static void check_refusals(void) {
                  cmf_session_prefill(s, ids, 6, lb) == CMF_OK;
             CHECK_MSG(ok, "tiny-F16 prefill: %s", cmf_last_error());
             if (ok) {
-                float d = rel_diff(la, lb, 6 * (size_t)V);
+                float d = cmf_test_rel_diff(la, lb, 6 * (size_t)V);
                 CHECK_MSG(d <= REL, "tiny-F16 tp2 (mask off): %.3e", d);
                 printf("%-24s max rel %.2e; mask, o1 and skills refused\n", "tiny-F16 tp2", d);
                 CHECK(cmf_session_state_bytes(s) == cmf_session_state_bytes(r)); /* the KV heads, split */
@@ -217,7 +182,7 @@ int main(void) {
     for (size_t ci = 0; ci < sizeof CASES / sizeof *CASES; ci++) {
         const char *c = CASES[ci];
         int n = 0;
-        int32_t *ids = input_ids(c, &n);
+        int32_t *ids = cmf_test_hf_input_ids(c, "input_0", &n);
         CHECK_MSG(ids && n > 0, "%s: no input_0 in ref.safetensors", c);
         if (!ids) continue;
         if (n > 32) n = 32;

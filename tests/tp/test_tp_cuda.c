@@ -24,41 +24,6 @@ static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2"
 enum { N_DECODE = 24, N_CTX = 128 };
 static const float BOUND = 2e-3f;
 
-static int argmax(const float *x, int n) {
-    int b = 0;
-    for (int i = 1; i < n; i++)
-        if (x[i] > x[b]) b = i;
-    return b;
-}
-
-static float rel_diff(const float *ref, const float *x, size_t n) {
-    float mx = 0, md = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (fabsf(ref[i]) > mx) mx = fabsf(ref[i]);
-        if (!(fabsf(ref[i] - x[i]) <= md)) md = isnan(x[i]) ? INFINITY : fabsf(ref[i] - x[i]);
-    }
-    return mx > 0 ? md / mx : md;
-}
-
-static int32_t *input_ids(const char *c, int *n) {
-    char rel[256];
-    snprintf(rel, sizeof rel, "data/hf-tiny/%s/ref.safetensors", c);
-    cmf_safetensors *st = NULL;
-    if (cmf_st_open(shared_path(rel), &st) != CMF_OK) return NULL;
-    const cmf_st_tensor *t = cmf_st_find(st, "input_0");
-    int32_t *ids = NULL;
-    if (t) {
-        *n = (int)cmf_st_numel(t);
-        float *f = malloc((size_t)*n * sizeof(float));
-        ids = malloc((size_t)*n * sizeof(int32_t));
-        cmf_st_to_f32(t, f);
-        for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
-        free(f);
-    }
-    cmf_st_close(st);
-    return ids;
-}
-
 /* Prefill + greedy decode on both models; returns the worst relative difference. */
 static float compare(const char *label, cmf_model *ref, cmf_model *tp, const int32_t *ids, int n, int exact) {
     const int V = cmf_model_vocab_size(ref);
@@ -69,14 +34,14 @@ static float compare(const char *label, cmf_model *ref, cmf_model *tp, const int
              cmf_session_prefill(a, ids, n, la) == CMF_OK && cmf_session_prefill(b, ids, n, lb) == CMF_OK;
     CHECK_MSG(ok, "%s: sessions / prefill: %s", label, cmf_last_error());
     if (ok) {
-        worst = rel_diff(la, lb, (size_t)n * V);
+        worst = cmf_test_rel_diff(la, lb, (size_t)n * V);
         if (exact) CHECK_MSG(!memcmp(la, lb, (size_t)n * V * sizeof(float)), "%s: prefill logits differ", label);
         for (int step = 0; step < N_DECODE && ok; step++) {
             const float *xa = cmf_session_logits(a), *xb = cmf_session_logits(b);
-            float d = rel_diff(xa, xb, (size_t)V);
+            float d = cmf_test_rel_diff(xa, xb, (size_t)V);
             if (d > worst) worst = d;
             if (exact) CHECK_MSG(!memcmp(xa, xb, (size_t)V * sizeof(float)), "%s: step %d logits differ", label, step);
-            const int ta = argmax(xa, V), tb = argmax(xb, V);
+            const int ta = cmf_test_argmax(xa, V), tb = cmf_test_argmax(xb, V);
             CHECK_MSG(ta == tb, "%s: greedy token %d: %d on one GPU, %d split (margin %.3e)", label, step, ta, tb,
                       (double)(xa[ta] - xa[tb]));
             ok = cmf_session_decode(a, ta) == CMF_OK && cmf_session_decode(b, ta) == CMF_OK;
@@ -125,7 +90,7 @@ int main(void) {
     const int quants[2] = {CMF_DT_F16, CMF_DT_Q8_ROW};
     for (size_t ci = 0; ci < sizeof CASES / sizeof *CASES; ci++) {
         int n = 0;
-        int32_t *ids = input_ids(CASES[ci], &n);
+        int32_t *ids = cmf_test_hf_input_ids(CASES[ci], "input_0", &n);
         CHECK_MSG(ids != NULL, "%s: no input_0", CASES[ci]);
         if (!ids) continue;
         for (int qi = 0; qi < 2; qi++) {
