@@ -72,6 +72,40 @@ static __device__ __forceinline__ void load_chunk(const DevW &w, int64_t r, int6
     }
 }
 
+/* One chunk of CH columns of MV_R decoded rows v against N activation rows x[t][c0 .. c0+CH): acc[i][t] += the
+ * chunk's dot product (times the tile scale cs[i] for the tiled q4 formats), in one fixed FMA order so that every
+ * matvec kernel built on it gives the same bits. */
+template <int N, int CH, bool TILE_SCALE>
+static __device__ __forceinline__ void mv_chunk_dot(const float (&v)[MV_R][CH], const float (&cs)[MV_R],
+                                                    const float *__restrict__ x, int64_t cols, int64_t c0,
+                                                    float (&acc)[MV_R][N]) {
+#pragma unroll
+    for (int t = 0; t < N; t++) {
+        const float *xp = x + (int64_t)t * cols + c0;
+        float part[MV_R];
+#pragma unroll
+        for (int i = 0; i < MV_R; i++) part[i] = 0.0f;
+#pragma unroll
+        for (int k = 0; k < CH; k += 4) {
+            float4 xv = __ldg((const float4 *)(xp + k));
+#pragma unroll
+            for (int i = 0; i < MV_R; i++) {
+                part[i] = fmaf(v[i][k], xv.x, part[i]);
+                part[i] = fmaf(v[i][k + 1], xv.y, part[i]);
+                part[i] = fmaf(v[i][k + 2], xv.z, part[i]);
+                part[i] = fmaf(v[i][k + 3], xv.w, part[i]);
+            }
+        }
+#pragma unroll
+        for (int i = 0; i < MV_R; i++) {
+            if constexpr (TILE_SCALE)
+                acc[i][t] = fmaf(part[i], cs[i], acc[i][t]);
+            else
+                acc[i][t] += part[i];
+        }
+    }
+}
+
 template <int DT, int N>
 static __global__ void __launch_bounds__(128) k_matvec(DevW w, const float *__restrict__ x, float *__restrict__ y) {
     constexpr int CH = Chunk<DT>::CH;
@@ -108,31 +142,7 @@ static __global__ void __launch_bounds__(128) k_matvec(DevW w, const float *__re
                 for (int i = 0; i < MV_R; i++) v[i][k] *= cscale;
             }
         }
-#pragma unroll
-        for (int t = 0; t < N; t++) {
-            const float *xp = x + (int64_t)t * cols + c0;
-            float part[MV_R];
-#pragma unroll
-            for (int i = 0; i < MV_R; i++) part[i] = 0.0f;
-#pragma unroll
-            for (int k = 0; k < CH; k += 4) {
-                float4 xv = __ldg((const float4 *)(xp + k));
-#pragma unroll
-                for (int i = 0; i < MV_R; i++) {
-                    part[i] = fmaf(v[i][k], xv.x, part[i]);
-                    part[i] = fmaf(v[i][k + 1], xv.y, part[i]);
-                    part[i] = fmaf(v[i][k + 2], xv.z, part[i]);
-                    part[i] = fmaf(v[i][k + 3], xv.w, part[i]);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < MV_R; i++) {
-                if constexpr (TILE_SCALE)
-                    acc[i][t] = fmaf(part[i], cs[i], acc[i][t]);
-                else
-                    acc[i][t] += part[i];
-            }
-        }
+        mv_chunk_dot<N, CH, TILE_SCALE>(v, cs, x, cols, c0, acc);
     }
 #pragma unroll
     for (int i = 0; i < MV_R; i++) {
@@ -268,31 +278,7 @@ static __global__ void __launch_bounds__(128) k_matvec_multi(MultiW mw, const fl
                 for (int i = 0; i < MV_R; i++) v[i][k] *= dev_f16(__ldg((const uint16_t *)wr[i]->s2 + c0 + k));
             }
         }
-#pragma unroll
-        for (int t = 0; t < N; t++) {
-            const float *xp = x + (int64_t)t * cols + c0;
-            float part[MV_R];
-#pragma unroll
-            for (int i = 0; i < MV_R; i++) part[i] = 0.0f;
-#pragma unroll
-            for (int k = 0; k < CH; k += 4) {
-                float4 xv = __ldg((const float4 *)(xp + k));
-#pragma unroll
-                for (int i = 0; i < MV_R; i++) {
-                    part[i] = fmaf(v[i][k], xv.x, part[i]);
-                    part[i] = fmaf(v[i][k + 1], xv.y, part[i]);
-                    part[i] = fmaf(v[i][k + 2], xv.z, part[i]);
-                    part[i] = fmaf(v[i][k + 3], xv.w, part[i]);
-                }
-            }
-#pragma unroll
-            for (int i = 0; i < MV_R; i++) {
-                if constexpr (TILE_SCALE)
-                    acc[i][t] = fmaf(part[i], cs[i], acc[i][t]);
-                else
-                    acc[i][t] += part[i];
-            }
-        }
+        mv_chunk_dot<N, CH, TILE_SCALE>(v, cs, x, cols, c0, acc);
     }
     float rs[MV_R];
 #pragma unroll
