@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs the whole test suite: a Release build with gcc (ctest), a -Werror compile with clang, and the
-# same suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target (tests/fuzz) for a fixed, seeded number of inputs.
+# same suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target (tests/fuzz) for a fixed, seeded number of inputs,
+# and the tokenizer.json / tokenize / template targets for FUZZ_SECONDS (60) each.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
@@ -20,6 +21,8 @@ echo "== fuzz (a fixed, seeded number of inputs per target: reproducible)"
 if command -v clang >/dev/null && printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
     | clang -x c -fsanitize=fuzzer,address,undefined - -o /dev/null 2>/dev/null; then
   FUZZ_RUNS=${FUZZ_RUNS:-20000} FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh
+  echo "== fuzz the tokenizer and template targets for ${FUZZ_SECONDS:-60} s each (time budget, random seeds)"
+  bash scripts/fuzz.sh "${FUZZ_SECONDS:-60}" tokenizer_json tokenize template
 else
   echo "skipped: clang with libFuzzer is not available (need clang and libclang-rt-dev)"
 fi
