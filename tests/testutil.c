@@ -45,25 +45,28 @@ float cmf_test_rel_diff(const float *ref, const float *x, size_t n) {
     return mx > 0 ? md / mx : md;
 }
 
+int32_t *cmf_test_st_ids(const cmf_safetensors *st, const char *name, int *n) {
+    const cmf_st_tensor *t = cmf_st_find(st, name);
+    if (!t) return NULL;
+    *n = (int)cmf_st_numel(t);
+    float *f = malloc((size_t)*n * sizeof(float));
+    int32_t *ids = malloc((size_t)*n * sizeof(int32_t));
+    if (f && ids && cmf_st_to_f32(t, f) == CMF_OK) {
+        for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
+    } else {
+        free(ids);
+        ids = NULL;
+    }
+    free(f);
+    return ids;
+}
+
 int32_t *cmf_test_hf_input_ids(const char *hf_case, const char *name, int *n) {
     char rel[256];
     snprintf(rel, sizeof rel, "data/hf-tiny/%s/ref.safetensors", hf_case);
     cmf_safetensors *st = NULL;
     if (cmf_st_open(shared_path(rel), &st) != CMF_OK) return NULL;
-    const cmf_st_tensor *t = cmf_st_find(st, name);
-    int32_t *ids = NULL;
-    if (t) {
-        *n = (int)cmf_st_numel(t);
-        float *f = malloc((size_t)*n * sizeof(float));
-        ids = malloc((size_t)*n * sizeof(int32_t));
-        if (f && ids && cmf_st_to_f32(t, f) == CMF_OK) {
-            for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
-        } else {
-            free(ids);
-            ids = NULL;
-        }
-        free(f);
-    }
+    int32_t *ids = cmf_test_st_ids(st, name, n);
     cmf_st_close(st);
     return ids;
 }

@@ -45,8 +45,12 @@ const char *testdata_path(const char *rel);
 int cmf_test_argmax(const float *x, int n);
 /* max|ref - x| / max|ref| over n values (max|ref - x| when ref is all zero; +inf when x has a NaN). */
 float cmf_test_rel_diff(const float *ref, const float *x, size_t n);
-/* The token ids of tensor `name` ("input_0", ...) of $CMF_SHARED/data/hf-tiny/<hf_case>/ref.safetensors (stored as
- * numbers), malloc'd; *n their count. NULL when the file or tensor is missing. */
+struct cmf_safetensors;
+/* The token ids stored as numbers in tensor `name` of an open safetensors file, malloc'd; *n their count. NULL when
+ * the tensor is missing or unreadable. */
+int32_t *cmf_test_st_ids(const struct cmf_safetensors *st, const char *name, int *n);
+/* The same from $CMF_SHARED/data/hf-tiny/<hf_case>/ref.safetensors ("input_0", ...). NULL when the file or tensor
+ * is missing. */
 int32_t *cmf_test_hf_input_ids(const char *hf_case, const char *name, int *n);
 
 #endif

@@ -47,18 +47,6 @@ static uint64_t rng_next(void) {
     return g_rng;
 }
 
-static int32_t *st_ids(const cmf_safetensors *st, const char *name, int *n) {
-    const cmf_st_tensor *t = cmf_st_find(st, name);
-    if (!t) return NULL;
-    *n = (int)cmf_st_numel(t);
-    float *f = malloc(*n * sizeof(float));
-    int32_t *ids = malloc(*n * sizeof(int32_t));
-    cmf_st_to_f32(t, f);
-    for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
-    free(f);
-    return ids;
-}
-
 /* Prefill + greedy decode of one sequence on both backends. */
 static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, const int32_t *ids, int n) {
     const int V = cmf_model_vocab_size(cpu);
@@ -274,7 +262,7 @@ int main(void) {
                     char key[32];
                     int n = 0;
                     snprintf(key, sizeof key, "input_%d", seq);
-                    int32_t *ids = st_ids(st, key, &n);
+                    int32_t *ids = cmf_test_st_ids(st, key, &n);
                     if (!ids) break;
                     char sl[128];
                     snprintf(sl, sizeof sl, "%s seq %d", label, seq);

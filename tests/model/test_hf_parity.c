@@ -65,18 +65,6 @@ static float *eval(cmf_model *m, const int32_t *ids, int n) {
     return lg;
 }
 
-static int32_t *st_ids(const cmf_safetensors *st, const char *name, int *n) {
-    const cmf_st_tensor *t = cmf_st_find(st, name);
-    if (!t) return NULL;
-    *n = (int)cmf_st_numel(t);
-    float *f = malloc(*n * sizeof(float));
-    int32_t *ids = malloc(*n * sizeof(int32_t));
-    cmf_st_to_f32(t, f);
-    for (int i = 0; i < *n; i++) ids[i] = (int32_t)f[i];
-    free(f);
-    return ids;
-}
-
 static float *st_f32(const cmf_safetensors *st, const char *name) {
     const cmf_st_tensor *t = cmf_st_find(st, name);
     if (!t) return NULL;
@@ -154,12 +142,12 @@ static void check_case(const char *name, const char *model_spec, const char *ref
         char key[64];
         int n = 0, ng = 0;
         snprintf(key, sizeof key, "input_%d", seq);
-        int32_t *ids = st_ids(st, key, &n);
+        int32_t *ids = cmf_test_st_ids(st, key, &n);
         if (!ids) break;
         snprintf(key, sizeof key, "logits_%d", seq);
         float *want = st_f32(st, key);
         snprintf(key, sizeof key, "greedy_%d", seq);
-        int32_t *greedy = st_ids(st, key, &ng);
+        int32_t *greedy = cmf_test_st_ids(st, key, &ng);
         float *got = eval(m, ids, n);
         CHECK_MSG(got && want && greedy, "%s seq %d: missing data or eval failed: %s", name, seq, cmf_last_error());
         if (got && want && greedy) {
