@@ -205,6 +205,7 @@ static cmf_status build(cmf_dory *d) {
     size_t n = (size_t)c->vocab_size + (size_t)c->head_dim + H;
     for (int i = 0; i < c->n_layers; i++) n += H + (c->pattern[i] == '-' ? 2 * F : 2 * QD);
     d->arena = malloc(n * sizeof(float));
+    d->arena_n = n;
     d->layers = calloc((size_t)c->n_layers, sizeof *d->layers);
     if (!d->arena || !d->layers) return cmf_err(CMF_E_NOMEM, "dory: out of memory for %zu scale values", n);
     loader ld = {d, d->arena};
@@ -240,6 +241,7 @@ cmf_status cmf_dory_load(const cmf_file *f, int n_threads, cmf_dory **out) {
     if (!d) return cmf_err(CMF_E_NOMEM, "dory: out of memory");
     d->file = f;
     d->n_threads = n_threads;
+    d->ops = cmf_dory_ops_cpu();
     cmf_status st = build(d);
     if (st != CMF_OK) {
         cmf_dory_free(d);
@@ -251,10 +253,40 @@ cmf_status cmf_dory_load(const cmf_file *f, int n_threads, cmf_dory **out) {
 
 void cmf_dory_free(cmf_dory *d) {
     if (!d) return;
+    if (d->ops && d->ops->destroy) d->ops->destroy(d); /* resident weights first */
     free(d->arena);
     free(d->layers);
     free(d);
 }
+
+cmf_status cmf_dory_use_backend(cmf_dory *d, const char *name) {
+    if (!d || !name) return cmf_err(CMF_E_ARG, "cmf_dory_use_backend: NULL argument");
+    int dev = 0, optional = 0;
+    if (!strcmp(name, "cpu")) {
+        if (d->ops != cmf_dory_ops_cpu())
+            return cmf_err(CMF_E_ARG, "dory: the model is on %s; load it again for the cpu", d->ops->name);
+        return CMF_OK;
+    }
+    if (!strcmp(name, "auto")) optional = 1;
+    else if (!strncmp(name, "cuda", 4) && (!name[4] || (name[4] == ':' && name[5] >= '0' && name[5] <= '9')))
+        dev = name[4] ? atoi(name + 5) : 0;
+    else return cmf_err(CMF_E_ARG, "dory: backend '%s' is not cpu, cuda, cuda:N or auto", name);
+    if (d->ops != cmf_dory_ops_cpu()) return CMF_OK; /* already on the device */
+#ifdef CMF_HAVE_CUDA
+    cmf_status st = cmf_dory_cuda_attach(d, dev);
+#else
+    (void)dev;
+    cmf_status st = cmf_err(CMF_E_UNSUPPORTED, "dory: backend cuda: this build has no CUDA backend (configure with "
+                                               "-DCMF_CUDA=ON)");
+#endif
+    if (st != CMF_OK && optional) { /* "auto": the CPU when CUDA is unusable */
+        cmf_err_clear();
+        return CMF_OK;
+    }
+    return st;
+}
+
+const char *cmf_dory_backend(const cmf_dory *d) { return d->ops->name; }
 
 /* ---- session state ------------------------------------------------------------------------------------------ */
 
@@ -277,6 +309,7 @@ cmf_status cmf_dory_state_new(const cmf_dory *d, int n_ctx, int n_batch, int kv_
     cmf_dory_state *s = calloc(1, sizeof *s);
     if (!s) return cmf_err(CMF_E_NOMEM, "dory session: out of memory");
     s->d = d;
+    s->ops = d->ops;
     s->kv_mode = (cmf_dory_kv_mode)kv_mode;
     s->n_ctx = n_ctx;
     s->n_batch = n_batch;
@@ -310,34 +343,32 @@ cmf_status cmf_dory_state_new(const cmf_dory *d, int n_ctx, int n_batch, int kv_
             cmf_dory_kv *kv = &s->kv[s->slot[i] + j];
             kv->rows = rows;
             kv->ring = ring;
-            kv->k = calloc((size_t)rows * KVD, sizeof(float));
-            kv->v = calloc((size_t)rows * KVD, sizeof(float));
             total += 2 * (size_t)rows * KVD * sizeof(float);
-            if (!kv->k || !kv->v)
-                st = cmf_err(CMF_E_NOMEM, "dory session: cannot allocate the KV cache (%.1f MiB so far)",
-                             total / 1048576.0);
+            st = s->ops->buf_alloc(s, (size_t)rows * KVD, &kv->k);
+            if (st == CMF_OK) st = s->ops->buf_alloc(s, (size_t)rows * KVD, &kv->v);
+            if (st != CMF_OK)
+                cmf_err_prefix(st, "dory session: the KV cache (%.1f MiB so far): ", total / 1048576.0);
         }
     }
     if (st == CMF_OK) {
         size_t wide = QD > H ? QD : H;
-        s->x = malloc(B * H * sizeof(float));
-        s->inp = malloc(B * H * sizeof(float));
-        s->state = malloc(B * H * sizeof(float));
-        s->xr = malloc(B * wide * sizeof(float));
-        s->q = malloc(B * QD * sizeof(float));
-        s->k = malloc(B * KVD * sizeof(float));
-        s->v = malloc(B * KVD * sizeof(float));
-        s->g = malloc(B * QD * sizeof(float));
-        s->att = malloc(B * QD * sizeof(float));
-        s->hb = malloc(B * F * sizeof(float));
-        s->hb2 = malloc(B * F * sizeof(float));
+        struct {
+            float **p;
+            size_t n;
+        } bufs[] = {{&s->x, B * H},    {&s->inp, B * H},  {&s->state, B * H}, {&s->xr, B * wide},
+                    {&s->q, B * QD},   {&s->k, B * KVD},  {&s->v, B * KVD},   {&s->g, B * QD},
+                    {&s->att, B * QD}, {&s->hb, B * F},   {&s->hb2, B * F}};
+        for (size_t i = 0; i < sizeof bufs / sizeof *bufs && st == CMF_OK; i++) st = s->ops->buf_alloc(s, bufs[i].n, bufs[i].p);
+        if (st != CMF_OK) cmf_err_prefix(st, "dory session: activations of %d tokens: ", n_batch);
         s->logits = calloc((size_t)c->vocab_size, sizeof(float));
-        if (!s->x || !s->inp || !s->state || !s->xr || !s->q || !s->k || !s->v || !s->g || !s->att || !s->hb ||
-            !s->hb2 || !s->logits)
-            st = cmf_err(CMF_E_NOMEM, "dory session: out of memory for activations of %d tokens", n_batch);
+        s->h_host = calloc(H, sizeof(float));
+        if (st == CMF_OK && (!s->logits || !s->h_host))
+            st = cmf_err(CMF_E_NOMEM, "dory session: out of memory for the logits");
     }
-    if (st == CMF_OK) st = cmf_pool_new(d->n_threads, &s->pool);
-    if (st == CMF_OK) {
+    if (st == CMF_OK && s->ops->state_init) st = s->ops->state_init(s);
+    const int on_cpu = s->ops == cmf_dory_ops_cpu(); /* the thread pool and its scratch serve the cpu ops only */
+    if (st == CMF_OK && on_cpu) st = cmf_pool_new(d->n_threads, &s->pool);
+    if (st == CMF_OK && on_cpu) {
         size_t widest = H > QD ? H : QD;
         if (F > widest) widest = F;
         if ((size_t)n_ctx > widest) widest = (size_t)n_ctx;
@@ -354,24 +385,17 @@ cmf_status cmf_dory_state_new(const cmf_dory *d, int n_ctx, int n_batch, int kv_
 void cmf_dory_state_free(cmf_dory_state *s) {
     if (!s) return;
     cmf_pool_free(s->pool);
+    if (s->ops->state_free) s->ops->state_free(s);
     for (int i = 0; s->kv && i < s->n_slots; i++) {
-        free(s->kv[i].k);
-        free(s->kv[i].v);
+        s->ops->buf_free(s, s->kv[i].k);
+        s->ops->buf_free(s, s->kv[i].v);
     }
     free(s->kv);
     free(s->slot);
-    free(s->x);
-    free(s->inp);
-    free(s->state);
-    free(s->xr);
-    free(s->q);
-    free(s->k);
-    free(s->v);
-    free(s->g);
-    free(s->att);
-    free(s->hb);
-    free(s->hb2);
+    float *bufs[] = {s->x, s->inp, s->state, s->xr, s->q, s->k, s->v, s->g, s->att, s->hb, s->hb2};
+    for (size_t i = 0; i < sizeof bufs / sizeof *bufs; i++) s->ops->buf_free(s, bufs[i]);
     free(s->logits);
+    free(s->h_host);
     cmf_dory_o1_free(s->o1);
     free(s);
 }

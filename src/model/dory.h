@@ -25,6 +25,7 @@
 
 #include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
+#include "backend/dory_ops.h"
 #include "cmf.h"
 #include "format/format.h"
 #include "model/o1.h"
@@ -83,7 +84,10 @@ typedef struct cmf_dory {
     float *arena;             /* every f32 vector above, one allocation */
     float *inv_freq;          /* [2][hd/2]: θ^(-2j/hd) for profile 1 and profile 2 */
     const float *recon_w;     /* [H] the file's Recon probe weights (dory_recon.weight), NULL when it has none */
+    size_t arena_n;           /* floats in arena (scale vectors, logit scale, RoPE tables, probe) */
     int n_threads;
+    const cmf_dory_ops *ops;  /* the backend the forward runs on (backend/dory_ops.h): cpu unless moved to cuda */
+    void *be;                 /* that backend's model state (cuda: stream, resident weights), NULL for cpu */
 } cmf_dory;
 
 /* Builds a Dory model over an open CMF file (which must outlive it): reads header.arch, makes views of every
@@ -92,6 +96,17 @@ typedef struct cmf_dory {
  * CMF_E_UNSUPPORTED for a dtype without a kernel; CMF_E_NOMEM. */
 cmf_status cmf_dory_load(const cmf_file *f, int n_threads, cmf_dory **out);
 void cmf_dory_free(cmf_dory *d);
+
+/* Puts the forward of model d on a backend: "cpu" (the default after cmf_dory_load), "cuda" or "cuda:N" (device
+ * N: weights copied to the device, the ops of src/backend/cuda/dory_ops.cu), "auto" (cuda:0 when usable, else the
+ * cpu with no error). Call before creating sessions (a session keeps the backend it was made on). On cuda the
+ * O(1) far field is CMF_E_UNSUPPORTED; everything else (loops, both KV modes, sliding rings, the Conf and Recon
+ * gates) runs there. Errors: CMF_E_ARG (a name other than those), CMF_E_UNSUPPORTED (no CUDA in the build or
+ * no usable device, a dtype without a device kernel; the message says which), CMF_E_NOMEM, CMF_E_IO; d stays on
+ * its backend on error. */
+cmf_status cmf_dory_use_backend(cmf_dory *d, const char *name);
+/* "cpu" or "cuda". */
+const char *cmf_dory_backend(const cmf_dory *d);
 
 /* One KV cache slot: a full-attention layer keeps n_ctx rows; a sliding one a ring of `rows` = W + n_batch rows
  * (row of position p at p % rows). Each row is n_kv_heads·hd floats, keys already RoPE'd and normalised. */
@@ -123,6 +138,9 @@ typedef struct cmf_dory_state {
     int pause_left;                 /* tokens still to run without a probe */
     long gate_probed;               /* gated tokens that were probed (read out after the first pass) */
     struct cmf_dory_o1 *o1; /* the O(1) far field (dory_o1.c), NULL when off */
+    const cmf_dory_ops *ops; /* the model's backend when the session was made (backend/dory_ops.h) */
+    void *be;                /* its per-session state (cuda: logits and token-id staging) */
+    float *h_host;           /* [H] host copy of one hidden vector (the Recon gate's φ) */
 } cmf_dory_state;
 
 /* Creates a session of n_ctx positions (0: max_position_embeddings) with chunks of up to n_batch tokens (0: 256,

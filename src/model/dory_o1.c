@@ -99,6 +99,9 @@ cmf_status cmf_dory_o1_enable(cmf_dory_state *s, const char *layers, int m, int 
     if (!s || !layers) return cmf_err(CMF_E_ARG, "cmf_dory_o1_enable: NULL argument");
     if (s->pos != 0 || s->o1) return cmf_err(CMF_E_ARG, "dory o1: enable the far field on a fresh session, once");
     if (qt_stride < 0 || seal_at < 0) return cmf_err(CMF_E_ARG, "dory o1: qt_stride and seal_at must be >= 0");
+    if (s->ops != cmf_dory_ops_cpu() && strcmp(layers, "off"))
+        return cmf_err(CMF_E_UNSUPPORTED, "dory o1: the O(1) far field runs on the cpu backend only (this session is "
+                                          "on %s)", s->ops->name);
     const cmf_dory_config *c = &s->d->cfg;
     const int hd = c->head_dim, nk = c->n_kv_heads, group = c->n_heads / c->n_kv_heads;
     const size_t QD = (size_t)c->n_heads * hd, KVD = (size_t)nk * hd;
