@@ -88,8 +88,11 @@ static void rank_free(cmf_model *rm) {
     free(rm);
 }
 
+static void stop_workers(cmf_tp *tp);
+
 void cmf_tp_free(cmf_tp *tp) {
     if (!tp) return;
+    stop_workers(tp);
     const int dev = saved_device(tp);
     for (int r = 0; r < tp->n; r++) rank_free(tp->rank[r]);
 #ifdef CMF_HAVE_NCCL
@@ -102,6 +105,9 @@ void cmf_tp_free(cmf_tp *tp) {
     pthread_mutex_destroy(&tp->run_mu);
     pthread_mutex_destroy(&tp->mu);
     pthread_cond_destroy(&tp->cv);
+    pthread_mutex_destroy(&tp->job_mu);
+    pthread_cond_destroy(&tp->job_cv);
+    pthread_cond_destroy(&tp->done_cv);
     free(tp);
 }
 
@@ -174,10 +180,10 @@ static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
         if (st == CMF_OK) st = cmf_backend_cuda_new(rm, devs[r], &rm->be);
         if (st == CMF_OK) st = rm->be->load_weights(rm->be, &rm->base, rm->cfg.n_layers);
         if (st != CMF_OK) return cmf_err_prefix(st, "tp rank %d (cuda:%d): ", r, devs[r]);
-        rm->be->allreduce = cmf_tp_nccl_allreduce;
-        cmf_backend_cuda_set_graphs(rm->be, 0); /* the collective is no op of the backend's captured decode graphs */
+        rm->be->allreduce = cmf_tp_nccl_allreduce; /* captured into the rank's decode graphs (tp_nccl.cu) */
+        if (tp->profile) cmf_backend_cuda_set_graphs(rm->be, 0); /* the profile synchronises around each call */
     }
-    cmf_status st = cmf_tp_nccl_init(tp->n, devs, &tp->nccl);
+    cmf_status st = cmf_tp_nccl_init(tp->n, devs, (size_t)tp->front->cfg.hidden_size, &tp->nccl);
     if (st != CMF_OK) return st;
     snprintf(tp->desc, sizeof tp->desc, "tp %d x %.140s", tp->n, tp->rank[0]->be->desc);
     return CMF_OK;
@@ -188,6 +194,8 @@ static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
                    tp->n);
 #endif
 }
+
+static cmf_status start_workers(cmf_tp *tp);
 
 static void drop_ranks(cmf_tp *tp) {
     for (int r = 0; r < tp->n; r++) {
@@ -213,6 +221,9 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
+    pthread_mutex_init(&tp->job_mu, NULL);
+    pthread_cond_init(&tp->job_cv, NULL);
+    pthread_cond_init(&tp->done_cv, NULL);
     const int V = m->cfg.vocab_size;
     for (int r = 0; r <= n; r++) tp->v0[r] = (int)((int64_t)V * r / n);
     if (kind == 0) {
@@ -231,6 +242,7 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
             st = setup_cpu(tp);
         }
     }
+    if (st == CMF_OK) st = start_workers(tp);
     if (st != CMF_OK) {
         cmf_tp_free(tp);
         return st;
@@ -347,22 +359,70 @@ typedef struct {
     char msg[512];
 } rank_job;
 
-static void *rank_main(void *arg) {
-    rank_job *j = arg;
+static void rank_run(rank_job *j) {
     j->st = cmf_forward(j->b, j->seqs, j->tokens, j->n, j->all_logits);
     if (j->st != CMF_OK) {
         snprintf(j->msg, sizeof j->msg, "%s", cmf_last_error());
         abort_group(j->tp, j->r);
     }
+}
+
+typedef struct {
+    cmf_tp *tp;
+    int r;
+} worker_arg;
+
+/* The thread of rank r >= 1: waits for a new job generation, runs its rank's forward, reports it done; until
+ * cmf_tp_free sets quit. A cuda rank's device is made current once here (begin() sets it again per forward). */
+static void *worker_main(void *arg) {
+    worker_arg a = *(worker_arg *)arg;
+    free(arg);
+    cmf_tp *tp = a.tp;
+    rank_device(tp, a.r);
+    pthread_mutex_lock(&tp->job_mu);
+    unsigned seen = 0; /* job_gen's value at setup: a forward may bump it before this thread first runs */
+    for (;;) {
+        while (seen == tp->job_gen && !tp->quit) pthread_cond_wait(&tp->job_cv, &tp->job_mu);
+        if (tp->quit) break;
+        seen = tp->job_gen;
+        rank_job *j = (rank_job *)tp->jobs + a.r;
+        pthread_mutex_unlock(&tp->job_mu);
+        rank_run(j);
+        pthread_mutex_lock(&tp->job_mu);
+        if (++tp->job_done == tp->n_workers) pthread_cond_signal(&tp->done_cv);
+    }
+    pthread_mutex_unlock(&tp->job_mu);
     return NULL;
+}
+
+static cmf_status start_workers(cmf_tp *tp) {
+    for (int r = 1; r < tp->n; r++) {
+        worker_arg *a = malloc(sizeof *a);
+        if (!a) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
+        a->tp = tp;
+        a->r = r;
+        if (pthread_create(&tp->worker[r], NULL, worker_main, a) != 0) {
+            free(a);
+            return cmf_err(CMF_E_NOMEM, "tp: cannot start the thread of rank %d", r);
+        }
+        tp->n_workers = r;
+    }
+    return CMF_OK;
+}
+
+static void stop_workers(cmf_tp *tp) {
+    pthread_mutex_lock(&tp->job_mu);
+    tp->quit = 1;
+    pthread_cond_broadcast(&tp->job_cv);
+    pthread_mutex_unlock(&tp->job_mu);
+    for (int r = 1; r <= tp->n_workers; r++) pthread_join(tp->worker[r], NULL);
+    tp->n_workers = 0;
 }
 
 cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
     cmf_tp *tp = b->m->tp;
     const int N = tp->n, V = b->m->cfg.vocab_size, D = b->m->cfg.hidden_size;
     rank_job jobs[CMF_TP_MAX];
-    pthread_t th[CMF_TP_MAX];
-    int started[CMF_TP_MAX] = {0};
     memset(jobs, 0, sizeof jobs);
     cmf_status st = CMF_OK;
     pthread_mutex_lock(&tp->run_mu);
@@ -400,20 +460,19 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
         tp->aborted = 0;
         tp->arrived = 0;
         tp->fail_rank = -1;
-        for (int r = 1; r < N; r++) {
-            if (pthread_create(&th[r], NULL, rank_main, &jobs[r]) != 0) {
-                jobs[r].st = cmf_err(CMF_E_NOMEM, "tp: cannot start the thread of rank %d", r);
-                snprintf(jobs[r].msg, sizeof jobs[r].msg, "%s", cmf_last_error());
-                abort_group(tp, r);
-            } else {
-                started[r] = 1;
-            }
-        }
+        pthread_mutex_lock(&tp->job_mu); /* wake the rank threads */
+        tp->jobs = jobs;
+        tp->job_done = 0;
+        tp->job_gen++;
+        pthread_cond_broadcast(&tp->job_cv);
+        pthread_mutex_unlock(&tp->job_mu);
         const int dev = saved_device(tp);
-        rank_main(&jobs[0]); /* rank 0 on this thread (a cuda rank makes its device current) */
+        rank_run(&jobs[0]); /* rank 0 on this thread (a cuda rank makes its device current) */
         restore_device(dev);
-        for (int r = 1; r < N; r++)
-            if (started[r]) pthread_join(th[r], NULL);
+        pthread_mutex_lock(&tp->job_mu); /* wait for them */
+        while (tp->job_done < tp->n_workers) pthread_cond_wait(&tp->done_cv, &tp->job_mu);
+        tp->jobs = NULL;
+        pthread_mutex_unlock(&tp->job_mu);
         if (tp->aborted) {
             const int f = tp->fail_rank >= 0 ? tp->fail_rank : 0;
             st = cmf_err(jobs[f].st != CMF_OK ? jobs[f].st : CMF_E_IO, "tp rank %d: %s", f, jobs[f].msg);

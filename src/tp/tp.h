@@ -18,7 +18,8 @@
  * to a device, are copied once at load into contiguous payloads of the same dtype, whole quantization blocks only).
  * The front model (the one the caller loaded) keeps the full config and tokenizer; its sessions and batches hold
  * one rank session / rank batch per rank, and cmf_forward on a front batch runs the N rank forwards on N threads
- * (rank 0 on the caller's) and gathers the logits. A front model runs one forward at a time. */
+ * (rank 0 on the caller's, ranks 1..N-1 on threads started once at setup and woken per forward) and gathers the
+ * logits. A front model runs one forward at a time. */
 #ifndef CMF_TP_H
 #define CMF_TP_H
 
@@ -46,6 +47,15 @@ typedef struct cmf_tp {
     float *bufs[CMF_TP_MAX];
     float *sum;
     size_t sum_cap;
+    /* persistent rank threads (ranks 1..n-1; rank 0 runs on the caller's thread): started once by cmf_tp_setup,
+     * woken per forward by job_gen, joined by cmf_tp_free */
+    pthread_t worker[CMF_TP_MAX];
+    int n_workers;                /* threads started (ranks 1..n_workers) */
+    pthread_mutex_t job_mu;
+    pthread_cond_t job_cv, done_cv;
+    unsigned job_gen;             /* bumped per forward: the workers run their rank's job */
+    int job_done, quit;           /* workers finished this forward; set by cmf_tp_free */
+    void *jobs;                   /* the current forward's per-rank jobs (tp.c rank_job[n]) */
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
@@ -103,10 +113,13 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
 
 /* ---- tp_nccl.cu (built with CMF_HAVE_NCCL) --------------------------------------------------------------- */
 #ifdef CMF_HAVE_NCCL
-/* One NCCL communicator per device devs[0..n) (ncclCommInitAll) into *out. Errors: CMF_E_IO with NCCL's reason. */
-cmf_status cmf_tp_nccl_init(int n, const int *devs, void **out);
+/* One NCCL communicator per device devs[0..n) (ncclCommInitAll) into *out, then (warm_count > 0) one all-reduce of
+ * warm_count and of 8 * warm_count floats on all of them (NCCL connects its peers at first use: done here rather
+ * than inside a rank's first CUDA graph capture). Errors: CMF_E_IO with NCCL's or CUDA's reason. */
+cmf_status cmf_tp_nccl_init(int n, const int *devs, size_t warm_count, void **out);
 void cmf_tp_nccl_free(void *comms, int n);
-/* backend.h allreduce for cuda ranks: ncclAllReduce(sum, f32) in place on the rank backend's stream. */
+/* backend.h allreduce for cuda ranks: ncclAllReduce(sum, f32) in place on the rank backend's stream (recorded into
+ * the backend's decode-step graph while it captures; nothing queued while it replays one, which holds it). */
 cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count);
 /* cudaSetDevice for the calling thread (buffers of a rank are allocated on its device), and the current device
  * (restored after a rank's work on the caller's thread: a plain cuda backend allocates on the current device). */

@@ -524,8 +524,8 @@ cmf_status cu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_weight *e
     CU_TRY(cudaMemcpyAsync(I->d_step, I->h_step, ((size_t)I->step_cap + (size_t)n) * sizeof(int32_t),
                            cudaMemcpyHostToDevice, I->stream),
            "positions and token ids to the device");
-    /* (a backend with a collective between layers, tensor parallelism, runs eagerly: its allreduce is no op here) */
-    if (I->graphs_on && n <= GRAPH_MAX_TOK && I->mode == G_EAGER && !be->allreduce) {
+    /* (tensor parallelism: the rank's allreduce is captured with the step, src/backend/cuda/tp_nccl.cu) */
+    if (I->graphs_on && n <= GRAPH_MAX_TOK && I->mode == G_EAGER) {
         if (cudaStreamBeginCapture(I->stream, cudaStreamCaptureModeRelaxed) == cudaSuccess) I->mode = G_SPEC;
         else cudaGetLastError();
     }
@@ -566,9 +566,9 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
     cmf_status st = flush_add(I);
     if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
-    /* deferred: grouped with the next products of the same input. Not with a collective between ops (tensor
-     * parallelism): its allreduce, queued on this stream by another file, must find the product done. */
-    if (n <= 8 && out != x && !be->allreduce) {
+    /* deferred: grouped with the next products of the same input (tensor parallelism's allreduce, queued on this
+     * stream by tp_nccl.cu, first flushes what is pending through zero()) */
+    if (n <= 8 && out != x) {
         if (I->n_pm && (I->pm_x != x || I->pm_n != n || I->n_pm == 3) && (st = flush_mm(I)) != CMF_OK) return st;
         I->pm[I->n_pm].w = w;
         I->pm[I->n_pm].out = out;
@@ -862,3 +862,8 @@ extern "C" void cmf_backend_cuda_stream(cmf_backend *be, void **stream, int *dev
     *stream = (void *)IMPL(be)->stream;
     *dev = IMPL(be)->dev;
 }
+
+/* For tensor parallelism (tp_nccl.cu): 1 while the current forward replays a cached decode-step graph (every op
+ * until the final norm is already in it, the rank's collectives included: queue nothing), else 0 (eager, or
+ * capturing: a collective queued on the stream now is recorded into the graph). */
+extern "C" int cmf_backend_cuda_replaying(cmf_backend *be) { return IMPL(be)->mode == G_REPLAY; }

@@ -2,8 +2,14 @@
  * (ncclCommInitAll: one process drives all ranks, one thread per rank), and the backend.h allreduce of a cuda rank
  * as ncclAllReduce(sum, f32, in place) queued on the rank backend's stream, so it is ordered after the o_proj /
  * down_proj product that wrote the buffer and before the residual that reads it, with no host synchronisation.
+ * CUDA graphs: NCCL collectives can be captured (NCCL >= 2.9, "Using NCCL with CUDA Graphs" in its user guide), so a
+ * rank's decode step, collectives included, is one graph of its backend (backend_cuda.cu "CUDA graphs"): while the
+ * backend captures, the ncclAllReduce below is recorded into the graph; while it replays a cached graph the
+ * collective is already in it and nothing is queued. Each rank captures and replays its own graph; the ranks' NCCL
+ * kernels meet on the devices.
  * Built only with CMF_HAVE_NCCL (CMake option CMF_NCCL); NVLink SHARP (NVLS) is left to the environment
- * (NCCL_NVLS_ENABLE=0 on machines without multicast). */
+ * (NCCL_NVLS_ENABLE=0 on machines without multicast), as are NCCL's protocol / algorithm choices (NCCL_PROTO,
+ * NCCL_ALGO; bench/tp/RESULTS.md has the measurements). */
 #ifdef CMF_HAVE_NCCL
 #include <stdlib.h>
 
@@ -14,9 +20,46 @@ extern "C" {
 #include "tp/tp.h"
 #include "util/error.h"
 void cmf_backend_cuda_stream(cmf_backend *be, void **stream, int *dev); /* backend_cuda.cu */
+int cmf_backend_cuda_replaying(cmf_backend *be);                        /* backend_cuda.cu */
 }
 
-extern "C" cmf_status cmf_tp_nccl_init(int n, const int *devs, void **out) {
+/* One sum of `count` floats on every communicator, from this thread (a group call), waited for: NCCL connects its
+ * peers at a communicator's first collective of a size class, which is then done here, at load, rather than
+ * inside a rank's first graph capture. */
+static cmf_status warm_up(ncclComm_t *c, int n, const int *devs, size_t count) {
+    float *buf[CMF_TP_MAX] = {};
+    cudaStream_t s[CMF_TP_MAX] = {};
+    cmf_status st = CMF_OK;
+    for (int i = 0; i < n && st == CMF_OK; i++) {
+        cudaError_t e = cudaSetDevice(devs[i]);
+        if (e == cudaSuccess) e = cudaMalloc((void **)&buf[i], count * sizeof(float));
+        if (e == cudaSuccess) e = cudaMemset(buf[i], 0, count * sizeof(float));
+        if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&s[i], cudaStreamNonBlocking);
+        if (e != cudaSuccess)
+            st = cmf_err(CMF_E_IO, "tp: warm-up all-reduce on cuda:%d: %s", devs[i], cudaGetErrorString(e));
+    }
+    if (st == CMF_OK) {
+        ncclResult_t r = ncclGroupStart();
+        for (int i = 0; i < n && r == ncclSuccess; i++) r = ncclAllReduce(buf[i], buf[i], count, ncclFloat, ncclSum, c[i], s[i]);
+        ncclResult_t r2 = ncclGroupEnd();
+        if (r == ncclSuccess) r = r2;
+        if (r != ncclSuccess)
+            st = cmf_err(CMF_E_IO, "tp: warm-up ncclAllReduce of %zu floats: %s", count, ncclGetErrorString(r));
+    }
+    for (int i = 0; i < n; i++) {
+        cudaSetDevice(devs[i]);
+        if (s[i]) {
+            cudaError_t e = cudaStreamSynchronize(s[i]);
+            if (e != cudaSuccess && st == CMF_OK)
+                st = cmf_err(CMF_E_IO, "tp: warm-up all-reduce on cuda:%d: %s", devs[i], cudaGetErrorString(e));
+            cudaStreamDestroy(s[i]);
+        }
+        cudaFree(buf[i]);
+    }
+    return st;
+}
+
+extern "C" cmf_status cmf_tp_nccl_init(int n, const int *devs, size_t warm_count, void **out) {
     *out = NULL;
     ncclComm_t *c = (ncclComm_t *)calloc((size_t)n, sizeof *c);
     if (!c) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
@@ -25,6 +68,13 @@ extern "C" cmf_status cmf_tp_nccl_init(int n, const int *devs, void **out) {
         free(c);
         return cmf_err(CMF_E_IO, "tp: ncclCommInitAll over %d devices (from cuda:%d): %s", n, devs[0],
                        ncclGetErrorString(r));
+    }
+    /* the decode sizes: one token's hidden state, and a batch of 8 (the largest step the backend captures) */
+    cmf_status st = warm_count ? warm_up(c, n, devs, warm_count) : CMF_OK;
+    if (st == CMF_OK && warm_count) st = warm_up(c, n, devs, 8 * warm_count);
+    if (st != CMF_OK) {
+        cmf_tp_nccl_free(c, n);
+        return st;
     }
     *out = c;
     return CMF_OK;
@@ -40,6 +90,7 @@ extern "C" void cmf_tp_nccl_free(void *comms, int n) {
 extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count) {
     cmf_tp *tp = b->m->tp_of;
     const int r = b->m->tp_rank;
+    if (cmf_backend_cuda_replaying(be)) return CMF_OK; /* the collective is inside the graph being replayed */
     void *sp = NULL;
     int dev = 0;
     cmf_backend_cuda_stream(be, &sp, &dev);
@@ -47,11 +98,12 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
     ncclComm_t c = ((ncclComm_t *)tp->nccl)[r];
     /* The backend defers small products to fuse them with the next op (backend_cuda.cu "fusion"); any other op
      * first queues what is pending, so a zero-byte zero() puts the o_proj / down_proj product that wrote buf on
-     * the stream before the collective. */
+     * the stream (or into the capture) before the collective. */
     cmf_status fst = be->zero(be, buf, 0);
     if (fst != CMF_OK) return fst;
-    /* CMF_TP_PROFILE (benchmarks): the collective alone, timed on rank 0 with events after every rank's stream
-     * drained and the ranks met at the host barrier; this serialises the forward, so tok/s comes from runs without */
+    /* CMF_TP_PROFILE (benchmarks; the rank backends then run without graphs, tp.c): the collective alone, timed
+     * on rank 0 with events after every rank's stream drained and the ranks met at the host barrier; this
+     * serialises the forward, so tok/s comes from runs without */
     const int prof = tp->profile;
     cudaEvent_t e0 = NULL, e1 = NULL;
     if (prof) {
