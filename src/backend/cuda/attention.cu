@@ -59,6 +59,7 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
                                                                   const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work) {
+    pdl_enter();
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
     __shared__ float sm_ml[NG][GH][2];
     __shared__ float sm_acc[NG][GH][8 * L];
@@ -148,6 +149,7 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
 
 static __global__ void k_attn_merge(const float *work, int nsplit, int D, float *out, int n_kv_heads, int window,
                                     int64_t pos_h, const int32_t *dpos) {
+    pdl_enter();
     const int64_t h = blockIdx.x;
     const float *w = work + h * nsplit * (int64_t)(D + 2);
     const int used = decode_geo(n_kv_heads, window, dpos ? (int64_t)*dpos : pos_h).ns;
@@ -180,12 +182,12 @@ static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work,
                          cudaStream_t s) {
     switch (L) {
-    case 1: k_attn_split<GH, 1><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
-    case 2: k_attn_split<GH, 2><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
-    case 4: k_attn_split<GH, 4><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
-    case 8: k_attn_split<GH, 8><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
-    case 16: k_attn_split<GH, 16><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
-    default: k_attn_split<GH, 32><<<grid, AD_THREADS, 0, s>>>(a, q, k, v, pos, dpos, ns, work); break;
+    case 1: cu_launch(k_attn_split<GH, 1>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
+    case 2: cu_launch(k_attn_split<GH, 2>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
+    case 4: cu_launch(k_attn_split<GH, 4>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
+    case 8: cu_launch(k_attn_split<GH, 8>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
+    case 16: cu_launch(k_attn_split<GH, 16>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
+    default: cu_launch(k_attn_split<GH, 32>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
     }
 }
 
@@ -204,7 +206,7 @@ static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const 
     else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
     else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
     CU_LAUNCHED("attention split kernel");
-    k_attn_merge<<<(unsigned)a->n_heads, 128, 0, s>>>(work, ns, a->head_dim, d_out, a->n_kv_heads, a->window, pos,
+    cu_launch(k_attn_merge, (unsigned)a->n_heads, 128, 0, s, work, ns, a->head_dim, d_out, a->n_kv_heads, a->window, pos,
                                                       dpos);
     CU_LAUNCHED("attention merge kernel");
     return CMF_OK;

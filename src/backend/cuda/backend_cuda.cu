@@ -43,9 +43,9 @@ struct graph_entry {
 };
 
 /* Where the current forward stands with respect to CUDA graphs (see the block comment above cu_begin). */
-enum graph_mode { G_EAGER = 0, G_SPEC, G_CAPTURE, G_REPLAY };
+enum graph_mode { G_EAGER = 0, G_WAIT, G_CAPTURE, G_REPLAY };
 
-enum { GRAPH_CACHE = 16, GRAPH_MAX_TOK = 8 };
+enum { GRAPH_CACHE = 16, GRAPH_MAX_TOK = 8, LOGITS_PINNED_ROWS = 8 };
 
 struct cuda_impl {
     const cmf_model *m;
@@ -83,10 +83,26 @@ struct cuda_impl {
     const cmf_layer *pr_L;            /* pending q/k norm + RoPE (pr_L != NULL) */
     cmf_batch *pr_b;
     int pr_layer, pr_n;
+    /* ops held back while the graph mode is not known yet (G_WAIT): the embedding and the first RMSNorm */
+    struct {
+        cmf_cuda_weight w;
+        float *x;
+        int n;
+        float mult;
+    } pe;
+    struct {
+        float *out;
+        const float *x, *w;
+        int rows, d, gemma;
+        float eps;
+    } pn;
+    int has_pn;
     void *d_work; /* flash-decoding scratch */
     size_t work_bytes;
     float *d_logits; /* head output [rows][V] */
     size_t logits_cap;
+    float *h_logits; /* pinned host staging of d_logits for up to LOGITS_PINNED_ROWS rows */
+    size_t h_logits_cap;
 };
 
 cuda_impl *IMPL(cmf_backend *be) { return (cuda_impl *)be->impl; }
@@ -99,13 +115,18 @@ const int32_t *D_TOK(cuda_impl *I) { return I->d_step + I->step_cap; }
  * the last layer's residual; the final norm, the head and the logits download run eagerly after it. Every op of
  * the step reads positions and token ids from d_step (one H2D copy per forward, from pinned memory, before the
  * graph), so the same graph replays at every position. How a forward finds out whether it is such a step without
- * a change to the backend interface: embed() starts a capture speculatively (G_SPEC) when n <= 8; the first
- * kv_write(), which sees the sessions, decides:
- *   - not a decode step (a session has several tokens): the capture ends and its prefix (embed .. RoPE) runs once
- *     as a graph, the rest eagerly (G_EAGER);
- *   - a cached graph has the same key: the partial capture is dropped and every op until the final norm returns at
- *     once (G_REPLAY); the cached graph is launched there;
- *   - else the capture goes on (G_CAPTURE), is instantiated at the final norm, cached, and launched.
+ * a change to the backend interface: when n <= 8, embed() queues nothing and holds its launch back (G_WAIT), and so
+ * do the ops up to the first kv_write (the first RMSNorm, the q/k/v products, which are pending for fusion anyway,
+ * and qk_rope). That kv_write sees the sessions and decides before any kernel of the forward is queued:
+ *   - not a decode step (a session has several tokens): the held ops run eagerly (G_EAGER);
+ *   - a cached graph has the same key: the held ops are dropped and every op until the final norm returns at once
+ *     (G_REPLAY); the cached graph is launched there, so a replayed step costs the host one graph launch;
+ *   - else a capture begins, the held ops are issued into it and the rest follows (G_CAPTURE); at the final norm
+ *     it is instantiated, cached, and launched.
+ * Any other op seen while waiting (a forward not shaped like forward.c's) runs the held ops eagerly first.
+ * For a backend with a collective inside the step (tensor parallelism, src/tp): the graph can hold it too as long
+ * as the collective is queued on I->stream between the kernels (ncclAllReduce is capturable) and the key below
+ * covers whatever the collective bakes in (its communicator and buffers); today such backends run eagerly.
  * The key is everything baked into the launches: the batch's buffers, n, the weight set (and a generation bumped
  * when weights are loaded), and each token's session with its KV cache pointers, n_ctx and layer offsets.
  * Invalidation: load_weights and reallocation of shared scratch clear the cache, kv_free drops the graphs that
@@ -148,13 +169,6 @@ cmf_status graph_flush(cuda_impl *I) {
     cmf_status st = CMF_OK;
     cudaGraphExec_t ex = NULL;
     switch (I->mode) {
-    case G_SPEC: /* the prefix captured so far, once */
-        st = capture_end(I, &ex);
-        if (st == CMF_OK) {
-            CU_TRY(cudaGraphLaunch(ex, I->stream), "launching a graph prefix");
-            cudaGraphExecDestroy(ex);
-        }
-        return st;
     case G_CAPTURE:
         st = capture_end(I, &ex);
         if (st != CMF_OK) return st;
@@ -356,6 +370,26 @@ void drop_pending(cuda_impl *I) {
     I->pr_L = NULL;
 }
 
+/* ---- ops held back while the graph mode is unknown (G_WAIT; block comment "CUDA graphs") ---------------------- */
+
+/* Issues the held embedding and first RMSNorm on the stream (into a capture when one has begun). */
+cmf_status held_issue(cuda_impl *I) {
+    cmf_status st = cmf_cuda_embed(&I->pe.w, D_TOK(I), I->pe.n, I->pe.mult, I->pe.x, I->stream);
+    if (st != CMF_OK) return cmf_err_prefix(st, "embed: ");
+    if (I->has_pn) {
+        I->has_pn = 0;
+        st = cmf_cuda_rmsnorm(I->pn.out, I->pn.x, I->pn.w, I->pn.rows, I->pn.d, I->pn.eps, I->pn.gemma, I->stream);
+    }
+    return st;
+}
+
+/* Leaves G_WAIT for eager launches: the held ops run now (the pending products stay pending). */
+cmf_status wait_resolve(cuda_impl *I) {
+    if (I->mode != G_WAIT) return CMF_OK;
+    I->mode = G_EAGER;
+    return held_issue(I);
+}
+
 /* ---- buffers ------------------------------------------------------------------------------------------------ */
 
 cmf_status cu_alloc(cmf_backend *be, size_t bytes, void **out) {
@@ -368,14 +402,17 @@ void cu_free(cmf_backend *be, void *p) {
     cmf_cuda_free(p);
 }
 cmf_status cu_upload(cmf_backend *be, void *dst, const void *src, size_t bytes) {
-    return cmf_cuda_upload(dst, src, bytes, IMPL(be)->stream);
+    cmf_status st = wait_resolve(IMPL(be));
+    return st == CMF_OK ? cmf_cuda_upload(dst, src, bytes, IMPL(be)->stream) : st;
 }
 cmf_status cu_download(cmf_backend *be, void *dst, const void *src, size_t bytes) {
-    cmf_status st = cmf_cuda_download(dst, src, bytes, IMPL(be)->stream);
+    cmf_status st = wait_resolve(IMPL(be));
+    if (st == CMF_OK) st = cmf_cuda_download(dst, src, bytes, IMPL(be)->stream);
     return st == CMF_OK ? cmf_cuda_sync(IMPL(be)->stream) : st;
 }
 cmf_status cu_zero(cmf_backend *be, void *buf, size_t bytes) {
-    cmf_status st = flush_pending(IMPL(be));
+    cmf_status st = wait_resolve(IMPL(be));
+    if (st == CMF_OK) st = flush_pending(IMPL(be));
     return st == CMF_OK ? cmf_cuda_memset(buf, 0, bytes, IMPL(be)->stream) : st;
 }
 cmf_status cu_sync(cmf_backend *be) { return cmf_cuda_sync(IMPL(be)->stream); }
@@ -499,6 +536,15 @@ cmf_status cu_begin(cmf_backend *be, cmf_batch *b, int n) {
         I->logits_cap = 0;
         if ((st = cmf_cuda_malloc((void **)&I->d_logits, need * sizeof(float))) == CMF_OK) I->logits_cap = need;
     }
+    /* pinned staging of the logits download for decode-sized heads (a pageable copy is staged by the driver) */
+    const size_t pin = (size_t)(n < LOGITS_PINNED_ROWS ? n : LOGITS_PINNED_ROWS) * (size_t)I->m->cfg.vocab_size;
+    if (st == CMF_OK && pin > I->h_logits_cap) {
+        if (I->h_logits) cudaFreeHost(I->h_logits);
+        I->h_logits = NULL;
+        I->h_logits_cap = 0;
+        if (cudaMallocHost((void **)&I->h_logits, pin * sizeof(float)) == cudaSuccess) I->h_logits_cap = pin;
+        else cudaGetLastError(); /* no pinned memory: the head downloads pageable */
+    }
     if (st == CMF_OK) memcpy(I->h_step, b->pos, (size_t)n * sizeof(int32_t));
     if (st != CMF_OK) pthread_mutex_unlock(&I->mu);
     return st;
@@ -506,7 +552,8 @@ cmf_status cu_begin(cmf_backend *be, cmf_batch *b, int n) {
 void cu_end(cmf_backend *be, cmf_batch *b) {
     (void)b;
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_SPEC || I->mode == G_CAPTURE) capture_abort(I); /* a forward that failed half-way */
+    if (I->mode == G_CAPTURE) capture_abort(I); /* a forward that failed half-way */
+    I->has_pn = 0;
     I->mode = G_EAGER;
     drop_pending(I);
     pthread_mutex_unlock(&I->mu);
@@ -524,13 +571,18 @@ cmf_status cu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_weight *e
     CU_TRY(cudaMemcpyAsync(I->d_step, I->h_step, ((size_t)I->step_cap + (size_t)n) * sizeof(int32_t),
                            cudaMemcpyHostToDevice, I->stream),
            "positions and token ids to the device");
+    if ((st = wait_resolve(I)) != CMF_OK) return st; /* a second embed in one forward */
+    I->pe.w = cw;
+    I->pe.x = x;
+    I->pe.n = n;
+    I->pe.mult = mult;
+    I->has_pn = 0;
     /* (tensor parallelism: the rank's allreduce is captured with the step, src/backend/cuda/tp_nccl.cu) */
     if (I->graphs_on && n <= GRAPH_MAX_TOK && I->mode == G_EAGER) {
-        if (cudaStreamBeginCapture(I->stream, cudaStreamCaptureModeRelaxed) == cudaSuccess) I->mode = G_SPEC;
-        else cudaGetLastError();
+        I->mode = G_WAIT; /* held until the first kv_write decides */
+        return CMF_OK;
     }
-    st = cmf_cuda_embed(&cw, D_TOK(I), n, mult, x, I->stream);
-    return st == CMF_OK ? CMF_OK : cmf_err_prefix(st, "embed: ");
+    return held_issue(I);
 }
 
 cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x, const float *w, int rows, int d,
@@ -545,6 +597,16 @@ cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x,
     if (I->mode == G_REPLAY) return CMF_OK;
     const float *dw = dev_vec(I, w);
     if (w && !dw) return cmf_err(CMF_E_ARG, "cuda: rmsnorm weight is not resident");
+    if (I->mode == G_WAIT) {
+        if (!I->has_pn && !I->n_pm && !I->pr_L && !I->pa_x) { /* the first layer's norm: held too */
+            I->pn.out = out, I->pn.x = x, I->pn.w = dw, I->pn.rows = rows, I->pn.d = d, I->pn.eps = eps;
+            I->pn.gemma = gemma;
+            I->has_pn = 1;
+            return CMF_OK;
+        }
+        cmf_status st = wait_resolve(I);
+        if (st != CMF_OK) return st;
+    }
     cmf_status st = flush_mm(I);
     if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
@@ -563,7 +625,11 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
     if (I->mode == G_REPLAY) return CMF_OK;
     if (ld_out != w->rows)
         return cmf_err(CMF_E_UNSUPPORTED, "cuda: products into strided outputs (task-mask neuron runs) are CPU only");
-    cmf_status st = flush_add(I);
+    cmf_status st = CMF_OK;
+    if (I->mode == G_WAIT && (n > 8 || out == x || I->pr_L || (I->n_pm && (I->pm_x != x || I->pm_n != n || I->n_pm == 3))) &&
+        (st = wait_resolve(I)) != CMF_OK)
+        return st; /* a product that would be issued now, not held */
+    st = flush_add(I);
     if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
     /* deferred: grouped with the next products of the same input (tensor parallelism's allreduce, queued on this
@@ -585,8 +651,9 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
 cmf_status cu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
     cuda_impl *I = IMPL(be);
     if (I->mode == G_REPLAY) return CMF_OK;
-    cmf_status st = flush_pending(I); /* the q/k/v products */
-    if (st != CMF_OK) return st;
+    cmf_status st = CMF_OK;
+    if (I->mode == G_WAIT && I->pr_L && (st = wait_resolve(I)) != CMF_OK) return st;
+    if (I->mode != G_WAIT && (st = flush_pending(I)) != CMF_OK) return st; /* the q/k/v products (G_WAIT: held) */
     I->pr_L = L; /* run with the cache write by kv_write */
     I->pr_b = b;
     I->pr_layer = layer;
@@ -618,28 +685,35 @@ void graph_key(cuda_impl *I, cmf_batch *b, cmf_session *const *seqs, int n, std:
     }
 }
 
-/* At the first kv_write of a speculative capture: decide between replay, capture and eager (block comment). */
+/* At the first kv_write of a forward in G_WAIT, before any of its kernels is queued: replay, capture or eager
+ * (block comment "CUDA graphs"). */
 cmf_status graph_decide(cuda_impl *I, cmf_batch *b, cmf_session *const *seqs, int n) {
     I->cur_w = seqs[0]->w;
-    if (!I->cur_w->final_norm) return graph_flush(I); /* the end of the layers is found by the final norm */
-    for (int t = 0; t + 1 < n; t++)
-        if (seqs[t] == seqs[t + 1]) return graph_flush(I); /* a session with several tokens: not a decode step */
+    bool step = I->cur_w->final_norm != NULL; /* the end of the layers is found by the final norm */
+    for (int t = 0; step && t < n; t++)
+        for (int u = t + 1; u < n; u++) step = step && seqs[u] != seqs[t]; /* one token per session */
+    if (!step) return wait_resolve(I);
     graph_key(I, b, seqs, n, I->cur_key);
     for (graph_entry &g : I->graphs)
-        if (g.key == I->cur_key) {
-            capture_abort(I); /* the cached graph holds the same prefix */
+        if (g.key == I->cur_key) { /* the held ops are inside the cached graph */
             g.used = ++I->stamp;
             I->cur_exec = g.exec;
             I->mode = G_REPLAY;
+            I->has_pn = 0;
             return CMF_OK;
         }
+    cudaError_t e = cudaStreamBeginCapture(I->stream, cudaStreamCaptureModeRelaxed);
+    if (e != cudaSuccess) { /* no graph this time */
+        cudaGetLastError();
+        return wait_resolve(I);
+    }
     I->mode = G_CAPTURE;
-    return CMF_OK;
+    return held_issue(I);
 }
 
 cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_SPEC) {
+    if (I->mode == G_WAIT) {
         cmf_status st = graph_decide(I, b, seqs, n);
         if (st != CMF_OK) return st;
     }
@@ -676,7 +750,8 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
     const cmf_config *c = &b->m->cfg;
     const size_t QD = (size_t)c->n_heads * c->head_dim;
     const cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
-    cmf_status st = flush_pending(I);
+    cmf_status st = wait_resolve(I);
+    if (st == CMF_OK) st = flush_pending(I);
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
@@ -694,7 +769,8 @@ cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, i
     (void)b;
     cuda_impl *I = IMPL(be);
     if (I->mode == G_REPLAY) return CMF_OK;
-    cmf_status st = flush_add(I);
+    cmf_status st = wait_resolve(I);
+    if (st == CMF_OK) st = flush_add(I);
     if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
     if (I->n_pm == 2 && I->pm[0].out == gate && I->pm[1].out == up && !I->pm[0].bias && !I->pm[1].bias &&
@@ -715,7 +791,8 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
                        float eps, int gemma) {
     cuda_impl *I = IMPL(be);
     if (I->mode == G_REPLAY) return CMF_OK;
-    cmf_status st = flush_pending(I);
+    cmf_status st = wait_resolve(I);
+    if (st == CMF_OK) st = flush_pending(I);
     if (st != CMF_OK) return st;
     if (!post_norm) { /* deferred: fused with the rmsnorm that reads x next */
         I->pa_x = x;
@@ -732,7 +809,8 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
 cmf_status cu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows, const cmf_weight *lm_head,
                    float softcap) {
     cuda_impl *I = IMPL(be);
-    cmf_status st = flush_pending(I);
+    cmf_status st = wait_resolve(I);
+    if (st == CMF_OK) st = flush_pending(I);
     if (st == CMF_OK) st = graph_flush(I); /* normally done at the final norm already */
     if (st != CMF_OK) return st;
     const size_t need = (size_t)rows * (size_t)lm_head->rows;
@@ -746,7 +824,11 @@ cmf_status cu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *
         k_softcap<<<grid1d((int64_t)need, 256), 256, 0, I->stream>>>(I->d_logits, (int64_t)need, softcap);
         CU_LAUNCHED("softcap");
     }
-    return cu_download(be, out_host, I->d_logits, need * sizeof(float));
+    if (need > I->h_logits_cap) return cu_download(be, out_host, I->d_logits, need * sizeof(float));
+    st = cmf_cuda_download(I->h_logits, I->d_logits, need * sizeof(float), I->stream); /* pinned: direct DMA */
+    if (st == CMF_OK) st = cmf_cuda_sync(I->stream);
+    if (st == CMF_OK) memcpy(out_host, I->h_logits, need * sizeof(float));
+    return st;
 }
 
 void cu_destroy(cmf_backend *be) {
@@ -762,6 +844,7 @@ void cu_destroy(cmf_backend *be) {
         if (I->h_step) cudaFreeHost(I->h_step);
         cmf_cuda_free(I->d_work);
         cmf_cuda_free(I->d_logits);
+        if (I->h_logits) cudaFreeHost(I->h_logits);
         cmf_cuda_ctx_free(I->ctx);
         if (I->stream) cudaStreamDestroy(I->stream);
         pthread_mutex_destroy(&I->mu);

@@ -41,6 +41,55 @@ static __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* ---- Programmatic Dependent Launch (PDL; CUDA programming guide, "Programmatic Dependent Launch and
+ * Synchronization", sm_90+) --------------------------------------------------------------------------------------
+ * Kernels of the decode step are launched with cudaLaunchAttributeProgrammaticStreamSerialization (cu_launch), so
+ * the next kernel's blocks can start while the previous one finishes. The rule that keeps this exact: every kernel
+ * launched by cu_launch calls pdl_wait() before its first access to memory another kernel writes or reads (only
+ * immutable data, the weights, may be touched before: matvec prefetches its rows into L2 there), and pdl_trigger()
+ * only after pdl_wait(), so at most the next kernel is early and every earlier one is complete when it passes its
+ * wait. Without the attribute (CMF_CUDA_PDL=0, or a launch through <<<>>>) both are no-ops. */
+static __device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+static __device__ __forceinline__ void pdl_trigger() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+/* Both, in the order the rule above needs: the first line of a kernel that prefetches nothing. */
+static __device__ __forceinline__ void pdl_enter() {
+    pdl_wait();
+    pdl_trigger();
+}
+/* L2 prefetch hint of the 128-byte line holding p (weights only: see above). */
+static __device__ __forceinline__ void prefetch_l2(const void *p) {
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+}
+
+/* 1 unless CMF_CUDA_PDL=0 (read once; runtime.cu): whether cu_launch sets the PDL attribute. */
+extern "C" int cmf_cuda_pdl_on(void);
+
+/* kernel<<<grid, block, smem, s>>>(args...) with the PDL attribute when cmf_cuda_pdl_on(); the kernel must follow
+ * the rule above. Returns the launch's error (also left for cudaGetLastError / CU_LAUNCHED). */
+template <typename... KArgs, typename... Args>
+static inline cudaError_t cu_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                    Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = cmf_cuda_pdl_on() ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, kernel, ((KArgs)args)...);
+}
+
 static inline unsigned grid1d(int64_t n, int threads) {
     int64_t b = (n + threads - 1) / threads;
     return (unsigned)(b > 65535 * 32 ? 65535 * 32 : (b < 1 ? 1 : b));

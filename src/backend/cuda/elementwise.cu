@@ -29,6 +29,7 @@ static __device__ float block_max256(float v, float *sh) {
 }
 
 static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int64_t d, float eps, int gemma) {
+    pdl_enter();
     __shared__ float sh[9];
     const float *xr = x + blockIdx.x * d;
     float *o = out + blockIdx.x * d;
@@ -46,6 +47,7 @@ static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int
  * two; the sum, the scale and the products are k_rmsnorm's. */
 static __global__ void k_add_rmsnorm(float *x, const float *o, float *out, const float *w, int64_t d, float eps,
                                      int gemma) {
+    pdl_enter();
     __shared__ float sh[9];
     float *xr = x + blockIdx.x * d;
     const float *orow = o + blockIdx.x * d;
@@ -67,7 +69,7 @@ static __global__ void k_add_rmsnorm(float *x, const float *o, float *out, const
 extern "C" cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *d_out, const float *d_w, int64_t n,
                                            int64_t d, float eps, int gemma_style, cmf_cuda_stream stream) {
     if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_add_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
-    k_add_rmsnorm<<<(unsigned)n, 256, 0, CU_STREAM(stream)>>>(d_x, d_o, d_out, d_w, d, eps, gemma_style);
+    cu_launch(k_add_rmsnorm, (unsigned)n, 256, 0, CU_STREAM(stream), d_x, d_o, d_out, d_w, d, eps, gemma_style);
     CU_LAUNCHED("add_rmsnorm kernel");
     return CMF_OK;
 }
@@ -75,7 +77,7 @@ extern "C" cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *
 extern "C" cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, int64_t n, int64_t d,
                                        float eps, int gemma_style, cmf_cuda_stream stream) {
     if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
-    k_rmsnorm<<<(unsigned)n, 256, 0, CU_STREAM(stream)>>>(d_out, d_x, d_w, d, eps, gemma_style);
+    cu_launch(k_rmsnorm, (unsigned)n, 256, 0, CU_STREAM(stream), d_out, d_x, d_w, d, eps, gemma_style);
     CU_LAUNCHED("rmsnorm kernel");
     return CMF_OK;
 }
@@ -120,6 +122,7 @@ extern "C" cmf_status cmf_cuda_rope(float *d_x, const int32_t *d_pos, int64_t n_
 }
 
 static __global__ void k_glu(float *out, const float *g, const float *u, int64_t n, int gelu) {
+    pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         float a = g[i], act;
         if (gelu) act = 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a)));
@@ -131,12 +134,13 @@ static __global__ void k_glu(float *out, const float *g, const float *u, int64_t
 extern "C" cmf_status cmf_cuda_glu(float *d_out, const float *d_gate, const float *d_up, int64_t n, int gelu_tanh,
                                    cmf_cuda_stream stream) {
     if (n <= 0) return CMF_OK;
-    k_glu<<<grid1d(n, 256), 256, 0, CU_STREAM(stream)>>>(d_out, d_gate, d_up, n, gelu_tanh);
+    cu_launch(k_glu, grid1d(n, 256), 256, 0, CU_STREAM(stream), d_out, d_gate, d_up, n, gelu_tanh);
     CU_LAUNCHED("glu kernel");
     return CMF_OK;
 }
 
 static __global__ void k_add(float *out, const float *a, const float *b, int64_t n) {
+    pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         out[i] = a[i] + b[i];
 }
@@ -144,7 +148,7 @@ static __global__ void k_add(float *out, const float *a, const float *b, int64_t
 extern "C" cmf_status cmf_cuda_add(float *d_out, const float *d_a, const float *d_b, int64_t n,
                                    cmf_cuda_stream stream) {
     if (n <= 0) return CMF_OK;
-    k_add<<<grid1d(n, 256), 256, 0, CU_STREAM(stream)>>>(d_out, d_a, d_b, n);
+    cu_launch(k_add, grid1d(n, 256), 256, 0, CU_STREAM(stream), d_out, d_a, d_b, n);
     CU_LAUNCHED("add kernel");
     return CMF_OK;
 }
@@ -189,6 +193,7 @@ extern "C" cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, in
  * captured decode step replays at the next position). */
 static __global__ void k_kv_write(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos,
                                   int64_t n, int64_t kvd) {
+    pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / kvd, dst = (int64_t)pos[t] * kvd + i % kvd;
         kc[dst] = __half_as_ushort(__float2half_rn(k[i]));
@@ -200,7 +205,7 @@ extern "C" cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const fl
                                         const int32_t *d_pos, int64_t n_tok, int64_t kvd, cmf_cuda_stream stream) {
     if (n_tok < 0 || kvd < 1) return cmf_err(CMF_E_ARG, "cuda_kv_write: n_tok %lld, kvd %lld", (long long)n_tok, (long long)kvd);
     if (n_tok == 0) return CMF_OK;
-    k_kv_write<<<grid1d(n_tok * kvd, 256), 256, 0, CU_STREAM(stream)>>>(d_kc, d_vc, d_k, d_v, d_pos, n_tok * kvd, kvd);
+    cu_launch(k_kv_write, grid1d(n_tok * kvd, 256), 256, 0, CU_STREAM(stream), d_kc, d_vc, d_k, d_v, d_pos, n_tok * kvd, kvd);
     CU_LAUNCHED("kv_write kernel");
     return CMF_OK;
 }
@@ -213,6 +218,7 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
                                                              int gemma, int rot, const float *inv_freq,
                                                              const int32_t *pos, int interleaved, const float *vsrc,
                                                              uint16_t *kc, uint16_t *vc) {
+    pdl_enter();
     const int64_t wid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const int64_t nq = n_tok * nh;
@@ -272,7 +278,7 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const flo
     if (!d_qw != !d_kw) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: q and k norm weights must both be given or not");
     if (d_kc && (!d_vc || !d_v || !d_pos)) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope_kv: cache without V / positions");
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
-    k_qk_norm_rope<<<(unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream)>>>(
+    cu_launch(k_qk_norm_rope, (unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream),
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
         pairing == CMF_CUDA_ROPE_INTERLEAVED, d_v, d_kc, d_vc);
     CU_LAUNCHED("qk_norm_rope kernel");
@@ -289,7 +295,7 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_to
                        n_heads, n_kv_heads, head_dim, rot_dim);
     if (!d_qw != !d_kw) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: q and k norm weights must both be given or not");
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
-    k_qk_norm_rope<<<(unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream)>>>(
+    cu_launch(k_qk_norm_rope, (unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream),
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
         pairing == CMF_CUDA_ROPE_INTERLEAVED, nullptr, nullptr, nullptr);
     CU_LAUNCHED("qk_norm_rope kernel");

@@ -22,6 +22,21 @@ template <int DT> struct Chunk {
 /* nib - 8 as a float without an int->float conversion: the bits 0x4B000000 | nib are 2^23 + nib. */
 static __device__ __forceinline__ float nib_val(unsigned nib) { return __uint_as_float(0x4B000000u | nib) - 8388616.0f; }
 
+/* Before pdl_wait (common.cuh): L2 prefetch of the main plane of rows row[0 .. MV_R) (the weights only), so the
+ * row stream starts while the previous kernel of the step ends. The lanes take 128-byte lines in turn. */
+template <int DT>
+static __device__ __forceinline__ void mv_prefetch(const DevW &w, const int64_t (&row)[MV_R], int lane) {
+    int64_t bytes;
+    if constexpr (DT == CMF_DT_F32) bytes = w.cols * 4;
+    else if constexpr (DT == CMF_DT_F16 || DT == CMF_DT_BF16) bytes = w.cols * 2;
+    else if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) bytes = w.cols;
+    else if constexpr (DT == CMF_DT_Q4_TILED) bytes = w.stride * 18;
+    else bytes = (w.cols >> 5) * 16;
+#pragma unroll
+    for (int i = 0; i < MV_R; i++)
+        for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128) prefetch_l2(w.base + row[i] * bytes + off);
+}
+
 /* Decodes the chunk of row `r` at column c0 into v[CH] (unscaled for q4 / q8) and the chunk scale *cs (q4). */
 template <int DT>
 static __device__ __forceinline__ void load_chunk(const DevW &w, int64_t r, int64_t c0, float *v, float *cs,
@@ -117,6 +132,9 @@ static __global__ void __launch_bounds__(128) k_matvec(DevW w, const float *__re
     int64_t row[MV_R];
 #pragma unroll
     for (int i = 0; i < MV_R; i++) row[i] = rbase + i < w.rows ? rbase + i : w.rows - 1;
+    mv_prefetch<DT>(w, row, lane);
+    pdl_wait();
+    pdl_trigger();
     if constexpr (DT == CMF_DT_Q4TP) {
         int64_t rr = rbase + lane < w.rows ? rbase + lane : w.rows - 1;
         if (lane < MV_R) dev_q4tp_ladder(w.s1 + 4 * rr, lad[warp][lane]);
@@ -160,6 +178,7 @@ static __global__ void __launch_bounds__(128) k_matvec(DevW w, const float *__re
 template <int DT>
 static __global__ void __launch_bounds__(128) k_matvec_any(DevW w, const float *__restrict__ x, float *__restrict__ y,
                                                            int n) {
+    pdl_enter();
     const int lane = threadIdx.x & 31;
     const int64_t r = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     if (r >= w.rows) return;
@@ -181,18 +200,18 @@ template <int DT>
 static cmf_status launch_matvec(const DevW &dw, const float *x, float *y, int n, cudaStream_t s) {
     if (dw.cols % Chunk<DT>::CH != 0) {
         if constexpr (DT == CMF_DT_Q4_TILED || DT == CMF_DT_Q4TP) return cmf_err(CMF_E_ARG, "matvec: q4 cols");
-        else k_matvec_any<DT><<<(unsigned)((dw.rows + 3) / 4), 128, 0, s>>>(dw, x, y, n);
+        else cu_launch(k_matvec_any<DT>, (unsigned)((dw.rows + 3) / 4), 128, 0, s, dw, x, y, n);
     } else {
         unsigned blocks = (unsigned)((dw.rows + MV_WARPS * MV_R - 1) / (MV_WARPS * MV_R));
         switch (n) {
-        case 1: k_matvec<DT, 1><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        case 2: k_matvec<DT, 2><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        case 3: k_matvec<DT, 3><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        case 4: k_matvec<DT, 4><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        case 5: k_matvec<DT, 5><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        case 6: k_matvec<DT, 6><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        case 7: k_matvec<DT, 7><<<blocks, 128, 0, s>>>(dw, x, y); break;
-        default: k_matvec<DT, 8><<<blocks, 128, 0, s>>>(dw, x, y); break;
+        case 1: cu_launch(k_matvec<DT, 1>, blocks, 128, 0, s, dw, x, y); break;
+        case 2: cu_launch(k_matvec<DT, 2>, blocks, 128, 0, s, dw, x, y); break;
+        case 3: cu_launch(k_matvec<DT, 3>, blocks, 128, 0, s, dw, x, y); break;
+        case 4: cu_launch(k_matvec<DT, 4>, blocks, 128, 0, s, dw, x, y); break;
+        case 5: cu_launch(k_matvec<DT, 5>, blocks, 128, 0, s, dw, x, y); break;
+        case 6: cu_launch(k_matvec<DT, 6>, blocks, 128, 0, s, dw, x, y); break;
+        case 7: cu_launch(k_matvec<DT, 7>, blocks, 128, 0, s, dw, x, y); break;
+        default: cu_launch(k_matvec<DT, 8>, blocks, 128, 0, s, dw, x, y); break;
         }
     }
     CU_LAUNCHED("matvec kernel");
@@ -253,6 +272,15 @@ static __global__ void __launch_bounds__(128) k_matvec_multi(MultiW mw, const fl
         wr[i] = GLU ? &mw.w[i] : &mw.w[wi];
         row[i] = GLU ? rbase : (rbase + i < w0.rows ? rbase + i : w0.rows - 1);
     }
+    if (GLU) {
+        const int64_t r1[MV_R] = {row[0], row[0]};
+        mv_prefetch<DT>(mw.w[0], r1, lane);
+        mv_prefetch<DT>(mw.w[1], r1, lane);
+    } else {
+        mv_prefetch<DT>(w0, row, lane);
+    }
+    pdl_wait();
+    pdl_trigger();
     if constexpr (DT == CMF_DT_Q4TP) {
         if (lane < MV_R) {
             int64_t rr = GLU ? rbase : (rbase + lane < w0.rows ? rbase + lane : w0.rows - 1);
@@ -309,14 +337,14 @@ static __global__ void __launch_bounds__(128) k_matvec_multi(MultiW mw, const fl
 template <int DT, int GLU>
 static void launch_multi(const MultiW &mw, unsigned blocks, const float *x, int n, int gelu, cudaStream_t s) {
     switch (n) {
-    case 1: k_matvec_multi<DT, 1, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    case 2: k_matvec_multi<DT, 2, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    case 3: k_matvec_multi<DT, 3, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    case 4: k_matvec_multi<DT, 4, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    case 5: k_matvec_multi<DT, 5, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    case 6: k_matvec_multi<DT, 6, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    case 7: k_matvec_multi<DT, 7, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
-    default: k_matvec_multi<DT, 8, GLU><<<blocks, 128, 0, s>>>(mw, x, gelu); break;
+    case 1: cu_launch(k_matvec_multi<DT, 1, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    case 2: cu_launch(k_matvec_multi<DT, 2, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    case 3: cu_launch(k_matvec_multi<DT, 3, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    case 4: cu_launch(k_matvec_multi<DT, 4, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    case 5: cu_launch(k_matvec_multi<DT, 5, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    case 6: cu_launch(k_matvec_multi<DT, 6, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    case 7: cu_launch(k_matvec_multi<DT, 7, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
+    default: cu_launch(k_matvec_multi<DT, 8, GLU>, blocks, 128, 0, s, mw, x, gelu); break;
     }
 }
 

@@ -1,7 +1,18 @@
 /* runtime.cu — devices, memory, streams and the weight check of the CUDA kernel library (cuda_ops.h). */
 #include <stdio.h>
 
+#include <stdlib.h>
+
 #include "backend/cuda/common.cuh"
+
+extern "C" int cmf_cuda_pdl_on(void) {
+    static int on = -1; /* a benign race: every thread computes the same value */
+    if (on < 0) {
+        const char *e = getenv("CMF_CUDA_PDL");
+        on = !(e && e[0] == '0');
+    }
+    return on;
+}
 
 extern "C" cmf_status cmf_cuda_device_count(int *n) {
     if (!n) return cmf_err(CMF_E_ARG, "cuda_device_count: n is NULL");
