@@ -124,9 +124,9 @@ const int32_t *D_TOK(cuda_impl *I) { return I->d_step + I->step_cap; }
  *   - else a capture begins, the held ops are issued into it and the rest follows (G_CAPTURE); at the final norm
  *     it is instantiated, cached, and launched.
  * Any other op seen while waiting (a forward not shaped like forward.c's) runs the held ops eagerly first.
- * For a backend with a collective inside the step (tensor parallelism, src/tp): the graph can hold it too as long
- * as the collective is queued on I->stream between the kernels (ncclAllReduce is capturable) and the key below
- * covers whatever the collective bakes in (its communicator and buffers); today such backends run eagerly.
+ * Tensor parallelism (tp_nccl.cu): a rank's allreduce comes after the first kv_write, so it is queued on I->stream
+ * inside the capture (ncclAllReduce is capturable; its communicator is fixed per rank backend and its buffers are
+ * the batch's, which the key covers) and skipped on replay (cmf_backend_cuda_replaying).
  * The key is everything baked into the launches: the batch's buffers, n, the weight set (and a generation bumped
  * when weights are loaded), and each token's session with its KV cache pointers, n_ctx and layer offsets.
  * Invalidation: load_weights and reallocation of shared scratch clear the cache, kv_free drops the graphs that
