@@ -47,7 +47,7 @@ if has build; then
   echo "== build $(el)"
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
     -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
-    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops make_random_llama gpu_bench >> "$M/build.log" 2>&1
+    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops make_random_llama gpu_bench bench_cuda >> "$M/build.log" 2>&1
   brc=$?
   echo "build rc=$brc $(el)"
   if [ $brc -ne 0 ]; then grep -E 'error|Error' "$M/build.log" | head -30; exit 1; fi

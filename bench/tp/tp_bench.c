@@ -4,7 +4,7 @@
  * 8 warm-up steps, then times N_GEN greedy decode steps (argmax of the logits on the host, one token per step) and
  * prints one line: tp, tok/s, ms/token, and, when the model is split and CMF_TP_PROFILE is set, the all-reduce time
  * per token measured by rank 0 (tp.h: allreduce_s; the profiled run serialises the ranks, so its tok/s is not the
- * one to quote). */
+ * one to quote), and the decode-step CUDA graphs captured / replayed by rank 0's backend. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -12,6 +12,9 @@
 #include "cmf.h"
 #include "model/model.h"
 #include "tp/tp.h"
+#ifdef CMF_HAVE_CUDA
+#include "backend/cuda/cuda_ops.h"
+#endif
 
 static double now_s(void) {
     struct timespec ts;
@@ -65,6 +68,11 @@ int main(int argc, char **argv) {
         if (g && g->profile)
             printf(" all-reduce %.3f ms/token (%ld calls, %.1f us each)", 1e3 * g->allreduce_s / n_gen,
                    g->allreduce_calls, g->allreduce_calls ? 1e6 * g->allreduce_s / (double)g->allreduce_calls : 0);
+#ifdef CMF_HAVE_CUDA
+        uint64_t cap = 0, rep = 0; /* rank 0's (or the plain backend's) decode-step graphs */
+        cmf_backend_cuda_graph_stats(g ? g->rank[0]->be : m->be, &cap, &rep);
+        printf(" graphs %llu captured %llu replayed", (unsigned long long)cap, (unsigned long long)rep);
+#endif
         printf(" [%s]\n", cmf_model_backend_desc(m));
     }
     cmf_session_free(s);

@@ -1,0 +1,164 @@
+/* ar_bench.cu — the latency of one NCCL all-reduce of decode-sized messages between the GPUs of one host, eager
+ * and inside a CUDA graph (how the tp ranks issue it now, src/backend/cuda/tp_nccl.cu):
+ *   ar_bench [N_GPUS 2] [COUNTS 4096,5120,40960]
+ * One thread per GPU with one communicator each (ncclCommInitAll), as src/tp does. For every count (floats) and
+ * payload type (f32, bf16: half the bytes), each rank
+ *   eager: queues EAGER back-to-back in-place sums on its stream; rank 0 times them with events;
+ *   graph: captures K sums (K = 64: the two per layer of a 32-layer decode step) into one graph and replays it R
+ *          times; rank 0 times the replays with events.
+ * and prints one line: microseconds per all-reduce, eager and in a graph. NCCL's own choices (NCCL_PROTO, NCCL_ALGO,
+ * NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_GRAPH_MIXING_SUPPORT) come from the environment, so
+ * bench/tp/run_tp.sh runs this once per setting. Keep NCCL_NVLS_ENABLE=0 on machines without NVLink multicast.
+ * The buffers hold constants (the values do not change NCCL's time); the first sum of each rank is checked. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+enum { MAXG = 8, EAGER = 200, K = 64, R = 30 };
+
+#define CK(call)                                                                                                 \
+    do {                                                                                                         \
+        cudaError_t e_ = (call);                                                                                 \
+        if (e_ != cudaSuccess) {                                                                                 \
+            fprintf(stderr, "ar_bench: %s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__);            \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+#define NK(call)                                                                                                 \
+    do {                                                                                                         \
+        ncclResult_t r_ = (call);                                                                                \
+        if (r_ != ncclSuccess) {                                                                                 \
+            fprintf(stderr, "ar_bench: %s: %s (line %d)\n", #call, ncclGetErrorString(r_), __LINE__);            \
+            exit(1);                                                                                             \
+        }                                                                                                        \
+    } while (0)
+
+static int n_gpu = 2;
+static ncclComm_t comms[MAXG];
+static pthread_barrier_t bar;
+static size_t cur_count;
+static int cur_bf16;
+static float res_eager_us, res_graph_us;
+static int bad;
+
+__global__ void k_fill(float *x, size_t n, float v) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
+}
+__global__ void k_fill_bf16(__nv_bfloat16 *x, size_t n, float v) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __float2bfloat16(v);
+}
+
+/* rank r's work for the current (count, type): fill with r+1, one checked sum, then the two timings. */
+static void *rank_main(void *arg) {
+    const int r = (int)(size_t)arg;
+    CK(cudaSetDevice(r));
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    const size_t n = cur_count, eb = cur_bf16 ? 2 : 4;
+    const ncclDataType_t dt = cur_bf16 ? ncclBfloat16 : ncclFloat;
+    void *buf;
+    CK(cudaMalloc(&buf, n * eb));
+    if (cur_bf16) k_fill_bf16<<<64, 256, 0, s>>>((__nv_bfloat16 *)buf, n, (float)(r + 1));
+    else k_fill<<<64, 256, 0, s>>>((float *)buf, n, (float)(r + 1));
+    CK(cudaGetLastError());
+    NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    CK(cudaStreamSynchronize(s));
+    { /* the sum of 1..n_gpu everywhere (exact in bf16 for small n_gpu) */
+        const float want = 0.5f * (float)(n_gpu * (n_gpu + 1));
+        float got;
+        if (cur_bf16) {
+            __nv_bfloat16 h;
+            CK(cudaMemcpy(&h, (char *)buf + (n - 1) * eb, 2, cudaMemcpyDeviceToHost));
+            got = __bfloat162float(h);
+        } else {
+            CK(cudaMemcpy(&got, (float *)buf + n - 1, 4, cudaMemcpyDeviceToHost));
+        }
+        if (got != want) {
+            fprintf(stderr, "ar_bench: rank %d: sum %g, want %g\n", r, (double)got, (double)want);
+            bad = 1;
+        }
+    }
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    float ms = 0;
+    /* eager */
+    for (int i = 0; i < 20; i++) NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    CK(cudaStreamSynchronize(s));
+    pthread_barrier_wait(&bar);
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < EAGER; i++) NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r == 0) res_eager_us = 1e3f * ms / EAGER;
+    /* graph */
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+    for (int i = 0; i < K; i++) NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    CK(cudaStreamEndCapture(s, &g));
+    CK(cudaGraphInstantiate(&ge, g, 0));
+    for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaStreamSynchronize(s));
+    pthread_barrier_wait(&bar);
+    CK(cudaEventRecord(e0, s));
+    for (int i = 0; i < R; i++) CK(cudaGraphLaunch(ge, s));
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    if (r == 0) res_graph_us = 1e3f * ms / (K * R);
+    CK(cudaGraphExecDestroy(ge));
+    CK(cudaGraphDestroy(g));
+    CK(cudaEventDestroy(e0));
+    CK(cudaEventDestroy(e1));
+    CK(cudaFree(buf));
+    CK(cudaStreamDestroy(s));
+    return NULL;
+}
+
+int main(int argc, char **argv) {
+    if (argc > 1) n_gpu = atoi(argv[1]);
+    const char *counts = argc > 2 ? argv[2] : "4096,5120,40960";
+    int have = 0;
+    CK(cudaGetDeviceCount(&have));
+    if (n_gpu < 2 || n_gpu > MAXG || n_gpu > have) {
+        fprintf(stderr, "ar_bench: %d GPUs asked, %d present (2..%d)\n", n_gpu, have, MAXG);
+        return 77;
+    }
+    int devs[MAXG];
+    for (int i = 0; i < n_gpu; i++) devs[i] = i;
+    NK(ncclCommInitAll(comms, n_gpu, devs));
+    int ver = 0;
+    ncclGetVersion(&ver);
+    const char *env[] = {"NCCL_PROTO", "NCCL_ALGO", "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS",
+                         "NCCL_GRAPH_MIXING_SUPPORT"};
+    char setting[256] = "";
+    for (size_t i = 0; i < sizeof env / sizeof *env; i++)
+        if (getenv(env[i]))
+            snprintf(setting + strlen(setting), sizeof setting - strlen(setting), " %s=%s", env[i], getenv(env[i]));
+    pthread_barrier_init(&bar, NULL, (unsigned)n_gpu);
+    char list[256];
+    snprintf(list, sizeof list, "%s", counts);
+    for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+        for (int b16 = 0; b16 < 2; b16++) {
+            cur_count = (size_t)atol(tok);
+            cur_bf16 = b16;
+            pthread_t th[MAXG];
+            for (int r = 0; r < n_gpu; r++) pthread_create(&th[r], NULL, rank_main, (void *)(size_t)r);
+            for (int r = 0; r < n_gpu; r++) pthread_join(th[r], NULL);
+            printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us%s%s\n", n_gpu, ver, cur_count,
+                   b16 ? "bf16" : "f32", cur_count * (b16 ? 2 : 4), (double)res_eager_us, (double)res_graph_us,
+                   *setting ? " |" : "", setting);
+            fflush(stdout);
+        }
+    }
+    for (int i = 0; i < n_gpu; i++) ncclCommDestroy(comms[i]);
+    return bad;
+}
