@@ -57,7 +57,7 @@ if has bench; then
       8b) geo="4096 32 14336 128256 32 8 128" ;;
       32b) geo="5120 $L32 27648 152064 40 8 128" ;;
     esac
-    ( $B/tests/gpu/make_random_llama /tmp/tpm/$mdl.cmf q8_row $geo 0 0 14 > "$OUT/gen$mdl.log" 2>&1 ) &
+    ( $B/tests/gpu/make_random_llama /tmp/tpm/$mdl.cmf q8_row $geo 0 0 12 > "$OUT/gen$mdl.log" 2>&1 ) &
     GP="$GP $!"
   done
 fi
