@@ -1,5 +1,6 @@
-/* cpu.c — run-time choice of the kernel path from CPUID (x86-64) or the target (arm64), and its report string.
- * Sources: Intel SDM vol. 2 (CPUID leaves 1 and 7, XGETBV/XCR0 state bits), AMD APM vol. 3. */
+/* cpu.c — run-time choice of the kernel path from CPUID (x86-64) or the target and AT_HWCAP (arm64), and its report
+ * string. Sources: Intel SDM vol. 2 (CPUID leaves 1 and 7, XGETBV/XCR0 state bits), AMD APM vol. 3; Linux arm64
+ * elf_hwcaps (HWCAP_ASIMDDP). */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,12 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
+#ifndef HWCAP_ASIMDDP
+#define HWCAP_ASIMDDP (1 << 20) /* Linux arm64 uapi asm/hwcap.h */
+#endif
 #endif
 
 typedef struct {
@@ -46,9 +53,11 @@ static void detect(void) {
         if (!(avx && ymm_ok)) f.fma = f.f16c = 0;
     }
 #elif defined(__aarch64__)
-    f.neon = 1;
+    f.neon = 1; /* AdvSIMD is part of the base AArch64 ISA */
 #if defined(__ARM_FEATURE_DOTPROD)
     f.dotprod = 1;
+#elif defined(__linux__)
+    f.dotprod = (getauxval(AT_HWCAP) & HWCAP_ASIMDDP) != 0; /* SDOT/UDOT (FEAT_DotProd), as kern_neon.c reads it */
 #endif
 #endif
     g_flags = f;
