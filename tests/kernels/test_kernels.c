@@ -4,8 +4,9 @@
  *  - cmf_dequant (src/quant, the reference reader's arithmetic): the row decoder gives the same floats;
  *  - the scalar path: every SIMD path within 2e-6 of sum|w*x|;
  *  - the f32 product on dequantized weights: within the int8-activation error bound sum_b (d_b/2) sum_c |w_c|
- *    (d_b: the scale of the second, remainder level of the activation quantization)
+ *    (d_b: the block's scale of the one-level Q8_0 activation quantization cmf_matmul uses)
  *    (plus float slop) for the quantized dtypes, 1e-5 sum|w*x| for f32/f16/bf16;
+ *  - the two-level activation quantizer (kept for tests): x = d0*q0 + d1*q1 within d1/2 per value;
  *  - exact integer results (bit-for-bit on every path) when activations and weight scales are integers;
  *  - the spec's q4tp/q2tp ladder vectors (CMF_FORMAT.md §2.6, §2.7);
  * plus the thread pool under many tiny operations, the NULL-pool fallback and weight-view errors. */
@@ -112,9 +113,9 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
             for (int64_t c = 0; c < cols; c++) col[c] = cmf_f16_to_f32((uint16_t)(p[rows * cols + 2 * rows + 2 * c] | (p[rows * cols + 2 * rows + 2 * c + 1] << 8)));
         }
         cmf_qact a;
-        void *abuf = malloc(cmf_qact_bytes(2 * n, cols)); /* the two-level quantization cmf_matmul uses */
-        cmf_qact_init(&a, abuf, 2 * n, cols);
-        cmf_qact_quantize(&a, x, cols, cols, col, 2, 0, n);
+        void *abuf = malloc(cmf_qact_bytes(n, cols)); /* the one-level quantization cmf_matmul uses */
+        cmf_qact_init(&a, abuf, n, cols);
+        cmf_qact_quantize(&a, x, cols, cols, col, 1, 0, n);
         cmf_status st = cmf_cpu_set_path(CMF_CPU_SCALAR);
         CHECK(st == CMF_OK);
         cmf_matmul(pool, sc, ld, x, n, &w, bias);
@@ -132,7 +133,7 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
                         mag += fabs(wv * x[tk * cols + c]);
                         if (i8) {
                             const double cs = col ? col[c] : 1.0;
-                            qerr += fabs(wv / cs) * (a.d[(2 * tk + 1) * a.nb + c / 32] * 0.5 + 1e-7 * fabs(x[tk * cols + c] * cs));
+                            qerr += fabs(wv / cs) * (a.d[tk * a.nb + c / 32] * 0.5 + 1e-7 * fabs(x[tk * cols + c] * cs));
                         }
                     }
                     const double g = got[tk * ld + r], s = sc[tk * ld + r], f = ref[tk * ld + r];
@@ -169,6 +170,35 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
     free(W);
     free(row);
     free(p);
+}
+
+/* cmf_qact_quantize with levels = 2: slot 2t+1 quantizes what slot 2t left over, so every value is within half
+ * the second scale of d0*q0 + d1*q1; with levels = 1 within half of d0. Odd cols (zero padding), two tokens. */
+static void check_qact_levels(void) {
+    enum { N = 2, COLS = 75 };
+    float x[N * COLS];
+    for (int i = 0; i < N * COLS; i++) x[i] = frand() * (i % 11 == 0 ? 30.0f : 1.0f);
+    for (int levels = 1; levels <= 2; levels++) {
+        cmf_qact a;
+        void *buf = malloc(cmf_qact_bytes(N * levels, COLS));
+        cmf_qact_init(&a, buf, N * levels, COLS);
+        cmf_qact_quantize(&a, x, COLS, COLS, NULL, levels, 0, N);
+        int bad = 0;
+        for (int t = 0; t < N; t++)
+            for (int c = 0; c < 32 * a.nb; c++) {
+                double y = 0;
+                for (int l = 0; l < levels; l++) {
+                    const int64_t v = (int64_t)t * levels + l;
+                    y += (double)a.d[v * a.nb + c / 32] * a.q[(v * a.nb + c / 32) * 32 + c % 32];
+                }
+                const double xv = c < COLS ? x[t * COLS + c] : 0.0;
+                const double dl = a.d[((int64_t)t * levels + levels - 1) * a.nb + c / 32];
+                bad += !(fabs(y - xv) <= 0.5 * dl * 1.0001 + 1e-6 * fabs(xv)) || (c >= COLS && y != 0);
+            }
+        CHECK_MSG(bad == 0, "activation quantizer, %d level(s): %d values off by more than half the last scale",
+                  levels, bad);
+        free(buf);
+    }
 }
 
 /* Integer activations (each block holds a 127, so d = 1) and unit weight scales: every path must give the exact
@@ -333,6 +363,7 @@ int main(void) {
     cmf_pool_free(pool);
     CHECK(cmf_cpu_set_path(best) == CMF_OK);
     check_ladder_vectors();
+    check_qact_levels();
     check_pool();
     check_errors();
     CMF_TEST_END();

@@ -3,12 +3,17 @@
  * scripts/reference/make_hf_refs.py: Phi-3, Gemma 3, Llama 3.1 rope scaling, and bf16-llama's reference
  * recomputed in float32 — the shipped one was computed in bfloat16 arithmetic), transformers 5.17, float32, eager.
  *  - f32: logits within 1e-4 x max|logit| at every position, and the 24 greedy tokens equal greedy_i;
- *  - q8_row and q8_2f: logits within 2e-3 x max|logit| of our own f32 forward on the same weights dequantized
- *    (so only the kernels differ), and teacher-forced top-1 agreement with logits_i on >= 85% of positions.
- *    Exception, measured and reported: gemma2 agrees on 72.8% (q8_row) / 77.6% (q8_2f). Its random weights make it
- *    unusually sensitive: quantizing only its tied embedding (which the reference converter quantizes, CMF_FORMAT.md
- *    §2.0) already drops agreement to 79.6%, quantizing only the other matrices to 83.0%, while storing the 1-D
- *    tensors in f16 costs nothing (100%). Its bound is 70%, so a regression still fails. */
+ *  - q8_row and q8_2f: logits within 1e-1 x max|logit| of our own f32 forward on the same weights dequantized
+ *    (so only the kernels and their int8 activations differ), and teacher-forced top-1 agreement with logits_i on
+ *    >= 80% of positions. The activations are quantized as llama.cpp's Q8_0 (one int8 level per block of 32,
+ *    d = absmax/127: issue 4's decision, for decode and prefill speed), which on these random-weight models puts
+ *    the logits 1.6-8.5% of max|logit| off the dequantized twin (measured on the AVX-512, AVX2 and scalar paths;
+ *    worst qwen2 seq 2 q8_row 8.5%) and top-1 agreement at 85.0-93.9% (the earlier two-level activations gave
+ *    <= 2e-3 and 85-94%). A broken kernel is off by the order of max|logit| itself, so 1e-1 still catches it.
+ *    Exception, measured and reported: gemma2, whose random weights make it unusually sensitive (quantizing only
+ *    its tied embedding, which the reference converter quantizes, CMF_FORMAT.md §2.0, already drops agreement to
+ *    79.6%): 8.3-38.3% of max|logit| over seq 0-2 and 68.0% (q8_row) / 70.1% (q8_2f) agreement with one-level
+ *    activations (72.8% / 77.6% with two levels). Its bounds are 5e-1 and 65%. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,8 +191,11 @@ static void check_case(const char *name, const char *model_spec, const char *ref
                         if (fabsf(dl[i]) > mx) mx = fabsf(dl[i]);
                         if (fabsf(dl[i] - ql[i]) > md) md = fabsf(dl[i] - ql[i]);
                     }
-                    CHECK_MSG(md <= 2e-3f * mx, "%s seq %d %s: max|diff| %g > 2e-3 x %g vs dequantized f32", name,
-                              seq, cmf_dtype_name(QUANTS[qi]), md, mx);
+                    const float qb = strcmp(name, "gemma2") == 0 ? 5e-1f : 1e-1f;
+                    printf("%-12s seq %d %s: max|diff|/max|logit| vs dequantized f32 = %.2e\n", name, seq,
+                           cmf_dtype_name(QUANTS[qi]), md / mx);
+                    CHECK_MSG(md <= qb * mx, "%s seq %d %s: max|diff| %g > %g x %g vs dequantized f32", name, seq,
+                              cmf_dtype_name(QUANTS[qi]), md, (double)qb, mx);
                     for (int p = 0; p < n; p++)
                         agree[qi] += argmax(ql + (size_t)p * V, V) == argmax(want + (size_t)p * V, V);
                 }
@@ -207,7 +215,7 @@ static void check_case(const char *name, const char *model_spec, const char *ref
         double frac = (double)agree[qi] / total;
         printf("%-12s %s: top-1 agreement with transformers %.1f%% (%d/%d)\n", name, cmf_dtype_name(QUANTS[qi]),
                100 * frac, agree[qi], total);
-        const double bound = strcmp(name, "gemma2") == 0 ? 0.70 : 0.85;
+        const double bound = strcmp(name, "gemma2") == 0 ? 0.65 : 0.80;
         CHECK_MSG(frac >= bound, "%s %s: top-1 agreement %.3f < %.2f", name, cmf_dtype_name(QUANTS[qi]), frac, bound);
         cmf_model_free(qm[qi]);
         cmf_model_free(dqm[qi]);

@@ -4,7 +4,7 @@
  *
  *   int8 family (q8_row, q8_2f, q4_block / q4_tiled with cols % 32 == 0, q4tp, q2tp): the activations are
  *   quantized once per matmul to int8 per block of 32 (llama.cpp's Q8_0 scheme: d = absmax/127, q = round(x/d);
- *   two levels, x ~ d0*q0 + d1*q1, see cmf_qact_quantize),
+ *   one level, slot = token, as llama.cpp; see cmf_qact_quantize),
  *   a tile of weights is decoded to 32-wide int8 blocks with one f32 scale per block, and the microkernel sums
  *   exact int32 block dot products, then scales them in f32:  y += sum_b wscale_b * xscale_b * isum_b.
  *   float family (f32, f16, bf16, and q4 with cols % 32 != 0): weights decoded to f32, f32 FMA dot products.
@@ -51,8 +51,10 @@ typedef void (*kern_mk_f32)(const float *wf, int64_t ldw, const float *x, int64_
 
 /* Fused matrix-vector product for 1..KERN_GEMV_T tokens (decode): acc[i][j] = sum over all columns of
  * w[r+i][c] * x_j[c] for i < nr (1..KERN_RB; rows past nr are not computed) and j < nt, where token j's
- * activations are slots 2j and 2j+1 of a (levels = 2). The weights are read
- * straight from the mapping and decoded in registers; ws is scratch of KERN_RB * KERN_KB floats. No bias. */
+ * activations are slot j of a (one level: d_b * q). Per block b the int32 dot product of the decoded weights
+ * with q is exact; it is scaled in f32 by wscale_b * d_b and summed (any order). The weights are read
+ * straight from the mapping and decoded in registers; ws is scratch of KERN_RB * KERN_KB floats. No bias.
+ * A path without a fused kernel for a dtype leaves the entry NULL (the tiled path then runs). */
 enum { KERN_GEMV_T = 2 };
 typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
                              float acc[KERN_RB][KERN_TB]);
@@ -81,7 +83,8 @@ const cmf_kern *cmf_kern_active(void);
  * x - d*q), so x = d0*q0 + d1*q1 + e with |e| <= d1/2, about 1/254 of the one-level error; a dot product is then
  * the sum of the two slots' dot products. (A second level on the fixed grid d1 = d0/256, which would let a kernel
  * sum 256*isum0 + isum1 in int32, was tried: it put gemma2's q8 logits 3.2e-3 x max|logit| off its dequantized
- * twin over 100 tokens, past test_hf_parity's 2e-3.) a must hold t1*levels slots. Shared by every path, so all paths see the
+ * twin over 100 tokens.) cmf_matmul uses levels = 1 (ACT_LEVELS in matmul.c); 2 stays for tests and accuracy
+ * experiments. a must hold t1*levels slots. Shared by every path, so all paths see the
  * same int8 activations. */
 void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int levels,
                        int64_t t0, int64_t t1);

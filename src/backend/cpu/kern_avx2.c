@@ -115,12 +115,12 @@ TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw
 
 /* ---- fused decode kernels (kern_gemv_i8) ---------------------------------------------------------------------
  * One block of 32 per ymm, weights read from the mapping and decoded in registers, four rows sharing the
- * activation loads, both activation levels dotted with each decoded block, one horizontal sum per row and token
- * at the end. q8 (K = 0): maddubs(|v|, sign(x, v)) as in mk_i8. q4 (K = 1 q4_tiled, 2 q4_block, 3 q4tp with each
- * row's ladder computed once): u = nibble = v + 8 (< 16, so maddubs pair sums stay far inside int16), the nibble
- * byte k (columns 2k, 2k+1) zero-extended to 16 bits and spread by (x | x << 4) & 0x0f0f, and the lane correction
- * cx >> 4 = -8 * (sum of the lane's 4 activations) added after vpmaddwd. Lane totals combine in f32 as
- * (p0*d0 + p1*d1) * wscale (q8: the row scale at the end). */
+ * activation loads, each decoded block dotted with each token's one-level int8 activations (slot = token), one
+ * horizontal sum per row and token at the end. q8 (K = 0): maddubs(|v|, sign(x, v)) as in mk_i8. q4 (K = 1
+ * q4_tiled, 2 q4_block, 3 q4tp with each row's ladder computed once): u = nibble = v + 8 (< 16, so maddubs pair
+ * sums stay far inside int16), the nibble byte k (columns 2k, 2k+1) zero-extended to 16 bits and spread by
+ * (x | x << 4) & 0x0f0f, and the lane correction cx >> 4 = -8 * (sum of the lane's 4 activations) added after
+ * vpmaddwd. Lane totals are scaled in f32 by d * wscale (q8: by d, the row scale at the end). */
 
 TGT_INLINE __m256i nib_unpack(const uint8_t *p) {
     const __m256i w16 = _mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)(const void *)p));
@@ -160,20 +160,14 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
             for (int i = 0; i < nr; i++) cmf_kern_scales(w, r + i, b0, kb, ws + i * KERN_KB);
         for (int64_t b = 0; b < kb; b++) {
             const int64_t B = b0 + b;
-            __m256i X0[KERN_GEMV_T], X1[KERN_GEMV_T], C0[KERN_GEMV_T], C1[KERN_GEMV_T];
-            __m256 D0[KERN_GEMV_T], D1[KERN_GEMV_T];
+            __m256i X[KERN_GEMV_T], CX[KERN_GEMV_T];
+            __m256 D[KERN_GEMV_T];
             for (int j = 0; j < T; j++) {
-                const int64_t o0 = (2 * j) * nb + B, o1 = (2 * j + 1) * nb + B;
-                X0[j] = _mm256_loadu_si256((const __m256i *)(const void *)(a->q + 32 * o0));
-                X1[j] = _mm256_loadu_si256((const __m256i *)(const void *)(a->q + 32 * o1));
-                D0[j] = _mm256_loadu_ps(a->dx + 8 * o0);
-                D1[j] = _mm256_loadu_ps(a->dx + 8 * o1);
-                if (K != 0) {
-                    C0[j] = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->cx + 8 * o0)), 4);
-                    C1[j] = _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->cx + 8 * o1)), 4);
-                } else {
-                    C0[j] = C1[j] = _mm256_setzero_si256();
-                }
+                const int64_t o = j * nb + B;
+                X[j] = _mm256_loadu_si256((const __m256i *)(const void *)(a->q + 32 * o));
+                D[j] = _mm256_loadu_ps(a->dx + 8 * o);
+                CX[j] = K != 0 ? _mm256_srai_epi32(_mm256_loadu_si256((const __m256i *)(const void *)(a->cx + 8 * o)), 4)
+                               : _mm256_setzero_si256();
             }
             for (int i = 0; i < KERN_RB; i++) {
                 /* the same columns of the next group of rows (short row streams do not train the prefetcher) */
@@ -192,21 +186,14 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
                     W = nib_unpack(K == 1 ? base[i] + 18 * B : base[i] + 16 * B);
                 }
                 const __m256i AW = K == 0 ? _mm256_abs_epi8(W) : W;
+                const __m256 S = K != 0 ? _mm256_set1_ps(wsi[i][b]) : _mm256_setzero_ps();
                 for (int j = 0; j < T; j++) {
-                    __m256i p0, p1;
-                    if (K == 0) {
-                        p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(AW, _mm256_sign_epi8(X0[j], W)), ones);
-                        p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(AW, _mm256_sign_epi8(X1[j], W)), ones);
-                    } else {
-                        p0 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(AW, X0[j]), ones), C0[j]);
-                        p1 = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(AW, X1[j]), ones), C1[j]);
-                    }
-                    const __m256 f0 = _mm256_cvtepi32_ps(p0), f1 = _mm256_cvtepi32_ps(p1);
-                    if (K != 0)
-                        s[i][j] = _mm256_fmadd_ps(_mm256_fmadd_ps(f0, D0[j], _mm256_mul_ps(f1, D1[j])),
-                                                  _mm256_set1_ps(wsi[i][b]), s[i][j]);
+                    __m256i p;
+                    if (K == 0)
+                        p = _mm256_madd_epi16(_mm256_maddubs_epi16(AW, _mm256_sign_epi8(X[j], W)), ones);
                     else
-                        s[i][j] = _mm256_fmadd_ps(f0, D0[j], _mm256_fmadd_ps(f1, D1[j], s[i][j]));
+                        p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(AW, X[j]), ones), CX[j]);
+                    s[i][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), K != 0 ? _mm256_mul_ps(S, D[j]) : D[j], s[i][j]);
                 }
             }
         }

@@ -186,11 +186,10 @@ TGT static void mk_i8(const int8_t *q, int64_t ldq, const float *ws, int64_t ldw
 }
 
 /* ---- fused decode kernels (kern_gemv_i8) ---------------------------------------------------------------------
- * Weights are read from the mapping and decoded in registers, 2 blocks (64 columns) per zmm, and dotted with both
- * activation levels of each token: p0 = dpbusd(cx0, u, x0) and p1 = dpbusd(cx1, u, x1) are the exact sums v*x of
- * each 4-column lane, combined in f32 as (p0*d0 + p1*d1) * wscale (q8: the row scale is applied at the end). Four
- * rows share every activation load; one
- * horizontal reduce per row and token at the end. K selects the weight encoding:
+ * Weights are read from the mapping and decoded in registers, 2 blocks (64 columns) per zmm, and dotted with each
+ * token's one-level int8 activations (slot = token): p = dpbusd(cx, u, x) is the exact sum v*x of each 4-column
+ * lane, scaled in f32 as p * (d * wscale) (q8: p * d, the row scale applied at the end). Four rows share every
+ * activation load; one horizontal reduce per row and token at the end. K selects the weight encoding:
  *   K = 0: q8_row / q8_2f, u = q ^ 0x80 = v + 128, per-lane correction cx (one row scale, applied at the end);
  *   K = 1: q4_tiled, 16 nibble bytes at byte 2 of each 18-byte tile; K = 2: q4_block, 16 bytes per group;
  *   K = 3: q4tp, laid out as q4_block, each row's scale ladder computed once per call.
@@ -229,6 +228,17 @@ TGT_INLINE __m512i wpair_tail(const uint8_t *p, int64_t B, int nbl, int64_t m, c
     return nib_unpack(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)q)));
 }
 
+/* Activations of blocks B, B+1 (k8/k32: the masks of 1 or 2 blocks) of token slot j: x, its lane correction
+ * (>> 4 for the q4 encodings) and the per-lane scale. */
+TGT_INLINE void act_pair(const cmf_qact *a, int64_t j, int64_t B, __mmask64 k8, __mmask16 k32, const int K,
+                         __m512i *X, __m512i *C, __m512 *D) {
+    const int64_t o = j * a->nb + B;
+    *X = _mm512_maskz_loadu_epi8(k8, a->q + 32 * o);
+    *C = _mm512_maskz_loadu_epi32(k32, a->cx + 8 * o);
+    if (K != 0) *C = _mm512_srai_epi32(*C, 4);
+    *D = _mm512_maskz_loadu_ps(k32, a->dx + 8 * o);
+}
+
 TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, float *ws,
                        float acc[KERN_RB][KERN_TB], const int K, const int T) {
     const int64_t C = w->cols, nb = a->nb, G = C / 32;
@@ -263,21 +273,9 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
         int64_t b = 0;
         for (; b + 2 <= fullb; b += 2) {
             const int64_t B = b0 + b;
-            __m512i X0[KERN_GEMV_T], X1[KERN_GEMV_T], C0[KERN_GEMV_T], C1[KERN_GEMV_T];
-            __m512 D0[KERN_GEMV_T], D[KERN_GEMV_T];
-            for (int j = 0; j < T; j++) {
-                const int64_t o0 = (2 * j) * nb + B, o1 = (2 * j + 1) * nb + B;
-                X0[j] = _mm512_loadu_si512(a->q + 32 * o0);
-                X1[j] = _mm512_loadu_si512(a->q + 32 * o1);
-                C0[j] = _mm512_loadu_si512(a->cx + 8 * o0);
-                C1[j] = _mm512_loadu_si512(a->cx + 8 * o1);
-                if (K != 0) {
-                    C0[j] = _mm512_srai_epi32(C0[j], 4);
-                    C1[j] = _mm512_srai_epi32(C1[j], 4);
-                }
-                D0[j] = _mm512_loadu_ps(a->dx + 8 * o0);
-                D[j] = _mm512_loadu_ps(a->dx + 8 * o1);
-            }
+            __m512i X[KERN_GEMV_T], CX[KERN_GEMV_T];
+            __m512 D[KERN_GEMV_T];
+            for (int j = 0; j < T; j++) act_pair(a, j, B, ~(__mmask64)0, 0xffff, K, &X[j], &CX[j], &D[j]);
             for (int i = 0; i < KERN_RB; i++) {
                 /* the same columns of the next group of rows: short interleaved row streams (896 columns in
                  * Qwen2.5-0.5B) do not train the hardware prefetcher */
@@ -285,13 +283,8 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
                 const __m512i W = wpair(base[i], B, K);
                 const __m512 S = K != 0 ? pair_scale(wsi[i], b) : _mm512_setzero_ps();
                 for (int j = 0; j < T; j++) {
-                    const __m512 f0 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C0[j], W, X0[j]));
-                    const __m512 f1 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C1[j], W, X1[j]));
-                    if (K != 0) {
-                        s[i][j] = _mm512_fmadd_ps(_mm512_fmadd_ps(f0, D0[j], _mm512_mul_ps(f1, D[j])), S, s[i][j]);
-                    } else {
-                        s[i][j] = _mm512_fmadd_ps(f0, D0[j], _mm512_fmadd_ps(f1, D[j], s[i][j]));
-                    }
+                    const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(CX[j], W, X[j]));
+                    s[i][j] = _mm512_fmadd_ps(f, K != 0 ? _mm512_mul_ps(S, D[j]) : D[j], s[i][j]);
                 }
             }
         }
@@ -300,33 +293,16 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
             const int64_t B = b0 + b;
             const __mmask64 k8 = nbl == 2 ? ~(__mmask64)0 : 0xffffffffull;
             const __mmask16 k32 = nbl == 2 ? 0xffff : 0x00ff;
-            __m512i X0[KERN_GEMV_T], X1[KERN_GEMV_T], C0[KERN_GEMV_T], C1[KERN_GEMV_T];
-            __m512 D0[KERN_GEMV_T], D[KERN_GEMV_T];
-            for (int j = 0; j < T; j++) {
-                const int64_t o0 = (2 * j) * nb + B, o1 = (2 * j + 1) * nb + B;
-                X0[j] = _mm512_maskz_loadu_epi8(k8, a->q + 32 * o0);
-                X1[j] = _mm512_maskz_loadu_epi8(k8, a->q + 32 * o1);
-                C0[j] = _mm512_maskz_loadu_epi32(k32, a->cx + 8 * o0);
-                C1[j] = _mm512_maskz_loadu_epi32(k32, a->cx + 8 * o1);
-                if (K != 0) {
-                    C0[j] = _mm512_srai_epi32(C0[j], 4);
-                    C1[j] = _mm512_srai_epi32(C1[j], 4);
-                }
-                D0[j] = _mm512_maskz_loadu_ps(k32, a->dx + 8 * o0);
-                D[j] = _mm512_maskz_loadu_ps(k32, a->dx + 8 * o1);
-            }
+            __m512i X[KERN_GEMV_T], CX[KERN_GEMV_T];
+            __m512 D[KERN_GEMV_T];
+            for (int j = 0; j < T; j++) act_pair(a, j, B, k8, k32, K, &X[j], &CX[j], &D[j]);
             for (int i = 0; i < KERN_RB; i++) {
                 const __m512i W = wpair_tail(base[i], B, nbl, C - 32 * B, K);
                 __m512 S = _mm512_setzero_ps();
                 if (K != 0) S = nbl == 2 ? pair_scale(wsi[i], b) : _mm512_set1_ps(wsi[i][b]);
                 for (int j = 0; j < T; j++) {
-                    const __m512 f0 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C0[j], W, X0[j]));
-                    const __m512 f1 = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(C1[j], W, X1[j]));
-                    if (K != 0) {
-                        s[i][j] = _mm512_fmadd_ps(_mm512_fmadd_ps(f0, D0[j], _mm512_mul_ps(f1, D[j])), S, s[i][j]);
-                    } else {
-                        s[i][j] = _mm512_fmadd_ps(f0, D0[j], _mm512_fmadd_ps(f1, D[j], s[i][j]));
-                    }
+                    const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(CX[j], W, X[j]));
+                    s[i][j] = _mm512_fmadd_ps(f, K != 0 ? _mm512_mul_ps(S, D[j]) : D[j], s[i][j]);
                 }
             }
         }

@@ -21,10 +21,11 @@ enum {
     MM_PAR_MIN = 65536,    /* multiply-adds; a smaller product runs on the caller: waking the pool costs more */
 };
 
-/* Activation levels of the int8 family (cmf_qact_quantize). One level (plain Q8_0) costs 3-5% of max|logit| on
- * the hf-tiny parity models, over the 2e-3 budget of tests/model/test_hf_parity.c; two levels cost ~1/250 of
- * that for twice the int8 dot products (the weights are still decoded and read once). */
-#define ACT_LEVELS 2
+/* Activation levels of the int8 family (cmf_qact_quantize): one level, llama.cpp's Q8_0 rule (slot = token), for
+ * decode and prefill alike. It puts the hf-tiny q8 logits a few % of max|logit| off the dequantized f32 forward
+ * (tests/model/test_hf_parity.c bounds that at 5e-2); a second level would cut that ~250x for twice the int8
+ * work of every product. */
+#define ACT_LEVELS 1
 
 static int is_i8(const cmf_weight *w) {
     switch (w->dtype) {
@@ -188,7 +189,7 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
     t.levels = t.i8 ? ACT_LEVELS : 1;
-    if (t.i8 && ACT_LEVELS == 2 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
+    if (t.i8 && ACT_LEVELS == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
     if (!pool || cmf_cpu_path() == CMF_CPU_F32REF || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
         cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
         return;
