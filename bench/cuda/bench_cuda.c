@@ -185,6 +185,7 @@ int main(int argc, char **argv) {
     OKC(cmf_cuda_upload(at.q, g_host, sizeof(float) * 32 * 128, NULL));
     OKC(cmf_cuda_memset(at.q, 0x3c, sizeof(float) * 512 * 32 * 128, NULL));
     OKC(cmf_cuda_malloc(&at.work, cmf_cuda_attn_decode_work_bytes(&at.a, 32768)));
+    OKC(cmf_cuda_memset(at.work, 0, cmf_cuda_attn_decode_work_bytes(&at.a, 32768), NULL));
     for (int c = 0; c < 3; c++) {
         at.pos = ctxs[c] - 1;
         double t = time_op(op_attn, &at, 20);

@@ -45,10 +45,33 @@ static __host__ __device__ __forceinline__ split_geo decode_geo(int n_kv_heads, 
     return g;
 }
 
+/* Work layout: one int counter per block column (kv head, head chunk) that counts finished splits (zero between
+ * launches), padded to 256 bytes, then [n_heads][splits][head_dim + 2] f32 partials (max, sum, output). */
+static size_t work_counters(const cmf_cuda_attn *a) {
+    const size_t chunks = (size_t)((a->n_heads / a->n_kv_heads + AD_MAXG - 1) / AD_MAXG);
+    return ((size_t)a->n_kv_heads * chunks * sizeof(int) + 255) / 256 * 256;
+}
+
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
-    if (!a || n_ctx < 1) return 0;
+    if (!a || n_ctx < 1 || a->n_kv_heads < 1) return 0;
     int64_t s = decode_splits(a->n_kv_heads, n_ctx);
-    return (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
+    return work_counters(a) + (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
+}
+
+/* The merge of `used` splits' partials w[s][D + 2] for output dim d (Flash-Decoding's rescaling by exp(m_s - M));
+ * one function for every caller so that they give the same bits. Reads bypass L1 (written by other blocks). */
+static __device__ __forceinline__ float merge_dim(const float *w, int used, int D, int d) {
+    float M = -INFINITY;
+    for (int s = 0; s < used; s++) M = fmaxf(M, __ldcg(w + s * (D + 2)));
+    float o = 0.0f, ls = 0.0f;
+    for (int s = 0; s < used; s++) {
+        const float *ws = w + s * (D + 2);
+        const float m = __ldcg(ws);
+        float f = m > -INFINITY ? expf(m - M) : 0.0f;
+        o += __ldcg(ws + 2 + d) * f;
+        ls += __ldcg(ws + 1) * f;
+    }
+    return o / ls;
 }
 
 /* Block (kv head, split, head chunk): lane groups of L = pow2(D/8) lanes each hold one key row (16 bytes per lane),
@@ -58,7 +81,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   const uint16_t *__restrict__ kc,
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
                                                                   const int32_t *__restrict__ dpos, int nsplit,
-                                                                  float *__restrict__ work) {
+                                                                  float *__restrict__ work, int *__restrict__ done,
+                                                                  float *__restrict__ out) {
     pdl_enter();
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
     __shared__ float sm_ml[NG][GH][2];
@@ -145,26 +169,21 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
         wo[2 + d] = o;
         if (d == 0) wo[0] = M, wo[1] = ls;
     }
-}
-
-static __global__ void k_attn_merge(const float *work, int nsplit, int D, float *out, int n_kv_heads, int window,
-                                    int64_t pos_h, const int32_t *dpos) {
-    pdl_enter();
-    const int64_t h = blockIdx.x;
-    const float *w = work + h * nsplit * (int64_t)(D + 2);
-    const int used = decode_geo(n_kv_heads, window, dpos ? (int64_t)*dpos : pos_h).ns;
-    float M = -INFINITY;
-    for (int s = 0; s < used; s++) M = fmaxf(M, w[s * (D + 2)]);
-    for (int d = threadIdx.x; d < D; d += blockDim.x) {
-        float o = 0.0f, ls = 0.0f;
-        for (int s = 0; s < used; s++) {
-            const float *ws = w + s * (D + 2);
-            float f = ws[0] > -INFINITY ? expf(ws[0] - M) : 0.0f;
-            o += ws[2 + d] * f;
-            ls += ws[1] * f;
-        }
-        out[h * D + d] = o / ls;
+    /* the last split block of this (kv head, head chunk) to finish merges the splits (threadfence reduction, as
+     * the CUDA samples' threadFenceReduction): no second kernel */
+    __shared__ int last;
+    __threadfence();
+    __syncthreads();
+    int *cnt = done + (int64_t)kvh * gridDim.z + blockIdx.z;
+    if (threadIdx.x == 0) last = atomicAdd(cnt, 1) == geo.ns - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int e = threadIdx.x; e < gh * D; e += AD_THREADS) {
+        const int64_t hh = (int64_t)kvh * G + h0 + e / D;
+        out[hh * D + e % D] = merge_dim(work + hh * nsplit * (int64_t)(D + 2), geo.ns, D, e % D);
     }
+    if (threadIdx.x == 0) *cnt = 0; /* ready for the next launch (stream order) */
 }
 
 static cmf_status attn_check(const cmf_cuda_attn *a) {
@@ -179,15 +198,15 @@ static cmf_status attn_check(const cmf_cuda_attn *a) {
 
 template <int GH>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
-                         const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work,
-                         cudaStream_t s) {
+                         const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
+                         float *out, cudaStream_t s) {
     switch (L) {
-    case 1: cu_launch(k_attn_split<GH, 1>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
-    case 2: cu_launch(k_attn_split<GH, 2>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
-    case 4: cu_launch(k_attn_split<GH, 4>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
-    case 8: cu_launch(k_attn_split<GH, 8>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
-    case 16: cu_launch(k_attn_split<GH, 16>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
-    default: cu_launch(k_attn_split<GH, 32>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work); break;
+    case 1: cu_launch(k_attn_split<GH, 1>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 2: cu_launch(k_attn_split<GH, 2>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 4: cu_launch(k_attn_split<GH, 4>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 8: cu_launch(k_attn_split<GH, 8>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 16: cu_launch(k_attn_split<GH, 16>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    default: cu_launch(k_attn_split<GH, 32>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
     }
 }
 
@@ -199,16 +218,14 @@ static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const 
     int G = a->n_heads / a->n_kv_heads;
     int L = pow2_at_least(a->head_dim / 8);
     dim3 grid((unsigned)a->n_kv_heads, (unsigned)ns, (unsigned)((G + AD_MAXG - 1) / AD_MAXG));
-    float *work = (float *)d_work;
+    int *done = (int *)d_work;
+    float *work = (float *)((char *)d_work + work_counters(a));
     int gh = G < AD_MAXG ? G : AD_MAXG;
-    if (gh == 1) launch_split<1>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
-    else if (gh == 2) launch_split<2>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
-    else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
-    else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, s);
-    CU_LAUNCHED("attention split kernel");
-    cu_launch(k_attn_merge, (unsigned)a->n_heads, 128, 0, s, work, ns, a->head_dim, d_out, a->n_kv_heads, a->window, pos,
-                                                      dpos);
-    CU_LAUNCHED("attention merge kernel");
+    if (gh == 1) launch_split<1>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    else if (gh == 2) launch_split<2>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    CU_LAUNCHED("attention decode kernel");
     return CMF_OK;
 }
 

@@ -476,6 +476,7 @@ cmf_status cu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
         I->d_work = NULL;
         I->work_bytes = 0;
         st = cmf_cuda_malloc(&I->d_work, need);
+        if (st == CMF_OK) st = cmf_cuda_memset(I->d_work, 0, need, I->stream); /* the split counters start at 0 */
         if (st == CMF_OK) I->work_bytes = need;
         pthread_mutex_unlock(&I->mu);
     }

@@ -205,8 +205,10 @@ typedef struct cmf_cuda_attn {
 
 /* Decode attention of one query at position pos (keys 0..pos, i.e. pos + 1 cached rows) by flash-decoding: the
  * key range is split across blocks (each split: online softmax over its keys for all query heads of one KV head),
- * then a second kernel merges the splits' (max, sum, partial output). d_q: [n_heads][head_dim]; d_out likewise.
- * d_work: device scratch of cmf_cuda_attn_decode_work_bytes bytes. Errors: CMF_E_ARG (shape rules above,
+ * and the last split block of each (kv head, head chunk) to finish merges the splits' (max, sum, partial output)
+ * (one launch). d_q: [n_heads][head_dim]; d_out likewise. d_work: device scratch of
+ * cmf_cuda_attn_decode_work_bytes bytes, zeroed once before its first use (its split counters are back at zero
+ * after every launch; one stream at a time per scratch). Errors: CMF_E_ARG (shape rules above,
  * pos < 0), CMF_E_IO. */
 cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
                                 const uint16_t *d_v, int64_t pos, float *d_out, void *d_work,

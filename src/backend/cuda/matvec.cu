@@ -22,8 +22,9 @@ template <int DT> struct Chunk {
 /* nib - 8 as a float without an int->float conversion: the bits 0x4B000000 | nib are 2^23 + nib. */
 static __device__ __forceinline__ float nib_val(unsigned nib) { return __uint_as_float(0x4B000000u | nib) - 8388616.0f; }
 
-/* Before pdl_wait (common.cuh): L2 prefetch of the main plane of rows row[0 .. MV_R) (the weights only), so the
- * row stream starts while the previous kernel of the step ends. The lanes take 128-byte lines in turn. */
+/* Before pdl_wait (common.cuh): L2 prefetch of what the warp's first two steps read of rows row[0 .. MV_R) (the
+ * main plane of the weights only, up to 2 KiB a row), so those loads start while the previous kernel of the step
+ * ends. Not the whole row: on large matrices a second request per line costs bandwidth (measured). */
 template <int DT>
 static __device__ __forceinline__ void mv_prefetch(const DevW &w, const int64_t (&row)[MV_R], int lane) {
     int64_t bytes;
@@ -32,9 +33,12 @@ static __device__ __forceinline__ void mv_prefetch(const DevW &w, const int64_t 
     else if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) bytes = w.cols;
     else if constexpr (DT == CMF_DT_Q4_TILED) bytes = w.stride * 18;
     else bytes = (w.cols >> 5) * 16;
-#pragma unroll
-    for (int i = 0; i < MV_R; i++)
-        for (int64_t off = (int64_t)lane * 128; off < bytes; off += 32 * 128) prefetch_l2(w.base + row[i] * bytes + off);
+    const int64_t span = bytes < 2 * 32 * 18 ? bytes : 2 * 32 * 18; /* two steps of 32 lanes */
+    for (int j = lane; j < MV_R * 16; j += 32) {
+        const int i = j / 16;
+        const int64_t off = (int64_t)(j % 16) * 128;
+        if (off < span) prefetch_l2(w.base + row[i] * bytes + off);
+    }
 }
 
 /* Decodes the chunk of row `r` at column c0 into v[CH] (unscaled for q4 / q8) and the chunk scale *cs (q4). */
