@@ -14,7 +14,8 @@
  *    token, the same probe scores, and the logits;
  *  - the O(1) far field on a CUDA session is CMF_E_UNSUPPORTED.
  * Every compared set of logits must satisfy max|gpu - cpu| / max|cpu| <= BOUND = 2e-3 (issue 6's acceptance); the
- * worst per model and dtype is printed ("WORST"). CMF_GPU_DORY_QUICK=1 runs a subset (tiny and mid at f16: the
+ * worst per model and dtype is printed ("WORST"). Prefill products (n > 8) run in f32 on the device (cuBLAS SGEMM over
+ * f32 row tiles); "mid" sets CMF_DORY_CUDA_TILE so that its f16 weights are decoded in several tiles. CMF_GPU_DORY_QUICK=1 runs a subset (tiny and mid at f16: the
  * compute-sanitizer run). Without a usable CUDA device (CI): checks that "cuda" is a clear CMF_E_UNSUPPORTED,
  * "auto" stays on the CPU and an unknown name is CMF_E_ARG, then exits 77 (ctest SKIP). */
 #include <math.h>
@@ -427,6 +428,8 @@ int main(void) {
             snprintf(label, sizeof label, "%s-%s", CASES[ci], cmf_dtype_name(quant));
             cmf_file *f;
             cmf_dory *cpu, *gpu;
+            if (is_mid) setenv("CMF_DORY_CUDA_TILE", "40000", 1); /* f16 prefill products in several row tiles */
+            else unsetenv("CMF_DORY_CUDA_TILE");
             if (open_pair(dir, label, quant, &f, &cpu, &gpu) == 0) {
                 const int V = cpu->cfg.vocab_size;
                 int32_t *ids[4] = {NULL, NULL, NULL, NULL};

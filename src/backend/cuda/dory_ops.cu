@@ -2,9 +2,8 @@
  * device and one stream, driven by the same model code as the cpu (src/model/dory_forward.c).
  *
  *  - Weights: every matrix payload uploaded once, exactly as stored (CMF_FORMAT.md §2), read in place by the
- *    kernels of cuda_ops.h (cmf_cuda_embed, cmf_cuda_matvec for n <= 8 tokens, cmf_cuda_gemm above: cuBLAS with
- *    f16 / bf16 operands for half weights, f32 for f32 weights; CMF_CUDA_EXACT_PREFILL=1 runs every product through
- *    the f32 matvec, 8 rows at a time). The model's f32 scale arena (λ, q/gate scales, suv, logit scale, RoPE tables)
+ *    kernels of cuda_ops.h (cmf_cuda_embed; cmf_cuda_matvec for n <= 8 tokens); prefill products (n > 8) in f32 by
+ *    cublasSgemm, non-f32 weights decoded to f32 row tiles by cmf_cuda_dequant first. The model's f32 scale arena (λ, q/gate scales, suv, logit scale, RoPE tables)
  *    is one device copy; a host pointer into d->arena maps to the same offset in it.
  *  - KV cache: f32 on the device, the cpu layout (slot rows of n_kv_heads·head_dim; sliding rings at p % rows), so
  *    both KV modes and the rings are the model code's slot choice, unchanged.
@@ -13,13 +12,15 @@
  *    (token, query head), each warp an online softmax over a strided share of the keys, merged in shared memory.
  *  - Host synchronisation: the logits download of head() and the Recon gate's φ (to_host); every public call ends
  *    with a stream sync that reports device faults. The model's lock serialises calls of several sessions (one
- *    stream, one cuBLAS scratch).
+ *    stream, one cuBLAS handle, one tile scratch).
  * The O(1) far field is refused by dory_o1.c for sessions on this backend (CMF_E_UNSUPPORTED). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <cublas_v2.h>
 
 #include <new>
 #include <unordered_map>
@@ -35,14 +36,17 @@ namespace {
 
 enum { ROW_THREADS = 256, ATT_WARPS = 4, MAX_HD = 256 };
 
+const size_t SCRATCH_FLOATS = (size_t)1 << 24; /* 64 MiB of f32 weight tiles for the prefill products */
+
 struct dory_dev {
     int dev;
     cudaStream_t stream;
-    cmf_cuda_ctx *ctx;
+    cublasHandle_t blas;
     pthread_mutex_t mu;
     std::unordered_map<const void *, void *> payloads; /* host payload start -> device copy */
     float *d_arena;                                    /* device copy of d->arena */
-    int exact_prefill;                                 /* CMF_CUDA_EXACT_PREFILL=1 */
+    float *d_tile;                                     /* f32 weight tiles (prefill), tile_floats values */
+    size_t tile_floats;
 };
 
 struct dory_sess {
@@ -340,16 +344,32 @@ cmf_status g_embed(cmf_dory_state *s, float *x, const int32_t *tokens, int n) {
     return st;
 }
 
+/* cuBLAS y[t][r0 + i] = Σ_c x[t][c]·W[i][c] for i < nr, t < n, with W an f32 [nr][cols] row block (column-major
+ * it is Wᵀ with ld = cols), f32 operands and accumulation (no TF32: the handle keeps CUBLAS_DEFAULT_MATH). */
+cmf_status sgemm(dory_dev *D, const float *w, int64_t nr, int64_t cols, const float *x, int n, float *y, int64_t ld_y) {
+    const float one = 1.0f, zero = 0.0f;
+    cublasStatus_t bs = cublasSgemm(D->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)nr, n, (int)cols, &one, w, (int)cols, x,
+                                    (int)cols, &zero, y, (int)ld_y);
+    return bs == CUBLAS_STATUS_SUCCESS ? CMF_OK : cmf_err(CMF_E_IO, "dory cuda: cublasSgemm failed (status %d)", (int)bs);
+}
+
+/* Decode products (n <= 8) by cmf_cuda_matvec; prefill products in f32 by cuBLAS: f32 weights as stored, other
+ * dtypes decoded to f32 row tiles first (cmf_cuda_dequant, the values of cmf_dequant). The f16-operand GEMM of the
+ * transformer backend was measured too coarse here (test_gpu_dory: up to 7.5e-3 x max|logit| on r64_b at f16). */
 cmf_status g_matmul(cmf_dory_state *s, float *out, const float *x, int n, const cmf_weight *w) {
     dory_dev *D = DEV(s);
     cmf_cuda_weight cw;
     cmf_status st = dev_weight(s, w, &cw);
     if (st != CMF_OK) return st;
     if (n <= 8) return cmf_cuda_matvec(&cw, x, out, n, D->stream);
-    if (!D->exact_prefill) return cmf_cuda_gemm(D->ctx, &cw, x, out, n, CMF_CUDA_GEMM_AUTO, D->stream);
-    for (int t = 0; t < n && st == CMF_OK; t += 8)
-        st = cmf_cuda_matvec(&cw, x + (size_t)t * (size_t)w->cols, out + (size_t)t * (size_t)w->rows,
-                             n - t < 8 ? n - t : 8, D->stream);
+    if (w->dtype == CMF_DT_F32) return sgemm(D, (const float *)cw.d_data, w->rows, w->cols, x, n, out, w->rows);
+    int64_t tile = (int64_t)(D->tile_floats / (size_t)w->cols);
+    if (tile < 1) return cmf_err(CMF_E_ARG, "dory cuda: rows of %lld values exceed the tile scratch", (long long)w->cols);
+    for (int64_t r0 = 0; r0 < w->rows && st == CMF_OK; r0 += tile) {
+        const int64_t nr = w->rows - r0 < tile ? w->rows - r0 : tile;
+        st = cmf_cuda_dequant(&cw, r0, nr, D->d_tile, CMF_CUDA_F32, D->stream);
+        if (st == CMF_OK) st = sgemm(D, D->d_tile, nr, w->cols, x, n, out + r0, w->rows);
+    }
     return st;
 }
 
@@ -433,7 +453,8 @@ void dev_free(dory_dev *D) {
     if (D->stream) cudaStreamSynchronize(D->stream);
     for (auto &p : D->payloads) cmf_cuda_free(p.second);
     cmf_cuda_free(D->d_arena);
-    cmf_cuda_ctx_free(D->ctx);
+    cmf_cuda_free(D->d_tile);
+    if (D->blas) cublasDestroy(D->blas);
     if (D->stream) cudaStreamDestroy(D->stream);
     pthread_mutex_destroy(&D->mu);
     delete D;
@@ -479,7 +500,27 @@ cmf_status upload_weight(dory_dev *D, const cmf_weight *w, const char *what, int
 cmf_status attach(cmf_dory *d, dory_dev *D) {
     const cmf_dory_config *c = &d->cfg;
     cmf_status st = cmf_cuda_stream_create((cmf_cuda_stream *)&D->stream);
-    if (st == CMF_OK) st = cmf_cuda_ctx_create(&D->ctx, 0);
+    if (st == CMF_OK) {
+        cublasStatus_t bs = cublasCreate(&D->blas);
+        if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(D->blas, D->stream);
+        if (bs != CUBLAS_STATUS_SUCCESS) st = cmf_err(CMF_E_IO, "dory cuda: cuBLAS setup failed (status %d)", (int)bs);
+    }
+    /* the f32 tile scratch: the largest non-f32 matrix, capped at SCRATCH_FLOATS */
+    size_t most = 0;
+    const cmf_weight *all[] = {&d->embed, &d->lm_head};
+    for (int i = 0; i < 2; i++)
+        if (all[i]->dtype != CMF_DT_F32 && (size_t)(all[i]->rows * all[i]->cols) > most) most = (size_t)(all[i]->rows * all[i]->cols);
+    for (int l = 0; l < c->n_layers; l++) {
+        const cmf_dory_layer *L = &d->layers[l];
+        const cmf_weight *w[] = {&L->w_gate, &L->w_up, &L->w_down, &L->wq, &L->wk, &L->wv, &L->wg, &L->wo};
+        for (int i = 0; i < 8; i++)
+            if (w[i]->data && w[i]->dtype != CMF_DT_F32 && (size_t)(w[i]->rows * w[i]->cols) > most)
+                most = (size_t)(w[i]->rows * w[i]->cols);
+    }
+    D->tile_floats = most < SCRATCH_FLOATS ? most : SCRATCH_FLOATS;
+    const char *te = getenv("CMF_DORY_CUDA_TILE"); /* a smaller tile (floats), so that tests cover the tile loop */
+    if (te && atol(te) > 0 && (size_t)atol(te) < D->tile_floats) D->tile_floats = (size_t)atol(te);
+    if (st == CMF_OK && D->tile_floats) st = cmf_cuda_malloc((void **)&D->d_tile, D->tile_floats * sizeof(float));
     if (st == CMF_OK) st = cmf_cuda_malloc((void **)&D->d_arena, d->arena_n * sizeof(float));
     if (st == CMF_OK) st = cmf_cuda_upload(D->d_arena, d->arena, d->arena_n * sizeof(float), D->stream);
     if (st == CMF_OK) st = upload_weight(D, &d->embed, "backbone.embeddings.weight", -1);
@@ -522,8 +563,6 @@ extern "C" cmf_status cmf_dory_cuda_attach(cmf_dory *d, int dev) {
     if (!D) return cmf_err(CMF_E_NOMEM, "dory cuda: out of host memory");
     D->dev = dev;
     pthread_mutex_init(&D->mu, NULL);
-    const char *ep = getenv("CMF_CUDA_EXACT_PREFILL");
-    D->exact_prefill = ep && ep[0] == '1';
     cmf_status st = attach(d, D);
     if (st != CMF_OK) {
         dev_free(D);
