@@ -159,6 +159,38 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                     }
                     CHECK_MSG(bad == 0, "matvec_multi %s [%lld, %lld] n=%d: %lld values differ from matvec (+ bias)",
                               cmf_dtype_name(dt), (long long)rows, (long long)cols, n, (long long)bad);
+                    /* product + residual add + RMSNorm in one launch (output in place of the product, as the
+                     * forward's xb): the bits of matvec then add_rmsnorm; twice, so the block counter's reset counts */
+                    {
+                        float *res = rand_vec(n * rows, 1.0f), *nw = rand_vec(rows, 1.0f);
+                        float *d_nw = dev_from(nw, sizeof(float) * (size_t)rows);
+                        float *d_r1 = dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_o1 = dev_poison(sizeof(float) * (size_t)(n * rows));
+                        int zero = 0, *d_c = dev_from(&zero, sizeof zero);
+                        float *h1 = malloc(sizeof(float) * (size_t)(2 * n * rows)), *h2 = malloc(sizeof(float) * (size_t)(2 * n * rows));
+                        OK(cmf_cuda_add_rmsnorm(d_r1, d_y, d_o1, d_nw, n, rows, 1e-6f, 0, NULL));
+                        OK(cmf_cuda_download(h1, d_r1, sizeof(float) * (size_t)(n * rows), NULL));
+                        OK(cmf_cuda_download(h1 + n * rows, d_o1, sizeof(float) * (size_t)(n * rows), NULL));
+                        for (int rep = 0; rep < 2; rep++) {
+                            float *d_r2 = dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_p = dev_poison(sizeof(float) * (size_t)(n * rows));
+                            OK(cmf_cuda_matvec_add_rmsnorm(&w, d_x, d_p, NULL, n, d_r2, d_p, d_nw, 1e-6f, 0, d_c, NULL));
+                            OK(cmf_cuda_download(h2, d_r2, sizeof(float) * (size_t)(n * rows), NULL));
+                            OK(cmf_cuda_download(h2 + n * rows, d_p, sizeof(float) * (size_t)(n * rows), NULL));
+                            OK(cmf_cuda_sync(NULL));
+                            CHECK_MSG(!memcmp(h1, h2, sizeof(float) * (size_t)(2 * n * rows)),
+                                      "matvec_add_rmsnorm %s [%lld, %lld] n=%d call %d differs from matvec + add_rmsnorm",
+                                      cmf_dtype_name(dt), (long long)rows, (long long)cols, n, rep);
+                            cmf_cuda_free(d_r2);
+                            cmf_cuda_free(d_p);
+                        }
+                        cmf_cuda_free(d_nw);
+                        cmf_cuda_free(d_r1);
+                        cmf_cuda_free(d_o1);
+                        cmf_cuda_free(d_c);
+                        free(res);
+                        free(nw);
+                        free(h1);
+                        free(h2);
+                    }
                     for (int gelu = 0; gelu <= 1; gelu++) {
                         OK(cmf_cuda_matvec_glu(&w, &w, d_x, d_y2, n, gelu, NULL));
                         OK(cmf_cuda_glu(d_y3, d_y, d_y, n * rows, gelu, NULL));
@@ -310,6 +342,15 @@ static void test_elementwise(void) {
         OK(cmf_cuda_download(h2 + (n - 1) * d, d_o2, sizeof(float) * (size_t)((n - 1) * d), NULL));
         OK(cmf_cuda_sync(NULL));
         CHECK_MSG(!memcmp(h1, h2, sizeof(float) * (size_t)(2 * (n - 1) * d)), "add_rmsnorm differs from add + rmsnorm");
+        /* the output in place of the added rows (the forward's xb: o_proj / down_proj output, then the next norm) */
+        float *d_a3 = dev_from(x, sizeof(float) * (size_t)((n - 1) * d)), *d_oo = dev_from(x + d, sizeof(float) * (size_t)((n - 1) * d));
+        OK(cmf_cuda_add_rmsnorm(d_a3, d_oo, d_oo, d_w, n - 1, d, 1e-6f, 0, NULL));
+        OK(cmf_cuda_download(h2, d_a3, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_download(h2 + (n - 1) * d, d_oo, sizeof(float) * (size_t)((n - 1) * d), NULL));
+        OK(cmf_cuda_sync(NULL));
+        CHECK_MSG(!memcmp(h1, h2, sizeof(float) * (size_t)(2 * (n - 1) * d)), "add_rmsnorm with out == o differs");
+        cmf_cuda_free(d_a3);
+        cmf_cuda_free(d_oo);
         cmf_cuda_free(d_a1);
         cmf_cuda_free(d_a2);
         cmf_cuda_free(d_o1);
@@ -527,11 +568,15 @@ int main(void) {
     printf("device: %s\n", info);
     cmf_cuda_ctx *ctx = NULL;
     OK(cmf_cuda_ctx_create(&ctx, 0));
-    test_exp2f();
-    test_weights(ctx);
-    test_elementwise();
-    test_attention();
-    test_sampling();
+    /* CMF_CUDA_TEST_ONLY=weights,attention,...: a subset (short device calls); unset: every group */
+    const char *only = getenv("CMF_CUDA_TEST_ONLY");
+#define GROUP(name) (!only || strstr(only, name))
+    if (GROUP("exp2f")) test_exp2f();
+    if (GROUP("weights")) test_weights(ctx);
+    if (GROUP("elementwise")) test_elementwise();
+    if (GROUP("attention")) test_attention();
+    if (GROUP("sampling")) test_sampling();
+#undef GROUP
     cmf_cuda_ctx_free(ctx);
     CMF_TEST_END();
 }

@@ -61,6 +61,8 @@ struct cuda_impl {
     int n_cur;       /* tokens of the current forward */
     /* CUDA graphs of decode steps */
     int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
+    int fuse_norm;                    /* CMF_CUDA_FUSE_NORM=0 turns off product + add + norm fusion */
+    int *d_cnt;                       /* zeroed counter of cmf_cuda_matvec_add_rmsnorm */
     int exact_prefill;                /* CMF_CUDA_EXACT_PREFILL=1: prefill products by the f32 matvec, 8 rows at a
                                          time, instead of the f16 GEMM (a precision experiment, slow) */
     int mode;                         /* enum graph_mode */
@@ -275,9 +277,14 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
  *                       a glu of the pending gate/up outputs becomes one cmf_cuda_matvec_glu;
  *   qk_rope          -> kept pending; the kv_write that follows runs cmf_cuda_qk_norm_rope_kv (norm, RoPE and the
  *                       cache write in one launch);
- *   residual         -> kept pending (no post-norm); the rmsnorm of the same rows runs cmf_cuda_add_rmsnorm.
- * Any other op first runs what is pending (flush_pending), in the original order. Per layer that is 9 launches
- * instead of 15 (Llama): norm, q/k/v, norm+RoPE+cache, attention (2), o, add+norm, gate/up+GLU, down. */
+ *   residual         -> kept pending (no post-norm); the rmsnorm of the same rows runs cmf_cuda_add_rmsnorm (its
+ *                       output may be the added rows, the forward's xb); when the product that wrote those rows
+ *                       (o_proj / down_proj) is still pending, product, add and norm are one
+ *                       cmf_cuda_matvec_add_rmsnorm (CMF_CUDA_FUSE_NORM=0: not fused).
+ * Any other op first runs what is pending (flush_pending), in the original order (a pending product before a
+ * pending add). Per Llama layer that is 6 launches: q/k/v, norm+RoPE+cache, attention (split + merge in one),
+ * o+add+norm, gate/up+GLU, down+add+norm (the first layer adds the embedding's norm). Before 2026-11-29 evening it
+ * was 11: the add+norm fusion never matched (it refused an output aliasing the added rows, which the forward uses). */
 
 /* The eager product: matvec (n <= 8) or GEMM, then the bias. */
 cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_weight *w, const float *bias) {
@@ -325,6 +332,10 @@ cmf_status flush_mm(cuda_impl *I) {
 
 cmf_status flush_add(cuda_impl *I) {
     if (!I->pa_x) return CMF_OK;
+    if (I->n_pm) { /* a product kept pending before the add (cu_residual) goes first: the add reads its output */
+        cmf_status st = flush_mm(I);
+        if (st != CMF_OK) return st;
+    }
     float *x = I->pa_x;
     I->pa_x = NULL;
     return cmf_cuda_add(x, x, I->pa_o, (int64_t)I->pa_rows * I->pa_d, I->stream);
@@ -608,10 +619,25 @@ cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x,
         cmf_status st = wait_resolve(I);
         if (st != CMF_OK) return st;
     }
+    if (I->pa_x && I->pa_x == x && I->pa_rows == rows && I->pa_d == d && out != x && I->n_pm == 1 &&
+        I->pm[0].out == I->pa_o && I->pm_n == rows && I->pm[0].w->rows == d && !I->pr_L) {
+        /* product (o_proj / down_proj), residual add and this norm in one launch */
+        cmf_cuda_weight cw;
+        cmf_status st = dev_weight(I, I->pm[0].w, &cw, 0);
+        if (st != CMF_OK) return st;
+        const float *bias = I->pm[0].bias ? dev_vec(I, I->pm[0].bias) : NULL;
+        if (I->pm[0].bias && !bias) return cmf_err(CMF_E_ARG, "cuda: a bias is not resident");
+        if (cmf_cuda_matvec_multi_ok(&cw, 1, rows)) {
+            I->n_pm = 0;
+            I->pa_x = NULL;
+            return cmf_cuda_matvec_add_rmsnorm(&cw, I->pm_x, I->pa_o, bias, rows, (float *)x, out, dw, eps, gemma,
+                                               I->d_cnt, I->stream);
+        }
+    }
     cmf_status st = flush_mm(I);
     if (st == CMF_OK) st = flush_rope(I);
     if (st != CMF_OK) return st;
-    if (I->pa_x && I->pa_x == x && I->pa_rows == rows && I->pa_d == d && out != x && out != I->pa_o) {
+    if (I->pa_x && I->pa_x == x && I->pa_rows == rows && I->pa_d == d && out != x) { /* out may be pa_o (xb) */
         I->pa_x = NULL; /* the pending residual add and this norm in one launch */
         return cmf_cuda_add_rmsnorm((float *)x, I->pa_o, out, dw, rows, d, eps, gemma, I->stream);
     }
@@ -793,7 +819,10 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
     cuda_impl *I = IMPL(be);
     if (I->mode == G_REPLAY) return CMF_OK;
     cmf_status st = wait_resolve(I);
-    if (st == CMF_OK) st = flush_pending(I);
+    /* the product that wrote o stays pending when the add and the next norm can join it (cu_rmsnorm) */
+    const bool keep = I->fuse_norm && !post_norm && !I->pa_x && I->n_pm == 1 && I->pm[0].out == o && I->pm_n == rows &&
+                      I->pm[0].w->rows == d;
+    if (st == CMF_OK) st = keep ? flush_rope(I) : flush_pending(I);
     if (st != CMF_OK) return st;
     if (!post_norm) { /* deferred: fused with the rmsnorm that reads x next */
         I->pa_x = x;
@@ -845,6 +874,7 @@ void cu_destroy(cmf_backend *be) {
         if (I->h_step) cudaFreeHost(I->h_step);
         cmf_cuda_free(I->d_work);
         cmf_cuda_free(I->d_logits);
+        cmf_cuda_free(I->d_cnt);
         if (I->h_logits) cudaFreeHost(I->h_logits);
         cmf_cuda_ctx_free(I->ctx);
         if (I->stream) cudaStreamDestroy(I->stream);
@@ -901,6 +931,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->graphs_on = !(g && g[0] == '0');
     const char *ep = getenv("CMF_CUDA_EXACT_PREFILL");
     I->exact_prefill = ep && ep[0] == '1';
+    const char *fz = getenv("CMF_CUDA_FUSE_NORM");
+    I->fuse_norm = !(fz && fz[0] == '0');
     pthread_mutex_init(&I->mu, NULL);
     be->kind = CMF_BACKEND_CUDA;
     be->name = "cuda";
@@ -931,6 +963,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     snprintf(be->desc, sizeof be->desc, "cuda:%d: %s", dev, info);
     cmf_status st = cmf_cuda_stream_create((cmf_cuda_stream *)&I->stream);
     if (st == CMF_OK) st = cmf_cuda_ctx_create(&I->ctx, 0);
+    if (st == CMF_OK) st = cmf_cuda_malloc((void **)&I->d_cnt, sizeof(int));
+    if (st == CMF_OK) st = cmf_cuda_memset(I->d_cnt, 0, sizeof(int), I->stream);
     if (st == CMF_OK && c->rot_dim > 0) st = upload_arena(I, m->rope_inv_freq, (size_t)c->rot_dim, "rope frequencies");
     if (st != CMF_OK) {
         cu_destroy(be);
@@ -951,19 +985,3 @@ extern "C" void cmf_backend_cuda_stream(cmf_backend *be, void **stream, int *dev
  * until the final norm is already in it, the rank's collectives included: queue nothing), else 0 (eager, or
  * capturing: a collective queued on the stream now is recorded into the graph). */
 extern "C" int cmf_backend_cuda_replaying(cmf_backend *be) { return IMPL(be)->mode == G_REPLAY; }
-
-/* For tensor parallelism's weight prefetch (tp_nccl.cu): the device copy *d of resident weight w (its row view)
- * and the bytes of that view's payload (*bytes, CMF_FORMAT.md §2 sizes). Errors: CMF_E_ARG when w is not resident,
- * CMF_E_UNSUPPORTED for a dtype without a size. */
-extern "C" cmf_status cmf_backend_cuda_weight(cmf_backend *be, const cmf_weight *w, const void **d, size_t *bytes) {
-    cmf_cuda_weight cw;
-    cmf_status st = dev_weight(IMPL(be), w, &cw, 0);
-    if (st != CMF_OK) return st;
-    uint32_t shape[2] = {(uint32_t)w->rows, (uint32_t)w->cols};
-    uint64_t nb = 0;
-    if (cmf_dtype_nbytes(w->dtype, 2, shape, &nb) != 1)
-        return cmf_err(CMF_E_UNSUPPORTED, "cuda: no payload size for dtype %d", w->dtype);
-    *d = cw.d_data;
-    *bytes = (size_t)nb;
-    return CMF_OK;
-}

@@ -69,6 +69,41 @@ static __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+/* The residual add and RMSNorm of one row of d values by a block of 128 threads, with the bits of k_add_rmsnorm
+ * (elementwise.cu: 256 threads, thread v sums elements v, v + 256, ..., then block_sum256): each thread plays
+ * threads v = tid and tid + 128 with their own partial sums, combined in that kernel's order. x[i] += o[i], then
+ * out[i] = x[i] * inv * (w ? (gemma ? 1 + w[i] : w[i]) : 1). out may be o. o is read through L2 (written by other
+ * blocks of the calling kernel). sh: 9 floats of shared memory. */
+static __device__ __forceinline__ void block_add_rmsnorm128(float *x, const float *o, float *out, const float *w,
+                                                            int64_t d, float eps, int gemma, float *sh) {
+    const int tid = threadIdx.x;
+    float ss[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+        for (int64_t i = tid + 128 * h; i < d; i += 256) {
+            const float v = __ldcg(x + i) + __ldcg(o + i);
+            x[i] = v;
+            ss[h] = fmaf(v, v, ss[h]);
+        }
+#pragma unroll
+    for (int h = 0; h < 2; h++) {
+        const float s = warp_sum(ss[h]);
+        if ((tid & 31) == 0) sh[(tid >> 5) + 4 * h] = s;
+    }
+    __syncthreads();
+    float t = tid < 8 ? sh[tid] : 0.0f;
+    if (tid < 32) t = warp_sum(t);
+    if (tid == 0) sh[8] = t;
+    __syncthreads();
+    const float inv = 1.0f / sqrtf(sh[8] / (float)d + eps);
+    __syncthreads();
+    for (int h = 0; h < 2; h++)
+        for (int64_t i = tid + 128 * h; i < d; i += 256) {
+            float g = w ? (gemma ? 1.0f + w[i] : w[i]) : 1.0f;
+            out[i] = x[i] * inv * g;
+        }
+}
+
 /* 1 unless CMF_CUDA_PDL=0 (read once; runtime.cu): whether cu_launch sets the PDL attribute. */
 extern "C" int cmf_cuda_pdl_on(void);
 

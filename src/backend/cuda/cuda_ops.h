@@ -102,6 +102,15 @@ cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_
 cmf_status cmf_cuda_matvec_multi(const cmf_cuda_weight *w, int count, const float *d_x, float *const *d_y,
                                  const float *const *d_bias, int n, cmf_cuda_stream stream);
 int cmf_cuda_matvec_multi_ok(const cmf_cuda_weight *w, int count, int n);
+/* A product followed by the residual add and the next RMSNorm, in one launch (the o_proj / down_proj of a decode
+ * step and the norm after it): d_y[t] = W d_in[t] (+ d_bias) as cmf_cuda_matvec_multi with one weight, then the
+ * last block to finish runs d_x[t] += d_y[t], d_out[t] = RMSNorm(d_x[t]) * d_nw as cmf_cuda_add_rmsnorm, for t < n
+ * (1..8), rows of d = w->rows. Bit for bit cmf_cuda_matvec_multi then cmf_cuda_add_rmsnorm. d_out may be d_y, not
+ * d_x. d_counter: one int of device memory, zero before the first call, left zero (one stream at a time).
+ * Errors: as cmf_cuda_matvec_multi, CMF_E_ARG for NULL buffers. */
+cmf_status cmf_cuda_matvec_add_rmsnorm(const cmf_cuda_weight *w, const float *d_in, float *d_y, const float *d_bias,
+                                       int n, float *d_x, float *d_out, const float *d_nw, float eps, int gemma_style,
+                                       int *d_counter, cmf_cuda_stream stream);
 /* The gated MLP's first half in one launch (Shazeer 2020): d_out[t][r] = act(gate_r · x_t) * (up_r · x_t), act =
  * SiLU or GELU-tanh (gelu_tanh != 0), for t < n (1..8); gate and up of the same dtype and shape. Bit for bit
  * cmf_cuda_matvec twice followed by cmf_cuda_glu. Errors: as cmf_cuda_matvec_multi. */
@@ -146,7 +155,8 @@ cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, in
 enum cmf_cuda_rope_pairing { CMF_CUDA_ROPE_HALF = 0, CMF_CUDA_ROPE_INTERLEAVED = 1 };
 
 /* The residual add followed by the next RMSNorm, in one launch: d_x[t] += d_o[t], then d_out[t] = RMSNorm(d_x[t])
- * exactly as cmf_cuda_rmsnorm (d_out must not alias d_x or d_o). n rows of d. Errors: CMF_E_ARG, CMF_E_IO. */
+ * exactly as cmf_cuda_rmsnorm. d_out may be d_o (each element of d_o is read by the thread that later writes that
+ * element of d_out), not d_x. n rows of d. Errors: CMF_E_ARG, CMF_E_IO. */
 cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *d_out, const float *d_w, int64_t n, int64_t d,
                                 float eps, int gemma_style, cmf_cuda_stream stream);
 

@@ -44,7 +44,8 @@ static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int
 }
 
 /* x += o, then out = RMSNorm(x): each thread adds the elements it later sums, so no barrier is needed between the
- * two; the sum, the scale and the products are k_rmsnorm's. */
+ * two; the sum, the scale and the products are k_rmsnorm's. out may be o: element i of both is touched by one
+ * thread only, read (loop 1) before written (loop 2). */
 static __global__ void k_add_rmsnorm(float *x, const float *o, float *out, const float *w, int64_t d, float eps,
                                      int gemma) {
     pdl_enter();

@@ -246,6 +246,13 @@ struct MultiW {
     const float *bias[3];
     unsigned block_end[3]; /* blocks [block_end[i-1], block_end[i]) compute weight i */
     int count;
+    /* epilogue (count 1, GLU 0; ex != NULL): the last block to finish runs ex[t] += y[0][t], eout[t] =
+     * RMSNorm(ex[t]) * ew (cmf_cuda_matvec_add_rmsnorm) */
+    float *ex, *eout;
+    const float *ew;
+    float eeps;
+    int egemma;
+    int *ecnt;
 };
 
 static __device__ __forceinline__ float act_glu(float a, int gelu) {
@@ -267,7 +274,9 @@ static __global__ void __launch_bounds__(128) k_matvec_multi(MultiW mw, const fl
     const DevW &w0 = mw.w[wi];
     const int64_t rbase = GLU ? (int64_t)blockIdx.x * MV_WARPS + warp
                               : ((int64_t)(blockIdx.x - b0) * MV_WARPS + warp) * MV_R;
-    if (rbase >= w0.rows) return;
+    const bool active = rbase < w0.rows;
+    if (!active && (GLU || !mw.ex)) return; /* whole warp: no block barrier follows */
+    if (active) {
     __shared__ float lad[MV_WARPS][MV_R][32];
     int64_t row[MV_R];
     const DevW *wr[MV_R];
@@ -336,6 +345,22 @@ static __global__ void __launch_bounds__(128) k_matvec_multi(MultiW mw, const fl
             }
         }
     }
+    } /* active */
+    if (GLU || !mw.ex) return;
+    /* the last block to finish adds the product to the residual and norms it (threadfence reduction) */
+    __shared__ int last;
+    __shared__ float sh[9];
+    pdl_wait(); /* (inactive warps skipped it above) */
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) last = atomicAdd(mw.ecnt, 1) == (int)gridDim.x - 1;
+    __syncthreads();
+    if (!last) return;
+    __threadfence();
+    for (int t = 0; t < N; t++)
+        block_add_rmsnorm128(mw.ex + (int64_t)t * w0.rows, mw.y[0] + (int64_t)t * w0.rows,
+                             mw.eout + (int64_t)t * w0.rows, mw.ew, w0.rows, mw.eeps, mw.egemma, sh);
+    if (threadIdx.x == 0) *mw.ecnt = 0; /* ready for the next launch (stream order) */
 }
 
 template <int DT, int GLU>
@@ -394,6 +419,36 @@ extern "C" cmf_status cmf_cuda_matvec_multi(const cmf_cuda_weight *w, int count,
     CMF_CUDA_DISPATCH_DT(w[0].dtype, MM)
 #undef MM
     CU_LAUNCHED("matvec_multi kernel");
+    return CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_matvec_add_rmsnorm(const cmf_cuda_weight *w, const float *d_in, float *d_y,
+                                                  const float *d_bias, int n, float *d_x, float *d_out,
+                                                  const float *d_nw, float eps, int gemma_style, int *d_counter,
+                                                  cmf_cuda_stream stream) {
+    cmf_status st = multi_check(w, 1, n);
+    if (st != CMF_OK) return st;
+    if (!d_in || !d_y || !d_x || !d_out || !d_counter || d_out == d_x)
+        return cmf_err(CMF_E_ARG, "cuda_matvec_add_rmsnorm: NULL buffer or the output aliases the residual");
+    MultiW mw;
+    memset(&mw, 0, sizeof mw);
+    mw.count = 1;
+    mw.w[0] = make_devw(w);
+    mw.y[0] = d_y;
+    mw.bias[0] = d_bias;
+    const unsigned blocks = (unsigned)((w->rows + MV_WARPS * MV_R - 1) / (MV_WARPS * MV_R));
+    mw.block_end[0] = blocks;
+    mw.ex = d_x;
+    mw.eout = d_out;
+    mw.ew = d_nw;
+    mw.eeps = eps;
+    mw.egemma = gemma_style;
+    mw.ecnt = d_counter;
+    cudaStream_t s = CU_STREAM(stream);
+#define MA(DT) launch_multi<DT, 0>(mw, blocks, d_in, n, 0, s)
+    CMF_CUDA_DISPATCH_DT(w->dtype, MA)
+#undef MA
+    CU_LAUNCHED("matvec_add_rmsnorm kernel");
     return CMF_OK;
 }
 
