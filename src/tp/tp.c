@@ -460,7 +460,6 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
         tp->aborted = 0;
         tp->arrived = 0;
         tp->fail_rank = -1;
-        for (int r = 0; r < N; r++) tp->ar_index[r] = 0;
         pthread_mutex_lock(&tp->job_mu); /* wake the rank threads */
         tp->jobs = jobs;
         tp->job_done = 0;

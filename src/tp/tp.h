@@ -57,9 +57,7 @@ typedef struct cmf_tp {
     int job_done, quit;           /* workers finished this forward; set by cmf_tp_free */
     void *jobs;                   /* the current forward's per-rank jobs (tp.c rank_job[n]) */
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
-    void *nccl;                   /* cuda ranks: the NCCL communicators and prefetch streams (tp_nccl.cu); NULL
-                                   * on the cpu */
-    int ar_index[CMF_TP_MAX];     /* all-reduces of rank r so far in the current forward (reset per forward) */
+    void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
     double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others
                                    * included; cuda: with profile, the collective alone) */
