@@ -1,9 +1,12 @@
-/* matmul_bench.c — times cmf_matmul per dtype: matvec (n = 1, GB/s of weight bytes read) and GEMM (n = 256,
- * GFLOP/s = 2*rows*cols*n / time) at 4096x4096 and 4096x11008 (rows x cols), random weights encoded by
- * cmf_quantize (q4tp/q2tp: random payloads when src/quant has no encoder).
+/* matmul_bench.c — times cmf_matmul per dtype: matvec (n = 1) and batched decode (n = 16), both as GB/s of
+ * weight bytes read per product, and GEMM (n = 512, prefill; GFLOP/s = 2*rows*cols*n / time, and the equivalent
+ * tokens/s of one product), random weights encoded by cmf_quantize (q4tp/q2tp: random payloads when src/quant has
+ * no encoder). Shapes (rows x cols): "big" 4096x4096 and 4096x11008; "qwen" Qwen2.5-0.5B's 4864x896 (gate/up) and
+ * 896x4864 (down).
  *
- *   cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench [threads] [path]
- *   path: scalar | avx2 | avx512-vnni (default: the best this CPU runs). */
+ *   cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench [threads] [path] [shapes] [dtype]
+ *   path: scalar | avx2 | avx512-vnni (default: the best this CPU runs); shapes: all (default) | big | qwen;
+ *   dtype: one dtype name (default: all). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,14 +46,18 @@ int main(int argc, char **argv) {
     cmf_pool *pool = NULL;
     if (cmf_pool_new(threads, &pool) != CMF_OK) return 1;
     printf("path: %s, threads %d\n", cmf_cpu_features_str(), cmf_pool_size(pool));
-    printf("reproduce: cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench %d %s\n",
-           cmf_pool_size(pool), cmf_cpu_path_name(cmf_cpu_path()));
+    printf("reproduce: cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench %d %s %s%s%s\n",
+           cmf_pool_size(pool), cmf_cpu_path_name(cmf_cpu_path()), argc > 3 ? argv[3] : "all", argc > 4 ? " " : "",
+           argc > 4 ? argv[4] : "");
     const int dts[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16, CMF_DT_Q8_ROW, CMF_DT_Q8_2F,
                        CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP};
-    const int64_t shapes[][2] = {{4096, 4096}, {4096, 11008}};
-    const int64_t NB = 256;
-    printf("%-9s %-11s %10s %8s %10s %9s\n", "dtype", "rows x cols", "matvec ms", "GB/s", "gemm256 ms", "GFLOP/s");
-    for (size_t s = 0; s < 2; s++) {
+    const char *which = argc > 3 ? argv[3] : "all", *only = argc > 4 ? argv[4] : NULL;
+    const int64_t shapes[][2] = {{4864, 896}, {896, 4864}, {4096, 4096}, {4096, 11008}};
+    const size_t s0 = !strcmp(which, "big") ? 2 : 0, s1 = !strcmp(which, "qwen") ? 2 : 4;
+    const int64_t NB = 512, NS = 16;
+    printf("%-9s %-11s %10s %8s %10s %8s %10s %9s %9s\n", "dtype", "rows x cols", "matvec ms", "GB/s", "n=16 ms",
+           "GB/s", "n=512 ms", "GFLOP/s", "tok/s");
+    for (size_t s = s0; s < s1; s++) {
         const int64_t rows = shapes[s][0], cols = shapes[s][1];
         float *src = malloc((size_t)(rows * cols) * sizeof(float));
         float *x = malloc((size_t)(NB * cols) * sizeof(float)), *out = malloc((size_t)(NB * rows) * sizeof(float));
@@ -58,6 +65,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < rows * cols; i++) src[i] = (float)rand() / (float)RAND_MAX - 0.5f;
         for (int64_t i = 0; i < NB * cols; i++) x[i] = (float)rand() / (float)RAND_MAX - 0.5f;
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+            if (only && strcmp(only, cmf_dtype_name(dts[d]))) continue;
             uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
             uint64_t nb = 0;
             if (cmf_dtype_nbytes(dts[d], 2, shape, &nb) != 1) continue;
@@ -87,10 +95,11 @@ int main(int argc, char **argv) {
                 free(p);
                 continue;
             }
-            const double tv = bench(pool, out, x, 1, &w, 0.3), tg = bench(pool, out, x, NB, &w, 0.5);
-            printf("%-9s %5lldx%-5lld %10.3f %8.1f %10.2f %9.1f\n", cmf_dtype_name(dts[d]), (long long)rows,
-                   (long long)cols, tv * 1e3, (double)nb / tv / 1e9, tg * 1e3,
-                   2.0 * (double)rows * (double)cols * (double)NB / tg / 1e9);
+            const double tv = bench(pool, out, x, 1, &w, 0.3), ts = bench(pool, out, x, NS, &w, 0.3);
+            const double tg = bench(pool, out, x, NB, &w, 0.5);
+            printf("%-9s %5lldx%-5lld %10.3f %8.1f %10.3f %8.1f %10.2f %9.1f %9.0f\n", cmf_dtype_name(dts[d]),
+                   (long long)rows, (long long)cols, tv * 1e3, (double)nb / tv / 1e9, ts * 1e3, (double)nb / ts / 1e9,
+                   tg * 1e3, 2.0 * (double)rows * (double)cols * (double)NB / tg / 1e9, (double)NB / tg);
             free(p);
         }
         free(src);

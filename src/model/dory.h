@@ -10,10 +10,14 @@
  *   cmf_dory         — weights: views into the mapped CMF file (matrices) and f32 copies of the scale vectors,
  *   cmf_dory_state   — one session: KV caches (per loop or last loop, §1.8; sliding layers keep a ring of
  *                      window + batch rows), activations, the position, and the early-exit gate counters (§2).
+ * Backends: the forward (dory_forward.c) is written once against the Dory op table of backend/dory_ops.h; a model
+ * runs on the cpu (default) or, after cmf_dory_use_backend(d, "cuda"), on a CUDA device (weights resident there,
+ * activations and KV caches in device memory; the O(1) far field stays cpu only).
  *
  * Wiring into the generic API (done by the model owner, see the report in the issue):
  *   cmf_model_load:  when header.arch.arch_name == "dory", call cmf_dory_load(m->file, n_threads, &m->dory)
- *                    instead of cmf_config_from_header + the transformer loader; free with cmf_dory_free.
+ *                    instead of cmf_config_from_header + the transformer loader; free with cmf_dory_free. The
+ *                    backend choice (--gpu, CMF_GPU, cmf_model_load_on's name) goes to cmf_dory_use_backend.
  *   cmf_session_new: cmf_dory_state_new(m->dory, n_ctx, 0, -1, &s->dory); free with cmf_dory_state_free.
  *   prefill/decode:  cmf_dory_forward(s->dory, tokens, n, 0, all_logits); logits from cmf_dory_logits(s->dory).
  *   reset:           cmf_dory_state_reset(s->dory). */
@@ -127,7 +131,8 @@ typedef struct cmf_dory_state {
     int *slot;           /* [n_layers] first slot of an attention layer, -1 for MLP layers */
     cmf_dory_kv *kv;     /* [n_slots] */
     int n_slots;
-    float *x, *inp, *state, *xr, *q, *k, *v, *g, *att, *hb, *hb2; /* activations for n_batch tokens */
+    float *x, *inp, *state, *xr, *q, *k, *v, *g, *att, *hb, *hb2; /* activations for n_batch tokens (backend
+                                                                   * memory, as kv[i].k / .v: device memory on cuda) */
     float *logits;       /* [vocab]: logits of the last position of the last call */
     /* early-exit gate counters (§2) */
     long gate_tokens, gate_one_pass;

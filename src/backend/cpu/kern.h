@@ -59,6 +59,39 @@ enum { KERN_GEMV_T = 2 };
 typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
                              float acc[KERN_RB][KERN_TB]);
 
+/* Register-blocked GEMM of the int8 family for prefill and batched decode (n > KERN_GEMV_T tokens, one activation
+ * level: slot = token), gemm_avx512.c / gemm_avx2.c. matmul.c cuts the rows into panels of up to KERN_GEMM_R rows
+ * and the columns into chunks of up to KERN_GEMM_KB blocks of 32; per panel and chunk:
+ *   gemm_pack_i8(w, r, nr, b0, kb, pack): decodes rows [r, r+nr) (nr <= KERN_GEMM_R), blocks [b0, b0+kb)
+ *     (kb <= KERN_GEMM_KB) once into pack (KERN_GEMM_PACK_BYTES, 64-byte aligned, the caller's; the layout is the
+ *     path's own, usually rows interleaved so that one vector load feeds many rows; it may use the path's
+ *     decode_i8), any int8 dtype of decode_i8;
+ *   gemm_i8(pack, a, t0, t1, out, ld_out, bias, first): for tokens t in [t0, t1) and panel rows i < nr,
+ *     out[t*ld_out + i] = (first ? bias[i] (0 when bias is NULL) : out[t*ld_out + i])
+ *                         + sum over the chunk's blocks b of wscale_ib * a.d[t][b] * (exact int32 dot of v_i and
+ *                         a.q[t] over block b)
+ *     where out and bias point at the panel's first row. The f32 scaling and summation order are the path's own
+ *     (tests/kernels/test_gemm.c: within 1e-5 of cmf_gemm_ref_i8 relative to the sum of |terms|).
+ * A path that leaves both NULL (scalar, NEON for now) runs the tiled decode_i8 + mk_i8 path instead. */
+enum { KERN_GEMM_R = 32, KERN_GEMM_KB = 128 };
+#define KERN_GEMM_PACK_BYTES ((size_t)KERN_GEMM_KB * 1280 + 16384)
+typedef void (*kern_gemm_pack_i8)(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
+typedef void (*kern_gemm_i8)(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out,
+                             int64_t ld_out, const float *bias, int first);
+/* The AVX-512 VNNI and AVX2 implementations (x86-64 builds only). */
+void cmf_gemm_pack_i8_avx512(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
+void cmf_gemm_i8_avx512(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out, int64_t ld_out,
+                        const float *bias, int first);
+void cmf_gemm_pack_i8_avx2(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
+void cmf_gemm_i8_avx2(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out, int64_t ld_out,
+                      const float *bias, int first);
+/* The reference of the GEMM's arithmetic (gemm_scalar.c, for tests): out[t*ld_out + r] = bias[r] (or 0) + sum over
+ * all blocks b of ws_rb * a.d[t][b] * isum_trb in double (ws from the scalar path's decode_i8), rounded to f32, for
+ * t < n (slot = token), r < w->rows; when mag is not NULL, mag[t*ld_out + r] = |bias| + sum |terms| (the scale of
+ * the rounding error). Allocation-free, single thread. */
+void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *out, int64_t ld_out,
+                     const float *bias, double *mag);
+
 typedef struct cmf_kern {
     const char *name;
     kern_decode_i8 decode_i8[CMF_DT_COUNT];
@@ -66,6 +99,8 @@ typedef struct cmf_kern {
     kern_mk_i8 mk_i8;
     kern_decode_f32 decode_f32; /* f16/bf16 (and the generic row decode for anything else) */
     kern_mk_f32 mk_f32;
+    kern_gemm_pack_i8 gemm_pack_i8; /* NULL (with gemm_i8): prefill takes the tiled path */
+    kern_gemm_i8 gemm_i8;
 } cmf_kern;
 
 /* The kernel tables; the SIMD ones are NULL when the compiler cannot build them for this target. */

@@ -393,6 +393,8 @@ static const cmf_kern kern = {
     .mk_i8 = mk_i8,
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,
+    .gemm_pack_i8 = cmf_gemm_pack_i8_avx512, /* gemm_avx512.c */
+    .gemm_i8 = cmf_gemm_i8_avx512,
 };
 const cmf_kern *const cmf_kern_avx512 = &kern;
 

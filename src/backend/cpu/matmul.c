@@ -50,6 +50,8 @@ typedef struct {
     const float *bias;
     int i8, levels; /* levels: activation slots per token (1 for the float family) */
     kern_gemv_i8 gemv; /* the fused decode kernel when n <= KERN_GEMV_T and the path has one for the dtype */
+    int gemm;          /* int8 GEMM (kern.h gemm_pack_i8 / gemm_i8) for n > KERN_GEMV_T when the path has one */
+    int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks per column chunk */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -159,6 +161,29 @@ static void mm_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* The GEMM path: work items are (row panel of KERN_GEMM_R rows, token range); per item and column chunk the
+ * panel is packed once into this thread's scratch and multiplied with every token of the range. */
+static void gemm_worker(void *ctx, int ith, int nth) {
+    (void)nth;
+    mm_task *t = ctx;
+    const cmf_weight *w = t->w;
+    void *pack = cmf_pool_scratch(t->pool, ith, KERN_GEMM_PACK_BYTES); /* reserved by cmf_matmul */
+    if (!pack) return;
+    const int64_t panels = (w->rows + KERN_GEMM_R - 1) / KERN_GEMM_R, nb = t->a.nb;
+    for (;;) {
+        const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (item >= panels * t->tchunks) break;
+        const int64_t p = item / t->tchunks, c = item % t->tchunks, r = p * KERN_GEMM_R;
+        const int nr = w->rows - r < KERN_GEMM_R ? (int)(w->rows - r) : KERN_GEMM_R;
+        const int64_t t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
+        for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
+            const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
+            t->k->gemm_pack_i8(w, r, nr, b0, kb, pack);
+            t->k->gemm_i8(pack, &t->a, t0, t1, t->out + r, t->ld_out, t->bias ? t->bias + r : NULL, b0 == 0);
+        }
+    }
+}
+
 void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                         const float *bias) {
     enum { CH = 256 };
@@ -190,7 +215,9 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
                  .bias = bias, .i8 = is_i8(w)};
     t.levels = t.i8 ? ACT_LEVELS : 1;
     if (t.i8 && ACT_LEVELS == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
-    if (!pool || cmf_cpu_path() == CMF_CPU_F32REF || cmf_pool_reserve(pool, tile_bytes(t.i8)) != CMF_OK) {
+    t.gemm = t.i8 && t.levels == 1 && n > KERN_GEMV_T && t.k->gemm_pack_i8 && t.k->gemm_i8;
+    const size_t scratch = t.gemm ? KERN_GEMM_PACK_BYTES : tile_bytes(t.i8);
+    if (!pool || cmf_cpu_path() == CMF_CPU_F32REF || cmf_pool_reserve(pool, scratch) != CMF_OK) {
         cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
         return;
     }
@@ -212,6 +239,19 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
         else cmf_pool_run(pool, quant_worker, &t);
     }
     const int nth = cmf_pool_size(pool);
+    if (t.gemm) {
+        /* column chunks of equal size; token ranges so that every thread gets about 4 items when the panels are
+         * few (each range packs the panel again: cheap against n / tchunks tokens of products) */
+        const int64_t nb = t.a.nb, panels = (w->rows + KERN_GEMM_R - 1) / KERN_GEMM_R;
+        const int64_t chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
+        t.kc = (nb + chunks - 1) / chunks;
+        t.tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
+        if (t.tchunks > n / 8) t.tchunks = n / 8 > 1 ? n / 8 : 1;
+        atomic_init(&t.next, 0);
+        if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) gemm_worker(&t, 0, 1);
+        else cmf_pool_run(pool, gemm_worker, &t);
+        return;
+    }
     int64_t rpi = (w->rows / (4 * nth) + KERN_RB - 1) / KERN_RB * KERN_RB;
     t.rows_per_item = rpi < KERN_RB ? KERN_RB : rpi > MAX_ROWS_PER_ITEM ? MAX_ROWS_PER_ITEM : rpi;
     atomic_init(&t.next, 0);

@@ -1,0 +1,237 @@
+/* Tests of the int8 prefill GEMM (src/backend/cpu/gemm_*.c, kern.h gemm_pack_i8 / gemm_i8): every int8 dtype
+ * (q8_row, q8_2f, q4_block, q4_tiled, q4tp, q2tp) x every path of this CPU that has a GEMM, random weights and
+ * activations, odd sizes (rows not a multiple of the 32-row panel nor of 16 or 8, cols = 32*k for odd k, q8 also
+ * cols % 32 != 0, one case with two column chunks), n = 3, 5, 17, 33 and 512, against cmf_gemm_ref_i8 (double
+ * sums of the scalar path's decoded blocks):
+ *  - the kernels alone, driven panel by panel with column chunks of KERN_GEMM_KB and of 3 blocks (first = 0
+ *    accumulation), with a bias: within 1e-5 of the sum of |terms| per output, and nothing written past the
+ *    panel's rows;
+ *  - cmf_matmul on a 2-thread pool (work split by row panels and token ranges, q8_2f column scales folded into
+ *    the activations): the same bound;
+ *  - an exact case: integer activations with power-of-two block scales and weights whose scales are powers of two
+ *    give bit-exact sums on every path. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kern.h"
+#include "backend/cpu/ops.h"
+#include "quant/dtype.h"
+#include "testutil.h"
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng >> 16);
+}
+static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
+
+/* Random weights of dtype for rows x cols: encoded by cmf_quantize when src/quant has an encoder, else random
+ * bytes with q4tp/q2tp ladder params in a sane range (lo in [-7, -5], step in [0, 0.2]). malloc'd. */
+static uint8_t *payload(int dtype, int64_t rows, int64_t cols, uint64_t *nbytes) {
+    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
+    if (cmf_dtype_nbytes(dtype, 2, shape, nbytes) != 1) return NULL;
+    uint8_t *p = malloc(*nbytes);
+    float *src = malloc((size_t)(rows * cols) * sizeof(float));
+    for (int64_t i = 0; i < rows * cols; i++) src[i] = frand() * (i % 5 == 0 ? 3.0f : 1.0f);
+    if (cmf_quantize(dtype, (uint64_t)rows, (uint64_t)cols, src, p) != CMF_OK) {
+        for (uint64_t i = 0; i < *nbytes; i++) p[i] = (uint8_t)rnd();
+        if (dtype == CMF_DT_Q4TP || dtype == CMF_DT_Q2TP) {
+            uint8_t *par = p + rows * (cols / 32) * (dtype == CMF_DT_Q4TP ? 16 : 8);
+            for (int64_t r = 0; r < rows; r++) {
+                const uint16_t lo = cmf_f32_to_f16(-7.0f + 2.0f * (float)(rnd() % 1000) / 1000.0f);
+                const uint16_t st = cmf_f32_to_f16(0.2f * (float)(rnd() % 1000) / 1000.0f);
+                memcpy(par + 4 * r, &lo, 2);
+                memcpy(par + 4 * r + 2, &st, 2);
+            }
+        }
+    }
+    free(src);
+    return p;
+}
+
+static int view(int dtype, int64_t rows, int64_t cols, const uint8_t *data, uint64_t nbytes, cmf_weight *w) {
+    cmf_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = "gemm.weight";
+    t.dtype = (uint8_t)dtype;
+    t.ndim = 2;
+    t.shape[0] = (uint32_t)rows;
+    t.shape[1] = (uint32_t)cols;
+    t.nbytes = nbytes;
+    t.data = data;
+    return cmf_weight_view(&t, w) == CMF_OK;
+}
+
+typedef struct {
+    int path;
+    const cmf_kern *k;
+} gpath;
+static gpath gp[2];
+static int n_gp;
+static double worst_all[2]; /* per path: the largest |got - ref| / mag seen */
+static long checked[2];     /* per path: outputs compared */
+
+/* Counts outputs of got (n x ld, first rows columns) off ref by more than 1e-5 * mag, and columns past rows that
+ * are no longer NaN; *worst = the largest |got - ref| / mag. */
+static int compare(const float *got, const float *ref, const double *mag, int64_t n, int64_t rows, int64_t ld,
+                   double *worst) {
+    int bad = 0;
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t r = 0; r < rows; r++) {
+            const double e = fabs((double)got[t * ld + r] - (double)ref[t * ld + r]), m = mag[t * ld + r];
+            if (!(e <= 1e-5 * m)) bad++;
+            if (m > 0 && e / m > *worst) *worst = e / m;
+        }
+        for (int64_t r = rows; r < ld; r++) bad += !isnan(got[t * ld + r]);
+    }
+    return bad;
+}
+
+static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols, const int64_t *ns, int nn) {
+    uint64_t nbytes;
+    uint8_t *p = payload(dtype, rows, cols, &nbytes);
+    cmf_weight w;
+    CHECK_MSG(p && view(dtype, rows, cols, p, nbytes, &w), "%s %lldx%lld: no weight view", cmf_dtype_name(dtype),
+              (long long)rows, (long long)cols);
+    if (!p) return;
+    void *pack = NULL;
+    CHECK(posix_memalign(&pack, 64, KERN_GEMM_PACK_BYTES) == 0);
+    float *col = NULL;
+    if (dtype == CMF_DT_Q8_2F) { /* the column scales cmf_matmul folds into the activations (§2.3) */
+        col = malloc((size_t)cols * sizeof(float));
+        const uint8_t *cs = p + rows * cols + 2 * rows;
+        for (int64_t c = 0; c < cols; c++) col[c] = cmf_f16_to_f32((uint16_t)(cs[2 * c] | cs[2 * c + 1] << 8));
+    }
+    for (int ni = 0; ni < nn; ni++) {
+        const int64_t n = ns[ni], ld = rows + 5;
+        float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
+        for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 6.0f : 1.0f);
+        for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+        float *ref = malloc((size_t)(n * ld) * sizeof(float)), *got = malloc((size_t)(n * ld) * sizeof(float));
+        double *mag = malloc((size_t)(n * ld) * sizeof(double));
+        cmf_qact a;
+        void *abuf = malloc(cmf_qact_bytes(n, cols));
+        cmf_qact_init(&a, abuf, n, cols);
+        /* 1. the kernels alone, plain activations */
+        cmf_qact_quantize(&a, x, cols, cols, NULL, 1, 0, n);
+        cmf_gemm_ref_i8(&w, &a, n, ref, ld, bias, mag);
+        for (int g = 0; g < n_gp; g++) {
+            const int64_t kcs[2] = {KERN_GEMM_KB, 3};
+            for (int ki = 0; ki < 2; ki++) {
+                for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+                for (int64_t r = 0; r < rows; r += KERN_GEMM_R) {
+                    const int nr = rows - r < KERN_GEMM_R ? (int)(rows - r) : KERN_GEMM_R;
+                    for (int64_t b0 = 0; b0 < a.nb; b0 += kcs[ki]) {
+                        const int64_t kb = a.nb - b0 < kcs[ki] ? a.nb - b0 : kcs[ki];
+                        gp[g].k->gemm_pack_i8(&w, r, nr, b0, kb, pack);
+                        gp[g].k->gemm_i8(pack, &a, 0, n, got + r, ld, bias + r, b0 == 0);
+                    }
+                }
+                double worst = 0;
+                const int bad = compare(got, ref, mag, n, rows, ld, &worst);
+                worst_all[g] = worst > worst_all[g] ? worst : worst_all[g];
+                checked[g] += (long)(n * rows);
+                CHECK_MSG(bad == 0, "%s %lldx%lld n=%lld %s kernels, chunks of %lld blocks: %d outputs off (worst %.3g)",
+                          cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n,
+                          cmf_cpu_path_name(gp[g].path), (long long)kcs[ki], bad, worst);
+            }
+        }
+        /* 2. cmf_matmul (threads, work split, q8_2f column scales) */
+        if (col) {
+            cmf_qact_quantize(&a, x, cols, cols, col, 1, 0, n);
+            cmf_gemm_ref_i8(&w, &a, n, ref, ld, bias, mag);
+        }
+        for (int g = 0; g < n_gp; g++) {
+            CHECK(cmf_cpu_set_path(gp[g].path) == CMF_OK);
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            cmf_matmul(pool, got, ld, x, n, &w, bias);
+            double worst = 0;
+            const int bad = compare(got, ref, mag, n, rows, ld, &worst);
+            worst_all[g] = worst > worst_all[g] ? worst : worst_all[g];
+            checked[g] += (long)(n * rows);
+            CHECK_MSG(bad == 0, "%s %lldx%lld n=%lld %s cmf_matmul: %d outputs off (worst %.3g)", cmf_dtype_name(dtype),
+                      (long long)rows, (long long)cols, (long long)n, cmf_cpu_path_name(gp[g].path), bad, worst);
+        }
+        free(abuf);
+        free(x);
+        free(bias);
+        free(ref);
+        free(got);
+        free(mag);
+    }
+    free(col);
+    free(pack);
+    free(p);
+}
+
+/* q8_row weights with scale 1 and integer activations whose block scale is 1 (each block holds +-127): every
+ * product and sum is an integer below 2^24, so every path's GEMM equals the exact integer result. */
+static void check_exact(cmf_pool *pool) {
+    enum { ROWS = 37, COLS = 32 * 7, N = 9 };
+    uint8_t *p = malloc(ROWS * COLS + 2 * ROWS);
+    for (int i = 0; i < ROWS * COLS; i++) p[i] = (uint8_t)(int8_t)((int)(rnd() % 255) - 127);
+    for (int r = 0; r < ROWS; r++) {
+        const uint16_t one = cmf_f32_to_f16(1.0f);
+        memcpy(p + ROWS * COLS + 2 * r, &one, 2);
+    }
+    cmf_weight w;
+    CHECK(view(CMF_DT_Q8_ROW, ROWS, COLS, p, ROWS * COLS + 2 * ROWS, &w));
+    float *x = malloc(N * COLS * sizeof(float)), got[N * ROWS];
+    for (int i = 0; i < N * COLS; i++) x[i] = (float)((int)(rnd() % 255) - 127);
+    for (int t = 0; t < N; t++)
+        for (int b = 0; b < COLS / 32; b++) x[t * COLS + 32 * b + (int)(rnd() % 32)] = rnd() & 1 ? 127.0f : -127.0f;
+    for (int g = 0; g < n_gp; g++) {
+        CHECK(cmf_cpu_set_path(gp[g].path) == CMF_OK);
+        cmf_matmul(pool, got, ROWS, x, N, &w, NULL);
+        int bad = 0;
+        for (int t = 0; t < N; t++)
+            for (int r = 0; r < ROWS; r++) {
+                int64_t s = 0;
+                for (int c = 0; c < COLS; c++) s += (int64_t)(int8_t)p[r * COLS + c] * (int64_t)x[t * COLS + c];
+                bad += got[t * ROWS + r] != (float)s;
+            }
+        CHECK_MSG(bad == 0, "exact integer GEMM on %s: %d outputs differ", cmf_cpu_path_name(gp[g].path), bad);
+    }
+    free(x);
+    free(p);
+}
+
+int main(void) {
+    const int cand[2] = {CMF_CPU_AVX2, CMF_CPU_AVX512};
+    const int saved = cmf_cpu_path();
+    for (int i = 0; i < 2; i++) {
+        if (!cmf_cpu_path_supported(cand[i]) || cmf_cpu_set_path(cand[i]) != CMF_OK) continue;
+        const cmf_kern *k = cmf_kern_active();
+        if (!k->gemm_pack_i8 || !k->gemm_i8) continue;
+        gp[n_gp].path = cand[i];
+        gp[n_gp++].k = k;
+    }
+    if (!n_gp) {
+        fprintf(stderr, "test_gemm: skipped, no path of this CPU has an int8 GEMM\n");
+        return 77;
+    }
+    cmf_pool *pool = NULL;
+    CHECK(cmf_pool_new(2, &pool) == CMF_OK);
+    const int dts[] = {CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP};
+    const int64_t small_n[] = {3, 5, 17, 33}, big_n[] = {512};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        const int dt = dts[d], q8 = dt == CMF_DT_Q8_ROW || dt == CMF_DT_Q8_2F;
+        check_case(pool, dt, 45, 32 * 3, small_n, 4);
+        check_case(pool, dt, 77, 32 * 9, small_n, 4);
+        check_case(pool, dt, 13, 32 * 129, small_n, 2); /* two column chunks of KERN_GEMM_KB */
+        check_case(pool, dt, 45, 32 * 5, big_n, 1);
+        if (q8) check_case(pool, dt, 40, 50, small_n, 4);
+        if (q8) check_case(pool, dt, 33, 1000, small_n + 2, 1);
+    }
+    check_exact(pool);
+    for (int g = 0; g < n_gp; g++)
+        printf("%s: %ld outputs, worst |gemm - ref| / sum|terms| = %.3g (bound 1e-5)\n", cmf_cpu_path_name(gp[g].path),
+               checked[g], worst_all[g]);
+    cmf_cpu_set_path(saved);
+    cmf_pool_free(pool);
+    CMF_TEST_END();
+}
