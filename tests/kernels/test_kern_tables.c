@@ -11,7 +11,10 @@
  *    sum_b |ws_b d_b| sum_k |v_k x_k|);
  *  - gemv_i8, where the path has one, within the same bound of the double-precision sum of the scalar decode's
  *    block products, for nr = 1..KERN_RB rows at the start, middle and end of the view and nt = 1..KERN_GEMV_T
- *    tokens (one activation slot per token, kern.h).
+ *    tokens (one activation slot per token, kern.h);
+ *  - gemm_pack_i8 + gemm_i8, where the path has them, driven panel by panel (KERN_GEMM_R rows) with column chunks
+ *    of KERN_GEMM_KB and of 3 blocks, n = 1..9 tokens, with a bias: within 1e-5 of cmf_gemm_ref_i8 (gemm_scalar.c)
+ *    relative to the sum of |terms|, and nothing written past the panel's rows.
  * Weight payloads are random bytes (q8 includes v = -128, nibbles the full 0..15) with random but finite scales,
  * each ending right before an inaccessible page, so a kernel that reads past the end of its tensor (a row past nr,
  * a partial last block read whole) crashes the test even without a sanitizer (as under qemu).
@@ -192,15 +195,17 @@ static void check_mk_f32(const cmf_kern *k) {
                 cmf_kern_scalar.mk_f32(wf, ldw, x, ldx, t0, tb, c0, nc, ref);
                 for (int i = 0; i < KERN_RB; i++)
                     for (int j = 0; j < tb; j++) {
+                        const float *xj = x + (t0 + j) * ldx + c0;
                         double mag = 0;
-                        for (int64_t c = 0; c < nc; c++) mag += fabs((double)wf[i * ldw + c] * x[(t0 + j) * ldx + c0 + c]);
+                        for (int64_t c = 0; c < nc; c++) mag += fabs((double)wf[i * ldw + c] * xj[c]);
                         bad += !within(got[i][j], ref[i][j], mag);
                     }
             }
         free(wf);
         free(x);
     }
-    CHECK_MSG(bad == 0, "%s mk_f32: %d dot products off the scalar microkernel by more than 1e-5 relative", g_path, bad);
+    CHECK_MSG(bad == 0, "%s mk_f32: %d dot products off the scalar microkernel by more than 1e-5 relative", g_path,
+              bad);
 }
 
 /* ---- int8 family ----------------------------------------------------------------------------------------------- */
@@ -345,6 +350,64 @@ static void check_i8(const cmf_kern *k, int dtype, int64_t rows, int64_t cols) {
     guarded_free(p, nbytes);
 }
 
+/* gemm_pack_i8 + gemm_i8 over the whole view (panels of KERN_GEMM_R rows, column chunks of kc blocks) against
+ * cmf_gemm_ref_i8; outputs past the view's rows must stay NaN. */
+static void check_gemm(const cmf_kern *k, int dtype, int64_t rows, int64_t cols) {
+    uint64_t nbytes;
+    uint8_t *p = payload(dtype, rows, cols, &nbytes);
+    cmf_weight w0;
+    CHECK(p && view(dtype, rows, cols, p, nbytes, &w0));
+    if (!p) return;
+    const cmf_weight w = cmf_weight_rows(&w0, 3, rows - 3);
+    void *pack = NULL;
+    CHECK(posix_memalign(&pack, 64, KERN_GEMM_PACK_BYTES) == 0);
+    const int64_t n = 9, ld = w.rows + 5;
+    cmf_qact a;
+    void *abuf = qact_new(&a, n, cols);
+    float *bias = malloc((size_t)w.rows * sizeof(float)), *ref = malloc((size_t)(n * ld) * sizeof(float));
+    float *got = malloc((size_t)(n * ld) * sizeof(float));
+    double *mag = malloc((size_t)(n * ld) * sizeof(double));
+    for (int64_t r = 0; r < w.rows; r++) bias[r] = frand();
+    int bad = 0;
+    for (int64_t nt = 1; nt <= n; nt += 2) {
+        cmf_gemm_ref_i8(&w, &a, nt, ref, ld, bias, mag);
+        const int64_t kcs[2] = {KERN_GEMM_KB, 3};
+        for (int ki = 0; ki < 2; ki++) {
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            for (int64_t r = 0; r < w.rows; r += KERN_GEMM_R) {
+                const int nr = w.rows - r < KERN_GEMM_R ? (int)(w.rows - r) : KERN_GEMM_R;
+                for (int64_t b0 = 0; b0 < a.nb; b0 += kcs[ki]) {
+                    const int64_t kb = a.nb - b0 < kcs[ki] ? a.nb - b0 : kcs[ki];
+                    k->gemm_pack_i8(&w, r, nr, b0, kb, pack);
+                    k->gemm_i8(pack, &a, 0, nt, got + r, ld, bias + r, b0 == 0);
+                }
+            }
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < ld; r++) {
+                    if (t >= nt || r >= w.rows) {
+                        bad += !isnan(got[t * ld + r]);
+                    } else if (!within(got[t * ld + r], ref[t * ld + r], mag[t * ld + r])) {
+                        if (bad < 5)
+                            fprintf(stderr, "%s gemm %s: row %lld token %lld (n %lld, chunks of %lld): %.9g, "
+                                    "want %.9g\n",
+                                    g_path, cmf_dtype_name(dtype), (long long)r, (long long)t, (long long)nt,
+                                    (long long)kcs[ki], got[t * ld + r], ref[t * ld + r]);
+                        bad++;
+                    }
+                }
+        }
+    }
+    CHECK_MSG(bad == 0, "%s gemm_i8 %s %lldx%lld: %d outputs off cmf_gemm_ref_i8 or written past the rows", g_path,
+              cmf_dtype_name(dtype), (long long)rows, (long long)cols, bad);
+    free(abuf);
+    free(bias);
+    free(ref);
+    free(got);
+    free(mag);
+    free(pack);
+    guarded_free(p, nbytes);
+}
+
 int main(void) {
     const char *feat = cmf_cpu_features_str(), *want = getenv("CMF_EXPECT_CPU");
     printf("cpu: %s\n", feat);
@@ -376,6 +439,11 @@ int main(void) {
             check_i8(k, idt[d], 12, q8 ? 45 : 96);
             check_i8(k, idt[d], 7, q8 ? 32 * 37 + 7 : 32 * 37);
             check_i8(k, idt[d], 13, q8 ? 32 * 70 + 19 : 32 * 70);
+            if (k->gemm_pack_i8 && k->gemm_i8) {
+                /* view rows 42: a full panel and a partial one (not a multiple of 8); 5 rows: one partial group */
+                check_gemm(k, idt[d], 45, q8 ? 32 * 9 + 11 : 32 * 9);
+                check_gemm(k, idt[d], 8, q8 ? 32 * 131 + 5 : 32 * 131); /* two column chunks of KERN_GEMM_KB */
+            }
         }
         printf("%s: worst error %.3g of the 1e-5 relative bound\n", g_path, g_worst);
     }

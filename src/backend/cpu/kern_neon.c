@@ -9,9 +9,13 @@
  * kernels are written once in kern_neon_i8.h and compiled here once per flavour: with SDOT when the build targets
  * it (-march=...+dotprod), else both flavours when the compiler can enable the extension per function, and each
  * table entry then picks one per call from the kernel's HWCAP_ASIMDDP bit (getauxval(AT_HWCAP), read once).
+ * Prefill GEMM (kern.h gemm_pack_i8 / gemm_i8): panels packed 4 rows x 4 columns per vector for SDOT by element
+ * (or its SMULL/ADDP/SADALP emulation), 8 rows x 4 tokens per microkernel.
  * float family: f16 by FCVTL (vcvt_f32_f16), bf16 by a 16-bit left shift (vshll_n_u16), FMA (vfmaq_f32) dot
- * products. Sources: Arm A64 ISA (SDOT, SMULL/SMLAL2, SADALP, LD2/LD4/ST2/ST4, FCVTL); the Linux arm64 ELF
- * hwcaps (Documentation/arch/arm64/elf_hwcaps.rst: HWCAP_ASIMDDP); CMF_FORMAT.md §2.2–2.7 for the layouts. */
+ * products. Sources: Arm A64 ISA (SDOT by vector and by element, SMULL/SMLAL2, ADDP, SADALP, TRN1/TRN2,
+ * LD2/LD4/ST2/ST4, FCVTL); the Linux arm64 ELF hwcaps (Documentation/arch/arm64/elf_hwcaps.rst: HWCAP_ASIMDDP);
+ * CMF_FORMAT.md §2.2–2.7 for the layouts. Not measured on arm64 hardware: none is available here (qemu checks
+ * results, not speed). */
 #include "backend/cpu/kern.h"
 
 #if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
@@ -26,6 +30,7 @@
 #define NEON_DOT 2
 #define DOT_TGT
 #define kn_sdot vdotq_s32
+#define KN_SDOT_LANE(acc, w, x, L) ((acc) = vdotq_laneq_s32((acc), (w), (x), L))
 #elif defined(__linux__)
 #define NEON_DOT 1
 #include <sys/auxv.h>
@@ -40,9 +45,12 @@ DOT_TGT AI int32x4_t kn_sdot(int32x4_t acc, int8x16_t a, int8x16_t b) {
     __asm__("sdot %0.4s, %1.16b, %2.16b" : "+w"(acc) : "w"(a), "w"(b));
     return acc;
 }
+/* acc += the dot products of the four 4-byte rows of w with bytes 4L..4L+3 of x (SDOT by element) */
+#define KN_SDOT_LANE(acc, w, x, L) __asm__("sdot %0.4s, %1.16b, %2.4b[" #L "]" : "+w"(acc) : "w"(w), "w"(x))
 #else
 #define DOT_TGT __attribute__((target("arch=armv8.2-a+dotprod")))
 #define kn_sdot vdotq_s32
+#define KN_SDOT_LANE(acc, w, x, L) ((acc) = vdotq_laneq_s32((acc), (w), (x), L))
 #endif
 #else
 #define NEON_DOT 0
@@ -108,7 +116,9 @@ static void dec_q4tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int
 
 /* q2tp (§2.7): 8 bytes per tile, byte i holds columns 4i..4i+3 at bits 0-1, 2-3, 4-5, 6-7; v = 2c - 3. Plane m
  * of the four holds columns 4i+m; ST4 interleaves them back into column order. */
-AI int8x8_t q2v(uint8x8_t c) { return vsub_s8(vreinterpret_s8_u8(vshl_n_u8(vand_u8(c, vdup_n_u8(3)), 1)), vdup_n_s8(3)); }
+AI int8x8_t q2v(uint8x8_t c) {
+    return vsub_s8(vreinterpret_s8_u8(vshl_n_u8(vand_u8(c, vdup_n_u8(3)), 1)), vdup_n_s8(3));
+}
 
 static void dec_q2tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int8_t *q, float *ws) {
     const int64_t g0 = (w->row0 + r) * (w->cols / 32) + b0;
@@ -122,6 +132,69 @@ static void dec_q2tp(const cmf_weight *w, int64_t r, int64_t b0, int64_t kb, int
         vst4_s8(q + 32 * b, v);
     }
     cmf_kern_scales(w, r, b0, kb, ws);
+}
+
+/* ---- int8 GEMM panel packing (kern_gemm_pack_i8) ----------------------------------------------------------------
+ * Packed panel of KERN_GEMM_R rows x up to KERN_GEMM_KB blocks of 32 columns:
+ *   head (64 bytes: nr, b0, kb) | ws[kb][KERN_GEMM_R] f32 block scales | e[kb][KERN_GEMM_R/4][8][16] int8 | scratch
+ * e holds v (signed, as decode_i8) in the order of SDOT by element: for block b, row quad q (rows 4q..4q+3) and
+ * column group g (columns 4g..4g+3), 16 bytes = the 4 bytes of each of the 4 rows, so that one vector times the 4
+ * activation bytes of group g (a lane of the activation vector) gives 4 row sums. Rows past nr hold v = 0 and
+ * scale 0. q8 dtypes store their row scale as every block's scale. */
+enum { PK_R = KERN_GEMM_R, PK_DB = 8 /* blocks decoded per step */ };
+typedef struct {
+    int32_t nr, pad;
+    int64_t b0, kb;
+} pk_head;
+static float *pk_ws(const void *buf) { return (float *)(void *)((uint8_t *)(uintptr_t)buf + 64); }
+static int8_t *pk_e(const void *buf, int64_t kb) { return (int8_t *)(pk_ws(buf) + kb * PK_R); }
+_Static_assert(64 + (size_t)KERN_GEMM_KB * PK_R * (4 + 32) + (size_t)PK_R * PK_DB * (32 + 4) <= KERN_GEMM_PACK_BYTES,
+               "the NEON GEMM panel must fit KERN_GEMM_PACK_BYTES");
+_Static_assert(PK_R % 8 == 0, "the NEON GEMM microkernel takes rows 8 at a time");
+
+static void gemm_pack(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *buf) {
+    pk_head *h = buf;
+    float *ws = pk_ws(buf);
+    int8_t *e = pk_e(buf, kb), *tmp = e + kb * PK_R * 32;
+    float *tws = (float *)(void *)(tmp + PK_R * PK_DB * 32);
+    h->nr = nr;
+    h->b0 = b0;
+    h->kb = kb;
+    const kern_decode_i8 dec = cmf_kern_neon->decode_i8[w->dtype];
+    const int rows = (nr + 7) / 8 * 8; /* the microkernel reads rows in groups of 8 */
+    for (int64_t c = 0; c < kb; c += PK_DB) {
+        const int64_t m = kb - c < PK_DB ? kb - c : PK_DB;
+        for (int i = 0; i < nr; i++) dec(w, r + i, b0 + c, m, tmp + i * PK_DB * 32, tws + i * PK_DB);
+        for (int i = nr; i < rows; i++) {
+            memset(tmp + i * PK_DB * 32, 0, PK_DB * 32);
+            memset(tws + i * PK_DB, 0, PK_DB * sizeof(float));
+        }
+        for (int64_t b = 0; b < m; b++) {
+            int8_t *eb = e + (c + b) * PK_R * 32;
+            for (int q = 0; q < rows / 4; q++) {
+                for (int half = 0; half < 2; half++) { /* columns 16*half.., groups 4*half..4*half+3 */
+                    int64x2_t v[4];
+                    for (int i = 0; i < 4; i++) {
+                        const int8_t *src = tmp + (4 * q + i) * PK_DB * 32 + 32 * b + 16 * half;
+                        v[i] = vreinterpretq_s64_s8(vld1q_s8(src));
+                    }
+                    /* 4x4 transpose of 32-bit cells: out[g] = (row 0, 1, 2, 3) of column group g */
+                    const int32x4_t r0 = vreinterpretq_s32_s64(v[0]), r1 = vreinterpretq_s32_s64(v[1]);
+                    const int32x4_t r2 = vreinterpretq_s32_s64(v[2]), r3 = vreinterpretq_s32_s64(v[3]);
+                    const int64x2_t t0 = vreinterpretq_s64_s32(vtrn1q_s32(r0, r1));
+                    const int64x2_t t1 = vreinterpretq_s64_s32(vtrn2q_s32(r0, r1));
+                    const int64x2_t t2 = vreinterpretq_s64_s32(vtrn1q_s32(r2, r3));
+                    const int64x2_t t3 = vreinterpretq_s64_s32(vtrn2q_s32(r2, r3));
+                    int8_t *o = eb + q * 128 + half * 64;
+                    vst1q_s8(o, vreinterpretq_s8_s64(vtrn1q_s64(t0, t2)));
+                    vst1q_s8(o + 16, vreinterpretq_s8_s64(vtrn1q_s64(t1, t3)));
+                    vst1q_s8(o + 32, vreinterpretq_s8_s64(vtrn2q_s64(t0, t2)));
+                    vst1q_s8(o + 48, vreinterpretq_s8_s64(vtrn2q_s64(t1, t3)));
+                }
+            }
+            for (int i = 0; i < rows; i++) ws[(c + b) * PK_R + i] = tws[i * PK_DB + b];
+        }
+    }
 }
 
 /* ---- int8 microkernels and fused decode kernels, once per dot-product flavour ----------------------------------- */
@@ -174,6 +247,12 @@ GEMV_PICK(gemv_q4t)
 GEMV_PICK(gemv_q4b)
 GEMV_PICK(gemv_q4tp)
 GEMV_PICK(gemv_q2tp)
+
+static void gemm_i8_pick(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out, int64_t ld_out,
+                         const float *bias, int first) {
+    if (has_dot()) gemm_i8_dot(pack, a, t0, t1, out, ld_out, bias, first);
+    else gemm_i8_base(pack, a, t0, t1, out, ld_out, bias, first);
+}
 #define I8FN(f) f##_pick
 #elif NEON_DOT == 2
 #define I8FN(f) f##_dot
@@ -256,6 +335,8 @@ static const cmf_kern kern = {
     .mk_i8 = I8FN(mk_i8),
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,
+    .gemm_pack_i8 = gemm_pack,
+    .gemm_i8 = I8FN(gemm_i8),
 };
 const cmf_kern *const cmf_kern_neon = &kern;
 

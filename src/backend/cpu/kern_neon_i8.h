@@ -177,3 +177,84 @@ KN_GEMV_FN(gemv_q4b, 2)
 KN_GEMV_FN(gemv_q4tp, 3)
 KN_GEMV_FN(gemv_q2tp, 4)
 #undef KN_GEMV_FN
+
+/* ---- int8 GEMM (kern_gemm_i8) on a panel packed by gemm_pack (kern_neon.c) ----------------------------------------
+ * Microkernel: 8 rows (two row quads) x T <= 4 tokens. Per block, the 8 column groups of each quad are dotted
+ * with lane g of the token's activation vector (SDOT by element; or, in the SMULL flavour, the lane broadcast,
+ * SMULL/SMULL2 of the 4 rows x 4 bytes, ADDP to row pairs of columns and SADALP to the 4 row sums: exact, as
+ * |v*x| <= 16256), giving the exact int32 block sums of 4 rows in one vector; they are scaled in f32 by
+ * ws (4 rows) * d (the token's block scale) and accumulated over the chunk's blocks. */
+#if KN_DOT
+#define KN_DOTL(acc, w, x, L) KN_SDOT_LANE(acc, w, x, L)
+#else
+#define KN_DOTL(acc, w, x, L)                                                                                      \
+    do {                                                                                                           \
+        const int8x16_t xb_ = vreinterpretq_s8_s32(vdupq_laneq_s32(vreinterpretq_s32_s8(x), L));                   \
+        (acc) = vpadalq_s16((acc), vpaddq_s16(vmull_s8(vget_low_s8(w), vget_low_s8(xb_)), vmull_high_s8((w), xb_))); \
+    } while (0)
+#endif
+
+KN_TGT AI void KN(gemm_mk)(const void *pack, int h, const cmf_qact *a, int64_t t0, float *out, int64_t ldo,
+                           const float *bias, int first, const int T) {
+    const pk_head *hd = pack;
+    const int64_t kb = hd->kb, b0 = hd->b0, nb = a->nb;
+    const float *ws = pk_ws(pack) + 8 * h;
+    const int8_t *e = pk_e(pack, kb) + 256 * h;
+    float32x4_t F0[4], F1[4];
+    const int8_t *xq[4];
+    const float *xd[4];
+    for (int j = 0; j < T; j++) {
+        xq[j] = a->q + ((t0 + j) * nb + b0) * 32;
+        xd[j] = a->d + (t0 + j) * nb + b0;
+        F0[j] = F1[j] = vdupq_n_f32(0.0f);
+    }
+    for (int64_t b = 0; b < kb; b++) {
+        const int8_t *eb = e + b * (PK_R * 32);
+        int8x16_t XA[4], XB[4];
+        int32x4_t I0[4], I1[4];
+        for (int j = 0; j < T; j++) {
+            XA[j] = vld1q_s8(xq[j] + 32 * b);
+            XB[j] = vld1q_s8(xq[j] + 32 * b + 16);
+            I0[j] = I1[j] = vdupq_n_s32(0);
+        }
+#define KN_G(g, X, L)                                                                                              \
+    {                                                                                                              \
+        const int8x16_t W0 = vld1q_s8(eb + 16 * (g)), W1 = vld1q_s8(eb + 128 + 16 * (g));                          \
+        for (int j = 0; j < T; j++) {                                                                              \
+            KN_DOTL(I0[j], W0, X[j], L);                                                                           \
+            KN_DOTL(I1[j], W1, X[j], L);                                                                           \
+        }                                                                                                          \
+    }
+        KN_G(0, XA, 0) KN_G(1, XA, 1) KN_G(2, XA, 2) KN_G(3, XA, 3)
+        KN_G(4, XB, 0) KN_G(5, XB, 1) KN_G(6, XB, 2) KN_G(7, XB, 3)
+#undef KN_G
+        const float32x4_t S0 = vld1q_f32(ws + b * PK_R), S1 = vld1q_f32(ws + b * PK_R + 4);
+        for (int j = 0; j < T; j++) {
+            F0[j] = vfmaq_f32(F0[j], vcvtq_f32_s32(I0[j]), vmulq_n_f32(S0, xd[j][b]));
+            F1[j] = vfmaq_f32(F1[j], vcvtq_f32_s32(I1[j]), vmulq_n_f32(S1, xd[j][b]));
+        }
+    }
+    const int left = hd->nr - 8 * h < 8 ? hd->nr - 8 * h : 8;
+    for (int j = 0; j < T; j++) {
+        float v[8];
+        vst1q_f32(v, F0[j]);
+        vst1q_f32(v + 4, F1[j]);
+        float *o = out + (t0 + j) * ldo + 8 * h;
+        for (int i = 0; i < left; i++) o[i] = (first ? (bias ? bias[8 * h + i] : 0.0f) : o[i]) + v[i];
+    }
+}
+#undef KN_DOTL
+
+KN_TGT static void KN(gemm_i8)(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out,
+                               int64_t ld_out, const float *bias, int first) {
+    const pk_head *hd = pack;
+    for (int h = 0; h < (hd->nr + 7) / 8; h++)
+        for (int64_t t = t0; t < t1; t += 4) {
+            switch (t1 - t) {
+            case 1: KN(gemm_mk)(pack, h, a, t, out, ld_out, bias, first, 1); break;
+            case 2: KN(gemm_mk)(pack, h, a, t, out, ld_out, bias, first, 2); break;
+            case 3: KN(gemm_mk)(pack, h, a, t, out, ld_out, bias, first, 3); break;
+            default: KN(gemm_mk)(pack, h, a, t, out, ld_out, bias, first, 4); break;
+            }
+        }
+}
