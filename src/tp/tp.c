@@ -354,16 +354,29 @@ typedef struct {
     cmf_session **seqs;
     const int32_t *tokens;
     int n;
-    float *all_logits;
+    float *all_logits;            /* the rank's [n][Vr] when the caller asked for every token's logits */
+    cmf_session *const *front;    /* the front sessions of the tokens, and the caller's all_logits [n][V] */
+    float *front_all;
     cmf_status st;
     char msg[512];
 } rank_job;
 
+/* Rank j->r's forward, then its vocabulary slice of the logits copied into the front sessions (and the caller's
+ * all_logits): the gather runs on the rank threads, in parallel. */
 static void rank_run(rank_job *j) {
     j->st = cmf_forward(j->b, j->seqs, j->tokens, j->n, j->all_logits);
     if (j->st != CMF_OK) {
         snprintf(j->msg, sizeof j->msg, "%s", cmf_last_error());
         abort_group(j->tp, j->r);
+        return;
+    }
+    const int v0 = j->tp->v0[j->r], Vr = j->tp->v0[j->r + 1] - v0, V = j->tp->front->cfg.vocab_size;
+    for (int t = 0; t < j->n; t++) {
+        int last = 1; /* each session's logits are those of its last token in the batch */
+        for (int u = t + 1; u < j->n && last; u++) last = j->front[u] != j->front[t];
+        if (last) memcpy(j->front[t]->logits + v0, j->seqs[t]->logits, (size_t)Vr * sizeof(float));
+        if (j->front_all)
+            memcpy(j->front_all + (size_t)t * V + v0, j->all_logits + (size_t)t * Vr, (size_t)Vr * sizeof(float));
     }
 }
 
@@ -421,7 +434,7 @@ static void stop_workers(cmf_tp *tp) {
 
 cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n, float *all_logits) {
     cmf_tp *tp = b->m->tp;
-    const int N = tp->n, V = b->m->cfg.vocab_size, D = b->m->cfg.hidden_size;
+    const int N = tp->n, D = b->m->cfg.hidden_size;
     rank_job jobs[CMF_TP_MAX];
     memset(jobs, 0, sizeof jobs);
     cmf_status st = CMF_OK;
@@ -445,6 +458,8 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
         j->b = b->tp_rank[r];
         j->tokens = tokens;
         j->n = n;
+        j->front = seqs;
+        j->front_all = all_logits;
         j->seqs = malloc((size_t)n * sizeof *j->seqs);
         if (!j->seqs) st = cmf_err(CMF_E_NOMEM, "tp: out of memory");
         const int Vr = tp->v0[r + 1] - tp->v0[r];
@@ -478,23 +493,8 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
             st = cmf_err(jobs[f].st != CMF_OK ? jobs[f].st : CMF_E_IO, "tp rank %d: %s", f, jobs[f].msg);
         }
     }
-    if (st == CMF_OK) { /* gather: each session's logits, and every token's when asked */
-        for (int t = 0; t < n; t++) {
-            int last = 1;
-            for (int u = t + 1; u < n && last; u++) last = seqs[u] != seqs[t];
-            if (!last) continue;
-            for (int r = 0; r < N; r++)
-                memcpy(seqs[t]->logits + tp->v0[r], seqs[t]->tp_rank[r]->logits,
-                       (size_t)(tp->v0[r + 1] - tp->v0[r]) * sizeof(float));
-        }
-        for (int t = 0; all_logits && t < n; t++)
-            for (int r = 0; r < N; r++) {
-                const int Vr = tp->v0[r + 1] - tp->v0[r];
-                memcpy(all_logits + (size_t)t * V + tp->v0[r], jobs[r].all_logits + (size_t)t * Vr,
-                       (size_t)Vr * sizeof(float));
-            }
+    if (st == CMF_OK) /* the logits were gathered by the rank threads (rank_run) */
         for (int t = 0; t < n; t++) seqs[t]->pos++;
-    }
     for (int r = 0; r < N; r++) {
         free(jobs[r].seqs);
         free(jobs[r].all_logits);
