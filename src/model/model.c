@@ -312,10 +312,8 @@ static cmf_status choose_backend(cmf_model *m, const char *name) {
         dev = name[4] ? atoi(name + 5) : 0;
     else return cmf_err(CMF_E_ARG, "model: backend '%s' is not cpu, cuda, cuda:N or auto", name);
     cmf_status st;
-    if (m->dory) {
-        if (optional) return CMF_OK;
-        return cmf_err(CMF_E_UNSUPPORTED, "model: looped (Dory) models run only on the CPU backend");
-    }
+    if (m->dory) /* its own op table (backend/dory_ops.h); "auto" falls back to the cpu there */
+        return cmf_dory_use_backend(m->dory, optional ? "auto" : name);
     cmf_backend *be = NULL;
 #ifdef CMF_HAVE_CUDA
     st = cmf_backend_cuda_new(m, dev, &be);
@@ -389,8 +387,14 @@ void cmf_model_free(cmf_model *m) {
 int cmf_model_vocab_size(const cmf_model *m) { return m->cfg.vocab_size; }
 int cmf_model_n_ctx_train(const cmf_model *m) { return m->cfg.max_position_embeddings; }
 const char *cmf_model_arch(const cmf_model *m) { return m->cfg.arch_name; }
-const char *cmf_model_backend(const cmf_model *m) { return m->tp ? m->tp->rank[0]->be->name : m->be->name; }
-const char *cmf_model_backend_desc(const cmf_model *m) { return m->tp ? m->tp->desc : m->be->desc; }
+const char *cmf_model_backend(const cmf_model *m) {
+    if (m->dory) return cmf_dory_backend(m->dory);
+    return m->tp ? m->tp->rank[0]->be->name : m->be->name;
+}
+const char *cmf_model_backend_desc(const cmf_model *m) {
+    if (m->dory && strcmp(cmf_dory_backend(m->dory), "cpu") != 0) return "cuda (Dory op table, backend/cuda/dory_ops.cu)";
+    return m->tp ? m->tp->desc : m->be->desc;
+}
 
 int cmf_model_n_task_masks(const cmf_model *m) { return m->masks ? (int)m->masks->n : 0; }
 int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }
