@@ -321,8 +321,11 @@ int main(void) {
                                            ? compare(l2, qref, qtp, ids, n, REL, 0)
                                            : INFINITY;
                             cmf_cpu_set_path(path0);
-                            if (cut) printf("%-24s max rel %.2e (f32 activations)\n", l2, w2);
-                            else printf("%-24s max rel %.2e (int8 activations), %.2e (f32 activations)\n", label, w, w2);
+                            if (cut)
+                                printf("%-24s max rel %.2e (f32 activations)\n", l2, w2);
+                            else
+                                printf("%-24s max rel %.2e (int8 activations), %.2e (f32 activations)\n", label, w,
+                                       w2);
                         }
                     }
                     cmf_model_free(qtp);

@@ -44,7 +44,8 @@ static cmf_status warm_up(ncclComm_t *c, int n, const int *devs, size_t count) {
     }
     if (st == CMF_OK) {
         ncclResult_t r = ncclGroupStart();
-        for (int i = 0; i < n && r == ncclSuccess; i++) r = ncclAllReduce(buf[i], buf[i], count, ncclFloat, ncclSum, c[i], s[i]);
+        for (int i = 0; i < n && r == ncclSuccess; i++)
+            r = ncclAllReduce(buf[i], buf[i], count, ncclFloat, ncclSum, c[i], s[i]);
         ncclResult_t r2 = ncclGroupEnd();
         if (r == ncclSuccess) r = r2;
         if (r != ncclSuccess)
