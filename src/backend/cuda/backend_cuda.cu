@@ -61,7 +61,7 @@ struct cuda_impl {
     int n_cur;       /* tokens of the current forward */
     /* CUDA graphs of decode steps */
     int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
-    int fuse_norm;                    /* CMF_CUDA_FUSE_NORM=0 turns off product + add + norm fusion */
+    int fuse_norm;                    /* CMF_CUDA_FUSE_NORM=1 turns on product + add + norm fusion */
     int *d_cnt;                       /* zeroed counter of cmf_cuda_matvec_add_rmsnorm */
     int exact_prefill;                /* CMF_CUDA_EXACT_PREFILL=1: prefill products by the f32 matvec, 8 rows at a
                                          time, instead of the f16 GEMM (a precision experiment, slow) */
@@ -279,12 +279,15 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
  *                       cache write in one launch);
  *   residual         -> kept pending (no post-norm); the rmsnorm of the same rows runs cmf_cuda_add_rmsnorm (its
  *                       output may be the added rows, the forward's xb); when the product that wrote those rows
- *                       (o_proj / down_proj) is still pending, product, add and norm are one
- *                       cmf_cuda_matvec_add_rmsnorm (CMF_CUDA_FUSE_NORM=0: not fused).
+ *                       (o_proj / down_proj) is still pending, product, add and norm can be one
+ *                       cmf_cuda_matvec_add_rmsnorm: opt-in (CMF_CUDA_FUSE_NORM=1), because on the H200 it made
+ *                       Qwen3-0.6B q8 decode slower (681 vs 789 tok/s at ctx 128, 22:03 UTC): the last block's
+ *                       add + norm runs after every other block and a threadfence per block, longer than the
+ *                       separate add+norm kernel whose launch PDL overlaps.
  * Any other op first runs what is pending (flush_pending), in the original order (a pending product before a
- * pending add). Per Llama layer that is 6 launches: q/k/v, norm+RoPE+cache, attention (split + merge in one),
- * o+add+norm, gate/up+GLU, down+add+norm (the first layer adds the embedding's norm). Before 2026-11-29 evening it
- * was 11: the add+norm fusion never matched (it refused an output aliasing the added rows, which the forward uses). */
+ * pending add). Per Llama layer that is 8 launches: add+norm, q/k/v, norm+RoPE+cache, attention (split + merge in
+ * one), o, add+norm, gate/up+GLU, down (6 with CMF_CUDA_FUSE_NORM=1). Before 2026-11-29 evening it was 11: the
+ * add+norm fusion never matched (it refused an output aliasing the added rows, which the forward uses). */
 
 /* The eager product: matvec (n <= 8) or GEMM, then the bias. */
 cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_weight *w, const float *bias) {
@@ -931,8 +934,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->graphs_on = !(g && g[0] == '0');
     const char *ep = getenv("CMF_CUDA_EXACT_PREFILL");
     I->exact_prefill = ep && ep[0] == '1';
-    const char *fz = getenv("CMF_CUDA_FUSE_NORM");
-    I->fuse_norm = !(fz && fz[0] == '0');
+    const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
+    I->fuse_norm = fz && fz[0] == '1';
     pthread_mutex_init(&I->mu, NULL);
     be->kind = CMF_BACKEND_CUDA;
     be->name = "cuda";

@@ -24,9 +24,14 @@ static __device__ __forceinline__ float nib_val(unsigned nib) { return __uint_as
 
 /* Before pdl_wait (common.cuh): L2 prefetch of what the warp's first two steps read of rows row[0 .. MV_R) (the
  * main plane of the weights only, up to 2 KiB a row), so those loads start while the previous kernel of the step
- * ends. Not the whole row: on large matrices a second request per line costs bandwidth (measured). */
+ * ends. Only for matrices of at most MV_PREFETCH_MAX bytes (w.prefetch, set by the launchers): on the H200 the
+ * whole-row prefetch took Qwen3-0.6B decode from 689 to 809 tok/s but cost 10-35 % of matvec bandwidth on large
+ * matrices and Llama-8B decode fell from 244 to 200 tok/s (bench/cuda/RESULTS.md); small matrices are
+ * latency-bound, large ones bandwidth-bound. */
+#define MV_PREFETCH_MAX (16ll << 20)
 template <int DT>
 static __device__ __forceinline__ void mv_prefetch(const DevW &w, const int64_t (&row)[MV_R], int lane) {
+    if (!w.prefetch) return;
     int64_t bytes;
     if constexpr (DT == CMF_DT_F32) bytes = w.cols * 4;
     else if constexpr (DT == CMF_DT_F16 || DT == CMF_DT_BF16) bytes = w.cols * 2;
@@ -39,6 +44,13 @@ static __device__ __forceinline__ void mv_prefetch(const DevW &w, const int64_t 
         const int64_t off = (int64_t)(j % 16) * 128;
         if (off < span) prefetch_l2(w.base + row[i] * bytes + off);
     }
+}
+
+/* Whether matvec prefetches weight w before its PDL wait (see mv_prefetch). */
+static int mv_small(const cmf_cuda_weight *w) {
+    uint32_t shape[2] = {(uint32_t)w->rows, (uint32_t)w->cols};
+    uint64_t nbytes = 0;
+    return cmf_dtype_nbytes(w->dtype, 2, shape, &nbytes) == 1 && nbytes <= (uint64_t)MV_PREFETCH_MAX;
 }
 
 /* Decodes the chunk of row `r` at column c0 into v[CH] (unscaled for q4 / q8) and the chunk scale *cs (q4). */
@@ -229,6 +241,7 @@ extern "C" cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x
     if (n < 1 || n > 8) return cmf_err(CMF_E_ARG, "cuda_matvec: n = %d, need 1..8 (use cmf_cuda_gemm)", n);
     if (!d_x || !d_y) return cmf_err(CMF_E_ARG, "cuda_matvec: NULL activations or output");
     DevW dw = make_devw(w);
+    dw.prefetch = mv_small(w);
     cudaStream_t s = CU_STREAM(stream);
 #define MV(DT) st = launch_matvec<DT>(dw, d_x, d_y, n, s)
     CMF_CUDA_DISPATCH_DT(w->dtype, MV)
@@ -409,6 +422,7 @@ extern "C" cmf_status cmf_cuda_matvec_multi(const cmf_cuda_weight *w, int count,
     unsigned blocks = 0;
     for (int i = 0; i < count; i++) {
         mw.w[i] = make_devw(&w[i]);
+        mw.w[i].prefetch = mv_small(&w[i]);
         mw.y[i] = d_y[i];
         mw.bias[i] = d_bias ? d_bias[i] : NULL;
         blocks += (unsigned)((w[i].rows + MV_WARPS * MV_R - 1) / (MV_WARPS * MV_R));
@@ -434,6 +448,7 @@ extern "C" cmf_status cmf_cuda_matvec_add_rmsnorm(const cmf_cuda_weight *w, cons
     memset(&mw, 0, sizeof mw);
     mw.count = 1;
     mw.w[0] = make_devw(w);
+    mw.w[0].prefetch = mv_small(w);
     mw.y[0] = d_y;
     mw.bias[0] = d_bias;
     const unsigned blocks = (unsigned)((w->rows + MV_WARPS * MV_R - 1) / (MV_WARPS * MV_R));
@@ -463,6 +478,7 @@ extern "C" cmf_status cmf_cuda_matvec_glu(const cmf_cuda_weight *gate, const cmf
     mw.count = 2;
     mw.w[0] = make_devw(gate);
     mw.w[1] = make_devw(up);
+    mw.w[0].prefetch = mw.w[1].prefetch = mv_small(gate);
     mw.y[0] = d_out;
     const unsigned blocks = (unsigned)((gate->rows + MV_WARPS - 1) / MV_WARPS);
     cudaStream_t s = CU_STREAM(stream);

@@ -13,6 +13,7 @@ struct DevW {
     const uint8_t *s1;   /* q8: row scales (f16, maybe 1-byte aligned); q4tp: params plane */
     const uint8_t *s2;   /* q8_2f: column scales; q4tp: codes plane */
     int64_t stride;      /* q4tp: code bytes per row; gpr otherwise */
+    int prefetch;        /* matvec: L2-prefetch the first steps before the PDL wait (small matrices, matvec.cu) */
 };
 
 static inline DevW make_devw(const cmf_cuda_weight *w) {
@@ -22,6 +23,7 @@ static inline DevW make_devw(const cmf_cuda_weight *w) {
     d.cols = w->cols;
     d.s1 = d.s2 = nullptr;
     d.stride = w->cols / 32;
+    d.prefetch = 0;
     uint64_t n = (uint64_t)w->rows * (uint64_t)w->cols;
     if (w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F) {
         d.s1 = d.base + n;
