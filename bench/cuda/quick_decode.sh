@@ -2,7 +2,7 @@
 # A short device call for the decode work of issue 6 (between full acceptance runs), one call:
 #  1. build (bench/cuda/run_acceptance.sh STAGES=build: Release, the committed tree when $DEPS/head.tar exists);
 #  2. while the bench files are written in the background (make_random_llama, random weights shaped like $SHAPES at
-#     $DTYPES): test_cuda_ops (groups $OPS_TESTS), test_gpu_forward, and test_gpu_forward with CMF_CUDA_FUSE_NORM=0;
+#     $DTYPES): test_cuda_ops (groups $OPS_TESTS), test_gpu_forward, and test_gpu_forward with CMF_CUDA_FUSE_NORM=1 and =0;
 #  3. transformers eager on the first shape (bench/cuda/hf_bench.py, same call), then gpu_bench on every file:
 #     pp512, tg@128, tg@4096; on the first shape's q8 also tg@128 with CMF_CUDA_PDL=0, CMF_CUDA_FUSE_NORM=1 and
 #     without graphs;
