@@ -54,34 +54,143 @@ static pk_parts parts(void *buf, int64_t kb) {
     return p;
 }
 
-TGT void cmf_gemm_pack_i8_avx512(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *buf) {
-    pk_parts p = parts(buf, kb);
-    p.h->nr = nr;
-    p.h->b0 = b0;
-    p.h->kb = kb;
-    p.h->rowscaled = w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F;
+/* The generic packer (q2tp, and any dtype without a direct one below): kern_avx512.c's decoder writes DB blocks
+ * of every row to tmp, gathers transpose them. */
+TGT static void pack_generic(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, const pk_parts *p) {
     const kern_decode_i8 dec = cmf_kern_avx512->decode_i8[w->dtype];
     const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
     const __m512i idx = _mm512_mullo_epi32(lane, _mm512_set1_epi32(DB * 32)); /* byte offset of row lane in tmp */
     const int halves = nr > 16 ? 2 : 1;
     for (int64_t c = 0; c < kb; c += DB) {
         const int64_t m = kb - c < DB ? kb - c : DB;
-        for (int i = 0; i < nr; i++) dec(w, r + i, b0 + c, m, (int8_t *)p.tmp + i * DB * 32, p.tws + i * DB);
+        for (int i = 0; i < nr; i++) dec(w, r + i, b0 + c, m, (int8_t *)p->tmp + i * DB * 32, p->tws + i * DB);
         for (int i = nr; i < 16 * halves; i++) {
-            memset(p.tmp + i * DB * 32, 0x80, DB * 32);
-            memset(p.tws + i * DB, 0, DB * sizeof(float));
+            memset(p->tmp + i * DB * 32, 0x80, DB * 32);
+            memset(p->tws + i * DB, 0, DB * sizeof(float));
         }
         for (int64_t b = 0; b < m; b++) {
             for (int h = 0; h < halves; h++) {
-                const uint8_t *src = p.tmp + h * 16 * DB * 32 + 32 * b;
-                uint8_t *dst = p.u + ((c + b) * 16 + h) * 64;
+                const uint8_t *src = p->tmp + h * 16 * DB * 32 + 32 * b;
+                uint8_t *dst = p->u + ((c + b) * 16 + h) * 64;
                 for (int g = 0; g < 8; g++)
                     _mm512_store_si512(dst + g * 128, _mm512_i32gather_epi32(idx, src + 4 * g, 1));
-                for (int i = 0; i < 16; i++) p.ws[(c + b) * PR + 16 * h + i] = p.tws[(16 * h + i) * DB + b];
+                for (int i = 0; i < 16; i++) p->ws[(c + b) * PR + 16 * h + i] = p->tws[(16 * h + i) * DB + b];
             }
         }
+        if (c == 0)
+            for (int i = 0; i < PR; i++) p->rs[i] = i < nr ? p->tws[i * DB] : 0.0f; /* q8: every block's scale */
     }
-    for (int i = 0; i < PR; i++) p.rs[i] = i < nr ? p.tws[i * DB] : 0.0f; /* q8: every block holds the row scale */
+}
+
+/* In: z[i] = [8 dwords of row i | 8 dwords of row i+8]; out: z[g] = [dword g of rows 0..7 | of rows 8..15], an
+ * 8x8 dword transpose in each 256-bit half (unpack 32, unpack 64, then 128-bit lanes of two vectors). */
+TGT_INLINE void tr8x8(__m512i z[8]) {
+    __m512i t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm512_unpacklo_epi32(z[2 * k], z[2 * k + 1]);
+        t[2 * k + 1] = _mm512_unpackhi_epi32(z[2 * k], z[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) { /* u[k]: dwords k, k+4 (lo/hi lane) of rows 4k'..; see below */
+        u[4 * k + 0] = _mm512_unpacklo_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 1] = _mm512_unpackhi_epi64(t[4 * k], t[4 * k + 2]);
+        u[4 * k + 2] = _mm512_unpacklo_epi64(t[4 * k + 1], t[4 * k + 3]);
+        u[4 * k + 3] = _mm512_unpackhi_epi64(t[4 * k + 1], t[4 * k + 3]);
+    }
+    /* u[d] (d < 4) holds dword d of rows 0-3 in 128-bit lanes 0 and 2 and dword d+4 in lanes 1 and 3; u[4+d] the
+     * same for rows 4-7 */
+    const __m512i lo = _mm512_set_epi64(13, 12, 5, 4, 9, 8, 1, 0), hi = _mm512_set_epi64(15, 14, 7, 6, 11, 10, 3, 2);
+    for (int d = 0; d < 4; d++) {
+        z[d] = _mm512_permutex2var_epi64(u[d], lo, u[4 + d]);
+        z[d + 4] = _mm512_permutex2var_epi64(u[d], hi, u[4 + d]);
+    }
+}
+
+/* Column bytes of 32 consecutive values from 16 nibble bytes: byte k holds columns 2k (low) and 2k+1 (high). */
+TGT_INLINE __m512i nib2(const uint8_t *a, const uint8_t *b) {
+    const __m256i n = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)a)),
+                                              _mm_loadu_si128((const __m128i *)(const void *)b), 1);
+    const __m512i w16 = _mm512_cvtepu8_epi16(n);
+    return _mm512_ternarylogic_epi32(w16, _mm512_slli_epi16(w16, 4), _mm512_set1_epi16(0x0f0f), 0xa8);
+}
+
+enum { PF_AHEAD = 512 }; /* bytes of each row stream prefetched ahead of the packer */
+
+/* Direct packer: K = 0 q8_row / q8_2f, 1 q4_tiled, 2 q4_block, 3 q4tp. Reads each block of 16 rows straight from
+ * the mapping (rows past nr repeat row nr-1: their outputs are never stored and their scales are 0), converts to
+ * u = v + 128 and transposes in registers; the 32 row streams are prefetched PF_AHEAD bytes ahead (rows of a few
+ * hundred bytes do not train the hardware prefetcher). */
+TGT_INLINE void pack_direct(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, const pk_parts *p,
+                            const int K) {
+    const int64_t C = w->cols, G = C / 32, Gall = (w->full_rows * C + 31) / 32;
+    const int64_t bpb = K == 0 ? 32 : K == 1 ? 18 : 16; /* bytes per block of a row */
+    const int halves = nr > 16 ? 2 : 1;
+    const uint8_t *base[PR];
+    for (int i = 0; i < PR; i++) {
+        const int64_t R = w->row0 + r + (i < nr ? i : nr - 1);
+        base[i] = K == 0 ? w->data + R * C + 32 * b0 : K == 1 ? w->data + 18 * (R * G + b0) + 2 : w->data + 16 * (R * G + b0);
+    }
+    for (int i = 0; i < nr; i++)
+        for (int64_t o = 0; o < PF_AHEAD && o < kb * bpb; o += 64) _mm_prefetch((const char *)(base[i] + o), _MM_HINT_T0);
+    /* scales: q8 one per row; q4 one f16 per block (tile head, or the tensor's scale plane); q4tp a ladder rung */
+    kern_tp tp;
+    memset(&tp, 0, sizeof tp);
+    if (K == 3) cmf_kern_tp(w, &tp);
+    for (int i = 0; i < PR; i++) {
+        const int64_t R = w->row0 + r + i;
+        if (i >= nr) {
+            p->rs[i] = 0;
+            for (int64_t b = 0; b < kb; b++) p->ws[b * PR + i] = 0;
+            continue;
+        }
+        if (K == 0) {
+            p->rs[i] = cmf_f16_table[cmf_rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)];
+        } else if (K == 3) {
+            float lad[32];
+            cmf_kern_ladder(w, &tp, R, lad);
+            for (int64_t b = 0; b < kb; b++) p->ws[b * PR + i] = lad[cmf_kern_code(&tp, R, b0 + b)];
+        } else {
+            const uint8_t *sp = K == 1 ? w->data + 18 * (R * G + b0) : w->data + 16 * Gall + 2 * (R * G + b0);
+            for (int64_t b = 0; b < kb; b++) p->ws[b * PR + i] = cmf_f16_table[cmf_rd16(sp + (K == 1 ? 18 : 2) * b)];
+        }
+    }
+    const __m512i off = _mm512_set1_epi8((char)0x80), off4 = _mm512_set1_epi8(120);
+    for (int64_t b = 0; b < kb; b++) {
+        if ((b * bpb) % 64 < bpb)
+            for (int i = 0; i < nr; i++) _mm_prefetch((const char *)(base[i] + b * bpb + PF_AHEAD), _MM_HINT_T0);
+        const int64_t left = C - 32 * (b0 + b); /* q8: columns present in this block */
+        const __mmask32 k = left >= 32 ? 0xffffffffu : (__mmask32)((1u << left) - 1u);
+        for (int h = 0; h < halves; h++) {
+            __m512i z[8];
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *a = base[16 * h + i] + b * bpb, *c = base[16 * h + i + 8] + b * bpb;
+                if (K == 0)
+                    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi8(k, a)),
+                                              _mm256_maskz_loadu_epi8(k, c), 1);
+                else
+                    z[i] = nib2(a, c);
+            }
+            tr8x8(z);
+            uint8_t *dst = p->u + b * 1024 + h * 64;
+            for (int g = 0; g < 8; g++)
+                _mm512_store_si512(dst + g * 128, K == 0 ? _mm512_xor_si512(z[g], off) : _mm512_add_epi8(z[g], off4));
+        }
+    }
+}
+
+TGT void cmf_gemm_pack_i8_avx512(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *buf) {
+    pk_parts p = parts(buf, kb);
+    p.h->nr = nr;
+    p.h->b0 = b0;
+    p.h->kb = kb;
+    p.h->rowscaled = w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F;
+    switch (w->dtype) {
+    case CMF_DT_Q8_ROW:
+    case CMF_DT_Q8_2F: pack_direct(w, r, nr, b0, kb, &p, 0); break;
+    case CMF_DT_Q4_TILED: pack_direct(w, r, nr, b0, kb, &p, 1); break;
+    case CMF_DT_Q4_BLOCK: pack_direct(w, r, nr, b0, kb, &p, 2); break;
+    case CMF_DT_Q4TP: pack_direct(w, r, nr, b0, kb, &p, 3); break;
+    default: pack_generic(w, r, nr, b0, kb, &p); break;
+    }
 }
 
 static inline int32_t rd32(const int8_t *p) {
