@@ -8,7 +8,8 @@
 # Each test run checks that cmf_cpu_features_str() names the path it was meant to test (CMF_EXPECT_CPU).
 # Needs: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (and the host's libcjson-dev for
 # one header); with --install (as root) the script runs that apt-get itself.
-# Env: BUILD (build folder, default build-cross-neon), JOBS (default 2).
+# Env: BUILD (build folder, default build-cross-neon), JOBS (default 2). Time on the 2-core dev VM: the install
+# (56 MB) about 12 s, the builds and runs about 45-55 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -20,7 +21,7 @@ missing() { ! command -v aarch64-linux-gnu-gcc >/dev/null || ! command -v qemu-a
   [ ! -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ]; }
 if missing; then
   if [ "${1:-}" = "--install" ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $pkgs >/dev/null
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $pkgs >/dev/null
   else
     echo "cross_neon: the arm64 cross toolchain or qemu-aarch64 is missing: apt-get install $pkgs" >&2
     echo "            (or run this script as root with --install)" >&2

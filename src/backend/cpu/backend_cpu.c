@@ -145,50 +145,89 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
     return CMF_OK;
 }
 
-/* attention over the KV cache, parallel over (token, head) */
+/* Attention over the f32 KV cache. A job is (token, KV head, chunk of positions): the group of query heads that
+ * share the KV head are computed together (each cached k/v row is read once for all of them) by cmf_attn_chunk
+ * (ops.c: vectorized dot products and p*v sums, online softmax). When there are few (token, KV head) pairs for the
+ * threads (decode), each one's positions are split into nch chunks whose partial (max, sum, unnormalized output)
+ * are merged afterwards (flash-decoding); otherwise nch = 1 and the job writes its normalized output directly. */
+enum { ATTN_CHUNK_MIN = 256 /* positions per chunk at least */ };
+
 typedef struct {
     cmf_batch *b;
     cmf_session *const *seqs;
     int layer, n;
+    int nch;     /* position chunks per (token, KV head) */
+    float *part; /* nch > 1: [n][n_kv_heads][nch][group][2 + head_dim] = (m, l, o) per query head */
 } attn_task;
+
+static int attn_skipped(const cmf_session *s, int layer) { /* sealed far field: read out by o1_worker */
+    return s->o1 && s->o1->sealed && s->o1->on[layer];
+}
+
+static void attn_range(const cmf_batch *b, int layer, int t, int *start, int *len) {
+    const cmf_config *c = &b->m->cfg;
+    const int pos = b->pos[t];
+    *start = c->is_sliding[layer] && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
+    *len = pos - *start + 1;
+}
 
 static void attn_worker(void *ctx, int ith, int nth) {
     attn_task *a = ctx;
     cmf_batch *b = a->b;
     const cmf_config *c = &b->m->cfg;
-    const int HD = c->head_dim, NH = c->n_heads, KVD = c->n_kv_heads * HD, group = NH / c->n_kv_heads;
-    const int sliding = c->is_sliding[a->layer];
-    float *scores = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cmf_batch_run */
-    const cmf_masks *mk = b->m->masks;
-    const uint8_t *heads = a->seqs[0]->mask ? cmf_mask_head_row(mk, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    for (int job = ith; job < a->n * NH; job += nth) {
-        const int t = job / NH, h = job % NH, kvh = h / group;
+    const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, KVD = NKV * HD, group = NH / NKV;
+    float *scratch = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cpu_attention */
+    float *ml = scratch + (size_t)group * CMF_ATTN_SB;
+    const uint8_t *heads =
+        a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
+    for (int job = ith; job < a->n * NKV * a->nch; job += nth) {
+        const int t = job / (NKV * a->nch), g = job / a->nch % NKV, ch = job % a->nch;
         const cmf_session *s = a->seqs[t];
-        if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head: not computed, contributes nothing */
-            memset(b->att + (size_t)t * NH * HD + (size_t)h * HD, 0, (size_t)HD * sizeof(float));
+        if (attn_skipped(s, a->layer)) continue;
+        int start, len;
+        attn_range(b, a->layer, t, &start, &len);
+        const int j0 = start + (int)((int64_t)len * ch / a->nch), j1 = start + (int)((int64_t)len * (ch + 1) / a->nch);
+        const size_t row = s->kv_off[a->layer] + (size_t)j0 * KVD + (size_t)g * HD;
+        const float *q = b->q + (size_t)t * NH * HD + (size_t)g * group * HD;
+        if (a->nch > 1) {
+            float *p = a->part + (((size_t)t * NKV + g) * a->nch + ch) * group * (2 + HD);
+            cmf_attn_chunk(q, HD, group, s->k_cache + row, s->v_cache + row, KVD, j1 - j0, HD, c->attn_scale,
+                           c->attn_softcap, scratch, p + 2, 2 + HD, p, 2 + HD);
             continue;
         }
-        if (s->o1 && s->o1->sealed && s->o1->on[a->layer]) continue; /* read out by o1_worker */
-        const float *kc = s->k_cache + s->kv_off[a->layer];
-        const float *vc = s->v_cache + s->kv_off[a->layer];
-        const int pos = b->pos[t];
-        const int start = sliding && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
-        const float *q = b->q + (size_t)t * NH * HD + (size_t)h * HD;
-        for (int j = start; j <= pos; j++) {
-            const float *k = kc + (size_t)j * KVD + (size_t)kvh * HD;
-            float d = 0;
-            for (int i = 0; i < HD; i++) d += q[i] * k[i];
-            d *= c->attn_scale;
-            if (c->attn_softcap > 0) d = c->attn_softcap * tanhf(d / c->attn_softcap);
-            scores[j - start] = d;
+        float *out = b->att + (size_t)t * NH * HD + (size_t)g * group * HD;
+        cmf_attn_chunk(q, HD, group, s->k_cache + row, s->v_cache + row, KVD, j1 - j0, HD, c->attn_scale,
+                       c->attn_softcap, scratch, out, HD, ml, 2);
+        for (int h = 0; h < group; h++) {
+            float *o = out + (size_t)h * HD;
+            if (heads && !cmf_mask_bit(heads, (uint32_t)(g * group + h))) { /* a dead head contributes nothing */
+                memset(o, 0, (size_t)HD * sizeof(float));
+                continue;
+            }
+            const float inv = 1.0f / ml[2 * h + 1];
+            for (int i = 0; i < HD; i++) o[i] *= inv;
         }
-        cmf_softmax(scores, pos - start + 1);
-        float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
-        memset(out, 0, (size_t)HD * sizeof(float));
-        for (int j = start; j <= pos; j++) {
-            const float *v = vc + (size_t)j * KVD + (size_t)kvh * HD;
-            const float p = scores[j - start];
-            for (int i = 0; i < HD; i++) out[i] += p * v[i];
+    }
+}
+
+/* nch > 1: out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c per query head, M = max_c m_c. */
+static void attn_merge(const attn_task *a) {
+    const cmf_batch *b = a->b;
+    const cmf_config *c = &b->m->cfg;
+    const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, group = NH / NKV;
+    const uint8_t *heads =
+        a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
+    for (int t = 0; t < a->n; t++) {
+        if (attn_skipped(a->seqs[t], a->layer)) continue;
+        for (int h = 0; h < NH; h++) {
+            const int g = h / group, hh = h % group;
+            float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
+            if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
+                memset(out, 0, (size_t)HD * sizeof(float));
+                continue;
+            }
+            const float *p0 = a->part + ((size_t)t * NKV + g) * a->nch * group * (2 + HD) + (size_t)hh * (2 + HD);
+            cmf_attn_merge(p0, a->nch, (int64_t)group * (2 + HD), HD, out);
         }
     }
 }
@@ -223,13 +262,37 @@ static void o1_worker(void *ctx, int ith, int nth) {
 
 static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     (void)be;
-    attn_task at = {b, seqs, l, n};
+    const cmf_config *c = &b->m->cfg;
+    const int HD = c->head_dim, NKV = c->n_kv_heads, group = c->n_heads / NKV;
+    if (!b->pool) return cmf_err(CMF_E_ARG, "cpu attention: the batch has no thread pool");
+    attn_task at = {b, seqs, l, n, 1, NULL};
     /* small work (short contexts, tiny heads) runs on the caller: waking the pool costs more */
     double work = 0;
-    for (int t = 0; t < n; t++) work += (double)(b->pos[t] + 1);
-    work *= (double)b->m->cfg.n_heads * b->m->cfg.head_dim;
-    if (work < 65536) attn_worker(&at, 0, 1);
+    int maxlen = 0;
+    for (int t = 0; t < n; t++) {
+        int start, len;
+        attn_range(b, l, t, &start, &len);
+        work += len;
+        maxlen = len > maxlen ? len : maxlen;
+    }
+    work *= (double)c->n_heads * HD;
+    const int nth = work < 65536 ? 1 : cmf_pool_size(b->pool);
+    if (nth > 1 && n * NKV < 4 * nth) { /* few (token, KV head) jobs: split the positions too */
+        int nch = (4 * nth + n * NKV - 1) / (n * NKV);
+        const int most = (maxlen + ATTN_CHUNK_MIN - 1) / ATTN_CHUNK_MIN;
+        at.nch = nch < most ? nch : most;
+        if (at.nch > 1) {
+            at.part = cmf_pool_shared(b->pool, (size_t)n * NKV * at.nch * group * (2 + HD) * sizeof(float));
+            if (!at.part) return cmf_err(CMF_E_NOMEM, "cpu attention: cannot allocate the partial sums");
+        } else {
+            at.nch = 1;
+        }
+    }
+    cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)group) * sizeof(float));
+    if (st != CMF_OK) return st;
+    if (nth == 1) attn_worker(&at, 0, 1);
     else cmf_pool_run(b->pool, attn_worker, &at);
+    if (at.nch > 1) attn_merge(&at);
     o1_task ot = {b, seqs, l, n, b->sealed, 0};
     for (int t = 0; t < n; t++) {
         cmf_session *s = seqs[t];

@@ -56,6 +56,10 @@ typedef void (*kern_mk_f32)(const float *wf, int64_t ldw, const float *x, int64_
  * straight from the mapping and decoded in registers; ws is scratch of KERN_RB * KERN_KB floats. No bias.
  * A path without a fused kernel for a dtype leaves the entry NULL (the tiled path then runs). */
 enum { KERN_GEMV_T = 2 };
+/* Software prefetch distance of the gemv kernels: each row's weights are prefetched into L2 (prefetcht1) about this
+ * many bytes ahead, rounded up to whole groups of KERN_RB rows. Measured on the 2-CPU EPYC VM (Qwen2.5-0.5B shape,
+ * q4 tg, 1 thread): none 7.5 t/s, next row group into L1 12-14, 8-32 KiB into L2 22-32 (noisy, loaded machine). */
+enum { KERN_PF_BYTES = 16384 };
 typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
                              float acc[KERN_RB][KERN_TB]);
 
@@ -92,6 +96,17 @@ void cmf_gemm_i8_avx2(const void *pack, const cmf_qact *a, int64_t t0, int64_t t
 void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *out, int64_t ld_out,
                      const float *bias, double *mag);
 
+/* Attention primitives over an f32 KV cache (backend_cpu.c, cmf_attn_chunk in ops.c), for G query heads that share
+ * one KV head (grouped-query attention), head_dim hd:
+ *   attn_qk: s[g*lds + j] = dot(q + g*ldq, k + j*ldk) over hd values, for g < G, j < n;
+ *   attn_pv: o[g*ldo + i] += sum over j < n of p[g*ldp + j] * v[j*ldv + i], for g < G, i < hd.
+ * Any summation order (each path's own; tests/kernels checks them against the scalar path within 1e-5 relative to
+ * the sum of |terms|). A path may leave them NULL: the scalar ones (kern_scalar.c) then run. */
+typedef void (*kern_attn_qk)(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int n, int hd, float *s,
+                             int64_t lds);
+typedef void (*kern_attn_pv)(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
+                             int64_t ldo);
+
 typedef struct cmf_kern {
     const char *name;
     kern_decode_i8 decode_i8[CMF_DT_COUNT];
@@ -101,6 +116,8 @@ typedef struct cmf_kern {
     kern_mk_f32 mk_f32;
     kern_gemm_pack_i8 gemm_pack_i8; /* NULL (with gemm_i8): prefill takes the tiled path */
     kern_gemm_i8 gemm_i8;
+    kern_attn_qk attn_qk; /* NULL: the scalar one */
+    kern_attn_pv attn_pv;
 } cmf_kern;
 
 /* The kernel tables; the SIMD ones are NULL when the compiler cannot build them for this target. */

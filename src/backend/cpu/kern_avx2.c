@@ -147,7 +147,8 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
         wsi[i] = ws + ii * KERN_KB;
     }
     const __m256i ones = _mm256_set1_epi16(1);
-    const int64_t ahead = KERN_RB * (K == 0 ? C : K == 1 ? 18 * G : 16 * G); /* bytes of KERN_RB rows */
+    const int64_t grp = KERN_RB * (K == 0 ? C : K == 1 ? 18 * G : 16 * G); /* bytes of KERN_RB rows */
+    const int64_t ahead = (KERN_PF_BYTES + grp - 1) / grp * grp; /* L2 prefetch distance, whole row groups */
     __m256 s[KERN_RB][KERN_GEMV_T];
     for (int i = 0; i < KERN_RB; i++)
         for (int j = 0; j < T; j++) s[i][j] = _mm256_setzero_ps();
@@ -170,9 +171,9 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
                                : _mm256_setzero_si256();
             }
             for (int i = 0; i < KERN_RB; i++) {
-                /* the same columns of the next group of rows (short row streams do not train the prefetcher) */
+                /* the same columns of a row group ~16 KiB on (short row streams do not train the prefetcher) */
                 if ((b & 1) == 0)
-                    _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T0);
+                    _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T1);
                 __m256i W;
                 if (K == 0) {
                     if (B < G) {
@@ -263,6 +264,51 @@ TGT static void mk_f32(const float *wf, int64_t ldw, const float *x, int64_t ldx
     }
 }
 
+/* ---- attention primitives (kern.h): 8 head_dim values per ymm, the last chunk masked ------------------------- */
+
+TGT_INLINE __m256i tail_mask(int m) { return _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0)); }
+
+TGT static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int n, int hd, float *s,
+                        int64_t lds) {
+    const int full = hd / 8;
+    const __m256i tm = tail_mask(hd % 8);
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (int64_t)j * ldk;
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (int64_t)g * ldq;
+            __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+            int c = 0;
+            for (; c + 2 <= full; c += 2) {
+                a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * c), _mm256_loadu_ps(kj + 8 * c), a0);
+                a1 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * c + 8), _mm256_loadu_ps(kj + 8 * c + 8), a1);
+            }
+            if (c < full) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qg + 8 * c), _mm256_loadu_ps(kj + 8 * c), a0);
+            if (hd % 8)
+                a1 = _mm256_fmadd_ps(_mm256_maskload_ps(qg + 8 * full, tm), _mm256_maskload_ps(kj + 8 * full, tm), a1);
+            s[(int64_t)g * lds + j] = hsum(_mm256_add_ps(a0, a1));
+        }
+    }
+}
+
+TGT static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
+                        int64_t ldo) {
+    enum { GB = 8 }; /* query heads per pass: GB accumulators stay in registers */
+    for (int c = 0; c < hd; c += 8) {
+        const __m256i m = tail_mask(hd - c >= 8 ? 8 : hd - c);
+        for (int g0 = 0; g0 < G; g0 += GB) {
+            const int gb = G - g0 < GB ? G - g0 : GB;
+            __m256 acc[GB];
+            for (int g = 0; g < gb; g++) acc[g] = _mm256_maskload_ps(o + (int64_t)(g0 + g) * ldo + c, m);
+            for (int j = 0; j < n; j++) {
+                const __m256 vj = _mm256_maskload_ps(v + (int64_t)j * ldv + c, m);
+                for (int g = 0; g < gb; g++)
+                    acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(p[(int64_t)(g0 + g) * ldp + j]), vj, acc[g]);
+            }
+            for (int g = 0; g < gb; g++) _mm256_maskstore_ps(o + (int64_t)(g0 + g) * ldo + c, m, acc[g]);
+        }
+    }
+}
+
 static const cmf_kern kern = {
     .name = "avx2",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
@@ -274,6 +320,8 @@ static const cmf_kern kern = {
     .mk_f32 = mk_f32,
     .gemm_pack_i8 = cmf_gemm_pack_i8_avx2, /* gemm_avx2.c */
     .gemm_i8 = cmf_gemm_i8_avx2,
+    .attn_qk = attn_qk,
+    .attn_pv = attn_pv,
 };
 const cmf_kern *const cmf_kern_avx2 = &kern;
 

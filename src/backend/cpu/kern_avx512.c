@@ -239,10 +239,27 @@ TGT_INLINE void act_pair(const cmf_qact *a, int64_t j, int64_t B, __mmask64 k8, 
     *D = _mm512_maskz_loadu_ps(k32, a->dx + 8 * o);
 }
 
+/* The f16 scales of blocks B, B+1 of a q4 row as the pair layout (lanes 0-7 block B, 8-15 block B+1); K = 1:
+ * at the head of each 18-byte tile (p = the row's first nibble byte), K = 2: the row's run of f16 scales sp. Read
+ * in the loop, next to the nibbles (a separate pass over the tile heads stalled on their first touch). */
+TGT_INLINE __m512 pair_scale_h(const uint8_t *p, const uint8_t *sp, int64_t B, int two, const int K) {
+    uint16_t h0, h1 = 0;
+    if (K == 1) {
+        memcpy(&h0, p + 18 * B - 2, 2);
+        if (two) memcpy(&h1, p + 18 * B + 16, 2);
+    } else {
+        memcpy(&h0, sp + 2 * B, 2);
+        if (two) memcpy(&h1, sp + 2 * B + 2, 2);
+    }
+    const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)h0 | (uint32_t)h1 << 16)));
+    const __m512i pair = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_ps(pair, _mm512_castps128_ps512(f));
+}
+
 TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, float *ws,
                        float acc[KERN_RB][KERN_TB], const int K, const int T) {
     const int64_t C = w->cols, nb = a->nb, G = C / 32;
-    const uint8_t *base[KERN_RB];
+    const uint8_t *base[KERN_RB], *sbase[KERN_RB];
     const float *wsi[KERN_RB];
     float rs[KERN_RB], lad[KERN_RB][32];
     kern_tp tp;
@@ -251,24 +268,27 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
         cmf_kern_tp(w, &tp);
         for (int i = 0; i < nr; i++) cmf_kern_ladder(w, &tp, w->row0 + r + i, lad[i]);
     }
+    const int64_t Gall = (w->full_rows * C + 31) / 32; /* q4_block: groups of the whole tensor (§2.4) */
     for (int i = 0; i < KERN_RB; i++) {
         const int ii = i < nr ? i : nr - 1; /* rows past nr repeat the last one; their sums are dropped */
         const int64_t R = w->row0 + r + ii;
         base[i] = K == 0 ? w->data + R * C : K == 1 ? w->data + 18 * R * G + 2 : w->data + 16 * R * G; /* K 2, 3 */
+        sbase[i] = K == 2 ? w->data + 16 * Gall + 2 * R * G : base[i];
         rs[i] = K == 0 ? cmf_f16_table[cmf_rd16(w->data + (size_t)(w->full_rows * C) + 2 * (size_t)R)] : 1.0f;
         wsi[i] = ws + ii * KERN_KB;
     }
-    const int64_t ahead = KERN_RB * (K == 0 ? C : K == 1 ? 18 * G : 16 * G); /* bytes of KERN_RB rows */
+    /* software prefetch into L2, whole row groups about KERN_PF_BYTES ahead (kern.h) */
+    const int64_t grp = KERN_RB * (K == 0 ? C : K == 1 ? 18 * G : 16 * G); /* bytes of KERN_RB rows */
+    const int64_t ahead = (KERN_PF_BYTES + grp - 1) / grp * grp;
+    const int64_t chunk = K == 3 ? KERN_KB : nb; /* q4tp: rungs of KERN_KB blocks at a time into ws */
     __m512 s[KERN_RB][KERN_GEMV_T];
     for (int i = 0; i < KERN_RB; i++)
         for (int j = 0; j < T; j++) s[i][j] = _mm512_setzero_ps();
-    for (int64_t b0 = 0; b0 < nb; b0 += KERN_KB) {
-        const int64_t kb = nb - b0 < KERN_KB ? nb - b0 : KERN_KB;
+    for (int64_t b0 = 0; b0 < nb; b0 += chunk) {
+        const int64_t kb = nb - b0 < chunk ? nb - b0 : chunk;
         if (K == 3)
             for (int i = 0; i < nr; i++)
                 for (int64_t b = 0; b < kb; b++) ws[i * KERN_KB + b] = lad[i][cmf_kern_code(&tp, w->row0 + r + i, b0 + b)];
-        else if (K != 0)
-            for (int i = 0; i < nr; i++) scales(w, r + i, b0, kb, ws + i * KERN_KB);
         const int64_t fullb = K == 0 ? (G - b0 < kb ? G - b0 : kb) : kb; /* blocks with all 32 columns */
         int64_t b = 0;
         for (; b + 2 <= fullb; b += 2) {
@@ -277,11 +297,13 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
             __m512 D[KERN_GEMV_T];
             for (int j = 0; j < T; j++) act_pair(a, j, B, ~(__mmask64)0, 0xffff, K, &X[j], &CX[j], &D[j]);
             for (int i = 0; i < KERN_RB; i++) {
-                /* the same columns of the next group of rows: short interleaved row streams (896 columns in
+                /* the same columns of a row group ~16 KiB on: short interleaved row streams (896 columns in
                  * Qwen2.5-0.5B) do not train the hardware prefetcher */
-                _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T0);
+                _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T1);
                 const __m512i W = wpair(base[i], B, K);
-                const __m512 S = K != 0 ? pair_scale(wsi[i], b) : _mm512_setzero_ps();
+                __m512 S = _mm512_setzero_ps();
+                if (K == 3) S = pair_scale(wsi[i], b);
+                else if (K != 0) S = pair_scale_h(base[i], sbase[i], B, 1, K);
                 for (int j = 0; j < T; j++) {
                     const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(CX[j], W, X[j]));
                     s[i][j] = _mm512_fmadd_ps(f, K != 0 ? _mm512_mul_ps(S, D[j]) : D[j], s[i][j]);
@@ -299,7 +321,8 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
             for (int i = 0; i < KERN_RB; i++) {
                 const __m512i W = wpair_tail(base[i], B, nbl, C - 32 * B, K);
                 __m512 S = _mm512_setzero_ps();
-                if (K != 0) S = nbl == 2 ? pair_scale(wsi[i], b) : _mm512_set1_ps(wsi[i][b]);
+                if (K == 3) S = nbl == 2 ? pair_scale(wsi[i], b) : _mm512_set1_ps(wsi[i][b]);
+                else if (K != 0) S = pair_scale_h(base[i], sbase[i], B, nbl == 2, K);
                 for (int j = 0; j < T; j++) {
                     const __m512 f = _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(CX[j], W, X[j]));
                     s[i][j] = _mm512_fmadd_ps(f, K != 0 ? _mm512_mul_ps(S, D[j]) : D[j], s[i][j]);
@@ -384,6 +407,49 @@ TGT static void mk_f32(const float *wf, int64_t ldw, const float *x, int64_t ldx
     }
 }
 
+/* ---- attention primitives (kern.h): 16 head_dim values per zmm, the last chunk masked ------------------------ */
+
+TGT static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int n, int hd, float *s,
+                        int64_t lds) {
+    const int full = hd / 16;
+    const __mmask16 tail = (__mmask16)((1u << (hd % 16)) - 1u);
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (int64_t)j * ldk;
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (int64_t)g * ldq;
+            __m512 a0 = _mm512_setzero_ps(), a1 = _mm512_setzero_ps();
+            int c = 0;
+            for (; c + 2 <= full; c += 2) {
+                a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * c), _mm512_loadu_ps(kj + 16 * c), a0);
+                a1 = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * c + 16), _mm512_loadu_ps(kj + 16 * c + 16), a1);
+            }
+            if (c < full) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qg + 16 * c), _mm512_loadu_ps(kj + 16 * c), a0);
+            if (tail)
+                a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, qg + 16 * full), _mm512_maskz_loadu_ps(tail, kj + 16 * full), a1);
+            s[(int64_t)g * lds + j] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        }
+    }
+}
+
+TGT static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
+                        int64_t ldo) {
+    enum { GB = 8 }; /* query heads per pass: GB accumulators stay in registers */
+    for (int c = 0; c < hd; c += 16) {
+        const __mmask16 m = hd - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - c)) - 1u);
+        for (int g0 = 0; g0 < G; g0 += GB) {
+            const int gb = G - g0 < GB ? G - g0 : GB;
+            __m512 acc[GB];
+            for (int g = 0; g < gb; g++) acc[g] = _mm512_maskz_loadu_ps(m, o + (int64_t)(g0 + g) * ldo + c);
+            for (int j = 0; j < n; j++) {
+                const __m512 vj = _mm512_maskz_loadu_ps(m, v + (int64_t)j * ldv + c);
+                for (int g = 0; g < gb; g++)
+                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[(int64_t)(g0 + g) * ldp + j]), vj, acc[g]);
+            }
+            for (int g = 0; g < gb; g++) _mm512_mask_storeu_ps(o + (int64_t)(g0 + g) * ldo + c, m, acc[g]);
+        }
+    }
+}
+
 static const cmf_kern kern = {
     .name = "avx512-vnni",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
@@ -395,6 +461,8 @@ static const cmf_kern kern = {
     .mk_f32 = mk_f32,
     .gemm_pack_i8 = cmf_gemm_pack_i8_avx512, /* gemm_avx512.c */
     .gemm_i8 = cmf_gemm_i8_avx512,
+    .attn_qk = attn_qk,
+    .attn_pv = attn_pv,
 };
 const cmf_kern *const cmf_kern_avx512 = &kern;
 

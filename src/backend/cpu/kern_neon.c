@@ -18,7 +18,8 @@
  * results, not speed). */
 #include "backend/cpu/kern.h"
 
-#if defined(__aarch64__) && (defined(__GNUC__) || defined(__clang__))
+/* little-endian only: the kernels reinterpret loaded bytes as f16/int32 lanes in memory order */
+#if defined(__aarch64__) && !defined(__AARCH64EB__) && (defined(__GNUC__) || defined(__clang__))
 #include <arm_neon.h>
 #include <string.h>
 

@@ -194,6 +194,40 @@ static void mk_f32(const float *wf, int64_t ldw, const float *x, int64_t ldx, in
         }
 }
 
+/* ---- attention primitives (kern.h kern_attn_qk / kern_attn_pv) --------------------------------------------- */
+
+static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int n, int hd, float *s,
+                    int64_t lds) {
+    for (int j = 0; j < n; j++) {
+        const float *kj = k + (int64_t)j * ldk;
+        for (int g = 0; g < G; g++) {
+            const float *qg = q + (int64_t)g * ldq;
+            float a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+            int i = 0;
+            for (; i + 4 <= hd; i += 4) {
+                a0 += qg[i] * kj[i];
+                a1 += qg[i + 1] * kj[i + 1];
+                a2 += qg[i + 2] * kj[i + 2];
+                a3 += qg[i + 3] * kj[i + 3];
+            }
+            for (; i < hd; i++) a0 += qg[i] * kj[i];
+            s[(int64_t)g * lds + j] = (a0 + a1) + (a2 + a3);
+        }
+    }
+}
+
+static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
+                    int64_t ldo) {
+    for (int g = 0; g < G; g++) {
+        float *restrict og = o + (int64_t)g * ldo;
+        for (int j = 0; j < n; j++) {
+            const float pj = p[(int64_t)g * ldp + j];
+            const float *restrict vj = v + (int64_t)j * ldv;
+            for (int i = 0; i < hd; i++) og[i] += pj * vj[i];
+        }
+    }
+}
+
 const cmf_kern cmf_kern_scalar = {
     .name = "scalar",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
@@ -201,4 +235,6 @@ const cmf_kern cmf_kern_scalar = {
     .mk_i8 = mk_i8,
     .decode_f32 = dec_f32,
     .mk_f32 = mk_f32,
+    .attn_qk = attn_qk,
+    .attn_pv = attn_pv,
 };

@@ -168,6 +168,62 @@ void cmf_rmsnorm(float *out, const float *x, const float *w, int64_t n, float ep
     }
 }
 
+void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv, int n, int hd,
+                    float scale, float softcap, float *scratch, float *o, int64_t ldo, float *ml, int64_t ldml) {
+    const cmf_kern *kt = cmf_kern_active();
+    const kern_attn_qk qk = kt->attn_qk ? kt->attn_qk : cmf_kern_scalar.attn_qk;
+    const kern_attn_pv pv = kt->attn_pv ? kt->attn_pv : cmf_kern_scalar.attn_pv;
+    for (int g = 0; g < G; g++) {
+        memset(o + (int64_t)g * ldo, 0, (size_t)hd * sizeof(float));
+        ml[(int64_t)g * ldml] = -INFINITY;
+        ml[(int64_t)g * ldml + 1] = 0.0f;
+    }
+    for (int j0 = 0; j0 < n; j0 += CMF_ATTN_SB) {
+        const int nb = n - j0 < CMF_ATTN_SB ? n - j0 : CMF_ATTN_SB;
+        qk(q, ldq, G, k + (int64_t)j0 * ldkv, ldkv, nb, hd, scratch, CMF_ATTN_SB);
+        for (int g = 0; g < G; g++) {
+            float *sg = scratch + (int64_t)g * CMF_ATTN_SB, *mg = ml + (int64_t)g * ldml;
+            float bm = -INFINITY;
+            for (int j = 0; j < nb; j++) {
+                float d = sg[j] * scale;
+                if (softcap > 0) d = softcap * tanhf(d / softcap);
+                sg[j] = d;
+                bm = d > bm ? d : bm;
+            }
+            if (bm > mg[0]) { /* a new running max: rescale what the earlier positions summed */
+                const float r = expf(mg[0] - bm); /* 0 on the first block (m = -inf) */
+                float *og = o + (int64_t)g * ldo;
+                for (int i = 0; i < hd; i++) og[i] *= r;
+                mg[1] *= r;
+                mg[0] = bm;
+            }
+            float l = 0;
+            for (int j = 0; j < nb; j++) {
+                sg[j] = expf(sg[j] - mg[0]);
+                l += sg[j];
+            }
+            mg[1] += l;
+        }
+        pv(scratch, CMF_ATTN_SB, G, v + (int64_t)j0 * ldkv, ldkv, nb, hd, o, ldo);
+    }
+}
+
+void cmf_attn_merge(const float *part, int nch, int64_t cstride, int hd, float *out) {
+    float M = -INFINITY, L = 0;
+    for (int c = 0; c < nch; c++)
+        if (part[c * cstride + 1] > 0 && part[c * cstride] > M) M = part[c * cstride];
+    memset(out, 0, (size_t)hd * sizeof(float));
+    for (int c = 0; c < nch; c++) {
+        const float *p = part + c * cstride;
+        if (!(p[1] > 0)) continue; /* an empty chunk */
+        const float r = expf(p[0] - M);
+        L += r * p[1];
+        for (int i = 0; i < hd; i++) out[i] += r * p[2 + i];
+    }
+    const float inv = 1.0f / L;
+    for (int i = 0; i < hd; i++) out[i] *= inv;
+}
+
 void cmf_softmax(float *x, int64_t n) {
     float m = -INFINITY;
     for (int64_t i = 0; i < n; i++)
