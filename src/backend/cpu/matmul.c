@@ -161,26 +161,59 @@ static void mm_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* Prefetches (into L2) the stored bytes of rows [r, r+nr), blocks [b0, b0+kb) of an int8-family view: the
+ * packer's next input, fetched while the current panel is multiplied. Scales and q4tp codes are left to the
+ * hardware. */
+static void prefetch_panel(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb) {
+    const int64_t C = w->cols, G = C / 32;
+    for (int i = 0; i < nr; i++) {
+        const int64_t R = w->row0 + r + i;
+        const uint8_t *p;
+        int64_t len;
+        switch (w->dtype) {
+        case CMF_DT_Q8_ROW:
+        case CMF_DT_Q8_2F:
+            p = w->data + R * C + 32 * b0;
+            len = C - 32 * b0 < 32 * kb ? C - 32 * b0 : 32 * kb;
+            break;
+        case CMF_DT_Q4_TILED: p = w->data + 18 * (R * G + b0), len = 18 * kb; break;
+        case CMF_DT_Q2TP: p = w->data + 8 * (R * G + b0), len = 8 * kb; break;
+        default: p = w->data + 16 * (R * G + b0), len = 16 * kb; break; /* q4_block, q4tp nibbles */
+        }
+        for (int64_t o = 0; o < len; o += 64) __builtin_prefetch(p + o, 0, 2);
+    }
+}
+
 /* The GEMM path: work items are (row panel of KERN_GEMM_R rows, token range); per item and column chunk the
- * panel is packed once into this thread's scratch and multiplied with every token of the range. */
+ * panel is packed once into this thread's scratch and multiplied with every token of the range. Each thread
+ * claims its next item before computing the current one, so that the weights it packs next are prefetched
+ * while it computes (rows of a few hundred bytes do not train the hardware prefetcher). */
 static void gemm_worker(void *ctx, int ith, int nth) {
     (void)nth;
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
     void *pack = cmf_pool_scratch(t->pool, ith, KERN_GEMM_PACK_BYTES); /* reserved by cmf_matmul */
     if (!pack) return;
-    const int64_t panels = (w->rows + KERN_GEMM_R - 1) / KERN_GEMM_R, nb = t->a.nb;
-    for (;;) {
-        const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
-        if (item >= panels * t->tchunks) break;
+    const int64_t panels = (w->rows + KERN_GEMM_R - 1) / KERN_GEMM_R, nb = t->a.nb, items = panels * t->tchunks;
+    int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+    while (item < items) {
+        const int64_t next = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         const int64_t p = item / t->tchunks, c = item % t->tchunks, r = p * KERN_GEMM_R;
         const int nr = w->rows - r < KERN_GEMM_R ? (int)(w->rows - r) : KERN_GEMM_R;
         const int64_t t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
         for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
             const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
             t->k->gemm_pack_i8(w, r, nr, b0, kb, pack);
+            if (b0 + kb < nb) { /* the next chunk of this panel, else the first of the next item's panel */
+                prefetch_panel(w, r, nr, b0 + kb, nb - b0 - kb < t->kc ? nb - b0 - kb : t->kc);
+            } else if (next < items && next / t->tchunks != p) {
+                const int64_t rn = next / t->tchunks * KERN_GEMM_R;
+                prefetch_panel(w, rn, w->rows - rn < KERN_GEMM_R ? (int)(w->rows - rn) : KERN_GEMM_R, 0,
+                               nb < t->kc ? nb : t->kc);
+            }
             t->k->gemm_i8(pack, &t->a, t0, t1, t->out + r, t->ld_out, t->bias ? t->bias + r : NULL, b0 == 0);
         }
+        item = next;
     }
 }
 
