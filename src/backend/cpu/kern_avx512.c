@@ -300,6 +300,8 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
                 /* the same columns of a row group ~16 KiB on: short interleaved row streams (896 columns in
                  * Qwen2.5-0.5B) do not train the hardware prefetcher */
                 _mm_prefetch((const char *)(base[i] + ahead + (K == 0 ? 32 * B : K == 1 ? 18 * B : 16 * B)), _MM_HINT_T1);
+                if (K != 0) /* q4: also the next row group into L1 (measured +10-25% at 1 thread; none seen on q8) */
+                    _mm_prefetch((const char *)(base[i] + grp + (K == 1 ? 18 * B : 16 * B)), _MM_HINT_T0);
                 const __m512i W = wpair(base[i], B, K);
                 __m512 S = _mm512_setzero_ps();
                 if (K == 3) S = pair_scale(wsi[i], b);
@@ -330,8 +332,11 @@ TGT_INLINE void gemv_t(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a
             }
         }
     }
+    float red[KERN_RB][KERN_GEMV_T]; /* all rows reduced (fixed bounds keep s in registers), rows < nr kept */
+    for (int i = 0; i < KERN_RB; i++)
+        for (int j = 0; j < T; j++) red[i][j] = _mm512_reduce_add_ps(s[i][j]) * rs[i];
     for (int i = 0; i < nr; i++)
-        for (int j = 0; j < T; j++) acc[i][j] = _mm512_reduce_add_ps(s[i][j]) * rs[i];
+        for (int j = 0; j < T; j++) acc[i][j] = red[i][j];
 }
 
 TGT static void gemv_q8(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
