@@ -9,7 +9,9 @@
  *  - cmf_matmul on a 2-thread pool (work split by row panels and token ranges, q8_2f column scales folded into
  *    the activations): the same bound;
  *  - an exact case: integer activations with power-of-two block scales and weights whose scales are powers of two
- *    give bit-exact sums on every path. */
+ *    give bit-exact sums on every path;
+ *  - cmf_qact_quantize_avx512 (the GEMM's activations on the avx512 path) is bit-identical to cmf_qact_quantize
+ *    (q, d, s, dx, cx), with and without column scales, odd cols, zeros, ties at .5 and huge values. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -200,6 +202,40 @@ static void check_exact(cmf_pool *pool) {
     free(p);
 }
 
+static void check_quantizer(void) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (!cmf_cpu_path_supported(CMF_CPU_AVX512)) return;
+    const int64_t colss[] = {32, 50, 96, 1000, 4128};
+    for (size_t ci = 0; ci < sizeof colss / sizeof colss[0]; ci++) {
+        const int64_t cols = colss[ci], n = 7;
+        float *x = malloc((size_t)(n * cols) * sizeof(float)), *col = malloc((size_t)cols * sizeof(float));
+        for (int64_t i = 0; i < n * cols; i++) {
+            const uint32_t k = rnd() % 16;
+            x[i] = k == 0 ? 0.0f : k == 1 ? 1e30f : k == 2 ? (float)((int)(rnd() % 255) - 127) * 0.5f : frand() * 3.0f;
+        }
+        for (int64_t c = 0; c < 32 && c < cols; c++) x[c] = 0.0f; /* an all-zero block */
+        for (int64_t c = 0; c < cols; c++) col[c] = 0.5f + frand() * frand();
+        for (int wc = 0; wc < 2; wc++) {
+            cmf_qact a, b;
+            void *ba = calloc(1, cmf_qact_bytes(n, cols)), *bb = calloc(1, cmf_qact_bytes(n, cols));
+            cmf_qact_init(&a, ba, n, cols);
+            cmf_qact_init(&b, bb, n, cols);
+            cmf_qact_quantize(&a, x, cols, cols, wc ? col : NULL, 1, 0, n);
+            cmf_qact_quantize_avx512(&b, x, cols, cols, wc ? col : NULL, 0, n);
+            const size_t N = (size_t)(n * a.nb);
+            const int same = !memcmp(a.q, b.q, N * 32) && !memcmp(a.d, b.d, N * 4) && !memcmp(a.s, b.s, N * 4) &&
+                             !memcmp(a.dx, b.dx, N * 32) && !memcmp(a.cx, b.cx, N * 32);
+            CHECK_MSG(same, "cmf_qact_quantize_avx512 differs from cmf_qact_quantize (cols %lld, col scales %d)",
+                      (long long)cols, wc);
+            free(ba);
+            free(bb);
+        }
+        free(x);
+        free(col);
+    }
+#endif
+}
+
 int main(void) {
     const int cand[2] = {CMF_CPU_AVX2, CMF_CPU_AVX512};
     const int saved = cmf_cpu_path();
@@ -228,6 +264,7 @@ int main(void) {
         if (q8) check_case(pool, dt, 33, 1000, small_n + 2, 1);
     }
     check_exact(pool);
+    check_quantizer();
     for (int g = 0; g < n_gp; g++)
         printf("%s: %ld outputs, worst |gemm - ref| / sum|terms| = %.3g (bound 1e-5)\n", cmf_cpu_path_name(gp[g].path),
                checked[g], worst_all[g]);

@@ -282,4 +282,48 @@ TGT void cmf_gemm_i8_avx512(const void *pack_buf, const cmf_qact *a, int64_t t0,
     }
 }
 
+/* One-level activation quantization with the arithmetic of cmf_qact_quantize (kern_scalar.c) step by step, so the
+ * results are bit-identical to it (tests/kernels/test_gemm.c checks): v = x (* col), amax = the largest |v| (NaN
+ * skipped as the scalar comparison skips it), d = amax / 127, id = 127 / amax (0 when amax is 0), q = the
+ * truncation of v*id + (v*id >= 0 ? 0.5 : -0.5) clamped to [-127, 127]; s = sum q, dx = d x 8, cx lane k =
+ * -128 * (q[4k] + ... + q[4k+3]). Tokens [t0, t1), slot = token. */
+TGT void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col,
+                                  int64_t t0, int64_t t1) {
+    const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
+    const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
+    const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t t = t0; t < t1; t++) {
+        const float *xt = x + t * ldx;
+        for (int64_t b = 0; b < a->nb; b++) {
+            const int64_t c0 = 32 * b, m = cols - c0 < 32 ? cols - c0 : 32;
+            const __mmask16 k0 = m >= 16 ? 0xffff : (__mmask16)((1u << m) - 1u);
+            const __mmask16 k1 = m >= 32 ? 0xffff : m <= 16 ? 0 : (__mmask16)((1u << (m - 16)) - 1u);
+            __m512 v0 = _mm512_maskz_loadu_ps(k0, xt + c0), v1 = _mm512_maskz_loadu_ps(k1, xt + c0 + 16);
+            if (col) {
+                v0 = _mm512_mul_ps(v0, _mm512_maskz_loadu_ps(k0, col + c0));
+                v1 = _mm512_mul_ps(v1, _mm512_maskz_loadu_ps(k1, col + c0 + 16));
+            }
+            __m512 mx = _mm512_max_ps(_mm512_and_ps(v0, absmask), zero); /* a NaN lane yields the second operand */
+            mx = _mm512_max_ps(_mm512_and_ps(v1, absmask), mx);
+            const float amax = _mm512_reduce_max_ps(mx);
+            const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+            const __m512 idv = _mm512_set1_ps(id);
+            const __m512 y0 = _mm512_mul_ps(v0, idv), y1 = _mm512_mul_ps(v1, idv);
+            const __m512 r0 = _mm512_add_ps(y0, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(y0, zero, _CMP_GE_OQ), mhalf, half));
+            const __m512 r1 = _mm512_add_ps(y1, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(y1, zero, _CMP_GE_OQ), mhalf, half));
+            const __m512i q0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(r0), lo), hi);
+            const __m512i q1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(r1), lo), hi);
+            const int64_t o = t * a->nb + b;
+            const __m256i q8 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(q0)),
+                                                       _mm512_cvtepi32_epi8(q1), 1);
+            _mm256_storeu_si256((__m256i *)(void *)(a->q + 32 * o), q8);
+            a->d[o] = d;
+            a->s[o] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            _mm256_storeu_ps(a->dx + 8 * o, _mm256_set1_ps(d));
+            const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q8);
+            _mm256_storeu_si256((__m256i *)(void *)(a->cx + 8 * o), _mm256_mullo_epi32(s4, _mm256_set1_epi32(-128)));
+        }
+    }
+}
+
 #endif

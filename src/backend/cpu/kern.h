@@ -86,6 +86,10 @@ typedef void (*kern_gemm_i8)(const void *pack, const cmf_qact *a, int64_t t0, in
 void cmf_gemm_pack_i8_avx512(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
 void cmf_gemm_i8_avx512(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out, int64_t ld_out,
                         const float *bias, int first);
+/* cmf_qact_quantize with levels = 1 in AVX-512 (gemm_avx512.c), bit-identical to it; matmul.c uses it for the
+ * GEMM's activations on the avx512 path. */
+void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int64_t t0,
+                              int64_t t1);
 void cmf_gemm_pack_i8_avx2(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
 void cmf_gemm_i8_avx2(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out, int64_t ld_out,
                       const float *bias, int first);

@@ -52,6 +52,7 @@ typedef struct {
     kern_gemv_i8 gemv; /* the fused decode kernel when n <= KERN_GEMV_T and the path has one for the dtype */
     int gemm;          /* int8 GEMM (kern.h gemm_pack_i8 / gemm_i8) for n > KERN_GEMV_T when the path has one */
     int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks per column chunk */
+    int fastq;           /* GEMM on the avx512 path: cmf_qact_quantize_avx512 (bit-identical) quantizes */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -63,10 +64,19 @@ static size_t tile_bytes(int i8) {
               : (size_t)KERN_RB * KERN_KB * 32 * 4;
 }
 
+static void quantize(mm_task *t, int64_t t0, int64_t t1) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (t->fastq) {
+        cmf_qact_quantize_avx512(&t->a, t->x, t->w->cols, t->w->cols, t->col, t0, t1);
+        return;
+    }
+#endif
+    cmf_qact_quantize(&t->a, t->x, t->w->cols, t->w->cols, t->col, t->levels, t0, t1);
+}
+
 static void quant_worker(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
-    const int64_t t0 = t->n * ith / nth, t1 = t->n * (ith + 1) / nth;
-    cmf_qact_quantize(&t->a, t->x, t->w->cols, t->w->cols, t->col, t->levels, t0, t1);
+    quantize(t, t->n * ith / nth, t->n * (ith + 1) / nth);
 }
 
 /* Adds acc (slots t0..t0+tb-1) into out; slot v belongs to token v / levels, and the first slot of a token in
@@ -268,7 +278,8 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
             for (int64_t c = 0; c < w->cols; c++) col[c] = cmf_f16_table[cmf_rd16(cs + 2 * c)];
             t.col = col;
         }
-        if (n * w->cols < QUANT_PAR_MIN) cmf_qact_quantize(&t.a, x, w->cols, w->cols, t.col, t.levels, 0, n);
+        t.fastq = t.gemm && cmf_cpu_path() == CMF_CPU_AVX512;
+        if (n * w->cols < QUANT_PAR_MIN) quantize(&t, 0, n);
         else cmf_pool_run(pool, quant_worker, &t);
     }
     const int nth = cmf_pool_size(pool);
