@@ -4,7 +4,9 @@
 #   1. -march=armv8.2-a+dotprod, gcc -O2:  SDOT kernels only, emulated core "max"         (neon + dotprod)
 #   2. -march=armv8-a, gcc -O2:            both flavours, SDOT picked at run time on "max" (neon + dotprod)
 #                                          and the SMULL/SADALP fallback on "cortex-a53"   (neon, no dotprod)
-#   3. -march=armv8-a, gcc -O0 and clang -O2 (when clang is installed): compile only, -Werror.
+#   3. -march=armv8-a, gcc -O0 and clang -O2 (when clang is installed): compile only, -Werror;
+#   4. with CROSS_NEON_SANITIZE=1 (about 3 more minutes): -march=armv8-a, gcc Debug with AddressSanitizer +
+#      UndefinedBehaviorSanitizer, tests on both cores (leak detection off: LeakSanitizer cannot run under qemu).
 # Each test run checks that cmf_cpu_features_str() names the path it was meant to test (CMF_EXPECT_CPU).
 # Needs: apt-get install gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user (and the host's libcjson-dev for
 # one header); with --install (as root) the script runs that apt-get itself.
@@ -38,7 +40,7 @@ configure() { # dir, extra cmake arguments...
 }
 run_tests() { # dir, QEMU_CPU, expected cmf_cpu_features_str()
   echo "== $1 on qemu -cpu $2: expect \"$3\""
-  (cd "$build/$1" && QEMU_CPU=$2 CMF_EXPECT_CPU=$3 ctest --output-on-failure -j"$jobs")
+  (cd "$build/$1" && QEMU_CPU=$2 CMF_EXPECT_CPU=$3 ASAN_OPTIONS=detect_leaks=0 ctest --output-on-failure -j"$jobs")
 }
 
 echo "== arm64 kernel build, -march=armv8.2-a+dotprod (gcc -O2)"
@@ -56,5 +58,13 @@ if command -v clang >/dev/null; then
   configure clang -DCMAKE_BUILD_TYPE=Release -DCMF_CROSS_CC=clang -DCMAKE_C_FLAGS="-march=armv8-a"
 else
   echo "skipped: clang is not installed"
+fi
+if [ "${CROSS_NEON_SANITIZE:-0}" = 1 ]; then
+  echo "== arm64 kernel build, -march=armv8-a, gcc Debug + ASan + UBSan"
+  san="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
+  configure asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS="-march=armv8-a $san" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined"
+  run_tests asan max "neon (cpu: neon dotprod)"
+  run_tests asan cortex-a53 "neon (cpu: neon)"
 fi
 echo "cross_neon: all arm64 kernel checks passed"
