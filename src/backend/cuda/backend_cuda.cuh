@@ -1,0 +1,114 @@
+/* backend_cuda.cuh — internal to the cuda backend (backend_cuda.cu: residency, fusion, the ops; backend_graph.cu:
+ * decode-step CUDA graphs and the ops held back until the graph mode is known): the backend's state and the
+ * functions the two files share. Not part of any API. */
+#ifndef CMF_BACKEND_CUDA_BACKEND_CUDA_CUH
+#define CMF_BACKEND_CUDA_BACKEND_CUDA_CUH
+
+#include <pthread.h>
+
+#include <unordered_map>
+#include <vector>
+
+#include "backend/cuda/common.cuh"
+
+extern "C" {
+#include "backend/backend.h"
+#include "model/model.h"
+}
+
+namespace cmf_cuda_be {
+
+struct arena {
+    const float *host;
+    size_t n;
+    float *dev;
+};
+
+/* A captured decode step (from the embedding to the last layer's residual) and what it was captured for. */
+struct graph_entry {
+    std::vector<uintptr_t> key;
+    cudaGraphExec_t exec;
+    uint64_t used; /* LRU stamp */
+};
+
+/* Where the current forward stands with respect to CUDA graphs (see the block comment above cu_begin). */
+enum graph_mode { G_EAGER = 0, G_WAIT, G_CAPTURE, G_REPLAY };
+
+enum { GRAPH_CACHE = 16, GRAPH_MAX_TOK = 8, LOGITS_PINNED_ROWS = 8 };
+
+struct cuda_impl {
+    const cmf_model *m;
+    int dev;
+    cudaStream_t stream;
+    cmf_cuda_ctx *ctx;
+    pthread_mutex_t mu;
+    std::unordered_map<const void *, void *> payloads; /* host payload start -> device copy */
+    std::vector<arena> arenas;                         /* f32 vectors: small-tensor arenas, RoPE frequencies */
+    int32_t *d_step; /* [2][step_cap]: positions, then token ids of the current forward */
+    int32_t *h_step; /* pinned host staging of d_step (one H2D copy per forward) */
+    int step_cap;
+    int n_cur;       /* tokens of the current forward */
+    /* CUDA graphs of decode steps */
+    int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
+    int fuse_norm;                    /* CMF_CUDA_FUSE_NORM=1 turns on product + add + norm fusion */
+    int *d_cnt;                       /* zeroed counter of cmf_cuda_matvec_add_rmsnorm */
+    int exact_prefill;                /* CMF_CUDA_EXACT_PREFILL=1: prefill products by the f32 matvec, 8 rows at a
+                                         time, instead of the f16 GEMM (a precision experiment, slow) */
+    int mode;                         /* enum graph_mode */
+    const cmf_weights *cur_w;         /* weight set of the current forward (known from the first kv_write) */
+    std::vector<uintptr_t> cur_key;   /* key being captured */
+    cudaGraphExec_t cur_exec;         /* graph being replayed */
+    std::vector<graph_entry> graphs;  /* LRU cache */
+    uint64_t stamp, weight_gen;
+    uint64_t n_captured, n_replayed;  /* counters for tests and benchmarks */
+    /* deferred ops of the decode step, fused with the op that follows when it fits (block comment "fusion") */
+    struct {
+        const cmf_weight *w;
+        float *out;
+        const float *bias;
+    } pm[3];                          /* pending products of one activation block (n <= 8) */
+    int n_pm, pm_n;
+    const float *pm_x;
+    float *pa_x, *pa_o;               /* pending residual add x += o (pa_x != NULL) */
+    int pa_rows, pa_d;
+    const cmf_layer *pr_L;            /* pending q/k norm + RoPE (pr_L != NULL) */
+    cmf_batch *pr_b;
+    int pr_layer, pr_n;
+    /* ops held back while the graph mode is not known yet (G_WAIT): the embedding and the first RMSNorm */
+    struct {
+        cmf_cuda_weight w;
+        float *x;
+        int n;
+        float mult;
+    } pe;
+    struct {
+        float *out;
+        const float *x, *w;
+        int rows, d, gemma;
+        float eps;
+    } pn;
+    int has_pn;
+    void *d_work; /* flash-decoding scratch */
+    size_t work_bytes;
+    float *d_logits; /* head output [rows][V] */
+    size_t logits_cap;
+    float *h_logits; /* pinned host staging of d_logits for up to LOGITS_PINNED_ROWS rows */
+    size_t h_logits_cap;
+};
+
+inline cuda_impl *IMPL(cmf_backend *be) { return (cuda_impl *)be->impl; }
+
+inline const int32_t *D_POS(cuda_impl *I) { return I->d_step; }
+inline const int32_t *D_TOK(cuda_impl *I) { return I->d_step + I->step_cap; }
+
+/* ---- backend_graph.cu (block comment "CUDA graphs" there) ---- */
+void graphs_clear(cuda_impl *I);                /* drops every cached graph */
+void capture_abort(cuda_impl *I);               /* ends a capture in progress, drops it */
+cmf_status graph_flush(cuda_impl *I);           /* G_CAPTURE / G_REPLAY: launches the step's graph, back to eager */
+cmf_status graph_decide(cuda_impl *I, cmf_batch *b, cmf_session *const *seqs, int n); /* at the first kv_write */
+cmf_status held_issue(cuda_impl *I);            /* queues the held embedding and first RMSNorm */
+cmf_status wait_resolve(cuda_impl *I);          /* G_WAIT -> eager: the held ops run now */
+
+} // namespace cmf_cuda_be
+
+#endif
