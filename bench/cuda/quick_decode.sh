@@ -5,7 +5,7 @@
 #     $DTYPES): test_cuda_ops (groups $OPS_TESTS), test_gpu_forward, and test_gpu_forward with CMF_CUDA_FUSE_NORM=1 and =0;
 #  3. transformers eager on the first shape (bench/cuda/hf_bench.py, same call), then gpu_bench on every file:
 #     pp512, tg@128, tg@4096; on the first shape's q8 also tg@128 with CMF_CUDA_PDL=0, CMF_CUDA_FUSE_NORM=1 and
-#     without graphs;
+#     without graphs; on quantized files also pp512 with CMF_CUDA_F16_CACHE=1;
 #  4. NCU=1: Nsight Compute's per-kernel GPU time of a few decode steps of the first shape's q8 file (ncu_summary.py).
 # Usage (repository root, on the device): DEPS=.cudadev-cuda bash bench/cuda/quick_decode.sh
 set -uo pipefail
@@ -63,6 +63,10 @@ for shape in $SHAPES; do
     [ -f $f ] || { echo "no $f"; continue; }
     timeout 100 $B/tests/gpu/gpu_bench $f -p 512 -g ${GEN:-64} -c 128,4096 -r 2 | sed "s|model=$f|model=$shape-$dt|" |
       tee -a "$OUT/results.txt" | grep -E 'test=|copy|graphs_'
+    if [ $dt != bf16 ]; then # prefill with the opt-in f16 weight cache
+      CMF_CUDA_F16_CACHE=1 timeout 60 $B/tests/gpu/gpu_bench $f -p 512 -c "" -r 2 | sed "s|model=$f|model=$shape-$dt|" |
+        grep test= | sed "s/test=pp512/test=pp512-f16cache/" | tee -a "$OUT/results.txt"
+    fi
     if [ $shape = $first ] && [ $dt = q8 ]; then
       for v in CMF_CUDA_PDL=0:nopdl CMF_CUDA_FUSE_NORM=1:fusenorm CMF_CUDA_GRAPH=0:nograph; do
         env ${v%%:*} timeout 60 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-64} -c 128 -r 2 | sed "s|model=$f|model=$shape-$dt|" |

@@ -18,6 +18,8 @@
  *    input_0 alone is 3.5e-2 (llama), 3.1e-2 (qwen3), 8.3e-2 (gemma2) (measured on the CPU), i.e. the CPU's own
  *    activation error. The q8_row bounds above date from the two-level CPU; this f32-reference version has NOT run
  *    on a GPU yet;
+ *  - q8_row with the opt-in f16 weight cache of prefill GEMMs (CMF_CUDA_F16_CACHE=1) on a 24-token random prompt,
+ *    same bound (not yet run on a GPU);
  *  - CUDA graphs: the same greedy run with decode-step graphs on and off gives bit-identical logits, and the graphs
  *    are really captured and replayed (check_graphs);
  *  - a continuous batch of two sessions (one decode token each, then one prefill chunk next to one decode token)
@@ -296,6 +298,28 @@ int main(void) {
                     }
                     cmf_model_free(ex);
                     unsetenv("CMF_CUDA_EXACT_PREFILL");
+                }
+                /* quantized weights with the opt-in f16 weight cache for prefill GEMMs (CMF_CUDA_F16_CACHE=1): a
+                 * 24-token prompt (more than 8 tokens: the GEMM path) within the same bound */
+                if (QUANTS[qi] == CMF_DT_Q8_ROW) {
+                    setenv("CMF_CUDA_F16_CACHE", "1", 1);
+                    cmf_model *fc = NULL;
+                    if (cmf_model_load_on(path, NULL, "cuda", &fc) == CMF_OK) {
+                        int32_t p24[24];
+                        const int V = cmf_model_vocab_size(cpu);
+                        uint64_t r = 0x9e3779b97f4a7c15ull; /* its own stream: the random passes below keep theirs */
+                        for (int i = 0; i < 24; i++) {
+                            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                            p24[i] = (int32_t)(r % (uint64_t)V);
+                        }
+                        char sl[128];
+                        snprintf(sl, sizeof sl, "%s f16-cache", label);
+                        check_sequence(sl, cpu, fc, p24, 24);
+                    } else {
+                        CHECK_MSG(0, "%s: load with CMF_CUDA_F16_CACHE=1: %s", label, cmf_last_error());
+                    }
+                    cmf_model_free(fc);
+                    unsetenv("CMF_CUDA_F16_CACHE");
                 }
                 if (ids0 && n0 >= 6) check_batch(label, cpu, gpu, ids0, n0);
 #ifdef CMF_HAVE_CUDA

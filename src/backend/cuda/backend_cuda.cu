@@ -117,6 +117,25 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
  * one), o, add+norm, gate/up+GLU, down (6 with CMF_CUDA_FUSE_NORM=1). Before 2026-11-29 evening it was 11: the
  * add+norm fusion never matched (it refused an output aliasing the added rows, which the forward uses). */
 
+/* The f16 copy of quantized weight cw for prefill GEMMs (CMF_CUDA_F16_CACHE=1): dequantized once with
+ * cmf_cuda_dequant (the values the GEMM's row tiles would hold) and kept until the backend is destroyed; costs
+ * 2 bytes per weight of every quantized matrix a prefill touches (Llama-3.1-8B: ~15 GB). NULL when off, for float
+ * dtypes (used as stored), or when the copy does not fit on the device (the row-tile path runs then). */
+const void *f16_copy(cuda_impl *I, const cmf_cuda_weight *cw) {
+    if (!I->f16_cache || cw->dtype == CMF_DT_F32 || cw->dtype == CMF_DT_F16 || cw->dtype == CMF_DT_BF16) return NULL;
+    auto it = I->f16w.find(cw->d_data);
+    if (it != I->f16w.end()) return it->second;
+    void *h = NULL;
+    const size_t bytes = (size_t)cw->rows * (size_t)cw->cols * 2;
+    if (cmf_cuda_malloc(&h, bytes) != CMF_OK) return NULL;
+    if (cmf_cuda_dequant(cw, 0, cw->rows, h, CMF_CUDA_F16, I->stream) != CMF_OK) {
+        cmf_cuda_free(h);
+        return NULL;
+    }
+    I->f16w[cw->d_data] = h;
+    return h;
+}
+
 /* The eager product: matvec (n <= 8) or GEMM, then the bias. */
 cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_weight *w, const float *bias) {
     cmf_cuda_weight cw;
@@ -131,8 +150,10 @@ cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_wei
                         bias);
         return st;
     }
+    const void *h16 = n > 8 ? f16_copy(I, &cw) : NULL;
+    const cmf_cuda_weight c16 = {CMF_DT_F16, cw.rows, cw.cols, h16};
     st = n <= 8 ? cmf_cuda_matvec(&cw, x, out, n, I->stream)
-                : cmf_cuda_gemm(I->ctx, &cw, x, out, n, CMF_CUDA_GEMM_AUTO, I->stream);
+                : cmf_cuda_gemm(I->ctx, h16 ? &c16 : &cw, x, out, n, CMF_CUDA_GEMM_AUTO, I->stream);
     if (st != CMF_OK || !db) return st;
     k_bias<<<grid1d((int64_t)n * w->rows, 256), 256, 0, I->stream>>>(out, db, n, w->rows);
     CU_LAUNCHED("bias");
@@ -637,6 +658,7 @@ void cu_destroy(cmf_backend *be) {
         if (I->stream) cudaStreamSynchronize(I->stream);
         graphs_clear(I);
         for (auto &p : I->payloads) cmf_cuda_free(p.second);
+        for (auto &p : I->f16w) cmf_cuda_free(p.second);
         for (arena &a : I->arenas) cmf_cuda_free(a.dev);
         cmf_cuda_free(I->d_step);
         if (I->h_step) cudaFreeHost(I->h_step);
@@ -686,6 +708,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->graphs_on = !(g && g[0] == '0');
     const char *ep = getenv("CMF_CUDA_EXACT_PREFILL");
     I->exact_prefill = ep && ep[0] == '1';
+    const char *fc = getenv("CMF_CUDA_F16_CACHE");
+    I->f16_cache = fc && fc[0] == '1';
     const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
     I->fuse_norm = fz && fz[0] == '1';
     pthread_mutex_init(&I->mu, NULL);
