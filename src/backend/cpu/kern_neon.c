@@ -198,6 +198,8 @@ static void gemm_pack(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_
     }
 }
 
+_Static_assert(KERN_GEMV_T == 2, "the NEON gemv kernels take 1 or 2 tokens (kern_neon_i8.h, KN_GEMV_FN)");
+
 /* ---- int8 microkernels and fused decode kernels, once per dot-product flavour ----------------------------------- */
 
 #if NEON_DOT >= 1
