@@ -6,6 +6,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 pkgs="cmake make gcc clang libclang-rt-dev pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libedit-dev"
+pkgs="$pkgs gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" # the arm64 kernel check (scripts/cross_neon.sh)
 command -v npm >/dev/null || pkgs="$pkgs nodejs npm" # a node from elsewhere (e.g. nodesource) is kept
 command -v chromium >/dev/null || pkgs="$pkgs chromium"
 missing=""

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds and runs the whole test suite: a Release build with gcc (ctest), a -Werror compile with clang, and the
+# Builds and runs the whole test suite: a Release build with gcc (ctest), a -Werror compile with clang, the arm64
+# NEON kernels cross-built and tested under qemu, and the
 # same suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target (tests/fuzz) for a fixed, seeded number of inputs,
 # and the tokenizer.json / tokenize / template targets for FUZZ_SECONDS (60) each.
 set -euo pipefail
@@ -13,6 +14,8 @@ cmake --build build -j"$jobs" >/dev/null
 echo "== clang -Werror build"
 CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-clang -j"$jobs" >/dev/null
+echo "== arm64 NEON kernels: cross-built, tests under qemu-aarch64 (scripts/cross_neon.sh)"
+bash scripts/cross_neon.sh
 echo "== ASan+UBSan build + ctest"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMF_SANITIZE=ON >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
