@@ -11,7 +11,10 @@
  *  - an exact case: integer activations with power-of-two block scales and weights whose scales are powers of two
  *    give bit-exact sums on every path;
  *  - cmf_qact_quantize_avx512 (the GEMM's activations on the avx512 path) is bit-identical to cmf_qact_quantize
- *    (q, d, s, dx, cx), with and without column scales, odd cols, zeros, ties at .5 and huge values. */
+ *    (q, d, s, dx, cx), with and without column scales, odd cols, zeros, ties at .5 and huge values;
+ *  - the float-family GEMM (gemm_pack_f32 / gemm_f32: f32, f16, bf16, q4_block with cols % 32 != 0) of every path
+ *    that has one, directly (column chunks of KERN_GEMM_KC_F32 and of 7) and through cmf_matmul, against a double
+ *    sum over cmf_weight_cols_f32's values: within 1e-5 of the sum of |terms|. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -75,6 +78,8 @@ typedef struct {
 static gpath gp[2];
 static int n_gp;
 static double worst_all[2]; /* per path: the largest |got - ref| / mag seen */
+static double worst_f;      /* the same for the float-family GEMM (all paths) */
+static long checked_f;
 static long checked[2];     /* per path: outputs compared */
 
 /* Counts outputs of got (n x ld, first rows columns) off ref by more than 1e-5 * mag, and columns past rows that
@@ -236,6 +241,94 @@ static void check_quantizer(void) {
 #endif
 }
 
+/* Float weights: f32 / f16 / bf16 encoded here from random values, q4_block through payload(). */
+static uint8_t *float_payload(int dtype, int64_t rows, int64_t cols, uint64_t *nbytes) {
+    if (dtype != CMF_DT_F32 && dtype != CMF_DT_F16 && dtype != CMF_DT_BF16) return payload(dtype, rows, cols, nbytes);
+    const size_t es = dtype == CMF_DT_F32 ? 4 : 2;
+    *nbytes = (uint64_t)(rows * cols) * es;
+    uint8_t *p = malloc(*nbytes);
+    for (int64_t i = 0; i < rows * cols; i++) {
+        const float v = frand() * (i % 5 == 0 ? 3.0f : 1.0f);
+        uint32_t u;
+        memcpy(&u, &v, 4);
+        const uint16_t h = dtype == CMF_DT_F16 ? cmf_f32_to_f16(v) : (uint16_t)(u >> 16);
+        if (es == 4) memcpy(p + 4 * i, &v, 4);
+        else memcpy(p + 2 * i, &h, 2);
+    }
+    return p;
+}
+
+static void check_float_case(cmf_pool *pool, const gpath *fp, int nfp, int dtype, int64_t rows, int64_t cols,
+                             const int64_t *ns, int nn) {
+    uint64_t nbytes;
+    uint8_t *p = float_payload(dtype, rows, cols, &nbytes);
+    cmf_weight w;
+    CHECK_MSG(p && view(dtype, rows, cols, p, nbytes, &w), "%s %lldx%lld: no weight view", cmf_dtype_name(dtype),
+              (long long)rows, (long long)cols);
+    if (!p) return;
+    void *pack = NULL;
+    CHECK(posix_memalign(&pack, 64, KERN_GEMM_PACK_BYTES) == 0);
+    float *W = malloc((size_t)(rows * cols) * sizeof(float));
+    for (int64_t r = 0; r < rows; r++) cmf_weight_row_f32(&w, r, W + r * cols);
+    for (int ni = 0; ni < nn; ni++) {
+        const int64_t n = ns[ni], ld = rows + 5;
+        float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
+        for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 6.0f : 1.0f);
+        for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+        float *ref = malloc((size_t)(n * ld) * sizeof(float)), *got = malloc((size_t)(n * ld) * sizeof(float));
+        double *mag = malloc((size_t)(n * ld) * sizeof(double));
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t r = 0; r < rows; r++) {
+                double sum = bias[r], m = fabs(bias[r]);
+                for (int64_t c = 0; c < cols; c++) {
+                    const double term = (double)W[r * cols + c] * (double)x[t * cols + c];
+                    sum += term;
+                    m += fabs(term);
+                }
+                ref[t * ld + r] = (float)sum;
+                mag[t * ld + r] = m;
+            }
+        for (int g = 0; g < nfp; g++) {
+            const int64_t kcs[2] = {KERN_GEMM_KC_F32, 7};
+            for (int ki = 0; ki < 2; ki++) {
+                for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+                for (int64_t r = 0; r < rows; r += KERN_GEMM_R) {
+                    const int nr = rows - r < KERN_GEMM_R ? (int)(rows - r) : KERN_GEMM_R;
+                    for (int64_t c0 = 0; c0 < cols; c0 += kcs[ki]) {
+                        const int64_t nc = cols - c0 < kcs[ki] ? cols - c0 : kcs[ki];
+                        fp[g].k->gemm_pack_f32(&w, r, nr, c0, nc, pack);
+                        fp[g].k->gemm_f32(pack, x + c0, cols, 0, n, got + r, ld, bias + r, c0 == 0);
+                    }
+                }
+                double worst = 0;
+                const int bad = compare(got, ref, mag, n, rows, ld, &worst);
+                CHECK_MSG(bad == 0, "%s %lldx%lld n=%lld %s float kernels, chunks of %lld: %d outputs off (worst %.3g)",
+                          cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n,
+                          cmf_cpu_path_name(fp[g].path), (long long)kcs[ki], bad, worst);
+                worst_f = worst > worst_f ? worst : worst_f;
+            }
+            CHECK(cmf_cpu_set_path(fp[g].path) == CMF_OK);
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            cmf_matmul(pool, got, ld, x, n, &w, bias);
+            double worst = 0;
+            const int bad = compare(got, ref, mag, n, rows, ld, &worst);
+            CHECK_MSG(bad == 0, "%s %lldx%lld n=%lld %s float cmf_matmul: %d outputs off (worst %.3g)",
+                      cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n,
+                      cmf_cpu_path_name(fp[g].path), bad, worst);
+            worst_f = worst > worst_f ? worst : worst_f;
+            checked_f += (long)(n * rows);
+        }
+        free(x);
+        free(bias);
+        free(ref);
+        free(got);
+        free(mag);
+    }
+    free(W);
+    free(pack);
+    free(p);
+}
+
 int main(void) {
     const int cand[2] = {CMF_CPU_AVX2, CMF_CPU_AVX512};
     const int saved = cmf_cpu_path();
@@ -265,6 +358,21 @@ int main(void) {
     }
     check_exact(pool);
     check_quantizer();
+    gpath fp[2];
+    int nfp = 0;
+    for (int g = 0; g < n_gp; g++)
+        if (gp[g].k->gemm_pack_f32 && gp[g].k->gemm_f32) fp[nfp++] = gp[g];
+    if (nfp) {
+        const int fdts[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16};
+        for (size_t d = 0; d < sizeof fdts / sizeof fdts[0]; d++) {
+            check_float_case(pool, fp, nfp, fdts[d], 45, 50, small_n, 4);
+            check_float_case(pool, fp, nfp, fdts[d], 77, 32 * 9 + 5, small_n, 4);
+            check_float_case(pool, fp, nfp, fdts[d], 13, 1100, small_n, 2); /* three column chunks */
+            check_float_case(pool, fp, nfp, fdts[d], 40, 160, big_n, 1);
+        }
+        check_float_case(pool, fp, nfp, CMF_DT_Q4_BLOCK, 33, 50, small_n, 4); /* q4 with cols % 32 != 0 */
+        printf("float GEMM: %ld outputs, worst |gemm - ref| / sum|terms| = %.3g (bound 1e-5)\n", checked_f, worst_f);
+    }
     for (int g = 0; g < n_gp; g++)
         printf("%s: %ld outputs, worst |gemm - ref| / sum|terms| = %.3g (bound 1e-5)\n", cmf_cpu_path_name(gp[g].path),
                checked[g], worst_all[g]);

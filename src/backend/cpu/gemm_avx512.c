@@ -27,6 +27,9 @@
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
 
 enum { PR = KERN_GEMM_R, DB = 8 /* blocks decoded per step */ };
+_Static_assert(64 + PR * 4 + (size_t)KERN_GEMM_KB * (PR * 4 + 1024) + PR * DB * 36 <= KERN_GEMM_PACK_BYTES,
+               "int8 panel fits KERN_GEMM_PACK_BYTES");
+_Static_assert(64 + (2 * (size_t)KERN_GEMM_KC_F32 + 8) * PR * 4 <= KERN_GEMM_PACK_BYTES, "f32 panel fits");
 
 typedef struct {
     int32_t nr, rowscaled;
@@ -279,6 +282,120 @@ TGT void cmf_gemm_i8_avx512(const void *pack_buf, const cmf_qact *a, int64_t t0,
         else if (two) TOKENS(2, 0)
         else if (h->rowscaled) TOKENS(1, 1)
         else TOKENS(1, 0)
+    }
+}
+
+/* ---- float family (f32, f16, bf16, q4 with cols % 32 != 0) ------------------------------------------------
+ * Packed panel: head (64 bytes) | wt[nc + 8][32] f32 (column c of the 32 rows: two zmm, rows 0-15 and 16-31);
+ * f32 / f16 / bf16 are converted and transposed in registers straight from the mapping, other dtypes (q4 with
+ * cols % 32 != 0) decoded by kern_avx512.c's decode_f32 into tmp[32][nc] after wt and gathered. Microkernel:
+ * R halves x T <= 12 tokens of f32 accumulators, F += W_c * x[t][c] (one zmm load feeds 16 rows, the token's
+ * value broadcast), one pass over the chunk's columns, no horizontal reductions. */
+
+typedef struct {
+    int32_t nr, pad0;
+    int64_t nc;
+    uint8_t pad[48];
+} pkf_head;
+
+/* f32 / f16 / bf16 rows read straight from the mapping, 8 columns of rows i and i+8 per zmm (converted to f32),
+ * transposed by tr8x8 into the [column][row] layout; columns past nc read as 0 (masked loads) and rows past nr
+ * repeat row nr-1 (never stored). wt has room for nc rounded up to 8. */
+TGT static void pack_f32_direct(const cmf_weight *w, int64_t r, int nr, int64_t c0, int64_t nc, float *wt) {
+    const int64_t C = w->cols;
+    const int es = w->dtype == CMF_DT_F32 ? 4 : 2;
+    const int halves = nr > 16 ? 2 : 1;
+    const uint8_t *base[PR];
+    for (int i = 0; i < PR; i++) base[i] = w->data + ((w->row0 + r + (i < nr ? i : nr - 1)) * C + c0) * es;
+    for (int64_t c = 0; c < nc; c += 8) {
+        const int m = nc - c < 8 ? (int)(nc - c) : 8;
+        const __mmask8 k = (__mmask8)((1u << m) - 1u);
+        for (int h = 0; h < halves; h++) {
+            __m512i z[8];
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *a = base[16 * h + i] + c * es, *b = base[16 * h + i + 8] + c * es;
+                if (es == 4) {
+                    z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_maskz_loadu_epi32(k, a)),
+                                              _mm256_maskz_loadu_epi32(k, b), 1);
+                } else {
+                    const __m256i hv = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_maskz_loadu_epi16(k, a)),
+                                                               _mm_maskz_loadu_epi16(k, b), 1);
+                    z[i] = w->dtype == CMF_DT_F16 ? _mm512_castps_si512(_mm512_cvtph_ps(hv))
+                                                  : _mm512_slli_epi32(_mm512_cvtepu16_epi32(hv), 16);
+                }
+            }
+            tr8x8(z);
+            for (int g = 0; g < 8; g++) _mm512_store_si512(wt + (c + g) * PR + 16 * h, z[g]);
+        }
+    }
+}
+
+TGT void cmf_gemm_pack_f32_avx512(const cmf_weight *w, int64_t r, int nr, int64_t c0, int64_t nc, void *buf) {
+    pkf_head *h = buf;
+    float *wt = (float *)(void *)((uint8_t *)buf + 64);
+    h->nr = nr;
+    h->nc = nc;
+    if (w->dtype == CMF_DT_F32 || w->dtype == CMF_DT_F16 || w->dtype == CMF_DT_BF16) {
+        pack_f32_direct(w, r, nr, c0, nc, wt);
+        return;
+    }
+    float *tmp = wt + (nc + 8) * PR; /* the generic path: decode_f32 into tmp, gathers into wt */
+    const int halves = nr > 16 ? 2 : 1;
+    for (int i = 0; i < nr; i++) cmf_kern_avx512->decode_f32(w, r + i, c0, nc, tmp + i * nc);
+    for (int i = nr; i < 16 * halves; i++) memset(tmp + i * nc, 0, (size_t)nc * sizeof(float));
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32((int)nc));
+    for (int hh = 0; hh < halves; hh++)
+        for (int64_t c = 0; c < nc; c++)
+            _mm512_store_ps(wt + c * PR + 16 * hh, _mm512_i32gather_ps(idx, tmp + 16 * hh * nc + c, 4));
+}
+
+TGT_INLINE void mkf(const float *wt, int nr, int64_t nc, const float *x, int64_t ldx, int64_t t0, float *out,
+                    int64_t ldo, const float *bias, int first, const int R, const int T) {
+    __m512 F[2][12];
+    for (int j = 0; j < T; j++)
+        for (int h = 0; h < R; h++) F[h][j] = _mm512_setzero_ps();
+    const float *xt = x + t0 * ldx;
+    for (int64_t c = 0; c < nc; c++) {
+        __m512 W[2];
+        for (int h = 0; h < R; h++) W[h] = _mm512_load_ps(wt + c * PR + 16 * h);
+        for (int j = 0; j < T; j++) {
+            const __m512 X = _mm512_set1_ps(xt[j * ldx + c]);
+            for (int h = 0; h < R; h++) F[h][j] = _mm512_fmadd_ps(W[h], X, F[h][j]);
+        }
+    }
+    for (int h = 0; h < R; h++) {
+        const int left = nr - 16 * h;
+        const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
+        const __m512 bv = first && bias ? _mm512_maskz_loadu_ps(k, bias + 16 * h) : _mm512_setzero_ps();
+        for (int j = 0; j < T; j++) {
+            float *o = out + (t0 + j) * ldo + 16 * h;
+            const __m512 base = first ? bv : _mm512_maskz_loadu_ps(k, o);
+            _mm512_mask_storeu_ps(o, k, _mm512_add_ps(F[h][j], base));
+        }
+    }
+}
+
+#define MKF(R, T) mkf(wt, h->nr, h->nc, x, ldx, t, out, ld_out, bias, first, R, T)
+#define TOKENS_F(R)                                                                                             \
+    if (left >= 12) MKF(R, 12), t += 12;                                                                        \
+    else if (left >= 8) MKF(R, 8), t += 8;                                                                      \
+    else if (left >= 4) MKF(R, 4), t += 4;                                                                      \
+    else if (left == 3) MKF(R, 3), t += 3;                                                                      \
+    else if (left == 2) MKF(R, 2), t += 2;                                                                      \
+    else MKF(R, 1), t += 1;
+
+TGT void cmf_gemm_f32_avx512(const void *pack_buf, const float *x, int64_t ldx, int64_t t0, int64_t t1, float *out,
+                             int64_t ld_out, const float *bias, int first) {
+    const pkf_head *h = pack_buf;
+    const float *wt = (const float *)(const void *)((const uint8_t *)pack_buf + 64);
+    for (int64_t t = t0; t < t1;) {
+        const int64_t left = t1 - t;
+        if (h->nr > 16) {
+            TOKENS_F(2)
+        } else {
+            TOKENS_F(1)
+        }
     }
 }
 

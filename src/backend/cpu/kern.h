@@ -86,6 +86,21 @@ typedef void (*kern_gemm_i8)(const void *pack, const cmf_qact *a, int64_t t0, in
 void cmf_gemm_pack_i8_avx512(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
 void cmf_gemm_i8_avx512(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out, int64_t ld_out,
                         const float *bias, int first);
+/* The float family (f32, f16, bf16, q4 with cols % 32 != 0) in the same scheme, for n > KERN_GEMV_T tokens:
+ *   gemm_pack_f32(w, r, nr, c0, nc, pack): rows [r, r+nr) (nr <= KERN_GEMM_R), columns [c0, c0+nc)
+ *     (nc <= KERN_GEMM_KC_F32) decoded to f32 (the path's decode_f32) once into pack (KERN_GEMM_PACK_BYTES);
+ *   gemm_f32(pack, x, ldx, t0, t1, out, ld_out, bias, first): for t in [t0, t1), i < nr,
+ *     out[t*ld_out + i] = (first ? bias[i] (0 when NULL) : out[t*ld_out + i]) + sum over the chunk's columns c of
+ *     W[i][c0+c] * x[t*ldx + c], where x points at column c0 of token 0 and out, bias at the panel's first row
+ *     (f32 FMA, the path's order; test_gemm.c: within 1e-5 of a double sum relative to the sum of |terms|).
+ * NULL (scalar, AVX2, NEON for now): the tiled decode_f32 + mk_f32 path. */
+enum { KERN_GEMM_KC_F32 = 512 };
+typedef void (*kern_gemm_pack_f32)(const cmf_weight *w, int64_t r, int nr, int64_t c0, int64_t nc, void *pack);
+typedef void (*kern_gemm_f32)(const void *pack, const float *x, int64_t ldx, int64_t t0, int64_t t1, float *out,
+                              int64_t ld_out, const float *bias, int first);
+void cmf_gemm_pack_f32_avx512(const cmf_weight *w, int64_t r, int nr, int64_t c0, int64_t nc, void *pack);
+void cmf_gemm_f32_avx512(const void *pack, const float *x, int64_t ldx, int64_t t0, int64_t t1, float *out,
+                         int64_t ld_out, const float *bias, int first);
 /* cmf_qact_quantize with levels = 1 in AVX-512 (gemm_avx512.c), bit-identical to it; matmul.c uses it for the
  * GEMM's activations on the avx512 path. */
 void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int64_t t0,
@@ -120,6 +135,8 @@ typedef struct cmf_kern {
     kern_mk_f32 mk_f32;
     kern_gemm_pack_i8 gemm_pack_i8; /* NULL (with gemm_i8): prefill takes the tiled path */
     kern_gemm_i8 gemm_i8;
+    kern_gemm_pack_f32 gemm_pack_f32; /* NULL (with gemm_f32): float prefill takes the tiled path */
+    kern_gemm_f32 gemm_f32;
     kern_attn_qk attn_qk; /* NULL: the scalar one */
     kern_attn_pv attn_pv;
 } cmf_kern;

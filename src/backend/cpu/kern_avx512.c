@@ -466,6 +466,8 @@ static const cmf_kern kern = {
     .mk_f32 = mk_f32,
     .gemm_pack_i8 = cmf_gemm_pack_i8_avx512, /* gemm_avx512.c */
     .gemm_i8 = cmf_gemm_i8_avx512,
+    .gemm_pack_f32 = cmf_gemm_pack_f32_avx512,
+    .gemm_f32 = cmf_gemm_f32_avx512,
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
 };

@@ -50,8 +50,9 @@ typedef struct {
     const float *bias;
     int i8, levels; /* levels: activation slots per token (1 for the float family) */
     kern_gemv_i8 gemv; /* the fused decode kernel when n <= KERN_GEMV_T and the path has one for the dtype */
-    int gemm;          /* int8 GEMM (kern.h gemm_pack_i8 / gemm_i8) for n > KERN_GEMV_T when the path has one */
-    int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks per column chunk */
+    int gemm;          /* GEMM (kern.h gemm_pack_i8 / gemm_i8, or _f32 for the float family) for n > KERN_GEMV_T
+                          when the path has one */
+    int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks (int8) or columns (float) per chunk */
     int fastq;           /* GEMM on the avx512 path: cmf_qact_quantize_avx512 (bit-identical) quantizes */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
@@ -211,6 +212,16 @@ static void gemm_worker(void *ctx, int ith, int nth) {
         const int64_t p = item / t->tchunks, c = item % t->tchunks, r = p * KERN_GEMM_R;
         const int nr = w->rows - r < KERN_GEMM_R ? (int)(w->rows - r) : KERN_GEMM_R;
         const int64_t t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
+        if (!t->i8) { /* float family: column chunks of kc values */
+            for (int64_t c0 = 0; c0 < w->cols; c0 += t->kc) {
+                const int64_t nc = w->cols - c0 < t->kc ? w->cols - c0 : t->kc;
+                t->k->gemm_pack_f32(w, r, nr, c0, nc, pack);
+                t->k->gemm_f32(pack, t->x + c0, w->cols, t0, t1, t->out + r, t->ld_out, t->bias ? t->bias + r : NULL,
+                               c0 == 0);
+            }
+            item = next;
+            continue;
+        }
         for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
             const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
             t->k->gemm_pack_i8(w, r, nr, b0, kb, pack);
@@ -258,7 +269,8 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
                  .bias = bias, .i8 = is_i8(w)};
     t.levels = t.i8 ? ACT_LEVELS : 1;
     if (t.i8 && ACT_LEVELS == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
-    t.gemm = t.i8 && t.levels == 1 && n > KERN_GEMV_T && t.k->gemm_pack_i8 && t.k->gemm_i8;
+    t.gemm = t.i8 ? t.levels == 1 && n > KERN_GEMV_T && t.k->gemm_pack_i8 && t.k->gemm_i8
+                  : n > KERN_GEMV_T && t.k->gemm_pack_f32 && t.k->gemm_f32;
     const size_t scratch = t.gemm ? KERN_GEMM_PACK_BYTES : tile_bytes(t.i8);
     if (!pool || cmf_cpu_path() == CMF_CPU_F32REF || cmf_pool_reserve(pool, scratch) != CMF_OK) {
         cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
@@ -286,8 +298,8 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     if (t.gemm) {
         /* column chunks of equal size; token ranges so that every thread gets about 4 items when the panels are
          * few (each range packs the panel again: cheap against n / tchunks tokens of products) */
-        const int64_t nb = t.a.nb, panels = (w->rows + KERN_GEMM_R - 1) / KERN_GEMM_R;
-        const int64_t chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
+        const int64_t nb = t.i8 ? t.a.nb : w->cols, kmax = t.i8 ? KERN_GEMM_KB : KERN_GEMM_KC_F32;
+        const int64_t panels = (w->rows + KERN_GEMM_R - 1) / KERN_GEMM_R, chunks = (nb + kmax - 1) / kmax;
         t.kc = (nb + chunks - 1) / chunks;
         t.tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
         if (t.tchunks > n / 8) t.tchunks = n / 8 > 1 ? n / 8 : 1;
