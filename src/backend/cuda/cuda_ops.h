@@ -265,8 +265,9 @@ struct cmf_backend;
 /* Decode-step graphs captured and replayed so far by a cuda backend (0 for any other backend). */
 void cmf_backend_cuda_graph_stats(struct cmf_backend *be, uint64_t *captured, uint64_t *replayed);
 /* Turns decode-step graphs on or off (off also drops the cached ones); the default is on unless the environment
- * has CMF_CUDA_GRAPH=0. A backend whose forward adds ops the graph logic does not know (e.g. a collective between
- * layers) must turn them off. No effect on other backends. */
+ * has CMF_CUDA_GRAPH=0. Ops outside the backend table that a forward queues between layers are captured with the
+ * step; they must queue nothing while cmf_backend_cuda_replaying() is 1 (tp_nccl.cu's all-reduce does this). No
+ * effect on other backends. */
 void cmf_backend_cuda_set_graphs(struct cmf_backend *be, int on);
 
 #ifdef __cplusplus
