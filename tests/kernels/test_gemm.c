@@ -1,7 +1,7 @@
 /* Tests of the int8 prefill GEMM (src/backend/cpu/gemm_*.c, kern.h gemm_pack_i8 / gemm_i8): every int8 dtype
  * (q8_row, q8_2f, q4_block, q4_tiled, q4tp, q2tp) x every path of this CPU that has a GEMM, random weights and
  * activations, odd sizes (rows not a multiple of the 32-row panel nor of 16 or 8, cols = 32*k for odd k, q8 also
- * cols % 32 != 0, one case with two column chunks), n = 3, 5, 17, 33 and 512, against cmf_gemm_ref_i8 (double
+ * cols % 32 != 0, one case with several column chunks), n = 3, 5, 17, 33 and 512, against cmf_gemm_ref_i8 (double
  * sums of the scalar path's decoded blocks):
  *  - the kernels alone, driven panel by panel with column chunks of KERN_GEMM_KB and of 3 blocks (first = 0
  *    accumulation), with a bias: within 1e-5 of the sum of |terms| per output, and nothing written past the
@@ -351,7 +351,7 @@ int main(void) {
         const int dt = dts[d], q8 = dt == CMF_DT_Q8_ROW || dt == CMF_DT_Q8_2F;
         check_case(pool, dt, 45, 32 * 3, small_n, 4);
         check_case(pool, dt, 77, 32 * 9, small_n, 4);
-        check_case(pool, dt, 13, 32 * 129, small_n, 2); /* two column chunks of KERN_GEMM_KB */
+        check_case(pool, dt, 13, 32 * 129, small_n, 2); /* several column chunks of KERN_GEMM_KB */
         check_case(pool, dt, 45, 32 * 5, big_n, 1);
         if (q8) check_case(pool, dt, 40, 50, small_n, 4);
         if (q8) check_case(pool, dt, 33, 1000, small_n + 2, 1);
@@ -367,7 +367,7 @@ int main(void) {
         for (size_t d = 0; d < sizeof fdts / sizeof fdts[0]; d++) {
             check_float_case(pool, fp, nfp, fdts[d], 45, 50, small_n, 4);
             check_float_case(pool, fp, nfp, fdts[d], 77, 32 * 9 + 5, small_n, 4);
-            check_float_case(pool, fp, nfp, fdts[d], 13, 1100, small_n, 2); /* three column chunks */
+            check_float_case(pool, fp, nfp, fdts[d], 13, 1100, small_n, 2); /* several column chunks */
             check_float_case(pool, fp, nfp, fdts[d], 40, 160, big_n, 1);
         }
         check_float_case(pool, fp, nfp, CMF_DT_Q4_BLOCK, 33, 50, small_n, 4); /* q4 with cols % 32 != 0 */

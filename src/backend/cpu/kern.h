@@ -77,8 +77,9 @@ typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_q
  *     where out and bias point at the panel's first row. The f32 scaling and summation order are the path's own
  *     (tests/kernels/test_gemm.c: within 1e-5 of cmf_gemm_ref_i8 relative to the sum of |terms|).
  * A path that leaves both NULL (scalar, NEON for now) runs the tiled decode_i8 + mk_i8 path instead. */
-enum { KERN_GEMM_R = 32, KERN_GEMM_KB = 128 };
-#define KERN_GEMM_PACK_BYTES ((size_t)KERN_GEMM_KB * 1280 + 16384)
+enum { KERN_GEMM_R = 32, KERN_GEMM_KB = 40 };
+/* Per-thread panel bytes (the pool scratch, kept under 64 KiB: tests/o1/test_o1_scratch.c bounds it). */
+#define KERN_GEMM_PACK_BYTES ((size_t)56 * 1024)
 typedef void (*kern_gemm_pack_i8)(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *pack);
 typedef void (*kern_gemm_i8)(const void *pack, const cmf_qact *a, int64_t t0, int64_t t1, float *out,
                              int64_t ld_out, const float *bias, int first);
@@ -94,7 +95,7 @@ void cmf_gemm_i8_avx512(const void *pack, const cmf_qact *a, int64_t t0, int64_t
  *     W[i][c0+c] * x[t*ldx + c], where x points at column c0 of token 0 and out, bias at the panel's first row
  *     (f32 FMA, the path's order; test_gemm.c: within 1e-5 of a double sum relative to the sum of |terms|).
  * NULL (scalar, AVX2, NEON for now): the tiled decode_f32 + mk_f32 path. */
-enum { KERN_GEMM_KC_F32 = 512 };
+enum { KERN_GEMM_KC_F32 = 192 };
 typedef void (*kern_gemm_pack_f32)(const cmf_weight *w, int64_t r, int nr, int64_t c0, int64_t nc, void *pack);
 typedef void (*kern_gemm_f32)(const void *pack, const float *x, int64_t ldx, int64_t t0, int64_t t1, float *out,
                               int64_t ld_out, const float *bias, int first);
