@@ -414,11 +414,31 @@ TGT static void mk_f32(const float *wf, int64_t ldw, const float *x, int64_t ldx
 
 /* ---- attention primitives (kern.h): 16 head_dim values per zmm, the last chunk masked ------------------------ */
 
+/* 16 positions at a time (hd a multiple of 16, at most 256): one accumulator per position, the 16 reduced together
+ * by the transposing reduce16 into one vector of scores. */
+TGT_INLINE void attn_qk16(const float *qg, const float *k, int64_t ldk, int hd, float *s) {
+    __m512 Q[16], a[KERN_RB][KERN_TB];
+    const int nc = hd / 16;
+    for (int c = 0; c < nc; c++) Q[c] = _mm512_loadu_ps(qg + 16 * c);
+    for (int j = 0; j < 16; j++) {
+        const float *kj = k + (int64_t)j * ldk;
+        __m512 acc = _mm512_mul_ps(Q[0], _mm512_loadu_ps(kj));
+        for (int c = 1; c < nc; c++) acc = _mm512_fmadd_ps(Q[c], _mm512_loadu_ps(kj + 16 * c), acc);
+        a[j / KERN_TB][j % KERN_TB] = acc;
+    }
+    _mm512_storeu_ps(s, reduce16(a));
+}
+
 TGT static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int64_t ldk, int n, int hd, float *s,
                         int64_t lds) {
     const int full = hd / 16;
     const __mmask16 tail = (__mmask16)((1u << (hd % 16)) - 1u);
-    for (int j = 0; j < n; j++) {
+    int j0 = 0;
+    if (hd % 16 == 0 && hd <= 256) {
+        for (; j0 + 16 <= n; j0 += 16)
+            for (int g = 0; g < G; g++) attn_qk16(q + (int64_t)g * ldq, k + (int64_t)j0 * ldk, ldk, hd, s + (int64_t)g * lds + j0);
+    }
+    for (int j = j0; j < n; j++) {
         const float *kj = k + (int64_t)j * ldk;
         for (int g = 0; g < G; g++) {
             const float *qg = q + (int64_t)g * ldq;
