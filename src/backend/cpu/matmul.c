@@ -1,7 +1,11 @@
 /* matmul.c — the cmf_matmul driver: activation quantization, the split of weight rows among threads and the
  * cache blocking around the path's decode + microkernel pair (kern.h).
  *
- * Loop order inside one work item (a block of up to 64 rows):
+ * Prefill and batched decode (n > KERN_GEMV_T tokens) on a path with a GEMM (kern.h gemm_pack_* / gemm_*: AVX-512
+ * for both families, AVX2 and NEON for the int8 one): work items are (panel of KERN_GEMM_R = 32 rows, token
+ * range); per item and column chunk the panel is packed once into the thread's scratch and multiplied with every
+ * token of the range by a register-blocked microkernel (gemm_worker), the next panel prefetched meanwhile.
+ * Otherwise the tiled path. Loop order inside one of its work items (a block of up to 64 rows):
  *   for each chunk of 1024 columns:            the activations of that chunk (n x 1 KiB int8) stay in L2
  *     for each tile of 4 rows:                 decoded once (int8 blocks + scales, or f32) into L1
  *       for each group of 4 tokens:            microkernel: 4 x 4 dot products over the chunk
