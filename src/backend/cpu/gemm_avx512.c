@@ -116,11 +116,11 @@ TGT_INLINE __m512i nib2(const uint8_t *a, const uint8_t *b) {
     return _mm512_ternarylogic_epi32(w16, _mm512_slli_epi16(w16, 4), _mm512_set1_epi16(0x0f0f), 0xa8);
 }
 
-enum { PF_AHEAD = 512 }; /* bytes of each row stream prefetched ahead of the packer */
+enum { PF_AHEAD = 1536 }; /* bytes of each row stream prefetched ahead of the packer (a whole chunk row) */
 
 /* Direct packer: K = 0 q8_row / q8_2f, 1 q4_tiled, 2 q4_block, 3 q4tp. Reads each block of 16 rows straight from
  * the mapping (rows past nr repeat row nr-1: their outputs are never stored and their scales are 0), converts to
- * u = v + 128 and transposes in registers; the 32 row streams are prefetched PF_AHEAD bytes ahead (rows of a few
+ * u = v + 128 and transposes in registers; the 32 row streams are prefetched PF_AHEAD bytes ahead (at the start: the whole chunk; rows of a few
  * hundred bytes do not train the hardware prefetcher). */
 TGT_INLINE void pack_direct(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, const pk_parts *p,
                             const int K) {
