@@ -142,7 +142,7 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols, co
                 const int bad = compare(got, ref, mag, n, rows, ld, &worst);
                 worst_all[g] = worst > worst_all[g] ? worst : worst_all[g];
                 checked[g] += (long)(n * rows);
-                CHECK_MSG(bad == 0, "%s %lldx%lld n=%lld %s kernels, chunks of %lld blocks: %d outputs off (worst %.3g)",
+                CHECK_MSG(bad == 0, "%s %lldx%lld n=%lld %s kernels, chunks of %lld blocks: %d off (worst %.3g)",
                           cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n,
                           cmf_cpu_path_name(gp[g].path), (long long)kcs[ki], bad, worst);
             }

@@ -120,8 +120,8 @@ enum { PF_AHEAD = 1536 }; /* bytes of each row stream prefetched ahead of the pa
 
 /* Direct packer: K = 0 q8_row / q8_2f, 1 q4_tiled, 2 q4_block, 3 q4tp. Reads each block of 16 rows straight from
  * the mapping (rows past nr repeat row nr-1: their outputs are never stored and their scales are 0), converts to
- * u = v + 128 and transposes in registers; the 32 row streams are prefetched PF_AHEAD bytes ahead (at the start: the whole chunk; rows of a few
- * hundred bytes do not train the hardware prefetcher). */
+ * u = v + 128 and transposes in registers; the 32 row streams are prefetched PF_AHEAD bytes ahead (at the start:
+ * the whole chunk row; rows of a few hundred bytes do not train the hardware prefetcher). */
 TGT_INLINE void pack_direct(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, const pk_parts *p,
                             const int K) {
     const int64_t C = w->cols, G = C / 32, Gall = (w->full_rows * C + 31) / 32;
@@ -130,10 +130,13 @@ TGT_INLINE void pack_direct(const cmf_weight *w, int64_t r, int nr, int64_t b0, 
     const uint8_t *base[PR];
     for (int i = 0; i < PR; i++) {
         const int64_t R = w->row0 + r + (i < nr ? i : nr - 1);
-        base[i] = K == 0 ? w->data + R * C + 32 * b0 : K == 1 ? w->data + 18 * (R * G + b0) + 2 : w->data + 16 * (R * G + b0);
+        base[i] = K == 0   ? w->data + R * C + 32 * b0
+                  : K == 1 ? w->data + 18 * (R * G + b0) + 2
+                           : w->data + 16 * (R * G + b0);
     }
     for (int i = 0; i < nr; i++)
-        for (int64_t o = 0; o < PF_AHEAD && o < kb * bpb; o += 64) _mm_prefetch((const char *)(base[i] + o), _MM_HINT_T0);
+        for (int64_t o = 0; o < PF_AHEAD && o < kb * bpb; o += 64)
+            _mm_prefetch((const char *)(base[i] + o), _MM_HINT_T0);
     /* scales: q8 one per row; q4 one f16 per block (tile head, or the tensor's scale plane); q4tp a ladder rung */
     kern_tp tp;
     memset(&tp, 0, sizeof tp);
@@ -426,8 +429,10 @@ TGT void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int6
             const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
             const __m512 idv = _mm512_set1_ps(id);
             const __m512 y0 = _mm512_mul_ps(v0, idv), y1 = _mm512_mul_ps(v1, idv);
-            const __m512 r0 = _mm512_add_ps(y0, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(y0, zero, _CMP_GE_OQ), mhalf, half));
-            const __m512 r1 = _mm512_add_ps(y1, _mm512_mask_blend_ps(_mm512_cmp_ps_mask(y1, zero, _CMP_GE_OQ), mhalf, half));
+            const __mmask16 p0 = _mm512_cmp_ps_mask(y0, zero, _CMP_GE_OQ);
+            const __mmask16 p1 = _mm512_cmp_ps_mask(y1, zero, _CMP_GE_OQ);
+            const __m512 r0 = _mm512_add_ps(y0, _mm512_mask_blend_ps(p0, mhalf, half));
+            const __m512 r1 = _mm512_add_ps(y1, _mm512_mask_blend_ps(p1, mhalf, half));
             const __m512i q0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(r0), lo), hi);
             const __m512i q1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(r1), lo), hi);
             const int64_t o = t * a->nb + b;
