@@ -2,7 +2,8 @@
  * cmf_attn_merge, and the chunked decode of backend_cpu.c):
  *  - each path's primitives against the scalar path within 1e-5 x sum|terms| (G = 1, 3, 7 query heads per KV head,
  *    head_dim 16, 50, 64, 128, 1..300 positions, KV rows strided as in the cache);
- *  - cmf_attn_chunk on every path, alone and split into chunks merged by cmf_attn_merge (empty chunks included),
+ *  - cmf_attn_chunk on every path, over the range in two calls (the running state carried over) and split into
+ *    chunks merged by cmf_attn_merge (empty chunks included),
  *    against softmax(q.k * scale (softcapped)) v computed in double: within 2e-5 x max|v|;
  *  - end to end, the hf-tiny qwen2 model at f32: the logits of a decode step at position 1100 (one token, so the
  *    positions are split across the threads and merged) equal those of the same position computed in a prefill
@@ -81,10 +82,14 @@ static void check_chunk(int G, int hd, int n, float softcap, int nch) {
     double *p = malloc(sizeof(double) * (size_t)n);
     for (int i = 0; i < G * hd; i++) q[i] = frand() * 2.0f;
     for (int64_t i = 0; i < n * ldkv; i++) k[i] = frand() * 2.0f, v[i] = frand();
-    cmf_attn_chunk(q, hd, G, k, v, ldkv, n, hd, scale, softcap, scratch, o, hd, ml, 2);
+    cmf_attn_reset(G, hd, o, hd, ml, 2); /* the whole range in two calls (the state carries over) */
+    cmf_attn_chunk(q, hd, G, k, v, ldkv, n / 2, hd, scale, softcap, scratch, o, hd, ml, 2);
+    cmf_attn_chunk(q, hd, G, k + n / 2 * ldkv, v + n / 2 * ldkv, ldkv, n - n / 2, hd, scale, softcap, scratch, o, hd,
+                   ml, 2);
     for (int c = 0; c < nch; c++) { /* chunk c of nch, records interleaved by head as backend_cpu.c lays them */
         const int j0 = n * c / nch, j1 = n * (c + 1) / nch;
         float *pc = part + (int64_t)c * G * rec;
+        cmf_attn_reset(G, hd, pc + 2, rec, pc, rec);
         cmf_attn_chunk(q, hd, G, k + j0 * ldkv, v + j0 * ldkv, ldkv, j1 - j0, hd, scale, softcap, scratch, pc + 2, rec,
                        pc, rec);
     }

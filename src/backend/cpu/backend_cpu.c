@@ -145,19 +145,20 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
     return CMF_OK;
 }
 
-/* Attention over the f32 KV cache. A job is (token, KV head, chunk of positions): the group of query heads that
- * share the KV head are computed together (each cached k/v row is read once for all of them) by cmf_attn_chunk
- * (ops.c: vectorized dot products and p*v sums, online softmax). When there are few (token, KV head) pairs for the
- * threads (decode), each one's positions are split into nch chunks whose partial (max, sum, unnormalized output)
- * are merged afterwards (flash-decoding); otherwise nch = 1 and the job writes its normalized output directly. */
-enum { ATTN_CHUNK_MIN = 256 /* positions per chunk at least */ };
+/* Attention over the f32 KV cache. A job is (token, chunk of positions) over all heads: its positions are taken
+ * ATTN_BLOCK at a time, and for each block every KV head's group of query heads extends its running softmax state
+ * (cmf_attn_chunk, ops.c: vectorized dot products and p*v sums, online softmax), so the block's cache rows (all KV
+ * heads of a position are adjacent) are read from memory once, as one contiguous run. When there are few tokens for
+ * the threads (decode), each token's positions are split into nch chunks whose states (max, sum, unnormalized
+ * output) are merged afterwards (flash-decoding); otherwise nch = 1 and the job writes its normalized output. */
+enum { ATTN_CHUNK_MIN = 256 /* positions per chunk at least */, ATTN_BLOCK = 64 /* positions per block */ };
 
 typedef struct {
     cmf_batch *b;
     cmf_session *const *seqs;
     int layer, n;
-    int nch;     /* position chunks per (token, KV head) */
-    float *part; /* nch > 1: [n][n_kv_heads][nch][group][2 + head_dim] = (m, l, o) per query head */
+    int nch;     /* position chunks per token */
+    float *part; /* nch > 1: [n][nch][n_heads][2 + head_dim] = (m, l, o) per query head */
 } attn_task;
 
 static int attn_skipped(const cmf_session *s, int layer) { /* sealed far field: read out by o1_worker */
@@ -177,35 +178,49 @@ static void attn_worker(void *ctx, int ith, int nth) {
     const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, KVD = NKV * HD, group = NH / NKV;
     float *scratch = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cpu_attention */
-    float *ml = scratch + (size_t)group * CMF_ATTN_SB;
     const uint8_t *heads =
         a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    for (int job = ith; job < a->n * NKV * a->nch; job += nth) {
-        const int t = job / (NKV * a->nch), g = job / a->nch % NKV, ch = job % a->nch;
+    for (int job = ith; job < a->n * a->nch; job += nth) {
+        const int t = job / a->nch, ch = job % a->nch;
         const cmf_session *s = a->seqs[t];
         if (attn_skipped(s, a->layer)) continue;
         int start, len;
         attn_range(b, a->layer, t, &start, &len);
         const int j0 = start + (int)((int64_t)len * ch / a->nch), j1 = start + (int)((int64_t)len * (ch + 1) / a->nch);
-        const size_t row = s->kv_off[a->layer] + (size_t)j0 * KVD + (size_t)g * HD;
-        const float *q = b->q + (size_t)t * NH * HD + (size_t)g * group * HD;
+        const float *q = b->q + (size_t)t * NH * HD;
+        /* the states: partial records (nch > 1), or the output rows with (m, l) in scratch */
+        float *o, *ml;
+        int64_t ldo, ldml;
         if (a->nch > 1) {
-            float *p = a->part + (((size_t)t * NKV + g) * a->nch + ch) * group * (2 + HD);
-            cmf_attn_chunk(q, HD, group, s->k_cache + row, s->v_cache + row, KVD, j1 - j0, HD, c->attn_scale,
-                           c->attn_softcap, scratch, p + 2, 2 + HD, p, 2 + HD);
-            continue;
+            ml = a->part + ((size_t)t * a->nch + ch) * NH * (2 + HD);
+            o = ml + 2;
+            ldo = ldml = 2 + HD;
+        } else {
+            o = b->att + (size_t)t * NH * HD;
+            ml = scratch + (size_t)group * CMF_ATTN_SB;
+            ldo = HD;
+            ldml = 2;
         }
-        float *out = b->att + (size_t)t * NH * HD + (size_t)g * group * HD;
-        cmf_attn_chunk(q, HD, group, s->k_cache + row, s->v_cache + row, KVD, j1 - j0, HD, c->attn_scale,
-                       c->attn_softcap, scratch, out, HD, ml, 2);
-        for (int h = 0; h < group; h++) {
-            float *o = out + (size_t)h * HD;
-            if (heads && !cmf_mask_bit(heads, (uint32_t)(g * group + h))) { /* a dead head contributes nothing */
-                memset(o, 0, (size_t)HD * sizeof(float));
+        cmf_attn_reset(NH, HD, o, ldo, ml, ldml);
+        const float *kc = s->k_cache + s->kv_off[a->layer], *vc = s->v_cache + s->kv_off[a->layer];
+        for (int p0 = j0; p0 < j1; p0 += ATTN_BLOCK) {
+            const int np = j1 - p0 < ATTN_BLOCK ? j1 - p0 : ATTN_BLOCK;
+            for (int g = 0; g < NKV; g++) {
+                const size_t row = (size_t)p0 * KVD + (size_t)g * HD;
+                cmf_attn_chunk(q + (size_t)g * group * HD, HD, group, kc + row, vc + row, KVD, np, HD, c->attn_scale,
+                               c->attn_softcap, scratch, o + (int64_t)g * group * ldo, ldo, ml + (int64_t)g * group * ldml,
+                               ldml);
+            }
+        }
+        if (a->nch > 1) continue;
+        for (int h = 0; h < NH; h++) {
+            float *oh = o + (size_t)h * HD;
+            if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
+                memset(oh, 0, (size_t)HD * sizeof(float));
                 continue;
             }
             const float inv = 1.0f / ml[2 * h + 1];
-            for (int i = 0; i < HD; i++) o[i] *= inv;
+            for (int i = 0; i < HD; i++) oh[i] *= inv;
         }
     }
 }
@@ -214,20 +229,19 @@ static void attn_worker(void *ctx, int ith, int nth) {
 static void attn_merge(const attn_task *a) {
     const cmf_batch *b = a->b;
     const cmf_config *c = &b->m->cfg;
-    const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, group = NH / NKV;
+    const int HD = c->head_dim, NH = c->n_heads;
     const uint8_t *heads =
         a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
     for (int t = 0; t < a->n; t++) {
         if (attn_skipped(a->seqs[t], a->layer)) continue;
         for (int h = 0; h < NH; h++) {
-            const int g = h / group, hh = h % group;
             float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
             if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
                 memset(out, 0, (size_t)HD * sizeof(float));
                 continue;
             }
-            const float *p0 = a->part + ((size_t)t * NKV + g) * a->nch * group * (2 + HD) + (size_t)hh * (2 + HD);
-            cmf_attn_merge(p0, a->nch, (int64_t)group * (2 + HD), HD, out);
+            const float *p0 = a->part + (size_t)t * a->nch * NH * (2 + HD) + (size_t)h * (2 + HD);
+            cmf_attn_merge(p0, a->nch, (int64_t)NH * (2 + HD), HD, out);
         }
     }
 }
@@ -277,18 +291,17 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     }
     work *= (double)c->n_heads * HD;
     const int nth = work < 65536 ? 1 : cmf_pool_size(b->pool);
-    if (nth > 1 && n * NKV < 4 * nth) { /* few (token, KV head) jobs: split the positions too */
-        int nch = (4 * nth + n * NKV - 1) / (n * NKV);
-        const int most = (maxlen + ATTN_CHUNK_MIN - 1) / ATTN_CHUNK_MIN;
+    if (nth > 1 && n < 4 * nth) { /* few tokens for the threads: split the positions too */
+        const int nch = (4 * nth + n - 1) / n, most = (maxlen + ATTN_CHUNK_MIN - 1) / ATTN_CHUNK_MIN;
         at.nch = nch < most ? nch : most;
         if (at.nch > 1) {
-            at.part = cmf_pool_shared(b->pool, (size_t)n * NKV * at.nch * group * (2 + HD) * sizeof(float));
+            at.part = cmf_pool_shared(b->pool, (size_t)n * at.nch * c->n_heads * (2 + HD) * sizeof(float));
             if (!at.part) return cmf_err(CMF_E_NOMEM, "cpu attention: cannot allocate the partial sums");
         } else {
             at.nch = 1;
         }
     }
-    cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)group) * sizeof(float));
+    cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)c->n_heads) * sizeof(float));
     if (st != CMF_OK) return st;
     if (nth == 1) attn_worker(&at, 0, 1);
     else cmf_pool_run(b->pool, attn_worker, &at);

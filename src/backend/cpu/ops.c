@@ -168,16 +168,19 @@ void cmf_rmsnorm(float *out, const float *x, const float *w, int64_t n, float ep
     }
 }
 
-void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv, int n, int hd,
-                    float scale, float softcap, float *scratch, float *o, int64_t ldo, float *ml, int64_t ldml) {
-    const cmf_kern *kt = cmf_kern_active();
-    const kern_attn_qk qk = kt->attn_qk ? kt->attn_qk : cmf_kern_scalar.attn_qk;
-    const kern_attn_pv pv = kt->attn_pv ? kt->attn_pv : cmf_kern_scalar.attn_pv;
+void cmf_attn_reset(int G, int hd, float *o, int64_t ldo, float *ml, int64_t ldml) {
     for (int g = 0; g < G; g++) {
         memset(o + (int64_t)g * ldo, 0, (size_t)hd * sizeof(float));
         ml[(int64_t)g * ldml] = -INFINITY;
         ml[(int64_t)g * ldml + 1] = 0.0f;
     }
+}
+
+void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv, int n, int hd,
+                    float scale, float softcap, float *scratch, float *o, int64_t ldo, float *ml, int64_t ldml) {
+    const cmf_kern *kt = cmf_kern_active();
+    const kern_attn_qk qk = kt->attn_qk ? kt->attn_qk : cmf_kern_scalar.attn_qk;
+    const kern_attn_pv pv = kt->attn_pv ? kt->attn_pv : cmf_kern_scalar.attn_pv;
     for (int j0 = 0; j0 < n; j0 += CMF_ATTN_SB) {
         const int nb = n - j0 < CMF_ATTN_SB ? n - j0 : CMF_ATTN_SB;
         qk(q, ldq, G, k + (int64_t)j0 * ldkv, ldkv, nb, hd, scratch, CMF_ATTN_SB);

@@ -79,17 +79,20 @@ const char *cmf_cpu_path_name(int path);
  * weight). The mean is accumulated in double. out may alias x. */
 void cmf_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps, int gemma_style);
 
-/* Attention of G query heads that share one KV head over n cached positions (one chunk of a flash-decoding split):
- * with s_j = dot(q_g, k_j) * scale, then softcap * tanh(s_j / softcap) when softcap > 0 (Gemma 2),
- *   m_g = max_j s_j,  l_g = sum_j exp(s_j - m_g),  o_g = sum_j exp(s_j - m_g) * v_j   (unnormalized),
- * so that softmax(s) v = o_g / l_g, and chunks merge by rescaling with exp(m_c - max_c m_c) (Dao et al. 2022,
- * FlashAttention; flash-decoding). q_g = q + g*ldq [hd]; k_j = k + j*ldkv, v_j = v + j*ldkv [hd] (f32 KV cache rows);
- * writes o_g at o + g*ldo [hd] (overwritten), m_g at ml[g*ldml], l_g at ml[g*ldml + 1]; n = 0 gives m = -inf,
- * l = 0, o = 0. Positions are taken CMF_ATTN_SB at a time (online softmax); scratch: caller-owned, at least
- * G * CMF_ATTN_SB floats. The dot products and p*v sums use the active path's kern_attn_qk / kern_attn_pv. */
+/* Attention of G query heads that share one KV head over n cached positions (one block of a flash-decoding split):
+ * with s_j = dot(q_g, k_j) * scale, then softcap * tanh(s_j / softcap) when softcap > 0 (Gemma 2), each head's
+ * running state (m_g, l_g, o_g) = (max s, sum exp(s - m_g), sum exp(s - m_g) v, unnormalized) is extended by the n
+ * positions, so that after all blocks softmax(s) v = o_g / l_g; states of disjoint ranges merge by rescaling with
+ * exp(m - max m) (Dao et al. 2022, FlashAttention; flash-decoding). Start a state with cmf_attn_reset (m = -inf,
+ * l = 0, o = 0). q_g = q + g*ldq [hd]; k_j = k + j*ldkv, v_j = v + j*ldkv [hd] (f32 KV cache rows); o_g at
+ * o + g*ldo [hd], m_g at ml[g*ldml], l_g at ml[g*ldml + 1]. Positions are taken CMF_ATTN_SB at a time; scratch:
+ * caller-owned, at least G * CMF_ATTN_SB floats. The dot products and p*v sums use the active path's kern_attn_qk /
+ * kern_attn_pv. */
 enum { CMF_ATTN_SB = 64 };
 void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv, int n, int hd,
                     float scale, float softcap, float *scratch, float *o, int64_t ldo, float *ml, int64_t ldml);
+/* Starts G empty states for cmf_attn_chunk: o_g = 0 [hd], m_g = -inf, l_g = 0 (layout as there). */
+void cmf_attn_reset(int G, int hd, float *o, int64_t ldo, float *ml, int64_t ldml);
 
 /* Merges nch partial results of cmf_attn_chunk for one query head into the attention output: record c at
  * part + c*cstride is (m, l, o[hd]) (an empty chunk has l = 0); out[hd] = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M)
