@@ -3,7 +3,6 @@
  * "S-S-S-*-"x9 layout (BF16 checkpoint, loops 4), one-shot and chunked prefill (chunks 8/3/1), both KV modes where
  * the reference applies (last_loop equals the reference for a single chunk starting at position 0), sliding rings,
  * and an f16 conversion within 3e-3. */
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,7 +87,13 @@ static void check_last_row(const dory_fixture *fx) {
         return;
     }
     CHECK(cmf_dory_forward(s, ids, n, 2, NULL) == CMF_OK);
-    if (all) CHECK(dory_max_abs_diff(cmf_dory_logits(s), all + (size_t)(n - 1) * V, (size_t)V, NULL) == 0);
+    /* The head over n rows runs the prefill GEMM, over one row the decode matvec: the same products in another
+     * summation order (measured 1.4e-7 x max|logit|), so equal within 1e-6 x max|logit|, not bit for bit. */
+    if (all) {
+        double mx = 0;
+        const double d = dory_max_abs_diff(cmf_dory_logits(s), all + (size_t)(n - 1) * V, (size_t)V, &mx);
+        CHECK_MSG(d <= 1e-6 * mx, "last row alone vs all rows: %g > 1e-6 x %g", d, mx);
+    }
     cmf_dory_state_free(s);
     free(all);
     free(ids);
