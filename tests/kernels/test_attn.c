@@ -1,7 +1,7 @@
 /* Tests of the CPU attention (src/backend/cpu: kern_attn_qk / kern_attn_pv of every path, cmf_attn_chunk,
  * cmf_attn_merge, and the chunked decode of backend_cpu.c):
  *  - each path's primitives against the scalar path within 1e-5 x sum|terms| (G = 1, 3, 7 query heads per KV head,
- *    head_dim 16, 50, 64, 128, 1..300 positions, KV rows strided as in the cache);
+ *    head_dim 16, 50, 64, 128, 1..300 positions, KV rows strided as in the cache), and its exp_sum against expf;
  *  - cmf_attn_chunk on every path, over the range in two calls (the running state carried over) and split into
  *    chunks merged by cmf_attn_merge (empty chunks included),
  *    against softmax(q.k * scale (softcapped)) v computed in double: within 2e-5 x max|v|;
@@ -69,6 +69,27 @@ static void check_primitives(int path, int G, int hd, int n) {
     CHECK_MSG(bad == 0, "attn_pv %s G=%d hd=%d n=%d: %d outputs off the scalar path", cmf_cpu_path_name(path), G, hd,
               n, bad);
     free(q), free(kv), free(s0), free(s1), free(o0), free(o1);
+}
+
+/* exp_sum of a path against expf: every value within 1e-6 relative (the polynomial's ~2e-7 plus rounding) and the
+ * returned sum within 1e-6 of the sum of the written values; arguments from 0 down to below the clamp at -87. */
+static void check_exp(int path) {
+    const cmf_kern *k = path_table(path);
+    if (!k || !k->exp_sum) return;
+    enum { N = 203 };
+    float x[N], want[N];
+    const float m = 3.5f;
+    for (int j = 0; j < N; j++) x[j] = m - (j < 200 ? 0.45f * (float)j * (1.0f + 0.1f * frand()) : 100.0f + j);
+    for (int j = 0; j < N; j++) want[j] = expf(x[j] - m);
+    const float sum = k->exp_sum(x, N, m);
+    double s = 0;
+    int bad = 0;
+    for (int j = 0; j < N; j++) {
+        s += x[j];
+        bad += !(fabsf(x[j] - want[j]) <= 1e-6f * want[j] + 1e-37f);
+    }
+    CHECK_MSG(bad == 0 && fabs(s - sum) <= 1e-6 * s, "exp_sum %s: %d values off expf, sum %g vs %g", cmf_cpu_path_name(path),
+              bad, (double)sum, s);
 }
 
 /* cmf_attn_chunk (whole range, and nch chunks merged) against the double-precision softmax attention. */
@@ -171,6 +192,7 @@ int main(void) {
         for (int a = 0; a < 3; a++)
             for (int h = 0; h < 4; h++)
                 for (int c = 0; c < 5; c++) check_primitives(paths[pi], Gs[a], hds[h], ns[c]);
+    for (int pi = 0; pi < np; pi++) check_exp(paths[pi]);
     for (int pi = 0; pi < np; pi++) {
         CHECK(cmf_cpu_set_path(paths[pi]) == CMF_OK);
         check_chunk(1, 64, 1, 0, 1);

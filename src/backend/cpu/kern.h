@@ -126,6 +126,9 @@ typedef void (*kern_attn_qk)(const float *q, int64_t ldq, int G, const float *k,
                              int64_t lds);
 typedef void (*kern_attn_pv)(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
                              int64_t ldo);
+/* The softmax numerator: x[j] = exp(x[j] - m) for j < n (x[j] <= m; arguments below -87 give ~0), returns their sum.
+ * The SIMD paths use a Cephes-style polynomial (relative error ~2e-7, checked against expf in tests/kernels). */
+typedef float (*kern_exp_sum)(float *x, int n, float m);
 
 typedef struct cmf_kern {
     const char *name;
@@ -140,6 +143,7 @@ typedef struct cmf_kern {
     kern_gemm_f32 gemm_f32;
     kern_attn_qk attn_qk; /* NULL: the scalar one */
     kern_attn_pv attn_pv;
+    kern_exp_sum exp_sum; /* NULL: the scalar one (expf) */
 } cmf_kern;
 
 /* The kernel tables; the SIMD ones are NULL when the compiler cannot build them for this target. */

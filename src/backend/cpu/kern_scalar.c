@@ -1,6 +1,7 @@
 /* kern_scalar.c — the scalar reference path of the matmul kernels (kern.h), the activation quantizer every path
  * shares, and the per-block weight scales of each quantized dtype (CMF_FORMAT.md §2.2–2.7). The SIMD paths are
  * tested against these functions. */
+#include <math.h>
 #include <string.h>
 
 #include "backend/cpu/kern.h"
@@ -228,6 +229,15 @@ static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t 
     }
 }
 
+static float exp_sum(float *x, int n, float m) {
+    float l = 0;
+    for (int j = 0; j < n; j++) {
+        x[j] = expf(x[j] - m);
+        l += x[j];
+    }
+    return l;
+}
+
 const cmf_kern cmf_kern_scalar = {
     .name = "scalar",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
@@ -237,4 +247,5 @@ const cmf_kern cmf_kern_scalar = {
     .mk_f32 = mk_f32,
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
+    .exp_sum = exp_sum,
 };

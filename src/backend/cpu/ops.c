@@ -181,6 +181,7 @@ void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const fl
     const cmf_kern *kt = cmf_kern_active();
     const kern_attn_qk qk = kt->attn_qk ? kt->attn_qk : cmf_kern_scalar.attn_qk;
     const kern_attn_pv pv = kt->attn_pv ? kt->attn_pv : cmf_kern_scalar.attn_pv;
+    const kern_exp_sum ex = kt->exp_sum ? kt->exp_sum : cmf_kern_scalar.exp_sum;
     for (int j0 = 0; j0 < n; j0 += CMF_ATTN_SB) {
         const int nb = n - j0 < CMF_ATTN_SB ? n - j0 : CMF_ATTN_SB;
         qk(q, ldq, G, k + (int64_t)j0 * ldkv, ldkv, nb, hd, scratch, CMF_ATTN_SB);
@@ -200,12 +201,7 @@ void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const fl
                 mg[1] *= r;
                 mg[0] = bm;
             }
-            float l = 0;
-            for (int j = 0; j < nb; j++) {
-                sg[j] = expf(sg[j] - mg[0]);
-                l += sg[j];
-            }
-            mg[1] += l;
+            mg[1] += ex(sg, nb, mg[0]);
         }
         pv(scratch, CMF_ATTN_SB, G, v + (int64_t)j0 * ldkv, ldkv, nb, hd, o, ldo);
     }
