@@ -57,9 +57,12 @@ typedef void (*kern_mk_f32)(const float *wf, int64_t ldw, const float *x, int64_
  * A path without a fused kernel for a dtype leaves the entry NULL (the tiled path then runs). */
 enum { KERN_GEMV_T = 2 };
 /* Software prefetch distance of the gemv kernels: each row's weights are prefetched into L2 (prefetcht1) about this
- * many bytes ahead, rounded up to whole groups of KERN_RB rows. Measured on the 2-CPU EPYC VM (Qwen2.5-0.5B shape,
- * q4 tg, 1 thread): none 7.5 t/s, next row group into L1 12-14, 8-32 KiB into L2 22-32 (noisy, loaded machine). */
-enum { KERN_PF_BYTES = 16384 };
+ * many bytes ahead, rounded up to whole groups of KERN_RB rows (past a matrix's end it touches the next tensor of the
+ * mapping: harmless). Measured on the 2-CPU EPYC VM, Qwen2.5-0.5B shape: q4 tg at 1 thread, loaded machine, none
+ * 7.5 t/s, next row group into L1 12-14, 8-32 KiB into L2 22-32; 2 threads, quiet machine (load ~1.5), q4 / q8 tg:
+ * 4 KiB 66-68 / 45-47, 16 KiB 69-71 / 43, 32 KiB 72-73 / 47, 64 KiB 76-78 / 46, 128 KiB 77-78 / 48-49, 256 KiB
+ * 77 / 47 (1 thread: 16 and 64 KiB equal). */
+enum { KERN_PF_BYTES = 131072 };
 typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
                              float acc[KERN_RB][KERN_TB]);
 
