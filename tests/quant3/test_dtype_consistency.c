@@ -5,8 +5,12 @@
  *   M_D   = cmf_convert_hf(case, --quant D)       (the §2.0 policy: 1-D tensors f16, q2tp a profile with q4tp)
  *   M_deq = M_D with every tensor replaced by its cmf_dequant f32 decode (same names, shapes, header)
  * so M_D and M_deq hold exactly the same weight values. Then, over every position of every input sequence:
- *   - best CPU path (int8 activations, two levels, for the quantized dtypes; f32 FMA for f16/bf16):
+ *   - best CPU path with two-level int8 activations (cmf_cpu_set_act_levels(2)) for the quantized dtypes, f32 FMA
+ *     for f16/bf16 (issue 4's bound):
  *       max|logits(M_D) - logits(M_deq)| <= 5e-2 x max|logits(M_deq)|
+ *   - best CPU path with the default one-level activations (llama.cpp's Q8_0 rule): these random-weight models
+ *     amplify its error, measured 5.1-7.0% of max|logit| (gemma2 12.7-28.8%); bound 1e-1 (gemma2 4e-1), so a
+ *     kernel bug (errors of order 1) still fails
  *   - CMF_CPU_F32REF forced (cmf_cpu_set_path; every matmul is cmf_matmul_ref_f32, f32 activations):
  *       max|logits(M_D) - logits(M_deq)| <= 1e-4 x max|logits(M_deq)|
  * q4_block and q4_tiled are also run as written with CMF_Q4_SEARCH=1 (negative scales reach the kernels).
@@ -150,14 +154,20 @@ static void check_case(const char *name, int best_path) {
         CHECK_MSG(ok, "%s %s: convert/dequantize/load: %s", name, label, cmf_last_error());
         if (ok) {
             CHECK(cmf_cpu_set_path(best_path) == CMF_OK);
+            CHECK(cmf_cpu_set_act_levels(2) == CMF_OK);
             const double r_best = rel_diff(qm, dm, &in);
+            CHECK(cmf_cpu_set_act_levels(1) == CMF_OK);
+            const double r_one = rel_diff(qm, dm, &in);
             CHECK(cmf_cpu_set_path(CMF_CPU_F32REF) == CMF_OK);
             const double r_ref = rel_diff(qm, dm, &in);
             CHECK(cmf_cpu_set_path(best_path) == CMF_OK);
-            printf("%-12s %-15s max|diff|/max|logit| vs dequantized f32: %s %.2e   f32ref %.2e\n", name, label,
-                   cmf_cpu_path_name(best_path), r_best, r_ref);
-            CHECK_MSG(r_best >= 0 && r_best <= 5e-2, "%s %s: %s path: %g > 5e-2 (or eval failed: %s)", name,
-                      label, cmf_cpu_path_name(best_path), r_best, cmf_last_error());
+            printf("%-12s %-15s max|diff|/max|logit| vs dequantized f32: %s two-level %.2e  one-level %.2e   "
+                   "f32ref %.2e\n", name, label, cmf_cpu_path_name(best_path), r_best, r_one, r_ref);
+            CHECK_MSG(r_best >= 0 && r_best <= 5e-2, "%s %s: %s path, two levels: %g > 5e-2 (or eval failed: %s)",
+                      name, label, cmf_cpu_path_name(best_path), r_best, cmf_last_error());
+            const double one_bound = strcmp(name, "gemma2") == 0 ? 4e-1 : 1e-1;
+            CHECK_MSG(r_one >= 0 && r_one <= one_bound, "%s %s: %s path, one level: %g > %g (or eval failed: %s)",
+                      name, label, cmf_cpu_path_name(best_path), r_one, one_bound, cmf_last_error());
             CHECK_MSG(r_ref >= 0 && r_ref <= 1e-4, "%s %s: f32ref path: %g > 1e-4 (or eval failed: %s)", name,
                       label, r_ref, cmf_last_error());
         }

@@ -164,8 +164,8 @@ const cmf_kern *cmf_kern_active(void);
  * x - d*q), so x = d0*q0 + d1*q1 + e with |e| <= d1/2, about 1/254 of the one-level error; a dot product is then
  * the sum of the two slots' dot products. (A second level on the fixed grid d1 = d0/256, which would let a kernel
  * sum 256*isum0 + isum1 in int32, was tried: it put gemma2's q8 logits 3.2e-3 x max|logit| off its dequantized
- * twin over 100 tokens.) cmf_matmul uses levels = 1 (ACT_LEVELS in matmul.c); 2 stays for tests and accuracy
- * experiments. a must hold t1*levels slots. Shared by every path, so all paths see the
+ * twin over 100 tokens.) cmf_matmul uses cmf_cpu_act_levels() (ops.h: 1 by default, 2 with
+ * CMF_ACT_LEVELS=2 or cmf_cpu_set_act_levels). a must hold t1*levels slots. Shared by every path, so all paths see the
  * same int8 activations. */
 void cmf_qact_quantize(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col, int levels,
                        int64_t t0, int64_t t1);

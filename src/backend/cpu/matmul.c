@@ -15,9 +15,11 @@
  * calls the path's gemv kernel per group of 4 rows, which reads the weights straight from the mapping, decodes
  * them in registers and keeps its f32 sums in registers over the whole row (kern.h, kern_gemv_i8). */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/kern.h"
+#include "util/error.h"
 
 enum {
     MAX_ROWS_PER_ITEM = 64,
@@ -25,11 +27,23 @@ enum {
     MM_PAR_MIN = 65536,    /* multiply-adds; a smaller product runs on the caller: waking the pool costs more */
 };
 
-/* Activation levels of the int8 family (cmf_qact_quantize): one level, llama.cpp's Q8_0 rule (slot = token), for
- * decode and prefill alike. It puts the hf-tiny q8 logits a few % of max|logit| off the dequantized f32 forward
- * (tests/model/test_hf_parity.c bounds that at 5e-2); a second level would cut that ~250x for twice the int8
- * work of every product. */
-#define ACT_LEVELS 1
+/* Activation levels of the int8 family (ops.h: cmf_cpu_act_levels): 0 until first read from CMF_ACT_LEVELS. */
+static atomic_int g_act_levels;
+
+int cmf_cpu_act_levels(void) {
+    int lv = atomic_load_explicit(&g_act_levels, memory_order_acquire);
+    if (lv) return lv;
+    const char *e = getenv("CMF_ACT_LEVELS");
+    lv = e && !strcmp(e, "2") ? 2 : 1;
+    atomic_store_explicit(&g_act_levels, lv, memory_order_release);
+    return lv;
+}
+
+cmf_status cmf_cpu_set_act_levels(int levels) {
+    if (levels != 1 && levels != 2) return cmf_err(CMF_E_ARG, "cpu: activation levels must be 1 or 2, not %d", levels);
+    atomic_store_explicit(&g_act_levels, levels, memory_order_release);
+    return CMF_OK;
+}
 
 static int is_i8(const cmf_weight *w) {
     switch (w->dtype) {
@@ -271,8 +285,8 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     }
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
-    t.levels = t.i8 ? ACT_LEVELS : 1;
-    if (t.i8 && ACT_LEVELS == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
+    t.levels = t.i8 ? cmf_cpu_act_levels() : 1;
+    if (t.i8 && t.levels == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
     t.gemm = t.i8 ? t.levels == 1 && n > KERN_GEMV_T && t.k->gemm_pack_i8 && t.k->gemm_i8
                   : n > KERN_GEMV_T && t.k->gemm_pack_f32 && t.k->gemm_f32;
     const size_t scratch = t.gemm ? KERN_GEMM_PACK_BYTES : tile_bytes(t.i8);

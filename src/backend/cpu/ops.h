@@ -75,6 +75,18 @@ cmf_status cmf_cpu_set_path(int path);
 /* The name of a path ("scalar", "neon", "avx2", "avx512-vnni", "f32ref"), or "?" */
 const char *cmf_cpu_path_name(int path);
 
+/* Activation levels of the int8 family of cmf_matmul (cmf_qact_quantize, kern.h): 1 = llama.cpp's Q8_0 rule (one
+ * int8 value and scale per block of 32; the default, and the only level the fused decode kernels and the prefill
+ * GEMM take), 2 = the Q8_0 value plus the Q8_0 quantization of its remainder (about 250x less activation error,
+ * twice the int8 work, through the tiled path). On random-weight checkpoints one level puts q8 logits up to 8.5%
+ * (gemma2 38%) of max|logit| off the dequantized f32 forward and two levels within 2e-3; on a trained model
+ * (stories260K) one level costs +0.13% perplexity over f32 (bench/RESULTS.md). The default is read once from the
+ * environment variable CMF_ACT_LEVELS ("1" or "2"; anything else means 1). */
+int cmf_cpu_act_levels(void);
+/* Sets the levels for later cmf_matmul calls (process-wide; not while a matmul runs). Errors: CMF_E_ARG unless
+ * levels is 1 or 2. */
+cmf_status cmf_cpu_set_act_levels(int levels);
+
 /* RMSNorm of one vector: out = x / sqrt(mean(x^2) + eps) * (w or 1 + w when gemma_style). w may be NULL (no
  * weight). The mean is accumulated in double. out may alias x. */
 void cmf_rmsnorm(float *out, const float *x, const float *w, int64_t n, float eps, int gemma_style);
