@@ -23,53 +23,10 @@
 #include "backend/cpu/kern.h"
 #include "backend/cpu/ops.h"
 #include "quant/dtype.h"
+#include "kerntest.h"
 #include "testutil.h"
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
 
-/* Random weights of dtype for rows x cols: encoded by cmf_quantize when src/quant has an encoder, else random
- * bytes with q4tp/q2tp ladder params in a sane range (lo in [-7, -5], step in [0, 0.2]). malloc'd. */
-static uint8_t *payload(int dtype, int64_t rows, int64_t cols, uint64_t *nbytes) {
-    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
-    if (cmf_dtype_nbytes(dtype, 2, shape, nbytes) != 1) return NULL;
-    uint8_t *p = malloc(*nbytes);
-    float *src = malloc((size_t)(rows * cols) * sizeof(float));
-    for (int64_t i = 0; i < rows * cols; i++) src[i] = frand() * (i % 5 == 0 ? 3.0f : 1.0f);
-    if (cmf_quantize(dtype, (uint64_t)rows, (uint64_t)cols, src, p) != CMF_OK) {
-        for (uint64_t i = 0; i < *nbytes; i++) p[i] = (uint8_t)rnd();
-        if (dtype == CMF_DT_Q4TP || dtype == CMF_DT_Q2TP) {
-            uint8_t *par = p + rows * (cols / 32) * (dtype == CMF_DT_Q4TP ? 16 : 8);
-            for (int64_t r = 0; r < rows; r++) {
-                const uint16_t lo = cmf_f32_to_f16(-7.0f + 2.0f * (float)(rnd() % 1000) / 1000.0f);
-                const uint16_t st = cmf_f32_to_f16(0.2f * (float)(rnd() % 1000) / 1000.0f);
-                memcpy(par + 4 * r, &lo, 2);
-                memcpy(par + 4 * r + 2, &st, 2);
-            }
-        }
-    }
-    free(src);
-    return p;
-}
-
-static int view(int dtype, int64_t rows, int64_t cols, const uint8_t *data, uint64_t nbytes, cmf_weight *w) {
-    cmf_tensor t;
-    memset(&t, 0, sizeof t);
-    t.name = "gemm.weight";
-    t.dtype = (uint8_t)dtype;
-    t.ndim = 2;
-    t.shape[0] = (uint32_t)rows;
-    t.shape[1] = (uint32_t)cols;
-    t.nbytes = nbytes;
-    t.data = data;
-    return cmf_weight_view(&t, w) == CMF_OK;
-}
 
 typedef struct {
     int path;
@@ -100,9 +57,9 @@ static int compare(const float *got, const float *ref, const double *mag, int64_
 
 static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols, const int64_t *ns, int nn) {
     uint64_t nbytes;
-    uint8_t *p = payload(dtype, rows, cols, &nbytes);
+    uint8_t *p = kt_payload(dtype, rows, cols, &nbytes);
     cmf_weight w;
-    CHECK_MSG(p && view(dtype, rows, cols, p, nbytes, &w), "%s %lldx%lld: no weight view", cmf_dtype_name(dtype),
+    CHECK_MSG(p && kt_view(dtype, rows, cols, p, nbytes, &w), "%s %lldx%lld: no weight view", cmf_dtype_name(dtype),
               (long long)rows, (long long)cols);
     if (!p) return;
     void *pack = NULL;
@@ -116,8 +73,8 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols, co
     for (int ni = 0; ni < nn; ni++) {
         const int64_t n = ns[ni], ld = rows + 5;
         float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
-        for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 6.0f : 1.0f);
-        for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+        for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand() * (i % 17 == 0 ? 6.0f : 1.0f);
+        for (int64_t r = 0; r < rows; r++) bias[r] = kt_frand();
         float *ref = malloc((size_t)(n * ld) * sizeof(float)), *got = malloc((size_t)(n * ld) * sizeof(float));
         double *mag = malloc((size_t)(n * ld) * sizeof(double));
         cmf_qact a;
@@ -180,17 +137,17 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols, co
 static void check_exact(cmf_pool *pool) {
     enum { ROWS = 37, COLS = 32 * 7, N = 9 };
     uint8_t *p = malloc(ROWS * COLS + 2 * ROWS);
-    for (int i = 0; i < ROWS * COLS; i++) p[i] = (uint8_t)(int8_t)((int)(rnd() % 255) - 127);
+    for (int i = 0; i < ROWS * COLS; i++) p[i] = (uint8_t)(int8_t)((int)(kt_rnd() % 255) - 127);
     for (int r = 0; r < ROWS; r++) {
         const uint16_t one = cmf_f32_to_f16(1.0f);
         memcpy(p + ROWS * COLS + 2 * r, &one, 2);
     }
     cmf_weight w;
-    CHECK(view(CMF_DT_Q8_ROW, ROWS, COLS, p, ROWS * COLS + 2 * ROWS, &w));
+    CHECK(kt_view(CMF_DT_Q8_ROW, ROWS, COLS, p, ROWS * COLS + 2 * ROWS, &w));
     float *x = malloc(N * COLS * sizeof(float)), got[N * ROWS];
-    for (int i = 0; i < N * COLS; i++) x[i] = (float)((int)(rnd() % 255) - 127);
+    for (int i = 0; i < N * COLS; i++) x[i] = (float)((int)(kt_rnd() % 255) - 127);
     for (int t = 0; t < N; t++)
-        for (int b = 0; b < COLS / 32; b++) x[t * COLS + 32 * b + (int)(rnd() % 32)] = rnd() & 1 ? 127.0f : -127.0f;
+        for (int b = 0; b < COLS / 32; b++) x[t * COLS + 32 * b + (int)(kt_rnd() % 32)] = kt_rnd() & 1 ? 127.0f : -127.0f;
     for (int g = 0; g < n_gp; g++) {
         CHECK(cmf_cpu_set_path(gp[g].path) == CMF_OK);
         cmf_matmul(pool, got, ROWS, x, N, &w, NULL);
@@ -215,11 +172,11 @@ static void check_quantizer(void) {
         const int64_t cols = colss[ci], n = 7;
         float *x = malloc((size_t)(n * cols) * sizeof(float)), *col = malloc((size_t)cols * sizeof(float));
         for (int64_t i = 0; i < n * cols; i++) {
-            const uint32_t k = rnd() % 16;
-            x[i] = k == 0 ? 0.0f : k == 1 ? 1e30f : k == 2 ? (float)((int)(rnd() % 255) - 127) * 0.5f : frand() * 3.0f;
+            const uint32_t k = kt_rnd() % 16;
+            x[i] = k == 0 ? 0.0f : k == 1 ? 1e30f : k == 2 ? (float)((int)(kt_rnd() % 255) - 127) * 0.5f : kt_frand() * 3.0f;
         }
         for (int64_t c = 0; c < 32 && c < cols; c++) x[c] = 0.0f; /* an all-zero block */
-        for (int64_t c = 0; c < cols; c++) col[c] = 0.5f + frand() * frand();
+        for (int64_t c = 0; c < cols; c++) col[c] = 0.5f + kt_frand() * kt_frand();
         for (int wc = 0; wc < 2; wc++) {
             cmf_qact a, b;
             void *ba = calloc(1, cmf_qact_bytes(n, cols)), *bb = calloc(1, cmf_qact_bytes(n, cols));
@@ -241,14 +198,14 @@ static void check_quantizer(void) {
 #endif
 }
 
-/* Float weights: f32 / f16 / bf16 encoded here from random values, q4_block through payload(). */
+/* Float weights: f32 / f16 / bf16 encoded here from random values, q4_block through kt_payload(). */
 static uint8_t *float_payload(int dtype, int64_t rows, int64_t cols, uint64_t *nbytes) {
-    if (dtype != CMF_DT_F32 && dtype != CMF_DT_F16 && dtype != CMF_DT_BF16) return payload(dtype, rows, cols, nbytes);
+    if (dtype != CMF_DT_F32 && dtype != CMF_DT_F16 && dtype != CMF_DT_BF16) return kt_payload(dtype, rows, cols, nbytes);
     const size_t es = dtype == CMF_DT_F32 ? 4 : 2;
     *nbytes = (uint64_t)(rows * cols) * es;
     uint8_t *p = malloc(*nbytes);
     for (int64_t i = 0; i < rows * cols; i++) {
-        const float v = frand() * (i % 5 == 0 ? 3.0f : 1.0f);
+        const float v = kt_frand() * (i % 5 == 0 ? 3.0f : 1.0f);
         uint32_t u;
         memcpy(&u, &v, 4);
         const uint16_t h = dtype == CMF_DT_F16 ? cmf_f32_to_f16(v) : (uint16_t)(u >> 16);
@@ -263,7 +220,7 @@ static void check_float_case(cmf_pool *pool, const gpath *fp, int nfp, int dtype
     uint64_t nbytes;
     uint8_t *p = float_payload(dtype, rows, cols, &nbytes);
     cmf_weight w;
-    CHECK_MSG(p && view(dtype, rows, cols, p, nbytes, &w), "%s %lldx%lld: no weight view", cmf_dtype_name(dtype),
+    CHECK_MSG(p && kt_view(dtype, rows, cols, p, nbytes, &w), "%s %lldx%lld: no weight view", cmf_dtype_name(dtype),
               (long long)rows, (long long)cols);
     if (!p) return;
     void *pack = NULL;
@@ -273,8 +230,8 @@ static void check_float_case(cmf_pool *pool, const gpath *fp, int nfp, int dtype
     for (int ni = 0; ni < nn; ni++) {
         const int64_t n = ns[ni], ld = rows + 5;
         float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
-        for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 17 == 0 ? 6.0f : 1.0f);
-        for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+        for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand() * (i % 17 == 0 ? 6.0f : 1.0f);
+        for (int64_t r = 0; r < rows; r++) bias[r] = kt_frand();
         float *ref = malloc((size_t)(n * ld) * sizeof(float)), *got = malloc((size_t)(n * ld) * sizeof(float));
         double *mag = malloc((size_t)(n * ld) * sizeof(double));
         for (int64_t t = 0; t < n; t++)
@@ -330,6 +287,7 @@ static void check_float_case(cmf_pool *pool, const gpath *fp, int nfp, int dtype
 }
 
 int main(void) {
+    kt_seed(0x2545f4914f6cdd1dull);
     const int cand[2] = {CMF_CPU_AVX2, CMF_CPU_AVX512};
     const int saved = cmf_cpu_path();
     for (int i = 0; i < 2; i++) {

@@ -31,17 +31,10 @@
 #include "backend/cpu/kern.h"
 #include "backend/cpu/ops.h"
 #include "quant/dtype.h"
+#include "kerntest.h"
 #include "testutil.h"
 
-static uint64_t rng = 0x2545f4914f6cdd1dull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
-static uint16_t f16_of(float lo, float hi) { return cmf_f32_to_f16(lo + (hi - lo) * (frand() * 0.5f + 0.5f)); }
+static uint16_t f16_of(float lo, float hi) { return cmf_f32_to_f16(lo + (hi - lo) * (kt_frand() * 0.5f + 0.5f)); }
 static void put16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)(v & 0xff);
     p[1] = (uint8_t)(v >> 8);
@@ -71,12 +64,12 @@ static uint8_t *payload(int dtype, int64_t rows, int64_t cols, uint64_t *nb) {
     if (cmf_dtype_nbytes(dtype, 2, shape, nb) != 1) return NULL;
     uint8_t *p = guarded_alloc(*nb);
     if (!p) return NULL;
-    for (uint64_t i = 0; i < *nb; i++) p[i] = (uint8_t)rnd();
+    for (uint64_t i = 0; i < *nb; i++) p[i] = (uint8_t)kt_rnd();
     const int64_t n = rows * cols, G = (n + 31) / 32, gpr = cols / 32;
     switch (dtype) {
     case CMF_DT_F32:
         for (int64_t i = 0; i < n; i++) {
-            const float f = frand() * 4.0f;
+            const float f = kt_frand() * 4.0f;
             memcpy(p + 4 * i, &f, 4);
         }
         break;
@@ -114,25 +107,13 @@ static uint8_t *payload(int dtype, int64_t rows, int64_t cols, uint64_t *nb) {
     return p;
 }
 
-static int view(int dtype, int64_t rows, int64_t cols, const uint8_t *p, uint64_t nb, cmf_weight *w) {
-    cmf_tensor t;
-    memset(&t, 0, sizeof t);
-    t.name = "test.weight";
-    t.dtype = (uint8_t)dtype;
-    t.ndim = 2;
-    t.shape[0] = (uint32_t)rows;
-    t.shape[1] = (uint32_t)cols;
-    t.nbytes = nb;
-    t.data = p;
-    return cmf_weight_view(&t, w) == CMF_OK;
-}
 
 /* n token slots of random activations (a few large outliers per block, as real ones), quantized by the shared
  * quantizer (one level: slot = token). Returns the buffer to free. */
 static void *qact_new(cmf_qact *a, int64_t n, int64_t cols) {
     void *buf = malloc(cmf_qact_bytes(n, cols));
     float *x = malloc((size_t)(n * cols) * sizeof(float));
-    for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (rnd() % 11 == 0 ? 6.0f : 1.0f);
+    for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand() * (kt_rnd() % 11 == 0 ? 6.0f : 1.0f);
     cmf_qact_init(a, buf, n, cols);
     cmf_qact_quantize(a, x, cols, cols, NULL, 1, 0, n);
     free(x);
@@ -155,7 +136,7 @@ static void check_decode_f32(const cmf_kern *k, int dtype, int64_t rows, int64_t
     uint64_t nb;
     uint8_t *p = payload(dtype, rows, cols, &nb);
     cmf_weight w0, w;
-    CHECK(p && view(dtype, rows, cols, p, nb, &w0));
+    CHECK(p && kt_view(dtype, rows, cols, p, nb, &w0));
     if (!p) return;
     w = cmf_weight_rows(&w0, 3, rows - 3);
     float *got = malloc((size_t)cols * sizeof(float)), *ref = malloc((size_t)cols * sizeof(float));
@@ -186,8 +167,8 @@ static void check_mk_f32(const cmf_kern *k) {
     for (size_t ni = 0; ni < sizeof ncs / sizeof ncs[0]; ni++) {
         const int64_t nc = ncs[ni], ldw = nc + 5, c0 = ni % 2 ? 5 : 0, ldx = c0 + nc + 3;
         float *wf = malloc((size_t)(KERN_RB * ldw) * sizeof(float)), *x = malloc((size_t)(n * ldx) * sizeof(float));
-        for (int64_t i = 0; i < KERN_RB * ldw; i++) wf[i] = frand();
-        for (int64_t i = 0; i < n * ldx; i++) x[i] = frand() * 3.0f;
+        for (int64_t i = 0; i < KERN_RB * ldw; i++) wf[i] = kt_frand();
+        for (int64_t i = 0; i < n * ldx; i++) x[i] = kt_frand() * 3.0f;
         for (int64_t t0 = 0; t0 <= 3; t0 += 3)
             for (int tb = 1; tb <= KERN_TB; tb++) {
                 float got[KERN_RB][KERN_TB], ref[KERN_RB][KERN_TB];
@@ -316,7 +297,7 @@ static void check_i8(const cmf_kern *k, int dtype, int64_t rows, int64_t cols) {
     uint64_t nbytes;
     uint8_t *p = payload(dtype, rows, cols, &nbytes);
     cmf_weight w0;
-    CHECK(p && view(dtype, rows, cols, p, nbytes, &w0));
+    CHECK(p && kt_view(dtype, rows, cols, p, nbytes, &w0));
     if (!p) return;
     const cmf_weight w = cmf_weight_rows(&w0, 3, rows - 3); /* row0 = 3: the view offsets */
     cmf_qact a, unit;
@@ -356,7 +337,7 @@ static void check_gemm(const cmf_kern *k, int dtype, int64_t rows, int64_t cols)
     uint64_t nbytes;
     uint8_t *p = payload(dtype, rows, cols, &nbytes);
     cmf_weight w0;
-    CHECK(p && view(dtype, rows, cols, p, nbytes, &w0));
+    CHECK(p && kt_view(dtype, rows, cols, p, nbytes, &w0));
     if (!p) return;
     const cmf_weight w = cmf_weight_rows(&w0, 3, rows - 3);
     void *pack = NULL;
@@ -367,7 +348,7 @@ static void check_gemm(const cmf_kern *k, int dtype, int64_t rows, int64_t cols)
     float *bias = malloc((size_t)w.rows * sizeof(float)), *ref = malloc((size_t)(n * ld) * sizeof(float));
     float *got = malloc((size_t)(n * ld) * sizeof(float));
     double *mag = malloc((size_t)(n * ld) * sizeof(double));
-    for (int64_t r = 0; r < w.rows; r++) bias[r] = frand();
+    for (int64_t r = 0; r < w.rows; r++) bias[r] = kt_frand();
     int bad = 0;
     for (int64_t nt = 1; nt <= n; nt += 2) {
         cmf_gemm_ref_i8(&w, &a, nt, ref, ld, bias, mag);
@@ -409,6 +390,7 @@ static void check_gemm(const cmf_kern *k, int dtype, int64_t rows, int64_t cols)
 }
 
 int main(void) {
+    kt_seed(0x2545f4914f6cdd1dull);
     const char *feat = cmf_cpu_features_str(), *want = getenv("CMF_EXPECT_CPU");
     printf("cpu: %s\n", feat);
     if (want && *want) CHECK_MSG(strcmp(feat, want) == 0, "cpu features \"%s\", expected \"%s\"", feat, want);

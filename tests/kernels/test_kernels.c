@@ -19,55 +19,10 @@
 #include "backend/cpu/kern.h"
 #include "backend/cpu/ops.h"
 #include "quant/dtype.h"
+#include "kerntest.h"
 #include "testutil.h"
 
-static uint64_t rng = 0x9e3779b97f4a7c15ull;
-static uint32_t rnd(void) {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return (uint32_t)(rng >> 16);
-}
-static float frand(void) { return (float)rnd() / 4294967296.0f * 2.0f - 1.0f; }
 
-/* A random payload of dtype for rows x cols: through cmf_quantize when it has an encoder, else random bytes
- * with sane q4tp/q2tp ladder params (lo in [-8, -4], step in [0, 0.25]). Returns malloc'd bytes. */
-static uint8_t *make_payload(int dtype, int64_t rows, int64_t cols, uint64_t *nbytes) {
-    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
-    if (cmf_dtype_nbytes(dtype, 2, shape, nbytes) != 1) return NULL;
-    uint8_t *p = malloc(*nbytes ? *nbytes : 1);
-    float *src = malloc((size_t)(rows * cols) * sizeof(float));
-    for (int64_t i = 0; i < rows * cols; i++) src[i] = frand() * (1.0f + (float)(i % 7));
-    if (cmf_quantize(dtype, (uint64_t)rows, (uint64_t)cols, src, p) != CMF_OK) {
-        for (uint64_t i = 0; i < *nbytes; i++) p[i] = (uint8_t)rnd();
-        if (dtype == CMF_DT_Q4TP || dtype == CMF_DT_Q2TP) {
-            const int64_t gpr = cols / 32, stride = (gpr * 5 + 7) / 8;
-            uint8_t *par = p + rows * gpr * (dtype == CMF_DT_Q4TP ? 16 : 8);
-            for (int64_t r = 0; r < rows; r++) {
-                uint16_t lo = cmf_f32_to_f16(-8.0f + 4.0f * (float)(rnd() % 1000) / 1000.0f);
-                uint16_t st = cmf_f32_to_f16(0.25f * (float)(rnd() % 1000) / 1000.0f);
-                memcpy(par + 4 * r, &lo, 2);
-                memcpy(par + 4 * r + 2, &st, 2);
-            }
-            (void)stride;
-        }
-    }
-    free(src);
-    return p;
-}
-
-static cmf_tensor tensor(int dtype, int64_t rows, int64_t cols, const uint8_t *data, uint64_t nbytes) {
-    cmf_tensor t;
-    memset(&t, 0, sizeof t);
-    t.name = "test.weight";
-    t.dtype = (uint8_t)dtype;
-    t.ndim = 2;
-    t.shape[0] = (uint32_t)rows;
-    t.shape[1] = (uint32_t)cols;
-    t.nbytes = nbytes;
-    t.data = data;
-    return t;
-}
 
 static int n_paths;
 static int paths[4];
@@ -75,10 +30,10 @@ static int paths[4];
 /* One dtype x shape: every path and n against the scalar path and the f32 product. */
 static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
     uint64_t nb;
-    uint8_t *p = make_payload(dtype, rows, cols, &nb);
+    uint8_t *p = kt_payload(dtype, rows, cols, &nb);
     CHECK_MSG(p != NULL, "%s %lldx%lld: no payload", cmf_dtype_name(dtype), (long long)rows, (long long)cols);
     if (!p) return;
-    cmf_tensor t = tensor(dtype, rows, cols, p, nb);
+    cmf_tensor t = kt_tensor(dtype, rows, cols, p, nb);
     cmf_weight w;
     CHECK(cmf_weight_view(&t, &w) == CMF_OK);
     /* the row decoder against cmf_dequant (when src/quant decodes this dtype) */
@@ -99,8 +54,8 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
     for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
         const int64_t n = ns[ni], ld = rows + 3;
         float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
-        for (int64_t i = 0; i < n * cols; i++) x[i] = frand() * (i % 13 == 0 ? 8.0f : 1.0f);
-        for (int64_t r = 0; r < rows; r++) bias[r] = frand();
+        for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand() * (i % 13 == 0 ? 8.0f : 1.0f);
+        for (int64_t r = 0; r < rows; r++) bias[r] = kt_frand();
         float *ref = malloc((size_t)(n * ld) * sizeof(float)), *sc = malloc((size_t)(n * ld) * sizeof(float));
         float *got = malloc((size_t)(n * ld) * sizeof(float));
         cmf_matmul_ref_f32(ref, ld, x, n, &w, bias);
@@ -177,7 +132,7 @@ static void check_case(cmf_pool *pool, int dtype, int64_t rows, int64_t cols) {
 static void check_qact_levels(void) {
     enum { N = 2, COLS = 75 };
     float x[N * COLS];
-    for (int i = 0; i < N * COLS; i++) x[i] = frand() * (i % 11 == 0 ? 30.0f : 1.0f);
+    for (int i = 0; i < N * COLS; i++) x[i] = kt_frand() * (i % 11 == 0 ? 30.0f : 1.0f);
     for (int levels = 1; levels <= 2; levels++) {
         cmf_qact a;
         void *buf = malloc(cmf_qact_bytes(N * levels, COLS));
@@ -214,21 +169,21 @@ static void check_exact(cmf_pool *pool, int dtype) {
     if (dtype == CMF_DT_Q8_ROW || dtype == CMF_DT_Q4_BLOCK) {
         const int top = dtype == CMF_DT_Q8_ROW ? 127 : 7;
         for (int64_t i = 0; i < rows * cols; i++)
-            wv[i] = (i % 32 == 5) ? (float)top : (float)((int)(rnd() % (2 * top + 1)) - top);
+            wv[i] = (i % 32 == 5) ? (float)top : (float)((int)(kt_rnd() % (2 * top + 1)) - top);
         CHECK(cmf_quantize(dtype, (uint64_t)rows, (uint64_t)cols, wv, p) == CMF_OK);
     } else {
-        for (uint64_t i = 0; i < (uint64_t)(rows * cols / (dtype == CMF_DT_Q4TP ? 2 : 4)); i++) p[i] = (uint8_t)rnd();
+        for (uint64_t i = 0; i < (uint64_t)(rows * cols / (dtype == CMF_DT_Q4TP ? 2 : 4)); i++) p[i] = (uint8_t)kt_rnd();
         /* params plane stays zero: lo = step = 0; codes random */
         const int64_t gpr = cols / 32, stride = (gpr * 5 + 7) / 8;
         uint8_t *codes = p + rows * gpr * (dtype == CMF_DT_Q4TP ? 16 : 8) + 4 * rows;
-        for (int64_t i = 0; i < rows * stride; i++) codes[i] = (uint8_t)rnd();
+        for (int64_t i = 0; i < rows * stride; i++) codes[i] = (uint8_t)kt_rnd();
     }
-    cmf_tensor t = tensor(dtype, rows, cols, p, nb);
+    cmf_tensor t = kt_tensor(dtype, rows, cols, p, nb);
     cmf_weight w;
     CHECK(cmf_weight_view(&t, &w) == CMF_OK);
     for (int64_t r = 0; r < rows; r++) cmf_weight_row_f32(&w, r, wv + r * cols);
     float *x = malloc((size_t)(n * cols) * sizeof(float)), *out = malloc((size_t)(n * rows) * sizeof(float));
-    for (int64_t i = 0; i < n * cols; i++) x[i] = (i % 32 == 7) ? 127.0f : (float)((int)(rnd() % 255) - 127);
+    for (int64_t i = 0; i < n * cols; i++) x[i] = (i % 32 == 7) ? 127.0f : (float)((int)(kt_rnd() % 255) - 127);
     for (int pi = -1; pi < n_paths; pi++) {
         cmf_cpu_set_path(pi < 0 ? CMF_CPU_SCALAR : paths[pi]);
         cmf_matmul(pool, out, rows, x, n, &w, NULL);
@@ -262,7 +217,7 @@ static void check_ladder_vectors(void) {
         p[plane + 2] = 0x00;
         p[plane + 3] = 0x34;
         p[plane + 4] = 7;
-        cmf_tensor t = tensor(dtype, 1, 32, p, (uint64_t)plane + 5);
+        cmf_tensor t = kt_tensor(dtype, 1, 32, p, (uint64_t)plane + 5);
         cmf_weight w;
         CHECK(cmf_weight_view(&t, &w) == CMF_OK);
         float row[32];
@@ -300,12 +255,12 @@ static void check_pool(void) {
     CHECK(atomic_load(&c.total) == 4L * 4 * ops);
     /* many tiny matmuls in a row, results checked each time */
     uint64_t nb;
-    uint8_t *p = make_payload(CMF_DT_Q8_ROW, 3, 32, &nb);
-    cmf_tensor t = tensor(CMF_DT_Q8_ROW, 3, 32, p, nb);
+    uint8_t *p = kt_payload(CMF_DT_Q8_ROW, 3, 32, &nb);
+    cmf_tensor t = kt_tensor(CMF_DT_Q8_ROW, 3, 32, p, nb);
     cmf_weight w;
     CHECK(cmf_weight_view(&t, &w) == CMF_OK);
     float x[32], o[3], first[3];
-    for (int i = 0; i < 32; i++) x[i] = frand();
+    for (int i = 0; i < 32; i++) x[i] = kt_frand();
     cmf_matmul(pool, first, 3, x, 1, &w, NULL);
     int bad = 0;
     for (int i = 0; i < 5000; i++) {
@@ -325,16 +280,16 @@ static void check_pool(void) {
 
 static void check_errors(void) {
     uint8_t buf[64] = {0};
-    cmf_tensor t = tensor(CMF_DT_Q4TP, 1, 40, buf, sizeof buf);
+    cmf_tensor t = kt_tensor(CMF_DT_Q4TP, 1, 40, buf, sizeof buf);
     cmf_weight w;
     CHECK(cmf_weight_view(&t, &w) == CMF_E_FORMAT);
     CHECK(strstr(cmf_last_error(), "test.weight") != NULL);
-    t = tensor(CMF_DT_VBIT, 1, 32, buf, sizeof buf);
+    t = kt_tensor(CMF_DT_VBIT, 1, 32, buf, sizeof buf);
     CHECK(cmf_weight_view(&t, &w) == CMF_E_UNSUPPORTED);
-    t = tensor(CMF_DT_F32, 2, 8, buf, sizeof buf);
+    t = kt_tensor(CMF_DT_F32, 2, 8, buf, sizeof buf);
     t.ndim = 1;
     CHECK(cmf_weight_view(&t, &w) == CMF_E_FORMAT);
-    t = tensor(CMF_DT_F32, 2, 7, buf, sizeof buf); /* 56 bytes expected, 64 given */
+    t = kt_tensor(CMF_DT_F32, 2, 7, buf, sizeof buf); /* 56 bytes expected, 64 given */
     CHECK(cmf_weight_view(&t, &w) == CMF_E_FORMAT);
     CHECK(strstr(cmf_last_error(), "expected 56") != NULL);
     CHECK(cmf_cpu_set_path(99) == CMF_E_UNSUPPORTED);
