@@ -377,8 +377,15 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     if (!o.host || !*o.host) o.host = "127.0.0.1";
     if (!(o.idle_timeout_s > 0)) o.idle_timeout_s = 60;
     if (o.idle_timeout_s > 86400) o.idle_timeout_s = 86400;
+    if (!strcmp(cmf_model_arch(m), "dory")) /* its forward has no batched (multi-session) path yet */
+        return cmf_err(CMF_E_UNSUPPORTED, "serve: looped (Dory) models cannot be served yet (continuous batching "
+                                          "needs a batched Dory forward); cmf run, chat, bench and ppl take them");
     const cmf_tokenizer *tok = cmf_model_tokenizer(m);
-    if (!tok) return cmf_err(CMF_E_ARG, "serve: the model has no usable tokenizer: %s", cmf_model_tokenizer_error(m));
+    if (!tok) {
+        const char *why = cmf_model_tokenizer_error(m);
+        return cmf_err(CMF_E_ARG, "serve: the model has no usable tokenizer: %s",
+                       *why ? why : "the file has no tokenizer section (convert from a checkpoint with tokenizer.json)");
+    }
     cmf_server *s = calloc(1, sizeof *s);
     if (!s) return cmf_err(CMF_E_NOMEM, "serve: out of memory");
     s->m = m;

@@ -21,7 +21,11 @@ extern "C" cmf_status cmf_cuda_device_count(int *n) {
     if (e != cudaSuccess) {
         *n = 0;
         cudaGetLastError(); /* clear the sticky-free error so later calls start clean */
-        cmf_err(CMF_E_IO, "cuda: no device: %s", cudaGetErrorString(e));
+        if (e == cudaErrorInsufficientDriver || e == cudaErrorNoDevice)
+            cmf_err(CMF_E_IO, "cuda: no device: no NVIDIA GPU with a driver was found, or its driver is older than the "
+                              "CUDA runtime (%s)", cudaGetErrorString(e));
+        else
+            cmf_err(CMF_E_IO, "cuda: no device: %s", cudaGetErrorString(e));
         return CMF_OK;
     }
     *n = c;
