@@ -111,3 +111,24 @@ float *dory_run_batch(const cmf_dory *d, const int32_t *tokens, int n, int kv_mo
     cmf_dory_state_free(s);
     return out;
 }
+
+float *dory_run_calls(const cmf_dory *d, const int32_t *ids, int n_ctx, int kv_mode, int n_batch, int max_loops,
+                      const int *lens, const int *loops, int nc) {
+    cmf_dory_state *s = NULL;
+    if (cmf_dory_state_new(d, n_ctx, n_batch, kv_mode, max_loops, &s) != CMF_OK) {
+        fprintf(stderr, "state: %s\n", cmf_last_error());
+        return NULL;
+    }
+    const size_t V = (size_t)d->cfg.vocab_size;
+    int total = 0;
+    for (int i = 0; i < nc; i++) total += lens[i];
+    float *out = malloc((size_t)total * V * sizeof(float));
+    for (int i = 0, p = 0; out && i < nc; p += lens[i], i++)
+        if (cmf_dory_forward(s, ids + p, lens[i], loops[i], out + (size_t)p * V) != CMF_OK) {
+            fprintf(stderr, "forward: %s\n", cmf_last_error());
+            free(out);
+            out = NULL;
+        }
+    cmf_dory_state_free(s);
+    return out;
+}

@@ -26,6 +26,10 @@ int32_t *dory_ref_tokens(const dory_fixture *fx, int i, int *n);
 
 /* max |a-b| over n values, and max |b| (for relative errors). */
 double dory_max_abs_diff(const float *a, const float *b, size_t n, double *max_ref);
+/* Runs ids through one new session of d (n_ctx, n_batch, kv_mode, max_loops) in nc calls of lens[i] tokens at
+ * loops[i] loops; returns every position's logits [sum lens][vocab] (malloc'd) or NULL, the reason on stderr. */
+float *dory_run_calls(const cmf_dory *d, const int32_t *ids, int n_ctx, int kv_mode, int n_batch, int max_loops,
+                      const int *lens, const int *loops, int nc);
 
 /* Runs `tokens` through a new session (64 positions, kv_mode, loops) in calls of `chunk` tokens and returns all
  * logits ([n][V], malloc'd), or NULL on error (printed). */

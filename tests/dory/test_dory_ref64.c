@@ -30,23 +30,7 @@ static float *run_calls(const cmf_dory *d, const int32_t *ids, int kv_mode, cons
         if (lens[i] > nb) nb = lens[i];
         if (loops[i] > ml) ml = loops[i];
     }
-    cmf_dory_state *s;
-    if (cmf_dory_state_new(d, 64, nb, kv_mode, ml, &s) != CMF_OK) {
-        fprintf(stderr, "state: %s\n", cmf_last_error());
-        return NULL;
-    }
-    const size_t V = (size_t)d->cfg.vocab_size;
-    int total = 0;
-    for (int i = 0; i < nc; i++) total += lens[i];
-    float *out = malloc((size_t)total * V * sizeof(float));
-    for (int i = 0, p = 0; out && i < nc; p += lens[i], i++)
-        if (cmf_dory_forward(s, ids + p, lens[i], loops[i], out + (size_t)p * V) != CMF_OK) {
-            fprintf(stderr, "forward: %s\n", cmf_last_error());
-            free(out);
-            out = NULL;
-        }
-    cmf_dory_state_free(s);
-    return out;
+    return dory_run_calls(d, ids, 64, kv_mode, nb, ml, lens, loops, nc);
 }
 
 /* Calls of `chunk` tokens, all at `loops`. */

@@ -29,6 +29,7 @@
 #include "convert/safetensors.h"
 #include "model/dory.h"
 #include "quant/dtype.h"
+#include "dory/dorytest.h"
 #include "testutil.h"
 #ifdef CMF_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
@@ -67,35 +68,14 @@ static void check_pick(const char *what, const float *c, const float *g, int V) 
     g_ties += tie;
 }
 
-/* Runs the calls (lens[i] tokens at loops[i]) through a new session of d; all logits or NULL. */
-static float *run_calls(const cmf_dory *d, const int32_t *ids, int kv_mode, int n_batch, int max_loops,
-                        const int *lens, const int *loops, int nc) {
-    cmf_dory_state *s = NULL;
-    if (cmf_dory_state_new(d, N_CTX, n_batch, kv_mode, max_loops, &s) != CMF_OK) {
-        fprintf(stderr, "state: %s\n", cmf_last_error());
-        return NULL;
-    }
-    const size_t V = (size_t)d->cfg.vocab_size;
-    int total = 0;
-    for (int i = 0; i < nc; i++) total += lens[i];
-    float *out = malloc((size_t)total * V * sizeof(float));
-    for (int i = 0, p = 0; out && i < nc; p += lens[i], i++)
-        if (cmf_dory_forward(s, ids + p, lens[i], loops[i], out + (size_t)p * V) != CMF_OK) {
-            fprintf(stderr, "forward: %s\n", cmf_last_error());
-            free(out);
-            out = NULL;
-        }
-    cmf_dory_state_free(s);
-    return out;
-}
 
 /* The same calls on both models, all logits compared. */
 static void both_calls(const char *what, const cmf_dory *cpu, const cmf_dory *gpu, const int32_t *ids, int kv_mode,
                        int n_batch, int max_loops, const int *lens, const int *loops, int nc) {
     int total = 0;
     for (int i = 0; i < nc; i++) total += lens[i];
-    float *c = run_calls(cpu, ids, kv_mode, n_batch, max_loops, lens, loops, nc);
-    float *g = run_calls(gpu, ids, kv_mode, n_batch, max_loops, lens, loops, nc);
+    float *c = dory_run_calls(cpu, ids, N_CTX, kv_mode, n_batch, max_loops, lens, loops, nc);
+    float *g = dory_run_calls(gpu, ids, N_CTX, kv_mode, n_batch, max_loops, lens, loops, nc);
     CHECK_MSG(c && g, "%s: a run failed", what);
     if (c && g) compare(what, c, g, (size_t)total * cpu->cfg.vocab_size);
     free(c);
