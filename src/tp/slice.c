@@ -34,19 +34,33 @@ cmf_status cmf_tp_rank_config(const cmf_config *c, int n, int r, int v0, int v1,
     return CMF_OK;
 }
 
-static cmf_status keep(cmf_tp *tp, uint8_t *p) {
+/* Records copy p of slice `key` in tp->owned (freed by cmf_tp_free); p is freed on failure. */
+static cmf_status keep(cmf_tp *tp, uint8_t *p, const struct cmf_tp_slice_key *key) {
     if (tp->n_owned == tp->cap_owned) {
         size_t cap = tp->cap_owned ? 2 * tp->cap_owned : 64;
         uint8_t **o = realloc(tp->owned, cap * sizeof *o);
-        if (!o) {
+        if (o) tp->owned = o;
+        struct cmf_tp_slice_key *k = o ? realloc(tp->owned_key, cap * sizeof *k) : NULL;
+        if (!k) {
             free(p);
             return cmf_err(CMF_E_NOMEM, "tp: out of memory");
         }
-        tp->owned = o;
+        tp->owned_key = k;
         tp->cap_owned = cap;
     }
+    tp->owned_key[tp->n_owned] = *key;
     tp->owned[tp->n_owned++] = p;
     return CMF_OK;
+}
+
+/* An earlier copy of slice `key`, or NULL. */
+static uint8_t *kept(const cmf_tp *tp, const struct cmf_tp_slice_key *key) {
+    for (size_t i = 0; i < tp->n_owned; i++) {
+        const struct cmf_tp_slice_key *k = &tp->owned_key[i];
+        if (k->src == key->src && k->r0 == key->r0 && k->nr == key->nr && k->c0 == key->c0 && k->nc == key->nc)
+            return tp->owned[i];
+    }
+    return NULL;
 }
 
 /* Copies rows [r0, r0+nr) x columns [c0, c0+nc) of view w into a new payload of w's dtype (a whole tensor of
@@ -74,6 +88,13 @@ static cmf_status copy_slice(cmf_tp *tp, const cmf_weight *w, int64_t r0, int64_
         return cmf_err(CMF_E_UNSUPPORTED, "tp: tensor %s: slicing dtype %s for %d ranks is not implemented", name, dn,
                        tp->n);
     }
+    out->dtype = dt;
+    out->rows = nr;
+    out->cols = nc;
+    out->full_rows = nr;
+    out->row0 = 0;
+    const struct cmf_tp_slice_key key = {w->data, R0, nr, c0, nc};
+    if ((out->data = kept(tp, &key))) return CMF_OK; /* a tensor aliasing an already sliced payload */
     uint8_t *p = malloc(bytes ? bytes : 1);
     if (!p) return cmf_err(CMF_E_NOMEM, "tp: tensor %s: cannot allocate its %zu-byte slice", name, bytes);
     const uint8_t *d = w->data;
@@ -99,13 +120,8 @@ static cmf_status copy_slice(cmf_tp *tp, const cmf_weight *w, int64_t r0, int64_
                 }
             }
     }
-    cmf_status st = keep(tp, p);
+    cmf_status st = keep(tp, p, &key);
     if (st != CMF_OK) return st;
-    out->dtype = dt;
-    out->rows = nr;
-    out->cols = nc;
-    out->full_rows = nr;
-    out->row0 = 0;
     out->data = p;
     return CMF_OK;
 }

@@ -101,6 +101,7 @@ void cmf_tp_free(cmf_tp *tp) {
     restore_device(dev);
     for (size_t i = 0; i < tp->n_owned; i++) free(tp->owned[i]);
     free(tp->owned);
+    free(tp->owned_key);
     free(tp->sum);
     pthread_mutex_destroy(&tp->run_mu);
     pthread_mutex_destroy(&tp->mu);

@@ -36,6 +36,10 @@ typedef struct cmf_tp {
     cmf_model *rank[CMF_TP_MAX];  /* the rank models (owned) */
     int v0[CMF_TP_MAX + 1];       /* vocabulary slice of rank r: [v0[r], v0[r+1]) */
     uint8_t **owned;              /* copied weight payloads (column slices, device slices) */
+    struct cmf_tp_slice_key {     /* owned[i] holds rows [r0, r0+nr) x columns [c0, c0+nc) of payload src */
+        const uint8_t *src;
+        int64_t r0, nr, c0, nc;
+    } *owned_key;                 /* one per owned[]: a slice of the same payload is copied once (slice.c) */
     size_t n_owned, cap_owned;
     char desc[160];               /* "tp 2 x cuda:0: NVIDIA H200 ..." */
     pthread_mutex_t run_mu;       /* one forward at a time */
@@ -76,7 +80,9 @@ cmf_status cmf_tp_rank_config(const cmf_config *c, int n, int r, int v0, int v1,
 /* Builds rank r's weight set `out` from the front model's backbone (layers allocated here: free out->layers;
  * `small` is shared with the front model). copy_rows = 0: row slices are views into the mapping (cpu); 1: every
  * sliced matrix is copied (device ranks, whose payload uploads need whole tensors). Copies are recorded in
- * tp->owned. Errors: CMF_E_UNSUPPORTED for a column slice that cuts a quantization block or a dtype whose column
+ * tp->owned; the same slice of the same payload (tensors that alias one payload, which CMF_FORMAT.md §1.11 allows,
+ * e.g. bench/tp/repeat_layers.c) is copied once and shared, as the cuda backend uploads one copy per payload.
+ * Errors: CMF_E_UNSUPPORTED for a column slice that cuts a quantization block or a dtype whose column
  * slice is not implemented (message names the tensor, dtype and N), CMF_E_NOMEM. */
 cmf_status cmf_tp_slice_weights(cmf_tp *tp, int r, int copy_rows, cmf_weights *out);
 

@@ -9,6 +9,8 @@
  *    model's own int8 activation error, see below; and REL again with f32 activations, CMF_CPU_F32REF):
  *    a q4 slice that keeps whole 32-value blocks runs, one that cuts them is CMF_E_UNSUPPORTED naming the tensor, the dtype and N.
  *  - a continuous batch of two sessions through cmf_batch_run equals the same batch unsplit.
+ *  - a file whose layers repeat (bench/tp/repeat_layers.c: 3K layers aliasing K) splits like any other and its
+ *    ranks copy each distinct slice once.
  *  - the reference converter's tiny-F16.cmf: task masks, the O(1) far field and skills are refused clearly at
  *    tp 2; with the mask off the split equals the unsplit forward and the split KV cache has the same size.
  * REL = 1e-5 is the issue's acceptance bound: the split changes only the summation order of the o_proj / down_proj
@@ -25,7 +27,9 @@
 #include "convert/safetensors.h"
 #include "quant/dtype.h"
 #include "model/model.h"
+#include "repeat_layers.h"
 #include "testutil.h"
+#include "tp/tp.h"
 
 static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
 enum { N_DECODE = 6, N_CTX = 128 };
@@ -228,6 +232,39 @@ static void check_refusals(void) {
     cmf_model_free(ref);
 }
 
+/* bench/tp/repeat_layers.c on a converted file: 3K layers aliasing the K stored ones open as a valid model whose
+ * layer l reads layer l mod K's payloads; split over 2 ranks it equals its own unsplit forward (REL), and the
+ * ranks copy each distinct slice once (as many copies as the K-layer file's split). */
+static void check_repeated(const char *label, const char *path, cmf_model *ref, const int32_t *ids, int n) {
+    char rp[512];
+    snprintf(rp, sizeof rp, "%s", tmp_path("tp-repeated.cmf"));
+    const int K = ref->cfg.n_layers;
+    cmf_model *big = NULL, *big2 = NULL, *small2 = NULL;
+    int ok = tp_repeat_layers(path, rp, 3 * K) == 0 && load(rp, 1, &big) == CMF_OK;
+    CHECK_MSG(ok, "%s: repeat_layers / load: %s", label, cmf_last_error());
+    if (!ok) return;
+    CHECK_MSG(big->cfg.n_layers == 3 * K, "%s: %d layers after repeating %d three times", label, big->cfg.n_layers, K);
+    for (int l = 0; l < big->cfg.n_layers; l++) {
+        const cmf_layer *a = &big->base.layers[l], *b = &big->base.layers[l % K];
+        CHECK_MSG(a->wq.data == b->wq.data && a->w_down.data == b->w_down.data && a->wo.data == b->wo.data,
+                  "%s: layer %d does not alias layer %d", label, l, l % K);
+    }
+    char l2[160];
+    snprintf(l2, sizeof l2, "%s x3 layers tp2", label);
+    ok = load(rp, 2, &big2) == CMF_OK && load(path, 2, &small2) == CMF_OK;
+    CHECK_MSG(ok, "%s: load: %s", l2, cmf_last_error());
+    if (ok) {
+        float w = compare(l2, big, big2, ids, n, REL, 0);
+        CHECK_MSG(big2->tp->n_owned == small2->tp->n_owned && big2->tp->n_owned > 0,
+                  "%s: %zu slice copies for %d layers, %zu for the %d stored ones", l2, big2->tp->n_owned, 3 * K,
+                  small2->tp->n_owned, K);
+        printf("%-24s max rel %.2e, %zu slice copies (as for %d layers)\n", l2, w, big2->tp->n_owned, K);
+    }
+    cmf_model_free(small2);
+    cmf_model_free(big2);
+    cmf_model_free(big);
+}
+
 int main(void) {
     check_refusals();
     const int quants[2] = {CMF_DT_F32, CMF_DT_F16};
@@ -250,6 +287,7 @@ int main(void) {
             int ok = cmf_convert_hf(dir, path, &opts) == CMF_OK && load(path, 1, &ref) == CMF_OK;
             CHECK_MSG(ok, "%s: convert / load: %s", c, cmf_last_error());
             if (!ok) continue;
+            if (qi == 0 && ci == 0) check_repeated(c, path, ref, ids, n);
             if (qi == 0) { /* tp = 1: the plain path, bit for bit */
                 cmf_model *one = NULL;
                 cmf_model_params p = {.n_threads = 1, .tp = 1};
