@@ -4,7 +4,13 @@
  * 8 warm-up steps, then times N_GEN greedy decode steps (argmax of the logits on the host, one token per step) and
  * prints one line: tp, tok/s, ms/token, and, when the model is split and CMF_TP_PROFILE is set, the all-reduce time
  * per token measured by rank 0 (tp.h: allreduce_s; the profiled run serialises the ranks, so its tok/s is not the
- * one to quote), and the decode-step CUDA graphs captured / replayed by rank 0's backend. */
+ * one to quote), and the decode-step CUDA graphs captured / replayed by rank 0's backend.
+ * TP_BENCH_REF=FILE (after the timing, untimed): a fresh session prefills the same prompt and decodes CHECK_STEPS
+ * greedy steps. When FILE does not exist it is written (each step's logits and greedy token: run tp 1 first);
+ * when it exists, the tokens fed are FILE's and each step's logits are compared with FILE's: one line with the
+ * worst max|logit - ref| / max|ref| over the steps and how many greedy tokens equal the reference's (the issue's
+ * acceptance: identical tokens, logits within 2e-3). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -27,6 +33,63 @@ static int argmax(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[b]) b = i;
     return b;
+}
+
+enum { CHECK_STEPS = 17 }; /* the prefill's logits and 16 decode steps */
+
+/* The TP_BENCH_REF pass (see the header); returns 0, or 1 on an error (printed). */
+static int check_pass(cmf_model *m, const char *ref, const int32_t *prompt, int n_prompt) {
+    const int V = cmf_model_vocab_size(m);
+    FILE *f = fopen(ref, "rb");
+    const int write = f == NULL;
+    if (write && !(f = fopen(ref, "wb"))) {
+        fprintf(stderr, "tp_bench: cannot create %s\n", ref);
+        return 1;
+    }
+    int32_t head[2] = {V, CHECK_STEPS};
+    if (!write && (fread(head, sizeof head, 1, f) != 1 || head[0] != V || head[1] != CHECK_STEPS)) {
+        fprintf(stderr, "tp_bench: %s is not a reference of this model\n", ref);
+        fclose(f);
+        return 1;
+    }
+    if (write) fwrite(head, sizeof head, 1, f);
+    float *rl = malloc((size_t)V * sizeof(float));
+    cmf_session *s = NULL;
+    int rc = !rl || cmf_session_new(m, n_prompt + CHECK_STEPS + 1, &s) != CMF_OK ||
+             cmf_session_prefill(s, prompt, n_prompt, NULL) != CMF_OK;
+    double worst = 0, margin = 0;
+    int same = 0;
+    for (int step = 0; step < CHECK_STEPS && !rc; step++) {
+        const float *l = cmf_session_logits(s);
+        int32_t tok = argmax(l, V);
+        if (write) {
+            rc = fwrite(&tok, sizeof tok, 1, f) != 1 || fwrite(l, sizeof(float), (size_t)V, f) != (size_t)V;
+        } else {
+            int32_t rt = 0;
+            rc = fread(&rt, sizeof rt, 1, f) != 1 || fread(rl, sizeof(float), (size_t)V, f) != (size_t)V;
+            if (rc) break;
+            double mx = 0, d = 0;
+            for (int i = 0; i < V; i++) {
+                mx = fabs(rl[i]) > mx ? fabs(rl[i]) : mx;
+                d = fabs(l[i] - rl[i]) > d ? fabs(l[i] - rl[i]) : d;
+            }
+            if (mx > 0 && d / mx > worst) worst = d / mx;
+            if (tok == rt) same++;
+            else if (rl[rt] - rl[tok] > margin) margin = rl[rt] - rl[tok];
+            tok = rt; /* teacher-forced: both runs see the same tokens */
+        }
+        if (!rc && step + 1 < CHECK_STEPS) rc = cmf_session_decode(s, tok) != CMF_OK;
+    }
+    if (rc) fprintf(stderr, "tp_bench: check pass: %s\n", cmf_last_error());
+    else if (write) printf("check: wrote the reference %s (%d steps)\n", ref, CHECK_STEPS);
+    else
+        printf("check: %d steps vs the reference: max rel %.3e, greedy tokens %d/%d identical (largest reference "
+               "margin at a differing token %.3e)\n",
+               CHECK_STEPS, worst, same, CHECK_STEPS, margin);
+    cmf_session_free(s);
+    free(rl);
+    fclose(f);
+    return rc;
 }
 
 int main(int argc, char **argv) {
@@ -76,6 +139,8 @@ int main(int argc, char **argv) {
         printf(" [%s]\n", cmf_model_backend_desc(m));
     }
     cmf_session_free(s);
+    const char *ref = getenv("TP_BENCH_REF");
+    if (!rc && ref && *ref) rc = check_pass(m, ref, prompt, 16);
     cmf_model_free(m);
     return rc;
 }
