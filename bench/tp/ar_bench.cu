@@ -2,7 +2,8 @@
  * and inside a CUDA graph (how the tp ranks issue it now, src/backend/cuda/tp_nccl.cu):
  *   ar_bench [N_GPUS 2] [COUNTS 4096,5120,40960]
  * One thread per GPU with one communicator each (ncclCommInitAll), as src/tp does. For every count (floats) and
- * payload type (f32, bf16: half the bytes), each rank
+ * payload (f32; bf16: half the bytes; f32 in a symmetric window: ncclMemAlloc + ncclCommWindowRegister with
+ * NCCL_WIN_COLL_SYMMETRIC, NCCL >= 2.27's symmetric kernels, as src/tp uses by default), each rank
  *   eager: queues EAGER back-to-back in-place sums on its stream; rank 0 times them with events;
  *   graph: captures K sums (K = 64: the two per layer of a 32-layer decode step) into one graph and replays it R
  *          times; rank 0 times the replays with events.
@@ -42,7 +43,7 @@ static int n_gpu = 2;
 static ncclComm_t comms[MAXG];
 static pthread_barrier_t bar;
 static size_t cur_count;
-static int cur_bf16;
+static int cur_bf16, cur_symm;
 static float res_eager_us, res_graph_us;
 static int bad;
 
@@ -63,7 +64,14 @@ static void *rank_main(void *arg) {
     const size_t n = cur_count, eb = cur_bf16 ? 2 : 4;
     const ncclDataType_t dt = cur_bf16 ? ncclBfloat16 : ncclFloat;
     void *buf;
-    CK(cudaMalloc(&buf, n * eb));
+#if defined(NCCL_WIN_COLL_SYMMETRIC)
+    ncclWindow_t win = NULL;
+    if (cur_symm) { /* registration is collective: every rank thread registers its own communicator */
+        NK(ncclMemAlloc(&buf, n * eb));
+        NK(ncclCommWindowRegister(comms[r], buf, n * eb, &win, NCCL_WIN_COLL_SYMMETRIC));
+    } else
+#endif
+        CK(cudaMalloc(&buf, n * eb));
     if (cur_bf16) k_fill_bf16<<<64, 256, 0, s>>>((__nv_bfloat16 *)buf, n, (float)(r + 1));
     else k_fill<<<64, 256, 0, s>>>((float *)buf, n, (float)(r + 1));
     CK(cudaGetLastError());
@@ -118,7 +126,14 @@ static void *rank_main(void *arg) {
     CK(cudaGraphDestroy(g));
     CK(cudaEventDestroy(e0));
     CK(cudaEventDestroy(e1));
-    CK(cudaFree(buf));
+#if defined(NCCL_WIN_COLL_SYMMETRIC)
+    if (cur_symm) {
+        CK(cudaDeviceSynchronize());
+        NK(ncclCommWindowDeregister(comms[r], win));
+        NK(ncclMemFree(buf));
+    } else
+#endif
+        CK(cudaFree(buf));
     CK(cudaStreamDestroy(s));
     return NULL;
 }
@@ -147,14 +162,19 @@ int main(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof list, "%s", counts);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        for (int b16 = 0; b16 < 2; b16++) {
+        for (int mode = 0; mode < 3; mode++) { /* f32, bf16, f32 in a symmetric window */
+#if !defined(NCCL_WIN_COLL_SYMMETRIC)
+            if (mode == 2) break;
+#endif
+            const int b16 = mode == 1;
             cur_count = (size_t)atol(tok);
             cur_bf16 = b16;
+            cur_symm = mode == 2;
             pthread_t th[MAXG];
             for (int r = 0; r < n_gpu; r++) pthread_create(&th[r], NULL, rank_main, (void *)(size_t)r);
             for (int r = 0; r < n_gpu; r++) pthread_join(th[r], NULL);
             printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us%s%s\n", n_gpu, ver, cur_count,
-                   b16 ? "bf16" : "f32", cur_count * (b16 ? 2 : 4), (double)res_eager_us, (double)res_graph_us,
+                   b16 ? "bf16" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4), (double)res_eager_us, (double)res_graph_us,
                    *setting ? " |" : "", setting);
             fflush(stdout);
         }

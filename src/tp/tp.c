@@ -219,6 +219,7 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     tp->front = m;
     tp->fail_rank = -1;
     tp->profile = getenv("CMF_TP_PROFILE") && *getenv("CMF_TP_PROFILE") && strcmp(getenv("CMF_TP_PROFILE"), "0");
+    tp->sym = !(getenv("CMF_TP_SYMM") && !strcmp(getenv("CMF_TP_SYMM"), "0"));
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
@@ -279,6 +280,59 @@ static void restore_device(int dev) {
 
 /* ---- batches and sessions ---------------------------------------------------------------------------------- */
 
+/* A symmetric window (tp.h) and the front batch whose rank batches' xb live in it. */
+struct cmf_tp_window {
+    cmf_batch *b;
+    void *ptr[CMF_TP_MAX], *win[CMF_TP_MAX];
+    struct cmf_tp_window *next;
+};
+
+/* Moves the xb of front batch b's rank batches into one new symmetric window; on failure they keep their plain
+ * buffers, tp->sym is cleared and tp->sym_note keeps the reason (the batch works either way). */
+static void attach_window(cmf_tp *tp, cmf_batch *b) {
+#ifdef CMF_HAVE_NCCL
+    struct cmf_tp_window *w = calloc(1, sizeof *w);
+    if (!w) return;
+    const size_t bytes = (size_t)b->n_batch * (size_t)tp->front->cfg.hidden_size * sizeof(float);
+    pthread_mutex_lock(&tp->run_mu); /* a collective on the communicators: not during a forward */
+    cmf_status st = cmf_tp_nccl_window(tp, bytes, w->ptr, w->win);
+    if (st == CMF_OK) {
+        for (int r = 0; r < tp->n; r++) {
+            cmf_batch *rb = b->tp_rank[r];
+            rank_device(tp, r);
+            rb->m->be->buf_free(rb->m->be, rb->xb);
+            rb->xb = w->ptr[r];
+        }
+        w->b = b;
+        w->next = tp->windows;
+        tp->windows = w;
+        tp->n_windows++;
+    } else {
+        snprintf(tp->sym_note, sizeof tp->sym_note, "%s", cmf_last_error());
+        cmf_err_clear();
+        tp->sym = 0;
+        free(w);
+    }
+    pthread_mutex_unlock(&tp->run_mu);
+#else
+    (void)tp;
+    (void)b;
+#endif
+}
+
+/* Takes front batch b's window (if any) out of the list and out of its rank batches; returns it. */
+static struct cmf_tp_window *detach_window(cmf_tp *tp, cmf_batch *b) {
+    for (struct cmf_tp_window **pp = &tp->windows; *pp; pp = &(*pp)->next) {
+        struct cmf_tp_window *w = *pp;
+        if (w->b != b) continue;
+        *pp = w->next;
+        tp->n_windows--;
+        for (int r = 0; r < tp->n; r++) b->tp_rank[r]->xb = NULL; /* not the backend's to free */
+        return w;
+    }
+    return NULL;
+}
+
 cmf_status cmf_tp_batch_init(cmf_batch *b) {
     cmf_tp *tp = b->m->tp;
     b->tp_rank = calloc((size_t)tp->n, sizeof *b->tp_rank);
@@ -292,17 +346,28 @@ cmf_status cmf_tp_batch_init(cmf_batch *b) {
         if (st == CMF_OK) st = cmf_batch_new(tp->rank[r], b->n_batch, b->n_seq, &b->tp_rank[r]);
         if (st != CMF_OK) cmf_err_prefix(st, "tp rank %d: ", r);
     }
+    if (st == CMF_OK && tp->nccl && tp->sym) attach_window(tp, b);
     restore_device(dev);
     return st;
 }
 
 void cmf_tp_batch_fini(cmf_batch *b) {
     if (!b->tp_rank) return;
-    const int dev = saved_device(b->m->tp);
-    for (int r = 0; r < b->m->tp->n; r++) {
-        rank_device(b->m->tp, r);
+    cmf_tp *tp = b->m->tp;
+    const int dev = saved_device(tp);
+    struct cmf_tp_window *w = detach_window(tp, b);
+    for (int r = 0; r < tp->n; r++) {
+        rank_device(tp, r);
         cmf_batch_free(b->tp_rank[r]);
     }
+#ifdef CMF_HAVE_NCCL
+    if (w) {
+        pthread_mutex_lock(&tp->run_mu);
+        cmf_tp_nccl_window_free(tp, w->ptr, w->win);
+        pthread_mutex_unlock(&tp->run_mu);
+    }
+#endif
+    free(w);
     restore_device(dev);
     free(b->tp_rank);
     b->tp_rank = NULL;

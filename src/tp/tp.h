@@ -62,6 +62,12 @@ typedef struct cmf_tp {
     void *jobs;                   /* the current forward's per-rank jobs (tp.c rank_job[n]) */
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
+    /* symmetric all-reduce windows (cuda ranks, tp_nccl.cu): each front batch's rank batches have their xb at
+     * offset 0 of one window (tp.c attach_window); CMF_TP_SYMM=0 at load keeps plain cudaMalloc buffers */
+    struct cmf_tp_window *windows; /* one per front batch holding one (tp.c) */
+    int sym;                       /* 1: new batches get a window; 0: off (environment, or a failed attempt) */
+    int n_windows;                 /* windows in use */
+    char sym_note[160];            /* why a window could not be made (NCCL's message), else "" */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
     double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others
                                    * included; cuda: with profile, the collective alone) */
@@ -100,8 +106,10 @@ void cmf_tp_free(cmf_tp *tp);
  * meeting point). Returns -1 when a rank failed (the group was aborted), else 0. */
 int cmf_tp_barrier(cmf_tp *tp);
 
-/* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok.
- * Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */
+/* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok. Cuda
+ * ranks: the rank batches' xb (n_batch x hidden_size f32, the all-reduced buffer) is moved into a symmetric NCCL
+ * window when tp->sym (NCCL's symmetric all-reduce kernels); when that fails the plain buffers stay and
+ * tp->sym_note says why. Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */
 cmf_status cmf_tp_batch_init(cmf_batch *b);
 void cmf_tp_batch_fini(cmf_batch *b);
 
@@ -127,6 +135,13 @@ void cmf_tp_nccl_free(void *comms, int n);
 /* backend.h allreduce for cuda ranks: ncclAllReduce(sum, f32) in place on the rank backend's stream (recorded into
  * the backend's decode-step graph while it captures; nothing queued while it replays one, which holds it). */
 cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count);
+/* A symmetric NCCL window of `bytes` per rank (ncclMemAlloc on device dev0 + r, zeroed, registered with
+ * NCCL_WIN_COLL_SYMMETRIC on every communicator in one group: a collective, so no forward may run meanwhile):
+ * ptrs[r] / wins[r] for r < n. All-reduces of buffers at the same offset of it run NCCL's symmetric kernels.
+ * Errors: CMF_E_UNSUPPORTED (NCCL < 2.27), CMF_E_IO (no VMM memory, NCCL's reason); nothing is held then.
+ * cmf_tp_nccl_window_free waits for the ranks' devices, deregisters and frees (NULL entries skipped). */
+cmf_status cmf_tp_nccl_window(cmf_tp *tp, size_t bytes, void **ptrs, void **wins);
+void cmf_tp_nccl_window_free(cmf_tp *tp, void **ptrs, void **wins);
 /* cudaSetDevice for the calling thread (buffers of a rank are allocated on its device), and the current device
  * (restored after a rank's work on the caller's thread: a plain cuda backend allocates on the current device). */
 cmf_status cmf_tp_cuda_set_device(int dev);

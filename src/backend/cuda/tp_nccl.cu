@@ -137,6 +137,75 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
     return CMF_OK;
 }
 
+/* ---- symmetric windows (NCCL >= 2.27) -----------------------------------------------------------------------
+ * NCCL's symmetric kernels (2.27 release notes, "Symmetric memory API and symmetric kernels"; user guide "Window
+ * registration") run an all-reduce whose buffers every rank registered with ncclCommWindowRegister(...,
+ * NCCL_WIN_COLL_SYMMETRIC) at the same offset: each rank reads its peers' buffers over NVLink directly, which is
+ * faster for decode-sized messages than the LL protocol's staged copies. The buffers must be VMM memory
+ * (ncclMemAlloc). src/tp/tp.c puts each rank batch's xb (the o_proj / down_proj output that is all-reduced in
+ * place) at offset 0 of such a window. */
+#if defined(NCCL_WIN_COLL_SYMMETRIC)
+extern "C" cmf_status cmf_tp_nccl_window(cmf_tp *tp, size_t bytes, void **ptrs, void **wins) {
+    ncclComm_t *c = (ncclComm_t *)tp->nccl;
+    cmf_status st = CMF_OK;
+    for (int r = 0; r < tp->n; r++) ptrs[r] = wins[r] = NULL;
+    for (int r = 0; r < tp->n && st == CMF_OK; r++) {
+        cudaError_t e = cudaSetDevice(tp->dev0 + r);
+        ncclResult_t res = e == cudaSuccess ? ncclMemAlloc(&ptrs[r], bytes) : ncclSuccess;
+        if (e == cudaSuccess && res == ncclSuccess) e = cudaMemset(ptrs[r], 0, bytes);
+        if (e != cudaSuccess || res != ncclSuccess)
+            st = cmf_err(CMF_E_IO, "tp rank %d: ncclMemAlloc of %zu bytes: %s", r, bytes,
+                         e != cudaSuccess ? cudaGetErrorString(e) : ncclGetErrorString(res));
+    }
+    if (st == CMF_OK) { /* a collective: one group over every rank's communicator from this thread */
+        ncclResult_t res = ncclGroupStart();
+        for (int r = 0; r < tp->n && res == ncclSuccess; r++)
+            res = ncclCommWindowRegister(c[r], ptrs[r], bytes, (ncclWindow_t *)&wins[r], NCCL_WIN_COLL_SYMMETRIC);
+        ncclResult_t r2 = ncclGroupEnd();
+        if (res == ncclSuccess) res = r2;
+        if (res != ncclSuccess) {
+            st = cmf_err(CMF_E_IO, "tp: ncclCommWindowRegister of %zu bytes: %s", bytes, ncclGetErrorString(res));
+            for (int r = 0; r < tp->n; r++) wins[r] = NULL;
+        }
+    }
+    if (st != CMF_OK) cmf_tp_nccl_window_free(tp, ptrs, wins);
+    return st;
+}
+
+extern "C" void cmf_tp_nccl_window_free(cmf_tp *tp, void **ptrs, void **wins) {
+    ncclComm_t *c = (ncclComm_t *)tp->nccl;
+    int any = 0;
+    for (int r = 0; r < tp->n; r++) any |= wins[r] != NULL;
+    if (any) {
+        for (int r = 0; r < tp->n; r++) { /* the rank's work on the window is done before it goes */
+            cudaSetDevice(tp->dev0 + r);
+            cudaDeviceSynchronize();
+        }
+        ncclGroupStart();
+        for (int r = 0; r < tp->n; r++)
+            if (wins[r]) ncclCommWindowDeregister(c[r], (ncclWindow_t)wins[r]);
+        ncclGroupEnd();
+    }
+    for (int r = 0; r < tp->n; r++) {
+        if (ptrs[r]) {
+            cudaSetDevice(tp->dev0 + r);
+            ncclMemFree(ptrs[r]);
+        }
+        ptrs[r] = wins[r] = NULL;
+    }
+}
+#else
+extern "C" cmf_status cmf_tp_nccl_window(cmf_tp *tp, size_t bytes, void **ptrs, void **wins) {
+    (void)bytes;
+    for (int r = 0; r < tp->n; r++) ptrs[r] = wins[r] = NULL;
+    return cmf_err(CMF_E_UNSUPPORTED, "tp: NCCL %d.%d has no symmetric windows (2.27 or later)", NCCL_MAJOR,
+                   NCCL_MINOR);
+}
+extern "C" void cmf_tp_nccl_window_free(cmf_tp *tp, void **ptrs, void **wins) {
+    (void)tp, (void)ptrs, (void)wins;
+}
+#endif
+
 extern "C" int cmf_tp_cuda_get_device(void) {
     int dev = 0;
     return cudaGetDevice(&dev) == cudaSuccess ? dev : 0;
