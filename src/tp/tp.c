@@ -186,6 +186,9 @@ static cmf_status setup_cuda(cmf_tp *tp, int dev0) {
     }
     cmf_status st = cmf_tp_nccl_init(tp->n, devs, (size_t)tp->front->cfg.hidden_size, &tp->nccl);
     if (st != CMF_OK) return st;
+    /* a decode step's host gap (the caller's sampling, the next forward's start) is well under 2 ms;
+     * CMF_TP_SPIN_US overrides it (0 = sleep at once) */
+    tp->spin_us = getenv("CMF_TP_SPIN_US") ? atoi(getenv("CMF_TP_SPIN_US")) : 2000;
     snprintf(tp->desc, sizeof tp->desc, "tp %d x %.140s", tp->n, tp->rank[0]->be->desc);
     return CMF_OK;
 #else
@@ -451,6 +454,14 @@ typedef struct {
     int r;
 } worker_arg;
 
+/* Polls until *v differs from `old` (or *stop is set), for at most `us` microseconds; the caller then takes the
+ * mutex and re-checks under it, sleeping on the condition variable if nothing changed. */
+static void spin_while_equal(_Atomic unsigned *v, unsigned old, _Atomic int *stop, int us) {
+    const double end = now_s() + 1e-6 * us;
+    for (unsigned i = 1; atomic_load(v) == old && !atomic_load(stop); i++)
+        if (i % 64 == 0 && now_s() > end) break;
+}
+
 /* The thread of rank r >= 1: waits for a new job generation, runs its rank's forward, reports it done; until
  * cmf_tp_free sets quit. A cuda rank's device is made current once here (begin() sets it again per forward). */
 static void *worker_main(void *arg) {
@@ -461,6 +472,11 @@ static void *worker_main(void *arg) {
     pthread_mutex_lock(&tp->job_mu);
     unsigned seen = 0; /* job_gen's value at setup: a forward may bump it before this thread first runs */
     for (;;) {
+        if (tp->spin_us > 0 && seen == tp->job_gen && !tp->quit) { /* poll first (tp.h spin_us) */
+            pthread_mutex_unlock(&tp->job_mu);
+            spin_while_equal(&tp->job_gen, seen, &tp->quit, tp->spin_us);
+            pthread_mutex_lock(&tp->job_mu);
+        }
         while (seen == tp->job_gen && !tp->quit) pthread_cond_wait(&tp->job_cv, &tp->job_mu);
         if (tp->quit) break;
         seen = tp->job_gen;
@@ -550,6 +566,11 @@ cmf_status cmf_tp_forward(cmf_batch *b, cmf_session *const *seqs, const int32_t 
         const int dev = saved_device(tp);
         rank_run(&jobs[0]); /* rank 0 on this thread (a cuda rank makes its device current) */
         restore_device(dev);
+        if (tp->spin_us > 0) { /* poll first (tp.h spin_us) */
+            const double end = now_s() + 1e-6 * tp->spin_us;
+            for (unsigned i = 1; atomic_load(&tp->job_done) < tp->n_workers; i++)
+                if (i % 64 == 0 && now_s() > end) break;
+        }
         pthread_mutex_lock(&tp->job_mu); /* wait for them */
         while (tp->job_done < tp->n_workers) pthread_cond_wait(&tp->done_cv, &tp->job_mu);
         tp->jobs = NULL;

@@ -24,6 +24,12 @@
 #define CMF_TP_H
 
 #include <pthread.h>
+#ifdef __cplusplus /* tp_nccl.cu reads other fields; a lock-free _Atomic int has the plain int's layout */
+#define CMF_TP_ATOMIC(t) t
+#else
+#include <stdatomic.h>
+#define CMF_TP_ATOMIC(t) _Atomic t
+#endif
 #include <stdint.h>
 
 #include "model/model.h"
@@ -57,8 +63,12 @@ typedef struct cmf_tp {
     int n_workers;                /* threads started (ranks 1..n_workers) */
     pthread_mutex_t job_mu;
     pthread_cond_t job_cv, done_cv;
-    unsigned job_gen;             /* bumped per forward: the workers run their rank's job */
-    int job_done, quit;           /* workers finished this forward; set by cmf_tp_free */
+    CMF_TP_ATOMIC(unsigned) job_gen; /* bumped per forward: the workers run their rank's job */
+    CMF_TP_ATOMIC(int) job_done;     /* workers finished this forward */
+    CMF_TP_ATOMIC(int) quit;         /* set by cmf_tp_free */
+    int spin_us;                  /* cuda ranks: a waiting rank thread (and the forward waiting for them) polls
+                                   * these for up to spin_us before sleeping on the condition variable, so the
+                                   * next token's wake-up costs no scheduler round trip; 0 on the cpu */
     void *jobs;                   /* the current forward's per-rank jobs (tp.c rank_job[n]) */
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
