@@ -310,6 +310,7 @@ static void attach_window(cmf_tp *tp, cmf_batch *b) {
         w->next = tp->windows;
         tp->windows = w;
         tp->n_windows++;
+        tp->windows_made++;
     } else {
         snprintf(tp->sym_note, sizeof tp->sym_note, "%s", cmf_last_error());
         cmf_err_clear();

@@ -77,6 +77,7 @@ typedef struct cmf_tp {
     struct cmf_tp_window *windows; /* one per front batch holding one (tp.c) */
     int sym;                       /* 1: new batches get a window; 0: off (environment, or a failed attempt) */
     int n_windows;                 /* windows in use */
+    long windows_made;             /* windows made since load (tests and benchmarks report it) */
     char sym_note[160];            /* why a window could not be made (NCCL's message), else "" */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
     double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others

@@ -4,7 +4,8 @@
  *  - tp = 2 on "cuda" (devices 0 and 1) against one GPU: logits within BOUND = 2e-3 relative (the issue's bound;
  *    the split changes the summation order of o_proj / down_proj and adds an f32 NCCL sum) and greedy tokens
  *    identical; first with the ranks' decode-step CUDA graphs (ncclAllReduce captured in them: every rank must
- *    have replayed graphs), then with the ranks' graphs off (eager NCCL calls).
+ *    have replayed graphs), then with the ranks' graphs off (eager NCCL calls). The all-reduced buffers are in
+ *    symmetric NCCL windows unless CMF_TP_SYMM=0 or NCCL refuses them (the line says how many and why not).
  * Both sides run with the backend's default (graphs on unless CMF_CUDA_GRAPH=0).
  * Without a build with NCCL, or with fewer than 2 devices: checks that tp = 2 on cuda is a clear error, then exits
  * 77 (ctest SKIP), which is the case on CI. */
@@ -134,8 +135,10 @@ int main(void) {
                         cmf_backend_cuda_set_graphs(tp2->tp->rank[r]->be, 0);
                     }
 #endif
-                    printf("%-24s max rel %.2e vs one GPU (%d prompt + %d decode, rank graphs %s), %s\n", label, w, n,
-                           N_DECODE, replayed_all ? "replayed" : "off", cmf_model_backend_desc(tp2));
+                    printf("%-24s max rel %.2e vs one GPU (%d prompt + %d decode, rank graphs %s, %ld symmetric "
+                           "windows%s%s), %s\n",
+                           label, w, n, N_DECODE, replayed_all ? "replayed" : "off", tp2->tp->windows_made,
+                           tp2->tp->sym_note[0] ? ": " : "", tp2->tp->sym_note, cmf_model_backend_desc(tp2));
                     snprintf(label + strlen(label), sizeof label - strlen(label), " eager");
                     w = compare(label, one, tp2, ids, n, 0);
                     printf("%-24s max rel %.2e vs one GPU (rank graphs off)\n", label, w);
