@@ -576,7 +576,7 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
             st = cmf_cuda_attn_decode_dpos(&a, b->q + t * QD, dk, dv, D_POS(I) + t, s->n_ctx, b->att + t * QD, I->d_work,
                                            I->stream);
         else
-            st = cmf_cuda_attn_prefill(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
+            st = cmf_cuda_attn_prefill_tc(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
     }
     return st;
 }

@@ -1,5 +1,7 @@
 /* dequant.cu — whole-row decoding of CMF weights on the device (cmf_cuda_dequant) and the correctly rounded
  * exp2f (cmf_cuda_exp2f). The f32 values are cmf_dequant's bit for bit (CMF_FORMAT.md §2.1–2.6). */
+#include <stdlib.h>
+
 #include "backend/cuda/weights.cuh"
 
 template <typename T> static __device__ __forceinline__ T conv(float v);
@@ -19,12 +21,89 @@ template <int DT, typename T> static __global__ void k_dequant(DevW w, int64_t r
     for (int64_t c = threadIdx.x; c < w.cols; c += blockDim.x) o[c] = conv<T>(dev_elem<DT>(w, r, c, lad));
 }
 
+/* The f16 output of the quantized dtypes, 16-byte stores (the prefill GEMM's row tiles and the f16 weight cache):
+ * one block per row, one thread per 16 weights (q8_row, q8_2f: one 16-byte load) or per 32-weight tile (q4_tiled,
+ * q4tp: the tile's 16 nibble bytes, its scale / ladder code once). Each weight is dev_elem's f32 product (the same
+ * __fmul_rn operands, so cmf_dequant's value) rounded to f16 as k_dequant does: bit for bit its output. Needs
+ * cols % 32 == 0 (q4: the tile; q8: two chunks) and a 16-byte aligned payload and output (checked by the caller). */
+template <int DT> static __global__ void k_dequant_f16v(DevW w, int64_t row0, __half *out) {
+    __shared__ float lad[32];
+    const int64_t r = row0 + blockIdx.x;
+    if constexpr (DT == CMF_DT_Q4TP) {
+        if (threadIdx.x == 0) dev_q4tp_ladder(w.s1 + 4 * r, lad);
+        __syncthreads();
+    }
+    __half *o = out + (int64_t)blockIdx.x * w.cols;
+    if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) {
+        const float sr = ld_f16u(w.s1 + 2 * r);
+        for (int64_t c0 = 16 * (int64_t)threadIdx.x; c0 < w.cols; c0 += 16 * (int64_t)blockDim.x) {
+            const uint4 q = __ldg((const uint4 *)(w.base + r * w.cols + c0));
+            const int8_t *qb = (const int8_t *)&q;
+            __align__(16) __half h[16];
+#pragma unroll
+            for (int k = 0; k < 16; k++) {
+                float v = __fmul_rn((float)qb[k], sr);
+                if constexpr (DT == CMF_DT_Q8_2F) v = __fmul_rn(v, ld_f16u(w.s2 + 2 * (c0 + k)));
+                h[k] = __float2half_rn(v);
+            }
+            ((uint4 *)(o + c0))[0] = ((const uint4 *)h)[0];
+            ((uint4 *)(o + c0))[1] = ((const uint4 *)h)[1];
+        }
+    } else {
+        const int64_t gpr = w.cols >> 5;
+        for (int64_t g = threadIdx.x; g < gpr; g += blockDim.x) {
+            uint4 nb;
+            float sc;
+            if constexpr (DT == CMF_DT_Q4_TILED) { /* 18-byte tiles: 2-byte aligned, read as nine u16 */
+                const uint16_t *t = (const uint16_t *)(w.base + (r * gpr + g) * 18);
+                sc = dev_f16(__ldg(t));
+                uint16_t u[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++) u[k] = __ldg(t + 1 + k);
+                nb = make_uint4(u[0] | (uint32_t)u[1] << 16, u[2] | (uint32_t)u[3] << 16, u[4] | (uint32_t)u[5] << 16,
+                                u[6] | (uint32_t)u[7] << 16);
+            } else {
+                nb = __ldg((const uint4 *)(w.base + (r * gpr + g) * 16));
+                sc = lad[dev_tp_code(w.s2 + r * w.stride, g)];
+            }
+            const uint8_t *b = (const uint8_t *)&nb;
+            __align__(16) __half h[32];
+#pragma unroll
+            for (int k = 0; k < 32; k++) {
+                const unsigned nib = (k & 1) ? (b[k >> 1] >> 4) : (b[k >> 1] & 15u);
+                h[k] = __float2half_rn(__fmul_rn((float)((int)nib - 8), sc));
+            }
+            uint4 *dst = (uint4 *)(o + 32 * g);
+#pragma unroll
+            for (int k = 0; k < 4; k++) dst[k] = ((const uint4 *)h)[k];
+        }
+    }
+}
+
+/* Whether k_dequant_f16v serves (dtype, shape, alignment of payload and output); CMF_CUDA_DEQUANT_VEC=0 in the
+ * environment (read once) keeps the element kernel (for A/B timing). */
+static bool f16v_ok_dt(int dt, const DevW &w, const void *out) {
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("CMF_CUDA_DEQUANT_VEC");
+        on = !(e && e[0] == '0');
+    }
+    if (!on) return false;
+    const bool q = dt == CMF_DT_Q8_ROW || dt == CMF_DT_Q8_2F || dt == CMF_DT_Q4_TILED || dt == CMF_DT_Q4TP;
+    const bool al = dt == CMF_DT_Q4_TILED ? ((uintptr_t)w.base & 1) == 0 : ((uintptr_t)w.base & 15) == 0;
+    return q && w.cols % 32 == 0 && al && ((uintptr_t)out & 15) == 0;
+}
+
 template <int DT>
 static cmf_status launch_dequant(const DevW &dw, int64_t row0, int64_t nrows, void *out, int type, cudaStream_t s) {
+    const bool vec = type == CMF_CUDA_F16 && f16v_ok_dt(DT, dw, out);
     for (int64_t done = 0; done < nrows;) {
         int64_t chunk = nrows - done > 1 << 30 ? 1 << 30 : nrows - done;
         size_t off = (size_t)(done * dw.cols);
-        if (type == CMF_CUDA_F32)
+        if (vec) {
+            if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F || DT == CMF_DT_Q4_TILED || DT == CMF_DT_Q4TP)
+                k_dequant_f16v<DT><<<(unsigned)chunk, 128, 0, s>>>(dw, row0 + done, (__half *)out + off);
+        } else if (type == CMF_CUDA_F32)
             k_dequant<DT, float><<<(unsigned)chunk, 256, 0, s>>>(dw, row0 + done, (float *)out + off);
         else if (type == CMF_CUDA_F16)
             k_dequant<DT, __half><<<(unsigned)chunk, 256, 0, s>>>(dw, row0 + done, (__half *)out + off);

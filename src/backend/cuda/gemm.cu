@@ -101,6 +101,157 @@ static cmf_status gemm_cublas(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const
     return CMF_OK;
 }
 
+/* ---- q8 weights on the integer tensor cores ----------------------------------------------------------------
+ * q8_row W[r][c] = q[r][c] * s_r (q8_2f: * s_c as well, §2.3-2.4), so y[t][r] = s_r * sum_c q[r][c] x'[t][c] with
+ * x' = x (q8_2f: x[c] * s_c). x' is written as L levels of int8 per token (the CPU kernels' multi-level activations,
+ * src/backend/cpu, per token here): x' ~= a1 q1 + ... + aL qL, a1 = max|x'| / 127, q1 = round(x' / a1), each next
+ * level the same over the remainder, so |x' - sum a_l q_l| <= max|x'| / (2 * 127 * 254^(L-1)): L = 2 is finer than
+ * bf16 rounding while max|x'| stays under ~250x the typical |x'|, L = 3 (the default) finer than f16 rounding up to
+ * ~4,000x (activation outliers). One int8 GEMM (cublasGemmEx CUDA_R_8I -> CUDA_R_32I, CUBLAS_COMPUTE_32I, TN: the
+ * layout the IMMA kernels take) over the L*n stacked rows [q1; ...; qL] reads the weights as stored (no dequant
+ * pass, no copy); the epilogue is y[t][r] = s_r * sum_l a_l[t] C[l n + t][r]. Sums are exact in int32 (|C| <= 127^2
+ * cols < 2^31 for cols < 133,000). CMF_CUDA_Q8_LEVELS=2 selects two levels, CMF_CUDA_Q8_GEMM=f16 the dequantized f16
+ * path (both read once). */
+
+#define IM_THREADS 256
+
+static __device__ __forceinline__ float block_max256(float v, float *sh) {
+    v = warp_max(v);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float m = sh[0];
+#pragma unroll
+    for (int i = 1; i < IM_THREADS / 32; i++) m = fmaxf(m, sh[i]);
+    __syncthreads();
+    return m;
+}
+
+/* 4 values of x'[t] from column c (cols % 4 == 0): x, times the q8_2f column scales when colsc is not NULL. */
+static __device__ __forceinline__ void im_load4(const float *xr, const uint8_t *colsc, int64_t c, float f[4]) {
+    const float4 v = *(const float4 *)(xr + c);
+    f[0] = v.x, f[1] = v.y, f[2] = v.z, f[3] = v.w;
+    if (colsc)
+#pragma unroll
+        for (int k = 0; k < 4; k++) f[k] *= ld_f16u(colsc + 2 * (c + k));
+}
+
+/* Block t (IM_THREADS threads): token t's L int8 levels into q[l * nc + t], their scales into a[l * nc + t]. The
+ * remainder after the levels so far is recomputed from x' and the stored levels (no extra buffer). */
+template <int L>
+static __global__ void __launch_bounds__(IM_THREADS) k_quant_levels(const float *__restrict__ x, int64_t cols,
+                                                                     const uint8_t *colsc, int nc,
+                                                                     int8_t *__restrict__ q, float *__restrict__ a) {
+    __shared__ float sh[IM_THREADS / 32];
+    const int t = blockIdx.x;
+    const float *xr = x + (int64_t)t * cols;
+    float al[L];
+#pragma unroll
+    for (int l = 0; l < L; l++) {
+        float m = 0.0f; /* max |remainder| after levels 0 .. l-1 */
+        for (int64_t c = 4 * (int64_t)threadIdx.x; c < cols; c += 4 * IM_THREADS) {
+            float f[4];
+            im_load4(xr, colsc, c, f);
+#pragma unroll
+            for (int j = 0; j < l; j++) {
+                const char4 p = *(const char4 *)(q + ((int64_t)j * nc + t) * cols + c);
+                f[0] -= (float)p.x * al[j], f[1] -= (float)p.y * al[j], f[2] -= (float)p.z * al[j],
+                    f[3] -= (float)p.w * al[j];
+            }
+            m = fmaxf(m, fmaxf(fmaxf(fabsf(f[0]), fabsf(f[1])), fmaxf(fabsf(f[2]), fabsf(f[3]))));
+        }
+        al[l] = block_max256(m, sh) / 127.0f;
+        const float inv = al[l] > 0.0f ? 1.0f / al[l] : 0.0f;
+        for (int64_t c = 4 * (int64_t)threadIdx.x; c < cols; c += 4 * IM_THREADS) {
+            float f[4];
+            im_load4(xr, colsc, c, f);
+#pragma unroll
+            for (int j = 0; j < l; j++) {
+                const char4 p = *(const char4 *)(q + ((int64_t)j * nc + t) * cols + c);
+                f[0] -= (float)p.x * al[j], f[1] -= (float)p.y * al[j], f[2] -= (float)p.z * al[j],
+                    f[3] -= (float)p.w * al[j];
+            }
+            char4 o;
+            o.x = (signed char)fminf(fmaxf(rintf(f[0] * inv), -127.0f), 127.0f);
+            o.y = (signed char)fminf(fmaxf(rintf(f[1] * inv), -127.0f), 127.0f);
+            o.z = (signed char)fminf(fmaxf(rintf(f[2] * inv), -127.0f), 127.0f);
+            o.w = (signed char)fminf(fmaxf(rintf(f[3] * inv), -127.0f), 127.0f);
+            *(char4 *)(q + ((int64_t)l * nc + t) * cols + c) = o;
+        }
+        if (threadIdx.x == 0) a[(int64_t)l * nc + t] = al[l];
+    }
+}
+
+/* y[t][r] = s_r * sum_l a[l nc + t] C[l nc + t][r] for r < rows, t = blockIdx.y < nc (C column-major, ld rows; y rows
+ * of `rows` floats). */
+template <int L>
+static __global__ void k_imma_out(const int32_t *__restrict__ C, const float *__restrict__ a, const uint8_t *rs,
+                                  int64_t rows, int nc, float *__restrict__ y) {
+    const int64_t t = blockIdx.y, r = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (r >= rows) return;
+    const int64_t i = t * rows + r;
+    float v = 0.0f;
+#pragma unroll
+    for (int l = 0; l < L; l++) v += a[(int64_t)l * nc + t] * (float)C[i + (int64_t)l * nc * rows];
+    y[i] = v * ld_f16u(rs + 2 * r);
+}
+
+/* Levels of the int8 path: 0 = off (CMF_CUDA_Q8_GEMM=f16), else CMF_CUDA_Q8_LEVELS (2 or 3; default 3). */
+static int imma_levels(void) {
+    static int lv = -1;
+    if (lv < 0) {
+        const char *e = getenv("CMF_CUDA_Q8_GEMM"), *l = getenv("CMF_CUDA_Q8_LEVELS");
+        lv = e && e[0] == 'f' ? 0 : l && l[0] == '2' ? 2 : 3;
+    }
+    return lv;
+}
+
+/* Whether the int8 path applies: q8 weights, int8 GEMM alignment (cols and rows % 4, payload and activations 16-byte
+ * aligned), int32 sums that cannot overflow, and not turned off. */
+static bool imma_ok(const cmf_cuda_weight *w, const float *x) {
+    return imma_levels() && (w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F) && w->cols % 4 == 0 &&
+           w->rows % 4 == 0 && w->cols < 133000 && ((uintptr_t)w->d_data & 15) == 0 && ((uintptr_t)x & 15) == 0;
+}
+
+template <int L>
+static cmf_status gemm_imma(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const float *x, float *y, int64_t n,
+                            cudaStream_t s, bool *unsupported) {
+    *unsupported = false;
+    const int64_t rows = w->rows, cols = w->cols;
+    const DevW dw = make_devw(w);
+    /* scratch per token: L int8 rows, L scales, L int32 output rows */
+    const size_t per = L * ((size_t)cols + 4 + 4 * (size_t)rows);
+    int64_t nc = (int64_t)((ctx->scratch_bytes - 1024) / per);
+    if (nc > n) nc = n;
+    if (nc > 32768) nc = 32768; /* grid.y of the epilogue */
+    if (nc < 1)
+        return cmf_err(CMF_E_ARG, "cuda_gemm: scratch %zu bytes too small for one token of %lld x %lld",
+                       ctx->scratch_bytes, (long long)rows, (long long)cols);
+    cublasStatus_t bs = cublasSetStream(ctx->blas, s);
+    if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(bs, "cublasSetStream");
+    int8_t *q = (int8_t *)ctx->scratch;
+    float *a = (float *)((uint8_t *)ctx->scratch + ((L * (size_t)nc * cols + 255) & ~(size_t)255));
+    int32_t *C = (int32_t *)((uint8_t *)a + ((4 * L * (size_t)nc + 255) & ~(size_t)255));
+    const int32_t one = 1, zero = 0;
+    for (int64_t t0 = 0; t0 < n; t0 += nc) {
+        const int m = (int)(n - t0 < nc ? n - t0 : nc);
+        k_quant_levels<L><<<(unsigned)m, IM_THREADS, 0, s>>>(x + t0 * cols, cols,
+                                                               w->dtype == CMF_DT_Q8_2F ? dw.s2 : nullptr, m, q, a);
+        CU_LAUNCHED("gemm: int8 activation levels");
+        bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)rows, L * m, (int)cols, &one, w->d_data,
+                          CUDA_R_8I, (int)cols, q, CUDA_R_8I, (int)cols, &zero, C, CUDA_R_32I, (int)rows,
+                          CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT);
+        if (bs == CUBLAS_STATUS_NOT_SUPPORTED && t0 == 0) {
+            *unsupported = true; /* this cuBLAS has no int8 kernel for the shape: the caller takes the f16 path */
+            return CMF_OK;
+        }
+        if (bs != CUBLAS_STATUS_SUCCESS) return blas_fail(bs, "cublasGemmEx int8");
+        k_imma_out<L><<<dim3((unsigned)((rows + 255) / 256), (unsigned)m), 256, 0, s>>>(C, a, dw.s1, rows, m,
+                                                                                        y + t0 * rows);
+        CU_LAUNCHED("gemm: int8 epilogue");
+    }
+    return CMF_OK;
+}
+
 /* ---- the tiled tensor-core kernel -------------------------------------------------------------------------- */
 
 #define TG_BM 64
@@ -184,6 +335,12 @@ extern "C" cmf_status cmf_cuda_gemm(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w,
     if (n < 1 || n > 65535 * (int64_t)TG_BN) return cmf_err(CMF_E_ARG, "cuda_gemm: n = %lld out of range", (long long)n);
     if (!d_x || !d_y) return cmf_err(CMF_E_ARG, "cuda_gemm: NULL activations or output");
     cudaStream_t s = CU_STREAM(stream);
+    if (algo == CMF_CUDA_GEMM_AUTO && imma_ok(w, d_x)) {
+        bool unsupported = false;
+        st = imma_levels() == 2 ? gemm_imma<2>(ctx, w, d_x, d_y, n, s, &unsupported)
+                                : gemm_imma<3>(ctx, w, d_x, d_y, n, s, &unsupported);
+        if (st != CMF_OK || !unsupported) return st;
+    }
     if (algo == CMF_CUDA_GEMM_AUTO || algo == CMF_CUDA_GEMM_CUBLAS) return gemm_cublas(ctx, w, d_x, d_y, n, s);
     if (algo != CMF_CUDA_GEMM_TILED) return cmf_err(CMF_E_ARG, "cuda_gemm: unknown algo %d", algo);
     DevW dw = make_devw(w);
