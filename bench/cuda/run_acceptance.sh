@@ -102,5 +102,9 @@ if has bench; then
   python3 bench/cuda/make_table.py "$OUT/results.txt" "$(head -1 "$M/gpu.txt")" > "$OUT/table.md"
   cat "$OUT/table.md"
 fi
+if has dory; then # Dory 4B-shape rows, test_gpu_dory and its memcheck (bench/dory/cuda_bench.sh; opt-in: STAGES="... dory")
+  echo "== dory $(el)"
+  B=$B OUT=$OUT LOGS=$M R=$R DEPS=$DEPS P=$P bash bench/dory/cuda_bench.sh
+fi
 echo "== done $(el)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" misc && rm -rf "$M"

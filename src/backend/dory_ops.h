@@ -6,8 +6,9 @@
  *   cpu  (src/backend/cpu/dory_ops.c): host memory, weights read in place, the session's thread pool, f32 KV cache;
  *        the arithmetic of the first Dory forward, unchanged (the Dory CPU tests are bit for bit what they were).
  *   cuda (src/backend/cuda/dory_ops.cu): device memory, weights uploaded once (payloads as stored, the f32 scale
- *        arena), f32 KV cache on the device, one stream; the host waits only for the logits (head) and the Recon
- *        gate's state read-out (to_host). The O(1) far field is CMF_E_UNSUPPORTED there.
+ *        arena), f32 KV cache on the device, one stream, decode segments replayed as CUDA graphs (segment); the
+ *        host waits only for the logits (head) and the Recon gate's state read-out (to_host). The O(1) far field is
+ *        CMF_E_UNSUPPORTED there.
  *
  * Math of every op: shared/spec/DORY.md §1.4–§1.7 (sections named per op). Conventions: `s` is the session
  * (model/dory.h); its activation buffers s->x, s->inp, s->state [n_batch][H], s->xr [n_batch][max(H, QD)],
@@ -61,13 +62,17 @@ typedef struct cmf_dory_ops {
     cmf_status (*embed)(struct cmf_dory_state *s, float *x, const int32_t *tokens, int n);
     /* out[t][r] = Σ_c x[t][c]·W[r][c] for t < n, r < W.rows (out rows of exactly W.rows). */
     cmf_status (*matmul)(struct cmf_dory_state *s, float *out, const float *x, int n, const struct cmf_weight *w);
-    /* §1.5 steps 2–3 on s->q [n][QD] and s->k [n][KVD] of tokens at positions pos0..pos0+n-1, in place: NeoX RoPE
-     * with the table of layer `layer`'s profile (d->inv_freq), then per query head q = q_scale ⊙ justnorm(q) and
-     * per KV head k = justnorm(k). */
-    cmf_status (*qk_rope_norm)(struct cmf_dory_state *s, const struct cmf_dory_layer *L, int layer, int n, int pos0);
-    /* Writes the n rows of s->k / s->v into KV slot `slot` at the rows of positions pos0.. (a sliding ring: row
-     * p % rows; a full cache: row p, skipped when p >= rows, i.e. past a far-field cut). §1.8. */
-    cmf_status (*kv_write)(struct cmf_dory_state *s, int slot, int n, int pos0);
+    /* count products of the same input, each exactly matmul(s, out[i], x, n, w[i]) (cuda: up to three weights per
+     * launch in decode, cmf_cuda_matvec_multi, bit for bit its single products). count 1..4. */
+    cmf_status (*matmuls)(struct cmf_dory_state *s, int count, float *const *out, const float *x, int n,
+                          const struct cmf_weight *const *w);
+    /* §1.5 steps 2–3 and the §1.8 cache write, on s->q [n][QD] and s->k [n][KVD] of tokens at positions
+     * pos0..pos0+n-1, in place: NeoX RoPE with the table of layer `layer`'s profile (d->inv_freq), then per query
+     * head q = q_scale ⊙ justnorm(q) and per KV head k = justnorm(k); then the n rows of s->k / s->v go into KV slot
+     * `slot` at the rows of their positions (a sliding ring: row p % rows; a full cache: row p, skipped when
+     * p >= rows, i.e. past a far-field cut). */
+    cmf_status (*qk_norm_kv)(struct cmf_dory_state *s, const struct cmf_dory_layer *L, int layer, int slot, int n,
+                             int pos0);
     /* §1.5 step 4: s->att[t] = causal softmax(q·k/√hd) · v of s->q[t] over slot `slot`'s rows of positions
      * lo..pos0+t (lo = p − W + 1 clipped at 0 when `sliding`, else 0), GQA (head h reads KV head h / group). */
     cmf_status (*attend)(struct cmf_dory_state *s, int slot, int n, int pos0, int sliding);
@@ -86,6 +91,17 @@ typedef struct cmf_dory_ops {
      * backend memory [rows][H] (rows <= n_batch), out_host host memory [rows][V]. */
     cmf_status (*head)(struct cmf_dory_state *s, const float *h, int rows, float *out_host);
 
+    /* Optional (NULL: the caller runs body(s, tokens, loop, n) itself). Runs one segment of a chunk of n tokens at
+     * position s->pos (dory_forward.c: the input block with pass 0, a later recurrent pass, or the output block) so
+     * that the backend may replay it: cuda captures the body's launches into a CUDA graph cached per session under
+     * `key` (which must identify everything the body launches apart from s->pos and the token ids) and replays that
+     * graph the next time, for n <= 8; tokens (host, NULL when the body embeds none) and s->pos are copied to the
+     * device before the graph runs. The body must queue device work only (no host copies, no waits). Errors: the
+     * body's; CMF_E_IO for a device fault. */
+    cmf_status (*segment)(struct cmf_dory_state *s, int key,
+                          cmf_status (*body)(struct cmf_dory_state *s, const int32_t *tokens, int loop, int n),
+                          const int32_t *tokens, int loop, int n);
+
     /* Frees what the backend holds for the model (resident weights, streams); called by cmf_dory_free. */
     void (*destroy)(struct cmf_dory *d);
 } cmf_dory_ops;
@@ -97,8 +113,16 @@ const cmf_dory_ops *cmf_dory_ops_cpu(void);
  * stream and a cuBLAS context, every matrix payload and the f32 scale arena copied to the device; on success
  * d->ops is the cuda table and d->be its state. Sessions made before keep their backend (call it before any).
  * Errors: CMF_E_UNSUPPORTED (no usable device, naming why; a dtype or shape without a device kernel, naming the
- * tensor; head_dim above 256), CMF_E_NOMEM (device memory), CMF_E_IO; d is unchanged on error. */
+ * tensor; head_dim above 256 or not a multiple of 4), CMF_E_NOMEM (device memory), CMF_E_IO; d is unchanged on
+ * error. */
 cmf_status cmf_dory_cuda_attach(struct cmf_dory *d, int dev);
+
+/* CUDA graphs of the Dory decode segments (dory_ops.cu; with CMF_HAVE_CUDA): on (default, unless the environment has
+ * CMF_DORY_CUDA_GRAPH=0) or off for every session of model d on cuda; a no-op for a cpu model. Graph replays launch
+ * the same kernels with the same arguments as eager runs, so the results are bit for bit the same. */
+void cmf_dory_cuda_set_graphs(struct cmf_dory *d, int on);
+/* Segments of model d captured into graphs and replayed since it was moved to cuda (0 for a cpu model). */
+void cmf_dory_cuda_graph_stats(const struct cmf_dory *d, uint64_t *captured, uint64_t *replayed);
 
 #ifdef __cplusplus
 }

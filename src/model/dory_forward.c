@@ -2,9 +2,10 @@
  * once against the Dory op table of src/backend/dory_ops.h (cpu: backend/cpu/dory_ops.c, cuda:
  * backend/cuda/dory_ops.cu). Per chunk of n tokens: embed -> input block -> loops × (re-inject, recurrent block,
  * normalise) -> output block -> logits = (lm_head·h) ⊙ logit_scale/σ₀. This file holds the structure: the blocks,
- * the loops, the KV slot of each (layer, loop) under per_loop / last_loop, the gates' stage machines; the arithmetic
- * is in the ops. Reference implementations read for the math: vLLM dory.py and llama.cpp src/models/dory.cpp (see
- * the spec's source tags); the numbers are checked against llama.cpp's numpy reference. */
+ * the loops, the KV slot of each (layer, loop) under per_loop / last_loop, the gates' stage machines, and the
+ * segments a backend may replay as graphs (cuda); the arithmetic is in the ops. Reference implementations read for
+ * the math: vLLM dory.py and llama.cpp src/models/dory.cpp (see the spec's source tags); the numbers are checked
+ * against llama.cpp's numpy reference. */
 #include <math.h>
 #include <string.h>
 
@@ -24,12 +25,10 @@
 static cmf_status attention(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int slot, int loop, int n,
                             int pos0) {
     const cmf_dory_ops *ops = s->ops;
-    TRY(ops->matmul(s, s->q, s->x, n, &L->wq));
-    TRY(ops->matmul(s, s->k, s->x, n, &L->wk));
-    TRY(ops->matmul(s, s->v, s->x, n, &L->wv));
-    TRY(ops->matmul(s, s->g, s->x, n, &L->wg));
-    TRY(ops->qk_rope_norm(s, L, layer, n, pos0));
-    TRY(ops->kv_write(s, slot, n, pos0));
+    float *const out[4] = {s->q, s->k, s->v, s->g};
+    const cmf_weight *const w[4] = {&L->wq, &L->wk, &L->wv, &L->wg};
+    TRY(ops->matmuls(s, 4, out, s->x, n, w));
+    TRY(ops->qk_norm_kv(s, L, layer, slot, n, pos0));
     if (!cmf_dory_o1_attend(s, slot, loop, n, pos0)) TRY(ops->attend(s, slot, n, pos0, L->kind == 'S'));
     TRY(ops->gate_norm(s, L, n));
     TRY(ops->matmul(s, s->xr, s->att, n, &L->wo));
@@ -39,8 +38,9 @@ static cmf_status attention(cmf_dory_state *s, const cmf_dory_layer *L, int laye
 /* SwiGLU MLP sub-layer (§1.6) on x [n][H]. */
 static cmf_status mlp(cmf_dory_state *s, const cmf_dory_layer *L, int n) {
     const cmf_dory_ops *ops = s->ops;
-    TRY(ops->matmul(s, s->hb, s->x, n, &L->w_gate));
-    TRY(ops->matmul(s, s->hb2, s->x, n, &L->w_up));
+    float *const out[2] = {s->hb, s->hb2};
+    const cmf_weight *const w[2] = {&L->w_gate, &L->w_up};
+    TRY(ops->matmuls(s, 2, out, s->x, n, w));
     TRY(ops->swiglu_norm(s, L, n));
     TRY(ops->matmul(s, s->xr, s->hb, n, &L->w_down));
     return ops->residual(s, L->lambda, n);
@@ -84,6 +84,37 @@ static cmf_status output_block(cmf_dory_state *s, int n) {
     return run_layers(s, c->n_input + c->n_recurrent, c->n_layers, 0, n);
 }
 
+/* ---- segments: the parts of a chunk a backend may replay as one graph (dory_ops.h "segment") ---------------------
+ * FIRST: embed, input block, recurrent pass 0; PASS: recurrent pass `loop` >= 1; OUT: the output block. A plain
+ * chunk is FIRST, PASS 1..loops-1, OUT; the gates run the same segments with their read-outs between them. Each
+ * segment's launches depend only on (kind, loop, n), the session's buffers and the weights, hence the key. */
+enum { SEG_FIRST = 1, SEG_PASS = 2, SEG_OUT = 3 };
+
+static cmf_status body_first(cmf_dory_state *s, const int32_t *tokens, int loop, int n) {
+    (void)loop;
+    TRY(input_block(s, tokens, n));
+    return recurrent_pass(s, 0, n);
+}
+
+static cmf_status body_pass(cmf_dory_state *s, const int32_t *tokens, int loop, int n) {
+    (void)tokens;
+    return recurrent_pass(s, loop, n);
+}
+
+static cmf_status body_out(cmf_dory_state *s, const int32_t *tokens, int loop, int n) {
+    (void)tokens;
+    (void)loop;
+    return output_block(s, n);
+}
+
+static cmf_status segment(cmf_dory_state *s, int kind, const int32_t *tokens, int loop, int n) {
+    cmf_status (*body)(cmf_dory_state *, const int32_t *, int, int) =
+        kind == SEG_FIRST ? body_first : kind == SEG_PASS ? body_pass : body_out;
+    if (!s->ops->segment) return body(s, tokens, loop, n);
+    const int key = (kind * (CMF_DORY_MAX_LOOPS + 1) + loop) * 65536 + (n < 65536 ? n : 65535);
+    return s->ops->segment(s, key, body, tokens, loop, n);
+}
+
 /* Logits of the last row of x into s->logits (host), (lm_head·h) ⊙ logit_scale/σ₀, no final norm. */
 static cmf_status read_out(cmf_dory_state *s, int n) {
     return s->ops->head(s, s->x + (size_t)(n - 1) * s->d->cfg.hidden_size, 1, s->logits);
@@ -91,9 +122,9 @@ static cmf_status read_out(cmf_dory_state *s, int n) {
 
 static cmf_status chunk(cmf_dory_state *s, const int32_t *tokens, int n, int loops, float *all_logits) {
     const cmf_dory_config *c = &s->d->cfg;
-    TRY(input_block(s, tokens, n));
-    for (int i = 0; i < loops; i++) TRY(recurrent_pass(s, i, n));
-    TRY(output_block(s, n));
+    TRY(segment(s, SEG_FIRST, tokens, 0, n));
+    for (int i = 1; i < loops; i++) TRY(segment(s, SEG_PASS, NULL, i, n));
+    TRY(segment(s, SEG_OUT, NULL, 0, n));
     if (all_logits) {
         TRY(s->ops->head(s, s->x, n, all_logits));
         memcpy(s->logits, all_logits + (size_t)(n - 1) * c->vocab_size, (size_t)c->vocab_size * sizeof(float));
@@ -160,24 +191,23 @@ static double top_prob(const float *l, int V) {
 static cmf_status gated(cmf_dory_state *s, int32_t token, float threshold, int *np) {
     const cmf_dory_config *c = &s->d->cfg;
     const size_t H = (size_t)c->hidden_size;
-    TRY(input_block(s, &token, 1));
-    TRY(recurrent_pass(s, 0, 1));
+    TRY(segment(s, SEG_FIRST, &token, 0, 1));
     *np = 1;
     if (s->pause_left > 0) { /* the tracker paused probing: both passes, one read-out */
         s->pause_left--;
-        TRY(recurrent_pass(s, 1, 1));
-        TRY(output_block(s, 1));
+        TRY(segment(s, SEG_PASS, NULL, 1, 1));
+        TRY(segment(s, SEG_OUT, NULL, 0, 1));
         TRY(read_out(s, 1));
         *np = 2;
         return CMF_OK;
     }
     TRY(s->ops->copy(s, s->state, s->x, H));
-    TRY(output_block(s, 1)); /* FirstRead */
+    TRY(segment(s, SEG_OUT, NULL, 0, 1)); /* FirstRead */
     TRY(read_out(s, 1));
     if (!(top_prob(s->logits, c->vocab_size) >= threshold)) {
         TRY(s->ops->copy(s, s->x, s->state, H));
-        TRY(recurrent_pass(s, 1, 1));
-        TRY(output_block(s, 1)); /* SecondRead: overwrites this position's output-block K/V */
+        TRY(segment(s, SEG_PASS, NULL, 1, 1));
+        TRY(segment(s, SEG_OUT, NULL, 0, 1)); /* SecondRead: overwrites this position's output-block K/V */
         TRY(read_out(s, 1));
         *np = 2;
     }
@@ -217,17 +247,16 @@ cmf_status cmf_dory_decode_gated(cmf_dory_state *s, int32_t token, float thresho
 static cmf_status recon(cmf_dory_state *s, int32_t token, const cmf_dory_probe *probe, int *np, double *score) {
     const cmf_dory_config *c = &s->d->cfg;
     TRY(cmf_dory_o1_begin(s, 1));
-    TRY(input_block(s, &token, 1));
-    TRY(recurrent_pass(s, 0, 1)); /* "First": x is now φ, the post-pass state */
+    TRY(segment(s, SEG_FIRST, &token, 0, 1)); /* "First": x is now φ, the post-pass state */
     TRY(s->ops->to_host(s, s->h_host, s->x, (size_t)c->hidden_size));
     double sc = 0;
     for (int j = 0; j < c->hidden_size; j++) sc += (double)probe->w[j] * s->h_host[j];
     *np = 1;
     if (!(sc >= probe->bias)) { /* "SecondFresh" */
-        TRY(recurrent_pass(s, 1, 1));
+        TRY(segment(s, SEG_PASS, NULL, 1, 1));
         *np = 2;
     }
-    TRY(output_block(s, 1)); /* "Read" */
+    TRY(segment(s, SEG_OUT, NULL, 0, 1)); /* "Read" */
     TRY(read_out(s, 1));
     *score = sc;
     return CMF_OK;

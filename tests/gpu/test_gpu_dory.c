@@ -12,6 +12,8 @@
  *  - the Conf gate (thresholds 0, 2 and one that splits the model's one-pass read-outs in half, also with the
  *    exit-rate tracker pausing) and the Recon gate (a seeded random probe, bias 0): the same number of passes per
  *    token, the same probe scores, and the logits;
+ *  - CUDA graphs: decode segments replayed as graphs give bit for bit the logits of eager launches (last_loop with
+ *    the loop count changing per token, per_loop, 3-token chunks, the Conf gate), and graphs are captured and replayed;
  *  - the O(1) far field on a CUDA session is CMF_E_UNSUPPORTED.
  * Every compared set of logits must satisfy max|gpu - cpu| / max|cpu| <= BOUND = 2e-3 (issue 6's acceptance); the
  * worst per model and dtype is printed ("WORST"). Prefill products (n > 8) run in f32 on the device (cuBLAS SGEMM over
@@ -187,6 +189,70 @@ static float split_threshold(const cmf_dory *cpu, const int32_t *ids) {
     return (float)(0.5 * (tp[best - 1] + tp[best]));
 }
 
+#ifdef CMF_HAVE_CUDA
+/* GPU-only calls for the graph check: nc calls of lens[i] tokens at loops[i] (all logits), then, when gate_thr >= 0,
+ * N_GREEDY Conf-gated tokens (logits and passes appended). Returns the logits (malloc'd) or NULL. */
+static float *gpu_calls(const cmf_dory *gpu, const int32_t *ids, int kv_mode, int n_batch, const int *lens,
+                        const int *loops, int nc, float gate_thr, int *passes) {
+    const size_t V = (size_t)gpu->cfg.vocab_size;
+    int total = 0;
+    for (int i = 0; i < nc; i++) total += lens[i];
+    float *out = malloc((size_t)(total + N_GREEDY) * V * sizeof(float));
+    cmf_dory_state *s = NULL;
+    cmf_status st = out ? cmf_dory_state_new(gpu, N_CTX, n_batch, kv_mode, 4, &s) : CMF_E_NOMEM;
+    for (int i = 0, p = 0; st == CMF_OK && i < nc; p += lens[i], i++)
+        st = cmf_dory_forward(s, ids + p, lens[i], loops[i], out + (size_t)p * V);
+    for (int i = 0; st == CMF_OK && gate_thr >= 0 && i < N_GREEDY; i++) {
+        st = cmf_dory_decode_gated(s, ids[i % total], gate_thr, &passes[i]);
+        if (st == CMF_OK) memcpy(out + (size_t)(total + i) * V, cmf_dory_logits(s), V * sizeof(float));
+    }
+    CHECK_MSG(st == CMF_OK, "graph check: %s", cmf_last_error());
+    cmf_dory_state_free(s);
+    if (st != CMF_OK) {
+        free(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* Decode segments replayed as CUDA graphs give bit for bit the logits of eager launches (same kernels, same
+ * arguments), for single-token steps with the loop count changing per token (last_loop), per_loop steps, 3-token
+ * chunks and the Conf gate; and graphs are really captured and replayed. */
+static void graph_vs_eager(const char *label, const cmf_dory *gpu, const int32_t *ids, int n, float thr) {
+    if (n < 8) return;
+    int lens[64], lp[64], nc = 0, total = 0;
+    lens[nc] = 8, lp[nc++] = 2, total = 8;
+    for (int i = 0; total < n; i++, total++) lens[nc] = 1, lp[nc++] = 1 + i % 4;
+    int l3[64], p3[64], n3 = 0;
+    for (int p = 0; p < n && n3 < 64; p += 3, n3++) l3[n3] = n - p < 3 ? n - p : 3, p3[n3] = 2;
+    const size_t V = (size_t)gpu->cfg.vocab_size;
+    float *r[2][3];
+    int passes[2][N_GREEDY];
+    uint64_t cap0 = 0, rep0 = 0, cap1 = 0, rep1 = 0;
+    cmf_dory_cuda_graph_stats(gpu, &cap0, &rep0);
+    for (int k = 0; k < 2; k++) { /* k 0: graphs, 1: eager */
+        cmf_dory_cuda_set_graphs((cmf_dory *)gpu, k == 0);
+        for (int i = 0; i < nc; i++) lp[i] = i ? 1 + (i - 1) % 4 : 2;
+        r[k][0] = gpu_calls(gpu, ids, CMF_DORY_KV_LAST_LOOP, 8, lens, lp, nc, thr, passes[k]);
+        for (int i = 0; i < nc; i++) lp[i] = gpu->cfg.n_loops;
+        r[k][1] = gpu_calls(gpu, ids, CMF_DORY_KV_PER_LOOP, 8, lens, lp, nc, -1, NULL);
+        r[k][2] = gpu_calls(gpu, ids, CMF_DORY_KV_PER_LOOP, 3, l3, p3, n3, -1, NULL);
+        if (k == 0) cmf_dory_cuda_graph_stats(gpu, &cap1, &rep1);
+    }
+    cmf_dory_cuda_set_graphs((cmf_dory *)gpu, 1);
+    const size_t rows[3] = {(size_t)total + N_GREEDY, (size_t)total, (size_t)n};
+    for (int j = 0; j < 3; j++) {
+        CHECK_MSG(r[0][j] && r[1][j] && !memcmp(r[0][j], r[1][j], rows[j] * V * sizeof(float)),
+                  "%s: graph replay differs from eager launches (run %d)", label, j);
+        free(r[0][j]);
+        free(r[1][j]);
+    }
+    CHECK_MSG(!memcmp(passes[0], passes[1], sizeof passes[0]), "%s: gate passes differ with graphs", label);
+    CHECK_MSG(cap1 > cap0 && rep1 > rep0 + (uint64_t)total, "%s: graphs captured %llu, replayed %llu", label,
+              (unsigned long long)(cap1 - cap0), (unsigned long long)(rep1 - rep0));
+}
+#endif
+
 /* All checks of one model pair; ids[0..nseq) are sequences of at least N_RAND tokens... or shorter fixtures. */
 static void check_model(const char *label, const cmf_dory *cpu, const cmf_dory *gpu, int32_t *const *ids,
                         const int *lens, int nseq, int quick) {
@@ -227,6 +293,10 @@ static void check_model(const char *label, const cmf_dory *cpu, const cmf_dory *
         snprintf(what, sizeof what, "%s seq %d Recon gate", label, si);
         if (pr.w) gates(what, cpu, gpu, ids[si], 0, &pr, 0);
         free(pr.w);
+#ifdef CMF_HAVE_CUDA
+        snprintf(what, sizeof what, "%s seq %d", label, si);
+        graph_vs_eager(what, gpu, ids[si], n, mid_thr);
+#endif
     }
     cmf_dory_state *s = NULL;
     if (cmf_dory_state_new(gpu, N_CTX, 4, CMF_DORY_KV_LAST_LOOP, 2, &s) == CMF_OK) {

@@ -64,7 +64,13 @@ static cmf_status c_matmul(cmf_dory_state *s, float *out, const float *x, int n,
     return CMF_OK;
 }
 
-static cmf_status c_qk_rope_norm(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int n, int pos0) {
+static cmf_status c_matmuls(cmf_dory_state *s, int count, float *const *out, const float *x, int n,
+                            const cmf_weight *const *w) {
+    for (int i = 0; i < count; i++) c_matmul(s, out[i], x, n, w[i]);
+    return CMF_OK;
+}
+
+static void qk_rope_norm(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int n, int pos0) {
     const cmf_dory *d = s->d;
     const cmf_dory_config *c = &d->cfg;
     const int hd = c->head_dim, nh = c->n_heads, nk = c->n_kv_heads, QD = nh * hd, KVD = nk * hd;
@@ -83,10 +89,9 @@ static cmf_status c_qk_rope_norm(cmf_dory_state *s, const cmf_dory_layer *L, int
             justnorm(k, hd);
         }
     }
-    return CMF_OK;
 }
 
-static cmf_status c_kv_write(cmf_dory_state *s, int slot, int n, int pos0) {
+static void kv_write(cmf_dory_state *s, int slot, int n, int pos0) {
     cmf_dory_kv *kv = &s->kv[slot];
     const size_t KVD = (size_t)s->d->cfg.n_kv_heads * s->d->cfg.head_dim;
     for (int t = 0; t < n; t++) {
@@ -96,6 +101,11 @@ static cmf_status c_kv_write(cmf_dory_state *s, int slot, int n, int pos0) {
         memcpy(kv->k + (size_t)r * KVD, s->k + (size_t)t * KVD, KVD * sizeof(float));
         memcpy(kv->v + (size_t)r * KVD, s->v + (size_t)t * KVD, KVD * sizeof(float));
     }
+}
+
+static cmf_status c_qk_norm_kv(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int slot, int n, int pos0) {
+    qk_rope_norm(s, L, layer, n, pos0);
+    kv_write(s, slot, n, pos0);
     return CMF_OK;
 }
 
@@ -223,8 +233,8 @@ static const cmf_dory_ops CPU_OPS = {
     .to_host = c_copy,
     .embed = c_embed,
     .matmul = c_matmul,
-    .qk_rope_norm = c_qk_rope_norm,
-    .kv_write = c_kv_write,
+    .matmuls = c_matmuls,
+    .qk_norm_kv = c_qk_norm_kv,
     .attend = c_attend,
     .gate_norm = c_gate_norm,
     .swiglu_norm = c_swiglu_norm,
@@ -232,6 +242,7 @@ static const cmf_dory_ops CPU_OPS = {
     .reinject = c_reinject,
     .normalize = c_normalize,
     .head = c_head,
+    .segment = NULL,
     .destroy = NULL,
 };
 

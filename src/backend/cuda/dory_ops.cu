@@ -2,14 +2,24 @@
  * device and one stream, driven by the same model code as the cpu (src/model/dory_forward.c).
  *
  *  - Weights: every matrix payload uploaded once, exactly as stored (CMF_FORMAT.md §2), read in place by the
- *    kernels of cuda_ops.h (cmf_cuda_embed; cmf_cuda_matvec for n <= 8 tokens); prefill products (n > 8) in f32 by
- *    cublasSgemm, non-f32 weights decoded to f32 row tiles by cmf_cuda_dequant first. The model's f32 scale arena (λ, q/gate scales, suv, logit scale, RoPE tables)
- *    is one device copy; a host pointer into d->arena maps to the same offset in it.
+ *    kernels of cuda_ops.h (cmf_cuda_embed; cmf_cuda_matvec / cmf_cuda_matvec_multi for n <= 8 tokens: q,k / v,g
+ *    and gate,up two to a launch); prefill products (n > 8) in f32 by cublasSgemm, non-f32 weights decoded to f32
+ *    row tiles by cmf_cuda_dequant first. The model's f32 scale arena (λ, q/gate scales, suv, logit scale, RoPE
+ *    tables) is one device copy; a host pointer into d->arena maps to the same offset in it.
  *  - KV cache: f32 on the device, the cpu layout (slot rows of n_kv_heads·head_dim; sliding rings at p % rows), so
  *    both KV modes and the rings are the model code's slot choice, unchanged.
  *  - The Dory kernels below: justnorm rows (sums in double, as the cpu), the nGPT residual, NeoX RoPE + per-head
- *    justnorm (angles in double), the output gate, SwiGLU + norm, and attention over the slot: one block per
- *    (token, query head), each warp an online softmax over a strided share of the keys, merged in shared memory.
+ *    justnorm (angles in double) with the K/V cache write in the same launch, the output gate, SwiGLU + norm, and
+ *    attention over the slot: one block per (token, query head), keys in tiles of ATT_TILE (scores by warps into
+ *    shared memory, one max and rescale per tile, then the weighted V rows by groups of threads, each owning four
+ *    dims), merged at the end. Positions and token ids are read from device memory (the session's d_step), so a
+ *    launch does not depend on the position. Every kernel is launched with Programmatic Dependent Launch
+ *    (cu_launch, common.cuh) and waits for its predecessor before touching activations.
+ *  - CUDA graphs: the model code runs a chunk as segments (input block + pass 0, each later pass, output block);
+ *    for n <= 8 tokens each segment is captured once per session and key into a graph and replayed afterwards
+ *    (g_segment), the token ids and the position copied to d_step before. The head (one product, the logit scale,
+ *    the download) runs eagerly after the last segment. CMF_DORY_CUDA_GRAPH=0 or cmf_dory_cuda_set_graphs(d, 0)
+ *    runs every launch eagerly (the same kernels with the same arguments: bit for bit the same logits).
  *  - Host synchronisation: the logits download of head() and the Recon gate's φ (to_host); every public call ends
  *    with a stream sync that reports device faults. The model's lock serialises calls of several sessions (one
  *    stream, one cuBLAS handle, one tile scratch).
@@ -24,6 +34,7 @@
 
 #include <new>
 #include <unordered_map>
+#include <vector>
 
 #include "backend/cuda/common.cuh"
 
@@ -34,7 +45,7 @@ extern "C" {
 
 namespace {
 
-enum { ROW_THREADS = 256, ATT_WARPS = 4, MAX_HD = 256 };
+enum { ROW_THREADS = 256, ATT_THREADS = 256, ATT_TILE = 256, MAX_HD = 256, MAX_GRAPHS = 64 };
 
 const size_t SCRATCH_FLOATS = (size_t)1 << 24; /* 64 MiB of f32 weight tiles for the prefill products */
 
@@ -47,11 +58,21 @@ struct dory_dev {
     float *d_arena;                                    /* device copy of d->arena */
     float *d_tile;                                     /* f32 weight tiles (prefill), tile_floats values */
     size_t tile_floats;
+    int graphs_on;                     /* segments as CUDA graphs (g_segment) */
+    uint64_t n_captured, n_replayed;   /* segment graphs of all sessions (under mu) */
+};
+
+struct graph_entry {
+    int key;
+    cudaGraphExec_t exec;
 };
 
 struct dory_sess {
-    float *d_logits; /* [n_batch][V] */
-    int32_t *d_ids;  /* [n_batch] */
+    float *d_logits;                 /* [n_batch][V] */
+    int32_t *d_step;                 /* [1 + n_batch]: the chunk's first position, then its token ids */
+    int32_t *h_step;                 /* host staging of d_step */
+    int in_segment;                  /* d_step already holds this chunk (g_segment uploaded it) */
+    std::vector<graph_entry> graphs; /* this session's segment graphs by key */
 };
 
 dory_dev *DEV(const cmf_dory_state *s) { return (dory_dev *)s->d->be; }
@@ -78,6 +99,7 @@ __device__ float norm_factor(double ss) { return (float)(1.0 / sqrt(ss + 1e-6));
 
 /* One block per row of H: x = justnorm(x (+ inp when add)). */
 __global__ void k_reinject(float *x, const float *inp, int64_t H, int add) {
+    pdl_enter();
     __shared__ double sh[32];
     float *xr = x + blockIdx.x * H;
     const float *ir = inp + blockIdx.x * H;
@@ -94,6 +116,7 @@ __global__ void k_reinject(float *x, const float *inp, int64_t H, int add) {
 
 /* One block per row: x = justnorm(a + λ ⊙ (b − a)), a = justnorm(x), b = justnorm(y) (§1.4). */
 __global__ void k_residual(float *x, const float *y, const float *lam, int64_t H) {
+    pdl_enter();
     __shared__ double sh[32];
     float *xr = x + blockIdx.x * H;
     const float *yr = y + blockIdx.x * H;
@@ -116,6 +139,7 @@ __global__ void k_residual(float *x, const float *y, const float *lam, int64_t H
 
 /* One block per row of QD: y = justnorm(y ⊙ sigmoid(g ⊙ gs)) (§1.5 steps 5–6). */
 __global__ void k_gate_norm(float *att, const float *g, const float *gs, int64_t QD) {
+    pdl_enter();
     __shared__ double sh[32];
     float *y = att + blockIdx.x * QD;
     const float *gr = g + blockIdx.x * QD;
@@ -131,6 +155,7 @@ __global__ void k_gate_norm(float *att, const float *g, const float *gs, int64_t
 
 /* One block per row of F: hb = justnorm(silu(hb ⊙ sg) ⊙ (hb2 ⊙ su)) (§1.6). */
 __global__ void k_swiglu_norm(float *hb, const float *hb2, const float *sg, const float *su, int64_t F) {
+    pdl_enter();
     __shared__ double sh[32];
     float *g = hb + blockIdx.x * F;
     const float *u = hb2 + blockIdx.x * F;
@@ -145,13 +170,18 @@ __global__ void k_swiglu_norm(float *hb, const float *hb2, const float *sg, cons
     for (int64_t e = threadIdx.x; e < F; e += blockDim.x) g[e] *= r;
 }
 
-/* Block (token t, head h of the nh query heads then the nk KV heads): NeoX RoPE at position pos0 + t with the angle
- * in double, justnorm over the head, and q ⊙= q_scale (§1.5 steps 2–3). */
-__global__ void k_qk(float *q, float *k, const float *qscale, const float *inv, int nh, int nk, int hd, int pos0) {
+/* Block (token t, head h of the nh query heads then the nk KV heads), token t at position step[0] + t: NeoX RoPE
+ * with the angle in double, justnorm over the head, and q ⊙= q_scale (§1.5 steps 2–3); a KV head's block then
+ * writes its K (rotated, normalised) and V rows into the slot's row of that position (§1.8: ring p % rows; a full
+ * cache skips p >= rows). */
+__global__ void k_qk_kv(float *q, float *k, const float *v, float *kc, float *vc, const float *qscale,
+                        const float *inv, int nh, int nk, int hd, const int32_t *step, int rows, int ring) {
+    pdl_enter();
     __shared__ double sh[32];
-    const int t = blockIdx.x, h = blockIdx.y, half = hd / 2, p = pos0 + t;
+    const int t = blockIdx.x, h = blockIdx.y, half = hd / 2, p = step[0] + t;
     const int is_q = h < nh;
-    float *x = is_q ? q + ((int64_t)t * nh + h) * hd : k + ((int64_t)t * nk + (h - nh)) * hd;
+    const int64_t KVD = (int64_t)nk * hd;
+    float *x = is_q ? q + ((int64_t)t * nh + h) * hd : k + (int64_t)t * KVD + (int64_t)(h - nh) * hd;
     double ss = 0;
     for (int j = threadIdx.x; j < half; j += blockDim.x) {
         double sn, cs;
@@ -163,6 +193,9 @@ __global__ void k_qk(float *q, float *k, const float *qscale, const float *inv, 
         ss += (double)xa * xa + (double)xb * xb;
     }
     const float r = norm_factor(block_sum(ss, sh));
+    const int store = !is_q && (ring || p < rows);
+    const int64_t row = ring ? p % rows : p;
+    float *kr = kc + row * KVD + (int64_t)(h - nh) * hd;
     for (int j = threadIdx.x; j < half; j += blockDim.x) {
         float a = x[j] * r, b = x[j + half] * r;
         if (is_q) {
@@ -171,87 +204,110 @@ __global__ void k_qk(float *q, float *k, const float *qscale, const float *inv, 
         }
         x[j] = a;
         x[j + half] = b;
+        if (store) {
+            kr[j] = a;
+            kr[j + half] = b;
+        }
+    }
+    if (store) {
+        const float *vr = v + (int64_t)t * KVD + (int64_t)(h - nh) * hd;
+        float *vo = vc + row * KVD + (int64_t)(h - nh) * hd;
+        for (int e = threadIdx.x; e < hd; e += blockDim.x) vo[e] = vr[e];
     }
 }
 
-/* Block per token: its K and V rows into the slot's row of position pos0 + t (ring: p % rows; a full cache skips
- * p >= rows). */
-__global__ void k_kv_write(float *kc, float *vc, const float *k, const float *v, int64_t KVD, int pos0, int rows,
-                           int ring) {
-    const int t = blockIdx.x, p = pos0 + t;
-    if (!ring && p >= rows) return;
-    const int64_t r = ring ? p % rows : p;
-    for (int64_t i = threadIdx.x; i < KVD; i += blockDim.x) {
-        kc[r * KVD + i] = k[(int64_t)t * KVD + i];
-        vc[r * KVD + i] = v[(int64_t)t * KVD + i];
-    }
-}
-
-/* Block (token t, query head h), ATT_WARPS warps: warp w takes keys lo + w, lo + w + ATT_WARPS, ..; a key's score
- * is a warp sum over lane-strided dims (lane owns dims lane + 32 i), an online softmax per warp keeps (max, sum,
- * the lane's output dims); the warps are merged at the end (§1.5 step 4). */
-__global__ void k_attend(float *att, const float *q, const float *kc, const float *vc, int nh, int nk, int hd, int pos0,
-                         int rows, int ring, int window, float scale) {
-    __shared__ float qs[MAX_HD];
-    __shared__ float so[ATT_WARPS][MAX_HD];
-    __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
-    const int t = blockIdx.x, h = blockIdx.y, kh = h / (nh / nk), p = pos0 + t;
+/* Block (token t, query head h) of ATT_THREADS threads, token t at position p = step[0] + t (§1.5 step 4): keys
+ * lo..p (lo = p − window + 1 clipped at 0 when window > 0), GQA (head h reads KV head h / (nh / nk)), in tiles of
+ * ATT_TILE keys. Per tile: warp w scores keys w, w + 8, .. (float4 loads of q and the K row, a warp sum) into shared
+ * memory; one block max; the weights exp(s − m) replace the scores; thread group g (hd / 4 threads, thread c owns
+ * dims 4c..4c+3) adds the weighted V rows of keys g, g + G, .. with a running rescale (online softmax across tiles).
+ * The groups' sums are merged at the end. hd % 4 == 0, hd <= MAX_HD (checked at attach). */
+__global__ void __launch_bounds__(ATT_THREADS) k_attend(float *att, const float *q, const float *kc, const float *vc,
+                                                        int nh, int nk, int hd, const int32_t *step, int rows, int ring,
+                                                        int window, float scale) {
+    pdl_enter();
+    __shared__ float4 qs[MAX_HD / 4];
+    __shared__ float sc[ATT_TILE];
+    __shared__ float part[ATT_THREADS * 4];
+    __shared__ float lpart[ATT_THREADS];
+    __shared__ float red[ATT_THREADS / 32];
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, NW = ATT_THREADS / 32;
+    const int t = blockIdx.x, h = blockIdx.y, kh = h / (nh / nk), p = step[0] + t;
     const int lo = window && p - window + 1 > 0 ? p - window + 1 : 0;
-    const int64_t KVD = (int64_t)nk * hd;
-    const float *qr = q + ((int64_t)t * nh + h) * hd;
-    for (int e = threadIdx.x; e < hd; e += blockDim.x) qs[e] = qr[e];
+    const int hd4 = hd / 4, G = ATT_THREADS / hd4, g = tid / hd4, c = tid % hd4;
+    const int64_t KVD = (int64_t)nk * hd, hoff = (int64_t)kh * hd;
+    const float4 *qr = (const float4 *)(q + ((int64_t)t * nh + h) * hd);
+    for (int i = tid; i < hd4; i += ATT_THREADS) qs[i] = qr[i];
     __syncthreads();
-    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float m = -INFINITY, l = 0, o[MAX_HD / 32];
-#pragma unroll
-    for (int i = 0; i < MAX_HD / 32; i++) o[i] = 0;
-    for (int j = lo + warp; j <= p; j += ATT_WARPS) {
-        const int64_t row = ring ? j % rows : j;
-        const float *kr = kc + row * KVD + (int64_t)kh * hd, *vr = vc + row * KVD + (int64_t)kh * hd;
-        float d = 0;
-#pragma unroll
-        for (int i = 0; i < MAX_HD / 32; i++) {
-            const int e = lane + 32 * i;
-            if (e < hd) d += qs[e] * kr[e];
-        }
-        d = warp_sum(d) * scale;
-        const float mn = fmaxf(m, d), corr = expf(m - mn), w = expf(d - mn);
-        l = l * corr + w;
-#pragma unroll
-        for (int i = 0; i < MAX_HD / 32; i++) {
-            const int e = lane + 32 * i;
-            if (e < hd) o[i] = o[i] * corr + w * vr[e];
-        }
-        m = mn;
-    }
-    if (lane == 0) {
-        sm[warp] = m;
-        sl[warp] = l;
-    }
-#pragma unroll
-    for (int i = 0; i < MAX_HD / 32; i++) {
-        const int e = lane + 32 * i;
-        if (e < hd) so[warp][e] = o[i];
-    }
-    __syncthreads();
-    float M = -INFINITY;
-    for (int w = 0; w < ATT_WARPS; w++)
-        if (sl[w] > 0) M = fmaxf(M, sm[w]);
-    float *out = att + ((int64_t)t * nh + h) * hd;
-    for (int e = threadIdx.x; e < hd; e += blockDim.x) {
-        float L = 0, acc = 0;
-        for (int w = 0; w < ATT_WARPS; w++)
-            if (sl[w] > 0) {
-                const float c = expf(sm[w] - M);
-                L += sl[w] * c;
-                acc += so[w][e] * c;
+    float m = -INFINITY, l = 0;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int j0 = lo; j0 <= p; j0 += ATT_TILE) {
+        const int nt = p - j0 + 1 < ATT_TILE ? p - j0 + 1 : ATT_TILE;
+#pragma unroll 4
+        for (int i = warp; i < nt; i += NW) {
+            const int j = j0 + i;
+            const float4 *kr = (const float4 *)(kc + (int64_t)(ring ? j % rows : j) * KVD + hoff);
+            float d = 0;
+            for (int e = lane; e < hd4; e += 32) {
+                const float4 a = qs[e], b = kr[e];
+                d += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
             }
-        out[e] = acc / L;
+            d = warp_sum(d);
+            if (lane == 0) sc[i] = d * scale;
+        }
+        __syncthreads();
+        float mx = -INFINITY;
+        for (int i = tid; i < nt; i += ATT_THREADS) mx = fmaxf(mx, sc[i]);
+        mx = warp_max(mx);
+        if (lane == 0) red[warp] = mx;
+        __syncthreads();
+        mx = red[0];
+        for (int w = 1; w < NW; w++) mx = fmaxf(mx, red[w]);
+        const float mn = fmaxf(m, mx), corr = expf(m - mn);
+        for (int i = tid; i < nt; i += ATT_THREADS) sc[i] = expf(sc[i] - mn);
+        __syncthreads();
+        float ls = 0;
+        float4 a4 = make_float4(acc.x * corr, acc.y * corr, acc.z * corr, acc.w * corr);
+        if (g < G) {
+#pragma unroll 4
+            for (int i = g; i < nt; i += G) {
+                const int j = j0 + i;
+                const float w = sc[i];
+                const float4 vv = ((const float4 *)(vc + (int64_t)(ring ? j % rows : j) * KVD + hoff))[c];
+                a4.x += w * vv.x;
+                a4.y += w * vv.y;
+                a4.z += w * vv.z;
+                a4.w += w * vv.w;
+                ls += w;
+            }
+        }
+        acc = a4;
+        l = l * corr + ls;
+        m = mn;
+        __syncthreads(); /* sc and red are rewritten by the next tile */
+    }
+    if (g < G) {
+        part[g * hd + 4 * c] = acc.x;
+        part[g * hd + 4 * c + 1] = acc.y;
+        part[g * hd + 4 * c + 2] = acc.z;
+        part[g * hd + 4 * c + 3] = acc.w;
+        if (c == 0) lpart[g] = l;
+    }
+    __syncthreads();
+    float *out = att + ((int64_t)t * nh + h) * hd;
+    for (int e = tid; e < hd; e += ATT_THREADS) {
+        float L = 0, sum = 0;
+        for (int w = 0; w < G; w++) {
+            sum += part[w * hd + e];
+            L += lpart[w];
+        }
+        out[e] = sum / L;
     }
 }
 
 /* y[i] *= s[i % V] (the head's logit_scale / σ₀). */
 __global__ void k_scale_cols(float *y, const float *s, int64_t n, int64_t V) {
+    pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
         y[i] *= s[i % V];
 }
@@ -282,16 +338,25 @@ cmf_status g_state_init(cmf_dory_state *s) {
     dory_sess *S = new (std::nothrow) dory_sess();
     if (!S) return cmf_err(CMF_E_NOMEM, "dory cuda: out of host memory");
     s->be = S;
+    try {
+        S->graphs.reserve(MAX_GRAPHS); /* g_segment never grows it past this, so push_back cannot throw */
+    } catch (...) {
+        return cmf_err(CMF_E_NOMEM, "dory cuda: out of host memory");
+    }
+    S->h_step = (int32_t *)malloc(((size_t)s->n_batch + 1) * sizeof(int32_t));
+    if (!S->h_step) return cmf_err(CMF_E_NOMEM, "dory cuda: out of host memory");
     cmf_status st = g_buf_alloc(s, (size_t)s->n_batch * (size_t)s->d->cfg.vocab_size, &S->d_logits);
-    if (st == CMF_OK) st = cmf_cuda_malloc((void **)&S->d_ids, (size_t)s->n_batch * sizeof(int32_t));
+    if (st == CMF_OK) st = cmf_cuda_malloc((void **)&S->d_step, ((size_t)s->n_batch + 1) * sizeof(int32_t));
     return st;
 }
 
 void g_state_free(cmf_dory_state *s) {
     dory_sess *S = SESS(s);
     if (!S) return;
+    for (graph_entry &g : S->graphs) cudaGraphExecDestroy(g.exec);
     cmf_cuda_free(S->d_logits);
-    cmf_cuda_free(S->d_ids);
+    cmf_cuda_free(S->d_step);
+    free(S->h_step);
     delete S;
     s->be = NULL;
 }
@@ -336,11 +401,19 @@ cmf_status dev_weight(const cmf_dory_state *s, const cmf_weight *w, cmf_cuda_wei
     return CMF_OK;
 }
 
+/* d_step = {s->pos, tokens[0..n)} (host staging, then an asynchronous copy on the stream). */
+cmf_status upload_step(cmf_dory_state *s, const int32_t *tokens, int n) {
+    dory_sess *S = SESS(s);
+    S->h_step[0] = s->pos;
+    memcpy(S->h_step + 1, tokens, (size_t)n * sizeof(int32_t));
+    return cmf_cuda_upload(S->d_step, S->h_step, ((size_t)n + 1) * sizeof(int32_t), DEV(s)->stream);
+}
+
 cmf_status g_embed(cmf_dory_state *s, float *x, const int32_t *tokens, int n) {
     cmf_cuda_weight cw;
     cmf_status st = dev_weight(s, &s->d->embed, &cw);
-    if (st == CMF_OK) st = cmf_cuda_upload(SESS(s)->d_ids, tokens, (size_t)n * sizeof(int32_t), DEV(s)->stream);
-    if (st == CMF_OK) st = cmf_cuda_embed(&cw, SESS(s)->d_ids, n, 1.0f, x, DEV(s)->stream);
+    if (st == CMF_OK && !SESS(s)->in_segment) st = upload_step(s, tokens, n);
+    if (st == CMF_OK) st = cmf_cuda_embed(&cw, SESS(s)->d_step + 1, n, 1.0f, x, DEV(s)->stream);
     return st;
 }
 
@@ -373,65 +446,91 @@ cmf_status g_matmul(cmf_dory_state *s, float *out, const float *x, int n, const 
     return st;
 }
 
-cmf_status g_qk_rope_norm(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int n, int pos0) {
+/* Decode (n <= 8): the weights in launches of up to three (cmf_cuda_matvec_multi, when their dtype and cols allow;
+ * four weights go two and two), each output bit for bit its single product; prefill: one g_matmul per weight. */
+cmf_status g_matmuls(cmf_dory_state *s, int count, float *const *out, const float *x, int n, const cmf_weight *const *w) {
+    if (count < 1 || count > 4) return cmf_err(CMF_E_ARG, "dory cuda: %d products in one call (1..4)", count);
+    cmf_status st = CMF_OK;
+    if (n > 8 || count == 1) {
+        for (int i = 0; i < count && st == CMF_OK; i++) st = g_matmul(s, out[i], x, n, w[i]);
+        return st;
+    }
+    cmf_cuda_weight cw[4];
+    for (int i = 0; i < count && st == CMF_OK; i++) st = dev_weight(s, w[i], &cw[i]);
+    for (int i = 0, k; i < count && st == CMF_OK; i += k) {
+        const int left = count - i, groups = (left + 2) / 3;
+        k = (left + groups - 1) / groups;
+        if (k > 1 && cmf_cuda_matvec_multi_ok(cw + i, k, n)) {
+            st = cmf_cuda_matvec_multi(cw + i, k, x, out + i, NULL, n, DEV(s)->stream);
+        } else {
+            cmf_err_clear(); /* multi_ok's reason */
+            for (int j = i; j < i + k && st == CMF_OK; j++) st = cmf_cuda_matvec(&cw[j], x, out[j], n, DEV(s)->stream);
+        }
+    }
+    return st;
+}
+
+cmf_status g_qk_norm_kv(cmf_dory_state *s, const cmf_dory_layer *L, int layer, int slot, int n, int pos0) {
+    (void)pos0; /* read from d_step */
     const cmf_dory_config *c = &s->d->cfg;
+    const cmf_dory_kv *kv = &s->kv[slot];
     const int hd = c->head_dim;
     const float *inv = s->d->inv_freq + (c->rope_profile[layer] == 2 ? hd / 2 : 0);
     const int threads = hd / 2 < 32 ? 32 : hd / 2 > 128 ? 128 : (hd / 2 + 31) / 32 * 32;
-    k_qk<<<dim3((unsigned)n, (unsigned)(c->n_heads + c->n_kv_heads)), threads, 0, DEV(s)->stream>>>(
-        s->q, s->k, dvec(s, L->q_scale), dvec(s, inv), c->n_heads, c->n_kv_heads, hd, pos0);
-    CU_LAUNCHED("dory q/k RoPE and norm");
-    return CMF_OK;
-}
-
-cmf_status g_kv_write(cmf_dory_state *s, int slot, int n, int pos0) {
-    const cmf_dory_kv *kv = &s->kv[slot];
-    const int64_t KVD = (int64_t)s->d->cfg.n_kv_heads * s->d->cfg.head_dim;
-    k_kv_write<<<(unsigned)n, 128, 0, DEV(s)->stream>>>(kv->k, kv->v, s->k, s->v, KVD, pos0, kv->rows, kv->ring);
-    CU_LAUNCHED("dory KV write");
+    CU_TRY(cu_launch(k_qk_kv, dim3((unsigned)n, (unsigned)(c->n_heads + c->n_kv_heads)), dim3(threads), 0,
+                     DEV(s)->stream, s->q, s->k, (const float *)s->v, kv->k, kv->v, dvec(s, L->q_scale), dvec(s, inv),
+                     c->n_heads, c->n_kv_heads, hd, (const int32_t *)SESS(s)->d_step, kv->rows, kv->ring),
+           "dory q/k RoPE, norm and KV write");
     return CMF_OK;
 }
 
 cmf_status g_attend(cmf_dory_state *s, int slot, int n, int pos0, int sliding) {
+    (void)pos0; /* read from d_step */
     const cmf_dory_config *c = &s->d->cfg;
     const cmf_dory_kv *kv = &s->kv[slot];
     const float scale = 1.0f / sqrtf((float)c->head_dim);
-    k_attend<<<dim3((unsigned)n, (unsigned)c->n_heads), 32 * ATT_WARPS, 0, DEV(s)->stream>>>(
-        s->att, s->q, kv->k, kv->v, c->n_heads, c->n_kv_heads, c->head_dim, pos0, kv->rows, kv->ring,
-        sliding ? c->swa_window : 0, scale);
-    CU_LAUNCHED("dory attention");
+    CU_TRY(cu_launch(k_attend, dim3((unsigned)n, (unsigned)c->n_heads), dim3(ATT_THREADS), 0, DEV(s)->stream, s->att,
+                     (const float *)s->q, (const float *)kv->k, (const float *)kv->v, c->n_heads, c->n_kv_heads,
+                     c->head_dim, (const int32_t *)SESS(s)->d_step, kv->rows, kv->ring, sliding ? c->swa_window : 0,
+                     scale),
+           "dory attention");
     return CMF_OK;
 }
 
 cmf_status g_gate_norm(cmf_dory_state *s, const cmf_dory_layer *L, int n) {
     const int64_t QD = (int64_t)s->d->cfg.n_heads * s->d->cfg.head_dim;
-    k_gate_norm<<<(unsigned)n, ROW_THREADS, 0, DEV(s)->stream>>>(s->att, s->g, dvec(s, L->g_scale), QD);
-    CU_LAUNCHED("dory output gate");
+    CU_TRY(cu_launch(k_gate_norm, dim3((unsigned)n), dim3(ROW_THREADS), 0, DEV(s)->stream, s->att, (const float *)s->g,
+                     dvec(s, L->g_scale), QD),
+           "dory output gate");
     return CMF_OK;
 }
 
 cmf_status g_swiglu_norm(cmf_dory_state *s, const cmf_dory_layer *L, int n) {
-    k_swiglu_norm<<<(unsigned)n, ROW_THREADS, 0, DEV(s)->stream>>>(s->hb, s->hb2, dvec(s, L->suv_gate),
-                                                                    dvec(s, L->suv_up), s->d->cfg.intermediate_size);
-    CU_LAUNCHED("dory SwiGLU");
+    CU_TRY(cu_launch(k_swiglu_norm, dim3((unsigned)n), dim3(ROW_THREADS), 0, DEV(s)->stream, s->hb,
+                     (const float *)s->hb2, dvec(s, L->suv_gate), dvec(s, L->suv_up),
+                     (int64_t)s->d->cfg.intermediate_size),
+           "dory SwiGLU");
     return CMF_OK;
 }
 
 cmf_status g_residual(cmf_dory_state *s, const float *lambda, int n) {
-    k_residual<<<(unsigned)n, ROW_THREADS, 0, DEV(s)->stream>>>(s->x, s->xr, dvec(s, lambda), s->d->cfg.hidden_size);
-    CU_LAUNCHED("dory residual");
+    CU_TRY(cu_launch(k_residual, dim3((unsigned)n), dim3(ROW_THREADS), 0, DEV(s)->stream, s->x, (const float *)s->xr,
+                     dvec(s, lambda), (int64_t)s->d->cfg.hidden_size),
+           "dory residual");
     return CMF_OK;
 }
 
 cmf_status g_reinject(cmf_dory_state *s, int n) {
-    k_reinject<<<(unsigned)n, ROW_THREADS, 0, DEV(s)->stream>>>(s->x, s->inp, s->d->cfg.hidden_size, 1);
-    CU_LAUNCHED("dory re-injection");
+    CU_TRY(cu_launch(k_reinject, dim3((unsigned)n), dim3(ROW_THREADS), 0, DEV(s)->stream, s->x, (const float *)s->inp,
+                     (int64_t)s->d->cfg.hidden_size, 1),
+           "dory re-injection");
     return CMF_OK;
 }
 
 cmf_status g_normalize(cmf_dory_state *s, int n) {
-    k_reinject<<<(unsigned)n, ROW_THREADS, 0, DEV(s)->stream>>>(s->x, s->x, s->d->cfg.hidden_size, 0);
-    CU_LAUNCHED("dory justnorm");
+    CU_TRY(cu_launch(k_reinject, dim3((unsigned)n), dim3(ROW_THREADS), 0, DEV(s)->stream, s->x, (const float *)s->x,
+                     (int64_t)s->d->cfg.hidden_size, 0),
+           "dory justnorm");
     return CMF_OK;
 }
 
@@ -442,9 +541,69 @@ cmf_status g_head(cmf_dory_state *s, const float *h, int rows, float *out_host) 
     float *y = SESS(s)->d_logits;
     cmf_status st = g_matmul(s, y, h, rows, &d->lm_head);
     if (st != CMF_OK) return st;
-    k_scale_cols<<<grid1d(need, 256), 256, 0, DEV(s)->stream>>>(y, dvec(s, d->logit_scale), need, V);
-    CU_LAUNCHED("dory logit scale");
+    CU_TRY(cu_launch(k_scale_cols, dim3(grid1d(need, 256)), dim3(256), 0, DEV(s)->stream, y, dvec(s, d->logit_scale),
+                     need, V),
+           "dory logit scale");
     return cmf_cuda_download(out_host, y, (size_t)need * sizeof(float), DEV(s)->stream);
+}
+
+typedef cmf_status (*seg_body)(cmf_dory_state *s, const int32_t *tokens, int loop, int n);
+
+/* Captures body into a graph for `key` (the caller holds the model's lock and has uploaded d_step) and launches it.
+ * A capture that fails (refused, or an op failing inside it) has queued nothing, so the body then runs eagerly and
+ * the model's graphs are switched off (a real fault is reported by that eager run). */
+cmf_status capture(cmf_dory_state *s, int key, seg_body body, const int32_t *tokens, int loop, int n) {
+    dory_dev *D = DEV(s);
+    dory_sess *S = SESS(s);
+    if (cudaStreamBeginCapture(D->stream, cudaStreamCaptureModeRelaxed) != cudaSuccess) {
+        cudaGetLastError();
+        return body(s, tokens, loop, n);
+    }
+    cmf_status st = body(s, tokens, loop, n);
+    cudaGraph_t g = NULL;
+    cudaError_t e = cudaStreamEndCapture(D->stream, &g);
+    cudaGraphExec_t ex = NULL;
+    if (st == CMF_OK && e == cudaSuccess) e = cudaGraphInstantiate(&ex, g, 0);
+    if (g) cudaGraphDestroy(g);
+    if (st != CMF_OK || e != cudaSuccess) { /* nothing of the body ran: eager launches instead, graphs off */
+        if (ex) cudaGraphExecDestroy(ex);
+        cudaGetLastError();
+        cmf_err_clear();
+        D->graphs_on = 0;
+        return body(s, tokens, loop, n);
+    }
+    S->graphs.push_back(graph_entry{key, ex}); /* capacity MAX_GRAPHS reserved */
+    D->n_captured++;
+    CU_TRY(cudaGraphLaunch(ex, D->stream), "launching a dory segment graph");
+    return CMF_OK;
+}
+
+/* dory_ops.h "segment": d_step = {s->pos, tokens} first (when tokens), then the cached graph of `key`, a new capture
+ * (n <= 8, graphs on, fewer than MAX_GRAPHS in the session), or the body's launches one by one. */
+cmf_status g_segment(cmf_dory_state *s, int key, seg_body body, const int32_t *tokens, int loop, int n) {
+    dory_dev *D = DEV(s);
+    dory_sess *S = SESS(s);
+    cmf_status st = tokens ? upload_step(s, tokens, n) : CMF_OK;
+    if (st != CMF_OK) return st;
+    S->in_segment = 1;
+    if (!D->graphs_on || n > 8) {
+        st = body(s, tokens, loop, n);
+    } else {
+        cudaGraphExec_t ex = NULL;
+        for (const graph_entry &g : S->graphs)
+            if (g.key == key) ex = g.exec;
+        if (ex) {
+            D->n_replayed++;
+            cudaError_t e = cudaGraphLaunch(ex, D->stream);
+            st = e == cudaSuccess ? CMF_OK : cu_fail(e, "replaying a dory segment graph");
+        } else if (S->graphs.size() < MAX_GRAPHS) {
+            st = capture(s, key, body, tokens, loop, n);
+        } else {
+            st = body(s, tokens, loop, n);
+        }
+    }
+    S->in_segment = 0;
+    return st;
 }
 
 void dev_free(dory_dev *D) {
@@ -466,9 +625,10 @@ void g_destroy(cmf_dory *d) {
 }
 
 const cmf_dory_ops CUDA_OPS = {
-    "cuda",         g_buf_alloc,  g_buf_free,  g_state_init,  g_state_free, g_begin,    g_end,
-    g_copy,         g_to_host,    g_embed,     g_matmul,      g_qk_rope_norm, g_kv_write, g_attend,
-    g_gate_norm,    g_swiglu_norm, g_residual, g_reinject,    g_normalize,  g_head,     g_destroy,
+    "cuda",      g_buf_alloc,  g_buf_free,    g_state_init, g_state_free,  g_begin,    g_end,
+    g_copy,      g_to_host,    g_embed,       g_matmul,     g_matmuls,     g_qk_norm_kv, g_attend,
+    g_gate_norm, g_swiglu_norm, g_residual,   g_reinject,   g_normalize,   g_head,     g_segment,
+    g_destroy,
 };
 
 /* Uploads one weight's payload (once per distinct payload) and checks that a kernel takes it. */
@@ -555,13 +715,15 @@ extern "C" cmf_status cmf_dory_cuda_attach(cmf_dory *d, int dev) {
     if (dev < 0 || dev >= count)
         return cmf_err(CMF_E_UNSUPPORTED, "dory: cuda device %d does not exist (%d device(s))", dev, count);
     const cmf_dory_config *c = &d->cfg;
-    if (c->head_dim > MAX_HD || c->head_dim % 2 || c->n_heads % c->n_kv_heads)
-        return cmf_err(CMF_E_UNSUPPORTED, "dory cuda: head_dim %d (needs an even value <= %d) has no attention kernel",
+    if (c->head_dim > MAX_HD || c->head_dim % 4 || c->n_heads % c->n_kv_heads)
+        return cmf_err(CMF_E_UNSUPPORTED, "dory cuda: head_dim %d (needs a multiple of 4, <= %d) has no attention kernel",
                        c->head_dim, MAX_HD);
     CU_TRY(cudaSetDevice(dev), "cudaSetDevice");
     dory_dev *D = new (std::nothrow) dory_dev();
     if (!D) return cmf_err(CMF_E_NOMEM, "dory cuda: out of host memory");
     D->dev = dev;
+    const char *ge = getenv("CMF_DORY_CUDA_GRAPH");
+    D->graphs_on = !(ge && ge[0] == '0');
     pthread_mutex_init(&D->mu, NULL);
     cmf_status st = attach(d, D);
     if (st != CMF_OK) {
@@ -571,4 +733,20 @@ extern "C" cmf_status cmf_dory_cuda_attach(cmf_dory *d, int dev) {
     d->be = D;
     d->ops = &CUDA_OPS;
     return CMF_OK;
+}
+
+extern "C" void cmf_dory_cuda_set_graphs(cmf_dory *d, int on) {
+    if (!d || d->ops != &CUDA_OPS) return;
+    dory_dev *D = (dory_dev *)d->be;
+    pthread_mutex_lock(&D->mu);
+    D->graphs_on = on != 0;
+    pthread_mutex_unlock(&D->mu);
+}
+
+extern "C" void cmf_dory_cuda_graph_stats(const cmf_dory *d, uint64_t *captured, uint64_t *replayed) {
+    dory_dev *D = d && d->ops == &CUDA_OPS ? (dory_dev *)d->be : NULL;
+    if (D) pthread_mutex_lock(&D->mu);
+    if (captured) *captured = D ? D->n_captured : 0;
+    if (replayed) *replayed = D ? D->n_replayed : 0;
+    if (D) pthread_mutex_unlock(&D->mu);
 }

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# Dory on CUDA in one device call: the "dory" stage of bench/cuda/run_acceptance.sh (STAGES="... dory"), or alone
+# (STAGES=dory: it then configures and builds only its own targets).
+#  1. build test_gpu_dory, make_random_dory, dory_gpu_bench (Release, in $B);
+#  2. while make_random_dory writes random-weight files shaped like Dory1.0-4B at $DORY_DTYPES (default "bf16 q8")
+#     in the background: test_gpu_dory (CPU/GPU parity, graphs vs eager bit for bit), then compute-sanitizer
+#     memcheck of its quick subset (CMF_GPU_DORY_QUICK=1: tiny and mid at f16, graphs and gates included);
+#  3. dory_gpu_bench on each file: pp512, tg@128 with CUDA graphs / eager / through the Conf gate, next to the
+#     roofline (weight bytes per token / the copy bandwidth measured in the same process); then tg@128 again with
+#     CMF_CUDA_PDL=0 (the A/B for Programmatic Dependent Launch);
+#  4. a table of the rows (dory_table.md in $OUT; the logs in $LOGS).
+# Environment (set by run_acceptance.sh): B (build dir), OUT, LOGS (default $OUT), R (repository root of the carried
+# tree), DEPS, P (unpacked .debs); DORY_DTYPES, DORY_MEMCHECK (1), DORY_REPS (3), DORY_GEN (32 decode steps),
+# DORY_CTX (128).
+# Usage alone (repository root, on the device): DEPS=.cudadev-NAME STAGES=dory bash bench/cuda/run_acceptance.sh
+set -uo pipefail
+B=${B:?build directory} OUT=${OUT:?output directory}
+L=${LOGS:-$OUT}
+R=${R:-$PWD} DEPS=${DEPS:-.devdeps} P=${P:-/tmp/cmfdeps}
+DTS=${DORY_DTYPES:-"bf16 q8"}
+REPS=${DORY_REPS:-3} GEN=${DORY_GEN:-32} CTX=${DORY_CTX:-128}
+T0=$(date +%s)
+el() { echo "[$(($(date +%s) - T0)) s]"; }
+echo "== dory: build $(el)"
+if [ ! -f $B/CMakeCache.txt ]; then
+  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
+    -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$L/dory_build.log" 2>&1
+fi
+cmake --build $B -j32 --target test_gpu_dory make_random_dory dory_gpu_bench >> "$L/dory_build.log" 2>&1
+brc=$?
+echo "dory build rc=$brc $(el)"
+if [ $brc -ne 0 ]; then grep -E 'error|Error' "$L/dory_build.log" | head -30; exit 1; fi
+( for dt in $DTS; do
+    timeout 240 $B/bench/dory/make_random_dory /tmp/dory4b-$dt.cmf.part $dt 16 > /tmp/dory4b-$dt.gen.log 2>&1 &&
+      mv /tmp/dory4b-$dt.cmf.part /tmp/dory4b-$dt.cmf
+  done ) &
+gen=$!
+TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gdt CMF_TESTDATA=$PWD/tests/data"
+mkdir -p /tmp/gdt
+echo "== dory: test_gpu_dory $(el)"
+env $TESTENV timeout 240 $B/tests/gpu/test_gpu_dory > "$L/gpu_dory.log" 2>&1
+echo "test_gpu_dory rc=$?"
+grep -E 'FAIL|fail' "$L/gpu_dory.log" | head -10
+grep -E 'WORST' "$L/gpu_dory.log"
+if [ "${DORY_MEMCHECK:-1}" = 1 ]; then
+  echo "== dory: compute-sanitizer memcheck of test_gpu_dory (quick subset) $(el)"
+  env $TESTENV CMF_GPU_DORY_QUICK=1 timeout 240 compute-sanitizer --tool memcheck --print-limit 20 \
+    $B/tests/gpu/test_gpu_dory > "$L/dory_memcheck.log" 2>&1
+  echo "memcheck rc=$?"
+  grep -E 'ERROR SUMMARY|Invalid|FAIL' "$L/dory_memcheck.log" | head -10
+fi
+wait $gen
+cat /tmp/dory4b-*.gen.log
+echo "== dory: bench $(el)"
+res=$L/dory_results.txt
+for dt in $DTS; do
+  f=/tmp/dory4b-$dt.cmf
+  [ -f $f ] || { echo "no $f"; continue; }
+  timeout 200 $B/bench/dory/dory_gpu_bench $f -p 512 -g $GEN -c $CTX -r $REPS --label dory4b-$dt 2>&1 | tee -a $res
+  CMF_CUDA_PDL=0 timeout 100 $B/bench/dory/dory_gpu_bench $f -p 0 -g $GEN -c $CTX -r 2 --label dory4b-$dt 2>&1 |
+    grep 'test=tg' | grep -v conf | sed 's/-graph /-graph-nopdl /; s/-eager /-eager-nopdl /' | tee -a $res
+  rm -f $f
+done
+{
+  echo "| model | test | tok/s | sd | ms/token | % of roofline |"
+  echo "|---|---|---:|---:|---:|---:|"
+  grep '^RESULT' $res | grep -v 'test=roofline' | sed 's/RESULT //' | awk '{
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    printf "| %s | %s | %s | %s | %s | %s |\n", v["model"], v["test"], v["tps"], v["sd"],
+      (v["ms_per_token"] == "" ? "-" : v["ms_per_token"]), (v["roofline_pct"] == "" ? "-" : v["roofline_pct"]);
+    delete v }'
+  echo
+  grep 'test=roofline' $res | sed 's/RESULT //'
+} > "$OUT/dory_table.md"
+cat "$OUT/dory_table.md"
+echo "== dory done $(el)"
