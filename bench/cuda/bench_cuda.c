@@ -2,7 +2,9 @@
  * bandwidth (the ceiling), matvec GB/s per dtype and shape, prefill GEMM TFLOP/s (cuBLAS vs tiled), decode
  * attention at 1k/8k/32k context, sampling. CUDA events, warm-up, median of 15 batches; weights rotate among
  * copies totalling >= 512 MiB so that L2 (60 MiB) does not serve them. Inputs are random bytes / values, never
- * zeros. Prints a table (stdout). Usage: bench_cuda [quick] */
+ * zeros. The matvec table uses the default activations (int8 for q8_row / q4tp unless CMF_CUDA_I8ACT=0); a second
+ * table times q8_row and q4tp with int8 and with f32 activations side by side. Prints a table (stdout).
+ * Usage: bench_cuda [quick] */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,7 +48,7 @@ static double time_op(op_fn f, void *arg, int per) {
 struct copy_arg { void *a, *b; size_t n; };
 static void op_copy(void *p, int rep) { struct copy_arg *c = p; (void)rep; OKC(cmf_cuda_copy(c->b, c->a, c->n, NULL)); }
 
-struct mv_arg { cmf_cuda_weight w[8]; int ncopy; float *x, *y; int n; cmf_cuda_ctx *ctx; int algo; };
+struct mv_arg { cmf_cuda_weight w[96]; int ncopy; float *x, *y; int n; cmf_cuda_ctx *ctx; int algo; };
 static void op_mv(void *p, int rep) { struct mv_arg *m = p; OKC(cmf_cuda_matvec(&m->w[rep % m->ncopy], m->x, m->y, m->n, NULL)); }
 static void op_gemm(void *p, int rep) { struct mv_arg *m = p; OKC(cmf_cuda_gemm(m->ctx, &m->w[rep % m->ncopy], m->x, m->y, m->n, m->algo, NULL)); }
 
@@ -109,7 +111,7 @@ int main(int argc, char **argv) {
 
     static const int dts[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16, CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_TILED, CMF_DT_Q4TP};
     static const int64_t shp[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {128256, 4096}};
-    char table[16384];
+    char table[32768];
     int tl = 0;
     tl += snprintf(table + tl, sizeof table - tl, "\n== matvec (n=1; n=8 in brackets): GB/s of weights read, %% of copy %.0f GB/s\n", copy_gbs);
     tl += snprintf(table + tl, sizeof table - tl, "%-10s", "dtype");
@@ -143,6 +145,32 @@ int main(int argc, char **argv) {
         }
         tl += snprintf(table + tl, sizeof table - tl, "\n");
     }
+
+    /* int8 vs f32 activations (matvec_i8.cu vs matvec.cu), n = 1, Qwen3-0.6B and Llama-3.1-8B product shapes */
+    static const int64_t ishp[][2] = {{1024, 1024}, {2048, 1024}, {3072, 1024}, {1024, 3072}, {4096, 4096},
+                                      {14336, 4096}, {4096, 14336}, {128256, 4096}};
+    static const int idts[] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
+    tl += snprintf(table + tl, sizeof table - tl, "\n== matvec n=1, int8 activations (dp4a) vs f32 activations: GB/s (%% of copy) us\n");
+    for (size_t di = 0; di < 2; di++)
+        for (int s = 0; s < 8; s++) {
+            int64_t rows = ishp[s][0], cols = ishp[s][1];
+            size_t nb = payload(idts[di], rows, cols);
+            struct mv_arg m = {.x = d_x, .y = d_y, .n = 1};
+            m.ncopy = (int)(((size_t)512 << 20) / nb + 1); /* small matrices: up to 96 copies, past the 60 MiB L2 */
+            if (m.ncopy > 96) m.ncopy = 96;
+            for (int c = 0; c < m.ncopy; c++) m.w[c] = (cmf_cuda_weight){idts[di], rows, cols, upload_weight(idts[di], rows, cols, nb)};
+            double t[2];
+            for (int i8 = 0; i8 <= 1; i8++) {
+                cmf_cuda_set_i8act(i8);
+                t[i8] = time_op(op_mv, &m, 20);
+            }
+            cmf_cuda_set_i8act(1);
+            double gi = (double)nb / (t[1] * 1e-3) / 1e9, gf = (double)nb / (t[0] * 1e-3) / 1e9;
+            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx\n",
+                           cmf_dtype_name(idts[di]), (long long)rows, (long long)cols, gi, 100 * gi / copy_gbs, t[1] * 1e3, gf,
+                           100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1]);
+            for (int c = 0; c < m.ncopy; c++) cmf_cuda_free((void *)m.w[c].d_data);
+        }
 
     /* GEMM */
     cmf_cuda_ctx *ctx;

@@ -33,6 +33,31 @@ void ref_matmul(const float *w, int64_t rows, int64_t cols, const float *x, int6
         }
 }
 
+void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, double *y) {
+    double *xd = malloc(sizeof(double) * (size_t)cols);
+    for (int64_t t = 0; t < n; t++) {
+        const float *xt = x + t * cols;
+        for (int64_t b = 0; b < cols; b += 32) { /* Q8_0 of the block: d = absmax / 127, round half away */
+            const int64_t m = cols - b < 32 ? cols - b : 32;
+            float amax = 0;
+            for (int64_t k = 0; k < m; k++) amax = fabsf(xt[b + k]) > amax ? fabsf(xt[b + k]) : amax;
+            const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+            for (int64_t k = 0; k < m; k++) {
+                const float v = xt[b + k] * id;
+                int q = (int)(v + (v >= 0 ? 0.5f : -0.5f));
+                q = q > 127 ? 127 : q < -127 ? -127 : q;
+                xd[b + k] = (double)q * (double)d;
+            }
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            double s = 0;
+            for (int64_t c = 0; c < cols; c++) s += (double)w[r * cols + c] * xd[c];
+            y[t * rows + r] = s;
+        }
+    }
+    free(xd);
+}
+
 void ref_attention(int H, int KV, int D, float scale, float softcap, int window, const float *q,
                    const uint16_t *k, const uint16_t *v, int64_t pos0, int64_t n_tok, double *out) {
     int G = H / KV;

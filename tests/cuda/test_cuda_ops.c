@@ -84,7 +84,9 @@ static uint8_t *make_weight(int dt, int64_t rows, int64_t cols, size_t *nbytes, 
 }
 
 static void test_weights(cmf_cuda_ctx *ctx) {
-    static const int64_t shapes[][2] = {{64, 96}, {37, 160}, {5, 32}, {130, 4096}, {19, 13}, {33, 72}, {3, 8}};
+    /* 7000 x 64: more row groups than the int8-activation kernel's grid holds, so its blocks loop */
+    static const int64_t shapes[][2] = {{64, 96}, {37, 160}, {5, 32}, {130, 4096}, {19, 13}, {33, 72}, {3, 8}, {7000, 64}};
+    const int i8_default = cmf_cuda_i8act_on();
     for (size_t di = 0; di < sizeof DTYPES / sizeof *DTYPES; di++) {
         int dt = DTYPES[di];
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
@@ -125,11 +127,18 @@ static void test_weights(cmf_cuda_ctx *ctx) {
             for (int64_t i = 0; i < (rows - rows / 2) * cols; i++)
                 badh += h16[i] != cmf_f32_to_f16(dec[(rows / 2) * cols + i]);
             CHECK_MSG(badh == 0, "dequant f16 %s: %lld values differ", cmf_dtype_name(dt), (long long)badh);
-            /* matvec for n = 1..8 */
+            /* matvec for n = 1..8: f32 activations (i8 = 0) against the exact product; q8_row / q4tp also with
+             * int8 activations (i8 = 1, matvec_i8.cu) against the exact product of the Q8_0-quantized activations */
+            for (int i8 = 0; i8 <= 1; i8++)
             for (int n = 1; n <= 8; n++) {
+                if (i8 && !((dt == CMF_DT_Q8_ROW || dt == CMF_DT_Q4TP) && cols % 32 == 0)) break;
+                cmf_cuda_set_i8act(i8);
                 float *x = rand_vec(n * cols, 1.0f);
+                if (i8 && n == 2) /* a block of zeros (scale 0) and one of tiny values */
+                    for (int64_t c = 0; c < 32 && c < cols; c++) x[c] = 0.0f, x[cols - 1 - c] *= 1e-30f;
                 double *ref = malloc(sizeof(double) * (size_t)(n * rows));
-                ref_matmul(dec, rows, cols, x, n, ref);
+                if (i8) ref_matmul_qact(dec, rows, cols, x, n, ref);
+                else ref_matmul(dec, rows, cols, x, n, ref);
                 float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
                 float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));
                 float *y = malloc(sizeof(float) * (size_t)(n * rows));
@@ -137,8 +146,8 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
                 OK(cmf_cuda_sync(NULL));
                 double e = ref_rel_err(y, ref, n * rows);
-                CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d: rel err %g", cmf_dtype_name(dt), (long long)rows,
-                          (long long)cols, n, e);
+                CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d i8act %d: rel err %g", cmf_dtype_name(dt), (long long)rows,
+                          (long long)cols, n, i8, e);
                 /* the fused decode products give the same bits: q/k/v-style multi (with a bias on the second
                  * weight: matvec then + bias) and gate/up + GLU (matvec twice, then cmf_cuda_glu) */
                 cmf_cuda_weight ww[2] = {w, w};
@@ -157,11 +166,12 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                         const float yb = y[i] + bias[i % rows];
                         bad += memcmp(&y2[i], &y[i], sizeof(float)) != 0 || memcmp(&y3[i], &yb, sizeof(float)) != 0;
                     }
-                    CHECK_MSG(bad == 0, "matvec_multi %s [%lld, %lld] n=%d: %lld values differ from matvec (+ bias)",
-                              cmf_dtype_name(dt), (long long)rows, (long long)cols, n, (long long)bad);
+                    CHECK_MSG(bad == 0, "matvec_multi %s [%lld, %lld] n=%d i8act %d: %lld values differ from matvec (+ bias)",
+                              cmf_dtype_name(dt), (long long)rows, (long long)cols, n, i8, (long long)bad);
                     /* product + residual add + RMSNorm in one launch (output in place of the product, as the
-                     * forward's xb): the bits of matvec then add_rmsnorm; twice, so the block counter's reset counts */
-                    {
+                     * forward's xb): the bits of matvec then add_rmsnorm; twice, so the block counter's reset counts
+                     * (f32 activations only: this kernel has no int8 path) */
+                    if (!i8) {
                         float *res = rand_vec(n * rows, 1.0f), *nw = rand_vec(rows, 1.0f);
                         float *d_nw = dev_from(nw, sizeof(float) * (size_t)rows);
                         float *d_r1 = dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_o1 = dev_poison(sizeof(float) * (size_t)(n * rows));
@@ -198,8 +208,8 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                         OK(cmf_cuda_download(y3, d_y3, sizeof(float) * (size_t)(n * rows), NULL));
                         OK(cmf_cuda_sync(NULL));
                         CHECK_MSG(!memcmp(y2, y3, sizeof(float) * (size_t)(n * rows)),
-                                  "matvec_glu %s [%lld, %lld] n=%d gelu %d differs from matvec + glu", cmf_dtype_name(dt),
-                                  (long long)rows, (long long)cols, n, gelu);
+                                  "matvec_glu %s [%lld, %lld] n=%d gelu %d i8act %d differs from matvec + glu",
+                                  cmf_dtype_name(dt), (long long)rows, (long long)cols, n, gelu, i8);
                     }
                     cmf_cuda_free(d_b);
                     cmf_cuda_free(d_y2);
@@ -214,6 +224,7 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 free(ref);
                 free(y);
             }
+            cmf_cuda_set_i8act(i8_default);
             /* gemm, both algorithms, n = 1, 67 */
             for (int algo = CMF_CUDA_GEMM_CUBLAS; algo <= CMF_CUDA_GEMM_TILED; algo++) {
                 int64_t n = algo == CMF_CUDA_GEMM_CUBLAS ? 67 : 70;

@@ -243,6 +243,14 @@ extern "C" cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x
     DevW dw = make_devw(w);
     dw.prefetch = mv_small(w);
     cudaStream_t s = CU_STREAM(stream);
+    if (mv_i8_usable(w->dtype, w->cols, n)) { /* int8 activations (matvec_i8.cu) */
+        I8Job j;
+        memset(&j, 0, sizeof j);
+        j.count = 1;
+        j.w[0] = dw;
+        j.y[0] = d_y;
+        return mv_i8_launch(j, w->dtype, d_x, n, 0, 0, s);
+    }
 #define MV(DT) st = launch_matvec<DT>(dw, d_x, d_y, n, s)
     CMF_CUDA_DISPATCH_DT(w->dtype, MV)
 #undef MV
@@ -416,6 +424,17 @@ extern "C" cmf_status cmf_cuda_matvec_multi(const cmf_cuda_weight *w, int count,
                                             const float *const *d_bias, int n, cmf_cuda_stream stream) {
     cmf_status st = multi_check(w, count, n);
     if (st != CMF_OK) return st;
+    if (mv_i8_usable(w[0].dtype, w[0].cols, n)) { /* int8 activations (matvec_i8.cu) */
+        I8Job j;
+        memset(&j, 0, sizeof j);
+        j.count = count;
+        for (int i = 0; i < count; i++) {
+            j.w[i] = make_devw(&w[i]);
+            j.y[i] = d_y[i];
+            j.bias[i] = d_bias ? d_bias[i] : NULL;
+        }
+        return mv_i8_launch(j, w[0].dtype, d_x, n, 0, 0, CU_STREAM(stream));
+    }
     MultiW mw;
     memset(&mw, 0, sizeof mw);
     mw.count = count;
@@ -473,6 +492,15 @@ extern "C" cmf_status cmf_cuda_matvec_glu(const cmf_cuda_weight *gate, const cmf
     cmf_status st = multi_check(w, 2, n);
     if (st != CMF_OK) return st;
     if (gate->rows != up->rows) return cmf_err(CMF_E_ARG, "cuda_matvec_glu: gate rows %lld != up rows %lld", (long long)gate->rows, (long long)up->rows);
+    if (mv_i8_usable(gate->dtype, gate->cols, n)) { /* int8 activations (matvec_i8.cu) */
+        I8Job j;
+        memset(&j, 0, sizeof j);
+        j.count = 2;
+        j.w[0] = make_devw(gate);
+        j.w[1] = make_devw(up);
+        j.y[0] = d_out;
+        return mv_i8_launch(j, gate->dtype, d_x, n, 1, gelu_tanh, CU_STREAM(stream));
+    }
     MultiW mw;
     memset(&mw, 0, sizeof mw);
     mw.count = 2;

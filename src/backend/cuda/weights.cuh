@@ -37,6 +37,22 @@ static inline DevW make_devw(const cmf_cuda_weight *w) {
     return d;
 }
 
+/* A decode product for the int8-activation kernel (matvec_i8.cu): up to 3 weights of one input (q/k/v), or gate
+ * and up (GLU). grp_end / groups are filled by mv_i8_launch. */
+struct I8Job {
+    DevW w[3];
+    float *y[3];
+    const float *bias[3];
+    unsigned grp_end[3]; /* row groups [grp_end[i-1], grp_end[i]) belong to weight i */
+    unsigned groups;
+    int count;
+};
+/* Whether the int8-activation kernel takes this product: cmf_cuda_i8act_on(), q8_row or q4tp, cols % 32 == 0,
+ * n in 1..8 and the quantized activations (1.25 * n * cols bytes) within 48 KiB of shared memory. */
+int mv_i8_usable(int dtype, int64_t cols, int n);
+/* Launches it (weights of one dtype and cols; glu: w[0] = gate, w[1] = up, y[0] = act(gate) * up). */
+cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s);
+
 /* Unaligned little-endian f16 at p. */
 static __device__ __forceinline__ float ld_f16u(const uint8_t *p) {
     return dev_f16((uint16_t)(__ldg(p) | (__ldg(p + 1) << 8)));

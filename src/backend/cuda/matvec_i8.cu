@@ -1,0 +1,361 @@
+/* matvec_i8.cu — decode products y = x W^T (1..8 tokens) with int8 activations and integer dot products, for the
+ * q8_row and q4tp layouts (CMF_FORMAT.md §2.2, §2.6) read in place. The f32-activation kernels of matvec.cu stay
+ * for every other dtype and when CMF_CUDA_I8ACT=0 (cmf_cuda_set_i8act).
+ *
+ * Why: an f32-activation q8 product converts every weight to f32 and reads 4 bytes of activation from L1 per
+ * weight byte; on Hopper that (not DRAM) limits it to 41-49 % of the copy bandwidth on 4096-wide rows
+ * (bench/cuda/RESULTS.md). Here each block quantizes the activations once, in its prologue, to int8 per block of
+ * 32 with one f32 scale (llama.cpp's Q8_0 rule as the CPU's one-level path, src/backend/cpu/kern_scalar.c:
+ * d = absmax / 127, q = round-half-away(x * 127 / absmax), clamped to +-127) into shared memory, and the dot
+ * products are __dp4a over 4 bytes: 16 weights of a q8 row per 16-byte load take 4 dp4a, a q4tp tile of 32
+ * weights takes 8 dp4a on its nibbles (masked to bytes; the -8 offset applied once per tile through the block's
+ * int sum, and the activation bytes stored in nibble order: even then odd elements of each group of 8).
+ *
+ * Layout: blocks of 8 warps; a warp owns 2 rows (GLU: gate row r and up row r), a lane one 16-byte chunk of each
+ * row per step (q8: 16 columns, q4tp: a 32-column tile), 4 steps per batch (8 independent 16-byte loads in
+ * flight per lane). Registers are capped for 3 blocks per SM (q8) / 2 (q4tp: its ladder's double arithmetic
+ * spills otherwise); the grid is what the device holds at once and loops over row groups of 16 rows (GLU: 8), so
+ * the activation prologue is paid once per block. The first batch of the block's first rows (and q4tp's row
+ * ladders) is loaded before the PDL wait (common.cuh: weights are immutable), so the weight stream starts while
+ * the previous kernel of the step finishes. Per chunk: an exact int32 sum, then acc += (float)isum * xscale (q4tp:
+ * (isum - 8 * block sum) * xscale * tile scale); the row scale (q8) multiplies the warp-reduced sum. Every product
+ * (plain, q/k/v multi, gate/up + GLU) runs this one kernel, so the fused outputs keep the plain product's bits. */
+#include <stdlib.h>
+
+#include "backend/cuda/weights.cuh"
+
+#define I8_WARPS 8
+#define I8_R 2
+#define I8_U 4
+#define I8_ROWS (I8_WARPS * I8_R)
+#define I8_SMEM_MAX (48 * 1024)
+
+static int g_i8act = -1; /* -1: not read yet; a benign race (every thread computes the same value) */
+
+extern "C" int cmf_cuda_i8act_on(void) {
+    if (g_i8act < 0) {
+        const char *e = getenv("CMF_CUDA_I8ACT");
+        g_i8act = !(e && e[0] == '0');
+    }
+    return g_i8act;
+}
+
+extern "C" void cmf_cuda_set_i8act(int on) { g_i8act = on ? 1 : 0; }
+
+static size_t i8_smem(int64_t cols, int n) { return (size_t)n * (size_t)cols * 5 / 4; }
+
+int mv_i8_usable(int dtype, int64_t cols, int n) {
+    return cmf_cuda_i8act_on() && (dtype == CMF_DT_Q8_ROW || dtype == CMF_DT_Q4TP) && cols > 0 && cols % 32 == 0 &&
+           n >= 1 && n <= 8 && i8_smem(cols, n) <= I8_SMEM_MAX;
+}
+
+/* Columns of one lane's 16-byte chunk. */
+template <int DT> struct I8Chunk {
+    static constexpr int W = DT == CMF_DT_Q8_ROW ? 16 : 32;
+    static constexpr int STEP = 32 * W; /* columns of one warp step */
+};
+
+/* Rows of row group g for this warp: the weight index, its two row slots (clamped into range) and whether the
+ * warp has any row in range. */
+template <int GLU>
+static __device__ __forceinline__ bool i8_rows(const I8Job &j, unsigned g, int warp, int *wi, int64_t (&row)[I8_R],
+                                               int64_t *rbase) {
+    if (GLU) {
+        *wi = 0;
+        const int64_t r = (int64_t)g * I8_WARPS + warp;
+        *rbase = r;
+        row[0] = row[1] = r < j.w[0].rows ? r : j.w[0].rows - 1;
+        return r < j.w[0].rows;
+    }
+    int k = 0;
+    unsigned g0 = 0;
+    while (k + 1 < j.count && g >= j.grp_end[k]) g0 = j.grp_end[k++];
+    *wi = k;
+    const int64_t rb = ((int64_t)(g - g0) * I8_WARPS + warp) * I8_R, rows = j.w[k].rows;
+    *rbase = rb;
+#pragma unroll
+    for (int i = 0; i < I8_R; i++) row[i] = rb + i < rows ? rb + i : rows - 1;
+    return rb < rows;
+}
+
+/* The weight of row slot i. */
+template <int GLU>
+static __device__ __forceinline__ const DevW &i8_w(const I8Job &j, int wi, int i) {
+    return GLU ? j.w[i] : j.w[wi];
+}
+
+/* One batch of I8_U steps of the warp's rows from column cb: 16-byte chunks (zero past cols). */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8_load(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb, int lane,
+                                               uint4 (&wv)[I8_U][I8_R]) {
+    constexpr int W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
+#pragma unroll
+    for (int u = 0; u < I8_U; u++)
+#pragma unroll
+        for (int i = 0; i < I8_R; i++) {
+            const DevW &w = i8_w<GLU>(j, wi, i);
+            const int64_t c = cb + (int64_t)u * STEP + (int64_t)lane * W;
+            wv[u][i] = make_uint4(0, 0, 0, 0);
+            if (c < w.cols) {
+                if constexpr (DT == CMF_DT_Q8_ROW) wv[u][i] = __ldg((const uint4 *)(w.base + row[i] * w.cols + c));
+                else wv[u][i] = __ldg((const uint4 *)(w.base + (row[i] * (w.cols >> 5) + (c >> 5)) * 16));
+            }
+        }
+}
+
+/* q4tp: lanes < I8_R compute the ladder of row slot `lane` into lad[i][32]. */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8_ladders(const I8Job &j, int wi, const int64_t (&row)[I8_R], int lane,
+                                                  float (*lad)[32]) {
+    if constexpr (DT == CMF_DT_Q4TP) {
+        if (lane < I8_R) dev_q4tp_ladder(i8_w<GLU>(j, wi, lane).s1 + 4 * row[lane], lad[lane]);
+        __syncwarp();
+    }
+}
+
+/* The prologue: x [N][cols] f32 -> xq [N][cols] int8 (q4tp: nibble order in each group of 8), xs [N][nb] scales,
+ * sx [N][nb] int sums. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block,
+ * 4 passes' loads issued together. Every thread of the block takes part. */
+template <int DT, int N>
+static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int8_t *xq, float *xs,
+                                                   int *sx) {
+    const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
+    const int64_t total = (int64_t)N * (cols >> 5);
+    for (int64_t base = 0; base < total; base += 4 * 32) {
+        float4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t b = base + 32 * k + oct;
+            v[k] = b < total ? __ldg((const float4 *)(x + b * 32 + sub * 4)) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t b = base + 32 * k + oct;
+            float a = fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w)));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+            const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
+            const float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+            int q[4];
+#pragma unroll
+            for (int m = 0; m < 4; m++) {
+                const float y = __fmul_rn(e[m], id);
+                int qi = (int)__fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
+                q[m] = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+            }
+            uint32_t p = (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 |
+                         (uint32_t)(q[3] & 0xff) << 24;
+            int s = q[0] + q[1] + q[2] + q[3];
+            if constexpr (DT == CMF_DT_Q4TP) { /* lanes 2j, 2j+1 hold a group of 8: store evens, then odds */
+                const uint32_t o = __shfl_xor_sync(0xffffffffu, p, 1);
+                p = (sub & 1) ? __byte_perm(o, p, 0x7531) : __byte_perm(p, o, 0x6420);
+            }
+            s += __shfl_xor_sync(0xffffffffu, s, 1);
+            s += __shfl_xor_sync(0xffffffffu, s, 2);
+            s += __shfl_xor_sync(0xffffffffu, s, 4);
+            if (b < total) {
+                *(uint32_t *)(xq + b * 32 + sub * 4) = p;
+                if (sub == 0) xs[b] = d, sx[b] = s;
+            }
+        }
+    }
+}
+
+/* The batch's dot products: acc[i][t] += the exact int32 chunk sums, scaled (one fixed order for every mode). */
+template <int DT, int N, int GLU>
+static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb, int lane,
+                                              const uint4 (&wv)[I8_U][I8_R], const int8_t *xq, const float *xs,
+                                              const int *sx, const float (*lad)[32], int64_t cols,
+                                              float (&acc)[I8_R][N]) {
+    constexpr int W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
+    const int64_t nb = cols >> 5;
+#pragma unroll
+    for (int u = 0; u < I8_U; u++) {
+        const int64_t c = cb + (int64_t)u * STEP + (int64_t)lane * W;
+        if (c >= cols) break;
+        const int64_t blk = c >> 5;
+        float ts[I8_R];
+        if constexpr (DT == CMF_DT_Q4TP) {
+#pragma unroll
+            for (int i = 0; i < I8_R; i++) {
+                const DevW &w = i8_w<GLU>(j, wi, i);
+                ts[i] = lad[i][dev_tp_code(w.s2 + row[i] * w.stride, blk)];
+            }
+        }
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            const int8_t *xp = xq + (int64_t)t * cols + c;
+            const float d = xs[t * nb + blk];
+            if constexpr (DT == CMF_DT_Q8_ROW) {
+                const int4 xv = *(const int4 *)xp;
+#pragma unroll
+                for (int i = 0; i < I8_R; i++) {
+                    int s = __dp4a((int)wv[u][i].x, xv.x, 0);
+                    s = __dp4a((int)wv[u][i].y, xv.y, s);
+                    s = __dp4a((int)wv[u][i].z, xv.z, s);
+                    s = __dp4a((int)wv[u][i].w, xv.w, s);
+                    acc[i][t] = fmaf((float)s, d, acc[i][t]);
+                }
+            } else {
+                const int4 xa = *(const int4 *)xp, xb = *(const int4 *)(xp + 16);
+                const int X[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+                const int corr = 8 * sx[t * nb + blk];
+#pragma unroll
+                for (int i = 0; i < I8_R; i++) {
+                    const uint32_t wu[4] = {wv[u][i].x, wv[u][i].y, wv[u][i].z, wv[u][i].w};
+                    int s = 0;
+#pragma unroll
+                    for (int k = 0; k < 4; k++) {
+                        s = __dp4a((int)(wu[k] & 0x0f0f0f0fu), X[2 * k], s);
+                        s = __dp4a((int)((wu[k] >> 4) & 0x0f0f0f0fu), X[2 * k + 1], s);
+                    }
+                    acc[i][t] = fmaf(__fmul_rn((float)(s - corr), d), ts[i], acc[i][t]);
+                }
+            }
+        }
+    }
+}
+
+static __device__ __forceinline__ float i8_act(float a, int gelu) {
+    return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
+}
+
+template <int DT, int N, int GLU>
+static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_i8(I8Job j, const float *__restrict__ x, int gelu) {
+    extern __shared__ __align__(16) int8_t i8_sm[];
+    __shared__ float lad[I8_WARPS][I8_R][32];
+    constexpr int BATCH = I8_U * I8Chunk<DT>::STEP;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t cols = j.w[0].cols, nb = cols >> 5;
+    int8_t *xq = i8_sm;
+    float *xs = (float *)(i8_sm + (int64_t)N * cols);
+    int *sx = (int *)(xs + N * nb);
+
+    unsigned g = blockIdx.x;
+    int wi;
+    int64_t row[I8_R], rbase;
+    bool active = g < j.groups && i8_rows<GLU>(j, g, warp, &wi, row, &rbase);
+    uint4 wv[I8_U][I8_R];
+    if (active) { /* weights only: before the wait (the ladders first: nothing else is live then) */
+        i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
+        i8_load<DT, GLU>(j, wi, row, 0, lane, wv);
+    }
+    bool pre = active;
+    pdl_wait();
+    pdl_trigger();
+    i8_quantize<DT, N>(x, cols, xq, xs, sx);
+    __syncthreads();
+
+    for (; g < j.groups; g += gridDim.x) {
+        if (!pre) {
+            if (!i8_rows<GLU>(j, g, warp, &wi, row, &rbase)) continue;
+            i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
+        } else if (!active) {
+            continue;
+        }
+        float acc[I8_R][N];
+#pragma unroll
+        for (int i = 0; i < I8_R; i++)
+#pragma unroll
+            for (int t = 0; t < N; t++) acc[i][t] = 0.0f;
+        for (int64_t cb = 0; cb < cols; cb += BATCH) {
+            if (!pre) i8_load<DT, GLU>(j, wi, row, cb, lane, wv);
+            pre = false;
+            i8_dot<DT, N, GLU>(j, wi, row, cb, lane, wv, xq, xs, sx, lad[warp], cols, acc);
+        }
+        pre = false;
+        active = false;
+        float rs[I8_R];
+#pragma unroll
+        for (int i = 0; i < I8_R; i++) {
+            rs[i] = 1.0f;
+            if constexpr (DT == CMF_DT_Q8_ROW) rs[i] = ld_f16u(i8_w<GLU>(j, wi, i).s1 + 2 * row[i]);
+        }
+        const int64_t rows = j.w[wi].rows;
+#pragma unroll
+        for (int t = 0; t < N; t++) {
+            float s[I8_R];
+#pragma unroll
+            for (int i = 0; i < I8_R; i++) s[i] = warp_sum(acc[i][t]) * rs[i];
+            if (lane != 0) continue;
+            if (GLU) {
+                j.y[0][(int64_t)t * rows + rbase] = i8_act(s[0], gelu) * s[1];
+            } else {
+#pragma unroll
+                for (int i = 0; i < I8_R; i++) {
+                    if (rbase + i >= rows) continue;
+                    float o = s[i];
+                    if (j.bias[wi]) o = o + j.bias[wi][rbase + i];
+                    j.y[wi][(int64_t)t * rows + rbase + i] = o;
+                }
+            }
+        }
+    }
+}
+
+/* Multiprocessors of the current device (read once per process; the backends use one device type). */
+static int i8_sms(void) {
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
+            v < 1)
+            return 1;
+        sms = v;
+    }
+    return sms;
+}
+
+/* One launch of the kernel for n tokens; the grid is the row groups, at most the blocks the device holds at once
+ * (occupancy of this instance at this shared-memory size, cached per instance), so no block waits for a second
+ * wave: the blocks loop over the groups. */
+template <int DT, int N, int GLU>
+static void i8_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
+    static size_t occ_smem = (size_t)-1;
+    static int occ = 0;
+    if (occ_smem != smem) {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU>, 256, smem) != cudaSuccess || b < 1) b = 1;
+        occ = b < 4 ? b : 4;
+        occ_smem = smem;
+    }
+    const unsigned cap = (unsigned)(i8_sms() * occ), grid = j.groups < cap ? j.groups : cap;
+    cu_launch(k_mv_i8<DT, N, GLU>, grid, 256, smem, s, j, x, gelu);
+}
+
+template <int DT, int GLU>
+static void i8_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, cudaStream_t s) {
+    switch (n) {
+    case 1: i8_launch_inst<DT, 1, GLU>(j, smem, x, gelu, s); break;
+    case 2: i8_launch_inst<DT, 2, GLU>(j, smem, x, gelu, s); break;
+    case 3: i8_launch_inst<DT, 3, GLU>(j, smem, x, gelu, s); break;
+    case 4: i8_launch_inst<DT, 4, GLU>(j, smem, x, gelu, s); break;
+    case 5: i8_launch_inst<DT, 5, GLU>(j, smem, x, gelu, s); break;
+    case 6: i8_launch_inst<DT, 6, GLU>(j, smem, x, gelu, s); break;
+    case 7: i8_launch_inst<DT, 7, GLU>(j, smem, x, gelu, s); break;
+    default: i8_launch_inst<DT, 8, GLU>(j, smem, x, gelu, s); break;
+    }
+}
+
+cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s) {
+    j.groups = 0;
+    if (glu) {
+        j.groups = (unsigned)((j.w[0].rows + I8_WARPS - 1) / I8_WARPS);
+    } else {
+        for (int i = 0; i < j.count; i++) {
+            j.groups += (unsigned)((j.w[i].rows + I8_ROWS - 1) / I8_ROWS);
+            j.grp_end[i] = j.groups;
+        }
+    }
+    const size_t smem = i8_smem(j.w[0].cols, n);
+    if (dtype == CMF_DT_Q8_ROW) {
+        if (glu) i8_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, s);
+        else i8_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, s);
+    } else {
+        if (glu) i8_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, s);
+        else i8_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, s);
+    }
+    CU_LAUNCHED("matvec (int8 activations) kernel");
+    return CMF_OK;
+}
