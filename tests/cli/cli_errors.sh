@@ -19,7 +19,8 @@ expect_error 2 "$CMF_BIN" info "$M" --bogus && grep -q "unknown option '--bogus'
 expect_error 2 "$CMF_BIN" verify "$M" extra
 expect_error 2 "$CMF_BIN" run "$M" -p
 expect_error 2 "$CMF_BIN" run "$M" -p hi --temp abc
-grep -qx "cmf run: --temp: 'abc' is not a number" "$T/err" || fail "--temp abc message: $(cat "$T/err")"
+grep -qx "cmf run: invalid value 'abc' for --temp (expected a number in \[0, 1000000\])" "$T/err" ||
+    fail "--temp abc message: $(cat "$T/err")"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --temp=1.5x
 expect_error 2 "$CMF_BIN" run "$M" -p hi -n 12abc
 expect_error 2 "$CMF_BIN" run "$M" -p hi -n -3

@@ -1,6 +1,7 @@
 /* test_hostile — 200+ generated malformed requests against `cmf serve` (stories260K, converted from its GGUF, with
  * an API key): bad JSON, wrong field types, huge and negative numbers, bodies over the 8 MiB limit, invalid UTF-8,
- * unknown fields, bad methods, paths and headers. Each must get a 4xx status with an answer, and afterwards the
+ * unknown fields, bad methods, paths and headers. Each must get a 4xx status with an answer whose message names no
+ * internal function (no "cmf_tokenize: "), and afterwards the
  * server must still answer /health and generate the same greedy completion as before the attack, and exit 0 on
  * SIGTERM (under ASan in the sanitizer build: no leak, no memory error). */
 #include <stdio.h>
@@ -26,6 +27,9 @@ static void expect_4xx(const char *what, const char *raw, size_t len) {
         g_4xx++;
     else
         CHECK_MSG(0, "%s: status %d (rc %d), body %.200s", what, r.status, rc, r.body ? r.body : "");
+    /* the message is for the client: no internal function name ("cmf_tokenize: ") or library prefix ("serve: ") */
+    CHECK_MSG(!r.body || (!strstr(r.body, "cmf_") && !strstr(r.body, "serve: ")), "%s: internal name in %.300s", what,
+              r.body);
     http_resp_free(&r);
 }
 

@@ -45,9 +45,85 @@ void cli_warn(const char *cmd, const char *fmt, ...) {
     va_end(ap);
 }
 
-int cli_lib_error(const char *cmd, cmf_status st) {
+/* A leading internal function name of a library message ("cmf_tokenize: "): the pointer after it, else NULL. */
+static const char *skip_internal_name(const char *p) {
+    if (strncmp(p, "cmf_", 4) != 0) return NULL;
+    const char *q = p + 4;
+    while ((*q >= 'a' && *q <= 'z') || (*q >= '0' && *q <= '9') || *q == '_') q++;
+    return q > p + 4 && q[0] == ':' && q[1] == ' ' ? q + 2 : NULL;
+}
+
+/* Whether s starts with one path-like word (holds '/' or '.') followed by ": " ("x.cmf: ", "/a/b: "). */
+static int path_word(const char *s) {
+    int pathy = 0;
+    for (const char *q = s; *q && *q != ' '; q++) {
+        if (q[0] == ':' && q[1] == ' ') return pathy && q > s;
+        if (*q == '/' || *q == '.') pathy = 1;
+    }
+    return 0;
+}
+
+void cli_clean_message(const char *cmd, const char *msg, char *out, size_t cap) {
+    if (!cap) return;
+    const char *p = msg ? msg : "";
+    size_t cl = cmd ? strlen(cmd) : 0;
+    for (;;) { /* the library's own prefix when it repeats the command ("serve: ", "convert DIR: ") */
+        const char *q;
+        if (cl && !strncmp(p, cmd, cl) && p[cl] == ':' && p[cl + 1] == ' ') p += cl + 2;
+        else if (cl && !strncmp(p, cmd, cl) && p[cl] == ' ' && path_word(p + cl + 1)) p += cl + 1;
+        else if ((q = skip_internal_name(p))) p = q;
+        else break;
+    }
+    size_t k = 0;
+    while (*p && k + 1 < cap) {
+        if (p[0] == ':' && p[1] == ' ') { /* "...: cmf_writer_finish: cannot ..." -> "...: cannot ..." */
+            out[k++] = *p++;
+            if (k + 1 < cap) out[k++] = *p++;
+            else p++;
+            for (const char *q; (q = skip_internal_name(p)) != NULL;) p = q;
+            continue;
+        }
+        out[k++] = *p++;
+    }
+    out[k] = '\0';
+}
+
+const char *cli_lib_message(const char *cmd, cmf_status st, char *buf, size_t cap) {
     const char *m = cmf_last_error();
-    return cli_fail(cmd, "%s", (m && *m) ? m : cmf_status_str(st));
+    cli_clean_message(cmd, (m && *m) ? m : cmf_status_str(st), buf, cap);
+    return buf;
+}
+
+int cli_lib_error(const char *cmd, cmf_status st) {
+    char msg[1024];
+    return cli_fail(cmd, "%s", cli_lib_message(cmd, st, msg, sizeof msg));
+}
+
+/* The length of a temporary-file suffix at s (".blob.tmp", ".tmp", ".tmp.<digits>"), else 0. */
+static size_t temp_suffix(const char *s) {
+    size_t n = !strncmp(s, ".blob.tmp", 9) ? 9 : !strncmp(s, ".tmp", 4) ? 4 : 0;
+    if (n && s[n] == '.' && isdigit((unsigned char)s[n + 1])) {
+        n++;
+        while (isdigit((unsigned char)s[n])) n++;
+    }
+    if (n && s[n] && s[n] != ':' && s[n] != ' ' && s[n] != ',' && s[n] != ')') return 0; /* "x.tmpl": not ours */
+    return n;
+}
+
+int cli_write_error(const char *cmd, const char *out_path, cmf_status st) {
+    char msg[1024];
+    cli_lib_message(cmd, st, msg, sizeof msg);
+    size_t ol = out_path ? strlen(out_path) : 0;
+    for (const char *p = ol ? strstr(msg, out_path) : NULL; p; p = strstr(p + 1, out_path))
+        if (!temp_suffix(p + ol)) return cli_fail(cmd, "%s", msg); /* it names the user's path already */
+    for (const char *p = ol ? strstr(msg, out_path) : NULL; p; p = strstr(p + 1, out_path)) {
+        size_t n = temp_suffix(p + ol);
+        if (!n) continue;
+        /* "cannot create OUT.blob.tmp: E" -> "cannot create OUT: E (temporary file OUT.blob.tmp)" */
+        return cli_fail(cmd, "%.*s%s (temporary file %.*s)", (int)(p - msg) + (int)ol, msg, p + ol + n,
+                        (int)(ol + n), p);
+    }
+    return cli_fail(cmd, "%s", msg);
 }
 
 void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv) {
@@ -94,9 +170,43 @@ int cli_value(cli_args *a, const char **val) {
         *val = a->inline_val;
         return 0;
     }
-    if (a->i + 1 >= a->argc) return cli_usage_error(a->cmd, "%s: missing value", a->arg);
+    if (a->i + 1 >= a->argc) return cli_usage_error(a->cmd, "missing value for %s", a->arg);
     a->i++;
     *val = a->argv[a->i];
+    return 0;
+}
+
+/* A bound as a person writes it: 1000000 rather than 1e+06, 0.5 as is. */
+static void fmt_bound(char *out, size_t cap, double x) {
+    if (x == floor(x) && fabs(x) < 1e15) snprintf(out, cap, "%.0f", x);
+    else snprintf(out, cap, "%g", x);
+}
+
+/* "invalid value 'V' for FLAG (expected an integer in [A, B])", the one shape of every bad number. `kind` is
+ * "integer" or "number"; max >= INT_MAX means no upper bound ("a positive integer"). */
+static int bad_number(const cli_args *a, const char *v, const char *kind, double min, double max, int in_form) {
+    char lo[32], hi[32], what[96];
+    fmt_bound(lo, sizeof lo, min);
+    fmt_bound(hi, sizeof hi, max);
+    int integer = kind[0] == 'i';
+    if (max >= (double)INT_MAX && integer && min == 0) snprintf(what, sizeof what, "a non-negative integer");
+    else if (max >= (double)INT_MAX && integer && min == 1) snprintf(what, sizeof what, "a positive integer");
+    else if (max >= (double)INT_MAX) snprintf(what, sizeof what, "%s %s >= %s", integer ? "an" : "a", kind, lo);
+    else if (!integer && min > 0 && min < 1e-6) snprintf(what, sizeof what, "a number > 0 and <= %s", hi);
+    else snprintf(what, sizeof what, "%s %s in [%s, %s]", integer ? "an" : "a", kind, lo, hi);
+    if (in_form || max >= (double)INT_MAX || (!integer && min > 0 && min < 1e-6))
+        return cli_usage_error(a->cmd, "invalid value '%s' for %s (expected %s)", v, a->arg, what);
+    return cli_usage_error(a->cmd, "invalid value '%s' for %s (must be in [%s, %s])", v, a->arg, lo, hi);
+}
+
+/* Parses all of v as a decimal long in [min, max]: 0, -1 when it is not an integer, 1 when out of range. */
+static int parse_long(const char *v, long min, long max, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (end == v || *end != '\0' || isspace((unsigned char)v[0])) return -1;
+    if (errno == ERANGE || x < min || x > max) return 1;
+    *out = x;
     return 0;
 }
 
@@ -104,15 +214,8 @@ int cli_int(cli_args *a, long min, long max, long *out) {
     const char *v = NULL;
     int rc = cli_value(a, &v);
     if (rc) return rc;
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (end == v || *end != '\0' || isspace((unsigned char)v[0]))
-        return cli_usage_error(a->cmd, "%s: '%s' is not a number", a->arg, v);
-    if (errno == ERANGE || x < min || x > max)
-        return cli_usage_error(a->cmd, "%s: %s must be in [%ld, %ld]", a->arg, v, min, max);
-    *out = x;
-    return 0;
+    int e = parse_long(v, min, max, out);
+    return e ? bad_number(a, v, "integer", (double)min, (double)max, e < 0) : 0;
 }
 
 int cli_float(cli_args *a, double min, double max, double *out) {
@@ -123,9 +226,8 @@ int cli_float(cli_args *a, double min, double max, double *out) {
     errno = 0;
     double x = strtod(v, &end);
     if (end == v || *end != '\0' || isspace((unsigned char)v[0]) || isnan(x))
-        return cli_usage_error(a->cmd, "%s: '%s' is not a number", a->arg, v);
-    if (errno == ERANGE || !(x >= min && x <= max))
-        return cli_usage_error(a->cmd, "%s: %s must be in [%g, %g]", a->arg, v, min, max);
+        return bad_number(a, v, "number", min, max, 1);
+    if (errno == ERANGE || !(x >= min && x <= max)) return bad_number(a, v, "number", min, max, 0);
     *out = x;
     return 0;
 }
@@ -136,10 +238,11 @@ int cli_u64(cli_args *a, uint64_t *out) {
     if (rc) return rc;
     char *end;
     errno = 0;
-    if (!isdigit((unsigned char)v[0])) return cli_usage_error(a->cmd, "%s: '%s' is not a number", a->arg, v);
-    unsigned long long x = strtoull(v, &end, 10);
-    if (*end != '\0') return cli_usage_error(a->cmd, "%s: '%s' is not a number", a->arg, v);
-    if (errno == ERANGE) return cli_usage_error(a->cmd, "%s: %s is too large", a->arg, v);
+    unsigned long long x = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
+    if (!isdigit((unsigned char)v[0]) || *end != '\0')
+        return cli_usage_error(a->cmd, "invalid value '%s' for %s (expected a non-negative integer)", v, a->arg);
+    if (errno == ERANGE)
+        return cli_usage_error(a->cmd, "invalid value '%s' for %s (must be at most %llu)", v, a->arg, ULLONG_MAX);
     *out = (uint64_t)x;
     return 0;
 }

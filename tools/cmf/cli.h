@@ -51,8 +51,19 @@ int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format
 int cli_fail(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints "cmf <cmd>: warning: <message>\n" on stderr. */
 void cli_warn(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-/* Prints "cmf <cmd>: <cmf_last_error()>" (or the status name when the message is empty); returns CLI_FAIL. */
+/* Prints "cmf <cmd>: <cmf_last_error()>" (or the status name when the message is empty), cleaned as
+ * cli_clean_message does; returns CLI_FAIL. */
 int cli_lib_error(const char *cmd, cmf_status st);
+/* As cli_lib_error for a failure writing `out_path` (the path the user gave): a message naming one of the writer's
+ * temporary files ("OUT.tmp", "OUT.blob.tmp", "OUT.tmp.<pid>") instead names OUT and adds the temporary file in
+ * parentheses: "cannot create OUT: No such file or directory (temporary file OUT.blob.tmp)". */
+int cli_write_error(const char *cmd, const char *out_path, cmf_status st);
+/* A library message (cmf_last_error) as the user should read it after "cmf <cmd>: ": without a leading repeat of
+ * the command ("serve: ...", "convert DIR: ...") and without internal function names ("cmf_tokenize: ") at its
+ * start or after any ": ". Writes at most cap bytes (NUL included) to out. */
+void cli_clean_message(const char *cmd, const char *msg, char *out, size_t cap);
+/* cmf_last_error() (or the name of `st` when it is empty) cleaned as above into buf; returns buf. */
+const char *cli_lib_message(const char *cmd, cmf_status st, char *buf, size_t cap);
 
 /* A cursor over a subcommand's arguments that understands "--flag value" and "--flag=value". */
 typedef struct cli_args {
@@ -74,10 +85,12 @@ int cli_is_flag(const cli_args *a);
 /* Whether the current argument is `name` (or `alt`, which may be NULL). */
 int cli_is(const cli_args *a, const char *name, const char *alt);
 /* The value of the current flag (inline or the next argument). Returns 0, or prints
- * "cmf <cmd>: <flag>: missing value" and returns CLI_USAGE. */
+ * "cmf <cmd>: missing value for <flag>" and returns CLI_USAGE. */
 int cli_value(cli_args *a, const char **val);
-/* Value parsers with full validation: the whole string must be a number in [min, max]. On error they print
- * "cmf <cmd>: <flag>: 'abc' is not a number" (or "... must be in [min, max]") and return CLI_USAGE. */
+/* Value parsers with full validation: the whole string must be a number in [min, max] (cli_int: a decimal
+ * integer; cli_u64: digits only). Every bad value gives one message shape and CLI_USAGE:
+ * "cmf <cmd>: invalid value '1.5' for -t (expected an integer in [0, 4096])", or "(must be in [4, 1024])" for a
+ * number of the right kind out of its range, "(expected a positive integer)" when max >= INT_MAX. */
 int cli_int(cli_args *a, long min, long max, long *out);
 int cli_float(cli_args *a, double min, double max, double *out);
 int cli_u64(cli_args *a, uint64_t *out);
@@ -115,8 +128,13 @@ typedef struct cli_model_opts {
     cmf_session_params sp; /* o1 and looped-model fields; n_ctx is set by cli_session_new */
 } cli_model_opts;
 extern const char *const CLI_MODEL_USAGE; /* help text of --skill, --o1*, --loops, --kv-mode, --gate */
-/* As cli_sampling_opt, for the model options. */
+/* As cli_sampling_opt, for the model options (cli_backend_opt's flags included). Values whose form is known
+ * without the model (--o1, --o1-rect, --kv-mode, --gate, --backend) are checked here: a bad one is CLI_USAGE. */
 int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc);
+/* As cli_sampling_opt, for the backend flags alone (also on `serve`): --gpu sets CMF_GPU=1, --backend
+ * cpu|cuda|cuda:N|auto sets CMF_GPU to the name (anything else is CLI_USAGE); cmf_model_load reads CMF_GPU. */
+extern const char *const CLI_BACKEND_USAGE; /* help text of --gpu and --backend */
+int cli_backend_opt(cli_args *a, int *rc);
 /* Creates a session of n_ctx positions with the options (and the skill); prints the error and returns a CLI
  * status on failure; notes on stderr when the O(1) far field is on. */
 int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_opts *o, cmf_session **s);

@@ -117,7 +117,8 @@ int cmd_convert(int argc, char **argv) {
     if (o1) { /* the spec's form now (layer numbers are checked against the model when the header is written) */
         static uint8_t on[CMF_MAX_LAYERS];
         if (cmf_o1_parse_layers(o1, CMF_MAX_LAYERS, NULL, on) < 0)
-            return cli_usage_error("convert", "--o1 '%s': not all, deepN (N >= 1), off or a layer list i,j,k", o1);
+            return cli_usage_error("convert", "invalid value '%s' for --o1 (expected all, deepN with N >= 1, off or a "
+                                              "layer list i,j,k)", o1);
     }
 
     /* fail before any work when the output's folder does not exist */
@@ -144,7 +145,8 @@ int cmd_convert(int argc, char **argv) {
             dtype != CMF_DT_Q8_2F && dtype != CMF_DT_Q4_BLOCK && dtype != CMF_DT_Q4_TILED && dtype != CMF_DT_Q4TP &&
             dtype != CMF_DT_Q2TP)
             return cli_usage_error("convert",
-                                   "--quant: '%s' is not one of f32, f16, bf16, q8, q8_2f, q4, q4t, q4tp, q2tp", quant);
+                                   "invalid value '%s' for --quant (expected f32, f16, bf16, q8, q8_2f, q4, q4t, q4tp "
+                                   "or q2tp)", quant);
     }
 
     cmf_convert_opts opts;
@@ -177,7 +179,7 @@ int cmd_convert(int argc, char **argv) {
     } else {
         return cli_fail("convert", "%s: no such file or directory", src);
     }
-    if (st != CMF_OK) return cli_lib_error("convert", st);
+    if (st != CMF_OK) return cli_write_error("convert", out, st);
     /* the label of what was written (a GGUF's quantized tensors keep their own type) */
     const char *label = cmf_dtype_name(opts.quant);
     cmf_file *f = NULL;

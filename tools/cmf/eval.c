@@ -50,7 +50,7 @@ static int write_atomic(const char *path, const float *v, size_t n) {
     snprintf(tmp, plen + 32, "%s.tmp.%ld", path, (long)getpid());
     FILE *fp = fopen(tmp, "wb");
     if (!fp) {
-        int rc = cli_fail("eval", "%s: cannot create: %s", tmp, strerror(errno));
+        int rc = cli_fail("eval", "cannot write %s: %s (temporary file %s)", path, strerror(errno), tmp);
         free(tmp);
         return rc;
     }
@@ -63,7 +63,7 @@ static int write_atomic(const char *path, const float *v, size_t n) {
     int rc = CLI_OK;
     if (bad) {
         remove(tmp);
-        rc = cli_fail("eval", "%s: cannot write: %s", path, strerror(err));
+        rc = cli_fail("eval", "cannot write %s: %s (temporary file %s)", path, strerror(err), tmp);
     }
     free(tmp);
     return rc;

@@ -230,7 +230,8 @@ static void print_extras(const cmf_file *f) {
             printf("); active by default: %s (--task NAME|off, CMF_TASK=off; see cmf masks)\n",
                    idx >= 0 ? mk->masks[idx].name : "none (dense)");
         } else {
-            printf("task masks:    unreadable: %s\n", cmf_last_error());
+            char msg[1024];
+            printf("task masks:    unreadable: %s\n", cli_lib_message("info", CMF_E_FORMAT, msg, sizeof msg));
         }
         cmf_masks_free(mk);
     }

@@ -1,5 +1,6 @@
 /* main.c — the `cmf` command line: a table of subcommands, each in its own file (cli.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -27,6 +28,21 @@ static const struct {
     {"detokenize", cmd_detokenize, "token ids on stdin -> text (model file or tokenizer.json)"},
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
+
+/* The CPU backend reads CMF_ACT_LEVELS itself ("2": two int8 activation levels; anything else: one) and, being
+ * library code, cannot say so; the commands that run a forward warn here about a value it will ignore. */
+static void check_act_levels(const char *cmd, int argc, char **argv) {
+    static const char *const forward_cmds[] = {"run", "chat", "eval", "bench", "ppl", "serve"};
+    const char *v = getenv("CMF_ACT_LEVELS");
+    if (!v || !*v || !strcmp(v, "1") || !strcmp(v, "2")) return;
+    for (int i = 2; i < argc; i++)
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return;
+    for (size_t i = 0; i < sizeof forward_cmds / sizeof forward_cmds[0]; i++)
+        if (!strcmp(cmd, forward_cmds[i])) {
+            cli_warn(cmd, "CMF_ACT_LEVELS='%.40s' is not 1 or 2; using 1 (one int8 activation level, the default)", v);
+            return;
+        }
+}
 
 static void usage(FILE *out) {
     fprintf(out, "cmf %s — a runtime for language models stored in CMF v2 files\n\n", CMF_VERSION_STRING);
@@ -56,7 +72,10 @@ int main(int argc, char **argv) {
         return CLI_OK;
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
-        if (!strcmp(c, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+        if (!strcmp(c, commands[i].name)) {
+            check_act_levels(c, argc, argv);
+            return commands[i].fn(argc - 1, argv + 1);
+        }
     if (c[0] == '-') return cli_usage_error(NULL, "unknown option '%s' (see cmf --help)", c);
     return cli_usage_error(NULL, "unknown command '%s' (see cmf --help)", c);
 }

@@ -55,7 +55,9 @@ int cmd_masks(int argc, char **argv) {
     if (task) {
         int idx = -1;
         st = cmf_masks_choose(m, task, &idx);
-        if (st == CMF_E_NOT_FOUND) cli_warn("masks", "%s; keeping the default", cmf_last_error());
+        char msg[1024];
+        if (st == CMF_E_NOT_FOUND)
+            cli_warn("masks", "%s; keeping the default", cli_lib_message("masks", st, msg, sizeof msg));
         printf("--task %s activates: %s\n", task, idx >= 0 ? m->masks[idx].name : "none (dense)");
     }
     cmf_masks_free(m);

@@ -8,6 +8,8 @@
 #include <time.h>
 
 #include "cli.h"
+#include "model/model.h"
+#include "model/o1.h"
 
 const char *const CLI_SAMPLING_USAGE =
     "sampling:\n"
@@ -20,6 +22,12 @@ const char *const CLI_SAMPLING_USAGE =
     "  --frequency-penalty X    subtract X * count from the logits of recent tokens (default 0)\n"
     "  --repeat-last-n N        the window of recent tokens (prompt included) the penalties see (default 64)\n"
     "  --seed S                 PRNG seed (default: from the clock); the same seed gives the same tokens\n";
+
+#define BACKEND_USAGE_LINES                                                                                   \
+    "  --gpu                    run the forward on CUDA device 0 (an error when there is none); = CMF_GPU=1\n"   \
+    "  --backend cpu|cuda|cuda:N|auto   where the forward runs (auto: CUDA when usable, else the CPU); sets CMF_GPU\n"
+
+const char *const CLI_BACKEND_USAGE = BACKEND_USAGE_LINES;
 
 const char *const CLI_MODEL_USAGE =
     "model options:\n"
@@ -34,8 +42,7 @@ const char *const CLI_MODEL_USAGE =
     "  --gate T | conf:T        looped models: Conf early exit at top probability >= T (decode, 2 loops)\n"
     "  --gate recon | recon:FILE   looped models: Recon early exit with the file's probe (dory_recon.weight,\n"
     "                           arch.dory.recon_bias) or a dory_recon.safetensors probe file (decode, 2 loops)\n"
-    "  --gpu                    run the forward on CUDA device 0 (an error when there is none); = CMF_GPU=1\n"
-    "  --backend cpu|cuda|cuda:N|auto   where the forward runs (auto: CUDA when usable, else the CPU); sets CMF_GPU\n"
+    BACKEND_USAGE_LINES
     "  --tp N                   tensor parallelism over N ranks (cpu: N rank threads; cuda:k: devices k..k+N-1 over\n"
     "                           NCCL); n_heads and intermediate_size must divide by N; 1 = not split; sets CMF_TP\n";
 
@@ -79,6 +86,33 @@ void cli_sampling_finish(cli_sampling *s) {
     s->sp.seed = (uint64_t)ts.tv_sec * 1000000007ULL ^ (uint64_t)ts.tv_nsec;
 }
 
+/* The names cmf_model_load takes for CMF_GPU (model.c choose_backend): cpu, auto, cuda, cuda:N. */
+static int backend_name_ok(const char *v) {
+    if (!strcmp(v, "cpu") || !strcmp(v, "auto") || !strcmp(v, "cuda")) return 1;
+    if (strncmp(v, "cuda:", 5) || !v[5] || strlen(v + 5) > 4) return 0;
+    for (const char *p = v + 5; *p; p++)
+        if (*p < '0' || *p > '9') return 0;
+    return 1;
+}
+
+int cli_backend_opt(cli_args *a, int *rc) {
+    if (cli_is(a, "--gpu", NULL)) { /* read by cmf_model_load (CMF_GPU), so every subcommand honours it */
+        *rc = 0;
+        setenv("CMF_GPU", "1", 1);
+    } else if (cli_is(a, "--backend", NULL)) {
+        const char *v = NULL;
+        if ((*rc = cli_value(a, &v))) return 1;
+        if (!backend_name_ok(v))
+            *rc = cli_usage_error(a->cmd, "invalid value '%s' for --backend (expected cpu, cuda, cuda:N or auto; "
+                                          "--gpu is cuda)", v);
+        else
+            setenv("CMF_GPU", v, 1);
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
 int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
     long l;
     double d;
@@ -87,8 +121,11 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
         *rc = cli_value(a, &o->skill);
     } else if (cli_is(a, "--task", NULL)) {
         *rc = cli_value(a, &p->task);
-    } else if (cli_is(a, "--o1", NULL)) {
-        *rc = cli_value(a, &p->o1);
+    } else if (cli_is(a, "--o1", NULL)) { /* its form now; layer numbers are checked against the model */
+        static uint8_t on[CMF_MAX_LAYERS];
+        if (!(*rc = cli_value(a, &p->o1)) && cmf_o1_parse_layers(p->o1, CMF_MAX_LAYERS, NULL, on) < 0)
+            *rc = cli_usage_error(a->cmd, "invalid value '%s' for --o1 (expected all, deepN, off or a list i,j,k)",
+                                  p->o1);
     } else if (cli_is(a, "--o1-m", NULL)) {
         if (!(*rc = cli_int(a, 4, 1 << 16, &l))) p->o1_m = (int)l;
     } else if (cli_is(a, "--o1-window", NULL)) {
@@ -98,11 +135,15 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
     } else if (cli_is(a, "--o1-seal", NULL)) {
         if (!(*rc = cli_int(a, 1, 1 << 24, &l))) p->o1_seal = (int)l;
     } else if (cli_is(a, "--o1-rect", NULL)) {
-        *rc = cli_value(a, &p->o1_rect);
+        if (!(*rc = cli_value(a, &p->o1_rect)) && strcmp(p->o1_rect, "agg") && strcmp(p->o1_rect, "fm"))
+            *rc = cli_usage_error(a->cmd, "invalid value '%s' for --o1-rect (expected agg or fm)", p->o1_rect);
     } else if (cli_is(a, "--loops", NULL)) {
         if (!(*rc = cli_int(a, 1, 16, &l))) p->loops = (int)l;
     } else if (cli_is(a, "--kv-mode", NULL)) {
-        *rc = cli_value(a, &p->dory_kv_mode);
+        if (!(*rc = cli_value(a, &p->dory_kv_mode)) && strcmp(p->dory_kv_mode, "per_loop") &&
+            strcmp(p->dory_kv_mode, "last_loop"))
+            *rc = cli_usage_error(a->cmd, "invalid value '%s' for --kv-mode (expected per_loop or last_loop)",
+                                  p->dory_kv_mode);
     } else if (cli_is(a, "--gate", NULL)) { /* T | conf:T | recon | recon:FILE */
         const char *v = NULL;
         if ((*rc = cli_value(a, &v))) return 1;
@@ -117,16 +158,13 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
             char *end = NULL;
             d = *t ? strtod(t, &end) : -1;
             if (!end || *end || !(d >= 0 && d <= 1e6)) {
-                *rc = cli_usage_error(a->cmd, "--gate '%s': want a threshold T (0..1e6), conf:T, recon or recon:FILE", v);
+                *rc = cli_usage_error(a->cmd, "invalid value '%s' for --gate (expected a threshold T in [0, 1000000], "
+                                              "conf:T, recon or recon:FILE)", v);
                 return 1;
             }
             p->gate = (float)d;
         }
-    } else if (cli_is(a, "--gpu", NULL)) { /* read by cmf_model_load (CMF_GPU), so every subcommand honours it */
-        setenv("CMF_GPU", "1", 1);
-    } else if (cli_is(a, "--backend", NULL)) {
-        const char *v = NULL;
-        if (!(*rc = cli_value(a, &v))) setenv("CMF_GPU", v, 1);
+    } else if (cli_backend_opt(a, rc)) {
     } else if (cli_is(a, "--tp", NULL)) { /* read by cmf_model_load (CMF_TP, cmf_model_params.tp) */
         if (!(*rc = cli_int(a, 1, 64, &l))) {
             char v[16];

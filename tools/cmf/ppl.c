@@ -103,6 +103,10 @@ static int open_model(ppl_model *pm, const char *path, int threads, int c, const
     pm->path = path;
     cmf_status st = cmf_model_load(path, &mp, &pm->m);
     if (st) return cli_lib_error("ppl", st);
+    int n_train = cmf_model_n_ctx_train(pm->m); /* llama-perplexity warns the same way and goes on */
+    if (n_train > 0 && c > n_train)
+        cli_warn("ppl", "-c %d is larger than the trained context %d of %s; positions past it are out of the "
+                 "model's training range", c, n_train, path);
     return cli_session_new("ppl", pm->m, c, mo, &pm->s);
 }
 

@@ -43,12 +43,12 @@ int cmd_requant(int argc, char **argv) {
     int dt = cmf_dtype_from_name(quant);
     if (dt != CMF_DT_F32 && dt != CMF_DT_F16 && dt != CMF_DT_BF16 && dt != CMF_DT_Q8_ROW && dt != CMF_DT_Q8_2F &&
         dt != CMF_DT_Q4_BLOCK && dt != CMF_DT_Q4_TILED && dt != CMF_DT_Q4TP && dt != CMF_DT_Q2TP)
-        return cli_usage_error("requant", "--quant: '%s' is not one of f32, f16, bf16, q8, q8_2f, q4, q4t, q4tp, q2tp",
-                               quant);
+        return cli_usage_error("requant", "invalid value '%s' for --quant (expected f32, f16, bf16, q8, q8_2f, q4, "
+                                          "q4t, q4tp or q2tp)", quant);
     cmf_requant_stats stats;
     double t0 = cli_now();
     cmf_status st = cmf_requant(in, out, dt, &stats);
-    if (st != CMF_OK) return cli_lib_error("requant", st);
+    if (st != CMF_OK) return cli_write_error("requant", out, st);
     fprintf(stderr, "cmf requant: wrote %s (%s): %llu tensors re-encoded, %llu copied, %.1f s\n", out,
             cmf_dtype_name(dt), (unsigned long long)stats.reencoded, (unsigned long long)stats.copied,
             cli_now() - t0);

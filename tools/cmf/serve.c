@@ -31,7 +31,9 @@ static const char *USAGE =
     "  --cors ORIGIN      send Access-Control-Allow-Origin: ORIGIN (and answer preflights)\n"
     "  --batch N          tokens per forward pass: decode tokens + a prompt chunk (default 512)\n"
     "  -t, --threads N    worker threads (default 0: all online CPUs)\n"
-    "  --tp N             tensor parallelism over N ranks (on the backend of CMF_GPU; default: $CMF_TP, else 1)\n";
+    "  --tp N             tensor parallelism over N ranks (on the backend chosen below; default: $CMF_TP, else 1)\n"
+    "backend (default: $CMF_GPU, else the CPU):\n"
+    "%s";
 
 int cmd_serve(int argc, char **argv) {
     cli_args a;
@@ -44,7 +46,7 @@ int cmd_serve(int argc, char **argv) {
     int rc = 0;
     while (cli_args_next(&a)) {
         if (cli_is(&a, "--help", "-h")) {
-            fputs(USAGE, stdout);
+            printf(USAGE, CLI_BACKEND_USAGE);
             return CLI_OK;
         } else if (cli_is(&a, "--host", NULL)) {
             rc = cli_value(&a, &o.host);
@@ -70,6 +72,7 @@ int cmd_serve(int argc, char **argv) {
             rc = cli_int(&a, 0, 4096, &threads);
         } else if (cli_is(&a, "--tp", NULL)) {
             rc = cli_int(&a, 1, 64, &tp);
+        } else if (cli_backend_opt(&a, &rc)) {
         } else if (!cli_is_flag(&a) && !model) {
             model = a.arg;
         } else {

@@ -59,11 +59,13 @@ static int skill_add(int argc, char **argv) {
                          : !strcmp(v, "attn") ? CMF_SKILL_ATTN
                          : !strcmp(v, "all")  ? CMF_SKILL_ALL
                                               : -1;
-            if (o.families < 0) return cli_usage_error("skill add", "--tensors: '%s' is not ffn, attn or all", v);
+            if (o.families < 0)
+                return cli_usage_error("skill add", "invalid value '%s' for --tensors (expected ffn, attn or all)", v);
         } else if (cli_is(&a, "--skill-quant", NULL)) {
             if ((rc = cli_value(&a, &v))) return rc;
             o.skill_quant = cmf_dtype_from_name(v);
-            if (o.skill_quant < 0) return cli_usage_error("skill add", "--skill-quant: unknown dtype '%s'", v);
+            if (o.skill_quant < 0)
+                return cli_usage_error("skill add", "invalid value '%s' for --skill-quant (not a dtype name)", v);
         } else if (!cli_is_flag(&a) && !model) {
             model = a.arg;
         } else {
@@ -78,7 +80,7 @@ static int skill_add(int argc, char **argv) {
         return cli_usage_error("skill add", "--id '%s': use 1-63 characters of [A-Za-z0-9_-], not 'none'", o.id);
     cmf_skill_add_report rep;
     cmf_status st = cmf_skill_add(model, from, out, &o, &rep);
-    if (st) return cli_lib_error("skill add", st);
+    if (st) return cli_write_error("skill add", out, st);
     printf("skill '%s': %zu tensor(s) stored (%.2f MB), %zu equal to the backbone, %zu skipped%s -> %s\n", o.id,
            rep.n_stored, (double)rep.bytes / 1e6, rep.n_unchanged, rep.n_skipped,
            rep.n_replaced ? " (replaced the earlier bake)" : "", out);
@@ -172,7 +174,7 @@ static int skill_export(int argc, char **argv) {
         return cli_fail("skill export", "-o %s is an input; write the skill file under another name", out);
     size_t n = 0;
     cmf_status st = cmf_skill_export(model, id, base, name, out, on_warn, "skill export", &n);
-    if (st) return cli_lib_error("skill export", st);
+    if (st) return cli_write_error("skill export", out, st);
     printf("skill '%s': %zu tensor(s) -> %s\n", id, n, out);
     return CLI_OK;
 }
@@ -205,7 +207,7 @@ static int skill_apply(int argc, char **argv) {
         return cli_fail("skill apply", "-o %s is the skill file; write the model under another name (or over BASE)", out);
     cmf_skill_apply_report rep;
     cmf_status st = cmf_skill_apply(base, skill, out, force, on_warn, "skill apply", &rep);
-    if (st) return cli_lib_error("skill apply", st);
+    if (st) return cli_write_error("skill apply", out, st);
     printf("applied: %zu tensor(s) replaced, %zu dropped%s -> %s\n", rep.n_replaced, rep.n_dropped,
            rep.forced ? " (base mismatch forced)" : "", out);
     return CLI_OK;

@@ -128,7 +128,8 @@ static int render_config(const tpl_opts *o, const char *src_override, const cmf_
     cmf_status st = CMF_OK;
     if (!src) st = cmf_chat_template_select(cJSON_GetObjectItemCaseSensitive(cfg, "chat_template"), o->tools != NULL,
                                             &src);
-    if (st != CMF_OK) rc = cli_fail("template", "%s: %s", o->source, cmf_last_error());
+    char msg[1024];
+    if (st != CMF_OK) rc = cli_fail("template", "%s: %s", o->source, cli_lib_message("template", st, msg, sizeof msg));
     int bad_bos = 0, bad_eos = 0;
     const char *bos = token_field(cfg, "bos_token", &bad_bos), *eos = token_field(cfg, "eos_token", &bad_eos);
     if (!rc && (bad_bos || bad_eos))

@@ -139,8 +139,8 @@ static int tokenize_one(const char *cmd, const cmf_tokenizer *tok, const char *t
     size_t n = 0;
     cmf_status st = cmf_tokenize(tok, text, len, special, &ids, &n);
     if (st != CMF_OK) {
-        const char *m = cmf_last_error();
-        if (line > 0) return cli_fail(cmd, "line %ld: %s", line, m && *m ? m : cmf_status_str(st));
+        char msg[1024];
+        if (line > 0) return cli_fail(cmd, "line %ld: %s", line, cli_lib_message(cmd, st, msg, sizeof msg));
         return cli_lib_error(cmd, st);
     }
     print_ids(ids, n);
@@ -379,8 +379,8 @@ int cmd_detokenize(int argc, char **argv) {
         cmf_status st = cmf_detokenize_n(tok, ids, n, skip, &text, &len);
         free(ids);
         if (st != CMF_OK) {
-            const char *msg = cmf_last_error();
-            rc = cli_fail("detokenize", "line %ld: %s", line, msg && *msg ? msg : cmf_status_str(st));
+            char msg[1024];
+            rc = cli_fail("detokenize", "line %ld: %s", line, cli_lib_message("detokenize", st, msg, sizeof msg));
             break;
         }
         char **nt = realloc(texts, (n_texts + 1) * sizeof *nt);
