@@ -4,7 +4,7 @@
  * copies totalling >= 512 MiB so that L2 (60 MiB) does not serve them. Inputs are random bytes / values, never
  * zeros. The matvec table uses the default activations (int8 for q8_row / q4tp unless CMF_CUDA_I8ACT=0); a second
  * table times q8_row and q4tp with int8 and with f32 activations side by side. Prints a table (stdout).
- * Usage: bench_cuda [quick] */
+ * Usage: bench_cuda [quick | matvec]   (matvec: only the two matvec tables) */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,7 +89,7 @@ static void *upload_weight(int dt, int64_t rows, int64_t cols, size_t nb) {
 }
 
 int main(int argc, char **argv) {
-    int quick = argc > 1 && strcmp(argv[1], "quick") == 0;
+    int quick = argc > 1 && strcmp(argv[1], "quick") == 0, only_mv = argc > 1 && strcmp(argv[1], "matvec") == 0;
     int ndev = 0;
     cmf_cuda_device_count(&ndev);
     if (ndev < 1) { printf("SKIP: no CUDA device (%s)\n", cmf_last_error()); return 77; }
@@ -171,6 +171,11 @@ int main(int argc, char **argv) {
                            100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1]);
             for (int c = 0; c < m.ncopy; c++) cmf_cuda_free((void *)m.w[c].d_data);
         }
+
+    if (only_mv) {
+        fputs(table, stdout);
+        return 0;
+    }
 
     /* GEMM */
     cmf_cuda_ctx *ctx;

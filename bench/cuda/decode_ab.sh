@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# A lean device call for the decode kernels of issue 6 (between acceptance runs): build the needed targets
+# (Release; the committed tree when $DEPS/head.tar exists), test_cuda_ops (group $OPS_TESTS), test_gpu_forward (all
+# cases), optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
+# matvec tables (int8 vs f32 activations), then gpu_bench decode tg@$CTX on random files ($MODELS: shape:dtype)
+# with each variant of $VARIANTS (environment settings; "-" = defaults) side by side in the same process order.
+# Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
+set -uo pipefail
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
+R=$PWD
+DEPS=${DEPS:-.devdeps}
+OUT=${OUT:-$R/out-device}
+mkdir -p "$OUT"
+MODELS=${MODELS:-"qwen3-0.6b:q8 llama-8b:q8"}
+VARIANTS=${VARIANTS:-"- CMF_CUDA_I8ACT=0"}
+CTX=${CTX:-128}
+T0=$(date +%s)
+el() { echo "[$(( $(date +%s) - T0 )) s]"; }
+S=$R
+if [ -f $DEPS/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf $DEPS/head.tar -C /tmp/cmfsrc && S=/tmp/cmfsrc; fi
+P=/tmp/cmfdeps
+mkdir -p $P && for f in "$R"/$DEPS/*.deb; do dpkg -x "$f" $P; done
+sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc 2>/dev/null
+export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
+B=$S/build-acc
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
+echo "== build $(el)"
+cmake -S $S -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
+  -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
+  cmake --build $B -j32 --target test_gpu_forward test_cuda_ops make_random_llama gpu_bench bench_cuda >> "$OUT/build.log" 2>&1 ||
+  { grep -E 'error|Error' "$OUT/build.log" | head -30; exit 1; }
+geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (hf_bench.py's SHAPES)
+  case $1 in
+  qwen3-0.6b) echo 1024 28 3072 151936 16 8 128 1 1 ;;
+  qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
+  llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
+  esac
+}
+( for m in $MODELS; do
+    timeout 200 $B/tests/gpu/make_random_llama /tmp/ab-${m%%:*}-${m##*:}.part ${m##*:} $(geo ${m%%:*}) 24 > /dev/null &&
+      mv /tmp/ab-${m%%:*}-${m##*:}.part /tmp/ab-${m%%:*}-${m##*:}.cmf
+  done ) &
+gen=$!
+TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$S/tests/data"
+mkdir -p /tmp/gft
+echo "== test_cuda_ops (${OPS_TESTS:=weights}) $(el)"
+CMF_CUDA_TEST_ONLY=$OPS_TESTS timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"
+grep -E 'FAIL|fail' "$OUT/cuda_ops.log" | head -10
+echo "== test_gpu_forward $(el)"
+env $TESTENV timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
+grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -10; grep -E 'WORST' "$OUT/gpu_forward.log"
+if [ "${MEMCHECK:-0}" = 1 ]; then
+  echo "== memcheck test_gpu_forward (llama,qwen3) $(el)"
+  env $TESTENV CMF_GPU_TEST_CASES=llama,qwen3 timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
+    $B/tests/gpu/test_gpu_forward > "$OUT/memcheck.log" 2>&1
+  echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAIL' "$OUT/memcheck.log" | head -10
+fi
+if [ "${KBENCH:-1}" = 1 ]; then
+  echo "== bench_cuda matvec $(el)"
+  timeout 150 $B/tests/cuda/bench_cuda matvec 2>&1 | tee "$OUT/bench_cuda.txt" | tail -30
+fi
+wait $gen
+echo "== gpu_bench tg@$CTX $(el)"
+for m in $MODELS; do
+  f=/tmp/ab-${m%%:*}-${m##*:}.cmf
+  [ -f $f ] || { echo "no $f"; continue; }
+  for v in $VARIANTS; do
+    e=""; [ "$v" != - ] && e=$v
+    env $e timeout 100 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-64} -c $CTX -r ${REPS:-2} 2>&1 | sed "s|model=$f|model=$m|" |
+      grep -E 'test=|copy' | sed "s/test=tg@\([0-9]*\)/test=tg@\1 variant=$v/" | tee -a "$OUT/results.txt"
+  done
+  rm -f $f
+done
+echo "== done $(el)"
