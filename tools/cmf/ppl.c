@@ -148,7 +148,8 @@ int cmd_ppl(int argc, char **argv) {
     if (!file) return cli_usage_error("ppl", "missing -f TEXT");
     if (!stride) stride = c;
     if (o1_prefill >= c)
-        return cli_usage_error("ppl", "--o1-prefill must be less than the window length (-c)");
+        return cli_usage_error("ppl", "invalid value '%ld' for --o1-prefill (must be less than the window length -c %ld)",
+                               o1_prefill, c);
 
     ppl_model pm[2];
     memset(pm, 0, sizeof pm);

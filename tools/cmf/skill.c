@@ -77,7 +77,8 @@ static int skill_add(int argc, char **argv) {
     if (!o.id) return cli_usage_error("skill add", "missing --id ID");
     if (!out) return cli_usage_error("skill add", "missing -o OUT.cmf (it may be MODEL.cmf itself)");
     if (!cmf_skill_id_valid(o.id))
-        return cli_usage_error("skill add", "--id '%s': use 1-63 characters of [A-Za-z0-9_-], not 'none'", o.id);
+        return cli_usage_error("skill add", "invalid value '%s' for --id (expected 1-63 characters of [A-Za-z0-9_-], "
+                                            "not 'none')", o.id);
     cmf_skill_add_report rep;
     cmf_status st = cmf_skill_add(model, from, out, &o, &rep);
     if (st) return cli_write_error("skill add", out, st);

@@ -72,7 +72,7 @@ static int parse(int argc, char **argv, tpl_opts *o) {
         cJSON *k = cJSON_Parse(o->kwargs);
         int ok = cJSON_IsObject(k);
         cJSON_Delete(k);
-        if (!ok) return cli_usage_error("template", "--kwargs: '%.60s' is not a JSON object", o->kwargs);
+        if (!ok) return cli_usage_error("template", "invalid value '%.60s' for --kwargs (expected a JSON object)", o->kwargs);
     }
     return 0;
 }
