@@ -3,6 +3,7 @@
  * (DORY.md §3.1) in the attention op. The arithmetic is exactly the forward's of before the backend split, op for
  * op and in the same order, so results are bit-identical. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,9 +37,35 @@ static cmf_status cpu_sync(cmf_backend *be) {
     (void)be;
     return CMF_OK;
 }
+/* Matrix i < 1 + 7 * n_layers of a weight set, the ones cmf_matmul multiplies: lm_head (when tied, the embedding's
+ * view: the embedding itself is read row by row from the mapping), then per layer q, k, v, o, gate, up, down. */
+static cmf_weight *set_matrix(cmf_weights *w, int i) {
+    if (i == 0) return &w->lm_head;
+    cmf_layer *L = &w->layers[(i - 1) / 7];
+    cmf_weight *m[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return m[(i - 1) % 7];
+}
+
+/* Weights stay in the mapping; the q4 family is repacked once for the kernels (ops.h cmf_cpu_repack_weight), the
+ * copy attached to the set's views (the set is not const here: attaching the cpu's resident copy to its views is
+ * what this op is for; cmf_cpu_weights_release undoes it). */
 static cmf_status cpu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) {
-    (void)be, (void)w, (void)n_layers; /* read in place from the mapping */
+    (void)be;
+    cmf_weights *ws = (cmf_weights *)(uintptr_t)w;
+    const int n = ws->layers ? 1 + 7 * n_layers : 1;
+    for (int i = 0; i < n; i++) {
+        cmf_status st = cmf_cpu_repack_weight(set_matrix(ws, i));
+        if (st != CMF_OK) {
+            cmf_cpu_weights_release(ws, n_layers);
+            return st;
+        }
+    }
     return CMF_OK;
+}
+
+void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers) {
+    const int n = w->layers ? 1 + 7 * n_layers : 1;
+    for (int i = 0; i < n; i++) cmf_cpu_repack_release(set_matrix(w, i));
 }
 
 static cmf_status cpu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {

@@ -119,6 +119,64 @@ void cmf_gemm_i8_avx2(const void *pack, const cmf_qact *a, int64_t t0, int64_t t
 void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *out, int64_t ld_out,
                      const float *bias, double *mag);
 
+/* Load-time repack of the q4 family (repack.c): q4_block, q4_tiled (cols % 32 == 0) and q4tp matrices rewritten once
+ * into row groups of KERN_RP_R = 16 stored rows, so that one vector load of nibbles feeds 16 rows (the idea of
+ * llama.cpp's CPU "repack" buffer type, Q4_0 x 8 rows; this layout is our own). Group g (stored rows 16g..16g+15,
+ * rows past full_rows zero: nibble 8 and scale 0) at buf + g * gstride:
+ *   nib[nb][4][64] bytes: for block b (columns 32b..32b+31) and quarter m (0..3), byte 4i+j (row i < 16, j < 4)
+ *     holds in its low nibble u = v + 8 of column 32b + 4m + j and in its high nibble that of column
+ *     32b + 16 + 4m + j, so (x & 15) and (x >> 4) & 15 of one 64-byte vector are the VNNI operands (16 rows x 4
+ *     columns) of quarters m and m + 4;
+ *   sc[nb][16]: the block scales of the 16 rows, f16 as stored for q4_block / q4_tiled (sbytes 2: exact), f32 for
+ *     q4tp (sbytes 4: the rung t[code] of each row's ladder, §2.6, computed once with cmf_kern_ladder: bit-exact).
+ * gstride = nb * (256 + 16 * sbytes) rounded up to 64 bytes; buf is 64-byte aligned. The value of an element is
+ * (u - 8) * scale exactly as the stored tensor's (CMF_FORMAT.md §2.4-2.6). Kernels take the activations of one
+ * level (cmf_qact, slot = token) and use the block sums s for the -8 offset: dot(v, x) = dot(u, x) - 8 * s. */
+enum { KERN_RP_R = 16 };
+typedef struct cmf_rp {
+    const uint8_t *data; /* identity of the stored tensor the copy was made from: data, dtype, full_rows, cols */
+    int dtype;
+    int64_t full_rows, cols;
+    int64_t nb, ngroups; /* blocks of 32 per row; row groups = ceil(full_rows / 16) */
+    int sbytes;          /* 2: f16 scales, 4: f32 scales */
+    size_t gstride;      /* bytes per row group */
+    uint8_t *buf;        /* ngroups * gstride bytes, 64-byte aligned (owned) */
+    int refs;            /* registry (repack.c): views holding it, and the fingerprint of the stored bytes */
+    uint64_t fp;
+    struct cmf_rp *next;
+} cmf_rp;
+/* Decode (n <= KERN_GEMV_T tokens): y[j * ldy + i] = sum over all blocks b of wscale_ib * a.d[j][b] * (exact int32
+ * dot of v_i and a.q[j] over block b) for the stored rows 16 * g0 + i, i < nrows (the groups from g0 on; nothing is
+ * written past nrows), and tokens j < nt (1..KERN_GEMV_T); any f32 summation order (tests: within 1e-5 of
+ * cmf_gemm_ref_i8 relative to the sum of |terms|). The SIMD paths prefetch only inside their range of groups.
+ * Prefill (n > KERN_GEMV_T): for groups g0 .. g0 + ng - 1 (ng 1 or 2; nr <= 16 * ng rows stored), blocks [b0, b0+kb)
+ * and tokens t in [t0, t1): out[t * ld_out + i] = (first ? (bias ? bias[i] : 0) : out[t * ld_out + i]) + the sum over
+ * those blocks as above, for i < nr (out and bias point at the group's first row). NULL: no repacked path. */
+typedef void (*kern_rp_gemv)(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
+                             int64_t ldy);
+typedef void (*kern_rp_gemm)(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                             int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+/* The scalar reference of both (repack.c; also the scalar table's entries) and the SIMD ones (rp_avx512.c,
+ * rp_avx2.c). */
+void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
+void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
+void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
+void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+/* The repacked copy a view can use: w->rp when it was made from w's stored tensor (same data, dtype, full_rows,
+ * cols) and the view starts on a group boundary (row0 % 16 == 0); else NULL (the view is read from the mapping). */
+static inline const cmf_rp *cmf_rp_of(const cmf_weight *w) {
+    const cmf_rp *rp = w->rp;
+    return rp && rp->data == w->data && rp->dtype == w->dtype && rp->full_rows == w->full_rows && rp->cols == w->cols &&
+                   w->row0 % KERN_RP_R == 0
+               ? rp
+               : NULL;
+}
+
 /* Attention primitives over an f32 KV cache (backend_cpu.c, cmf_attn_chunk in ops.c), for G query heads that share
  * one KV head (grouped-query attention), head_dim hd:
  *   attn_qk: s[g*lds + j] = dot(q + g*ldq, k + j*ldk) over hd values, for g < G, j < n;
@@ -147,6 +205,8 @@ typedef struct cmf_kern {
     kern_attn_qk attn_qk; /* NULL: the scalar one */
     kern_attn_pv attn_pv;
     kern_exp_sum exp_sum; /* NULL: the scalar one (expf) */
+    kern_rp_gemv rp_gemv; /* NULL (with rp_gemm): no repacked path; the load-time repack is then not made */
+    kern_rp_gemm rp_gemm;
 } cmf_kern;
 
 /* The kernel tables; the SIMD ones are NULL when the compiler cannot build them for this target. */

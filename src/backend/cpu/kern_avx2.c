@@ -349,6 +349,8 @@ static const cmf_kern kern = {
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
     .exp_sum = exp_sum,
+    .rp_gemv = cmf_rp_gemv_avx2, /* the repacked q4 family (repack.c, rp_avx2.c) */
+    .rp_gemm = cmf_rp_gemm_avx2,
 };
 const cmf_kern *const cmf_kern_avx2 = &kern;
 

@@ -516,6 +516,8 @@ static const cmf_kern kern = {
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
     .exp_sum = exp_sum,
+    .rp_gemv = cmf_rp_gemv_avx512, /* the repacked q4 family (repack.c, rp_avx512.c) */
+    .rp_gemm = cmf_rp_gemm_avx512,
 };
 const cmf_kern *const cmf_kern_avx512 = &kern;
 

@@ -248,4 +248,6 @@ const cmf_kern cmf_kern_scalar = {
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
     .exp_sum = exp_sum,
+    .rp_gemv = cmf_rp_gemv_scalar, /* the repacked q4 family (repack.c) */
+    .rp_gemm = cmf_rp_gemm_scalar,
 };

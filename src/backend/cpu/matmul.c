@@ -25,6 +25,7 @@ enum {
     MAX_ROWS_PER_ITEM = 64,
     QUANT_PAR_MIN = 16384, /* values; fewer are quantized on the caller */
     MM_PAR_MIN = 65536,    /* multiply-adds; a smaller product runs on the caller: waking the pool costs more */
+    RP_SPLIT = 4,          /* repacked decode: work items per thread */
 };
 
 /* Activation levels of the int8 family (ops.h: cmf_cpu_act_levels): 0 until first read from CMF_ACT_LEVELS. */
@@ -72,6 +73,8 @@ typedef struct {
                           when the path has one */
     int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks (int8) or columns (float) per chunk */
     int fastq;           /* GEMM on the avx512 path: cmf_qact_quantize_avx512 (bit-identical) quantizes */
+    const cmf_rp *rp;    /* the view's load-time repacked copy (kern.h cmf_rp) when the path has kernels for it */
+    int64_t gpi;         /* repacked decode: row groups of 16 per work item */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -256,6 +259,45 @@ static void gemm_worker(void *ctx, int ith, int nth) {
     }
 }
 
+/* The repacked copy (kern.h cmf_rp), decode: work items of gpi groups of 16 rows, each one sequential stream that
+ * the kernel prefetches inside; the bias is added after. */
+static void rp_gemv_worker(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
+    mm_task *t = ctx;
+    const cmf_weight *w = t->w;
+    const int64_t G0 = w->row0 / KERN_RP_R, ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R;
+    for (;;) {
+        const int64_t g = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->gpi;
+        if (g >= ng) break;
+        const int64_t r = KERN_RP_R * g, re = g + t->gpi < ng ? KERN_RP_R * (g + t->gpi) : w->rows;
+        t->k->rp_gemv(t->rp, G0 + g, re - r, &t->a, (int)t->n, t->out + r, t->ld_out);
+        if (t->bias)
+            for (int64_t j = 0; j < t->n; j++)
+                for (int64_t i = r; i < re; i++) t->out[j * t->ld_out + i] += t->bias[i];
+    }
+}
+
+/* The repacked copy, prefill: work items are (panel of 2 groups = 32 rows, token range), column chunks of kc blocks;
+ * the weights are read in place from the copy (no packing). */
+static void rp_gemm_worker(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
+    mm_task *t = ctx;
+    const cmf_weight *w = t->w;
+    const int64_t G0 = w->row0 / KERN_RP_R, panels = (w->rows + 31) / 32, nb = t->a.nb, items = panels * t->tchunks;
+    for (;;) {
+        const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (item >= items) break;
+        const int64_t p = item / t->tchunks, c = item % t->tchunks, r = 32 * p;
+        const int nr = w->rows - r < 32 ? (int)(w->rows - r) : 32;
+        const int64_t t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
+        for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
+            const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
+            t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, t->out + r, t->ld_out,
+                          t->bias ? t->bias + r : NULL, b0 == 0);
+        }
+    }
+}
+
 void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                         const float *bias) {
     enum { CH = 256 };
@@ -286,6 +328,7 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
     t.levels = t.i8 ? cmf_cpu_act_levels() : 1;
+    if (t.i8 && t.levels == 1 && t.k->rp_gemv && t.k->rp_gemm) t.rp = cmf_rp_of(w);
     if (t.i8 && t.levels == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
     t.gemm = t.i8 ? t.levels == 1 && n > KERN_GEMV_T && t.k->gemm_pack_i8 && t.k->gemm_i8
                   : n > KERN_GEMV_T && t.k->gemm_pack_f32 && t.k->gemm_f32;
@@ -308,11 +351,30 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
             for (int64_t c = 0; c < w->cols; c++) col[c] = cmf_f16_table[cmf_rd16(cs + 2 * c)];
             t.col = col;
         }
-        t.fastq = t.gemm && cmf_cpu_path() == CMF_CPU_AVX512;
+        t.fastq = (t.gemm || t.rp) && cmf_cpu_path() == CMF_CPU_AVX512;
         if (n * w->cols < QUANT_PAR_MIN) quantize(&t, 0, n);
         else cmf_pool_run(pool, quant_worker, &t);
     }
     const int nth = cmf_pool_size(pool);
+    const int small = (double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN;
+    if (t.rp && n <= KERN_GEMV_T) { /* one item of contiguous groups per thread and split: a few long streams */
+        const int64_t ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R, items = (int64_t)nth * RP_SPLIT;
+        t.gpi = (ng + items - 1) / items;
+        atomic_init(&t.next, 0);
+        if (small) rp_gemv_worker(&t, 0, 1);
+        else cmf_pool_run(pool, rp_gemv_worker, &t);
+        return;
+    }
+    if (t.rp) {
+        const int64_t nb = t.a.nb, panels = (w->rows + 31) / 32, chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
+        t.kc = (nb + chunks - 1) / chunks;
+        t.tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
+        if (t.tchunks > n / 8) t.tchunks = n / 8 > 1 ? n / 8 : 1;
+        atomic_init(&t.next, 0);
+        if (small) rp_gemm_worker(&t, 0, 1);
+        else cmf_pool_run(pool, rp_gemm_worker, &t);
+        return;
+    }
     if (t.gemm) {
         /* column chunks of equal size; token ranges so that every thread gets about 4 items when the panels are
          * few (each range packs the panel again: cheap against n / tchunks tokens of products) */

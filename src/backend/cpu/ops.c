@@ -54,6 +54,7 @@ cmf_status cmf_weight_view(const cmf_tensor *t, cmf_weight *w) {
     w->full_rows = t->shape[0];
     w->row0 = 0;
     w->data = t->data;
+    w->rp = NULL;
     return CMF_OK;
 }
 

@@ -19,6 +19,9 @@ typedef struct cmf_weight {
     int64_t full_rows;     /* rows of the whole stored tensor (for dtypes with trailing per-column data) */
     int64_t row0;          /* first stored row of the view */
     const uint8_t *data;   /* start of the whole stored payload */
+    /* The CPU's load-time repacked copy of the stored tensor (q4 family, kern.h cmf_rp), or NULL: set by
+     * cmf_cpu_repack_weight, copied with the view; used only while it matches data/dtype/shape (kern.h cmf_rp_of). */
+    const struct cmf_rp *rp;
 } cmf_weight;
 
 /* Makes a view of a 2-D tensor. Errors: CMF_E_FORMAT when the tensor is not 2-D, CMF_E_UNSUPPORTED when its dtype
@@ -86,6 +89,35 @@ int cmf_cpu_act_levels(void);
 /* Sets the levels for later cmf_matmul calls (process-wide; not while a matmul runs). Errors: CMF_E_ARG unless
  * levels is 1 or 2. */
 cmf_status cmf_cpu_set_act_levels(int levels);
+
+/* Load-time repack of the q4 family for the CPU kernels (repack.c; layout in kern.h, cmf_rp). A q4_block, q4_tiled
+ * (cols % 32 == 0) or q4tp matrix is rewritten once into row groups of 16 interleaved rows with their block scales
+ * next to them (f16 as stored, q4tp's ladder rungs as exact f32); cmf_matmul then reads only that copy for views
+ * starting on a 16-row boundary (decode and prefill alike, no per-call panel packing), and the mapping's bytes of the
+ * matrix are no longer read. Memory: the copy is anonymous memory of the process, 18 bytes per 32 values for
+ * q4_block / q4_tiled (the same as the file) and 20 for q4tp (the file: about 16.7); the file's pages, read once while
+ * repacking, stay as clean page cache (counted in RSS while mapped, reclaimable). Process-wide registry: views of the
+ * same stored tensor (tied embeddings, fused row views, skill sets) share one copy by reference count.
+ *
+ * cmf_cpu_repack_weight(w): makes (or takes another reference to) the copy of w's stored tensor and sets w->rp.
+ *   Does nothing (CMF_OK, w->rp = NULL) when the dtype is not of the q4 family, cols % 32 != 0, repacking is off
+ *   (cmf_cpu_repack_enabled) or the active path has no repacked kernels. Errors: CMF_E_NOMEM (naming the size).
+ * cmf_cpu_repack_release(w): drops w's reference (frees the copy with its last one) and clears w->rp; NULL rp fine.
+ *   Every cmf_cpu_repack_weight that set rp needs one release before the stored bytes go away (the copy is found
+ *   by the address of the stored tensor).
+ * cmf_cpu_repack_enabled(): 1 unless the environment variable CMF_CPU_REPACK is "0" at the first call, or
+ *   cmf_cpu_set_repack(0) was called (process-wide; for A/B runs and tests; affects later repack calls only).
+ * cmf_cpu_repack_bytes(): bytes of all live copies. */
+cmf_status cmf_cpu_repack_weight(cmf_weight *w);
+/* The cpu backend's load_weights (backend_cpu.c) repacks every matrix of a weight set this way (lm_head, and per
+ * layer q/k/v/o and gate/up/down); cmf_cpu_weights_release drops those references again. The model must call it for
+ * each set the cpu backend loaded, before the set's views or the file mapping go away. */
+struct cmf_weights;
+void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers);
+void cmf_cpu_repack_release(cmf_weight *w);
+int cmf_cpu_repack_enabled(void);
+void cmf_cpu_set_repack(int on);
+size_t cmf_cpu_repack_bytes(void);
 
 /* RMSNorm of one vector: out = x / sqrt(mean(x^2) + eps) * (w or 1 + w when gemma_style). w may be NULL (no
  * weight). The mean is accumulated in double. out may alias x. */

@@ -1,0 +1,242 @@
+/* repack.c — the load-time repack of the q4 family for the CPU kernels (layout: kern.h, cmf_rp; API: ops.h,
+ * cmf_cpu_repack_weight): the writer of the row-group layout, the process-wide registry that shares one copy among
+ * the views of a stored tensor, and the scalar reference kernels over the layout (the scalar table's entries, and
+ * what tests/kernels/test_repack.c checks the SIMD ones against). Source of the values: CMF_FORMAT.md §2.4 (q4_block:
+ * nibble planes then f16 scales), §2.5 (q4_tiled: f16 scale in front of each tile), §2.6 (q4tp: nibble plane,
+ * per-row f16 lo/step ladder, 5-bit codes). */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kern.h"
+#include "util/error.h"
+
+/* ---- switch ------------------------------------------------------------------------------------------------ */
+
+static atomic_int g_repack = -1; /* -1: not read from CMF_CPU_REPACK yet */
+
+int cmf_cpu_repack_enabled(void) {
+    int on = atomic_load_explicit(&g_repack, memory_order_acquire);
+    if (on >= 0) return on;
+    const char *e = getenv("CMF_CPU_REPACK");
+    on = !(e && !strcmp(e, "0"));
+    atomic_store_explicit(&g_repack, on, memory_order_release);
+    return on;
+}
+
+void cmf_cpu_set_repack(int on) { atomic_store_explicit(&g_repack, on ? 1 : 0, memory_order_release); }
+
+/* ---- the layout writer --------------------------------------------------------------------------------------- */
+
+static int rp_dtype(const cmf_weight *w) {
+    return (w->dtype == CMF_DT_Q4_BLOCK || w->dtype == CMF_DT_Q4_TILED || w->dtype == CMF_DT_Q4TP) && w->cols > 0 &&
+           w->cols % 32 == 0 && w->full_rows > 0;
+}
+
+/* Writes group g of the copy from the stored tensor of w (a view of it with row0 = 0 is not needed: stored rows are
+ * addressed directly). */
+static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
+    const int64_t nb = rp->nb, G = rp->full_rows * nb; /* groups of the flattened tensor (§2.4) */
+    uint8_t *nib = rp->buf + (size_t)g * rp->gstride, *sc = nib + (size_t)nb * 256;
+    kern_tp tp;
+    memset(&tp, 0, sizeof tp);
+    if (w->dtype == CMF_DT_Q4TP) cmf_kern_tp(w, &tp);
+    memset(nib, 0x88, (size_t)nb * 256); /* rows past full_rows: u = 8, v = 0 */
+    memset(sc, 0, (size_t)nb * 16 * (size_t)rp->sbytes);
+    for (int i = 0; i < KERN_RP_R; i++) {
+        const int64_t R = g * KERN_RP_R + i;
+        if (R >= rp->full_rows) break;
+        float lad[32];
+        if (w->dtype == CMF_DT_Q4TP) cmf_kern_ladder(w, &tp, R, lad);
+        for (int64_t b = 0; b < nb; b++) {
+            const int64_t gi = R * nb + b;
+            const uint8_t *src = w->dtype == CMF_DT_Q4_TILED ? w->data + 18 * gi + 2 : w->data + 16 * gi;
+            uint8_t u[32];
+            for (int k = 0; k < 16; k++) { /* byte k: column 2k low, 2k+1 high (§2.4) */
+                u[2 * k] = src[k] & 15;
+                u[2 * k + 1] = src[k] >> 4;
+            }
+            uint8_t *dst = nib + b * 256 + 4 * i;
+            for (int m = 0; m < 4; m++)
+                for (int j = 0; j < 4; j++) dst[64 * m + j] = (uint8_t)(u[4 * m + j] | u[16 + 4 * m + j] << 4);
+            if (rp->sbytes == 2) {
+                const uint8_t *h = w->dtype == CMF_DT_Q4_TILED ? w->data + 18 * gi : w->data + 16 * G + 2 * gi;
+                memcpy(sc + 2 * (b * 16 + i), h, 2);
+            } else {
+                const float s = lad[cmf_kern_code(&tp, R, b)];
+                memcpy(sc + 4 * (b * 16 + i), &s, 4);
+            }
+        }
+    }
+}
+
+/* ---- the registry ---------------------------------------------------------------------------------------------- */
+
+/* Bytes of the stored tensor (§2.0 table) and a 64-bit fingerprint of them (multiply-xorshift over 8-byte words):
+ * an entry found by address is reused only when the bytes there are still the ones it was made from (a freed model's
+ * mapping, or a freed buffer, can come back at the same address with other contents). */
+static size_t stored_bytes(const cmf_weight *w) {
+    const size_t nb = (size_t)w->cols / 32, R = (size_t)w->full_rows;
+    return w->dtype == CMF_DT_Q4TP ? R * (16 * nb + 4 + (5 * nb + 7) / 8) : R * nb * 18;
+}
+
+static uint64_t fingerprint(const uint8_t *p, size_t n) {
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ n, v;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        memcpy(&v, p + i, 8);
+        h = (h ^ v) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
+static cmf_rp *g_list;
+static size_t g_bytes;
+
+size_t cmf_cpu_repack_bytes(void) {
+    pthread_mutex_lock(&g_mu);
+    const size_t b = g_bytes;
+    pthread_mutex_unlock(&g_mu);
+    return b;
+}
+
+/* The live entry made from w's stored bytes (fingerprint fp), with one more reference; NULL when there is none. A
+ * stale entry at the same address (other bytes) is unlinked and freed: nobody can use it any more, since its tensor
+ * is gone. Called with g_mu held. */
+static cmf_rp *take(const cmf_weight *w, uint64_t fp) {
+    for (cmf_rp **pp = &g_list; *pp; pp = &(*pp)->next) {
+        cmf_rp *e = *pp;
+        if (e->data != w->data) continue;
+        if (e->dtype == w->dtype && e->full_rows == w->full_rows && e->cols == w->cols && e->fp == fp) {
+            e->refs++;
+            return e;
+        }
+        *pp = e->next;
+        g_bytes -= e->gstride * (size_t)e->ngroups;
+        free(e->buf);
+        free(e);
+        return take(w, fp);
+    }
+    return NULL;
+}
+
+cmf_status cmf_cpu_repack_weight(cmf_weight *w) {
+    w->rp = NULL;
+    const cmf_kern *k = cmf_kern_active();
+    if (!rp_dtype(w) || !cmf_cpu_repack_enabled() || !k->rp_gemv || !k->rp_gemm) return CMF_OK;
+    const uint64_t fp = fingerprint(w->data, stored_bytes(w));
+    pthread_mutex_lock(&g_mu);
+    w->rp = take(w, fp);
+    pthread_mutex_unlock(&g_mu);
+    if (w->rp) return CMF_OK;
+    /* made outside the lock (the writer reads the whole tensor); a racing twin is dropped below */
+    cmf_rp *rp = calloc(1, sizeof *rp);
+    if (!rp) return cmf_err(CMF_E_NOMEM, "cpu repack: out of memory");
+    rp->data = w->data;
+    rp->dtype = w->dtype;
+    rp->full_rows = w->full_rows;
+    rp->cols = w->cols;
+    rp->nb = w->cols / 32;
+    rp->ngroups = (w->full_rows + KERN_RP_R - 1) / KERN_RP_R;
+    rp->sbytes = w->dtype == CMF_DT_Q4TP ? 4 : 2;
+    rp->gstride = ((size_t)rp->nb * (256 + 16 * (size_t)rp->sbytes) + 63) & ~(size_t)63;
+    rp->refs = 1;
+    const size_t bytes = rp->gstride * (size_t)rp->ngroups;
+    rp->buf = aligned_alloc(64, bytes);
+    if (!rp->buf) {
+        free(rp);
+        return cmf_err(CMF_E_NOMEM, "cpu repack: cannot allocate %zu bytes for a %s [%lld, %lld] matrix", bytes,
+                       cmf_dtype_name(w->dtype), (long long)w->full_rows, (long long)w->cols);
+    }
+    rp->fp = fp;
+    for (int64_t g = 0; g < rp->ngroups; g++) write_group(w, rp, g);
+    pthread_mutex_lock(&g_mu);
+    cmf_rp *twin = take(w, fp);
+    if (twin) {
+        w->rp = twin;
+        pthread_mutex_unlock(&g_mu);
+        free(rp->buf);
+        free(rp);
+        return CMF_OK;
+    }
+    rp->next = g_list;
+    g_list = rp;
+    g_bytes += bytes;
+    w->rp = rp;
+    pthread_mutex_unlock(&g_mu);
+    return CMF_OK;
+}
+
+void cmf_cpu_repack_release(cmf_weight *w) {
+    const cmf_rp *rp = w->rp;
+    w->rp = NULL;
+    if (!rp) return;
+    pthread_mutex_lock(&g_mu);
+    for (cmf_rp **pp = &g_list; *pp; pp = &(*pp)->next) {
+        cmf_rp *e = *pp;
+        if (e != rp) continue;
+        if (--e->refs == 0) {
+            *pp = e->next;
+            g_bytes -= e->gstride * (size_t)e->ngroups;
+            free(e->buf);
+            free(e);
+        }
+        break;
+    }
+    pthread_mutex_unlock(&g_mu);
+}
+
+/* ---- scalar reference kernels --------------------------------------------------------------------------------- */
+
+/* The block scale of row i of group gp's block b. */
+static float rp_scale(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i) {
+    const uint8_t *sc = gp + (size_t)rp->nb * 256;
+    if (rp->sbytes == 2) return cmf_f16_table[cmf_rd16(sc + 2 * (b * 16 + i))];
+    float s;
+    memcpy(&s, sc + 4 * (b * 16 + i), 4);
+    return s;
+}
+
+/* The exact int32 dot of row i's block b (v = u - 8) with the 32 int8 values x. */
+static int32_t rp_dot(const uint8_t *gp, int64_t b, int i, const int8_t *x) {
+    const uint8_t *p = gp + b * 256 + 4 * i;
+    int32_t s = 0;
+    for (int m = 0; m < 4; m++)
+        for (int j = 0; j < 4; j++) {
+            const uint8_t u = p[64 * m + j];
+            s += ((int32_t)(u & 15) - 8) * x[4 * m + j] + ((int32_t)(u >> 4) - 8) * x[16 + 4 * m + j];
+        }
+    return s;
+}
+
+void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
+                        int64_t ldy) {
+    for (int64_t r = 0; r < nrows; r++) {
+        const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
+        const int i = (int)(r % 16);
+        for (int j = 0; j < nt; j++) {
+            float acc = 0;
+            for (int64_t b = 0; b < rp->nb; b++)
+                acc += rp_scale(rp, gp, b, i) * a->d[j * a->nb + b] * (float)rp_dot(gp, b, i, a->q + (j * a->nb + b) * 32);
+            y[j * ldy + r] = acc;
+        }
+    }
+}
+
+void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
+    for (int64_t t = t0; t < t1; t++)
+        for (int r = 0; r < nr && r < 16 * ng; r++) {
+            const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
+            float acc = 0;
+            for (int64_t b = b0; b < b0 + kb; b++)
+                acc += rp_scale(rp, gp, b, r % 16) * a->d[t * a->nb + b] *
+                       (float)rp_dot(gp, b, r % 16, a->q + (t * a->nb + b) * 32);
+            float *o = out + t * ld_out + r;
+            *o = (first ? (bias ? bias[r] : 0.0f) : *o) + acc;
+        }
+}

@@ -1,0 +1,135 @@
+/* rp_avx2.c — AVX2 kernels over the repacked q4 layout (kern.h cmf_rp), for x86-64 CPUs without AVX-512 VNNI. A
+ * 64-byte quarter of a group is two ymm of 8 rows x 4 columns; (x & 15) and (x >> 4) & 15 are the unsigned operands
+ * of vpmaddubsw against 4 int8 activations broadcast to every lane (u <= 15, |x| <= 127: each pair sum fits int16,
+ * and so do the 8 of a block: at most 8 * 2 * 15 * 127 = 30480), one vpmaddwd with ones per block widens to int32,
+ * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm. Decode streams
+ * its groups front to back with a software prefetch KERN_PF_BYTES ahead inside its range; prefill takes 8 rows x up
+ * to 4 tokens per microkernel. Instructions: Intel SDM (VPMADDUBSW, VPMADDWD, VCVTPH2PS). */
+#include "backend/cpu/kern.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#include <string.h>
+
+#define TGT __attribute__((target("avx2,fma,f16c")))
+#define TGT_INLINE static inline __attribute__((always_inline)) TGT
+
+static inline int32_t rd32(const int8_t *p) {
+    int32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+/* The 8 block scales of rows 8h..8h+7 of block b (scale plane sc). */
+TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h, const int S4) {
+    if (S4) return _mm256_load_ps((const float *)(const void *)(sc + 64 * b + 32 * h));
+    return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sc + 32 * b + 16 * h)));
+}
+
+/* The int32 sums v * x of rows 8h..8h+7 of block b (u at gp + 256 b) with the token's 32 values x, s their sum. */
+TGT_INLINE __m256i dot8(const uint8_t *u, int h, const int8_t *x, int32_t s) {
+    const __m256i m15 = _mm256_set1_epi8(15);
+    __m256i acc = _mm256_setzero_si256();
+    for (int m = 0; m < 4; m++) {
+        const __m256i z = _mm256_load_si256((const __m256i *)(const void *)(u + 64 * m + 32 * h));
+        const __m256i lo = _mm256_and_si256(z, m15), hi = _mm256_and_si256(_mm256_srli_epi16(z, 4), m15);
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(lo, _mm256_set1_epi32(rd32(x + 4 * m))));
+        acc = _mm256_add_epi16(acc, _mm256_maddubs_epi16(hi, _mm256_set1_epi32(rd32(x + 16 + 4 * m))));
+    }
+    return _mm256_add_epi32(_mm256_madd_epi16(acc, _mm256_set1_epi16(1)), _mm256_set1_epi32(-8 * s));
+}
+
+/* ---- decode ---------------------------------------------------------------------------------------------------- */
+
+TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
+                       const int T, const int S4) {
+    const int64_t ng = (nrows + 15) / 16, nb = rp->nb, step = S4 ? 320 : 288;
+    const uint8_t *end = rp->buf + (size_t)(g0 + ng) * rp->gstride;
+    for (int64_t k = 0; k < ng; k++) {
+        const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride, *sc = gp + nb * 256;
+        __m256 F[2][KERN_GEMV_T];
+        for (int h = 0; h < 2; h++)
+            for (int j = 0; j < T; j++) F[h][j] = _mm256_setzero_ps();
+        for (int64_t b = 0; b < nb; b++) {
+            const uint8_t *p = gp + KERN_PF_BYTES + b * step;
+            if (p + 320 <= end)
+                for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T0);
+            for (int h = 0; h < 2; h++) {
+                const __m256 S = scales8(sc, b, h, S4);
+                for (int j = 0; j < T; j++) {
+                    const int64_t o = j * a->nb + b;
+                    const __m256i I = dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
+                    F[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(S, _mm256_set1_ps(a->d[o])), F[h][j]);
+                }
+            }
+        }
+        float t[KERN_GEMV_T][16];
+        for (int j = 0; j < T; j++) {
+            _mm256_storeu_ps(t[j], F[0][j]);
+            _mm256_storeu_ps(t[j] + 8, F[1][j]);
+        }
+        const int64_t left = nrows - 16 * k, n = left < 16 ? left : 16;
+        for (int j = 0; j < T; j++) memcpy(y + j * ldy + 16 * k, t[j], (size_t)n * sizeof(float));
+    }
+}
+
+TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
+                          int64_t ldy) {
+    if (rp->sbytes == 4) {
+        if (nt == 1) gemv_t(rp, g0, nrows, a, y, ldy, 1, 1);
+        else gemv_t(rp, g0, nrows, a, y, ldy, 2, 1);
+    } else {
+        if (nt == 1) gemv_t(rp, g0, nrows, a, y, ldy, 1, 0);
+        else gemv_t(rp, g0, nrows, a, y, ldy, 2, 0);
+    }
+}
+
+/* ---- prefill ---------------------------------------------------------------------------------------------------- */
+
+/* 8 rows (half h of group g) x T tokens from t0, blocks [b0, b0+kb); n rows of them stored. */
+TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
+                   float *out, int64_t ldo, const float *bias, int first, const int T, const int S4) {
+    const int64_t nb = a->nb;
+    const uint8_t *gp = rp->buf + (size_t)g * rp->gstride, *sc = gp + rp->nb * 256;
+    __m256 F[4];
+    for (int j = 0; j < T; j++) F[j] = _mm256_setzero_ps();
+    for (int64_t b = b0; b < b0 + kb; b++) {
+        const __m256 S = scales8(sc, b, h, S4);
+        for (int j = 0; j < T; j++) {
+            const int64_t o = (t0 + j) * nb + b;
+            const __m256i I = dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
+            F[j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(I), S), _mm256_set1_ps(a->d[o]), F[j]);
+        }
+    }
+    for (int j = 0; j < T; j++) {
+        float t[8];
+        _mm256_storeu_ps(t, F[j]);
+        float *o = out + (t0 + j) * ldo;
+        for (int i = 0; i < n; i++) o[i] = (first ? (bias ? bias[i] : 0.0f) : o[i]) + t[i];
+    }
+}
+
+TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                          int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
+    const int S4 = rp->sbytes == 4;
+    for (int q = 0; q < 2 * ng && 8 * q < nr; q++) {
+        const int n = nr - 8 * q < 8 ? nr - 8 * q : 8;
+        float *o = out + 8 * q;
+        const float *bq = bias ? bias + 8 * q : NULL;
+        for (int64_t t = t0; t < t1; t += 4) {
+            const int T = t1 - t < 4 ? (int)(t1 - t) : 4;
+#define RP_MK(TT)                                                                                                 \
+    (S4 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 1)                                \
+        : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 0))
+            switch (T) {
+            case 1: RP_MK(1); break;
+            case 2: RP_MK(2); break;
+            case 3: RP_MK(3); break;
+            default: RP_MK(4); break;
+            }
+#undef RP_MK
+        }
+    }
+}
+
+#endif

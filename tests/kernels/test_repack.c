@@ -1,0 +1,243 @@
+/* Tests of the load-time repack of the q4 family (src/backend/cpu/repack.c, rp_avx512.c, rp_avx2.c; layout in
+ * kern.h cmf_rp), for q4_block, q4_tiled and q4tp at odd sizes (rows not a multiple of the 16-row group nor of the
+ * 32-row panel, one row, several column chunks) on every path of this CPU that has repacked kernels (scalar always;
+ * AVX2 and AVX-512 VNNI when the CPU has them; under qemu on arm64 the scalar one):
+ *  - the layout: every element (u - 8) * scale read back from the copy equals cmf_weight_row_f32's value of the
+ *    stored tensor bit for bit (q4tp's ladder rungs included, CMF_FORMAT.md §2.6), pad rows are zero;
+ *  - the decode kernel (rp_gemv) for 1 and 2 tokens over every group range, and the prefill kernel (rp_gemm) by
+ *    panels with column chunks and accumulation (first = 0), against cmf_gemm_ref_i8 (double sums of the scalar
+ *    path's decoded blocks): within 1e-5 of the sum of |terms|, nothing written past the rows asked for;
+ *  - cmf_matmul on a 2-thread pool with the copy (n = 1, 2, 3, 17, 40, with a bias), on a row view starting at
+ *    row 16 (uses the copy) and at row 3 (reads the mapping): the same bound;
+ *  - the registry: views of one tensor share one copy; release frees it; a copy found at the same address over
+ *    other bytes is not reused; CMF_CPU_REPACK off (cmf_cpu_set_repack(0)) makes none; a path without repacked
+ *    kernels makes none. */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cpu/kern.h"
+#include "backend/cpu/ops.h"
+#include "kerntest.h"
+#include "testutil.h"
+
+static double worst_seen;
+static long compared;
+
+/* Outputs of got (n tokens x rows, stride ld) off ref by more than 1e-5 * mag; columns rows..ld-1 must stay NaN. */
+static int compare(const float *got, const float *ref, const double *mag, int64_t n, int64_t rows, int64_t ld) {
+    int bad = 0;
+    for (int64_t t = 0; t < n; t++) {
+        for (int64_t r = 0; r < rows; r++) {
+            const double e = fabs((double)got[t * ld + r] - (double)ref[t * ld + r]), m = mag[t * ld + r];
+            if (!(e <= 1e-5 * m + 1e-30)) bad++;
+            if (m > 0 && e / m > worst_seen) worst_seen = e / m;
+            compared++;
+        }
+        for (int64_t r = rows; r < ld; r++) bad += !isnan(got[t * ld + r]);
+    }
+    return bad;
+}
+
+/* Every element of the copy against the stored tensor's decode. */
+static int check_layout(const cmf_weight *w, const cmf_rp *rp) {
+    int bad = 0;
+    float *row = malloc((size_t)w->cols * sizeof(float));
+    for (int64_t R = 0; R < rp->ngroups * KERN_RP_R; R++) {
+        const uint8_t *gp = rp->buf + (size_t)(R / 16) * rp->gstride, *sc = gp + rp->nb * 256;
+        const int i = (int)(R % 16);
+        if (R < w->full_rows) cmf_weight_row_f32(w, R, row);
+        for (int64_t c = 0; c < w->cols; c++) {
+            const int64_t b = c / 32, k = c % 32, m = (k % 16) / 4, j = k % 4;
+            const uint8_t byte = gp[b * 256 + 64 * m + 4 * i + j];
+            const int u = k < 16 ? byte & 15 : byte >> 4;
+            float s;
+            if (rp->sbytes == 2) s = cmf_f16_to_f32((uint16_t)(sc[2 * (b * 16 + i)] | sc[2 * (b * 16 + i) + 1] << 8));
+            else memcpy(&s, sc + 4 * (b * 16 + i), 4);
+            const float v = (float)(u - 8) * s, want = R < w->full_rows ? row[c] : 0.0f;
+            if (memcmp(&v, &want, 4) != 0 && !(v == 0 && want == 0)) bad++;
+        }
+    }
+    free(row);
+    return bad;
+}
+
+static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_t cols) {
+    const cmf_kern *k = cmf_kern_active();
+    uint64_t nbytes;
+    uint8_t *p = kt_payload(dtype, rows, cols, &nbytes);
+    cmf_weight w;
+    CHECK(p && kt_view(dtype, rows, cols, p, nbytes, &w));
+    if (!p) return;
+    const size_t before = cmf_cpu_repack_bytes();
+    CHECK(cmf_cpu_repack_weight(&w) == CMF_OK);
+    const cmf_rp *rp = w.rp;
+    CHECK_MSG(rp && cmf_rp_of(&w) == rp, "%s %s %lldx%lld: no copy", cmf_cpu_path_name(path), cmf_dtype_name(dtype),
+              (long long)rows, (long long)cols);
+    if (!rp) {
+        free(p);
+        return;
+    }
+    CHECK(cmf_cpu_repack_bytes() == before + rp->gstride * (size_t)rp->ngroups);
+    const int lbad = check_layout(&w, rp);
+    CHECK_MSG(lbad == 0, "%s %lldx%lld: %d elements of the copy differ from the stored tensor", cmf_dtype_name(dtype),
+              (long long)rows, (long long)cols, lbad);
+
+    const int64_t ns[] = {1, 2, 3, 17, 40};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int64_t n = ns[ni], ld = rows + 3;
+        float *x = malloc((size_t)(n * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
+        for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand() * (i % 13 == 0 ? 5.0f : 1.0f);
+        for (int64_t r = 0; r < rows; r++) bias[r] = kt_frand();
+        float *ref = malloc((size_t)(n * ld) * sizeof(float)), *got = malloc((size_t)(n * ld) * sizeof(float));
+        float *ref0 = malloc((size_t)(n * ld) * sizeof(float));
+        double *mag = malloc((size_t)(n * ld) * sizeof(double)), *mag0 = malloc((size_t)(n * ld) * sizeof(double));
+        void *abuf = malloc(cmf_qact_bytes(n, cols));
+        cmf_qact a;
+        cmf_qact_init(&a, abuf, n, cols);
+        cmf_qact_quantize(&a, x, cols, cols, NULL, 1, 0, n);
+        cmf_gemm_ref_i8(&w, &a, n, ref, ld, bias, mag);
+        cmf_gemm_ref_i8(&w, &a, n, ref0, ld, NULL, mag0);
+        if (n <= KERN_GEMV_T) { /* decode kernel over group ranges: all, from group 1, a partial last group */
+            const int64_t starts[] = {0, 1};
+            for (int si = 0; si < 2; si++) {
+                const int64_t g0 = starts[si];
+                if (16 * g0 >= rows) continue;
+                for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+                k->rp_gemv(rp, g0, rows - 16 * g0, &a, (int)n, got + 16 * g0, ld);
+                for (int64_t t = 0; t < n; t++)
+                    for (int64_t r = 0; r < 16 * g0; r++) got[t * ld + r] = ref0[t * ld + r];
+                const int bad = compare(got, ref0, mag0, n, rows, ld);
+                CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld rp_gemv from group %lld: %d off", cmf_cpu_path_name(path),
+                          cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, (long long)g0, bad);
+            }
+        }
+        { /* prefill kernel by panels of 32 rows, chunks of 3 blocks (accumulating) */
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            for (int64_t r = 0; r < rows; r += 32) {
+                const int nr = rows - r < 32 ? (int)(rows - r) : 32;
+                for (int64_t b0 = 0; b0 < a.nb; b0 += 3) {
+                    const int64_t kb = a.nb - b0 < 3 ? a.nb - b0 : 3;
+                    k->rp_gemm(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, got + r, ld, bias + r, b0 == 0);
+                }
+            }
+            const int bad = compare(got, ref, mag, n, rows, ld);
+            CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld rp_gemm: %d off", cmf_cpu_path_name(path),
+                      cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, bad);
+        }
+        { /* cmf_matmul with the copy, on the pool */
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            cmf_matmul(pool, got, ld, x, n, &w, bias);
+            const int bad = compare(got, ref, mag, n, rows, ld);
+            CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld cmf_matmul: %d off", cmf_cpu_path_name(path),
+                      cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, bad);
+        }
+        for (int64_t v0 = 16; v0 >= 3; v0 -= 13) { /* row views: 16 (a group boundary: the copy), 3 (the mapping) */
+            if (rows <= v0) continue;
+            const cmf_weight sub = cmf_weight_rows(&w, v0, rows - v0);
+            CHECK((cmf_rp_of(&sub) != NULL) == (v0 % 16 == 0));
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            cmf_matmul(pool, got, ld, x, n, &sub, bias + v0);
+            float *rs = malloc((size_t)(n * ld) * sizeof(float));
+            double *ms = malloc((size_t)(n * ld) * sizeof(double));
+            for (int64_t t = 0; t < n; t++)
+                for (int64_t r = 0; r < ld; r++) {
+                    rs[t * ld + r] = r < rows - v0 ? ref[t * ld + r + v0] : NAN;
+                    ms[t * ld + r] = r < rows - v0 ? mag[t * ld + r + v0] : 0;
+                }
+            const int bad = compare(got, rs, ms, n, rows - v0, ld);
+            CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld view from row %lld: %d off", cmf_cpu_path_name(path),
+                      cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, (long long)v0, bad);
+            free(rs);
+            free(ms);
+        }
+        free(abuf);
+        free(x);
+        free(bias);
+        free(ref);
+        free(ref0);
+        free(got);
+        free(mag);
+        free(mag0);
+    }
+    cmf_cpu_repack_release(&w);
+    CHECK(w.rp == NULL && cmf_cpu_repack_bytes() == before);
+    free(p);
+}
+
+/* Sharing, release, stale copies, the switch. */
+static void check_registry(void) {
+    const int64_t rows = 40, cols = 64;
+    uint64_t nbytes;
+    uint8_t *p = kt_payload(CMF_DT_Q4_BLOCK, rows, cols, &nbytes), *p2 = kt_payload(CMF_DT_Q4_BLOCK, rows, cols, &nbytes);
+    CHECK(p && p2);
+    if (!p || !p2) return;
+    const size_t base = cmf_cpu_repack_bytes();
+    cmf_weight w1, w2, w3;
+    CHECK(kt_view(CMF_DT_Q4_BLOCK, rows, cols, p, nbytes, &w1) && kt_view(CMF_DT_Q4_BLOCK, rows, cols, p, nbytes, &w2));
+    CHECK(cmf_cpu_repack_weight(&w1) == CMF_OK && cmf_cpu_repack_weight(&w2) == CMF_OK);
+    CHECK(w1.rp && w1.rp == w2.rp);
+    const size_t one = cmf_cpu_repack_bytes() - base;
+    CHECK(one > 0);
+    cmf_cpu_repack_release(&w1);
+    CHECK(cmf_cpu_repack_bytes() == base + one && w2.rp);
+    /* other bytes at the same address (a freed tensor's memory reused): w2's copy must not be taken */
+    memcpy(p, p2, nbytes);
+    CHECK(kt_view(CMF_DT_Q4_BLOCK, rows, cols, p, nbytes, &w3));
+    CHECK(cmf_cpu_repack_weight(&w3) == CMF_OK);
+    CHECK(w3.rp && cmf_cpu_repack_bytes() == base + one); /* the stale copy was dropped, a new one made */
+    CHECK(check_layout(&w3, w3.rp) == 0);
+    cmf_cpu_repack_release(&w3);
+    CHECK(cmf_cpu_repack_bytes() == base);
+    /* off: no copy */
+    cmf_cpu_set_repack(0);
+    CHECK(!cmf_cpu_repack_enabled());
+    CHECK(cmf_cpu_repack_weight(&w3) == CMF_OK && w3.rp == NULL);
+    cmf_cpu_set_repack(1);
+    /* other dtypes and cols % 32 != 0 (q4_block falls to the float family): no copy */
+    uint8_t *q8 = kt_payload(CMF_DT_Q8_ROW, rows, cols, &nbytes);
+    CHECK(q8 && kt_view(CMF_DT_Q8_ROW, rows, cols, q8, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
+          w3.rp == NULL);
+    free(q8);
+    uint8_t *odd = kt_payload(CMF_DT_Q4_BLOCK, rows, 40, &nbytes);
+    CHECK(odd && kt_view(CMF_DT_Q4_BLOCK, rows, 40, odd, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
+          w3.rp == NULL);
+    free(odd);
+    free(p);
+    free(p2);
+}
+
+int main(void) {
+    kt_seed(0x5eed4b1d);
+    cmf_pool *pool = NULL;
+    CHECK(cmf_pool_new(2, &pool) == CMF_OK);
+    const int paths[] = {CMF_CPU_SCALAR, CMF_CPU_AVX2, CMF_CPU_AVX512, CMF_CPU_NEON};
+    const int dts[] = {CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP};
+    const int64_t shapes[][2] = {{1, 32}, {15, 64}, {16, 96}, {17, 32}, {33, 160}, {77, 32 * 9}, {50, 32 * 45}};
+    int tested = 0;
+    for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
+        if (!cmf_cpu_path_supported(paths[pi])) continue;
+        CHECK(cmf_cpu_set_path(paths[pi]) == CMF_OK);
+        const cmf_kern *k = cmf_kern_active();
+        if (!k->rp_gemv || !k->rp_gemm) { /* no repacked kernels on this path: no copy is made */
+            uint64_t nbytes;
+            cmf_weight w;
+            uint8_t *p = kt_payload(CMF_DT_Q4_BLOCK, 16, 32, &nbytes);
+            CHECK(p && kt_view(CMF_DT_Q4_BLOCK, 16, 32, p, nbytes, &w) && cmf_cpu_repack_weight(&w) == CMF_OK &&
+                  w.rp == NULL);
+            free(p);
+            continue;
+        }
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+            for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
+                check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
+        if (!tested++) check_registry();
+        fprintf(stderr, "%s: repacked kernels checked\n", cmf_cpu_path_name(paths[pi]));
+    }
+    CHECK(tested > 0);
+    CHECK(cmf_cpu_repack_bytes() == 0);
+    fprintf(stderr, "worst |got - ref| / sum|terms| over %ld outputs: %.3g\n", compared, worst_seen);
+    cmf_pool_free(pool);
+    CMF_TEST_END();
+}
