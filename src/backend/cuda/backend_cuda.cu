@@ -117,16 +117,24 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
  * one), o, add+norm, gate/up+GLU, down (6 with CMF_CUDA_FUSE_NORM=1). Before 2026-11-29 evening it was 11: the
  * add+norm fusion never matched (it refused an output aliasing the added rows, which the forward uses). */
 
-/* The f16 copy of quantized weight cw for prefill GEMMs (CMF_CUDA_F16_CACHE=1): dequantized once with
- * cmf_cuda_dequant (the values the GEMM's row tiles would hold) and kept until the backend is destroyed; costs
- * 2 bytes per weight of every quantized matrix a prefill touches (Llama-3.1-8B: ~15 GB). NULL when off, for float
- * dtypes (used as stored), or when the copy does not fit on the device (the row-tile path runs then). */
+/* The f16 copy of quantized weight cw for prefill GEMMs: dequantized once with cmf_cuda_dequant (the values the
+ * GEMM's row tiles would hold) and kept until the backend is destroyed; costs 2 bytes per weight of every quantized
+ * matrix a prefill touches (Llama-3.1-8B: ~15 GB). Memory rule (the default, CMF_CUDA_F16_CACHE unset): a matrix
+ * gets its copy only while at least half of the device's memory stays free after the allocation, so a model that
+ * fills more than half of the card keeps the copy-free paths (q8: the int8 GEMM; q4: dequantized row tiles);
+ * CMF_CUDA_F16_CACHE=1 copies whatever fits, =0 never. Measured on an H200 (bench/cuda/RESULTS.md, 2026-11-30):
+ * pp512 Llama-8B q8 21,002 tok/s with the copies vs 13,418 through the int8 GEMM, Qwen3-0.6B q8 52,606 vs 38,600.
+ * NULL when off, for float dtypes (used as stored), or when the rule or the device refuses the copy. */
 const void *f16_copy(cuda_impl *I, const cmf_cuda_weight *cw) {
     if (!I->f16_cache || cw->dtype == CMF_DT_F32 || cw->dtype == CMF_DT_F16 || cw->dtype == CMF_DT_BF16) return NULL;
     auto it = I->f16w.find(cw->d_data);
     if (it != I->f16w.end()) return it->second;
     void *h = NULL;
     const size_t bytes = (size_t)cw->rows * (size_t)cw->cols * 2;
+    size_t free_b = 0, total_b = 0;
+    if (I->f16_cache == 2 && (cudaMemGetInfo(&free_b, &total_b) != cudaSuccess || free_b < bytes ||
+                              free_b - bytes < total_b / 2))
+        return NULL;
     if (cmf_cuda_malloc(&h, bytes) != CMF_OK) return NULL;
     if (cmf_cuda_dequant(cw, 0, cw->rows, h, CMF_CUDA_F16, I->stream) != CMF_OK) {
         cmf_cuda_free(h);
@@ -709,7 +717,7 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     const char *ep = getenv("CMF_CUDA_EXACT_PREFILL");
     I->exact_prefill = ep && ep[0] == '1';
     const char *fc = getenv("CMF_CUDA_F16_CACHE");
-    I->f16_cache = fc && fc[0] == '1';
+    I->f16_cache = !fc || !fc[0] ? 2 : fc[0] == '1' ? 1 : 0; /* 2: the memory rule of f16_copy */
     const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
     I->fuse_norm = fz && fz[0] == '1';
     pthread_mutex_init(&I->mu, NULL);

@@ -52,8 +52,9 @@ struct cuda_impl {
     int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
     int fuse_norm;                    /* CMF_CUDA_FUSE_NORM=1 turns on product + add + norm fusion */
     int *d_cnt;                       /* zeroed counter of cmf_cuda_matvec_add_rmsnorm */
-    int f16_cache;                    /* CMF_CUDA_F16_CACHE=1: prefill GEMMs of quantized weights read an f16 copy
-                                         made once (f16w), not row tiles dequantized in every call */
+    int f16_cache;                    /* prefill GEMMs of quantized weights read an f16 copy made once (f16w): 2 under
+                                         f16_copy's memory rule (default), 1 whenever it fits (CMF_CUDA_F16_CACHE=1),
+                                         0 never (=0) */
     std::unordered_map<const void *, void *> f16w; /* device payload (view start) -> its f16 [rows][cols] copy */
     int exact_prefill;                /* CMF_CUDA_EXACT_PREFILL=1: prefill products by the f32 matvec, 8 rows at a
                                          time, instead of the f16 GEMM (a precision experiment, slow) */

@@ -138,7 +138,11 @@ void cmf_cuda_ctx_free(cmf_cuda_ctx *ctx);
 
 /* GEMM algorithms of cmf_cuda_gemm. */
 enum cmf_cuda_gemm_algo {
-    CMF_CUDA_GEMM_AUTO = 0,   /* the measured winner (bench/cuda/RESULTS.md) */
+    CMF_CUDA_GEMM_AUTO = 0,   /* q8_row / q8_2f weights: the int8 tensor-core GEMM (gemm.cu: the weights as stored,
+                                 3 int8 levels of each token's activations, cublasGemmEx int8 -> int32, row and
+                                 token scales in the epilogue; relative error ~1e-6) when rows and cols are
+                                 multiples of 4; CMF_CUDA_Q8_LEVELS=2 (faster, coarser) and CMF_CUDA_Q8_GEMM=f16
+                                 (CUBLAS) in the environment. Everything else: CUBLAS (bench/cuda/RESULTS.md) */
     CMF_CUDA_GEMM_CUBLAS = 1, /* weight row tiles dequantized to f16 (bf16 for bf16 weights, f32 stays f32) in
                                  scratch, activations converted likewise, cublasGemmEx with f32 accumulation */
     CMF_CUDA_GEMM_TILED = 2,  /* one kernel: quantized weights decoded into shared memory as f16, tensor-core

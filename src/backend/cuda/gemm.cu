@@ -1,6 +1,8 @@
-/* gemm.cu — prefill products y = x W^T for any number of tokens (cmf_cuda_gemm), two ways:
+/* gemm.cu — prefill products y = x W^T for any number of tokens (cmf_cuda_gemm), three ways:
  *  cuBLAS: row tiles of W decoded to f16 (bf16 weights and f16 weights are used as stored, f32 as f32) in the
  *          context's scratch, activations converted to the same type once, cublasGemmEx with f32 accumulation;
+ *  int8:   q8_row / q8_2f weights read as stored by an int8 tensor-core GEMM over int8 levels of the activations
+ *          (block comment "q8 weights on the integer tensor cores"); the AUTO choice for them;
  *  tiled:  one kernel, 64x64 output tiles, W decoded element by element (weights.cuh, exact values) and x
  *          converted into shared memory as f16, WMMA 16x16x16 tensor-core fragments with f32 accumulators.
  * Which wins at which size is measured by bench/cuda (RESULTS.md). */
@@ -56,6 +58,29 @@ template <typename T> static __global__ void k_cvt(T *out, const float *in, int6
         else out[i] = __float2bfloat16_rn(in[i]);
     }
 }
+/* The same values 4 at a time (16-byte loads, 8-byte stores): n4 groups of 4; in / out 16- / 8-byte aligned. */
+template <typename T> static __global__ void k_cvt4(T *out, const float *in, int64_t n4) {
+    for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n4; i += (int64_t)gridDim.x * blockDim.x) {
+        const float4 v = ((const float4 *)in)[i];
+        __align__(8) T h[4];
+        if constexpr (std::is_same<T, __half>::value)
+            h[0] = __float2half_rn(v.x), h[1] = __float2half_rn(v.y), h[2] = __float2half_rn(v.z),
+            h[3] = __float2half_rn(v.w);
+        else
+            h[0] = __float2bfloat16_rn(v.x), h[1] = __float2bfloat16_rn(v.y), h[2] = __float2bfloat16_rn(v.z),
+            h[3] = __float2bfloat16_rn(v.w);
+        ((uint2 *)out)[i] = *(const uint2 *)h;
+    }
+}
+/* f32 activations -> f16 / bf16 (round to nearest even), n values. */
+template <typename T> static cmf_status cvt_act(T *out, const float *in, int64_t n, cudaStream_t s) {
+    if (n % 4 == 0 && ((uintptr_t)in & 15) == 0 && ((uintptr_t)out & 7) == 0)
+        k_cvt4<T><<<grid1d(n / 4, 256), 256, 0, s>>>(out, in, n / 4);
+    else
+        k_cvt<T><<<grid1d(n, 256), 256, 0, s>>>(out, in, n);
+    CU_LAUNCHED("gemm: activation conversion");
+    return CMF_OK;
+}
 
 static cmf_status gemm_cublas(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const float *x, float *y, int64_t n,
                               cudaStream_t s) {
@@ -76,9 +101,9 @@ static cmf_status gemm_cublas(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const
         return cmf_err(CMF_E_ARG, "cuda_gemm: scratch %zu bytes < %zu for the converted activations",
                        ctx->scratch_bytes, xbytes);
     void *xc = ctx->scratch;
-    if (bf) k_cvt<__nv_bfloat16><<<grid1d(n * cols, 256), 256, 0, s>>>((__nv_bfloat16 *)xc, x, n * cols);
-    else k_cvt<__half><<<grid1d(n * cols, 256), 256, 0, s>>>((__half *)xc, x, n * cols);
-    CU_LAUNCHED("gemm: activation conversion");
+    cmf_status st = bf ? cvt_act<__nv_bfloat16>((__nv_bfloat16 *)xc, x, n * cols, s)
+                       : cvt_act<__half>((__half *)xc, x, n * cols, s);
+    if (st != CMF_OK) return st;
     const bool direct = w->dtype == CMF_DT_F16 || bf;
     int64_t tile = direct ? rows : (int64_t)((ctx->scratch_bytes - xbytes) / ((size_t)cols * 2)) / 16 * 16;
     if (tile > rows) tile = rows;
@@ -90,7 +115,7 @@ static cmf_status gemm_cublas(cmf_cuda_ctx *ctx, const cmf_cuda_weight *w, const
         int64_t m = rows - r0 < tile ? rows - r0 : tile;
         const void *a = direct ? (const void *)((const uint8_t *)w->d_data + (size_t)r0 * cols * 2) : wt;
         if (!direct) {
-            cmf_status st = cmf_cuda_dequant(w, r0, m, wt, CMF_CUDA_F16, (cmf_cuda_stream)s);
+            st = cmf_cuda_dequant(w, r0, m, wt, CMF_CUDA_F16, (cmf_cuda_stream)s);
             if (st != CMF_OK) return st;
         }
         bs = cublasGemmEx(ctx->blas, CUBLAS_OP_T, CUBLAS_OP_N, (int)m, (int)n, (int)cols, &one, a, ty, (int)cols, xc,
