@@ -8,7 +8,9 @@
 #  3. dory_gpu_bench on each file: pp512, tg@128 with CUDA graphs / eager / through the Conf gate, next to the
 #     roofline (weight bytes per token / the copy bandwidth measured in the same process); then tg@128 again with
 #     CMF_CUDA_PDL=0 (the A/B for Programmatic Dependent Launch);
-#  4. a table of the rows (dory_table.md in $OUT; the logs in $LOGS).
+#  4. the PyTorch peer (bench/dory/torch_dory.py: the Dory forward in PyTorch eager, bf16, same shape, when torch
+#     imports; DORY_TORCH=0 skips it): pp512 and tg@128 in the same call;
+#  5. a table of the rows with the cmf/PyTorch ratios (dory_table.md in $OUT; the logs in $LOGS).
 # Environment (set by run_acceptance.sh): B (build dir), OUT, LOGS (default $OUT), R (repository root of the carried
 # tree), DEPS, P (unpacked .debs); DORY_DTYPES, DORY_MEMCHECK (1), DORY_REPS (3), DORY_GEN (32 decode steps),
 # DORY_CTX (128).
@@ -61,6 +63,11 @@ for dt in $DTS; do
     grep 'test=tg' | grep -v conf | sed 's/-graph /-graph-nopdl /; s/-eager /-eager-nopdl /' | tee -a $res
   rm -f $f
 done
+if [ "${DORY_TORCH:-1}" = 1 ] && python3 -c "import torch" 2> /dev/null; then
+  echo "== dory: PyTorch eager peer (bench/dory/torch_dory.py, bf16) $(el)"
+  timeout 240 python3 bench/dory/torch_dory.py -p 512 -c $CTX -g $GEN -r 2 2> "$L/torch_dory.err" | tee -a $res
+  tail -3 "$L/torch_dory.err"
+fi
 {
   echo "| model | test | tok/s | sd | ms/token | % of roofline |"
   echo "|---|---|---:|---:|---:|---:|"
@@ -71,6 +78,13 @@ done
     delete v }'
   echo
   grep 'test=roofline' $res | sed 's/RESULT //'
+  grep '^RESULT' $res | sed 's/RESULT //' | awk '{ # cmf bf16 / the PyTorch peer, same shape and dtype
+    for (i = 1; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+    if (v["model"] == "dory4b-bf16") ours[v["test"]] = v["tps"]
+    if (v["model"] == "dory4b-torch-bf16") peer[v["test"]] = v["tps"]
+    delete v }
+    END { for (t in peer) { o = t; sub(/-torch$/, "-graph", o)
+            if (o in ours && peer[t] > 0) printf "ratio cmf/torch bf16 %s: %.2f (%s vs %s tok/s)\n", t, ours[o] / peer[t], ours[o], peer[t] } }'
 } > "$OUT/dory_table.md"
 cat "$OUT/dory_table.md"
 echo "== dory done $(el)"
