@@ -21,7 +21,8 @@
 # Environment: MODELS ("8b 32b 32bhalf"), L32 (64), LGEN (8), TPS ("2"), STAGES ("build test ar bench"), AR_ENVS
 # ("-"), T1_ENVS ("-"), TN_ENVS ("- CMF_TP_SYMM=0 CMF_TP_PROFILE=1"), BACKEND (cuda), N_GEN (64), DEPS, B (the
 # CUDA build folder), GB (the generators' CPU-only build folder; reused when it has them).
-# Logs go to $OUT; the last lines printed are the table (model, tp 1 and tp N tok/s, ratio, check).
+# Logs go to $OUT; the last lines printed are the table (model, setting, tp 1 and tp N tok/s, ratio, check).
+# CMF_CUDA_I8ACT=0 (the f32-activation matvec) has its own tp 1 run and check reference.
 # Needs a carried folder ignored by git ($DEPS, default .cudadev-tp; $TP_DEPS is the older name) with the *.deb
 # files of bench/cuda/run_gpu_forward.sh, shared/data/hf-tiny and head.tar (`git archive -o $DEPS/head.tar HEAD`;
 # tp_head.tar is the older name), which is what gets built.
@@ -36,8 +37,8 @@ LGEN=${LGEN:-8}
 TPS=${TPS:-2}
 STAGES=${STAGES:-"build test ar bench"}
 AR_ENVS=${AR_ENVS:-"-"}
-T1_ENVS=${T1_ENVS:-"-"}
-TN_ENVS=${TN_ENVS:-"- CMF_TP_SYMM=0 CMF_TP_PROFILE=1"}
+T1_ENVS=${T1_ENVS:-"- CMF_CUDA_I8ACT=0"}
+TN_ENVS=${TN_ENVS:-"- CMF_CUDA_I8ACT=0 CMF_TP_SYMM=0 CMF_TP_PROFILE=1"}
 BACKEND=${BACKEND:-cuda}
 N_GEN=${N_GEN:-64}
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
@@ -119,14 +120,15 @@ if has bench; then
   wait $GP
   echo "== models generated $(el)"; ls -l /tmp/tpm
   echo "== bench (decode, $N_GEN tokens after 16 prompt + 8 warm-up; then the 17-step check) $(el)"
-  bench() { # model tag tp env
+  bench() { # model tag tp env (the check's reference: per activation path, CMF_CUDA_I8ACT=0 has its own)
     local ref=/tmp/tpm/$1.ref
+    case "$4" in *CMF_CUDA_I8ACT=0*) ref=/tmp/tpm/$1.f32act.ref ;; esac
     if [ "$4" = - ]; then TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 /"
     else env $4 TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 $4 /"; fi
   }
   for mdl in $MODELS; do
     [ -f /tmp/tpm/$mdl.cmf ] || { echo "no /tmp/tpm/$mdl.cmf"; continue; }
-    rm -f /tmp/tpm/$mdl.ref
+    rm -f /tmp/tpm/$mdl.ref /tmp/tpm/$mdl.f32act.ref
     tag=$mdl; case $mdl in 32b*) tag=$mdl-${L32}L ;; esac
     for e in $T1_ENVS; do bench $mdl $tag 1 $e; done
     [ $mdl = 32bhalf ] && { rm -f /tmp/tpm/$mdl.cmf; continue; }
@@ -134,17 +136,23 @@ if has bench; then
       [ "$BACKEND" = cpu ] || [ $tp -le $NG ] || { echo "tp $tp: only $NG GPUs"; continue; }
       for e in $TN_ENVS; do bench $mdl $tag $tp $e; done
     done
-    rm -f /tmp/tpm/$mdl.cmf /tmp/tpm/$mdl.ref
+    rm -f /tmp/tpm/$mdl.cmf /tmp/tpm/$mdl.ref /tmp/tpm/$mdl.f32act.ref
   done 2>&1 | tee "$OUT/bench.txt"
-  echo "== table (defaults; tok/s; ceiling = 32bhalf / 32b at tp 1) $(el)"
+  echo "== table (tok/s; tp N / tp 1 of the same setting, or of the defaults; check vs that setting's tp 1) $(el)"
   awk '
-    / tp=[0-9]+ backend=/ && !/CMF_/ { split($2, a, "="); t[$1 " " a[2]] = $5; if (!($1 in seen)) { seen[$1] = 1; order[++n] = $1 } }
-    /check: [0-9]+ steps vs/ && !/CMF_/ { v = $10; sub(/,$/, "", v); chk[$1] = v " rel, tokens " $13 }
+    / tp=[0-9]+ backend=/ { e = $2 ~ /=/ && $2 !~ /^tp=/ ? $2 : "-"; i = e == "-" ? 2 : 3
+      split($i, a, "="); k = $1 " " e; t[k " " a[2]] = $(i + 3); if (!(k in seen)) { seen[k] = 1; order[++n] = k } }
+    /check: [0-9]+ steps vs/ { e = $2 != "check:" ? $2 : "-"; i = e == "-" ? 0 : 1
+      v = $(10 + i); sub(/,$/, "", v); chk[$1 " " e] = v " rel, tokens " $(13 + i) }
     END {
-      for (i = 1; i <= n; i++) { m = order[i]; r = t[m " 1"] > 0 && t[m " 2"] > 0 ? t[m " 2"] / t[m " 1"] : 0
-        printf "%-12s tp1 %8.2f  tp2 %8.2f  tp2/tp1 %5.3f  check %s\n", m, t[m " 1"], t[m " 2"], r, chk[m] }
-      for (m in t) if (m ~ /^32bhalf/) h = t[m]
-      for (m in t) if (m ~ /^32b-/ && m ~ / 1$/ && h > 0) printf "32b ceiling (32bhalf / 32b tp1): %.3f\n", h / t[m]
+      for (j = 1; j <= n; j++) { k = order[j]; split(k, f, " "); base = t[k " 1"] > 0 ? t[k " 1"] : t[f[1] " - 1"]
+        for (tp = 2; tp <= 8; tp *= 2) if (t[k " " tp] > 0)
+          printf "%-12s %-18s tp1 %8.2f  tp%d %8.2f  ratio %5.3f  check %s\n", f[1], f[2], base, tp, t[k " " tp],
+                 (base > 0 ? t[k " " tp] / base : 0), chk[k]
+        if (f[1] ~ /^32bhalf/) half[f[2]] = t[k " 1"] }
+      for (j = 1; j <= n; j++) { k = order[j]; split(k, f, " ")
+        if (f[1] ~ /^32b-/ && (f[2] in half) && t[k " 1"] > 0)
+          printf "32b ceiling %-18s 32bhalf / 32b tp1 = %.3f\n", f[2], half[f[2]] / t[k " 1"] }
     }' "$OUT/bench.txt" | tee "$OUT/table.txt"
 fi
 echo "done $(el)"
