@@ -15,8 +15,9 @@
 # the full model's bytes):
 #   8b      Llama 3 8B: hidden 4096, 32 layers, FFN 14336, vocab 128256, 32 heads / 8 KV heads of 128
 #   32b     Qwen2.5 32B: hidden 5120, $L32 layers (default 64, the real model), FFN 27648, vocab 152064, 40 / 8 heads
-#   32bhalf one tp-2 rank's share of 32b as a model of its own (FFN 13824, vocab 76032, 20 / 4 heads), run at tp 1:
-#           the time of a rank's kernels on one GPU without any collective (the ceiling of tp 2)
+#   32bhalf one tp-2 rank's share of 32b as a model of its own (FFN 13824, vocab 76032, 20 / 4 heads), run at tp 1
+#           (the first T1_ENVS setting): the time of a rank's kernels on one GPU without any collective (the
+#           ceiling of tp 2)
 #   tiny    a 2-layer 256-wide model (a dry run of this script on the CPU: BACKEND=cpu STAGES=bench MODELS=tiny)
 # Environment: MODELS ("8b 32b 32bhalf"), L32 (64), LGEN (8), TPS ("2"), STAGES ("build test ar bench"), AR_ENVS
 # ("-"), T1_ENVS ("-"), TN_ENVS ("- CMF_TP_SYMM=0 CMF_TP_PROFILE=1"), BACKEND (cuda), N_GEN (64), DEPS, B (the
@@ -130,8 +131,10 @@ if has bench; then
     [ -f /tmp/tpm/$mdl.cmf ] || { echo "no /tmp/tpm/$mdl.cmf"; continue; }
     rm -f /tmp/tpm/$mdl.ref /tmp/tpm/$mdl.f32act.ref
     tag=$mdl; case $mdl in 32b*) tag=$mdl-${L32}L ;; esac
+    if [ $mdl = 32bhalf ]; then # the ceiling: the first tp 1 setting only
+      bench $mdl $tag 1 ${T1_ENVS%% *}; rm -f /tmp/tpm/$mdl.cmf; continue
+    fi
     for e in $T1_ENVS; do bench $mdl $tag 1 $e; done
-    [ $mdl = 32bhalf ] && { rm -f /tmp/tpm/$mdl.cmf; continue; }
     for tp in $TPS; do
       [ "$BACKEND" = cpu ] || [ $tp -le $NG ] || { echo "tp $tp: only $NG GPUs"; continue; }
       for e in $TN_ENVS; do bench $mdl $tag $tp $e; done
