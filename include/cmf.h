@@ -82,7 +82,15 @@ typedef struct cmf_model_params {
      * tp must divide one another (CMF_E_UNSUPPORTED naming the size otherwise); the O(1) far field, task masks,
      * skills and Dory models are not split (CMF_E_UNSUPPORTED). */
     int tp;
+    /* KV cache element type on a GPU backend (as llama.cpp's --cache-type-k / -v), enum cmf_cache_type:
+     * CMF_CACHE_DEFAULT (0) = f16; CMF_CACHE_F32 keeps K and V as computed (twice the cache memory and bandwidth;
+     * closest to the CPU: the last f16 rounding goes). The CPU backend always keeps an f32 cache and ignores this
+     * field; so do Dory models (their own f32 cache) and tensor-parallel ranks (f16 on CUDA). */
+    int cache_type;
 } cmf_model_params;
+
+/* KV cache element types (cmf_model_params.cache_type). */
+enum cmf_cache_type { CMF_CACHE_DEFAULT = 0, CMF_CACHE_F16 = 1, CMF_CACHE_F32 = 2 };
 
 /* Opens a CMF file and builds a model on the CPU: weights are read in place from the mapping (never copied).
  * `params` may be NULL for defaults. Errors: those of cmf_file_open, plus CMF_E_UNSUPPORTED for an architecture
@@ -93,8 +101,8 @@ cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_
  * too little device memory, or a build without CUDA is an error naming the reason); "auto" (CUDA device 0 when
  * usable, else the CPU); NULL = the environment: CMF_GPU=1 means "cuda", unset or 0 "cpu",
  * any other value is taken as the name (cmf_model_load is this call with NULL). With CUDA, weights are uploaded to the device at load
- * (skills on first use), the KV cache is f16 on the device, and task masks and the O(1) far field are
- * CMF_E_UNSUPPORTED when a session would use them; Dory files run only on the CPU (CMF_E_UNSUPPORTED).
+ * (skills on first use), the KV cache is on the device (f16, or f32: cmf_model_params.cache_type), and task
+ * masks and the O(1) far field are CMF_E_UNSUPPORTED when a session would use them; Dory files run only on the CPU (CMF_E_UNSUPPORTED).
  * Errors: those of cmf_model_load, CMF_E_ARG for an unknown backend name. */
 cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, const char *backend,
                              cmf_model **out);

@@ -206,7 +206,7 @@ int main(int argc, char **argv) {
     /* attention decode, Llama-3-8B shape: 32 heads, 8 KV heads, head_dim 128 */
     tl += snprintf(table + tl, sizeof table - tl, "\n== attention (H=32, KV=8, D=128, f16 KV cache)\n%-28s %10s %10s\n", "case", "time us", "KV GB/s");
     static const int64_t ctxs[] = {1024, 8192, 32768};
-    struct at_arg at = {.a = {32, 8, 128, 0.08838834764831845f, 0.0f, 0}};
+    struct at_arg at = {.a = {32, 8, 128, 0.08838834764831845f, 0.0f, 0, CMF_CUDA_KV_F16}};
     size_t kvb = (size_t)32768 * 8 * 128 * 2;
     OKC(cmf_cuda_malloc((void **)&at.k, kvb));
     OKC(cmf_cuda_malloc((void **)&at.v, kvb));

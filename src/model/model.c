@@ -343,6 +343,7 @@ cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, c
     if (!m) return cmf_err(CMF_E_NOMEM, "model: out of memory");
     pthread_mutex_init(&m->skill_mu, NULL);
     m->n_threads = params ? params->n_threads : 0;
+    m->cache_type = params ? params->cache_type : CMF_CACHE_DEFAULT;
     m->be = cmf_backend_cpu();
     cmf_status st = cmf_file_open(path, &m->file);
     if (st == CMF_OK) st = build(m);

@@ -78,6 +78,7 @@ struct cmf_model {
     int n_skill_sets;
     pthread_mutex_t skill_mu;     /* guards skill_sets */
     int n_threads;
+    int cache_type;               /* cmf_model_params.cache_type (the cuda backend's KV element type) */
     int32_t *eos_ids;
     int n_eos;
     int32_t bos_id;

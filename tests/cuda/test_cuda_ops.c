@@ -380,7 +380,7 @@ static void test_elementwise(void) {
         float *d_k = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD), *d_v = dev_from(vv, sizeof(float) * nt * KVD);
         uint16_t *d_kc = dev_poison(2 * (size_t)NCTX * KVD), *d_vc = dev_poison(2 * (size_t)NCTX * KVD);
         OK(cmf_cuda_qk_norm_rope_kv(d_q, d_k, d_v, nt, H, NKV, D, d_w, d_w + D, 1e-6f, 0, rot, d_inv, d_p3,
-                                    CMF_CUDA_ROPE_HALF, d_kc, d_vc, NULL));
+                                    CMF_CUDA_ROPE_HALF, d_kc, d_vc, CMF_CUDA_KV_F16, NULL));
         float *q = malloc(sizeof(float) * nt * (H + NKV) * D);
         uint16_t *kc = malloc(2 * (size_t)NCTX * KVD), *vc = malloc(2 * (size_t)NCTX * KVD);
         OK(cmf_cuda_download(q, d_q, sizeof(float) * nt * H * D, NULL));
@@ -408,6 +408,39 @@ static void test_elementwise(void) {
                 badc += kc[(size_t)p3[t] * KVD + i] != cmf_f32_to_f16(q[nt * H * D + t * KVD + i]) ||
                         vc[(size_t)p3[t] * KVD + i] != cmf_f32_to_f16(vv[t * KVD + i]);
         CHECK_MSG(badc == 0, "qk_norm_rope_kv: %lld cache values differ", (long long)badc);
+        { /* an f32 cache (CMF_CUDA_KV_F32) holds the rotated K and the V rows exactly, also through kv_write */
+            float *d_q2 = dev_from(qk, sizeof(float) * nt * H * D), *d_k2 = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD);
+            float *d_kf = dev_poison(4 * (size_t)NCTX * KVD), *d_vf = dev_poison(4 * (size_t)NCTX * KVD);
+            float *kf = malloc(4 * (size_t)NCTX * KVD), *vf = malloc(4 * (size_t)NCTX * KVD);
+            OK(cmf_cuda_qk_norm_rope_kv(d_q2, d_k2, d_v, nt, H, NKV, D, d_w, d_w + D, 1e-6f, 0, rot, d_inv, d_p3,
+                                        CMF_CUDA_ROPE_HALF, d_kf, d_vf, CMF_CUDA_KV_F32, NULL));
+            OK(cmf_cuda_download(kf, d_kf, 4 * (size_t)NCTX * KVD, NULL));
+            OK(cmf_cuda_download(vf, d_vf, 4 * (size_t)NCTX * KVD, NULL));
+            OK(cmf_cuda_sync(NULL));
+            int64_t badf = 0;
+            for (int t = 0; t < nt; t++)
+                badf += memcmp(kf + (size_t)p3[t] * KVD, q + nt * H * D + t * KVD, 4 * (size_t)KVD) != 0 ||
+                        memcmp(vf + (size_t)p3[t] * KVD, vv + t * KVD, 4 * (size_t)KVD) != 0;
+            CHECK_MSG(badf == 0, "qk_norm_rope_kv f32 cache: %lld rows differ", (long long)badf);
+            OK(cmf_cuda_memset(d_kf, 0xff, 4 * (size_t)NCTX * KVD, NULL));
+            OK(cmf_cuda_memset(d_vf, 0xff, 4 * (size_t)NCTX * KVD, NULL));
+            OK(cmf_cuda_kv_write(d_kf, d_vf, d_k, d_v, d_p3, nt, KVD, CMF_CUDA_KV_F32, NULL));
+            OK(cmf_cuda_download(kf, d_kf, 4 * (size_t)NCTX * KVD, NULL));
+            OK(cmf_cuda_download(vf, d_vf, 4 * (size_t)NCTX * KVD, NULL));
+            OK(cmf_cuda_sync(NULL));
+            badf = 0;
+            for (int t = 0; t < nt; t++)
+                badf += memcmp(kf + (size_t)p3[t] * KVD, q + nt * H * D + t * KVD, 4 * (size_t)KVD) != 0 ||
+                        memcmp(vf + (size_t)p3[t] * KVD, vv + t * KVD, 4 * (size_t)KVD) != 0;
+            CHECK_MSG(badf == 0, "kv_write f32 cache: %lld rows differ", (long long)badf);
+            CHECK(cmf_cuda_kv_write(d_kf, d_vf, d_k, d_v, d_p3, nt, KVD, 7, NULL) == CMF_E_ARG);
+            cmf_cuda_free(d_q2);
+            cmf_cuda_free(d_k2);
+            cmf_cuda_free(d_kf);
+            cmf_cuda_free(d_vf);
+            free(kf);
+            free(vf);
+        }
         cmf_cuda_free(d_p3);
         cmf_cuda_free(d_inv);
         cmf_cuda_free(d_q);
@@ -440,11 +473,19 @@ static void test_attention(void) {
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         int H = cases[ci].H, KV = cases[ci].KV, D = cases[ci].D;
         int64_t ctx = cases[ci].ctx;
-        cmf_cuda_attn a = {H, KV, D, 1.0f / sqrtf((float)D), cases[ci].softcap, cases[ci].window};
+        cmf_cuda_attn a = {H, KV, D, 1.0f / sqrtf((float)D), cases[ci].softcap, cases[ci].window, CMF_CUDA_KV_F16};
         size_t kvn = (size_t)(ctx * KV * D);
         uint16_t *k = malloc(2 * kvn), *v = malloc(2 * kvn);
         for (size_t i = 0; i < kvn; i++) k[i] = cmf_f32_to_f16(ref_rand(&rng) * 2.0f), v[i] = cmf_f32_to_f16(ref_rand(&rng));
         uint16_t *d_k = dev_from(k, 2 * kvn), *d_v = dev_from(v, 2 * kvn);
+        /* the same values in f32 caches (CMF_CUDA_KV_F32): every kernel below must give the f16 cache's bits */
+        cmf_cuda_attn af = a;
+        af.kv_type = CMF_CUDA_KV_F32;
+        float *kf = malloc(4 * kvn), *vf = malloc(4 * kvn);
+        for (size_t i = 0; i < kvn; i++) kf[i] = cmf_f16_to_f32(k[i]), vf[i] = cmf_f16_to_f32(v[i]);
+        uint16_t *d_kf = dev_from(kf, 4 * kvn), *d_vf = dev_from(vf, 4 * kvn);
+        free(kf);
+        free(vf);
         /* decode at the last position and at one in the middle */
         int64_t tests[2] = {ctx - 1, ctx / 3};
         const size_t wb = cmf_cuda_attn_decode_work_bytes(&a, ctx);
@@ -471,6 +512,16 @@ static void test_attention(void) {
             OK(cmf_cuda_sync(NULL));
             CHECK_MSG(!memcmp(o, o2, sizeof(float) * (size_t)(H * D)), "attn decode dpos H%d KV%d D%d pos %lld differs",
                       H, KV, D, (long long)pos);
+            OK(cmf_cuda_attn_decode(&af, d_q, d_kf, d_vf, pos, d_o, d_work, NULL));
+            OK(cmf_cuda_download(o2, d_o, sizeof(float) * (size_t)(H * D), NULL));
+            OK(cmf_cuda_sync(NULL));
+            CHECK_MSG(!memcmp(o, o2, sizeof(float) * (size_t)(H * D)), "attn decode f32 cache H%d KV%d D%d pos %lld differs",
+                      H, KV, D, (long long)pos);
+            OK(cmf_cuda_attn_decode_dpos(&af, d_q, d_kf, d_vf, d_p, ctx, d_o, d_work, NULL));
+            OK(cmf_cuda_download(o2, d_o, sizeof(float) * (size_t)(H * D), NULL));
+            OK(cmf_cuda_sync(NULL));
+            CHECK_MSG(!memcmp(o, o2, sizeof(float) * (size_t)(H * D)),
+                      "attn decode dpos f32 cache H%d KV%d D%d pos %lld differs", H, KV, D, (long long)pos);
             cmf_cuda_free(d_p);
             free(o2);
             cmf_cuda_free(d_q);
@@ -492,6 +543,16 @@ static void test_attention(void) {
         ref_attention(H, KV, D, a.scale, a.softcap, a.window, q, k, v, pos0, n_tok, ref);
         double e = ref_rel_err(o, ref, (int64_t)qn);
         CHECK_MSG(e < 1e-5, "attn prefill H%d KV%d D%d win%d n_tok %lld: %g", H, KV, D, a.window, (long long)n_tok, e);
+        {
+            float *o2 = malloc(sizeof(float) * qn);
+            OK(cmf_cuda_attn_prefill(&af, d_q, d_kf, d_vf, pos0, n_tok, d_o, NULL));
+            OK(cmf_cuda_download(o2, d_o, sizeof(float) * qn, NULL));
+            OK(cmf_cuda_sync(NULL));
+            CHECK_MSG(!memcmp(o, o2, sizeof(float) * qn), "attn prefill f32 cache H%d KV%d D%d differs", H, KV, D);
+            free(o2);
+        }
+        cmf_cuda_free(d_kf);
+        cmf_cuda_free(d_vf);
         cmf_cuda_free(d_q);
         cmf_cuda_free(d_o);
         cmf_cuda_free(d_k);
@@ -502,7 +563,9 @@ static void test_attention(void) {
         free(k);
         free(v);
     }
-    cmf_cuda_attn bad = {6, 4, 64, 0.125f, 0, 0};
+    cmf_cuda_attn bad = {6, 4, 64, 0.125f, 0, 0, CMF_CUDA_KV_F16};
+    CHECK(cmf_cuda_attn_decode(&bad, (void *)16, (void *)16, (void *)16, 0, (void *)16, (void *)16, NULL) == CMF_E_ARG);
+    bad.n_heads = 8, bad.kv_type = 5; /* an unknown cache type */
     CHECK(cmf_cuda_attn_decode(&bad, (void *)16, (void *)16, (void *)16, 0, (void *)16, (void *)16, NULL) == CMF_E_ARG);
 }
 

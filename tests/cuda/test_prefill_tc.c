@@ -128,7 +128,7 @@ static void test_attn_tc(void) {
     for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
         const int H = cases[ci].H, KV = cases[ci].KV, D = cases[ci].D;
         const int64_t ctx = cases[ci].ctx, n_tok = cases[ci].n_tok, pos0 = ctx - n_tok;
-        cmf_cuda_attn a = {H, KV, D, 1.0f / sqrtf((float)D), cases[ci].softcap, cases[ci].window};
+        cmf_cuda_attn a = {H, KV, D, 1.0f / sqrtf((float)D), cases[ci].softcap, cases[ci].window, CMF_CUDA_KV_F16};
         const size_t kvn = (size_t)(ctx * KV * D), qn = (size_t)(n_tok * H * D);
         uint16_t *k = malloc(2 * kvn), *v = malloc(2 * kvn);
         for (size_t i = 0; i < kvn; i++) k[i] = cmf_f32_to_f16(ref_rand(&rng) * 2.0f), v[i] = cmf_f32_to_f16(ref_rand(&rng));
@@ -160,7 +160,7 @@ static void test_attn_tc(void) {
         free(k);
         free(v);
     }
-    cmf_cuda_attn bad = {6, 4, 64, 0.125f, 0, 0};
+    cmf_cuda_attn bad = {6, 4, 64, 0.125f, 0, 0, CMF_CUDA_KV_F16};
     CHECK(cmf_cuda_attn_prefill_tc(&bad, (void *)16, (void *)16, (void *)16, 0, 4, (void *)16, NULL) == CMF_E_ARG);
 }
 

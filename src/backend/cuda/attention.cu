@@ -1,4 +1,4 @@
-/* attention.cu — scaled dot-product attention over an f16 KV cache (cuda_ops.h): flash-decoding for one query
+/* attention.cu — scaled dot-product attention over an f16 or f32 KV cache (cuda_ops.h): flash-decoding for one query
  * (Dao et al. 2023, "Flash-Decoding": split the keys across blocks, online softmax per split, merge the splits)
  * and a causal prefill kernel with online softmax (Milakov & Gimelshein 2018; FlashAttention's recurrence),
  * both with GQA, a sliding window and optional logit soft-capping. f32 arithmetic throughout. */
@@ -76,7 +76,7 @@ static __device__ __forceinline__ float merge_dim(const float *w, int used, int 
 
 /* Block (kv head, split, head chunk): lane groups of L = pow2(D/8) lanes each hold one key row (16 bytes per lane),
  * GH query heads of the group in registers; per-group online softmax, then a merge in shared memory. */
-template <int GH, int L>
+template <int GH, int L, bool KF>
 static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
                                                                   const uint16_t *__restrict__ kc,
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
@@ -117,7 +117,13 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
         const int64_t j = jb + lane / L;
         const bool valid = j < j1;
         float kf[8], vf[8];
-        if (has_d && valid) {
+        if (has_d && valid && KF) { /* f32 cache: two 16-byte loads per row */
+            const float4 *kp = (const float4 *)((const float *)kc + j * row + (int64_t)kvh * D + sub * 8);
+            const float4 *vp = (const float4 *)((const float *)vc + j * row + (int64_t)kvh * D + sub * 8);
+            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
+            kf[0] = k0.x, kf[1] = k0.y, kf[2] = k0.z, kf[3] = k0.w, kf[4] = k1.x, kf[5] = k1.y, kf[6] = k1.z, kf[7] = k1.w;
+            vf[0] = v0.x, vf[1] = v0.y, vf[2] = v0.z, vf[3] = v0.w, vf[4] = v1.x, vf[5] = v1.y, vf[6] = v1.z, vf[7] = v1.w;
+        } else if (has_d && valid) {
             uint4 kr = __ldg((const uint4 *)(kc + j * row + (int64_t)kvh * D + sub * 8));
             uint4 vr = __ldg((const uint4 *)(vc + j * row + (int64_t)kvh * D + sub * 8));
             const __half2 *kh = (const __half2 *)&kr, *vh = (const __half2 *)&vr;
@@ -193,20 +199,22 @@ static cmf_status attn_check(const cmf_cuda_attn *a) {
     if (a->head_dim < 8 || a->head_dim > 256 || a->head_dim % 8 != 0)
         return cmf_err(CMF_E_ARG, "cuda attention: head_dim %d must be a multiple of 8 in [8, 256]", a->head_dim);
     if (a->window < 0 || a->softcap < 0.0f) return cmf_err(CMF_E_ARG, "cuda attention: negative window or softcap");
+    if (a->kv_type != CMF_CUDA_KV_F16 && a->kv_type != CMF_CUDA_KV_F32)
+        return cmf_err(CMF_E_ARG, "cuda attention: kv_type %d is neither f16 (0) nor f32 (1)", a->kv_type);
     return CMF_OK;
 }
 
-template <int GH>
+template <int GH, bool KF>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
                          float *out, cudaStream_t s) {
     switch (L) {
-    case 1: cu_launch(k_attn_split<GH, 1>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 2: cu_launch(k_attn_split<GH, 2>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 4: cu_launch(k_attn_split<GH, 4>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 8: cu_launch(k_attn_split<GH, 8>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 16: cu_launch(k_attn_split<GH, 16>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    default: cu_launch(k_attn_split<GH, 32>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 1: cu_launch(k_attn_split<GH, 1, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 2: cu_launch(k_attn_split<GH, 2, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 4: cu_launch(k_attn_split<GH, 4, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 8: cu_launch(k_attn_split<GH, 8, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 16: cu_launch(k_attn_split<GH, 16, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    default: cu_launch(k_attn_split<GH, 32, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
     }
 }
 
@@ -221,10 +229,17 @@ static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const 
     int *done = (int *)d_work;
     float *work = (float *)((char *)d_work + work_counters(a));
     int gh = G < AD_MAXG ? G : AD_MAXG;
-    if (gh == 1) launch_split<1>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-    else if (gh == 2) launch_split<2>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-    else if (gh <= 4) launch_split<4>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-    else launch_split<8>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    if (a->kv_type == CMF_CUDA_KV_F32) {
+        if (gh == 1) launch_split<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        else if (gh == 2) launch_split<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        else if (gh <= 4) launch_split<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        else launch_split<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    } else {
+        if (gh == 1) launch_split<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        else if (gh == 2) launch_split<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        else if (gh <= 4) launch_split<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        else launch_split<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+    }
     CU_LAUNCHED("attention decode kernel");
     return CMF_OK;
 }
@@ -293,7 +308,10 @@ static __global__ void __launch_bounds__(128) k_attn_prefill(cmf_cuda_attn a, co
             int jj = e / D, d = e % D;
             int64_t j = kb + jj;
             float kv = 0.0f, vv = 0.0f;
-            if (j <= k_hi) {
+            if (j <= k_hi && a.kv_type == CMF_CUDA_KV_F32) {
+                kv = ((const float *)kc)[j * row + (int64_t)kvh * D + d];
+                vv = ((const float *)vc)[j * row + (int64_t)kvh * D + d];
+            } else if (j <= k_hi) {
                 kv = dev_f16(kc[j * row + (int64_t)kvh * D + d]);
                 vv = dev_f16(vc[j * row + (int64_t)kvh * D + d]);
             }

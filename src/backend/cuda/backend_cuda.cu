@@ -3,7 +3,8 @@
  *  - Weights: every matrix payload of a weight set is copied to the device once (load_weights; the bytes exactly
  *    as stored, CMF_FORMAT.md §2, read in place by the kernels of cuda_ops.h); the set's f32 small-tensor arena
  *    (norms, biases) likewise. Ops find the device copy of a host cmf_weight / norm pointer in a table.
- *  - Activations and the KV cache (f16 [n_ctx][n_kv_heads][head_dim] per layer) live on the device.
+ *  - Activations and the KV cache ([n_ctx][n_kv_heads][head_dim] per layer; f16, or f32 with the model's
+ *    cache_type CMF_CACHE_F32) live on the device.
  *  - The forward only queues work on the stream: positions are uploaded at begin(), logits downloaded by head(),
  *    which is the one synchronisation of a forward.
  *  - Products: cmf_cuda_matvec for n <= 8 tokens, cmf_cuda_gemm (cuBLAS, f16 operands, f32 accumulation) above.
@@ -201,6 +202,11 @@ cmf_status flush_add(cuda_impl *I) {
     return cmf_cuda_add(x, x, I->pa_o, (int64_t)I->pa_rows * I->pa_d, I->stream);
 }
 
+/* Element `off` of a session's K or V cache (f16 or f32 elements, I->kv_type). */
+void *kv_at(cuda_impl *I, void *cache, size_t off) {
+    return (char *)cache + off * (I->kv_type == CMF_CUDA_KV_F32 ? 4 : 2);
+}
+
 /* q/k norm + RoPE of the pending qk_rope; with a session, also its K/V rows into the cache (tokens t0 .. t0+r). */
 cmf_status rope_now(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, int t0, int r, const cmf_session *s) {
     const cmf_config *c = &b->m->cfg;
@@ -217,8 +223,8 @@ cmf_status rope_now(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, i
     return cmf_cuda_qk_norm_rope_kv(b->q + t0 * QD, b->k + t0 * KVD, b->v + t0 * KVD, r, c->n_heads, c->n_kv_heads,
                                     c->head_dim, qn, kn, c->rms_norm_eps, c->gemma_norm,
                                     c->rot_dim > 0 ? c->rot_dim : 0, f, D_POS(I) + t0, pairing,
-                                    s ? (uint16_t *)s->dk + s->kv_off[layer] : NULL,
-                                    s ? (uint16_t *)s->dv + s->kv_off[layer] : NULL, I->stream);
+                                    s ? kv_at(I, s->dk, s->kv_off[layer]) : NULL,
+                                    s ? kv_at(I, s->dv, s->kv_off[layer]) : NULL, I->kv_type, I->stream);
 }
 
 cmf_status flush_rope(cuda_impl *I) {
@@ -301,6 +307,7 @@ cmf_cuda_attn attn_params(const cmf_config *c, int window) {
     a.scale = c->attn_scale;
     a.softcap = c->attn_softcap;
     a.window = window;
+    a.kv_type = CMF_CUDA_KV_F16;
     return a;
 }
 
@@ -312,7 +319,7 @@ cmf_status cu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
                        cmf_session_task(s));
     if (s->o1) return cmf_err(CMF_E_UNSUPPORTED, "cuda: the O(1) far field runs only on the CPU backend (--o1 off)");
     cudaSetDevice(I->dev);
-    const size_t bytes = (total ? total : 1) * sizeof(uint16_t);
+    const size_t bytes = (total ? total : 1) * (I->kv_type == CMF_CUDA_KV_F32 ? 4 : 2);
     cmf_status st = cmf_cuda_malloc(&s->dk, bytes);
     if (st == CMF_OK) st = cmf_cuda_malloc(&s->dv, bytes);
     if (st == CMF_OK) st = cmf_cuda_memset(s->dk, 0, bytes, I->stream);
@@ -332,8 +339,8 @@ cmf_status cu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
         pthread_mutex_unlock(&I->mu);
     }
     if (st != CMF_OK)
-        return cmf_err_prefix(st, "session: the f16 KV cache of %d positions (%.1f MiB) on the device: ", s->n_ctx,
-                              2.0 * (double)bytes / (1 << 20));
+        return cmf_err_prefix(st, "session: the %s KV cache of %d positions (%.1f MiB) on the device: ",
+                              I->kv_type == CMF_CUDA_KV_F32 ? "f32" : "f16", s->n_ctx, 2.0 * (double)bytes / (1 << 20));
     return CMF_OK;
 }
 void cu_kv_free(cmf_backend *be, cmf_session *s) {
@@ -562,8 +569,8 @@ cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, 
             st = rope_now(I, b, rope, l, t, r, s);
             continue;
         }
-        st = cmf_cuda_kv_write((uint16_t *)s->dk + s->kv_off[l], (uint16_t *)s->dv + s->kv_off[l],
-                               b->k + (size_t)t * KVD, b->v + (size_t)t * KVD, D_POS(I) + t, r, KVD, I->stream);
+        st = cmf_cuda_kv_write(kv_at(I, s->dk, s->kv_off[l]), kv_at(I, s->dv, s->kv_off[l]), b->k + (size_t)t * KVD,
+                               b->v + (size_t)t * KVD, D_POS(I) + t, r, KVD, I->kv_type, I->stream);
     }
     return st;
 }
@@ -573,16 +580,20 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
     if (I->mode == G_REPLAY) return CMF_OK;
     const cmf_config *c = &b->m->cfg;
     const size_t QD = (size_t)c->n_heads * c->head_dim;
-    const cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
+    cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
+    a.kv_type = I->kv_type;
     cmf_status st = wait_resolve(I);
     if (st == CMF_OK) st = flush_pending(I);
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
-        const uint16_t *dk = (const uint16_t *)s->dk + s->kv_off[l], *dv = (const uint16_t *)s->dv + s->kv_off[l];
+        const uint16_t *dk = (const uint16_t *)kv_at(I, s->dk, s->kv_off[l]);
+        const uint16_t *dv = (const uint16_t *)kv_at(I, s->dv, s->kv_off[l]);
         if (r == 1)
             st = cmf_cuda_attn_decode_dpos(&a, b->q + t * QD, dk, dv, D_POS(I) + t, s->n_ctx, b->att + t * QD, I->d_work,
                                            I->stream);
+        else if (I->kv_type == CMF_CUDA_KV_F32) /* f32 K/V: the f32 prefill kernel (the tensor-core one reads f16) */
+            st = cmf_cuda_attn_prefill(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
         else
             st = cmf_cuda_attn_prefill_tc(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
     }
@@ -718,6 +729,7 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->exact_prefill = ep && ep[0] == '1';
     const char *fc = getenv("CMF_CUDA_F16_CACHE");
     I->f16_cache = !fc || !fc[0] ? 2 : fc[0] == '1' ? 1 : 0; /* 2: the memory rule of f16_copy */
+    I->kv_type = m->cache_type == CMF_CACHE_F32 ? CMF_CUDA_KV_F32 : CMF_CUDA_KV_F16;
     const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
     I->fuse_norm = fz && fz[0] == '1';
     pthread_mutex_init(&I->mu, NULL);

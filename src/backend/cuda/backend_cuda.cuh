@@ -56,6 +56,8 @@ struct cuda_impl {
                                          f16_copy's memory rule (default), 1 whenever it fits (CMF_CUDA_F16_CACHE=1),
                                          0 never (=0) */
     std::unordered_map<const void *, void *> f16w; /* device payload (view start) -> its f16 [rows][cols] copy */
+    int kv_type;                      /* enum cmf_cuda_kv of the sessions' caches: the model's cache_type
+                                         (cmf_model_params, include/cmf.h) */
     int exact_prefill;                /* CMF_CUDA_EXACT_PREFILL=1: prefill products by the f32 matvec, 8 rows at a
                                          time, instead of the f16 GEMM (a precision experiment, slow) */
     int mode;                         /* enum graph_mode */

@@ -192,11 +192,12 @@ cmf_status cmf_cuda_softmax(float *d_x, int64_t n, int64_t d, cmf_cuda_stream st
 /* f32 -> f16 (round to nearest even) for n values, e.g. K/V rows into the cache. Errors: CMF_E_IO. */
 cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, int64_t n, cmf_cuda_stream stream);
 
-/* KV-cache append with device positions: for t < n_tok, row d_pos[t] of the f16 caches d_kc / d_vc ([n_ctx][kvd])
- * receives d_k[t] / d_v[t] ([n_tok][kvd] f32) rounded to nearest even. One launch for K and V. Positions must lie
- * inside the cache (the caller's invariant). Errors: CMF_E_ARG, CMF_E_IO. */
-cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const float *d_k, const float *d_v, const int32_t *d_pos,
-                             int64_t n_tok, int64_t kvd, cmf_cuda_stream stream);
+/* KV-cache append with device positions: for t < n_tok, row d_pos[t] of the caches d_kc / d_vc ([n_ctx][kvd] of
+ * kv_type, enum cmf_cuda_kv) receives d_k[t] / d_v[t] ([n_tok][kvd] f32), rounded to nearest even for f16, as is
+ * for f32. One launch for K and V. Positions must lie inside the cache (the caller's invariant). Errors: CMF_E_ARG,
+ * CMF_E_IO. */
+cmf_status cmf_cuda_kv_write(void *d_kc, void *d_vc, const float *d_k, const float *d_v, const int32_t *d_pos,
+                             int64_t n_tok, int64_t kvd, int kv_type, cmf_cuda_stream stream);
 
 /* Per-head q/k RMSNorm (Qwen3, Gemma 3; skipped when d_qw and d_kw are NULL) followed by RoPE (Su et al. 2021) of
  * d_q [n_tok][n_heads][head_dim] and d_k [n_tok][n_kv_heads][head_dim], in place, in one launch (one warp per
@@ -208,23 +209,29 @@ cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_tok, int n_he
                                  const float *d_inv_freq, const int32_t *d_pos, int pairing, cmf_cuda_stream stream);
 
 /* cmf_cuda_qk_norm_rope followed by cmf_cuda_kv_write of the same tokens, in one launch: after the rotation, each
- * token's K row and its V row (d_v [n_tok][n_kv_heads][head_dim]) go to row d_pos[t] of the f16 caches d_kc / d_vc
- * ([n_ctx][n_kv_heads * head_dim]). Bit for bit the two calls. Errors: as those. */
+ * token's K row and its V row (d_v [n_tok][n_kv_heads][head_dim]) go to row d_pos[t] of the caches d_kc / d_vc
+ * ([n_ctx][n_kv_heads * head_dim] of kv_type, enum cmf_cuda_kv). Bit for bit the two calls. Errors: as those. */
 cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const float *d_v, int64_t n_tok, int n_heads,
                                     int n_kv_heads, int head_dim, const float *d_qw, const float *d_kw, float eps,
                                     int gemma_style, int rot_dim, const float *d_inv_freq, const int32_t *d_pos,
-                                    int pairing, uint16_t *d_kc, uint16_t *d_vc, cmf_cuda_stream stream);
+                                    int pairing, void *d_kc, void *d_vc, int kv_type, cmf_cuda_stream stream);
 
 /* ---- attention ------------------------------------------------------------------------------------------- */
 
 /* KV cache layout (one layer): f16 [n_ctx][n_kv_heads][head_dim], position-major, so that one token's K (or V)
  * projection is one contiguous row. Query layout: f32 [n_tok][n_heads][head_dim]; output likewise. Query head h
  * reads KV head h / (n_heads / n_kv_heads) (GQA). */
+/* Element type of a KV cache ([n_ctx][n_kv_heads][head_dim] per layer): f16 (rounded to nearest even; half the
+ * memory and cache bandwidth) or f32 (the values as computed, as the CPU backend keeps them). The attention
+ * functions take the cache pointers as uint16_t * in both cases (cast an f32 cache). */
+enum cmf_cuda_kv { CMF_CUDA_KV_F16 = 0, CMF_CUDA_KV_F32 = 1 };
+
 typedef struct cmf_cuda_attn {
     int n_heads, n_kv_heads, head_dim; /* head_dim % 8 == 0, <= 256; n_heads % n_kv_heads == 0 */
     float scale;                       /* score scale, usually 1/sqrt(head_dim) */
     float softcap;                     /* 0: none; else s = softcap * tanh(s / softcap) (Gemma 2) */
     int window;                        /* 0: none; else query at p sees keys j with p - window < j <= p */
+    int kv_type;                       /* the caches' element type: enum cmf_cuda_kv (0 = f16) */
 } cmf_cuda_attn;
 
 /* Decode attention of one query at position pos (keys 0..pos, i.e. pos + 1 cached rows) by flash-decoding: the

@@ -190,23 +190,33 @@ extern "C" cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, in
     return CMF_OK;
 }
 
-/* K and V rows of n_tok tokens into the f16 cache at each token's own position (read from the device, so that a
+/* One cache element: f16 (round to nearest even) or f32 (enum cmf_cuda_kv). */
+static __device__ __forceinline__ void kv_store(void *c, int64_t i, float x, int f32) {
+    if (f32) ((float *)c)[i] = x;
+    else ((uint16_t *)c)[i] = __half_as_ushort(__float2half_rn(x));
+}
+
+/* K and V rows of n_tok tokens into the cache at each token's own position (read from the device, so that a
  * captured decode step replays at the next position). */
-static __global__ void k_kv_write(uint16_t *kc, uint16_t *vc, const float *k, const float *v, const int32_t *pos,
-                                  int64_t n, int64_t kvd) {
+static __global__ void k_kv_write(void *kc, void *vc, const float *k, const float *v, const int32_t *pos, int64_t n,
+                                  int64_t kvd, int f32) {
     pdl_enter();
     for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x) {
         const int64_t t = i / kvd, dst = (int64_t)pos[t] * kvd + i % kvd;
-        kc[dst] = __half_as_ushort(__float2half_rn(k[i]));
-        vc[dst] = __half_as_ushort(__float2half_rn(v[i]));
+        kv_store(kc, dst, k[i], f32);
+        kv_store(vc, dst, v[i], f32);
     }
 }
 
-extern "C" cmf_status cmf_cuda_kv_write(uint16_t *d_kc, uint16_t *d_vc, const float *d_k, const float *d_v,
-                                        const int32_t *d_pos, int64_t n_tok, int64_t kvd, cmf_cuda_stream stream) {
-    if (n_tok < 0 || kvd < 1) return cmf_err(CMF_E_ARG, "cuda_kv_write: n_tok %lld, kvd %lld", (long long)n_tok, (long long)kvd);
+extern "C" cmf_status cmf_cuda_kv_write(void *d_kc, void *d_vc, const float *d_k, const float *d_v,
+                                        const int32_t *d_pos, int64_t n_tok, int64_t kvd, int kv_type,
+                                        cmf_cuda_stream stream) {
+    if (n_tok < 0 || kvd < 1 || (kv_type != CMF_CUDA_KV_F16 && kv_type != CMF_CUDA_KV_F32))
+        return cmf_err(CMF_E_ARG, "cuda_kv_write: n_tok %lld, kvd %lld, kv_type %d", (long long)n_tok, (long long)kvd,
+                       kv_type);
     if (n_tok == 0) return CMF_OK;
-    cu_launch(k_kv_write, grid1d(n_tok * kvd, 256), 256, 0, CU_STREAM(stream), d_kc, d_vc, d_k, d_v, d_pos, n_tok * kvd, kvd);
+    cu_launch(k_kv_write, grid1d(n_tok * kvd, 256), 256, 0, CU_STREAM(stream), d_kc, d_vc, d_k, d_v, d_pos, n_tok * kvd,
+              kvd, kv_type == CMF_CUDA_KV_F32);
     CU_LAUNCHED("kv_write kernel");
     return CMF_OK;
 }
@@ -218,7 +228,7 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
                                                              int hd, const float *qw, const float *kw, float eps,
                                                              int gemma, int rot, const float *inv_freq,
                                                              const int32_t *pos, int interleaved, const float *vsrc,
-                                                             uint16_t *kc, uint16_t *vc) {
+                                                             void *kc, void *vc, int kv_f32) {
     pdl_enter();
     const int64_t wid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
@@ -261,8 +271,8 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
         const int64_t kvd = (int64_t)nkv * hd, dst = (int64_t)pos[t] * kvd + (th - t * nkv) * hd;
         const float *vr = vsrc + th * hd;
         for (int c = lane; c < hd; c += 32) {
-            kc[dst + c] = __half_as_ushort(__float2half_rn(v[c]));
-            vc[dst + c] = __half_as_ushort(__float2half_rn(vr[c]));
+            kv_store(kc, dst + c, v[c], kv_f32);
+            kv_store(vc, dst + c, vr[c], kv_f32);
         }
     }
 }
@@ -270,7 +280,7 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
 extern "C" cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const float *d_v, int64_t n_tok, int n_heads,
                                                int n_kv_heads, int head_dim, const float *d_qw, const float *d_kw,
                                                float eps, int gemma_style, int rot_dim, const float *d_inv_freq,
-                                               const int32_t *d_pos, int pairing, uint16_t *d_kc, uint16_t *d_vc,
+                                               const int32_t *d_pos, int pairing, void *d_kc, void *d_vc, int kv_type,
                                                cmf_cuda_stream stream) {
     if (n_tok < 1 || n_heads < 1 || n_kv_heads < 1 || head_dim < 1 || head_dim > 256 || rot_dim < 0 ||
         rot_dim % 2 || rot_dim > head_dim || (rot_dim && (!d_inv_freq || !d_pos)))
@@ -278,10 +288,12 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const flo
                        n_heads, n_kv_heads, head_dim, rot_dim);
     if (!d_qw != !d_kw) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope: q and k norm weights must both be given or not");
     if (d_kc && (!d_vc || !d_v || !d_pos)) return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope_kv: cache without V / positions");
+    if (kv_type != CMF_CUDA_KV_F16 && kv_type != CMF_CUDA_KV_F32)
+        return cmf_err(CMF_E_ARG, "cuda_qk_norm_rope_kv: kv_type %d", kv_type);
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
     cu_launch(k_qk_norm_rope, (unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream),
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
-        pairing == CMF_CUDA_ROPE_INTERLEAVED, d_v, d_kc, d_vc);
+        pairing == CMF_CUDA_ROPE_INTERLEAVED, d_v, d_kc, d_vc, kv_type == CMF_CUDA_KV_F32);
     CU_LAUNCHED("qk_norm_rope kernel");
     return CMF_OK;
 }
@@ -298,7 +310,7 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_to
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
     cu_launch(k_qk_norm_rope, (unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream),
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
-        pairing == CMF_CUDA_ROPE_INTERLEAVED, nullptr, nullptr, nullptr);
+        pairing == CMF_CUDA_ROPE_INTERLEAVED, nullptr, nullptr, nullptr, 0);
     CU_LAUNCHED("qk_norm_rope kernel");
     return CMF_OK;
 }
