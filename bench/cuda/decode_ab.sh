@@ -3,7 +3,8 @@
 # (Release; the committed tree when $DEPS/head.tar exists), test_cuda_ops (group $OPS_TESTS), test_gpu_forward (all
 # cases), optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
 # matvec tables (int8 vs f32 activations), then gpu_bench decode tg@$CTX on random files ($MODELS: shape:dtype)
-# with each variant of $VARIANTS (environment settings; "-" = defaults) side by side in the same process order.
+# with each variant of $VARIANTS (environment settings, "-" = defaults, or gpu_bench arguments with ':' for spaces
+# such as --cache-type:f32) one after the other.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -66,8 +67,9 @@ for m in $MODELS; do
   f=/tmp/ab-${m%%:*}-${m##*:}.cmf
   [ -f $f ] || { echo "no $f"; continue; }
   for v in $VARIANTS; do
-    e=""; [ "$v" != - ] && e=$v
-    env $e timeout 100 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-64} -c $CTX -r ${REPS:-2} 2>&1 | sed "s|model=$f|model=$m|" |
+    e=""; a=""; [ "$v" != - ] && e=$v
+    case $v in --*) e=""; a=${v//:/ } ;; esac # "--cache-type:f32": gpu_bench arguments
+    env $e timeout 100 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-64} -c $CTX -r ${REPS:-2} $a 2>&1 | sed "s|model=$f|model=$m|" |
       grep -E 'test=|copy' | sed "s/test=tg@\([0-9]*\)/test=tg@\1 variant=$v/" | tee -a "$OUT/results.txt"
   done
   rm -f $f

@@ -1,5 +1,5 @@
 /* gpu_bench.c — the acceptance benchmark of the CUDA backend (bench/cuda/run_acceptance.sh) on one CMF file:
- *   gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph]
+ *   gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph] [--cache-type f16|f32]
  * prints one line per test, "RESULT key=value ...":
  *   - ppP: P random tokens in one prefill from an empty KV cache, tokens/s (one warm-up, then r timed runs);
  *   - tg@C: G single-token decode steps after a C-token prefill (decode "at context C"), tokens/s over the G
@@ -75,6 +75,7 @@ static double copy_gbs(void) {
 }
 
 int main(int argc, char **argv) {
+    cmf_model_params mp = {0};
     const char *path = NULL;
     int P = 512, G = 64, R = 3, graphs = 1;
     char ctxs[256] = "128,4096";
@@ -84,6 +85,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) snprintf(ctxs, sizeof ctxs, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--no-graph")) graphs = 0;
+        else if (!strcmp(argv[i], "--cache-type") && i + 1 < argc) mp.cache_type = !strcmp(argv[++i], "f32") ? CMF_CACHE_F32 : CMF_CACHE_F16;
         else path = argv[i];
     }
     if (!path || P < 0 || G < 1 || R < 1 || R > 64) {
@@ -110,7 +112,7 @@ int main(int argc, char **argv) {
 
     const double bw = copy_gbs();
     cmf_model *m = NULL;
-    if (cmf_model_load_on(path, NULL, "cuda", &m) != CMF_OK) return fail("load on cuda");
+    if (cmf_model_load_on(path, &mp, "cuda", &m) != CMF_OK) return fail("load on cuda");
 #ifdef CMF_HAVE_CUDA
     cmf_backend_cuda_set_graphs(m->be, graphs);
 #endif

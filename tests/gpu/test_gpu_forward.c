@@ -301,6 +301,47 @@ int main(void) {
                     cmf_model_free(ex);
                     unsetenv("CMF_CUDA_EXACT_PREFILL");
                 }
+                /* f16 weights with the f32 KV cache (cmf_model_params.cache_type): fixtures and two fresh random
+                 * sequences; PROVISIONAL bound (the f16 cache's) until measured on a GPU */
+                if (QUANTS[qi] == CMF_DT_F16 && ids0) {
+                    cmf_model_params mp = {0};
+                    mp.cache_type = CMF_CACHE_F32;
+                    cmf_model *kf = NULL;
+                    if (cmf_model_load_on(path, &mp, "cuda", &kf) == CMF_OK) {
+                        const float keep = g_worst;
+                        g_worst = 0;
+                        char sl[128];
+                        for (int seq = 0;; seq++) {
+                            char key[32];
+                            int n = 0;
+                            snprintf(key, sizeof key, "input_%d", seq);
+                            int32_t *ids = cmf_test_st_ids(st, key, &n);
+                            if (!ids) break;
+                            snprintf(sl, sizeof sl, "%s f32-kv seq %d", label, seq);
+                            check_sequence(sl, cpu, kf, ids, n);
+                            free(ids);
+                        }
+                        uint64_t r = 0x243f6a8885a308d3ull; /* its own stream: the random passes below keep theirs */
+                        for (int k = 0; k < 2; k++) {
+                            int32_t rnd[40];
+                            const int V = cmf_model_vocab_size(cpu);
+                            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                            const int rn = 5 + (int)(r % 36);
+                            for (int i = 0; i < rn; i++) {
+                                r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+                                rnd[i] = (int32_t)(r % (uint64_t)V);
+                            }
+                            snprintf(sl, sizeof sl, "%s f32-kv random %d", label, k);
+                            check_sequence(sl, cpu, kf, rnd, rn);
+                        }
+                        snprintf(sl, sizeof sl, "%s f32-kv", label);
+                        printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.0e)\n", sl, g_worst, BOUND);
+                        g_worst = keep;
+                    } else {
+                        CHECK_MSG(0, "%s: load with the f32 KV cache: %s", label, cmf_last_error());
+                    }
+                    cmf_model_free(kf);
+                }
                 /* quantized weights with the opt-in f16 weight cache for prefill GEMMs (CMF_CUDA_F16_CACHE=1): a
                  * 24-token prompt (more than 8 tokens: the GEMM path) within the same bound */
                 if (QUANTS[qi] == CMF_DT_Q8_ROW) {
