@@ -158,4 +158,7 @@ if has bench; then
           printf "32b ceiling %-18s 32bhalf / 32b tp1 = %.3f\n", f[2], half[f[2]] / t[k " 1"] }
     }' "$OUT/bench.txt" | tee "$OUT/table.txt"
 fi
+# the device tool returns at most 8 files: the small logs go into one archive
+( cd "$OUT" && ls gpu.txt topo.txt build*.log gen-*.log > /dev/null 2>&1 &&
+  tar czf logs.tgz $(ls gpu.txt topo.txt build*.log gen-*.log 2>/dev/null) && rm -f gpu.txt topo.txt build*.log gen-*.log )
 echo "done $(el)"
