@@ -159,6 +159,6 @@ if has bench; then
     }' "$OUT/bench.txt" | tee "$OUT/table.txt"
 fi
 # the device tool returns at most 8 files: the small logs go into one archive
-( cd "$OUT" && ls gpu.txt topo.txt build*.log gen-*.log > /dev/null 2>&1 &&
-  tar czf logs.tgz $(ls gpu.txt topo.txt build*.log gen-*.log 2>/dev/null) && rm -f gpu.txt topo.txt build*.log gen-*.log )
+( cd "$OUT" && set -- $(ls gpu.txt topo.txt build*.log gen-*.log 2>/dev/null) && [ $# -gt 0 ] &&
+  tar czf logs.tgz "$@" && rm -f "$@" )
 echo "done $(el)"
