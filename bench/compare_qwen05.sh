@@ -9,8 +9,9 @@
 #   READBW  optional prebuilt readbw binary (default: built from bench/readbw.c with cc).
 #   CMF_BEFORE optional second cmf binary (e.g. a build of an older commit), run in the same rounds right after
 #           CMF_BIN; the table then gains its column and the after/before ratio.
-# Models (bench/make_random_gguf.py --arch qwen2 ...): Q4_0 GGUF -> `cmf convert` (lossless repack to q4_tiled) and
-# Q8_0 GGUF -> `cmf convert --quant q8` (decoded, re-quantized to q8_row). Each round runs, in this order:
+# Models (bench/make_random_gguf.py --arch qwen2 ...): Q4_0 GGUF -> `cmf convert` (lossless repack to q4_block),
+# Q8_0 GGUF -> `cmf convert --quant q8` (decoded, re-quantized to q8_row), and (unless Q4TP=0) the q4_block file
+# -> `cmf requant --quant q4tp`, benched by cmf only and put next to llama.cpp's Q4_0 of the same round. Each round runs, in this order:
 # readbw (T threads, 1 GiB), then for q4_0 and q8_0: `llama-bench -m M.gguf -p 512 -n 128 -r 1 -t T -o json` and
 # `cmf bench M.cmf -p 512 -n 128 -r 1 -t T --json` (each does its own warm-up). The table gives the mean and the
 # spread (min..max) over rounds. Decode bandwidth use = model bytes per token x tg t/s / read bandwidth (best
@@ -42,6 +43,7 @@ for q in q4_0 q8_0; do
 done
 [ -f "$WORK/qwen05-q4_0.cmf" ] || "$CMF" convert "$WORK/qwen05-q4_0.gguf" -o "$WORK/qwen05-q4_0.cmf" --no-progress >&2
 [ -f "$WORK/qwen05-q8_0.cmf" ] || "$CMF" convert "$WORK/qwen05-q8_0.gguf" -o "$WORK/qwen05-q8_0.cmf" --quant q8 --no-progress >&2
+[ "${Q4TP:-1}" = 0 ] || [ -f "$WORK/qwen05-q4tp.cmf" ] || "$CMF" requant "$WORK/qwen05-q4_0.cmf" -o "$WORK/qwen05-q4tp.cmf" --quant q4tp >&2
 rm -f "$WORK"/round-*.json
 export HAVE_BEFORE=${CMF_BEFORE:+1}
 for k in $(seq 1 "$K"); do
@@ -54,7 +56,14 @@ for k in $(seq 1 "$K"); do
             $PIN "$CMF_BEFORE" bench "$WORK/qwen05-$q.cmf" -p 512 -n 128 -r 1 -t "$T" --json >"$WORK/round-$k-before-$q.json"
         fi
     done
+    if [ "${Q4TP:-1}" != 0 ]; then # cmf only: q4tp next to llama.cpp's Q4_0 of the same round
+        $PIN "$CMF" bench "$WORK/qwen05-q4tp.cmf" -p 512 -n 128 -r 1 -t "$T" --json >"$WORK/round-$k-cmf-q4tp.json"
+        if [ -n "${CMF_BEFORE:-}" ]; then
+            $PIN "$CMF_BEFORE" bench "$WORK/qwen05-q4tp.cmf" -p 512 -n 128 -r 1 -t "$T" --json >"$WORK/round-$k-before-q4tp.json"
+        fi
+    fi
 done
+export HAVE_Q4TP=$([ "${Q4TP:-1}" = 0 ] || echo 1)
 python3 - "$WORK" "$K" "$T" <<'EOF2'
 import json, os, sys
 work, K, T = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
@@ -74,14 +83,17 @@ if before:
 else:
     print("| weights | test | llama.cpp t/s (min..max) | cmf t/s (min..max) | cmf / llama.cpp | decode GB/s llama.cpp / cmf | of read bw llama.cpp / cmf |")
     print("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
-for q, cmfq in (("q4_0", "q4_tiled (lossless repack)"), ("q8_0", "q8_row (--quant q8)")):
+rows = [("q4_0", "q4_0", "q4_block (lossless from Q4_0)"), ("q8_0", "q8_0", "q8_row (--quant q8)")]
+if os.environ.get("HAVE_Q4TP"):
+    rows.insert(1, ("q4_0", "q4tp", "q4tp (cmf requant of the q4_block file)"))
+for q, cq, cmfq in rows:
     res = {}
     for side in sides:
         for k in range(1, K + 1):
-            for o in json.load(open("%s/round-%d-%s-%s.json" % (work, k, side, q))):
+            for o in json.load(open("%s/round-%d-%s-%s.json" % (work, k, side, q if side == "llama" else cq))):
                 res.setdefault((side, key(o)), []).append(o["avg_ts"])
     lbytes = os.path.getsize("%s/qwen05-%s.gguf" % (work, q))
-    cbytes = os.path.getsize("%s/qwen05-%s.cmf" % (work, q))
+    cbytes = os.path.getsize("%s/qwen05-%s.cmf" % (work, cq))
     for test in ("pp512", "tg128"):
         l, c = res.get(("llama", test), [0]), res.get(("cmf", test), [0])
         lm, cm = sum(l) / len(l), sum(c) / len(c)
@@ -103,7 +115,10 @@ for q, cmfq in (("q4_0", "q4_tiled (lossless repack)"), ("q8_0", "q8_row (--quan
         print("| %s GGUF / cmf %s | %s | %.2f (%.2f..%.2f) | %.2f (%.2f..%.2f) | %.3f %s" % (q.upper(), cmfq, test,
               lm, min(l), max(l), cm, min(c), max(c), cm / lm if lm else 0, extra))
 print()
-print("model bytes/token: Q4_0 GGUF %.1f MB, cmf q4_tiled %.1f MB; Q8_0 GGUF %.1f MB, cmf q8_row %.1f MB" % (
+print("model bytes/token: Q4_0 GGUF %.1f MB, cmf q4_block %.1f MB; Q8_0 GGUF %.1f MB, cmf q8_row %.1f MB" % (
       os.path.getsize("%s/qwen05-q4_0.gguf" % work) / 1e6, os.path.getsize("%s/qwen05-q4_0.cmf" % work) / 1e6,
       os.path.getsize("%s/qwen05-q8_0.gguf" % work) / 1e6, os.path.getsize("%s/qwen05-q8_0.cmf" % work) / 1e6))
+if os.environ.get("HAVE_Q4TP"):
+    print("cmf q4tp %.1f MB (decode reads its load-time repacked copy: 20 bytes per 32 values)" % (
+          os.path.getsize("%s/qwen05-q4tp.cmf" % work) / 1e6))
 EOF2

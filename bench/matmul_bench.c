@@ -6,7 +6,8 @@
  *
  *   cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench [threads] [path] [shapes] [dtype]
  *   path: scalar | avx2 | avx512-vnni (default: the best this CPU runs); shapes: all (default) | big | qwen;
- *   dtype: one dtype name (default: all). */
+ *   dtype: one dtype name (default: all). The q4 family is repacked first (ops.h cmf_cpu_repack_weight) unless
+ *   CMF_CPU_REPACK=0; GB/s counts the file's bytes of the matrix either way. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,7 +46,8 @@ int main(int argc, char **argv) {
     }
     cmf_pool *pool = NULL;
     if (cmf_pool_new(threads, &pool) != CMF_OK) return 1;
-    printf("path: %s, threads %d\n", cmf_cpu_features_str(), cmf_pool_size(pool));
+    printf("path: %s, threads %d, q4 repack %s (CMF_CPU_REPACK)\n", cmf_cpu_features_str(), cmf_pool_size(pool),
+           cmf_cpu_repack_enabled() ? "on" : "off");
     printf("reproduce: cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench %d %s %s%s%s\n",
            cmf_pool_size(pool), cmf_cpu_path_name(cmf_cpu_path()), argc > 3 ? argv[3] : "all", argc > 4 ? " " : "",
            argc > 4 ? argv[4] : "");
@@ -95,11 +97,17 @@ int main(int argc, char **argv) {
                 free(p);
                 continue;
             }
+            if (cmf_cpu_repack_weight(&w) != CMF_OK) { /* the q4 family's load-time repack (CMF_CPU_REPACK=0: off) */
+                printf("%-9s %s\n", cmf_dtype_name(dts[d]), cmf_last_error());
+                free(p);
+                continue;
+            }
             const double tv = bench(pool, out, x, 1, &w, 0.3), ts = bench(pool, out, x, NS, &w, 0.3);
             const double tg = bench(pool, out, x, NB, &w, 0.5);
             printf("%-9s %5lldx%-5lld %10.3f %8.1f %10.3f %8.1f %10.2f %9.1f %9.0f\n", cmf_dtype_name(dts[d]),
                    (long long)rows, (long long)cols, tv * 1e3, (double)nb / tv / 1e9, ts * 1e3, (double)nb / ts / 1e9,
                    tg * 1e3, 2.0 * (double)rows * (double)cols * (double)NB / tg / 1e9, (double)NB / tg);
+            cmf_cpu_repack_release(&w);
             free(p);
         }
         free(src);

@@ -46,7 +46,9 @@ void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc,
  * products of the decoded weights with x. Work: rows in tiles of 4 shared among the pool's threads (dynamic
  * chunks), columns in chunks of 1024, every weight tile decoded once and used for all n tokens (cache-blocked
  * GEMM for prefill); for n <= 2 (decode) the SIMD paths run fused kernels instead, which decode each weight row
- * in registers straight from the mapping and dot it with the int8 activations in the same loop. Scratch: the pool's shared and per-thread buffers (grown on
+ * in registers straight from the mapping and dot it with the int8 activations in the same loop. A q4 view with a
+ * load-time repacked copy (w->rp, cmf_cpu_repack_weight; one activation level) reads only that copy: 16 rows per
+ * vector load in decode, 32 rows x 6 tokens per microkernel in prefill, no packing. Scratch: the pool's shared and per-thread buffers (grown on
  * demand); when they cannot be had, or pool is NULL, a slower allocation-free f32 path computes the same
  * product. The instruction-set path is the one cmf_cpu_features_str reports; under CMF_CPU_F32REF the product is
  * cmf_matmul_ref_f32's. Never fails. */
