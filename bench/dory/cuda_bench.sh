@@ -93,7 +93,8 @@ fi
     if (v["model"] == "dory4b-torch-bf16") peer[v["test"]] = v["tps"]
     delete v }
     END { for (t in peer) { o = t; sub(/-torch$/, "-graph", o)
-            if (o in ours && peer[t] > 0) printf "ratio cmf/torch bf16 %s: %.2f (%s vs %s tok/s)\n", t, ours[o] / peer[t], ours[o], peer[t] } }'
+            if (o in ours && peer[t] > 0)
+              printf "ratio cmf/torch bf16 %s: %.2f (%s vs %s tok/s)\n", t, ours[o] / peer[t], ours[o], peer[t] } }'
 } > "$OUT/dory_table.md"
 cat "$OUT/dory_table.md"
 echo "== dory done $(el)"

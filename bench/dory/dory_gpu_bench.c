@@ -186,7 +186,8 @@ int main(int argc, char **argv) {
             if (rc) break;
             mean_sd(v, R, &mean, &sd);
             printf("RESULT model=%s test=tg@%d-%s loops=%d tps=%.1f sd=%.1f ms_per_token=%.3f roofline_pct=%.1f\n",
-                   label, C, m == 2 ? "conf" : cpu ? "cpu" : names[m], loops, mean, sd, 1e3 / mean, roof > 0 ? 100 * mean / roof : 0);
+                   label, C, m == 2 ? "conf" : cpu ? "cpu" : names[m], loops, mean, sd, 1e3 / mean,
+                   roof > 0 ? 100 * mean / roof : 0);
         }
         cmf_dory_state_free(s);
     }

@@ -202,7 +202,8 @@ int main(int argc, char **argv) {
         for (size_t i = c0; i < c1; i++) {
             tensor_job *j = &jobs[i];
             const uint32_t shape[2] = {j->rows, j->cols};
-            if (!rc && (j->rc || cmf_writer_add(w, j->name, j->dtype, j->cols ? 2 : 1, shape, j->buf, j->nbytes) != CMF_OK)) {
+            if (!rc &&
+                (j->rc || cmf_writer_add(w, j->name, j->dtype, j->cols ? 2 : 1, shape, j->buf, j->nbytes) != CMF_OK)) {
                 fprintf(stderr, "make_random_dory: %s: %s\n", j->name, j->rc ? "encoding failed" : cmf_last_error());
                 rc = 1;
             }

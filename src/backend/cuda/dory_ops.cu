@@ -448,7 +448,8 @@ cmf_status g_matmul(cmf_dory_state *s, float *out, const float *x, int n, const 
 
 /* Decode (n <= 8): the weights in launches of up to three (cmf_cuda_matvec_multi, when their dtype and cols allow;
  * four weights go two and two), each output bit for bit its single product; prefill: one g_matmul per weight. */
-cmf_status g_matmuls(cmf_dory_state *s, int count, float *const *out, const float *x, int n, const cmf_weight *const *w) {
+cmf_status g_matmuls(cmf_dory_state *s, int count, float *const *out, const float *x, int n,
+                     const cmf_weight *const *w) {
     if (count < 1 || count > 4) return cmf_err(CMF_E_ARG, "dory cuda: %d products in one call (1..4)", count);
     cmf_status st = CMF_OK;
     if (n > 8 || count == 1) {
@@ -716,8 +717,9 @@ extern "C" cmf_status cmf_dory_cuda_attach(cmf_dory *d, int dev) {
         return cmf_err(CMF_E_UNSUPPORTED, "dory: cuda device %d does not exist (%d device(s))", dev, count);
     const cmf_dory_config *c = &d->cfg;
     if (c->head_dim > MAX_HD || c->head_dim % 4 || c->n_heads % c->n_kv_heads)
-        return cmf_err(CMF_E_UNSUPPORTED, "dory cuda: head_dim %d (needs a multiple of 4, <= %d) has no attention kernel",
-                       c->head_dim, MAX_HD);
+        return cmf_err(CMF_E_UNSUPPORTED,
+                       "dory cuda: head_dim %d (needs a multiple of 4, <= %d) has no attention kernel", c->head_dim,
+                       MAX_HD);
     CU_TRY(cudaSetDevice(dev), "cudaSetDevice");
     dory_dev *D = new (std::nothrow) dory_dev();
     if (!D) return cmf_err(CMF_E_NOMEM, "dory cuda: out of host memory");
