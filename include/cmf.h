@@ -83,9 +83,10 @@ typedef struct cmf_model_params {
      * skills and Dory models are not split (CMF_E_UNSUPPORTED). */
     int tp;
     /* KV cache element type on a GPU backend (as llama.cpp's --cache-type-k / -v), enum cmf_cache_type:
-     * CMF_CACHE_DEFAULT (0) = f16; CMF_CACHE_F32 keeps K and V as computed (twice the cache memory and bandwidth;
-     * closest to the CPU: the last f16 rounding goes). The CPU backend always keeps an f32 cache and ignores this
-     * field; so do Dory models (their own f32 cache) and tensor-parallel ranks (f16 on CUDA). */
+     * CMF_CACHE_DEFAULT (0) = f16; CMF_CACHE_F32 keeps K and V as computed (twice the cache memory and bandwidth)
+     * and computes the prefill products of f32/f16/bf16 weights with f32 activations instead of the f16-operand
+     * GEMM (slower prefill), so the GPU follows the CPU closely. The CPU backend always keeps an f32 cache and
+     * ignores this field; so do Dory models (their own f32 cache) and tensor-parallel ranks (f16 on CUDA). */
     int cache_type;
 } cmf_model_params;
 

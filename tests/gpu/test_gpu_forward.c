@@ -192,7 +192,11 @@ static void check_batch(const char *label, cmf_model *cpu, cmf_model *gpu, const
         if (!out[0][i] || !out[1][i]) continue;
         const float d = cmf_test_rel_diff(out[0][i], out[1][i], (size_t)V);
         CHECK_MSG(d <= BOUND, "%s: batch session %d: %.3e > %.0e", label, i, d, BOUND);
-        CHECK_MSG(cmf_test_argmax(out[0][i], V) == cmf_test_argmax(out[1][i], V), "%s: batch session %d argmax differs", label, i);
+        const int tc = cmf_test_argmax(out[0][i], V), tg = cmf_test_argmax(out[1][i], V);
+        float mx = 0; /* a near-tie as in check_sequence: the CPU ranks the GPU's pick within the bound of its best */
+        for (int j = 0; j < V; j++) mx = fabsf(out[0][i][j]) > mx ? fabsf(out[0][i][j]) : mx;
+        CHECK_MSG(tc == tg || out[0][i][tc] - out[0][i][tg] <= BOUND * mx, "%s: batch session %d argmax %d vs cpu %d",
+                  label, i, tg, tc);
     }
     for (int k = 0; k < 2; k++) free(out[k][0]), free(out[k][1]);
 }
@@ -262,9 +266,11 @@ int main(void) {
             snprintf(path, sizeof path, "gpu-%s-%s.cmf", CASES[ci], cmf_dtype_name(QUANTS[qi]));
             snprintf(path, sizeof path, "%s", tmp_path(path));
             opts.quant = QUANTS[qi];
-            /* q8_row: the decode products use int8 activations (matvec_i8.cu), compared with the CPU's f32
-             * reference path: PROVISIONAL bounds until measured on a GPU */
-            BOUND = QUANTS[qi] == CMF_DT_F16 ? (gemma2 ? 6e-2f : 6e-3f) : (gemma2 ? 6e-1f : 1.2e-1f);
+            /* q8_row: products of <= 8 tokens use int8 activations (matvec_i8.cu: one-level Q8_0, as the CPU's
+             * default kernels), compared with the CPU's f32 reference path. Measured on an H200 (2026-11-30 01:07,
+             * commit 3365b23): 5.8e-2 (qwen3) .. 1.14e-1 (llama), gemma2 3.3e-1; with f32 activations
+             * (CMF_CUDA_I8ACT=0, the "f32-act" pass below) 1.5e-3 .. 3.2e-3, gemma2 8.3e-3. */
+            BOUND = QUANTS[qi] == CMF_DT_F16 ? (gemma2 ? 6e-2f : 6e-3f) : (gemma2 ? 4e-1f : 1.2e-1f);
             cmf_model *cpu = NULL, *gpu = NULL;
             int ok = cmf_convert_hf(dir, path, &opts) == CMF_OK && cmf_model_load_on(path, NULL, "cpu", &cpu) == CMF_OK &&
                      cmf_model_load_on(path, NULL, "cuda", &gpu) == CMF_OK;
@@ -301,9 +307,13 @@ int main(void) {
                     cmf_model_free(ex);
                     unsetenv("CMF_CUDA_EXACT_PREFILL");
                 }
-                /* f16 weights with the f32 KV cache (cmf_model_params.cache_type): fixtures and two fresh random
-                 * sequences; PROVISIONAL bound (the f16 cache's) until measured on a GPU */
+                /* f16 weights with the f32 KV cache (cmf_model_params.cache_type, which also runs the prefill
+                 * products of float weights in f32): fixtures and two fresh random sequences within 2e-3 (gemma2:
+                 * its own bound). Measured before the f32 prefill products (H200, 01:07, 3365b23): 1.5e-3 ..
+                 * 2.9e-3, the rest from the f16-operand prefill GEMM. */
                 if (QUANTS[qi] == CMF_DT_F16 && ids0) {
+                    const float keep_bound = BOUND;
+                    if (!gemma2) BOUND = 2e-3f;
                     cmf_model_params mp = {0};
                     mp.cache_type = CMF_CACHE_F32;
                     cmf_model *kf = NULL;
@@ -341,6 +351,7 @@ int main(void) {
                         CHECK_MSG(0, "%s: load with the f32 KV cache: %s", label, cmf_last_error());
                     }
                     cmf_model_free(kf);
+                    BOUND = keep_bound;
                 }
                 /* quantized weights with the opt-in f16 weight cache for prefill GEMMs (CMF_CUDA_F16_CACHE=1): a
                  * 24-token prompt (more than 8 tokens: the GEMM path) within the same bound */
