@@ -168,6 +168,20 @@ extern "C" cmf_status cmf_tp_nccl_window(cmf_tp *tp, size_t bytes, void **ptrs, 
             for (int r = 0; r < tp->n; r++) wins[r] = NULL;
         }
     }
+    if (st == CMF_OK) { /* one sum of the (zeroed) window on every rank, waited for: its first use, at load */
+        ncclResult_t res = ncclGroupStart();
+        for (int r = 0; r < tp->n && res == ncclSuccess; r++)
+            res = ncclAllReduce(ptrs[r], ptrs[r], bytes / sizeof(float), ncclFloat, ncclSum, c[r], 0);
+        ncclResult_t r2 = ncclGroupEnd();
+        if (res == ncclSuccess) res = r2;
+        for (int r = 0; r < tp->n; r++) {
+            cudaSetDevice(tp->dev0 + r);
+            cudaError_t e = cudaDeviceSynchronize();
+            if (e != cudaSuccess && res == ncclSuccess) res = ncclUnhandledCudaError;
+        }
+        if (res != ncclSuccess)
+            st = cmf_err(CMF_E_IO, "tp: first all-reduce in a symmetric window: %s", ncclGetErrorString(res));
+    }
     if (st != CMF_OK) cmf_tp_nccl_window_free(tp, ptrs, wins);
     return st;
 }
