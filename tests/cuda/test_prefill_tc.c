@@ -162,6 +162,33 @@ static void test_attn_tc(void) {
     }
     cmf_cuda_attn bad = {6, 4, 64, 0.125f, 0, 0, CMF_CUDA_KV_F16};
     CHECK(cmf_cuda_attn_prefill_tc(&bad, (void *)16, (void *)16, (void *)16, 0, 4, (void *)16, NULL) == CMF_E_ARG);
+    /* an f32 cache goes to the f32 kernel (the tensor-core one reads f16): the bits of cmf_cuda_attn_prefill */
+    {
+        const int H = 8, KV = 2, D = 64;
+        const int64_t ctx = 150, n_tok = 100, pos0 = ctx - n_tok;
+        cmf_cuda_attn a = {H, KV, D, 0.125f, 0.0f, 0, CMF_CUDA_KV_F32};
+        const size_t kvn = (size_t)(ctx * KV * D), qn = (size_t)(n_tok * H * D);
+        float *k = rand_vec((int64_t)kvn, 2.0f), *v = rand_vec((int64_t)kvn, 1.0f), *q = rand_vec((int64_t)qn, 2.0f);
+        float *d_k = dev_from(k, 4 * kvn), *d_v = dev_from(v, 4 * kvn), *d_q = dev_from(q, 4 * qn);
+        float *d_o1 = dev_poison(4 * qn), *d_o2 = dev_poison(4 * qn);
+        float *o1 = malloc(4 * qn), *o2 = malloc(4 * qn);
+        OK(cmf_cuda_attn_prefill_tc(&a, d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, pos0, n_tok, d_o1, NULL));
+        OK(cmf_cuda_attn_prefill(&a, d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, pos0, n_tok, d_o2, NULL));
+        OK(cmf_cuda_download(o1, d_o1, 4 * qn, NULL));
+        OK(cmf_cuda_download(o2, d_o2, 4 * qn, NULL));
+        OK(cmf_cuda_sync(NULL));
+        CHECK_MSG(!memcmp(o1, o2, 4 * qn), "attn prefill tc with an f32 cache differs from the f32 kernel");
+        cmf_cuda_free(d_k);
+        cmf_cuda_free(d_v);
+        cmf_cuda_free(d_q);
+        cmf_cuda_free(d_o1);
+        cmf_cuda_free(d_o2);
+        free(k);
+        free(v);
+        free(q);
+        free(o1);
+        free(o2);
+    }
 }
 
 int main(void) {

@@ -2,7 +2,7 @@
  * recurrence (Dao et al. 2022, "FlashAttention"; online softmax, Milakov & Gimelshein 2018) with the two products
  * of each key tile, S = Q K^T and O += P V, as WMMA 16x16x16 f16 fragments with f32 accumulators. Same contract and
  * features as attention.cu's f32 kernel (cmf_cuda_attn_prefill): GQA, sliding window, logit soft-capping, the f16
- * KV cache [n_ctx][n_kv_heads][head_dim], queries at positions pos0 .. pos0 + n_tok - 1 whose K/V rows are already
+ * KV cache [n_ctx][n_kv_heads][head_dim] (an f32 cache, kv_type CMF_CUDA_KV_F32, goes to the f32 kernel), queries at positions pos0 .. pos0 + n_tok - 1 whose K/V rows are already
  * in the cache. Differences: Q (already multiplied by the scale in f32) and the probabilities P are rounded to f16
  * for the products (relative 2^-11, the precision the K/V cache already has); the softmax (max, exp, sums) and the
  * output accumulation stay f32. */
@@ -206,7 +206,7 @@ extern "C" cmf_status cmf_cuda_attn_prefill_tc(const cmf_cuda_attn *a, const flo
     if (n_tok == 0) return CMF_OK;
     const bool aligned = (((uintptr_t)d_k | (uintptr_t)d_v) & 15) == 0;
     const int D = a->head_dim;
-    if (tc_mode() && aligned && n_tok > 1 && n_tok / TC_BQ < 65535) {
+    if (tc_mode() && aligned && a->kv_type == CMF_CUDA_KV_F16 && n_tok > 1 && n_tok / TC_BQ < 65535) {
         cudaStream_t s = CU_STREAM(stream);
         switch (D) {
         case 64: return tc_launch<64>(a, d_q, d_k, d_v, pos0, n_tok, d_out, s);

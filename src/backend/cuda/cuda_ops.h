@@ -265,8 +265,9 @@ cmf_status cmf_cuda_attn_prefill(const cmf_cuda_attn *a, const float *d_q, const
 /* The same causal prefill attention on the tensor cores (attn_prefill.cu): blocks of 64 queries x 1 head, key tiles of
  * 64, S = Q K^T and O += P V as WMMA f16 fragments with f32 accumulators, online softmax in f32 (FlashAttention's
  * recurrence). Q (times the scale) and P are rounded to f16 for the products, so results differ from
- * cmf_cuda_attn_prefill by about 1e-3 relative. head_dim 64, 80, 96, 128 or 256 and 16-byte aligned caches;
- * anything else, one token, or CMF_CUDA_ATTN_TC=0 in the environment runs cmf_cuda_attn_prefill instead. Errors:
+ * cmf_cuda_attn_prefill by about 1e-3 relative. f16 caches (kv_type CMF_CUDA_KV_F16), head_dim 64, 80, 96, 128
+ * or 256 and 16-byte aligned caches; anything else (an f32 cache too), one token, or CMF_CUDA_ATTN_TC=0 in the
+ * environment runs cmf_cuda_attn_prefill instead. Errors:
  * CMF_E_ARG, CMF_E_IO. */
 cmf_status cmf_cuda_attn_prefill_tc(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
                                     const uint16_t *d_v, int64_t pos0, int64_t n_tok, float *d_out,
