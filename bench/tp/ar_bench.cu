@@ -174,7 +174,8 @@ int main(int argc, char **argv) {
             for (int r = 0; r < n_gpu; r++) pthread_create(&th[r], NULL, rank_main, (void *)(size_t)r);
             for (int r = 0; r < n_gpu; r++) pthread_join(th[r], NULL);
             printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us%s%s\n", n_gpu, ver, cur_count,
-                   b16 ? "bf16" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4), (double)res_eager_us, (double)res_graph_us,
+                   b16 ? "bf16" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4), (double)res_eager_us,
+                   (double)res_graph_us,
                    *setting ? " |" : "", setting);
             fflush(stdout);
         }

@@ -59,7 +59,8 @@ static cmf_status cpu_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64
     cmf_tp *tp = b->m->tp_of;
     const int r = b->m->tp_rank, n = tp->n;
     const double t0 = r == 0 ? now_s() : 0;
-    if ((size_t)count > tp->sum_cap) return cmf_err(CMF_E_ARG, "tp: all-reduce of %lld values exceeds %zu", (long long)count, tp->sum_cap);
+    if ((size_t)count > tp->sum_cap)
+        return cmf_err(CMF_E_ARG, "tp: all-reduce of %lld values exceeds %zu", (long long)count, tp->sum_cap);
     tp->bufs[r] = buf;
     if (cmf_tp_barrier(tp)) return cmf_err(CMF_E_IO, "tp: another rank failed");
     const int64_t lo = count * r / n, hi = count * (r + 1) / n;

@@ -181,7 +181,8 @@ int main(void) {
             opts.quant = quants[qi];
             cmf_model *one = NULL, *tp1 = NULL, *tp2 = NULL;
             cmf_model_params p1 = {.tp = 1}, p2 = {.tp = 2};
-            int ok = cmf_convert_hf(dir, path, &opts) == CMF_OK && cmf_model_load_on(path, NULL, "cuda", &one) == CMF_OK;
+            int ok = cmf_convert_hf(dir, path, &opts) == CMF_OK &&
+                     cmf_model_load_on(path, NULL, "cuda", &one) == CMF_OK;
             CHECK_MSG(ok, "%s: convert / load: %s", CASES[ci], cmf_last_error());
             if (ok) {
                 snprintf(label, sizeof label, "%s %s tp1", CASES[ci], cmf_dtype_name(quants[qi]));
