@@ -1,6 +1,6 @@
 /* ar_bench.cu — the latency of one NCCL all-reduce of decode-sized messages between the GPUs of one host, eager
  * and inside a CUDA graph (how the tp ranks issue it now, src/backend/cuda/tp_nccl.cu):
- *   ar_bench [N_GPUS 2] [COUNTS 4096,5120,40960]
+ *   ar_bench [N_GPUS 2] [COUNTS 64,448,4096,5120,40960]
  * One thread per GPU with one communicator each (ncclCommInitAll), as src/tp does. For every count (floats) and
  * payload (f32; bf16: half the bytes; f32 in a symmetric window: ncclMemAlloc + ncclCommWindowRegister with
  * NCCL_WIN_COLL_SYMMETRIC, NCCL >= 2.27's symmetric kernels, as src/tp uses by default), each rank
@@ -10,7 +10,10 @@
  * and prints one line: microseconds per all-reduce, eager and in a graph. NCCL's own choices (NCCL_PROTO, NCCL_ALGO,
  * NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_GRAPH_MIXING_SUPPORT) come from the environment, so
  * bench/tp/run_tp.sh runs this once per setting. Keep NCCL_NVLS_ENABLE=0 on machines without NVLink multicast.
- * The buffers hold constants (the values do not change NCCL's time); the first sum of each rank is checked. */
+ * The buffers hold constants (the values do not change NCCL's time); every element of the first sum is checked, and
+ * (f32) of a sum after a producer that triggers its dependents early and writes late (k_fill_late): the line ends
+ * with the wrong element counts over all ranks. Counts 64 and 448 are those of the hf-tiny models' step and 7-token
+ * prefill, where test_tp_cuda failed with symmetric windows (bench/tp/RESULTS.md, 2026-11-30). */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +49,7 @@ static size_t cur_count;
 static int cur_bf16, cur_symm;
 static float res_eager_us, res_graph_us;
 static int bad;
+static long wrong[MAXG][3]; /* per rank: wrong elements after the plain fill, the late fill eager, in a graph */
 
 __global__ void k_fill(float *x, size_t n, float v) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
@@ -55,7 +59,35 @@ __global__ void k_fill_bf16(__nv_bfloat16 *x, size_t n, float v) {
         x[i] = __float2bfloat16(v);
 }
 
-/* rank r's work for the current (count, type): fill with r+1, one checked sum, then the two timings. */
+/* A producer that lets a programmatically dependent next kernel launch at once (griddepcontrol.launch_dependents,
+ * PDL), then spins `spin` cycles and only then writes its output, as the decode kernels of the CUDA backend do (they
+ * trigger early). A collective queued after it must still see the written values: if NCCL launched its kernel as a
+ * dependent and read (or let a peer read) the buffer before this grid completed, the sum would be wrong. */
+__global__ void k_fill_late(float *x, size_t n, float v, long long spin) {
+    asm volatile("griddepcontrol.launch_dependents;");
+    const long long t0 = clock64();
+    while (clock64() - t0 < spin) {
+    }
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
+}
+
+/* Elements of the n-value buffer that are not the sum 1 + .. + n_gpu (exact in f32 and bf16 for small n_gpu). */
+static long count_wrong(const void *buf, size_t n, int b16) {
+    const float want = 0.5f * (float)(n_gpu * (n_gpu + 1));
+    const size_t eb = b16 ? 2 : 4;
+    char *h = (char *)malloc(n * eb);
+    CK(cudaMemcpy(h, buf, n * eb, cudaMemcpyDeviceToHost));
+    long k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const float v = b16 ? __bfloat162float(((__nv_bfloat16 *)h)[i]) : ((float *)h)[i];
+        k += v != want;
+    }
+    free(h);
+    return k;
+}
+
+/* rank r's work for the current (count, type): fill with r+1, one checked sum (f32: also after the late producer,
+ * eagerly and inside a graph), then the two timings. */
 static void *rank_main(void *arg) {
     const int r = (int)(size_t)arg;
     CK(cudaSetDevice(r));
@@ -77,21 +109,30 @@ static void *rank_main(void *arg) {
     CK(cudaGetLastError());
     NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
     CK(cudaStreamSynchronize(s));
-    { /* the sum of 1..n_gpu everywhere (exact in bf16 for small n_gpu) */
-        const float want = 0.5f * (float)(n_gpu * (n_gpu + 1));
-        float got;
-        if (cur_bf16) {
-            __nv_bfloat16 h;
-            CK(cudaMemcpy(&h, (char *)buf + (n - 1) * eb, 2, cudaMemcpyDeviceToHost));
-            got = __bfloat162float(h);
-        } else {
-            CK(cudaMemcpy(&got, (float *)buf + n - 1, 4, cudaMemcpyDeviceToHost));
-        }
-        if (got != want) {
-            fprintf(stderr, "ar_bench: rank %d: sum %g, want %g\n", r, (double)got, (double)want);
-            bad = 1;
-        }
+    wrong[r][0] = count_wrong(buf, n, cur_bf16);
+    wrong[r][1] = wrong[r][2] = 0;
+    if (!cur_bf16) { /* the late producer (k_fill_late, ~20 us) then the sum: eagerly, then captured in a graph */
+        pthread_barrier_wait(&bar);
+        k_fill_late<<<64, 256, 0, s>>>((float *)buf, n, (float)(r + 1), 40000);
+        CK(cudaGetLastError());
+        NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+        CK(cudaStreamSynchronize(s));
+        wrong[r][1] = count_wrong(buf, n, 0);
+        cudaGraph_t g;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
+        k_fill_late<<<64, 256, 0, s>>>((float *)buf, n, (float)(r + 1), 40000);
+        NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+        CK(cudaStreamEndCapture(s, &g));
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        pthread_barrier_wait(&bar);
+        CK(cudaGraphLaunch(ge, s));
+        CK(cudaStreamSynchronize(s));
+        wrong[r][2] = count_wrong(buf, n, 0);
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
     }
+    if (wrong[r][0] || wrong[r][1] || wrong[r][2]) bad = 1;
     cudaEvent_t e0, e1;
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
@@ -140,7 +181,7 @@ static void *rank_main(void *arg) {
 
 int main(int argc, char **argv) {
     if (argc > 1) n_gpu = atoi(argv[1]);
-    const char *counts = argc > 2 ? argv[2] : "4096,5120,40960";
+    const char *counts = argc > 2 ? argv[2] : "64,448,4096,5120,40960";
     int have = 0;
     CK(cudaGetDeviceCount(&have));
     if (n_gpu < 2 || n_gpu > MAXG || n_gpu > have) {
@@ -173,10 +214,13 @@ int main(int argc, char **argv) {
             pthread_t th[MAXG];
             for (int r = 0; r < n_gpu; r++) pthread_create(&th[r], NULL, rank_main, (void *)(size_t)r);
             for (int r = 0; r < n_gpu; r++) pthread_join(th[r], NULL);
-            printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us%s%s\n", n_gpu, ver, cur_count,
-                   b16 ? "bf16" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4), (double)res_eager_us,
-                   (double)res_graph_us,
-                   *setting ? " |" : "", setting);
+            long w[3] = {0, 0, 0};
+            for (int r = 0; r < n_gpu; r++)
+                for (int k = 0; k < 3; k++) w[k] += wrong[r][k];
+            printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us; wrong sums: %ld, after a "
+                   "late producer %ld eager %ld graph%s%s\n",
+                   n_gpu, ver, cur_count, b16 ? "bf16" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4),
+                   (double)res_eager_us, (double)res_graph_us, w[0], w[1], w[2], *setting ? " |" : "", setting);
             fflush(stdout);
         }
     }

@@ -115,7 +115,7 @@ if has ar; then
   echo "== all-reduce latency (ar_bench: us per call, eager / inside a graph of 64) $(el)"
   for e in $AR_ENVS; do
     for g in 2 $( [ "$NG" -ge 4 ] && echo 4 ); do
-      if [ "$e" = - ]; then timeout 60 $B/tests/tp/ar_bench $g 4096,5120; else env $e timeout 60 $B/tests/tp/ar_bench $g 4096,5120; fi
+      if [ "$e" = - ]; then timeout 60 $B/tests/tp/ar_bench $g 64,448,4096,5120; else env $e timeout 60 $B/tests/tp/ar_bench $g 64,448,4096,5120; fi
     done
   done 2>&1 | tee "$OUT/ar.txt"
 fi
