@@ -151,7 +151,7 @@ int cmd_bench(int argc, char **argv) {
 
     int nthreads = threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN);
     if (nthreads < 1) nthreads = 1;
-    cmf_model_params mp = {.n_threads = nthreads};
+    cmf_model_params mp = {.n_threads = nthreads, .cache_type = mo.cache_type};
     cmf_model *m = NULL;
     cmf_session *s = NULL;
     int32_t *buf = NULL;

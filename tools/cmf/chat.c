@@ -495,7 +495,7 @@ int cmd_chat(int argc, char **argv) {
         }
         c.template_src = tpl;
     }
-    cmf_model_params mp = {.n_threads = (int)o.n_threads};
+    cmf_model_params mp = {.n_threads = (int)o.n_threads, .cache_type = o.mo.cache_type};
     cmf_status st = cmf_model_load(o.model, &mp, &c.m);
     if (st != CMF_OK) {
         free(tpl);

@@ -126,6 +126,7 @@ void cli_sampling_finish(cli_sampling *s);
 typedef struct cli_model_opts {
     const char *skill;
     cmf_session_params sp; /* o1 and looped-model fields; n_ctx is set by cli_session_new */
+    int cache_type;        /* --cache-type: cmf_model_params.cache_type (CMF_CACHE_*) */
 } cli_model_opts;
 extern const char *const CLI_MODEL_USAGE; /* help text of --skill, --o1*, --loops, --kv-mode, --gate */
 /* As cli_sampling_opt, for the model options (cli_backend_opt's flags included). Values whose form is known

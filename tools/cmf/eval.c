@@ -119,7 +119,7 @@ int cmd_eval(int argc, char **argv) {
         if (rc) return rc;
     }
 
-    cmf_model_params mp = {.n_threads = (int)n_threads};
+    cmf_model_params mp = {.n_threads = (int)n_threads, .cache_type = mo.cache_type};
     cmf_model *m = NULL;
     cmf_session *s = NULL;
     float *logits = NULL;

@@ -43,6 +43,8 @@ const char *const CLI_MODEL_USAGE =
     "  --gate recon | recon:FILE   looped models: Recon early exit with the file's probe (dory_recon.weight,\n"
     "                           arch.dory.recon_bias) or a dory_recon.safetensors probe file (decode, 2 loops)\n"
     BACKEND_USAGE_LINES
+    "  --cache-type f16|f32     KV cache element type on the GPU (default f16; f32 follows the CPU closely at\n"
+    "                           twice the cache memory, with f32 prefill products for float weights); CPU: f32\n"
     "  --tp N                   tensor parallelism over N ranks (cpu: N rank threads; cuda:k: devices k..k+N-1 over\n"
     "                           NCCL); n_heads and intermediate_size must divide by N; 1 = not split; sets CMF_TP\n";
 
@@ -165,6 +167,12 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
             p->gate = (float)d;
         }
     } else if (cli_backend_opt(a, rc)) {
+    } else if (cli_is(a, "--cache-type", NULL)) { /* cmf_model_params.cache_type (run, chat, bench, eval, ppl) */
+        const char *v = NULL;
+        if ((*rc = cli_value(a, &v))) return 1;
+        if (!strcmp(v, "f16")) o->cache_type = CMF_CACHE_F16;
+        else if (!strcmp(v, "f32")) o->cache_type = CMF_CACHE_F32;
+        else *rc = cli_usage_error(a->cmd, "invalid value '%s' for --cache-type (expected f16 or f32)", v);
     } else if (cli_is(a, "--tp", NULL)) { /* read by cmf_model_load (CMF_TP, cmf_model_params.tp) */
         if (!(*rc = cli_int(a, 1, 64, &l))) {
             char v[16];

@@ -99,7 +99,7 @@ typedef struct ppl_model {
 } ppl_model;
 
 static int open_model(ppl_model *pm, const char *path, int threads, int c, const cli_model_opts *mo) {
-    cmf_model_params mp = {.n_threads = threads};
+    cmf_model_params mp = {.n_threads = threads, .cache_type = mo->cache_type};
     pm->path = path;
     cmf_status st = cmf_model_load(path, &mp, &pm->m);
     if (st) return cli_lib_error("ppl", st);

@@ -167,7 +167,7 @@ int cmd_run(int argc, char **argv) {
     int rc = parse(argc, argv, &o);
     if (rc) return rc < 0 ? CLI_OK : rc;
 
-    cmf_model_params mp = {.n_threads = (int)o.n_threads};
+    cmf_model_params mp = {.n_threads = (int)o.n_threads, .cache_type = o.mo.cache_type};
     cmf_model *m = NULL;
     cmf_session *s = NULL;
     cmf_sampler *smp = NULL;
