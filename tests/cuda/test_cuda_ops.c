@@ -84,8 +84,10 @@ static uint8_t *make_weight(int dt, int64_t rows, int64_t cols, size_t *nbytes, 
 }
 
 static void test_weights(cmf_cuda_ctx *ctx) {
-    /* 7000 x 64: more row groups than the int8-activation kernel's grid holds, so its blocks loop */
-    static const int64_t shapes[][2] = {{64, 96}, {37, 160}, {5, 32}, {130, 4096}, {19, 13}, {33, 72}, {3, 8}, {7000, 64}};
+    /* 7000 x 64: more row groups than the int8-activation kernel's grid holds, so its blocks loop; 130 x 4096 and
+     * 21 x 8224: rows split over 2 / 4 warps (8224: segments of unequal length, 8224 % 512 != 0) */
+    static const int64_t shapes[][2] = {{64, 96}, {37, 160}, {5, 32}, {130, 4096}, {19, 13}, {33, 72}, {3, 8}, {7000, 64},
+                                        {21, 8224}};
     const int i8_default = cmf_cuda_i8act_on();
     for (size_t di = 0; di < sizeof DTYPES / sizeof *DTYPES; di++) {
         int dt = DTYPES[di];

@@ -13,9 +13,12 @@
  *
  * Layout: blocks of 8 warps; a warp owns 2 rows (GLU: gate row r and up row r), a lane one 16-byte chunk of each
  * row per step (q8: 16 columns, q4tp: a 32-column tile), 4 steps per batch (8 independent 16-byte loads in
- * flight per lane). Registers are capped for 3 blocks per SM (q8) / 2 (q4tp: its ladder's double arithmetic
- * spills otherwise); the grid is what the device holds at once and loops over row groups of 16 rows (GLU: 8), so
- * the activation prologue is paid once per block. The first batch of the block's first rows (and q4tp's row
+ * flight per lane). Rows of 2048 columns or more are split over 2 warps (8192 or more: 4), each summing its own
+ * range of column steps; the segment sums are added in segment order through shared memory, so a row takes fewer
+ * dependent load rounds and the block's 8 warps cover 16 / 8 / 4 rows (GLU: 8 / 4 / 2 outputs) per row group.
+ * Registers are capped for 3 blocks per SM (q8) / 2 (q4tp: its ladder's double arithmetic spills otherwise); the
+ * grid is what the device holds at once and loops over the row groups, so the activation prologue is paid once
+ * per block. The first batch of the block's first rows (and q4tp's row
  * ladders) is loaded before the PDL wait (common.cuh: weights are immutable), so the weight stream starts while
  * the previous kernel of the step finishes. Per chunk: an exact int32 sum, then acc += (float)isum * xscale (q4tp:
  * (isum - 8 * block sum) * xscale * tile scale); the row scale (q8) multiplies the warp-reduced sum. Every product
@@ -27,8 +30,7 @@
 #define I8_WARPS 8
 #define I8_R 2
 #define I8_U 4
-#define I8_ROWS (I8_WARPS * I8_R)
-#define I8_SMEM_MAX (48 * 1024)
+#define I8_SMEM_MAX (200 * 1024)
 
 static int g_i8act = -1; /* -1: not read yet; a benign race (every thread computes the same value) */
 
@@ -58,11 +60,12 @@ template <int DT> struct I8Chunk {
 /* Rows of row group g for this warp: the weight index, its two row slots (clamped into range) and whether the
  * warp has any row in range. */
 template <int GLU>
-static __device__ __forceinline__ bool i8_rows(const I8Job &j, unsigned g, int warp, int *wi, int64_t (&row)[I8_R],
+static __device__ __forceinline__ bool i8_rows(const I8Job &j, unsigned g, int rg, int *wi, int64_t (&row)[I8_R],
                                                int64_t *rbase) {
+    const int RG = I8_WARPS / j.ks; /* row slots (pairs; GLU: outputs) per group */
     if (GLU) {
         *wi = 0;
-        const int64_t r = (int64_t)g * I8_WARPS + warp;
+        const int64_t r = (int64_t)g * RG + rg;
         *rbase = r;
         row[0] = row[1] = r < j.w[0].rows ? r : j.w[0].rows - 1;
         return r < j.w[0].rows;
@@ -71,7 +74,7 @@ static __device__ __forceinline__ bool i8_rows(const I8Job &j, unsigned g, int w
     unsigned g0 = 0;
     while (k + 1 < j.count && g >= j.grp_end[k]) g0 = j.grp_end[k++];
     *wi = k;
-    const int64_t rb = ((int64_t)(g - g0) * I8_WARPS + warp) * I8_R, rows = j.w[k].rows;
+    const int64_t rb = ((int64_t)(g - g0) * RG + rg) * I8_R, rows = j.w[k].rows;
     *rbase = rb;
 #pragma unroll
     for (int i = 0; i < I8_R; i++) row[i] = rb + i < rows ? rb + i : rows - 1;
@@ -84,10 +87,10 @@ static __device__ __forceinline__ const DevW &i8_w(const I8Job &j, int wi, int i
     return GLU ? j.w[i] : j.w[wi];
 }
 
-/* One batch of I8_U steps of the warp's rows from column cb: 16-byte chunks (zero past cols). */
+/* One batch of I8_U steps of the warp's rows from column cb: 16-byte chunks (zero from cend on). */
 template <int DT, int GLU>
-static __device__ __forceinline__ void i8_load(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb, int lane,
-                                               uint4 (&wv)[I8_U][I8_R]) {
+static __device__ __forceinline__ void i8_load(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb,
+                                               int64_t cend, int lane, uint4 (&wv)[I8_U][I8_R]) {
     constexpr int W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
 #pragma unroll
     for (int u = 0; u < I8_U; u++)
@@ -96,7 +99,7 @@ static __device__ __forceinline__ void i8_load(const I8Job &j, int wi, const int
             const DevW &w = i8_w<GLU>(j, wi, i);
             const int64_t c = cb + (int64_t)u * STEP + (int64_t)lane * W;
             wv[u][i] = make_uint4(0, 0, 0, 0);
-            if (c < w.cols) {
+            if (c < cend) {
                 if constexpr (DT == CMF_DT_Q8_ROW) wv[u][i] = __ldg((const uint4 *)(w.base + row[i] * w.cols + c));
                 else wv[u][i] = __ldg((const uint4 *)(w.base + (row[i] * (w.cols >> 5) + (c >> 5)) * 16));
             }
@@ -164,16 +167,16 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
 
 /* The batch's dot products: acc[i][t] += the exact int32 chunk sums, scaled (one fixed order for every mode). */
 template <int DT, int N, int GLU>
-static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb, int lane,
-                                              const uint4 (&wv)[I8_U][I8_R], const int8_t *xq, const float *xs,
-                                              const int *sx, const float (*lad)[32], int64_t cols,
+static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb,
+                                              int64_t cend, int lane, const uint4 (&wv)[I8_U][I8_R], const int8_t *xq,
+                                              const float *xs, const int *sx, const float (*lad)[32], int64_t cols,
                                               float (&acc)[I8_R][N]) {
     constexpr int W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
     const int64_t nb = cols >> 5;
 #pragma unroll
     for (int u = 0; u < I8_U; u++) {
         const int64_t c = cb + (int64_t)u * STEP + (int64_t)lane * W;
-        if (c >= cols) break;
+        if (c >= cend) break;
         const int64_t blk = c >> 5;
         float ts[I8_R];
         if constexpr (DT == CMF_DT_Q4TP) {
@@ -222,72 +225,98 @@ static __device__ __forceinline__ float i8_act(float a, int gelu) {
 }
 
 template <int DT, int N, int GLU>
-static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_i8(I8Job j, const float *__restrict__ x, int gelu) {
+static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_i8(I8Job j, const float *__restrict__ x,
+                                                                                  int gelu) {
     extern __shared__ __align__(16) int8_t i8_sm[];
     __shared__ float lad[I8_WARPS][I8_R][32];
+    __shared__ float red[I8_WARPS][I8_R][N]; /* split-column partial sums (j.ks > 1) */
     constexpr int BATCH = I8_U * I8Chunk<DT>::STEP;
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = j.ks;
+    const int rg = warp / ks, seg = warp % ks; /* row slot of the group, column segment */
     const int64_t cols = j.w[0].cols, nb = cols >> 5;
     int8_t *xq = i8_sm;
     float *xs = (float *)(i8_sm + (int64_t)N * cols);
     int *sx = (int *)(xs + N * nb);
+    /* this warp's columns: steps [seg * S / ks, (seg + 1) * S / ks) of the S warp steps of a row */
+    const int64_t S = (cols + I8Chunk<DT>::STEP - 1) / I8Chunk<DT>::STEP;
+    const int64_t cbeg = seg * S / ks * I8Chunk<DT>::STEP, cstop = (seg + 1) * S / ks * I8Chunk<DT>::STEP;
+    const int64_t cend = cstop < cols ? cstop : cols;
 
     unsigned g = blockIdx.x;
-    int wi;
-    int64_t row[I8_R], rbase;
-    bool active = g < j.groups && i8_rows<GLU>(j, g, warp, &wi, row, &rbase);
+    int wi = 0;
+    int64_t row[I8_R] = {0, 0}, rbase = 0;
+    bool pre = g < j.groups && i8_rows<GLU>(j, g, rg, &wi, row, &rbase);
     uint4 wv[I8_U][I8_R];
-    if (active) { /* weights only: before the wait (the ladders first: nothing else is live then) */
+    if (pre) { /* weights only: before the wait (the ladders first: nothing else is live then) */
         i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
-        i8_load<DT, GLU>(j, wi, row, 0, lane, wv);
+        i8_load<DT, GLU>(j, wi, row, cbeg, cend, lane, wv);
     }
-    bool pre = active;
     pdl_wait();
     pdl_trigger();
     i8_quantize<DT, N>(x, cols, xq, xs, sx);
     __syncthreads();
 
-    for (; g < j.groups; g += gridDim.x) {
+    for (; g < j.groups; g += gridDim.x) { /* block-uniform trip count (the split-column reduction syncs) */
+        bool act = pre;
         if (!pre) {
-            if (!i8_rows<GLU>(j, g, warp, &wi, row, &rbase)) continue;
-            i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
-        } else if (!active) {
-            continue;
+            act = i8_rows<GLU>(j, g, rg, &wi, row, &rbase);
+            if (act) i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
         }
         float acc[I8_R][N];
 #pragma unroll
         for (int i = 0; i < I8_R; i++)
 #pragma unroll
             for (int t = 0; t < N; t++) acc[i][t] = 0.0f;
-        for (int64_t cb = 0; cb < cols; cb += BATCH) {
-            if (!pre) i8_load<DT, GLU>(j, wi, row, cb, lane, wv);
-            pre = false;
-            i8_dot<DT, N, GLU>(j, wi, row, cb, lane, wv, xq, xs, sx, lad[warp], cols, acc);
-        }
+        if (act)
+            for (int64_t cb = cbeg; cb < cend; cb += BATCH) {
+                if (!pre) i8_load<DT, GLU>(j, wi, row, cb, cend, lane, wv);
+                pre = false;
+                i8_dot<DT, N, GLU>(j, wi, row, cb, cend, lane, wv, xq, xs, sx, lad[warp], cols, acc);
+            }
         pre = false;
-        active = false;
-        float rs[I8_R];
+        float s[I8_R][N];
 #pragma unroll
-        for (int i = 0; i < I8_R; i++) {
-            rs[i] = 1.0f;
-            if constexpr (DT == CMF_DT_Q8_ROW) rs[i] = ld_f16u(i8_w<GLU>(j, wi, i).s1 + 2 * row[i]);
+        for (int i = 0; i < I8_R; i++)
+#pragma unroll
+            for (int t = 0; t < N; t++) s[i][t] = warp_sum(acc[i][t]);
+        if (ks > 1) { /* the segments' sums in segment order, by the segment-0 warp */
+            if (lane == 0)
+#pragma unroll
+                for (int i = 0; i < I8_R; i++)
+#pragma unroll
+                    for (int t = 0; t < N; t++) red[warp][i][t] = s[i][t];
+            __syncthreads();
+            if (seg == 0)
+#pragma unroll
+                for (int i = 0; i < I8_R; i++)
+#pragma unroll
+                    for (int t = 0; t < N; t++) {
+                        float v = red[warp][i][t];
+                        for (int k = 1; k < ks; k++) v += red[warp + k][i][t];
+                        s[i][t] = v;
+                    }
+            __syncthreads();
         }
+        if (!act || seg != 0 || lane != 0) continue;
         const int64_t rows = j.w[wi].rows;
 #pragma unroll
         for (int t = 0; t < N; t++) {
-            float s[I8_R];
+            float o[I8_R];
 #pragma unroll
-            for (int i = 0; i < I8_R; i++) s[i] = warp_sum(acc[i][t]) * rs[i];
-            if (lane != 0) continue;
+            for (int i = 0; i < I8_R; i++) {
+                float rs = 1.0f;
+                if constexpr (DT == CMF_DT_Q8_ROW) rs = ld_f16u(i8_w<GLU>(j, wi, i).s1 + 2 * row[i]);
+                o[i] = s[i][t] * rs;
+            }
             if (GLU) {
-                j.y[0][(int64_t)t * rows + rbase] = i8_act(s[0], gelu) * s[1];
+                j.y[0][(int64_t)t * rows + rbase] = i8_act(o[0], gelu) * o[1];
             } else {
 #pragma unroll
                 for (int i = 0; i < I8_R; i++) {
                     if (rbase + i >= rows) continue;
-                    float o = s[i];
-                    if (j.bias[wi]) o = o + j.bias[wi][rbase + i];
-                    j.y[wi][(int64_t)t * rows + rbase + i] = o;
+                    float v = o[i];
+                    if (j.bias[wi]) v = v + j.bias[wi][rbase + i];
+                    j.y[wi][(int64_t)t * rows + rbase + i] = v;
                 }
             }
         }
@@ -312,8 +341,13 @@ static int i8_sms(void) {
  * wave: the blocks loop over the groups. */
 template <int DT, int N, int GLU>
 static void i8_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
-    static size_t occ_smem = (size_t)-1;
+    static size_t occ_smem = (size_t)-1, attr_smem = 48 * 1024;
     static int occ = 0;
+    if (smem > attr_smem) { /* above 48 KiB of dynamic shared memory needs the opt-in */
+        if (cudaFuncSetAttribute(k_mv_i8<DT, N, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)I8_SMEM_MAX) ==
+            cudaSuccess)
+            attr_smem = I8_SMEM_MAX;
+    }
     if (occ_smem != smem) {
         int b = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU>, 256, smem) != cudaSuccess || b < 1) b = 1;
@@ -339,12 +373,15 @@ static void i8_launch_n(const I8Job &j, size_t smem, const float *x, int n, int 
 }
 
 cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s) {
+    const int64_t cols = j.w[0].cols;
+    j.ks = cols >= 8192 ? 4 : cols >= 2048 ? 2 : 1; /* wide rows: more warps per row, fewer load rounds each */
+    const int rg = I8_WARPS / j.ks;
     j.groups = 0;
     if (glu) {
-        j.groups = (unsigned)((j.w[0].rows + I8_WARPS - 1) / I8_WARPS);
+        j.groups = (unsigned)((j.w[0].rows + rg - 1) / rg);
     } else {
         for (int i = 0; i < j.count; i++) {
-            j.groups += (unsigned)((j.w[i].rows + I8_ROWS - 1) / I8_ROWS);
+            j.groups += (unsigned)((j.w[i].rows + rg * I8_R - 1) / (rg * I8_R));
             j.grp_end[i] = j.groups;
         }
     }
