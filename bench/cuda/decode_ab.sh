@@ -4,7 +4,8 @@
 # cases), optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
 # matvec tables (int8 vs f32 activations), then gpu_bench decode tg@$CTX on random files ($MODELS: shape:dtype)
 # with each variant of $VARIANTS (environment settings, "-" = defaults, or gpu_bench arguments with ':' for spaces
-# such as --cache-type:f32) one after the other.
+# such as --cache-type:f32) one after the other; PP=512 adds prefill; HF="shape ..." times transformers eager on
+# those shapes in the same call (bench/cuda/hf_bench.py) and writes table.md (make_table.py) as run_acceptance.sh.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -52,8 +53,8 @@ echo "== test_gpu_forward $(el)"
 env $TESTENV timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
 grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -10; grep -E 'WORST' "$OUT/gpu_forward.log"
 if [ "${MEMCHECK:-0}" = 1 ]; then
-  echo "== memcheck test_gpu_forward (llama,qwen3) $(el)"
-  env $TESTENV CMF_GPU_TEST_CASES=llama,qwen3 timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
+  echo "== memcheck test_gpu_forward (${MEMCHECK_CASES:-llama,qwen3}) $(el)"
+  env $TESTENV CMF_GPU_TEST_CASES=${MEMCHECK_CASES:-llama,qwen3} timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
     $B/tests/gpu/test_gpu_forward > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAIL' "$OUT/memcheck.log" | head -10
 fi
@@ -61,6 +62,11 @@ if [ "${KBENCH:-1}" = 1 ]; then
   echo "== bench_cuda matvec $(el)"
   timeout 150 $B/tests/cuda/bench_cuda matvec 2>&1 | tee "$OUT/bench_cuda.txt" | tail -30
 fi
+for shape in ${HF:-}; do
+  echo "== transformers $shape $(el)"
+  timeout 150 python3 bench/cuda/hf_bench.py --shape $shape --gen 32 --reps 2 2> "$OUT/hf-$shape.err" |
+    tee -a "$OUT/results.txt" | grep RESULT
+done
 wait $gen
 echo "== gpu_bench tg@$CTX $(el)"
 for m in $MODELS; do
@@ -69,9 +75,12 @@ for m in $MODELS; do
   for v in $VARIANTS; do
     e=""; a=""; [ "$v" != - ] && e=$v
     case $v in --*) e=""; a=${v//:/ } ;; esac # "--cache-type:f32": gpu_bench arguments
-    env $e timeout 100 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-64} -c $CTX -r ${REPS:-2} $a 2>&1 | sed "s|model=$f|model=$m|" |
-      grep -E 'test=|copy' | sed "s/test=tg@\([0-9]*\)/test=tg@\1 variant=$v/" | tee -a "$OUT/results.txt"
+    tag=""; [ "$v" != - ] && tag=" variant=$v"
+    env $e timeout 150 $B/tests/gpu/gpu_bench $f -p ${PP:-0} -g ${GEN:-64} -c $CTX -r ${REPS:-2} $a 2>&1 |
+      sed "s|model=$f|model=${m%%:*}-${m##*:}|" | grep -E 'test=|copy' | sed "s/\(test=[a-z]*@*[0-9]*\)/\1$tag/" |
+      tee -a "$OUT/results.txt"
   done
   rm -f $f
 done
+[ -n "${HF:-}" ] && python3 bench/cuda/make_table.py "$OUT/results.txt" "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)" | tee "$OUT/table.md"
 echo "== done $(el)"
