@@ -11,6 +11,8 @@
  * could overlap it is the next products' weight reads. An L2 prefetch of those weights on a forked side stream during
  * each all-reduce was measured (commit 9c383c1, bench/tp/RESULTS.md) and cost 1-2% instead of gaining, so the rank
  * step stays one stream; the backend's matvec itself prefetches its first rows before its dependency wait (PDL).
+ * On the 64-layer 32B shape (2026-11-30) the all-reduces, with the ranks meeting at them, are 13% of a tp 2 token and
+ * a rank's own kernels cap tp 2 at 1.53x one GPU, so hiding them cannot reach the issue's 1.6x either.
  * Built only with CMF_HAVE_NCCL (CMake option CMF_NCCL); NVLink SHARP (NVLS) is left to the environment
  * (NCCL_NVLS_ENABLE=0 on machines without multicast), as are NCCL's protocol / algorithm choices (NCCL_PROTO,
  * NCCL_ALGO; bench/tp/RESULTS.md has the measurements). */
