@@ -413,7 +413,8 @@ static cmf_status dory_session_setup(cmf_session *s, const cmf_session_params *p
     return CMF_OK;
 }
 
-enum { DEFAULT_N_BATCH = 256 };
+/* Prefill batch (tokens per forward): llama.cpp's default micro-batch; pp512 then reads the weights once. */
+enum { DEFAULT_N_BATCH = 512 };
 
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out) {
     *out = NULL;
