@@ -341,18 +341,23 @@ static int i8_sms(void) {
  * wave: the blocks loop over the groups. */
 template <int DT, int N, int GLU>
 static void i8_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
-    static size_t occ_smem = (size_t)-1, attr_smem = 48 * 1024;
-    static int occ = 0;
+    enum { SLOTS = 8 };
+    static size_t occ_smem[SLOTS], attr_smem = 48 * 1024; /* per instance; benign races (same values) */
+    static int occ_val[SLOTS], occ_n;
     if (smem > attr_smem) { /* above 48 KiB of dynamic shared memory needs the opt-in */
         if (cudaFuncSetAttribute(k_mv_i8<DT, N, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)I8_SMEM_MAX) ==
             cudaSuccess)
             attr_smem = I8_SMEM_MAX;
     }
-    if (occ_smem != smem) {
+    int occ = 0;
+    for (int i = 0; i < occ_n && !occ; i++)
+        if (occ_smem[i] == smem) occ = occ_val[i];
+    if (!occ) { /* blocks per SM at this shared-memory size, looked up once per size (a model has a few) */
         int b = 0;
         if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU>, 256, smem) != cudaSuccess || b < 1) b = 1;
         occ = b < 4 ? b : 4;
-        occ_smem = smem;
+        const int slot = occ_n < SLOTS ? occ_n++ : (int)(smem % SLOTS);
+        occ_smem[slot] = smem, occ_val[slot] = occ;
     }
     const unsigned cap = (unsigned)(i8_sms() * occ), grid = j.groups < cap ? j.groups : cap;
     cu_launch(k_mv_i8<DT, N, GLU>, grid, 256, smem, s, j, x, gelu);
