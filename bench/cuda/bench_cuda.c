@@ -159,16 +159,16 @@ int main(int argc, char **argv) {
             m.ncopy = (int)(((size_t)512 << 20) / nb + 1); /* small matrices: up to 96 copies, past the 60 MiB L2 */
             if (m.ncopy > 96) m.ncopy = 96;
             for (int c = 0; c < m.ncopy; c++) m.w[c] = (cmf_cuda_weight){idts[di], rows, cols, upload_weight(idts[di], rows, cols, nb)};
-            double t[2];
-            for (int i8 = 0; i8 <= 1; i8++) {
+            double t[3];
+            for (int i8 = 0; i8 <= 2; i8++) { /* f32, one int8 level, two levels */
                 cmf_cuda_set_i8act(i8);
                 t[i8] = time_op(op_mv, &m, 20);
             }
             cmf_cuda_set_i8act(1);
             double gi = (double)nb / (t[1] * 1e-3) / 1e9, gf = (double)nb / (t[0] * 1e-3) / 1e9;
-            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx\n",
+            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx   i8x2 %7.1fus\n",
                            cmf_dtype_name(idts[di]), (long long)rows, (long long)cols, gi, 100 * gi / copy_gbs, t[1] * 1e3, gf,
-                           100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1]);
+                           100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1], t[2] * 1e3);
             for (int c = 0; c < m.ncopy; c++) cmf_cuda_free((void *)m.w[c].d_data);
         }
 

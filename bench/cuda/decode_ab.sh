@@ -4,7 +4,8 @@
 # cases), optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
 # matvec tables (int8 vs f32 activations), then gpu_bench decode tg@$CTX on random files ($MODELS: shape:dtype)
 # with each variant of $VARIANTS (environment settings, "-" = defaults, or gpu_bench arguments with ':' for spaces
-# such as --cache-type:f32) one after the other; PP=512 adds prefill; HF="shape ..." times transformers eager on
+# such as --cache-type:f32; non-default variants only on the models in $VMODELS when set, tagged into the test name)
+# one after the other; PP=512 adds prefill; HF="shape ..." times transformers eager on
 # those shapes in the same call (bench/cuda/hf_bench.py) and writes table.md (make_table.py) as run_acceptance.sh.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
 set -uo pipefail
@@ -73,9 +74,10 @@ for m in $MODELS; do
   f=/tmp/ab-${m%%:*}-${m##*:}.cmf
   [ -f $f ] || { echo "no $f"; continue; }
   for v in $VARIANTS; do
+    case " ${VMODELS:-$MODELS} " in *" $m "*) ;; *) [ "$v" != - ] && continue ;; esac # variants only on $VMODELS
     e=""; a=""; [ "$v" != - ] && e=$v
     case $v in --*) e=""; a=${v//:/ } ;; esac # "--cache-type:f32": gpu_bench arguments
-    tag=""; [ "$v" != - ] && tag=" variant=$v"
+    tag=""; [ "$v" != - ] && tag="-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')" # test=tg@128-CMF_CUDA_I8ACT_2
     env $e timeout 150 $B/tests/gpu/gpu_bench $f -p ${PP:-0} -g ${GEN:-64} -c $CTX -r ${REPS:-2} $a 2>&1 |
       sed "s|model=$f|model=${m%%:*}-${m##*:}|" | grep -E 'test=|copy' | sed "s/\(test=[a-z]*@*[0-9]*\)/\1$tag/" |
       tee -a "$OUT/results.txt"

@@ -33,20 +33,25 @@ void ref_matmul(const float *w, int64_t rows, int64_t cols, const float *x, int6
         }
 }
 
-void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, double *y) {
+void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, int levels, double *y) {
     double *xd = malloc(sizeof(double) * (size_t)cols);
     for (int64_t t = 0; t < n; t++) {
         const float *xt = x + t * cols;
         for (int64_t b = 0; b < cols; b += 32) { /* Q8_0 of the block: d = absmax / 127, round half away */
             const int64_t m = cols - b < 32 ? cols - b : 32;
-            float amax = 0;
-            for (int64_t k = 0; k < m; k++) amax = fabsf(xt[b + k]) > amax ? fabsf(xt[b + k]) : amax;
-            const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
-            for (int64_t k = 0; k < m; k++) {
-                const float v = xt[b + k] * id;
-                int q = (int)(v + (v >= 0 ? 0.5f : -0.5f));
-                q = q > 127 ? 127 : q < -127 ? -127 : q;
-                xd[b + k] = (double)q * (double)d;
+            float e[32];
+            for (int64_t k = 0; k < m; k++) e[k] = xt[b + k], xd[b + k] = 0;
+            for (int l = 0; l < levels; l++) { /* level 2 quantizes the remainder of level 1 */
+                float amax = 0;
+                for (int64_t k = 0; k < m; k++) amax = fabsf(e[k]) > amax ? fabsf(e[k]) : amax;
+                const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+                for (int64_t k = 0; k < m; k++) {
+                    const float v = e[k] * id;
+                    int q = (int)(v + (v >= 0 ? 0.5f : -0.5f));
+                    q = q > 127 ? 127 : q < -127 ? -127 : q;
+                    xd[b + k] += (double)q * (double)d;
+                    e[k] = e[k] - d * (float)q;
+                }
             }
         }
         for (int64_t r = 0; r < rows; r++) {

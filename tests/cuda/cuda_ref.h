@@ -12,9 +12,9 @@ double ref_rel_err(const float *a, const double *b, int64_t n);
 /* y[t][r] = sum_c x[t][c] * w[r][c] in double. w: [rows][cols] decoded floats. */
 void ref_matmul(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, double *y);
 /* The same product with x first quantized per block of 32 columns as the int8-activation kernels do (llama.cpp's
- * Q8_0: d = absmax / 127, q = x * 127 / absmax rounded half away from zero, clamped to +-127), then exact
- * double sums of w * q * d. */
-void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, double *y);
+ * Q8_0: d = absmax / 127, q = x * 127 / absmax rounded half away from zero, clamped to +-127; levels = 2 adds the
+ * Q8_0 of the remainder x - d q), then exact double sums of w * sum of q * d. */
+void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, int levels, double *y);
 /* Attention reference: q [n_tok][H][D] at positions pos0.., K/V f16 cache [ctx][KV][D]; out [n_tok][H][D]. */
 void ref_attention(int H, int KV, int D, float scale, float softcap, int window, const float *q,
                    const uint16_t *k, const uint16_t *v, int64_t pos0, int64_t n_tok, double *out);

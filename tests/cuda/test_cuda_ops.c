@@ -130,8 +130,9 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 badh += h16[i] != cmf_f32_to_f16(dec[(rows / 2) * cols + i]);
             CHECK_MSG(badh == 0, "dequant f16 %s: %lld values differ", cmf_dtype_name(dt), (long long)badh);
             /* matvec for n = 1..8: f32 activations (i8 = 0) against the exact product; q8_row / q4tp also with
-             * int8 activations (i8 = 1, matvec_i8.cu) against the exact product of the Q8_0-quantized activations */
-            for (int i8 = 0; i8 <= 1; i8++)
+             * int8 activations (matvec_i8.cu; i8 = 1 / 2 levels) against the exact product of the quantized
+             * activations */
+            for (int i8 = 0; i8 <= 2; i8++)
             for (int n = 1; n <= 8; n++) {
                 if (i8 && !((dt == CMF_DT_Q8_ROW || dt == CMF_DT_Q4TP) && cols % 32 == 0)) break;
                 cmf_cuda_set_i8act(i8);
@@ -139,7 +140,7 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 if (i8 && n == 2) /* a block of zeros (scale 0) and one of tiny values */
                     for (int64_t c = 0; c < 32 && c < cols; c++) x[c] = 0.0f, x[cols - 1 - c] *= 1e-30f;
                 double *ref = malloc(sizeof(double) * (size_t)(n * rows));
-                if (i8) ref_matmul_qact(dec, rows, cols, x, n, ref);
+                if (i8) ref_matmul_qact(dec, rows, cols, x, n, i8, ref);
                 else ref_matmul(dec, rows, cols, x, n, ref);
                 float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
                 float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));

@@ -377,14 +377,15 @@ int main(void) {
                 }
 #ifdef CMF_HAVE_CUDA
                 /* q8_row decode products with f32 activations (CMF_CUDA_I8ACT=0: matvec.cu instead of the int8
-                 * activations of matvec_i8.cu) against the same CPU f32 reference, at the f32-activation bound */
-                if (QUANTS[qi] == CMF_DT_Q8_ROW && ids0) {
+                 * activations of matvec_i8.cu), and with two int8 activation levels (CMF_CUDA_I8ACT=2, not yet run
+                 * on a GPU), against the same CPU f32 reference at the f32-activation bound */
+                for (int lv = 0; lv <= 2 && QUANTS[qi] == CMF_DT_Q8_ROW && ids0; lv += 2) {
                     const int i8_prev = cmf_cuda_i8act_on();
-                    cmf_cuda_set_i8act(0);
+                    cmf_cuda_set_i8act(lv);
                     cmf_model *fa = NULL;
                     if (cmf_model_load_on(path, NULL, "cuda", &fa) == CMF_OK) {
                         char sl[128];
-                        snprintf(sl, sizeof sl, "%s f32-act", label);
+                        snprintf(sl, sizeof sl, "%s %s", label, lv ? "i8x2-act" : "f32-act");
                         const float keep = g_worst, keep_bound = BOUND;
                         g_worst = 0;
                         BOUND = gemma2 ? 6e-2f : 1e-2f;
@@ -392,7 +393,7 @@ int main(void) {
                         printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.0e)\n", sl, g_worst, BOUND);
                         g_worst = keep, BOUND = keep_bound;
                     } else {
-                        CHECK_MSG(0, "%s: load with f32 activations: %s", label, cmf_last_error());
+                        CHECK_MSG(0, "%s: load with activation levels %d: %s", label, lv, cmf_last_error());
                     }
                     cmf_model_free(fa);
                     cmf_cuda_set_i8act(i8_prev);

@@ -96,13 +96,15 @@ cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_
 
 /* Int8 activations for the decode products of q8_row and q4tp weights (cmf_cuda_matvec, _multi, _glu; not
  * _add_rmsnorm, which keeps f32): each launch quantizes d_x per block of 32 columns (Q8_0: scale absmax / 127,
- * round half away from zero, as the CPU's one-level path) and sums exact int8 products (dp4a), so the result
- * carries that activation rounding (relative error ~1e-2 of a product, like the CPU's default kernels) instead
- * of f32 accumulation of f32 activations. On by default; CMF_CUDA_I8ACT=0 in the environment (read at the first
- * call) or cmf_cuda_set_i8act(0) selects the f32-activation kernels (process-wide; for tests and accuracy
- * checks; not while a product is queued into a CUDA graph being captured). cmf_cuda_i8act_on says which is on. */
+ * round half away from zero, as the CPU's one-level path; with 2 levels also the remainder x - d q, as the CPU's
+ * CMF_ACT_LEVELS=2) and sums exact int8 products (dp4a), so the result carries that activation rounding (one level:
+ * ~1e-2 relative per product, like the CPU's default kernels; two levels: ~100x less) instead of f32 accumulation
+ * of f32 activations. Levels: 1 by default; CMF_CUDA_I8ACT=0 / 1 / 2 in the environment (read at the first call)
+ * or cmf_cuda_set_i8act(levels) select the f32-activation kernels / one / two levels (process-wide; for tests and
+ * accuracy checks; not while products are captured into a CUDA graph: cached graphs keep the kernels they were
+ * captured with). cmf_cuda_i8act_on returns the levels (0 = f32 activations). */
 int cmf_cuda_i8act_on(void);
-void cmf_cuda_set_i8act(int on);
+void cmf_cuda_set_i8act(int levels);
 
 /* Several products of the same activations in one launch (the decode step's q/k/v): d_y[i][t][r] =
  * sum_c d_x[t][c] W_i[r][c] (+ d_bias[i][r] when d_bias and d_bias[i] are not NULL) for i < count (1..3), t < n

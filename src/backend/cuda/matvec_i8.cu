@@ -37,18 +37,20 @@ static int g_i8act = -1; /* -1: not read yet; a benign race (every thread comput
 extern "C" int cmf_cuda_i8act_on(void) {
     if (g_i8act < 0) {
         const char *e = getenv("CMF_CUDA_I8ACT");
-        g_i8act = !(e && e[0] == '0');
+        g_i8act = !e || !e[0] ? 1 : e[0] == '0' ? 0 : e[0] == '2' ? 2 : 1;
     }
     return g_i8act;
 }
 
-extern "C" void cmf_cuda_set_i8act(int on) { g_i8act = on ? 1 : 0; }
+extern "C" void cmf_cuda_set_i8act(int levels) { g_i8act = levels <= 0 ? 0 : levels >= 2 ? 2 : 1; }
 
-static size_t i8_smem(int64_t cols, int n) { return (size_t)n * (size_t)cols * 5 / 4; }
+/* int8 values, f32 scales and int sums of every level: levels * n * cols * (1 + 4/32 + 4/32) bytes */
+static size_t i8_smem(int64_t cols, int n, int levels) { return (size_t)levels * (size_t)n * (size_t)cols * 5 / 4; }
 
 int mv_i8_usable(int dtype, int64_t cols, int n) {
-    return cmf_cuda_i8act_on() && (dtype == CMF_DT_Q8_ROW || dtype == CMF_DT_Q4TP) && cols > 0 && cols % 32 == 0 &&
-           n >= 1 && n <= 8 && i8_smem(cols, n) <= I8_SMEM_MAX;
+    const int lv = cmf_cuda_i8act_on();
+    return lv && (dtype == CMF_DT_Q8_ROW || dtype == CMF_DT_Q4TP) && cols > 0 && cols % 32 == 0 && n >= 1 && n <= 8 &&
+           i8_smem(cols, n, lv) <= I8_SMEM_MAX;
 }
 
 /* Columns of one lane's 16-byte chunk. */
@@ -116,12 +118,42 @@ static __device__ __forceinline__ void i8_ladders(const I8Job &j, int wi, const 
     }
 }
 
-/* The prologue: x [N][cols] f32 -> xq [N][cols] int8 (q4tp: nibble order in each group of 8), xs [N][nb] scales,
- * sx [N][nb] int sums. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block,
- * 4 passes' loads issued together. Every thread of the block takes part. */
+/* One level of one block of 32 held by 8 lanes (4 values each, e): Q8_0 scale d, int8 q, the packed word p (q4tp:
+ * nibble order) and the block's int sum s (all 8 lanes get d and s). */
+template <int DT>
+static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, float *d_out, int (&q)[4], uint32_t *p_out,
+                                                 int *s_out) {
+    float a = fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(e[2]), fabsf(e[3])));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+    const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        const float y = __fmul_rn(e[m], id);
+        int qi = (int)__fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
+        q[m] = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+    }
+    uint32_t p = (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 |
+                 (uint32_t)(q[3] & 0xff) << 24;
+    int s = q[0] + q[1] + q[2] + q[3];
+    if constexpr (DT == CMF_DT_Q4TP) { /* lanes 2j, 2j+1 hold a group of 8: store evens, then odds */
+        const uint32_t o = __shfl_xor_sync(0xffffffffu, p, 1);
+        p = (sub & 1) ? __byte_perm(o, p, 0x7531) : __byte_perm(p, o, 0x6420);
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    *d_out = d, *p_out = p, *s_out = s;
+}
+
+/* The prologue: x [N][cols] f32 -> per level l < lv: xq [l][N][cols] int8 (q4tp: nibble order in each group of 8),
+ * xs [l][N][nb] scales, sx [l][N][nb] int sums; level 2 quantizes what level 1 left (x - d1 * q1), as the CPU's
+ * two-level path. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block, 4
+ * passes' loads issued together. Every thread of the block takes part. */
 template <int DT, int N>
-static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int8_t *xq, float *xs,
-                                                   int *sx) {
+static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
+                                                   float *xs, int *sx) {
     const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
     const int64_t total = (int64_t)N * (cols >> 5);
     for (int64_t base = 0; base < total; base += 4 * 32) {
@@ -134,32 +166,18 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int64_t b = base + 32 * k + oct;
-            float a = fmaxf(fmaxf(fabsf(v[k].x), fabsf(v[k].y)), fmaxf(fabsf(v[k].z), fabsf(v[k].w)));
-            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
-            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
-            a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
-            const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
-            const float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
-            int q[4];
+            float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+            for (int l = 0; l < lv; l++) {
+                float d;
+                int q[4], s;
+                uint32_t p;
+                i8_qblock<DT>(e, sub, &d, q, &p, &s);
+                if (b < total) {
+                    *(uint32_t *)(xq + l * total * 32 + b * 32 + sub * 4) = p;
+                    if (sub == 0) xs[l * total + b] = d, sx[l * total + b] = s;
+                }
 #pragma unroll
-            for (int m = 0; m < 4; m++) {
-                const float y = __fmul_rn(e[m], id);
-                int qi = (int)__fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
-                q[m] = qi > 127 ? 127 : qi < -127 ? -127 : qi;
-            }
-            uint32_t p = (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 |
-                         (uint32_t)(q[3] & 0xff) << 24;
-            int s = q[0] + q[1] + q[2] + q[3];
-            if constexpr (DT == CMF_DT_Q4TP) { /* lanes 2j, 2j+1 hold a group of 8: store evens, then odds */
-                const uint32_t o = __shfl_xor_sync(0xffffffffu, p, 1);
-                p = (sub & 1) ? __byte_perm(o, p, 0x7531) : __byte_perm(p, o, 0x6420);
-            }
-            s += __shfl_xor_sync(0xffffffffu, s, 1);
-            s += __shfl_xor_sync(0xffffffffu, s, 2);
-            s += __shfl_xor_sync(0xffffffffu, s, 4);
-            if (b < total) {
-                *(uint32_t *)(xq + b * 32 + sub * 4) = p;
-                if (sub == 0) xs[b] = d, sx[b] = s;
+                for (int m = 0; m < 4; m++) e[m] = __fsub_rn(e[m], __fmul_rn(d, (float)q[m])); /* the remainder */
             }
         }
     }
@@ -168,11 +186,11 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
 /* The batch's dot products: acc[i][t] += the exact int32 chunk sums, scaled (one fixed order for every mode). */
 template <int DT, int N, int GLU>
 static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int64_t (&row)[I8_R], int64_t cb,
-                                              int64_t cend, int lane, const uint4 (&wv)[I8_U][I8_R], const int8_t *xq,
-                                              const float *xs, const int *sx, const float (*lad)[32], int64_t cols,
-                                              float (&acc)[I8_R][N]) {
+                                              int64_t cend, int lane, const uint4 (&wv)[I8_U][I8_R], int lv,
+                                              const int8_t *xq, const float *xs, const int *sx,
+                                              const float (*lad)[32], int64_t cols, float (&acc)[I8_R][N]) {
     constexpr int W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
-    const int64_t nb = cols >> 5;
+    const int64_t nb = cols >> 5, lstride = (int64_t)N * nb; /* one level's blocks */
 #pragma unroll
     for (int u = 0; u < I8_U; u++) {
         const int64_t c = cb + (int64_t)u * STEP + (int64_t)lane * W;
@@ -187,9 +205,12 @@ static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int6
             }
         }
 #pragma unroll
-        for (int t = 0; t < N; t++) {
-            const int8_t *xp = xq + (int64_t)t * cols + c;
-            const float d = xs[t * nb + blk];
+        for (int t = 0; t < N; t++)
+#pragma unroll
+        for (int l = 0; l < 2; l++) { /* level 1, then (lv == 2) level 2 */
+            if (l >= lv) break;
+            const int8_t *xp = xq + l * lstride * 32 + (int64_t)t * cols + c;
+            const float d = xs[l * lstride + t * nb + blk];
             if constexpr (DT == CMF_DT_Q8_ROW) {
                 const int4 xv = *(const int4 *)xp;
 #pragma unroll
@@ -203,7 +224,7 @@ static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int6
             } else {
                 const int4 xa = *(const int4 *)xp, xb = *(const int4 *)(xp + 16);
                 const int X[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-                const int corr = 8 * sx[t * nb + blk];
+                const int corr = 8 * sx[l * lstride + t * nb + blk];
 #pragma unroll
                 for (int i = 0; i < I8_R; i++) {
                     const uint32_t wu[4] = {wv[u][i].x, wv[u][i].y, wv[u][i].z, wv[u][i].w};
@@ -234,9 +255,10 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = j.ks;
     const int rg = warp / ks, seg = warp % ks; /* row slot of the group, column segment */
     const int64_t cols = j.w[0].cols, nb = cols >> 5;
+    const int lv = j.levels;
     int8_t *xq = i8_sm;
-    float *xs = (float *)(i8_sm + (int64_t)N * cols);
-    int *sx = (int *)(xs + N * nb);
+    float *xs = (float *)(i8_sm + (int64_t)lv * N * cols);
+    int *sx = (int *)(xs + lv * N * nb);
     /* this warp's columns: steps [seg * S / ks, (seg + 1) * S / ks) of the S warp steps of a row */
     const int64_t S = (cols + I8Chunk<DT>::STEP - 1) / I8Chunk<DT>::STEP;
     const int64_t cbeg = seg * S / ks * I8Chunk<DT>::STEP, cstop = (seg + 1) * S / ks * I8Chunk<DT>::STEP;
@@ -253,7 +275,7 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     }
     pdl_wait();
     pdl_trigger();
-    i8_quantize<DT, N>(x, cols, xq, xs, sx);
+    i8_quantize<DT, N>(x, cols, lv, xq, xs, sx);
     __syncthreads();
 
     for (; g < j.groups; g += gridDim.x) { /* block-uniform trip count (the split-column reduction syncs) */
@@ -271,7 +293,7 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
             for (int64_t cb = cbeg; cb < cend; cb += BATCH) {
                 if (!pre) i8_load<DT, GLU>(j, wi, row, cb, cend, lane, wv);
                 pre = false;
-                i8_dot<DT, N, GLU>(j, wi, row, cb, cend, lane, wv, xq, xs, sx, lad[warp], cols, acc);
+                i8_dot<DT, N, GLU>(j, wi, row, cb, cend, lane, wv, lv, xq, xs, sx, lad[warp], cols, acc);
             }
         pre = false;
         float s[I8_R][N];
@@ -390,7 +412,8 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
             j.grp_end[i] = j.groups;
         }
     }
-    const size_t smem = i8_smem(j.w[0].cols, n);
+    j.levels = cmf_cuda_i8act_on() >= 2 ? 2 : 1;
+    const size_t smem = i8_smem(j.w[0].cols, n, j.levels);
     if (dtype == CMF_DT_Q8_ROW) {
         if (glu) i8_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, s);
         else i8_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, s);

@@ -46,10 +46,11 @@ struct I8Job {
     unsigned grp_end[3]; /* row groups [grp_end[i-1], grp_end[i]) belong to weight i */
     unsigned groups;
     int count;
-    int ks; /* warps that split each row's columns (1, 2 or 4; from cols alone), set by mv_i8_launch */
+    int ks;     /* warps that split each row's columns (1, 2 or 4; from cols alone), set by mv_i8_launch */
+    int levels; /* activation levels (1, or 2 with CMF_CUDA_I8ACT=2), set by mv_i8_launch */
 };
 /* Whether the int8-activation kernel takes this product: cmf_cuda_i8act_on(), q8_row or q4tp, cols % 32 == 0,
- * n in 1..8 and the quantized activations (1.25 * n * cols bytes) within 200 KiB of shared memory. */
+ * n in 1..8 and the quantized activations (levels * 1.25 * n * cols bytes) within 200 KiB of shared memory. */
 int mv_i8_usable(int dtype, int64_t cols, int n);
 /* Launches it (weights of one dtype and cols; glu: w[0] = gate, w[1] = up, y[0] = act(gate) * up). */
 cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s);
