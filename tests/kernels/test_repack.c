@@ -1,13 +1,15 @@
-/* Tests of the load-time repack of the q4 family (src/backend/cpu/repack.c, rp_avx512.c, rp_avx2.c; layout in
- * kern.h cmf_rp), for q4_block, q4_tiled and q4tp at odd sizes (rows not a multiple of the 16-row group nor of the
- * 32-row panel, one row, several column chunks) on every path of this CPU that has repacked kernels (scalar always;
- * AVX2 and AVX-512 VNNI when the CPU has them; under qemu on arm64 the scalar one):
+/* Tests of the load-time repack (src/backend/cpu/repack.c, rp_avx512.c, rp_avx2.c; layouts in kern.h cmf_rp), for
+ * q4_block, q4_tiled, q4tp, q8_row and q8_2f at odd sizes (rows not a multiple of the 16-row group nor of the 32-row
+ * panel, one row, several column chunks, q8 also cols % 32 != 0) on every path of this CPU that has repacked kernels
+ * (scalar always; AVX2 and AVX-512 VNNI when the CPU has them; under qemu on arm64 the scalar one):
  *  - the layout: every element (u - 8) * scale read back from the copy equals cmf_weight_row_f32's value of the
- *    stored tensor bit for bit (q4tp's ladder rungs included, CMF_FORMAT.md §2.6), pad rows are zero;
+ *    stored tensor bit for bit (q4tp's ladder rungs included, CMF_FORMAT.md §2.6), pad rows are zero; q8: every
+ *    u - 128 equals the stored int8 (0 past cols), every row scale the stored f16;
  *  - the decode kernel (rp_gemv) for 1 and 2 tokens over every group range, and the prefill kernel (rp_gemm) by
  *    panels with column chunks and accumulation (first = 0), against cmf_gemm_ref_i8 (double sums of the scalar
  *    path's decoded blocks): within 1e-5 of the sum of |terms|, nothing written past the rows asked for;
- *  - cmf_matmul on a 2-thread pool with the copy (n = 1, 2, 3, 17, 40, with a bias), on a row view starting at
+ *  - cmf_matmul on a 2-thread pool with the copy (n = 1, 2, 3, 17, 40, with a bias; q8_2f's column scales folded
+ *    into the activations as cmf_matmul does), on a row view starting at
  *    row 16 (uses the copy) and at row 3 (reads the mapping): the same bound;
  *  - the registry: views of one tensor share one copy; release frees it; a copy found at the same address over
  *    other bytes is not reused; CMF_CPU_REPACK off (cmf_cpu_set_repack(0)) makes none; a path without repacked
@@ -40,8 +42,30 @@ static int compare(const float *got, const float *ref, const double *mag, int64_
     return bad;
 }
 
+/* q8 layout: every u - 128 against the stored int8 (0 past cols and in pad rows), every row scale against the
+ * stored f16. */
+static int check_layout_q8(const cmf_weight *w, const cmf_rp *rp) {
+    int bad = 0;
+    for (int64_t R = 0; R < rp->ngroups * KERN_RP_R; R++) {
+        const uint8_t *gp = rp->buf + (size_t)(R / 16) * rp->gstride;
+        const int i = (int)(R % 16);
+        for (int64_t c = 0; c < 32 * rp->nb; c++) {
+            const int v = (int)gp[(c / 32) * 512 + 64 * ((c % 32) / 4) + 4 * i + c % 4] - 128;
+            const int want = R < w->full_rows && c < w->cols ? (int8_t)w->data[R * w->cols + c] : 0;
+            bad += v != want;
+        }
+        float s;
+        memcpy(&s, gp + rp->nb * 512 + 4 * i, 4);
+        const uint8_t *h = w->data + w->full_rows * w->cols + 2 * R;
+        const float want = R < w->full_rows ? cmf_f16_to_f32((uint16_t)(h[0] | h[1] << 8)) : 0.0f;
+        bad += memcmp(&s, &want, 4) != 0;
+    }
+    return bad;
+}
+
 /* Every element of the copy against the stored tensor's decode. */
 static int check_layout(const cmf_weight *w, const cmf_rp *rp) {
+    if (rp->q8) return check_layout_q8(w, rp);
     int bad = 0;
     float *row = malloc((size_t)w->cols * sizeof(float));
     for (int64_t R = 0; R < rp->ngroups * KERN_RP_R; R++) {
@@ -53,8 +77,10 @@ static int check_layout(const cmf_weight *w, const cmf_rp *rp) {
             const uint8_t byte = gp[b * 256 + 64 * m + 4 * i + j];
             const int u = k < 16 ? byte & 15 : byte >> 4;
             float s;
-            if (rp->sbytes == 2) s = cmf_f16_to_f32((uint16_t)(sc[2 * (b * 16 + i)] | sc[2 * (b * 16 + i) + 1] << 8));
-            else memcpy(&s, sc + 4 * (b * 16 + i), 4);
+            if (rp->sbytes == 2)
+                s = cmf_f16_to_f32((uint16_t)(sc[2 * (b * 16 + i)] | sc[2 * (b * 16 + i) + 1] << 8));
+            else
+                memcpy(&s, sc + 4 * (b * 16 + i), 4);
             const float v = (float)(u - 8) * s, want = R < w->full_rows ? row[c] : 0.0f;
             if (memcmp(&v, &want, 4) != 0 && !(v == 0 && want == 0)) bad++;
         }
@@ -80,6 +106,12 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         return;
     }
     CHECK(cmf_cpu_repack_bytes() == before + rp->gstride * (size_t)rp->ngroups);
+    float *col = NULL;
+    if (dtype == CMF_DT_Q8_2F) { /* its f16 column scales (§2.3) */
+        col = malloc((size_t)cols * sizeof(float));
+        const uint8_t *cs = p + rows * cols + 2 * rows;
+        for (int64_t c = 0; c < cols; c++) col[c] = cmf_f16_to_f32((uint16_t)(cs[2 * c] | cs[2 * c + 1] << 8));
+    }
     const int lbad = check_layout(&w, rp);
     CHECK_MSG(lbad == 0, "%s %lldx%lld: %d elements of the copy differ from the stored tensor", cmf_dtype_name(dtype),
               (long long)rows, (long long)cols, lbad);
@@ -99,6 +131,18 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         cmf_qact_quantize(&a, x, cols, cols, NULL, 1, 0, n);
         cmf_gemm_ref_i8(&w, &a, n, ref, ld, bias, mag);
         cmf_gemm_ref_i8(&w, &a, n, ref0, ld, NULL, mag0);
+        float *refm = ref;
+        double *magd = mag;
+        if (col) { /* cmf_matmul folds q8_2f's column scales into the activations (§2.3): its reference */
+            void *cbuf = malloc(cmf_qact_bytes(n, cols));
+            cmf_qact ac;
+            cmf_qact_init(&ac, cbuf, n, cols);
+            cmf_qact_quantize(&ac, x, cols, cols, col, 1, 0, n);
+            refm = malloc((size_t)(n * ld) * sizeof(float));
+            magd = malloc((size_t)(n * ld) * sizeof(double));
+            cmf_gemm_ref_i8(&w, &ac, n, refm, ld, bias, magd);
+            free(cbuf);
+        }
         if (n <= KERN_GEMV_T) { /* decode kernel over group ranges: all, from group 1, a partial last group */
             const int64_t starts[] = {0, 1};
             for (int si = 0; si < 2; si++) {
@@ -129,7 +173,7 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         { /* cmf_matmul with the copy, on the pool */
             for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
             cmf_matmul(pool, got, ld, x, n, &w, bias);
-            const int bad = compare(got, ref, mag, n, rows, ld);
+            const int bad = compare(got, refm, magd, n, rows, ld);
             CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld cmf_matmul: %d off", cmf_cpu_path_name(path),
                       cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, bad);
         }
@@ -143,14 +187,18 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
             double *ms = malloc((size_t)(n * ld) * sizeof(double));
             for (int64_t t = 0; t < n; t++)
                 for (int64_t r = 0; r < ld; r++) {
-                    rs[t * ld + r] = r < rows - v0 ? ref[t * ld + r + v0] : NAN;
-                    ms[t * ld + r] = r < rows - v0 ? mag[t * ld + r + v0] : 0;
+                    rs[t * ld + r] = r < rows - v0 ? refm[t * ld + r + v0] : NAN;
+                    ms[t * ld + r] = r < rows - v0 ? magd[t * ld + r + v0] : 0;
                 }
             const int bad = compare(got, rs, ms, n, rows - v0, ld);
             CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld view from row %lld: %d off", cmf_cpu_path_name(path),
                       cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, (long long)v0, bad);
             free(rs);
             free(ms);
+        }
+        if (col) {
+            free(refm);
+            free(magd);
         }
         free(abuf);
         free(x);
@@ -163,6 +211,7 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
     }
     cmf_cpu_repack_release(&w);
     CHECK(w.rp == NULL && cmf_cpu_repack_bytes() == before);
+    free(col);
     free(p);
 }
 
@@ -170,7 +219,8 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
 static void check_registry(void) {
     const int64_t rows = 40, cols = 64;
     uint64_t nbytes;
-    uint8_t *p = kt_payload(CMF_DT_Q4_BLOCK, rows, cols, &nbytes), *p2 = kt_payload(CMF_DT_Q4_BLOCK, rows, cols, &nbytes);
+    uint8_t *p = kt_payload(CMF_DT_Q4_BLOCK, rows, cols, &nbytes),
+            *p2 = kt_payload(CMF_DT_Q4_BLOCK, rows, cols, &nbytes);
     CHECK(p && p2);
     if (!p || !p2) return;
     const size_t base = cmf_cpu_repack_bytes();
@@ -196,10 +246,10 @@ static void check_registry(void) {
     CHECK(cmf_cpu_repack_weight(&w3) == CMF_OK && w3.rp == NULL);
     cmf_cpu_set_repack(1);
     /* other dtypes and cols % 32 != 0 (q4_block falls to the float family): no copy */
-    uint8_t *q8 = kt_payload(CMF_DT_Q8_ROW, rows, cols, &nbytes);
-    CHECK(q8 && kt_view(CMF_DT_Q8_ROW, rows, cols, q8, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
+    uint8_t *f16 = kt_payload(CMF_DT_F16, rows, cols, &nbytes);
+    CHECK(f16 && kt_view(CMF_DT_F16, rows, cols, f16, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
           w3.rp == NULL);
-    free(q8);
+    free(f16);
     uint8_t *odd = kt_payload(CMF_DT_Q4_BLOCK, rows, 40, &nbytes);
     CHECK(odd && kt_view(CMF_DT_Q4_BLOCK, rows, 40, odd, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
           w3.rp == NULL);
@@ -213,8 +263,9 @@ int main(void) {
     cmf_pool *pool = NULL;
     CHECK(cmf_pool_new(2, &pool) == CMF_OK);
     const int paths[] = {CMF_CPU_SCALAR, CMF_CPU_AVX2, CMF_CPU_AVX512, CMF_CPU_NEON};
-    const int dts[] = {CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP};
-    const int64_t shapes[][2] = {{1, 32}, {15, 64}, {16, 96}, {17, 32}, {33, 160}, {77, 32 * 9}, {50, 32 * 45}};
+    const int dts[] = {CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q8_ROW, CMF_DT_Q8_2F};
+    const int64_t shapes[][2] = {{1, 32},      {15, 64},      {16, 96}, {17, 32}, {33, 160},
+                                 {77, 32 * 9}, {50, 32 * 45}, {19, 40}, {33, 77}};
     int tested = 0;
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
         if (!cmf_cpu_path_supported(paths[pi])) continue;
@@ -231,7 +282,8 @@ int main(void) {
         }
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
+                if (shapes[s][1] % 32 == 0 || dts[d] == CMF_DT_Q8_ROW || dts[d] == CMF_DT_Q8_2F) /* q4: float family */
+                    check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
         if (!tested++) check_registry();
         fprintf(stderr, "%s: repacked kernels checked\n", cmf_cpu_path_name(paths[pi]));
     }

@@ -131,7 +131,11 @@ void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *o
  *     q4tp (sbytes 4: the rung t[code] of each row's ladder, §2.6, computed once with cmf_kern_ladder: bit-exact).
  * gstride = nb * (256 + 16 * sbytes) rounded up to 64 bytes; buf is 64-byte aligned. The value of an element is
  * (u - 8) * scale exactly as the stored tensor's (CMF_FORMAT.md §2.4-2.6). Kernels take the activations of one
- * level (cmf_qact, slot = token) and use the block sums s for the -8 offset: dot(v, x) = dot(u, x) - 8 * s. */
+ * level (cmf_qact, slot = token) and use the block sums s for the -8 offset: dot(v, x) = dot(u, x) - 8 * s.
+ * q8_row / q8_2f (q8 = 1; any cols, nb = ceil(cols / 32)): q[nb][8][64] bytes, for block b and column quad g (0..7)
+ * byte 4i+j holds u = v + 128 of column 32b + 4g + j of row i (columns past cols: u = 128, v = 0), then rs[16] f32:
+ * the rows' f16 scales (§2.2-2.3; q8_2f's column scales are folded into the activations by cmf_matmul); gstride =
+ * nb * 512 + 64; the offset is -128 * s; value (u - 128) * rs. */
 enum { KERN_RP_R = 16 };
 typedef struct cmf_rp {
     const uint8_t *data; /* identity of the stored tensor the copy was made from: data, dtype, full_rows, cols */
@@ -139,6 +143,7 @@ typedef struct cmf_rp {
     int64_t full_rows, cols;
     int64_t nb, ngroups; /* blocks of 32 per row; row groups = ceil(full_rows / 16) */
     int sbytes;          /* 2: f16 scales, 4: f32 scales */
+    int q8;              /* 1: the q8 layout (one scale per row) */
     size_t gstride;      /* bytes per row group */
     uint8_t *buf;        /* ngroups * gstride bytes, 64-byte aligned (owned) */
     int refs;            /* registry (repack.c): views holding it, and the fingerprint of the stored bytes */

@@ -92,17 +92,18 @@ int cmf_cpu_act_levels(void);
  * levels is 1 or 2. */
 cmf_status cmf_cpu_set_act_levels(int levels);
 
-/* Load-time repack of the q4 family for the CPU kernels (repack.c; layout in kern.h, cmf_rp). A q4_block, q4_tiled
- * (cols % 32 == 0) or q4tp matrix is rewritten once into row groups of 16 interleaved rows with their block scales
- * next to them (f16 as stored, q4tp's ladder rungs as exact f32); cmf_matmul then reads only that copy for views
- * starting on a 16-row boundary (decode and prefill alike, no per-call panel packing), and the mapping's bytes of the
- * matrix are no longer read. Memory: the copy is anonymous memory of the process, 18 bytes per 32 values for
- * q4_block / q4_tiled (the same as the file) and 20 for q4tp (the file: about 16.7); the file's pages, read once while
- * repacking, stay as clean page cache (counted in RSS while mapped, reclaimable). Process-wide registry: views of the
+/* Load-time repack of the int8-family matrices for the CPU kernels (repack.c; layouts in kern.h, cmf_rp). A q4_block,
+ * q4_tiled (cols % 32 == 0), q4tp, q8_row or q8_2f matrix is rewritten once into row groups of 16 interleaved rows
+ * (one vector load feeds 16 rows) with their scales next to them (q4: f16 block scales as stored, q4tp's ladder rungs
+ * as exact f32; q8: the row scales); cmf_matmul then reads only that copy for views starting on a 16-row boundary
+ * (decode and prefill alike, no per-call panel packing), and the mapping's bytes of the matrix are no longer read.
+ * Memory: the copy is anonymous memory of the process, 18 bytes per 32 values for q4_block / q4_tiled (the same as
+ * the file), 20 for q4tp (the file: about 16.7), 32 + 4/16 per row group for q8 (the file: 32 + 2 per row); the
+ * file's pages, read once while repacking, stay as clean page cache (counted in RSS while mapped, reclaimable). Process-wide registry: views of the
  * same stored tensor (tied embeddings, fused row views, skill sets) share one copy by reference count.
  *
  * cmf_cpu_repack_weight(w): makes (or takes another reference to) the copy of w's stored tensor and sets w->rp.
- *   Does nothing (CMF_OK, w->rp = NULL) when the dtype is not of the q4 family, cols % 32 != 0, repacking is off
+ *   Does nothing (CMF_OK, w->rp = NULL) for other dtypes, q4 with cols % 32 != 0, when repacking is off
  *   (cmf_cpu_repack_enabled) or the active path has no repacked kernels. Errors: CMF_E_NOMEM (naming the size).
  * cmf_cpu_repack_release(w): drops w's reference (frees the copy with its last one) and clears w->rp; NULL rp fine.
  *   Every cmf_cpu_repack_weight that set rp needs one release before the stored bytes go away (the copy is found

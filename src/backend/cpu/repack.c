@@ -1,9 +1,10 @@
-/* repack.c — the load-time repack of the q4 family for the CPU kernels (layout: kern.h, cmf_rp; API: ops.h,
+/* repack.c — the load-time repack of the int8 family (q4_block, q4_tiled, q4tp, q8_row, q8_2f) for the CPU kernels
+ * (layouts: kern.h, cmf_rp; API: ops.h,
  * cmf_cpu_repack_weight): the writer of the row-group layout, the process-wide registry that shares one copy among
  * the views of a stored tensor, and the scalar reference kernels over the layout (the scalar table's entries, and
  * what tests/kernels/test_repack.c checks the SIMD ones against). Source of the values: CMF_FORMAT.md §2.4 (q4_block:
  * nibble planes then f16 scales), §2.5 (q4_tiled: f16 scale in front of each tile), §2.6 (q4tp: nibble plane,
- * per-row f16 lo/step ladder, 5-bit codes). */
+ * per-row f16 lo/step ladder, 5-bit codes), §2.2-2.3 (q8_row / q8_2f: int8 plane, f16 row scales). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,18 +26,46 @@ int cmf_cpu_repack_enabled(void) {
     return on;
 }
 
-void cmf_cpu_set_repack(int on) { atomic_store_explicit(&g_repack, on ? 1 : 0, memory_order_release); }
+void cmf_cpu_set_repack(int on) {
+    atomic_store_explicit(&g_repack, on ? 1 : 0, memory_order_release);
+}
 
 /* ---- the layout writer --------------------------------------------------------------------------------------- */
 
+static int is_q8(int dtype) {
+    return dtype == CMF_DT_Q8_ROW || dtype == CMF_DT_Q8_2F;
+}
+
 static int rp_dtype(const cmf_weight *w) {
-    return (w->dtype == CMF_DT_Q4_BLOCK || w->dtype == CMF_DT_Q4_TILED || w->dtype == CMF_DT_Q4TP) && w->cols > 0 &&
-           w->cols % 32 == 0 && w->full_rows > 0;
+    if (w->cols <= 0 || w->full_rows <= 0) return 0;
+    return is_q8(w->dtype) ||
+           ((w->dtype == CMF_DT_Q4_BLOCK || w->dtype == CMF_DT_Q4_TILED || w->dtype == CMF_DT_Q4TP) &&
+            w->cols % 32 == 0);
+}
+
+/* The q8 layout of group g: u = v + 128 in VNNI order, row scales as f32 (kern.h). */
+static void write_group_q8(const cmf_weight *w, cmf_rp *rp, int64_t g) {
+    const int64_t nb = rp->nb, C = w->cols;
+    uint8_t *q = rp->buf + (size_t)g * rp->gstride;
+    float *rs = (float *)(void *)(q + (size_t)nb * 512);
+    memset(q, 0x80, (size_t)nb * 512);
+    for (int i = 0; i < KERN_RP_R; i++) {
+        const int64_t R = g * KERN_RP_R + i;
+        rs[i] = 0;
+        if (R >= rp->full_rows) continue;
+        const uint8_t *src = w->data + R * C;
+        for (int64_t c = 0; c < C; c++) q[(c / 32) * 512 + 64 * ((c % 32) / 4) + 4 * i + c % 4] = src[c] ^ 0x80;
+        rs[i] = cmf_f16_table[cmf_rd16(w->data + (size_t)(rp->full_rows * C) + 2 * (size_t)R)];
+    }
 }
 
 /* Writes group g of the copy from the stored tensor of w (a view of it with row0 = 0 is not needed: stored rows are
  * addressed directly). */
 static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
+    if (rp->q8) {
+        write_group_q8(w, rp, g);
+        return;
+    }
     const int64_t nb = rp->nb, G = rp->full_rows * nb; /* groups of the flattened tensor (§2.4) */
     uint8_t *nib = rp->buf + (size_t)g * rp->gstride, *sc = nib + (size_t)nb * 256;
     kern_tp tp;
@@ -77,7 +106,8 @@ static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
  * an entry found by address is reused only when the bytes there are still the ones it was made from (a freed model's
  * mapping, or a freed buffer, can come back at the same address with other contents). */
 static size_t stored_bytes(const cmf_weight *w) {
-    const size_t nb = (size_t)w->cols / 32, R = (size_t)w->full_rows;
+    const size_t nb = (size_t)w->cols / 32, R = (size_t)w->full_rows, C = (size_t)w->cols;
+    if (is_q8(w->dtype)) return R * C + 2 * R + (w->dtype == CMF_DT_Q8_2F ? 2 * C : 0);
     return w->dtype == CMF_DT_Q4TP ? R * (16 * nb + 4 + (5 * nb + 7) / 8) : R * nb * 18;
 }
 
@@ -140,10 +170,12 @@ cmf_status cmf_cpu_repack_weight(cmf_weight *w) {
     rp->dtype = w->dtype;
     rp->full_rows = w->full_rows;
     rp->cols = w->cols;
-    rp->nb = w->cols / 32;
+    rp->q8 = is_q8(w->dtype);
+    rp->nb = (w->cols + 31) / 32;
     rp->ngroups = (w->full_rows + KERN_RP_R - 1) / KERN_RP_R;
-    rp->sbytes = w->dtype == CMF_DT_Q4TP ? 4 : 2;
-    rp->gstride = ((size_t)rp->nb * (256 + 16 * (size_t)rp->sbytes) + 63) & ~(size_t)63;
+    rp->sbytes = w->dtype == CMF_DT_Q4TP || rp->q8 ? 4 : 2;
+    rp->gstride =
+        rp->q8 ? (size_t)rp->nb * 512 + 64 : ((size_t)rp->nb * (256 + 16 * (size_t)rp->sbytes) + 63) & ~(size_t)63;
     rp->refs = 1;
     const size_t bytes = rp->gstride * (size_t)rp->ngroups;
     rp->buf = aligned_alloc(64, bytes);
@@ -192,8 +224,13 @@ void cmf_cpu_repack_release(cmf_weight *w) {
 
 /* ---- scalar reference kernels --------------------------------------------------------------------------------- */
 
-/* The block scale of row i of group gp's block b. */
+/* The block scale of row i of group gp's block b (q8: the row scale). */
 static float rp_scale(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i) {
+    if (rp->q8) {
+        float s;
+        memcpy(&s, gp + (size_t)rp->nb * 512 + 4 * i, 4);
+        return s;
+    }
     const uint8_t *sc = gp + (size_t)rp->nb * 256;
     if (rp->sbytes == 2) return cmf_f16_table[cmf_rd16(sc + 2 * (b * 16 + i))];
     float s;
@@ -202,9 +239,15 @@ static float rp_scale(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i) {
 }
 
 /* The exact int32 dot of row i's block b (v = u - 8) with the 32 int8 values x. */
-static int32_t rp_dot(const uint8_t *gp, int64_t b, int i, const int8_t *x) {
-    const uint8_t *p = gp + b * 256 + 4 * i;
+static int32_t rp_dot(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i, const int8_t *x) {
     int32_t s = 0;
+    if (rp->q8) {
+        const uint8_t *p = gp + b * 512 + 4 * i;
+        for (int g = 0; g < 8; g++)
+            for (int j = 0; j < 4; j++) s += ((int32_t)p[64 * g + j] - 128) * x[4 * g + j];
+        return s;
+    }
+    const uint8_t *p = gp + b * 256 + 4 * i;
     for (int m = 0; m < 4; m++)
         for (int j = 0; j < 4; j++) {
             const uint8_t u = p[64 * m + j];
@@ -213,15 +256,15 @@ static int32_t rp_dot(const uint8_t *gp, int64_t b, int i, const int8_t *x) {
     return s;
 }
 
-void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
-                        int64_t ldy) {
+void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy) {
     for (int64_t r = 0; r < nrows; r++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
         const int i = (int)(r % 16);
         for (int j = 0; j < nt; j++) {
             float acc = 0;
             for (int64_t b = 0; b < rp->nb; b++)
-                acc += rp_scale(rp, gp, b, i) * a->d[j * a->nb + b] * (float)rp_dot(gp, b, i, a->q + (j * a->nb + b) * 32);
+                acc += rp_scale(rp, gp, b, i) * a->d[j * a->nb + b] *
+                       (float)rp_dot(rp, gp, b, i, a->q + (j * a->nb + b) * 32);
             y[j * ldy + r] = acc;
         }
     }
@@ -235,7 +278,7 @@ void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0
             float acc = 0;
             for (int64_t b = b0; b < b0 + kb; b++)
                 acc += rp_scale(rp, gp, b, r % 16) * a->d[t * a->nb + b] *
-                       (float)rp_dot(gp, b, r % 16, a->q + (t * a->nb + b) * 32);
+                       (float)rp_dot(rp, gp, b, r % 16, a->q + (t * a->nb + b) * 32);
             float *o = out + t * ld_out + r;
             *o = (first ? (bias ? bias[r] : 0.0f) : *o) + acc;
         }

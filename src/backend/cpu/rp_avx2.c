@@ -39,34 +39,56 @@ TGT_INLINE __m256i dot8(const uint8_t *u, int h, const int8_t *x, int32_t s) {
     return _mm256_add_epi32(_mm256_madd_epi16(acc, _mm256_set1_epi16(1)), _mm256_set1_epi32(-8 * s));
 }
 
+/* The same for the q8 layout (u = v + 128 at gp + 512 b): v = u ^ 0x80, then maddubs(|v|, sign(x, v)) (|v| <= 128,
+ * |x| <= 127: each pair sum fits int16), widened per column quad. */
+TGT_INLINE __m256i dot8_q8(const uint8_t *u, int h, const int8_t *x) {
+    const __m256i off = _mm256_set1_epi8((char)0x80), ones = _mm256_set1_epi16(1);
+    __m256i acc = _mm256_setzero_si256();
+    for (int g = 0; g < 8; g++) {
+        const __m256i v =
+            _mm256_xor_si256(_mm256_load_si256((const __m256i *)(const void *)(u + 64 * g + 32 * h)), off);
+        const __m256i p =
+            _mm256_maddubs_epi16(_mm256_abs_epi8(v), _mm256_sign_epi8(_mm256_set1_epi32(rd32(x + 4 * g)), v));
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, ones));
+    }
+    return acc;
+}
+
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
-                       const int T, const int S4) {
-    const int64_t ng = (nrows + 15) / 16, nb = rp->nb, step = S4 ? 320 : 288;
-    const uint8_t *end = rp->buf + (size_t)(g0 + ng) * rp->gstride;
+                       const int T, const int S4, const int Q8) {
+    const int64_t ng = (nrows + 15) / 16, nb = rp->nb, step = Q8 ? 512 : S4 ? 320 : 288;
+    const uint8_t *end = rp->buf + (size_t)rp->ngroups * rp->gstride; /* the copy's end: other items are the
+                                                                         other threads' next reads (L2 -> L3) */
     for (int64_t k = 0; k < ng; k++) {
-        const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride, *sc = gp + nb * 256;
+        const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride, *sc = gp + nb * (Q8 ? 512 : 256);
         __m256 F[2][KERN_GEMV_T];
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < T; j++) F[h][j] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
             const uint8_t *p = gp + KERN_PF_BYTES + b * step;
-            if (p + 320 <= end)
-                for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T0);
+            if (p + step <= end)
+                for (int l = 0; l < (Q8 ? 8 : 5); l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T1);
             for (int h = 0; h < 2; h++) {
-                const __m256 S = scales8(sc, b, h, S4);
+                const __m256 S = Q8 ? _mm256_set1_ps(1.0f) : scales8(sc, b, h, S4);
                 for (int j = 0; j < T; j++) {
                     const int64_t o = j * a->nb + b;
-                    const __m256i I = dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
-                    F[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I), _mm256_mul_ps(S, _mm256_set1_ps(a->d[o])), F[h][j]);
+                    const __m256i I =
+                        Q8 ? dot8_q8(gp + b * 512, h, a->q + o * 32) : dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
+                    F[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
+                                              Q8 ? _mm256_set1_ps(a->d[o]) : _mm256_mul_ps(S, _mm256_set1_ps(a->d[o])),
+                                              F[h][j]);
                 }
             }
         }
         float t[KERN_GEMV_T][16];
         for (int j = 0; j < T; j++) {
-            _mm256_storeu_ps(t[j], F[0][j]);
-            _mm256_storeu_ps(t[j] + 8, F[1][j]);
+            _mm256_storeu_ps(t[j],
+                             Q8 ? _mm256_mul_ps(F[0][j], _mm256_load_ps((const float *)(const void *)sc)) : F[0][j]);
+            _mm256_storeu_ps(t[j] + 8,
+                             Q8 ? _mm256_mul_ps(F[1][j], _mm256_load_ps((const float *)(const void *)(sc + 32)))
+                                : F[1][j]);
         }
         const int64_t left = nrows - 16 * k, n = left < 16 ? left : 16;
         for (int j = 0; j < T; j++) memcpy(y + j * ldy + 16 * k, t[j], (size_t)n * sizeof(float));
@@ -75,12 +97,21 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
 
 TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
                           int64_t ldy) {
-    if (rp->sbytes == 4) {
-        if (nt == 1) gemv_t(rp, g0, nrows, a, y, ldy, 1, 1);
-        else gemv_t(rp, g0, nrows, a, y, ldy, 2, 1);
+    if (rp->q8) {
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 1);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 1, 1);
+    } else if (rp->sbytes == 4) {
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 0);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 1, 0);
     } else {
-        if (nt == 1) gemv_t(rp, g0, nrows, a, y, ldy, 1, 0);
-        else gemv_t(rp, g0, nrows, a, y, ldy, 2, 0);
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 0);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 0, 0);
     }
 }
 
@@ -88,22 +119,25 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
 
 /* 8 rows (half h of group g) x T tokens from t0, blocks [b0, b0+kb); n rows of them stored. */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
-                   float *out, int64_t ldo, const float *bias, int first, const int T, const int S4) {
+                   float *out, int64_t ldo, const float *bias, int first, const int T, const int S4, const int Q8) {
     const int64_t nb = a->nb;
-    const uint8_t *gp = rp->buf + (size_t)g * rp->gstride, *sc = gp + rp->nb * 256;
+    const uint8_t *gp = rp->buf + (size_t)g * rp->gstride, *sc = gp + rp->nb * (Q8 ? 512 : 256);
     __m256 F[4];
     for (int j = 0; j < T; j++) F[j] = _mm256_setzero_ps();
     for (int64_t b = b0; b < b0 + kb; b++) {
-        const __m256 S = scales8(sc, b, h, S4);
+        const __m256 S = Q8 ? _mm256_set1_ps(1.0f) : scales8(sc, b, h, S4);
         for (int j = 0; j < T; j++) {
             const int64_t o = (t0 + j) * nb + b;
-            const __m256i I = dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
-            F[j] = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(I), S), _mm256_set1_ps(a->d[o]), F[j]);
+            const __m256i I =
+                Q8 ? dot8_q8(gp + b * 512, h, a->q + o * 32) : dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
+            F[j] = _mm256_fmadd_ps(Q8 ? _mm256_cvtepi32_ps(I) : _mm256_mul_ps(_mm256_cvtepi32_ps(I), S),
+                                   _mm256_set1_ps(a->d[o]), F[j]);
         }
     }
+    const __m256 rs = Q8 ? _mm256_load_ps((const float *)(const void *)(sc + 32 * h)) : _mm256_set1_ps(1.0f);
     for (int j = 0; j < T; j++) {
         float t[8];
-        _mm256_storeu_ps(t, F[j]);
+        _mm256_storeu_ps(t, _mm256_mul_ps(F[j], rs));
         float *o = out + (t0 + j) * ldo;
         for (int i = 0; i < n; i++) o[i] = (first ? (bias ? bias[i] : 0.0f) : o[i]) + t[i];
     }
@@ -111,16 +145,17 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_
 
 TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                           int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
-    const int S4 = rp->sbytes == 4;
+    const int S4 = rp->sbytes == 4 && !rp->q8;
     for (int q = 0; q < 2 * ng && 8 * q < nr; q++) {
         const int n = nr - 8 * q < 8 ? nr - 8 * q : 8;
         float *o = out + 8 * q;
         const float *bq = bias ? bias + 8 * q : NULL;
         for (int64_t t = t0; t < t1; t += 4) {
             const int T = t1 - t < 4 ? (int)(t1 - t) : 4;
-#define RP_MK(TT)                                                                                                 \
-    (S4 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 1)                                \
-        : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 0))
+#define RP_MK(TT)                                                                                                      \
+    (rp->q8 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 1, 1)                               \
+     : S4   ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 1, 0)                               \
+            : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 0, 0))
             switch (T) {
             case 1: RP_MK(1); break;
             case 2: RP_MK(2); break;

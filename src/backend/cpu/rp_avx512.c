@@ -29,24 +29,39 @@ TGT_INLINE __m512 scales16(const uint8_t *sc, int64_t b, const int S4) {
 
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
-/* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches [pf, pf_end) as it goes, 5 lines
- * per block (a block of a group is 288 or 320 bytes of the stream). */
+/* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches [pf, pf_end) as it goes, one
+ * block's bytes of the stream per block (q4: 288 or 320, q8: 512). Q8: the q8 layout (kern.h). */
 TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, const cmf_qact *a, const uint8_t *pf, const uint8_t *pf_end,
-                           __m512 F[KERN_GEMV_T], const int T, const int S4) {
-    const uint8_t *sc = gp + nb * 256;
+                           __m512 F[KERN_GEMV_T], const int T, const int S4, const int Q8) {
+    const uint8_t *sc = gp + nb * (Q8 ? 512 : 256);
     const __m512i m15 = _mm512_set1_epi8(15);
-    const int64_t step = S4 ? 320 : 288;
+    const int64_t step = Q8 ? 512 : S4 ? 320 : 288;
     for (int j = 0; j < T; j++) F[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *p = pf + b * step;
-        if (p + 320 <= pf_end)
-            for (int l = 0; l < 5; l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T0);
+        if (p + step <= pf_end)
+            for (int l = 0; l < (Q8 ? 8 : 5); l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T1);
         __m512i I0[KERN_GEMV_T], I1[KERN_GEMV_T];
         const int8_t *x[KERN_GEMV_T];
         for (int j = 0; j < T; j++) {
             x[j] = a->q + (j * a->nb + b) * 32;
-            I0[j] = _mm512_set1_epi32(-8 * a->s[j * a->nb + b]);
+            I0[j] = _mm512_set1_epi32((Q8 ? -128 : -8) * a->s[j * a->nb + b]);
             I1[j] = _mm512_setzero_si512();
+        }
+        if (Q8) {
+            const uint8_t *u = gp + b * 512;
+#pragma GCC unroll 4
+            for (int g = 0; g < 8; g += 2) {
+                const __m512i z0 = _mm512_load_si512(u + 64 * g), z1 = _mm512_load_si512(u + 64 * g + 64);
+                for (int j = 0; j < T; j++) {
+                    I0[j] = _mm512_dpbusd_epi32(I0[j], z0, _mm512_set1_epi32(rd32(x[j] + 4 * g)));
+                    I1[j] = _mm512_dpbusd_epi32(I1[j], z1, _mm512_set1_epi32(rd32(x[j] + 4 * g + 4)));
+                }
+            }
+            for (int j = 0; j < T; j++)
+                F[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(I0[j], I1[j])),
+                                       _mm512_set1_ps(a->d[j * a->nb + b]), F[j]);
+            continue;
         }
         const uint8_t *u = gp + b * 256;
 #pragma GCC unroll 4
@@ -63,16 +78,21 @@ TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, const cmf_qact *a, con
             F[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(I0[j], I1[j])),
                                    _mm512_mul_ps(S, _mm512_set1_ps(a->d[j * a->nb + b])), F[j]);
     }
+    if (Q8) { /* the row scales */
+        const __m512 rs = _mm512_load_ps((const float *)(const void *)sc);
+        for (int j = 0; j < T; j++) F[j] = _mm512_mul_ps(F[j], rs);
+    }
 }
 
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
-                       const int T, const int S4) {
+                       const int T, const int S4, const int Q8) {
     const int64_t ng = (nrows + 15) / 16;
-    const uint8_t *end = rp->buf + (size_t)(g0 + ng) * rp->gstride;
+    const uint8_t *end = rp->buf + (size_t)rp->ngroups * rp->gstride; /* the copy's end: other items are the
+                                                                         other threads' next reads (L2 -> L3) */
     for (int64_t k = 0; k < ng; k++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride;
         __m512 F[KERN_GEMV_T];
-        gemv_group(gp, rp->nb, a, gp + KERN_PF_BYTES, end, F, T, S4);
+        gemv_group(gp, rp->nb, a, gp + KERN_PF_BYTES, end, F, T, S4, Q8);
         const int64_t left = nrows - 16 * k;
         const __mmask16 msk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
         for (int j = 0; j < T; j++) _mm512_mask_storeu_ps(y + j * ldy + 16 * k, msk, F[j]);
@@ -81,12 +101,21 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
 
 TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
                             int64_t ldy) {
-    if (rp->sbytes == 4) {
-        if (nt == 1) gemv_t(rp, g0, nrows, a, y, ldy, 1, 1);
-        else gemv_t(rp, g0, nrows, a, y, ldy, 2, 1);
+    if (rp->q8) {
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 1);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 1, 1);
+    } else if (rp->sbytes == 4) {
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 0);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 1, 0);
     } else {
-        if (nt == 1) gemv_t(rp, g0, nrows, a, y, ldy, 1, 0);
-        else gemv_t(rp, g0, nrows, a, y, ldy, 2, 0);
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 0);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 0, 0);
     }
 }
 
@@ -95,12 +124,13 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
 /* R groups (16 or 32 rows) x T tokens from t0, blocks [b0, b0+kb). Registers: R*T int32 + R*T f32 accumulators
  * (24 of 32 zmm for R = 2, T = 6), the unpacked nibbles of one quarter (2R). */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
-                   float *out, int64_t ldo, const float *bias, int first, const int R, const int T, const int S4) {
+                   float *out, int64_t ldo, const float *bias, int first, const int R, const int T, const int S4,
+                   const int Q8) {
     const int64_t nb = a->nb;
     const uint8_t *gp[2], *sc[2];
     for (int h = 0; h < R; h++) {
         gp[h] = rp->buf + (size_t)(g0 + h) * rp->gstride;
-        sc[h] = gp[h] + rp->nb * 256;
+        sc[h] = gp[h] + rp->nb * (Q8 ? 512 : 256);
     }
     const __m512i m15 = _mm512_set1_epi8(15);
     __m512 F[2][6];
@@ -109,8 +139,24 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
     for (int64_t b = b0; b < b0 + kb; b++) {
         __m512i I[2][6];
         for (int j = 0; j < T; j++) {
-            const __m512i c = _mm512_set1_epi32(-8 * a->s[(t0 + j) * nb + b]);
+            const __m512i c = _mm512_set1_epi32((Q8 ? -128 : -8) * a->s[(t0 + j) * nb + b]);
             for (int h = 0; h < R; h++) I[h][j] = c;
+        }
+        if (Q8) {
+#pragma GCC unroll 8
+            for (int g = 0; g < 8; g++) {
+                __m512i W[2];
+                for (int h = 0; h < R; h++) W[h] = _mm512_load_si512(gp[h] + b * 512 + 64 * g);
+                for (int j = 0; j < T; j++) {
+                    const __m512i X = _mm512_set1_epi32(rd32(a->q + ((t0 + j) * nb + b) * 32 + 4 * g));
+                    for (int h = 0; h < R; h++) I[h][j] = _mm512_dpbusd_epi32(I[h][j], W[h], X);
+                }
+            }
+            for (int j = 0; j < T; j++) {
+                const __m512 D = _mm512_set1_ps(a->d[(t0 + j) * nb + b]);
+                for (int h = 0; h < R; h++) F[h][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[h][j]), D, F[h][j]);
+            }
+            continue;
         }
 #pragma GCC unroll 4
         for (int m = 0; m < 4; m++) {
@@ -123,7 +169,8 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
             for (int j = 0; j < T; j++) {
                 const int8_t *x = a->q + ((t0 + j) * nb + b) * 32;
                 const __m512i X0 = _mm512_set1_epi32(rd32(x + 4 * m)), X1 = _mm512_set1_epi32(rd32(x + 16 + 4 * m));
-                for (int h = 0; h < R; h++) I[h][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(I[h][j], lo[h], X0), hi[h], X1);
+                for (int h = 0; h < R; h++)
+                    I[h][j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(I[h][j], lo[h], X0), hi[h], X1);
             }
         }
         __m512 S[2];
@@ -139,32 +186,41 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         if (left <= 0) break;
         const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
         const __m512 bv = first && bias ? _mm512_maskz_loadu_ps(k, bias + 16 * h) : _mm512_setzero_ps();
+        const __m512 rs = Q8 ? _mm512_load_ps((const float *)(const void *)sc[h]) : _mm512_set1_ps(1.0f);
         for (int j = 0; j < T; j++) {
             float *o = out + (t0 + j) * ldo + 16 * h;
             const __m512 base = first ? bv : _mm512_maskz_loadu_ps(k, o);
-            _mm512_mask_storeu_ps(o, k, _mm512_add_ps(F[h][j], base));
+            _mm512_mask_storeu_ps(o, k, Q8 ? _mm512_fmadd_ps(F[h][j], rs, base) : _mm512_add_ps(F[h][j], base));
         }
     }
 }
 
-#define RP_TOKENS(R, S4)                                                                                        \
-    switch (t1 - t) {                                                                                           \
-    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 1, S4); break;                            \
-    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 2, S4); break;                            \
-    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 3, S4); break;                            \
-    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 4, S4); break;                            \
-    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 5, S4); break;                            \
-    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 6, S4); break;                           \
+#define RP_TOKENS(R, S4, Q8)                                                                                           \
+    switch (t1 - t) {                                                                                                  \
+    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 1, S4, Q8); break;                               \
+    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 2, S4, Q8); break;                               \
+    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 3, S4, Q8); break;                               \
+    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 4, S4, Q8); break;                               \
+    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 5, S4, Q8); break;                               \
+    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 6, S4, Q8); break;                              \
     }
 
 TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                             int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
     const int two = ng > 1 && nr > 16;
     for (int64_t t = t0; t < t1; t += 6) {
-        if (two && rp->sbytes == 4) RP_TOKENS(2, 1)
-        else if (two) RP_TOKENS(2, 0)
-        else if (rp->sbytes == 4) RP_TOKENS(1, 1)
-        else RP_TOKENS(1, 0)
+        if (rp->q8 && two)
+            RP_TOKENS(2, 1, 1)
+        else if (rp->q8)
+            RP_TOKENS(1, 1, 1)
+        else if (two && rp->sbytes == 4)
+            RP_TOKENS(2, 1, 0)
+        else if (two)
+            RP_TOKENS(2, 0, 0)
+        else if (rp->sbytes == 4)
+            RP_TOKENS(1, 1, 0)
+        else
+            RP_TOKENS(1, 0, 0)
     }
 }
 
