@@ -153,7 +153,7 @@ typedef struct cmf_rp {
 /* Decode (n <= KERN_GEMV_T tokens): y[j * ldy + i] = sum over all blocks b of wscale_ib * a.d[j][b] * (exact int32
  * dot of v_i and a.q[j] over block b) for the stored rows 16 * g0 + i, i < nrows (the groups from g0 on; nothing is
  * written past nrows), and tokens j < nt (1..KERN_GEMV_T); any f32 summation order (tests: within 1e-5 of
- * cmf_gemm_ref_i8 relative to the sum of |terms|). The SIMD paths prefetch only inside their range of groups.
+ * cmf_gemm_ref_i8 relative to the sum of |terms|). The SIMD paths prefetch ahead only inside the copy.
  * Prefill (n > KERN_GEMV_T): for groups g0 .. g0 + ng - 1 (ng 1 or 2; nr <= 16 * ng rows stored), blocks [b0, b0+kb)
  * and tokens t in [t0, t1): out[t * ld_out + i] = (first ? (bias ? bias[i] : 0) : out[t * ld_out + i]) + the sum over
  * those blocks as above, for i < nr (out and bias point at the group's first row). NULL: no repacked path. */

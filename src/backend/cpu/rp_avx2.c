@@ -3,7 +3,7 @@
  * of vpmaddubsw against 4 int8 activations broadcast to every lane (u <= 15, |x| <= 127: each pair sum fits int16,
  * and so do the 8 of a block: at most 8 * 2 * 15 * 127 = 30480), one vpmaddwd with ones per block widens to int32,
  * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm. Decode streams
- * its groups front to back with a software prefetch KERN_PF_BYTES ahead inside its range; prefill takes 8 rows x up
+ * its groups front to back with a software prefetch KERN_PF_BYTES ahead (each line once); prefill takes 8 rows x up
  * to 4 tokens per microkernel. Instructions: Intel SDM (VPMADDUBSW, VPMADDWD, VCVTPH2PS). */
 #include "backend/cpu/kern.h"
 
@@ -58,7 +58,7 @@ TGT_INLINE __m256i dot8_q8(const uint8_t *u, int h, const int8_t *x) {
 
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
                        const int T, const int S4, const int Q8) {
-    const int64_t ng = (nrows + 15) / 16, nb = rp->nb, step = Q8 ? 512 : S4 ? 320 : 288;
+    const int64_t ng = (nrows + 15) / 16, nb = rp->nb, lines = (int64_t)rp->gstride / 64;
     const uint8_t *end = rp->buf + (size_t)rp->ngroups * rp->gstride; /* the copy's end: other items are the
                                                                          other threads' next reads (L2 -> L3) */
     for (int64_t k = 0; k < ng; k++) {
@@ -67,9 +67,9 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < T; j++) F[h][j] = _mm256_setzero_ps();
         for (int64_t b = 0; b < nb; b++) {
-            const uint8_t *p = gp + KERN_PF_BYTES + b * step;
-            if (p + step <= end)
-                for (int l = 0; l < (Q8 ? 8 : 5); l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T1);
+            const uint8_t *pf = gp + KERN_PF_BYTES; /* each line of the group KERN_PF_BYTES on, once */
+            for (int64_t l = b * lines / nb, l1 = (b + 1) * lines / nb; l < l1 && pf + 64 * l < end; l++)
+                _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
             for (int h = 0; h < 2; h++) {
                 const __m256 S = Q8 ? _mm256_set1_ps(1.0f) : scales8(sc, b, h, S4);
                 for (int j = 0; j < T; j++) {

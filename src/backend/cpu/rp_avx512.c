@@ -4,7 +4,7 @@
  * operands of two vpdpbusd, each against 4 int8 activations broadcast to every lane; the lanes start at -8 * s (the
  * block's activation sum), so they end at the exact sum v * x of their row, and F += I * (scale * d) in f32 (16
  * rows per zmm: no horizontal reductions). Decode walks its groups front to back (one sequential stream per
- * thread) with a software prefetch KERN_PF_BYTES ahead, kept inside the caller's range of groups; prefill takes
+ * thread) with a software prefetch KERN_PF_BYTES ahead (each line once, inside the copy); prefill takes
  * 16 or 32 rows x up to 6 tokens per microkernel. Instructions: Intel SDM (VPDPBUSD, VCVTPH2PS). */
 #include "backend/cpu/kern.h"
 
@@ -29,18 +29,18 @@ TGT_INLINE __m512 scales16(const uint8_t *sc, int64_t b, const int S4) {
 
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
-/* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches [pf, pf_end) as it goes, one
- * block's bytes of the stream per block (q4: 288 or 320, q8: 512). Q8: the q8 layout (kern.h). */
-TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, const cmf_qact *a, const uint8_t *pf, const uint8_t *pf_end,
-                           __m512 F[KERN_GEMV_T], const int T, const int S4, const int Q8) {
+/* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches the gstride bytes from pf (stopping
+ * at pf_end) as it goes, each 64-byte line once, spread evenly over the blocks (one prefetch per line: more of
+ * them stalled on full miss buffers in perf). Q8: the q8 layout (kern.h). */
+TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, int64_t gstride, const cmf_qact *a, const uint8_t *pf,
+                           const uint8_t *pf_end, __m512 F[KERN_GEMV_T], const int T, const int S4, const int Q8) {
     const uint8_t *sc = gp + nb * (Q8 ? 512 : 256);
     const __m512i m15 = _mm512_set1_epi8(15);
-    const int64_t step = Q8 ? 512 : S4 ? 320 : 288;
+    const int64_t lines = gstride / 64;
     for (int j = 0; j < T; j++) F[j] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b++) {
-        const uint8_t *p = pf + b * step;
-        if (p + step <= pf_end)
-            for (int l = 0; l < (Q8 ? 8 : 5); l++) _mm_prefetch((const char *)(p + 64 * l), _MM_HINT_T1);
+        for (int64_t l = b * lines / nb, l1 = (b + 1) * lines / nb; l < l1 && pf + 64 * l < pf_end; l++)
+            _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
         __m512i I0[KERN_GEMV_T], I1[KERN_GEMV_T];
         const int8_t *x[KERN_GEMV_T];
         for (int j = 0; j < T; j++) {
@@ -92,7 +92,7 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
     for (int64_t k = 0; k < ng; k++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride;
         __m512 F[KERN_GEMV_T];
-        gemv_group(gp, rp->nb, a, gp + KERN_PF_BYTES, end, F, T, S4, Q8);
+        gemv_group(gp, rp->nb, (int64_t)rp->gstride, a, gp + KERN_PF_BYTES, end, F, T, S4, Q8);
         const int64_t left = nrows - 16 * k;
         const __mmask16 msk = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
         for (int j = 0; j < T; j++) _mm512_mask_storeu_ps(y + j * ldy + 16 * k, msk, F[j]);
