@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Cross-builds the CPU kernel layer for arm64 (cmake/kernels with cmake/aarch64-linux-gnu.cmake) and runs its tests
-# (tests/kernels: test_kernels, test_kern_tables) under qemu-aarch64 user-mode emulation, on an x86-64 host:
+# (tests/kernels: test_kernels, test_kern_tables, test_repack with the scalar repacked kernels; test_gemm skips)
+# under qemu-aarch64 user-mode emulation, on an x86-64 host:
 #   1. -march=armv8.2-a+dotprod, gcc -O2:  SDOT kernels only, emulated core "max"         (neon + dotprod)
 #   2. -march=armv8-a, gcc -O2:            both flavours, SDOT picked at run time on "max" (neon + dotprod)
 #                                          and the SMULL/SADALP fallback on "cortex-a53"   (neon, no dotprod)
