@@ -3,6 +3,7 @@
  * (DORY.md §3.1) in the attention op. The arithmetic is exactly the forward's of before the backend split, op for
  * op and in the same order, so results are bit-identical. */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,9 +50,16 @@ static cmf_weight *set_matrix(cmf_weights *w, int i) {
 /* Weights stay in the mapping; the q4 family is repacked once for the kernels (ops.h cmf_cpu_repack_weight), the
  * copy attached to the set's views (the set is not const here: attaching the cpu's resident copy to its views is
  * what this op is for; cmf_cpu_weights_release undoes it). */
+/* Set once a backbone (skill "") went through cpu_load_weights. A skill set is repacked only then: a model whose
+ * backbone is read from the mapping (a caller that does not load it through this op) must compute its skill sets
+ * the same way, or a skill baked into a file would give other bits than the same skill applied at run time. */
+static atomic_int g_backbone_repacked;
+
 static cmf_status cpu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) {
     (void)be;
     cmf_weights *ws = (cmf_weights *)(uintptr_t)w;
+    if (ws->skill[0] == '\0') atomic_store(&g_backbone_repacked, 1);
+    else if (!atomic_load(&g_backbone_repacked)) return CMF_OK;
     const int n = ws->layers ? 1 + 7 * n_layers : 1;
     for (int i = 0; i < n; i++) {
         cmf_status st = cmf_cpu_repack_weight(set_matrix(ws, i));
