@@ -401,7 +401,9 @@ static void i8_launch_n(const I8Job &j, size_t smem, const float *x, int n, int 
 
 cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s) {
     const int64_t cols = j.w[0].cols;
-    j.ks = cols >= 8192 ? 4 : cols >= 2048 ? 2 : 1; /* wide rows: more warps per row, fewer load rounds each */
+    static int split = -1; /* CMF_CUDA_I8_SPLIT=0: one warp per row (an A/B switch; read once, benign race) */
+    if (split < 0) split = !(getenv("CMF_CUDA_I8_SPLIT") && getenv("CMF_CUDA_I8_SPLIT")[0] == '0');
+    j.ks = !split ? 1 : cols >= 8192 ? 4 : cols >= 2048 ? 2 : 1; /* wide rows: more warps per row */
     const int rg = I8_WARPS / j.ks;
     j.groups = 0;
     if (glu) {
