@@ -85,7 +85,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) snprintf(ctxs, sizeof ctxs, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--no-graph")) graphs = 0;
-        else if (!strcmp(argv[i], "--cache-type") && i + 1 < argc) mp.cache_type = !strcmp(argv[++i], "f32") ? CMF_CACHE_F32 : CMF_CACHE_F16;
+        else if (!strcmp(argv[i], "--cache-type") && i + 1 < argc)
+            mp.cache_type = !strcmp(argv[++i], "f32") ? CMF_CACHE_F32 : CMF_CACHE_F16;
         else path = argv[i];
     }
     if (!path || P < 0 || G < 1 || R < 1 || R > 64) {

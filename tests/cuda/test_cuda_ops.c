@@ -149,8 +149,8 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
                 OK(cmf_cuda_sync(NULL));
                 double e = ref_rel_err(y, ref, n * rows);
-                CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d i8act %d: rel err %g", cmf_dtype_name(dt), (long long)rows,
-                          (long long)cols, n, i8, e);
+                CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d i8act %d: rel err %g", cmf_dtype_name(dt),
+                          (long long)rows, (long long)cols, n, i8, e);
                 /* the fused decode products give the same bits: q/k/v-style multi (with a bias on the second
                  * weight: matvec then + bias) and gate/up + GLU (matvec twice, then cmf_cuda_glu) */
                 cmf_cuda_weight ww[2] = {w, w};
@@ -169,8 +169,8 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                         const float yb = y[i] + bias[i % rows];
                         bad += memcmp(&y2[i], &y[i], sizeof(float)) != 0 || memcmp(&y3[i], &yb, sizeof(float)) != 0;
                     }
-                    CHECK_MSG(bad == 0, "matvec_multi %s [%lld, %lld] n=%d i8act %d: %lld values differ from matvec (+ bias)",
-                              cmf_dtype_name(dt), (long long)rows, (long long)cols, n, i8, (long long)bad);
+                    CHECK_MSG(bad == 0, "matvec_multi %s [%lld, %lld] n=%d i8act %d: %lld values differ from matvec "
+                              "(+ bias)", cmf_dtype_name(dt), (long long)rows, (long long)cols, n, i8, (long long)bad);
                     /* product + residual add + RMSNorm in one launch (output in place of the product, as the
                      * forward's xb): the bits of matvec then add_rmsnorm; twice, so the block counter's reset counts
                      * (f32 activations only: this kernel has no int8 path) */
@@ -412,7 +412,8 @@ static void test_elementwise(void) {
                         vc[(size_t)p3[t] * KVD + i] != cmf_f32_to_f16(vv[t * KVD + i]);
         CHECK_MSG(badc == 0, "qk_norm_rope_kv: %lld cache values differ", (long long)badc);
         { /* an f32 cache (CMF_CUDA_KV_F32) holds the rotated K and the V rows exactly, also through kv_write */
-            float *d_q2 = dev_from(qk, sizeof(float) * nt * H * D), *d_k2 = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD);
+            float *d_q2 = dev_from(qk, sizeof(float) * nt * H * D);
+            float *d_k2 = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD);
             float *d_kf = dev_poison(4 * (size_t)NCTX * KVD), *d_vf = dev_poison(4 * (size_t)NCTX * KVD);
             float *kf = malloc(4 * (size_t)NCTX * KVD), *vf = malloc(4 * (size_t)NCTX * KVD);
             OK(cmf_cuda_qk_norm_rope_kv(d_q2, d_k2, d_v, nt, H, NKV, D, d_w, d_w + D, 1e-6f, 0, rot, d_inv, d_p3,
@@ -518,8 +519,8 @@ static void test_attention(void) {
             OK(cmf_cuda_attn_decode(&af, d_q, d_kf, d_vf, pos, d_o, d_work, NULL));
             OK(cmf_cuda_download(o2, d_o, sizeof(float) * (size_t)(H * D), NULL));
             OK(cmf_cuda_sync(NULL));
-            CHECK_MSG(!memcmp(o, o2, sizeof(float) * (size_t)(H * D)), "attn decode f32 cache H%d KV%d D%d pos %lld differs",
-                      H, KV, D, (long long)pos);
+            CHECK_MSG(!memcmp(o, o2, sizeof(float) * (size_t)(H * D)),
+                      "attn decode f32 cache H%d KV%d D%d pos %lld differs", H, KV, D, (long long)pos);
             OK(cmf_cuda_attn_decode_dpos(&af, d_q, d_kf, d_vf, d_p, ctx, d_o, d_work, NULL));
             OK(cmf_cuda_download(o2, d_o, sizeof(float) * (size_t)(H * D), NULL));
             OK(cmf_cuda_sync(NULL));

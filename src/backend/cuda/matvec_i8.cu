@@ -121,8 +121,8 @@ static __device__ __forceinline__ void i8_ladders(const I8Job &j, int wi, const 
 /* One level of one block of 32 held by 8 lanes (4 values each, e): Q8_0 scale d, int8 q, the packed word p (q4tp:
  * nibble order) and the block's int sum s (all 8 lanes get d and s). */
 template <int DT>
-static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, float *d_out, int (&q)[4], uint32_t *p_out,
-                                                 int *s_out) {
+static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, float *d_out, int (&q)[4],
+                                                 uint32_t *p_out, int *s_out) {
     float a = fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(e[2]), fabsf(e[3])));
     a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
     a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
@@ -350,8 +350,8 @@ static int i8_sms(void) {
     static int sms = 0;
     if (!sms) {
         int dev = 0, v = 0;
-        if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess ||
-            v < 1)
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1)
             return 1;
         sms = v;
     }
@@ -376,7 +376,8 @@ static void i8_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu
         if (occ_smem[i] == smem) occ = occ_val[i];
     if (!occ) { /* blocks per SM at this shared-memory size, looked up once per size (a model has a few) */
         int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU>, 256, smem) != cudaSuccess || b < 1) b = 1;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU>, 256, smem) != cudaSuccess || b < 1)
+            b = 1;
         occ = b < 4 ? b : 4;
         const int slot = occ_n < SLOTS ? occ_n++ : (int)(smem % SLOTS);
         occ_smem[slot] = smem, occ_val[slot] = occ;
