@@ -58,10 +58,15 @@ struct cmf_backend {
 
     /* ---- weight residency ------------------------------------------------------------------------------ */
     /* Makes a weight set resident once (cuda: every matrix payload and the set's f32 small-tensor arena copied to
-     * the device; cpu: nothing, weights are read in place). Ops later resolve the set's cmf_weight views and
-     * norm / bias pointers to their resident copies. Errors: CMF_E_NOMEM (device memory, naming the tensor size),
-     * CMF_E_UNSUPPORTED (a dtype or a fused row view without a kernel, naming it). */
+     * the device; cpu: the q4 family and q8_row/q8_2f matrices rewritten once into the kernels' 16-row interleaved
+     * layout (backend/cpu/repack.c; CMF_CPU_REPACK=0 keeps reading the mapping), everything else read in place).
+     * Ops later resolve the set's cmf_weight views and norm / bias pointers to their resident copies. Errors:
+     * CMF_E_NOMEM (device or host memory, naming the tensor size), CMF_E_UNSUPPORTED (a dtype or a fused row view
+     * without a kernel, naming it). */
     cmf_status (*load_weights)(cmf_backend *be, const struct cmf_weights *w, int n_layers);
+    /* Optional (NULL: `destroy` frees the resident copies): drops what load_weights made for set w, before the set
+     * itself is freed (cpu: the repacked copies, which are reference-counted across sets and models). */
+    void (*unload_weights)(cmf_backend *be, struct cmf_weights *w, int n_layers);
 
     /* ---- sessions: the KV cache ---------------------------------------------------------------------------- */
     /* Allocates the KV cache of session s from s->kv_off / s->kv_rows (rows of KVD values per layer, `total`

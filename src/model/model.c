@@ -306,7 +306,7 @@ static cmf_status choose_backend(cmf_model *m, const char *name) {
         name = !env || !*env || !strcmp(env, "0") ? "cpu" : !strcmp(env, "1") ? "cuda" : env; /* or a name */
     }
     int dev = 0, optional = 0;
-    if (!strcmp(name, "cpu")) return CMF_OK;
+    if (!strcmp(name, "cpu")) return m->dory ? CMF_OK : m->be->load_weights(m->be, &m->base, m->cfg.n_layers);
     if (!strcmp(name, "auto")) optional = 1;
     else if (!strncmp(name, "cuda", 4) && (!name[4] || (name[4] == ':' && name[5] >= '0' && name[5] <= '9')))
         dev = name[4] ? atoi(name + 5) : 0;
@@ -331,7 +331,7 @@ static cmf_status choose_backend(cmf_model *m, const char *name) {
     }
     if (optional) { /* "auto": the CPU when CUDA is unusable */
         cmf_err_clear();
-        return CMF_OK;
+        return m->be->load_weights(m->be, &m->base, m->cfg.n_layers);
     }
     return st;
 }
@@ -367,6 +367,10 @@ cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_
 void cmf_model_free(cmf_model *m) {
     if (!m) return;
     cmf_tp_free(m->tp); /* the rank models and their backends */
+    if (m->be && m->be->unload_weights) { /* what load_weights made for each set (cpu: the repacked copies) */
+        m->be->unload_weights(m->be, &m->base, m->cfg.n_layers);
+        for (int i = 0; i < m->n_skill_sets; i++) m->be->unload_weights(m->be, m->skill_sets[i], m->cfg.n_layers);
+    }
     if (m->be) m->be->destroy(m->be); /* resident weights go first */
     cmf_tokenizer_free(m->tokenizer);
     free(m->tokenizer_error);

@@ -76,6 +76,11 @@ void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers) {
     for (int i = 0; i < n; i++) cmf_cpu_repack_release(set_matrix(w, i));
 }
 
+static void cpu_unload_weights(cmf_backend *be, cmf_weights *w, int n_layers) {
+    (void)be;
+    cmf_cpu_weights_release(w, n_layers);
+}
+
 static cmf_status cpu_kv_alloc(cmf_backend *be, cmf_session *s, size_t total) {
     (void)be;
     s->k_cache = calloc(total ? total : 1, sizeof(float));
@@ -395,6 +400,7 @@ static cmf_backend cpu_backend = {
     .zero = cpu_zero,
     .sync = cpu_sync,
     .load_weights = cpu_load_weights,
+    .unload_weights = cpu_unload_weights,
     .kv_alloc = cpu_kv_alloc,
     .kv_free = cpu_kv_free,
     .begin = cpu_begin,
