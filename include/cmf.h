@@ -86,7 +86,7 @@ typedef struct cmf_model_params {
      * CMF_CACHE_DEFAULT (0) = f16; CMF_CACHE_F32 keeps K and V as computed (twice the cache memory and bandwidth)
      * and computes the prefill products of f32/f16/bf16 weights with f32 activations instead of the f16-operand
      * GEMM (slower prefill), so the GPU follows the CPU closely. The CPU backend always keeps an f32 cache and
-     * ignores this field; so do Dory models (their own f32 cache) and tensor-parallel ranks (f16 on CUDA). */
+     * ignores this field; so do Dory models (their own f32 cache). Tensor-parallel CUDA ranks follow it. */
     int cache_type;
 } cmf_model_params;
 

@@ -143,6 +143,7 @@ static cmf_status rank_new(cmf_tp *tp, int r, int device, int threads, cmf_model
     if (st != CMF_OK) return st;
     rm->file = m->file;
     rm->n_threads = threads;
+    rm->cache_type = m->cache_type; /* the KV cache type the caller asked for (cuda ranks) */
     rm->bos_id = m->bos_id;
     rm->rope_inv_freq = m->rope_inv_freq;
     rm->tp_of = tp;

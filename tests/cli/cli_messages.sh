@@ -59,6 +59,9 @@ for c in run eval chat bench ppl; do
     expect_error 2 "$CMF_BIN" $c "$X" --kv-mode bogus && want_line "cmf $c: invalid value 'bogus' for --kv-mode (expected per_loop or last_loop)"
     expect_error 2 "$CMF_BIN" $c "$X" --gate 2x
 done
+for c in run eval chat bench ppl serve; do
+    expect_error 2 "$CMF_BIN" $c "$X" --cache-type f8 && want_line "cmf $c: invalid value 'f8' for --cache-type (expected f16 or f32)"
+done
 # a well-formed backend name is for the model loader: the missing file is then the error (exit 1)
 expect_error 1 "$CMF_BIN" run "$X" -p hi --backend cpu
 expect_error 1 "$CMF_BIN" serve "$X" --backend cuda:1

@@ -136,6 +136,9 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc);
  * cpu|cuda|cuda:N|auto sets CMF_GPU to the name (anything else is CLI_USAGE); cmf_model_load reads CMF_GPU. */
 extern const char *const CLI_BACKEND_USAGE; /* help text of --gpu and --backend */
 int cli_backend_opt(cli_args *a, int *rc);
+/* As cli_sampling_opt, for --cache-type f16|f32 alone (also on `serve`): sets *cache_type to CMF_CACHE_F16 or
+ * CMF_CACHE_F32 (cmf_model_params.cache_type); another value is CLI_USAGE. */
+int cli_cache_type_opt(cli_args *a, int *cache_type, int *rc);
 /* Creates a session of n_ctx positions with the options (and the skill); prints the error and returns a CLI
  * status on failure; notes on stderr when the O(1) far field is on. */
 int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_opts *o, cmf_session **s);

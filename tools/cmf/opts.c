@@ -115,6 +115,16 @@ int cli_backend_opt(cli_args *a, int *rc) {
     return 1;
 }
 
+int cli_cache_type_opt(cli_args *a, int *cache_type, int *rc) {
+    if (!cli_is(a, "--cache-type", NULL)) return 0;
+    const char *v = NULL;
+    if ((*rc = cli_value(a, &v))) return 1;
+    if (!strcmp(v, "f16")) *cache_type = CMF_CACHE_F16;
+    else if (!strcmp(v, "f32")) *cache_type = CMF_CACHE_F32;
+    else *rc = cli_usage_error(a->cmd, "invalid value '%s' for --cache-type (expected f16 or f32)", v);
+    return 1;
+}
+
 int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
     long l;
     double d;
@@ -167,12 +177,7 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
             p->gate = (float)d;
         }
     } else if (cli_backend_opt(a, rc)) {
-    } else if (cli_is(a, "--cache-type", NULL)) { /* cmf_model_params.cache_type (run, chat, bench, eval, ppl) */
-        const char *v = NULL;
-        if ((*rc = cli_value(a, &v))) return 1;
-        if (!strcmp(v, "f16")) o->cache_type = CMF_CACHE_F16;
-        else if (!strcmp(v, "f32")) o->cache_type = CMF_CACHE_F32;
-        else *rc = cli_usage_error(a->cmd, "invalid value '%s' for --cache-type (expected f16 or f32)", v);
+    } else if (cli_cache_type_opt(a, &o->cache_type, rc)) {
     } else if (cli_is(a, "--tp", NULL)) { /* read by cmf_model_load (CMF_TP, cmf_model_params.tp) */
         if (!(*rc = cli_int(a, 1, 64, &l))) {
             char v[16];

@@ -32,6 +32,7 @@ static const char *USAGE =
     "  --batch N          tokens per forward pass: decode tokens + a prompt chunk (default 512)\n"
     "  -t, --threads N    worker threads (default 0: all online CPUs)\n"
     "  --tp N             tensor parallelism over N ranks (on the backend chosen below; default: $CMF_TP, else 1)\n"
+    "  --cache-type f16|f32   KV cache element type on the GPU (default f16; f32: twice the cache memory); CPU: f32\n"
     "backend (default: $CMF_GPU, else the CPU):\n"
     "%s";
 
@@ -42,6 +43,7 @@ int cmd_serve(int argc, char **argv) {
     o.api_key = getenv("CMF_API_KEY");
     const char *model = NULL;
     long l, threads = 0, tp = 0;
+    int cache_type = CMF_CACHE_DEFAULT;
     double d;
     int rc = 0;
     while (cli_args_next(&a)) {
@@ -72,7 +74,7 @@ int cmd_serve(int argc, char **argv) {
             rc = cli_int(&a, 0, 4096, &threads);
         } else if (cli_is(&a, "--tp", NULL)) {
             rc = cli_int(&a, 1, 64, &tp);
-        } else if (cli_backend_opt(&a, &rc)) {
+        } else if (cli_backend_opt(&a, &rc) || cli_cache_type_opt(&a, &cache_type, &rc)) {
         } else if (!cli_is_flag(&a) && !model) {
             model = a.arg;
         } else {
@@ -90,7 +92,7 @@ int cmd_serve(int argc, char **argv) {
     if (nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
     o.model_name = name;
 
-    cmf_model_params mp = {.n_threads = (int)threads, .tp = (int)tp};
+    cmf_model_params mp = {.n_threads = (int)threads, .tp = (int)tp, .cache_type = cache_type};
     cmf_model *m = NULL;
     cmf_status st = cmf_model_load(model, &mp, &m);
     if (st != CMF_OK) return cli_lib_error("serve", st);

@@ -368,12 +368,10 @@ extern "C" cmf_status cmf_cuda_attn_prefill(const cmf_cuda_attn *a, const float 
     if (n_tok == 0) return CMF_OK;
     const int D = a->head_dim;
     size_t sm = ((size_t)AP_QT * D + (size_t)AP_KT * (D + 1) + (size_t)AP_KT * D) * sizeof(float);
-    static int raised = 0; /* 64 KiB of dynamic shared memory needs the opt-in for head_dim 256 */
-    if (!raised) {
-        CU_TRY(cudaFuncSetAttribute(k_attn_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024),
-               "cudaFuncSetAttribute(prefill attention)");
-        raised = 1;
-    }
+    /* 64 KiB of dynamic shared memory needs the opt-in for head_dim 256; set on every call because the attribute
+     * belongs to the current device (tensor-parallel ranks use several, from several threads) */
+    CU_TRY(cudaFuncSetAttribute(k_attn_prefill, cudaFuncAttributeMaxDynamicSharedMemorySize, 100 * 1024),
+           "cudaFuncSetAttribute(prefill attention)");
     dim3 grid((unsigned)((n_tok + AP_QT - 1) / AP_QT), (unsigned)a->n_heads);
     k_attn_prefill<<<grid, 128, sm, CU_STREAM(stream)>>>(*a, d_q, d_k, d_v, pos0, n_tok, d_out);
     CU_LAUNCHED("prefill attention kernel");
