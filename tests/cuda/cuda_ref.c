@@ -6,6 +6,26 @@
 
 #include "quant/dtype.h"
 
+void *ref_dev_poison(size_t bytes) {
+    void *d = NULL;
+    OK(cmf_cuda_malloc(&d, bytes));
+    OK(cmf_cuda_memset(d, 0xff, bytes, NULL));
+    return d;
+}
+
+void *ref_dev_from(const void *h, size_t bytes) {
+    void *d = NULL;
+    OK(cmf_cuda_malloc(&d, bytes));
+    OK(cmf_cuda_upload(d, h, bytes, NULL));
+    return d;
+}
+
+float *ref_rand_vec(uint64_t *rng, int64_t n, float amp) {
+    float *v = malloc(sizeof(float) * (size_t)n);
+    for (int64_t i = 0; v && i < n; i++) v[i] = ref_rand(rng) * amp;
+    return v;
+}
+
 float ref_rand(uint64_t *s) {
     uint64_t x = *s;
     x ^= x >> 12, x ^= x << 25, x ^= x >> 27;

@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend/cuda/cuda_ops.h"
+#include "testutil.h"
+
 /* xorshift64* stream; uniform float in [-1, 1). */
 float ref_rand(uint64_t *s);
 /* ||a - b|| / ||b|| over n values (double); NaN in a gives +inf. */
@@ -15,6 +18,19 @@ void ref_matmul(const float *w, int64_t rows, int64_t cols, const float *x, int6
  * Q8_0: d = absmax / 127, q = x * 127 / absmax rounded half away from zero, clamped to +-127; levels = 2 adds the
  * Q8_0 of the remainder x - d q), then exact double sums of w * sum of q * d. */
 void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x, int64_t n, int levels, double *y);
+/* Device helpers of the kernel tests; a failing CUDA call is a failed CHECK (testutil.h) naming the call. */
+#define OK(call)                                                                                                 \
+    do {                                                                                                         \
+        cmf_status st_ = (call);                                                                                 \
+        CHECK_MSG(st_ == CMF_OK, "%s -> %d: %s", #call, (int)st_, cmf_last_error());                            \
+    } while (0)
+/* A device buffer of `bytes` filled with 0xff (the NaN pattern for f32 / f16), so unwritten outputs show. */
+void *ref_dev_poison(size_t bytes);
+/* A device copy of the host buffer h. */
+void *ref_dev_from(const void *h, size_t bytes);
+/* n floats uniform in [-amp, amp) from the stream *rng (malloc'd; the caller frees). */
+float *ref_rand_vec(uint64_t *rng, int64_t n, float amp);
+
 /* Attention reference: q [n_tok][H][D] at positions pos0.., K/V f16 cache [ctx][KV][D]; out [n_tok][H][D]. */
 void ref_attention(int H, int KV, int D, float scale, float softcap, int window, const float *q,
                    const uint16_t *k, const uint16_t *v, int64_t pos0, int64_t n_tok, double *out);

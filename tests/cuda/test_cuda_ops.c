@@ -15,37 +15,13 @@
 int cmf_test_failures;
 static uint64_t rng = 0x9e3779b97f4a7c15ull;
 
-#define OK(call)                                                                                                 \
-    do {                                                                                                         \
-        cmf_status st_ = (call);                                                                                 \
-        CHECK_MSG(st_ == CMF_OK, "%s -> %d: %s", #call, (int)st_, cmf_last_error());                            \
-    } while (0)
-
-static void *dev_poison(size_t bytes) {
-    void *d = NULL;
-    OK(cmf_cuda_malloc(&d, bytes));
-    OK(cmf_cuda_memset(d, 0xff, bytes, NULL)); /* NaN pattern for f32 / f16 */
-    return d;
-}
-static void *dev_from(const void *h, size_t bytes) {
-    void *d = NULL;
-    OK(cmf_cuda_malloc(&d, bytes));
-    OK(cmf_cuda_upload(d, h, bytes, NULL));
-    return d;
-}
-static float *rand_vec(int64_t n, float amp) {
-    float *v = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) v[i] = ref_rand(&rng) * amp;
-    return v;
-}
-
 /* exp2f over every f16 value (the q4tp lo / step domain) plus random floats: bit-exact with cmf_exp2f. */
 static void test_exp2f(void) {
     int64_t n = 65536 + 100000;
     float *in = malloc(sizeof(float) * (size_t)n), *out = malloc(sizeof(float) * (size_t)n);
     for (int64_t i = 0; i < 65536; i++) in[i] = cmf_f16_to_f32((uint16_t)i);
     for (int64_t i = 65536; i < n; i++) in[i] = ref_rand(&rng) * 160.0f;
-    float *d_in = dev_from(in, sizeof(float) * (size_t)n), *d_out = dev_poison(sizeof(float) * (size_t)n);
+    float *d_in = ref_dev_from(in, sizeof(float) * (size_t)n), *d_out = ref_dev_poison(sizeof(float) * (size_t)n);
     OK(cmf_cuda_exp2f(d_in, d_out, n, NULL));
     OK(cmf_cuda_download(out, d_out, sizeof(float) * (size_t)n, NULL));
     OK(cmf_cuda_sync(NULL));
@@ -68,7 +44,7 @@ static const int DTYPES[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16, CMF_DT_Q8_ROW,
 
 /* Encodes a random rows x cols matrix as dtype; returns the payload (host) and its decoded floats. */
 static uint8_t *make_weight(int dt, int64_t rows, int64_t cols, size_t *nbytes, float **dec) {
-    float *w = rand_vec(rows * cols, 0.5f);
+    float *w = ref_rand_vec(&rng, rows * cols, 0.5f);
     for (int64_t r = 0; r < rows; r++) /* rows of different magnitude exercise the scales */
         for (int64_t c = 0; c < cols; c++) w[r * cols + c] *= (float)(1 + r % 7);
     uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
@@ -97,12 +73,12 @@ static void test_weights(cmf_cuda_ctx *ctx) {
             size_t nb;
             float *dec;
             uint8_t *p = make_weight(dt, rows, cols, &nb, &dec);
-            cmf_cuda_weight w = {dt, rows, cols, dev_from(p, nb)};
+            cmf_cuda_weight w = {dt, rows, cols, ref_dev_from(p, nb)};
             /* embedding rows by device ids: the dequantized rows bit for bit */
             {
                 int32_t ids[3] = {(int32_t)(rows - 1), 0, (int32_t)(rows / 2)};
-                int32_t *d_ids = dev_from(ids, sizeof ids);
-                float *d_e = dev_poison(sizeof(float) * (size_t)(3 * cols)), *e = malloc(sizeof(float) * (size_t)(3 * cols));
+                int32_t *d_ids = ref_dev_from(ids, sizeof ids);
+                float *d_e = ref_dev_poison(sizeof(float) * (size_t)(3 * cols)), *e = malloc(sizeof(float) * (size_t)(3 * cols));
                 OK(cmf_cuda_embed(&w, d_ids, 3, 1.0f, d_e, NULL));
                 OK(cmf_cuda_download(e, d_e, sizeof(float) * (size_t)(3 * cols), NULL));
                 OK(cmf_cuda_sync(NULL));
@@ -114,7 +90,7 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 free(e);
             }
             /* dequant: f32 bit for bit, f16 / bf16 rounded */
-            float *d_f = dev_poison(sizeof(float) * (size_t)(rows * cols));
+            float *d_f = ref_dev_poison(sizeof(float) * (size_t)(rows * cols));
             float *got = malloc(sizeof(float) * (size_t)(rows * cols));
             OK(cmf_cuda_dequant(&w, 0, rows, d_f, CMF_CUDA_F32, NULL));
             OK(cmf_cuda_download(got, d_f, sizeof(float) * (size_t)(rows * cols), NULL));
@@ -136,14 +112,14 @@ static void test_weights(cmf_cuda_ctx *ctx) {
             for (int n = 1; n <= 8; n++) {
                 if (i8 && !((dt == CMF_DT_Q8_ROW || dt == CMF_DT_Q4TP) && cols % 32 == 0)) break;
                 cmf_cuda_set_i8act(i8);
-                float *x = rand_vec(n * cols, 1.0f);
+                float *x = ref_rand_vec(&rng, n * cols, 1.0f);
                 if (i8 && n == 2) /* a block of zeros (scale 0) and one of tiny values */
                     for (int64_t c = 0; c < 32 && c < cols; c++) x[c] = 0.0f, x[cols - 1 - c] *= 1e-30f;
                 double *ref = malloc(sizeof(double) * (size_t)(n * rows));
                 if (i8) ref_matmul_qact(dec, rows, cols, x, n, i8, ref);
                 else ref_matmul(dec, rows, cols, x, n, ref);
-                float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
-                float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));
+                float *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * cols));
+                float *d_y = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
                 float *y = malloc(sizeof(float) * (size_t)(n * rows));
                 OK(cmf_cuda_matvec(&w, d_x, d_y, n, NULL));
                 OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
@@ -155,9 +131,9 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                  * weight: matvec then + bias) and gate/up + GLU (matvec twice, then cmf_cuda_glu) */
                 cmf_cuda_weight ww[2] = {w, w};
                 if (cmf_cuda_matvec_multi_ok(ww, 2, n)) {
-                    float *bias = rand_vec(rows, 1.0f), *d_b = dev_from(bias, sizeof(float) * (size_t)rows);
-                    float *d_y2 = dev_poison(sizeof(float) * (size_t)(n * rows)), *y2 = malloc(sizeof(float) * (size_t)(n * rows));
-                    float *d_y3 = dev_poison(sizeof(float) * (size_t)(n * rows)), *y3 = malloc(sizeof(float) * (size_t)(n * rows));
+                    float *bias = ref_rand_vec(&rng, rows, 1.0f), *d_b = ref_dev_from(bias, sizeof(float) * (size_t)rows);
+                    float *d_y2 = ref_dev_poison(sizeof(float) * (size_t)(n * rows)), *y2 = malloc(sizeof(float) * (size_t)(n * rows));
+                    float *d_y3 = ref_dev_poison(sizeof(float) * (size_t)(n * rows)), *y3 = malloc(sizeof(float) * (size_t)(n * rows));
                     float *outs[2] = {d_y2, d_y3};
                     const float *biases[2] = {NULL, d_b};
                     OK(cmf_cuda_matvec_multi(ww, 2, d_x, outs, biases, n, NULL));
@@ -175,16 +151,16 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                      * forward's xb): the bits of matvec then add_rmsnorm; twice, so the block counter's reset counts
                      * (f32 activations only: this kernel has no int8 path) */
                     if (!i8) {
-                        float *res = rand_vec(n * rows, 1.0f), *nw = rand_vec(rows, 1.0f);
-                        float *d_nw = dev_from(nw, sizeof(float) * (size_t)rows);
-                        float *d_r1 = dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_o1 = dev_poison(sizeof(float) * (size_t)(n * rows));
-                        int zero = 0, *d_c = dev_from(&zero, sizeof zero);
+                        float *res = ref_rand_vec(&rng, n * rows, 1.0f), *nw = ref_rand_vec(&rng, rows, 1.0f);
+                        float *d_nw = ref_dev_from(nw, sizeof(float) * (size_t)rows);
+                        float *d_r1 = ref_dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_o1 = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+                        int zero = 0, *d_c = ref_dev_from(&zero, sizeof zero);
                         float *h1 = malloc(sizeof(float) * (size_t)(2 * n * rows)), *h2 = malloc(sizeof(float) * (size_t)(2 * n * rows));
                         OK(cmf_cuda_add_rmsnorm(d_r1, d_y, d_o1, d_nw, n, rows, 1e-6f, 0, NULL));
                         OK(cmf_cuda_download(h1, d_r1, sizeof(float) * (size_t)(n * rows), NULL));
                         OK(cmf_cuda_download(h1 + n * rows, d_o1, sizeof(float) * (size_t)(n * rows), NULL));
                         for (int rep = 0; rep < 2; rep++) {
-                            float *d_r2 = dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_p = dev_poison(sizeof(float) * (size_t)(n * rows));
+                            float *d_r2 = ref_dev_from(res, sizeof(float) * (size_t)(n * rows)), *d_p = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
                             OK(cmf_cuda_matvec_add_rmsnorm(&w, d_x, d_p, NULL, n, d_r2, d_p, d_nw, 1e-6f, 0, d_c, NULL));
                             OK(cmf_cuda_download(h2, d_r2, sizeof(float) * (size_t)(n * rows), NULL));
                             OK(cmf_cuda_download(h2 + n * rows, d_p, sizeof(float) * (size_t)(n * rows), NULL));
@@ -231,11 +207,11 @@ static void test_weights(cmf_cuda_ctx *ctx) {
             /* gemm, both algorithms, n = 1, 67 */
             for (int algo = CMF_CUDA_GEMM_CUBLAS; algo <= CMF_CUDA_GEMM_TILED; algo++) {
                 int64_t n = algo == CMF_CUDA_GEMM_CUBLAS ? 67 : 70;
-                float *x = rand_vec(n * cols, 1.0f);
+                float *x = ref_rand_vec(&rng, n * cols, 1.0f);
                 double *ref = malloc(sizeof(double) * (size_t)(n * rows));
                 ref_matmul(dec, rows, cols, x, n, ref);
-                float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
-                float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));
+                float *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * cols));
+                float *d_y = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
                 float *y = malloc(sizeof(float) * (size_t)(n * rows));
                 OK(cmf_cuda_gemm(ctx, &w, d_x, d_y, n, algo, NULL));
                 OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
@@ -269,10 +245,10 @@ static void test_weights(cmf_cuda_ctx *ctx) {
 
 static void test_elementwise(void) {
     const int64_t n = 5, d = 1000;
-    float *x = rand_vec(n * d, 3.0f), *w = rand_vec(d, 1.0f), *y = malloc(sizeof(float) * (size_t)(n * d));
+    float *x = ref_rand_vec(&rng, n * d, 3.0f), *w = ref_rand_vec(&rng, d, 1.0f), *y = malloc(sizeof(float) * (size_t)(n * d));
     double *ref = malloc(sizeof(double) * (size_t)(n * d));
-    float *d_x = dev_from(x, sizeof(float) * (size_t)(n * d)), *d_w = dev_from(w, sizeof(float) * (size_t)d);
-    float *d_y = dev_poison(sizeof(float) * (size_t)(n * d));
+    float *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * d)), *d_w = ref_dev_from(w, sizeof(float) * (size_t)d);
+    float *d_y = ref_dev_poison(sizeof(float) * (size_t)(n * d));
     for (int gemma = 0; gemma <= 1; gemma++) {
         OK(cmf_cuda_rmsnorm(d_y, d_x, d_w, n, d, 1e-5f, gemma, NULL));
         OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * d), NULL));
@@ -318,7 +294,7 @@ static void test_elementwise(void) {
     /* rope: both pairings, full and partial rotary */
     const int nt = 3, H = 4, D = 64;
     int32_t pos[3] = {0, 17, 30000};
-    int32_t *d_pos = dev_from(pos, sizeof pos);
+    int32_t *d_pos = ref_dev_from(pos, sizeof pos);
     for (int pairing = 0; pairing <= 1; pairing++)
         for (int rot = D; rot >= D / 4; rot /= 4) {
             OK(cmf_cuda_upload(d_y, x, sizeof(float) * nt * H * D, NULL));
@@ -344,8 +320,8 @@ static void test_elementwise(void) {
     CHECK(cmf_cuda_rope(d_y, d_pos, 1, H, D, 3, 1e4f, 0, NULL) == CMF_E_ARG);
     /* the fused decode ops: add + rmsnorm gives the bits of add then rmsnorm */
     {
-        float *d_a1 = dev_from(x, sizeof(float) * (size_t)((n - 1) * d)), *d_a2 = dev_from(x, sizeof(float) * (size_t)((n - 1) * d));
-        float *d_o1 = dev_poison(sizeof(float) * (size_t)((n - 1) * d)), *d_o2 = dev_poison(sizeof(float) * (size_t)((n - 1) * d));
+        float *d_a1 = ref_dev_from(x, sizeof(float) * (size_t)((n - 1) * d)), *d_a2 = ref_dev_from(x, sizeof(float) * (size_t)((n - 1) * d));
+        float *d_o1 = ref_dev_poison(sizeof(float) * (size_t)((n - 1) * d)), *d_o2 = ref_dev_poison(sizeof(float) * (size_t)((n - 1) * d));
         float *h1 = malloc(sizeof(float) * (size_t)(2 * (n - 1) * d)), *h2 = malloc(sizeof(float) * (size_t)(2 * (n - 1) * d));
         OK(cmf_cuda_add(d_a1, d_a1, d_x + d, (n - 1) * d, NULL));
         OK(cmf_cuda_rmsnorm(d_o1, d_a1, d_w, n - 1, d, 1e-6f, 0, NULL));
@@ -357,7 +333,7 @@ static void test_elementwise(void) {
         OK(cmf_cuda_sync(NULL));
         CHECK_MSG(!memcmp(h1, h2, sizeof(float) * (size_t)(2 * (n - 1) * d)), "add_rmsnorm differs from add + rmsnorm");
         /* the output in place of the added rows (the forward's xb: o_proj / down_proj output, then the next norm) */
-        float *d_a3 = dev_from(x, sizeof(float) * (size_t)((n - 1) * d)), *d_oo = dev_from(x + d, sizeof(float) * (size_t)((n - 1) * d));
+        float *d_a3 = ref_dev_from(x, sizeof(float) * (size_t)((n - 1) * d)), *d_oo = ref_dev_from(x + d, sizeof(float) * (size_t)((n - 1) * d));
         OK(cmf_cuda_add_rmsnorm(d_a3, d_oo, d_oo, d_w, n - 1, d, 1e-6f, 0, NULL));
         OK(cmf_cuda_download(h2, d_a3, sizeof(float) * (size_t)((n - 1) * d), NULL));
         OK(cmf_cuda_download(h2 + (n - 1) * d, d_oo, sizeof(float) * (size_t)((n - 1) * d), NULL));
@@ -376,12 +352,12 @@ static void test_elementwise(void) {
     {
         const int NKV = 2, rot = 48, KVD = NKV * D, NCTX = 40;
         int32_t p3[3] = {3, 17, 39};
-        int32_t *d_p3 = dev_from(p3, sizeof p3);
+        int32_t *d_p3 = ref_dev_from(p3, sizeof p3);
         float inv[32], *qk = x, *vv = x + nt * (H + NKV) * D;
         for (int i = 0; i < rot / 2; i++) inv[i] = (float)pow(1e6, -2.0 * i / rot);
-        float *d_inv = dev_from(inv, sizeof inv), *d_q = dev_from(qk, sizeof(float) * nt * H * D);
-        float *d_k = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD), *d_v = dev_from(vv, sizeof(float) * nt * KVD);
-        uint16_t *d_kc = dev_poison(2 * (size_t)NCTX * KVD), *d_vc = dev_poison(2 * (size_t)NCTX * KVD);
+        float *d_inv = ref_dev_from(inv, sizeof inv), *d_q = ref_dev_from(qk, sizeof(float) * nt * H * D);
+        float *d_k = ref_dev_from(qk + nt * H * D, sizeof(float) * nt * KVD), *d_v = ref_dev_from(vv, sizeof(float) * nt * KVD);
+        uint16_t *d_kc = ref_dev_poison(2 * (size_t)NCTX * KVD), *d_vc = ref_dev_poison(2 * (size_t)NCTX * KVD);
         OK(cmf_cuda_qk_norm_rope_kv(d_q, d_k, d_v, nt, H, NKV, D, d_w, d_w + D, 1e-6f, 0, rot, d_inv, d_p3,
                                     CMF_CUDA_ROPE_HALF, d_kc, d_vc, CMF_CUDA_KV_F16, NULL));
         float *q = malloc(sizeof(float) * nt * (H + NKV) * D);
@@ -412,9 +388,9 @@ static void test_elementwise(void) {
                         vc[(size_t)p3[t] * KVD + i] != cmf_f32_to_f16(vv[t * KVD + i]);
         CHECK_MSG(badc == 0, "qk_norm_rope_kv: %lld cache values differ", (long long)badc);
         { /* an f32 cache (CMF_CUDA_KV_F32) holds the rotated K and the V rows exactly, also through kv_write */
-            float *d_q2 = dev_from(qk, sizeof(float) * nt * H * D);
-            float *d_k2 = dev_from(qk + nt * H * D, sizeof(float) * nt * KVD);
-            float *d_kf = dev_poison(4 * (size_t)NCTX * KVD), *d_vf = dev_poison(4 * (size_t)NCTX * KVD);
+            float *d_q2 = ref_dev_from(qk, sizeof(float) * nt * H * D);
+            float *d_k2 = ref_dev_from(qk + nt * H * D, sizeof(float) * nt * KVD);
+            float *d_kf = ref_dev_poison(4 * (size_t)NCTX * KVD), *d_vf = ref_dev_poison(4 * (size_t)NCTX * KVD);
             float *kf = malloc(4 * (size_t)NCTX * KVD), *vf = malloc(4 * (size_t)NCTX * KVD);
             OK(cmf_cuda_qk_norm_rope_kv(d_q2, d_k2, d_v, nt, H, NKV, D, d_w, d_w + D, 1e-6f, 0, rot, d_inv, d_p3,
                                         CMF_CUDA_ROPE_HALF, d_kf, d_vf, CMF_CUDA_KV_F32, NULL));
@@ -481,25 +457,25 @@ static void test_attention(void) {
         size_t kvn = (size_t)(ctx * KV * D);
         uint16_t *k = malloc(2 * kvn), *v = malloc(2 * kvn);
         for (size_t i = 0; i < kvn; i++) k[i] = cmf_f32_to_f16(ref_rand(&rng) * 2.0f), v[i] = cmf_f32_to_f16(ref_rand(&rng));
-        uint16_t *d_k = dev_from(k, 2 * kvn), *d_v = dev_from(v, 2 * kvn);
+        uint16_t *d_k = ref_dev_from(k, 2 * kvn), *d_v = ref_dev_from(v, 2 * kvn);
         /* the same values in f32 caches (CMF_CUDA_KV_F32): every kernel below must give the f16 cache's bits */
         cmf_cuda_attn af = a;
         af.kv_type = CMF_CUDA_KV_F32;
         float *kf = malloc(4 * kvn), *vf = malloc(4 * kvn);
         for (size_t i = 0; i < kvn; i++) kf[i] = cmf_f16_to_f32(k[i]), vf[i] = cmf_f16_to_f32(v[i]);
-        uint16_t *d_kf = dev_from(kf, 4 * kvn), *d_vf = dev_from(vf, 4 * kvn);
+        uint16_t *d_kf = ref_dev_from(kf, 4 * kvn), *d_vf = ref_dev_from(vf, 4 * kvn);
         free(kf);
         free(vf);
         /* decode at the last position and at one in the middle */
         int64_t tests[2] = {ctx - 1, ctx / 3};
         const size_t wb = cmf_cuda_attn_decode_work_bytes(&a, ctx);
-        void *d_work = dev_poison(wb);
+        void *d_work = ref_dev_poison(wb);
         OK(cmf_cuda_memset(d_work, 0, wb, NULL)); /* zeroed once (its split counters); 4 launches reuse it below */
         for (int ti = 0; ti < 2; ti++) {
             int64_t pos = tests[ti];
-            float *q = rand_vec(H * D, 2.0f), *o = malloc(sizeof(float) * (size_t)(H * D));
+            float *q = ref_rand_vec(&rng, H * D, 2.0f), *o = malloc(sizeof(float) * (size_t)(H * D));
             double *ref = malloc(sizeof(double) * (size_t)(H * D));
-            float *d_q = dev_from(q, sizeof(float) * (size_t)(H * D)), *d_o = dev_poison(sizeof(float) * (size_t)(H * D));
+            float *d_q = ref_dev_from(q, sizeof(float) * (size_t)(H * D)), *d_o = ref_dev_poison(sizeof(float) * (size_t)(H * D));
             OK(cmf_cuda_attn_decode(&a, d_q, d_k, d_v, pos, d_o, d_work, NULL));
             OK(cmf_cuda_download(o, d_o, sizeof(float) * (size_t)(H * D), NULL));
             OK(cmf_cuda_sync(NULL));
@@ -509,7 +485,7 @@ static void test_attention(void) {
                       (double)a.softcap, (long long)pos, e);
             /* the device-position variant (CUDA graphs): the same bits */
             int32_t p32 = (int32_t)pos;
-            int32_t *d_p = dev_from(&p32, sizeof p32);
+            int32_t *d_p = ref_dev_from(&p32, sizeof p32);
             float *o2 = malloc(sizeof(float) * (size_t)(H * D));
             OK(cmf_cuda_attn_decode_dpos(&a, d_q, d_k, d_v, d_p, ctx, d_o, d_work, NULL));
             OK(cmf_cuda_download(o2, d_o, sizeof(float) * (size_t)(H * D), NULL));
@@ -538,9 +514,9 @@ static void test_attention(void) {
         /* prefill of the last n_tok positions (a cached prefix before them) */
         int64_t n_tok = ctx > 200 ? 200 : ctx - 5, pos0 = ctx - n_tok;
         size_t qn = (size_t)(n_tok * H * D);
-        float *q = rand_vec((int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
+        float *q = ref_rand_vec(&rng, (int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
         double *ref = malloc(sizeof(double) * qn);
-        float *d_q = dev_from(q, sizeof(float) * qn), *d_o = dev_poison(sizeof(float) * qn);
+        float *d_q = ref_dev_from(q, sizeof(float) * qn), *d_o = ref_dev_poison(sizeof(float) * qn);
         OK(cmf_cuda_attn_prefill(&a, d_q, d_k, d_v, pos0, n_tok, d_o, NULL));
         OK(cmf_cuda_download(o, d_o, sizeof(float) * qn, NULL));
         OK(cmf_cuda_sync(NULL));
@@ -583,10 +559,10 @@ static int cmp_desc(const void *a, const void *b) {
 
 static void test_sampling(void) {
     const int64_t n = 50000;
-    float *x = rand_vec(n, 8.0f);
+    float *x = ref_rand_vec(&rng, n, 8.0f);
     x[123] = x[4567] = 9.5f; /* a tie for the maximum: the lower id wins */
-    float *d_x = dev_from(x, sizeof(float) * (size_t)n);
-    void *d_work = dev_poison(cmf_cuda_sample_work_bytes(n));
+    float *d_x = ref_dev_from(x, sizeof(float) * (size_t)n);
+    void *d_work = ref_dev_poison(cmf_cuda_sample_work_bytes(n));
     int32_t id = -1;
     OK(cmf_cuda_argmax(d_x, n, &id, d_work, NULL));
     CHECK_MSG(id == 123, "argmax %d, want 123", id);

@@ -19,30 +19,6 @@
 int cmf_test_failures;
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
-#define OK(call)                                                                                                 \
-    do {                                                                                                         \
-        cmf_status st_ = (call);                                                                                 \
-        CHECK_MSG(st_ == CMF_OK, "%s -> %d: %s", #call, (int)st_, cmf_last_error());                            \
-    } while (0)
-
-static void *dev_poison(size_t bytes) {
-    void *d = NULL;
-    OK(cmf_cuda_malloc(&d, bytes));
-    OK(cmf_cuda_memset(d, 0xff, bytes, NULL)); /* NaN pattern for f32 / f16 */
-    return d;
-}
-static void *dev_from(const void *h, size_t bytes) {
-    void *d = NULL;
-    OK(cmf_cuda_malloc(&d, bytes));
-    OK(cmf_cuda_upload(d, h, bytes, NULL));
-    return d;
-}
-static float *rand_vec(int64_t n, float amp) {
-    float *v = malloc(sizeof(float) * (size_t)n);
-    for (int64_t i = 0; i < n; i++) v[i] = ref_rand(&rng) * amp;
-    return v;
-}
-
 /* q8 GEMM through AUTO: the int8 path where it applies, else the f16 one. */
 static void test_gemm_q8(cmf_cuda_ctx *big, cmf_cuda_ctx *tiny) {
     static const struct {
@@ -55,7 +31,7 @@ static void test_gemm_q8(cmf_cuda_ctx *big, cmf_cuda_ctx *tiny) {
         for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++) {
             const int dt = dts[di];
             const int64_t rows = cases[ci].rows, cols = cases[ci].cols, n = cases[ci].n;
-            float *wf = rand_vec(rows * cols, 0.5f);
+            float *wf = ref_rand_vec(&rng, rows * cols, 0.5f);
             for (int64_t r = 0; r < rows; r++) /* rows and columns of different magnitude: the scales matter */
                 for (int64_t c = 0; c < cols; c++) wf[r * cols + c] *= (float)(1 + r % 7) * (1.0f + (float)(c % 5) / 4);
             uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
@@ -65,17 +41,17 @@ static void test_gemm_q8(cmf_cuda_ctx *big, cmf_cuda_ctx *tiny) {
             float *dec = malloc(sizeof(float) * (size_t)(rows * cols));
             OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, wf, p));
             OK(cmf_dequant(dt, 2, shape, p, nb, dec));
-            cmf_cuda_weight w = {dt, rows, cols, dev_from(p, (size_t)nb)};
-            float *x = rand_vec(n * cols, 3.0f);
+            cmf_cuda_weight w = {dt, rows, cols, ref_dev_from(p, (size_t)nb)};
+            float *x = ref_rand_vec(&rng, n * cols, 3.0f);
             for (int64_t c = 0; c < cols; c++) x[cols + c] = 0.0f;          /* token 1: all zeros (zero scales) */
             for (int64_t c = 0; c < cols; c++) x[2 * cols + c] *= 1e-3f;    /* token 2: small values */
             x[3 * cols] = 500.0f;                                           /* token 3: one outlier */
             double *ref = malloc(sizeof(double) * (size_t)(n * rows));
             ref_matmul(dec, rows, cols, x, n, ref);
-            float *d_x = dev_from(x, sizeof(float) * (size_t)(n * cols));
+            float *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * cols));
             float *y = malloc(sizeof(float) * (size_t)(n * rows));
             for (int k = 0; k < 2; k++) {
-                float *d_y = dev_poison(sizeof(float) * (size_t)(n * rows));
+                float *d_y = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
                 OK(cmf_cuda_gemm(k ? tiny : big, &w, d_x, d_y, n, CMF_CUDA_GEMM_AUTO, NULL));
                 OK(cmf_cuda_download(y, d_y, sizeof(float) * (size_t)(n * rows), NULL));
                 OK(cmf_cuda_sync(NULL));
@@ -132,10 +108,10 @@ static void test_attn_tc(void) {
         const size_t kvn = (size_t)(ctx * KV * D), qn = (size_t)(n_tok * H * D);
         uint16_t *k = malloc(2 * kvn), *v = malloc(2 * kvn);
         for (size_t i = 0; i < kvn; i++) k[i] = cmf_f32_to_f16(ref_rand(&rng) * 2.0f), v[i] = cmf_f32_to_f16(ref_rand(&rng));
-        uint16_t *d_k = dev_from(k, 2 * kvn), *d_v = dev_from(v, 2 * kvn);
-        float *q = rand_vec((int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
+        uint16_t *d_k = ref_dev_from(k, 2 * kvn), *d_v = ref_dev_from(v, 2 * kvn);
+        float *q = ref_rand_vec(&rng, (int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
         double *ref = malloc(sizeof(double) * qn);
-        float *d_q = dev_from(q, sizeof(float) * qn), *d_o = dev_poison(sizeof(float) * qn);
+        float *d_q = ref_dev_from(q, sizeof(float) * qn), *d_o = ref_dev_poison(sizeof(float) * qn);
         OK(cmf_cuda_attn_prefill_tc(&a, d_q, d_k, d_v, pos0, n_tok, d_o, NULL));
         OK(cmf_cuda_download(o, d_o, sizeof(float) * qn, NULL));
         OK(cmf_cuda_sync(NULL));
@@ -168,9 +144,9 @@ static void test_attn_tc(void) {
         const int64_t ctx = 150, n_tok = 100, pos0 = ctx - n_tok;
         cmf_cuda_attn a = {H, KV, D, 0.125f, 0.0f, 0, CMF_CUDA_KV_F32};
         const size_t kvn = (size_t)(ctx * KV * D), qn = (size_t)(n_tok * H * D);
-        float *k = rand_vec((int64_t)kvn, 2.0f), *v = rand_vec((int64_t)kvn, 1.0f), *q = rand_vec((int64_t)qn, 2.0f);
-        float *d_k = dev_from(k, 4 * kvn), *d_v = dev_from(v, 4 * kvn), *d_q = dev_from(q, 4 * qn);
-        float *d_o1 = dev_poison(4 * qn), *d_o2 = dev_poison(4 * qn);
+        float *k = ref_rand_vec(&rng, (int64_t)kvn, 2.0f), *v = ref_rand_vec(&rng, (int64_t)kvn, 1.0f), *q = ref_rand_vec(&rng, (int64_t)qn, 2.0f);
+        float *d_k = ref_dev_from(k, 4 * kvn), *d_v = ref_dev_from(v, 4 * kvn), *d_q = ref_dev_from(q, 4 * qn);
+        float *d_o1 = ref_dev_poison(4 * qn), *d_o2 = ref_dev_poison(4 * qn);
         float *o1 = malloc(4 * qn), *o2 = malloc(4 * qn);
         OK(cmf_cuda_attn_prefill_tc(&a, d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, pos0, n_tok, d_o1, NULL));
         OK(cmf_cuda_attn_prefill(&a, d_q, (const uint16_t *)d_k, (const uint16_t *)d_v, pos0, n_tok, d_o2, NULL));
