@@ -13,7 +13,9 @@
  *    row 16 (uses the copy) and at row 3 (reads the mapping): the same bound;
  *  - the registry: views of one tensor share one copy; release frees it; a copy found at the same address over
  *    other bytes is not reused; CMF_CPU_REPACK off (cmf_cpu_set_repack(0)) makes none; a path without repacked
- *    kernels makes none. */
+ *    kernels makes none;
+ *  - cmf_cpu_repack_set (per path): one arena in the order given, twins and live copies shared, release in any
+ *    order. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -258,6 +260,51 @@ static void check_registry(void) {
     free(p2);
 }
 
+/* cmf_cpu_repack_set: the new copies of a set lie back to back in one allocation in the order given (pf_end its
+ * end), a tensor listed twice gets one copy, a copy already live is shared (not put in the arena), the layouts are
+ * right, and the references can be released in any order (the allocation goes with the last; ASan/LSan watch). */
+static void check_set(void) {
+    uint64_t na, nbb, nc;
+    uint8_t *pa = kt_payload(CMF_DT_Q4_BLOCK, 40, 64, &na), *pb = kt_payload(CMF_DT_Q8_ROW, 33, 96, &nbb),
+            *pc = kt_payload(CMF_DT_Q4TP, 20, 64, &nc);
+    CHECK(pa && pb && pc);
+    if (!pa || !pb || !pc) return;
+    const size_t base = cmf_cpu_repack_bytes();
+    cmf_weight a, a2, b, b0, c;
+    CHECK(kt_view(CMF_DT_Q4_BLOCK, 40, 64, pa, na, &a) && kt_view(CMF_DT_Q4_BLOCK, 40, 64, pa, na, &a2) &&
+          kt_view(CMF_DT_Q8_ROW, 33, 96, pb, nbb, &b) && kt_view(CMF_DT_Q8_ROW, 33, 96, pb, nbb, &b0) &&
+          kt_view(CMF_DT_Q4TP, 20, 64, pc, nc, &c));
+    CHECK(cmf_cpu_repack_weight(&b0) == CMF_OK && b0.rp); /* b's copy exists before the set */
+    const size_t with_b = cmf_cpu_repack_bytes();
+    cmf_weight *set[] = {&a, &b, &a2, &c};
+    CHECK(cmf_cpu_repack_set(set, 4) == CMF_OK);
+    const cmf_rp *ra = a.rp, *rc = c.rp;
+    CHECK(ra && rc && a2.rp == ra && b.rp == b0.rp);
+    if (!ra || !rc) return;
+    const size_t sa = ra->gstride * (size_t)ra->ngroups, sc = rc->gstride * (size_t)rc->ngroups;
+    CHECK(rc->buf == ra->buf + sa && ra->pf_end == rc->buf + sc && rc->pf_end == ra->pf_end);
+    CHECK(b.rp->pf_end == b.rp->buf + b.rp->gstride * (size_t)b.rp->ngroups);
+    CHECK(cmf_cpu_repack_bytes() == with_b + sa + sc);
+    CHECK(check_layout(&a, ra) == 0 && check_layout(&c, rc) == 0 && check_layout(&b, b.rp) == 0);
+    cmf_cpu_repack_release(&a);
+    CHECK(cmf_cpu_repack_bytes() == with_b + sa + sc && a2.rp == ra);
+    cmf_cpu_repack_release(&c); /* the arena stays: a2 still holds a's copy in it */
+    CHECK(cmf_cpu_repack_bytes() == with_b + sa && check_layout(&a2, a2.rp) == 0);
+    cmf_cpu_repack_release(&b0);
+    cmf_cpu_repack_release(&a2);
+    CHECK(cmf_cpu_repack_bytes() == with_b);
+    cmf_cpu_repack_release(&b);
+    CHECK(cmf_cpu_repack_bytes() == base);
+    /* off: nothing is made, every rp NULL */
+    cmf_cpu_set_repack(0);
+    CHECK(cmf_cpu_repack_set(set, 4) == CMF_OK && !a.rp && !b.rp && !a2.rp && !c.rp);
+    cmf_cpu_set_repack(1);
+    CHECK(cmf_cpu_repack_set(set, 0) == CMF_OK);
+    free(pa);
+    free(pb);
+    free(pc);
+}
+
 int main(void) {
     kt_seed(0x5eed4b1d);
     cmf_pool *pool = NULL;
@@ -285,6 +332,7 @@ int main(void) {
                 if (shapes[s][1] % 32 == 0 || dts[d] == CMF_DT_Q8_ROW || dts[d] == CMF_DT_Q8_2F) /* q4: float family */
                     check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
         if (!tested++) check_registry();
+        check_set();
         fprintf(stderr, "%s: repacked kernels checked\n", cmf_cpu_path_name(paths[pi]));
     }
     CHECK(tested > 0);

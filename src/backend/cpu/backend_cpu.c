@@ -61,14 +61,12 @@ static cmf_status cpu_load_weights(cmf_backend *be, const cmf_weights *w, int n_
     if (ws->skill[0] == '\0') atomic_store(&g_backbone_repacked, 1);
     else if (!atomic_load(&g_backbone_repacked)) return CMF_OK;
     const int n = ws->layers ? 1 + 7 * n_layers : 1;
-    for (int i = 0; i < n; i++) {
-        cmf_status st = cmf_cpu_repack_weight(set_matrix(ws, i));
-        if (st != CMF_OK) {
-            cmf_cpu_weights_release(ws, n_layers);
-            return st;
-        }
-    }
-    return CMF_OK;
+    cmf_weight **m = malloc((size_t)n * sizeof *m);
+    if (!m) return cmf_err(CMF_E_NOMEM, "cpu load_weights: out of memory");
+    for (int i = 0; i < n; i++) m[i] = set_matrix(ws, (i + 1) % n); /* forward order: layers, then lm_head */
+    const cmf_status st = cmf_cpu_repack_set(m, n);
+    free(m);
+    return st;
 }
 
 void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers) {

@@ -145,7 +145,10 @@ typedef struct cmf_rp {
     int sbytes;          /* 2: f16 scales, 4: f32 scales */
     int q8;              /* 1: the q8 layout (one scale per row) */
     size_t gstride;      /* bytes per row group */
-    uint8_t *buf;        /* ngroups * gstride bytes, 64-byte aligned (owned) */
+    uint8_t *buf;        /* ngroups * gstride bytes, 64-byte aligned (owned, or a slice of arena) */
+    const uint8_t *pf_end; /* the decode prefetch may read up to here: the end of the arena (the next matrices of
+                              the weight set in forward order) or of the copy */
+    struct cmf_rp_arena *arena; /* NULL: buf is this copy's own allocation; else the shared one (repack.c) */
     int refs;            /* registry (repack.c): views holding it, and the fingerprint of the stored bytes */
     uint64_t fp;
     struct cmf_rp *next;
@@ -153,7 +156,7 @@ typedef struct cmf_rp {
 /* Decode (n <= KERN_GEMV_T tokens): y[j * ldy + i] = sum over all blocks b of wscale_ib * a.d[j][b] * (exact int32
  * dot of v_i and a.q[j] over block b) for the stored rows 16 * g0 + i, i < nrows (the groups from g0 on; nothing is
  * written past nrows), and tokens j < nt (1..KERN_GEMV_T); any f32 summation order (tests: within 1e-5 of
- * cmf_gemm_ref_i8 relative to the sum of |terms|). The SIMD paths prefetch ahead only inside the copy.
+ * cmf_gemm_ref_i8 relative to the sum of |terms|). The SIMD paths prefetch ahead only up to rp->pf_end.
  * Prefill (n > KERN_GEMV_T): for groups g0 .. g0 + ng - 1 (ng 1 or 2; nr <= 16 * ng rows stored), blocks [b0, b0+kb)
  * and tokens t in [t0, t1): out[t * ld_out + i] = (first ? (bias ? bias[i] : 0) : out[t * ld_out + i]) + the sum over
  * those blocks as above, for i < nr (out and bias point at the group's first row). NULL: no repacked path. */

@@ -112,8 +112,17 @@ cmf_status cmf_cpu_set_act_levels(int levels);
  *   cmf_cpu_set_repack(0) was called (process-wide; for A/B runs and tests; affects later repack calls only).
  * cmf_cpu_repack_bytes(): bytes of all live copies. */
 cmf_status cmf_cpu_repack_weight(cmf_weight *w);
-/* The cpu backend's load_weights (backend_cpu.c) repacks every matrix of a weight set this way (lm_head, and per
- * layer q/k/v/o and gate/up/down); cmf_cpu_weights_release drops those references again. The model must call it for
+/* cmf_cpu_repack_set(ws, n): cmf_cpu_repack_weight for each of the n matrices ws[0..n-1] (n >= 0), except that the
+ *   copies it has to make (no live one found) go into ONE 64-byte aligned allocation in the order given, each right
+ *   after the previous one, so the decode prefetch runs on from one matrix into the next (kern.h cmf_rp.pf_end;
+ *   the layout of llama.cpp's single repacked CPU buffer). Copies found in the registry are shared as before, and a
+ *   tensor listed twice gets one copy. The allocation is freed with the last of its copies. Every ws[i] needs one
+ *   cmf_cpu_repack_release afterwards (any order). Errors: CMF_E_NOMEM (naming the size); then no ws[i] holds a
+ *   reference (all rp NULL). */
+cmf_status cmf_cpu_repack_set(cmf_weight *const *ws, int n);
+/* The cpu backend's load_weights (backend_cpu.c) repacks every matrix of a weight set with cmf_cpu_repack_set in
+ * forward order (per layer q, k, v, o, gate, up, down; lm_head last); cmf_cpu_weights_release drops those
+ * references again. The model must call it for
  * each set the cpu backend loaded, before the set's views or the file mapping go away. */
 struct cmf_weights;
 void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers);

@@ -127,6 +127,26 @@ static pthread_mutex_t g_mu = PTHREAD_MUTEX_INITIALIZER;
 static cmf_rp *g_list;
 static size_t g_bytes;
 
+/* One allocation holding the copies of a weight set in forward order (cmf_cpu_repack_set); freed with the last of
+ * its copies (live counts them; changed with g_mu held). */
+struct cmf_rp_arena {
+    uint8_t *base;
+    int live;
+};
+
+/* Frees an entry that left the registry (g_mu held, or not yet registered), and its arena with the arena's last. */
+static void rp_free(cmf_rp *e) {
+    if (e->arena) {
+        if (--e->arena->live == 0) {
+            free(e->arena->base);
+            free(e->arena);
+        }
+    } else {
+        free(e->buf);
+    }
+    free(e);
+}
+
 size_t cmf_cpu_repack_bytes(void) {
     pthread_mutex_lock(&g_mu);
     const size_t b = g_bytes;
@@ -147,25 +167,16 @@ static cmf_rp *take(const cmf_weight *w, uint64_t fp) {
         }
         *pp = e->next;
         g_bytes -= e->gstride * (size_t)e->ngroups;
-        free(e->buf);
-        free(e);
+        rp_free(e);
         return take(w, fp);
     }
     return NULL;
 }
 
-cmf_status cmf_cpu_repack_weight(cmf_weight *w) {
-    w->rp = NULL;
-    const cmf_kern *k = cmf_kern_active();
-    if (!rp_dtype(w) || !cmf_cpu_repack_enabled() || !k->rp_gemv || !k->rp_gemm) return CMF_OK;
-    const uint64_t fp = fingerprint(w->data, stored_bytes(w));
-    pthread_mutex_lock(&g_mu);
-    w->rp = take(w, fp);
-    pthread_mutex_unlock(&g_mu);
-    if (w->rp) return CMF_OK;
-    /* made outside the lock (the writer reads the whole tensor); a racing twin is dropped below */
+/* A new unregistered entry for w's stored tensor (fingerprint fp), without its buffer; NULL when out of memory. */
+static cmf_rp *new_entry(const cmf_weight *w, uint64_t fp) {
     cmf_rp *rp = calloc(1, sizeof *rp);
-    if (!rp) return cmf_err(CMF_E_NOMEM, "cpu repack: out of memory");
+    if (!rp) return NULL;
     rp->data = w->data;
     rp->dtype = w->dtype;
     rp->full_rows = w->full_rows;
@@ -177,22 +188,45 @@ cmf_status cmf_cpu_repack_weight(cmf_weight *w) {
     rp->gstride =
         rp->q8 ? (size_t)rp->nb * 512 + 64 : ((size_t)rp->nb * (256 + 16 * (size_t)rp->sbytes) + 63) & ~(size_t)63;
     rp->refs = 1;
-    const size_t bytes = rp->gstride * (size_t)rp->ngroups;
+    rp->fp = fp;
+    return rp;
+}
+
+static size_t rp_bytes(const cmf_rp *rp) {
+    return rp->gstride * (size_t)rp->ngroups;
+}
+
+static int can_repack(const cmf_weight *w) {
+    const cmf_kern *k = cmf_kern_active();
+    return rp_dtype(w) && cmf_cpu_repack_enabled() && k->rp_gemv && k->rp_gemm;
+}
+
+cmf_status cmf_cpu_repack_weight(cmf_weight *w) {
+    w->rp = NULL;
+    if (!can_repack(w)) return CMF_OK;
+    const uint64_t fp = fingerprint(w->data, stored_bytes(w));
+    pthread_mutex_lock(&g_mu);
+    w->rp = take(w, fp);
+    pthread_mutex_unlock(&g_mu);
+    if (w->rp) return CMF_OK;
+    /* made outside the lock (the writer reads the whole tensor); a racing twin is dropped below */
+    cmf_rp *rp = new_entry(w, fp);
+    if (!rp) return cmf_err(CMF_E_NOMEM, "cpu repack: out of memory");
+    const size_t bytes = rp_bytes(rp);
     rp->buf = aligned_alloc(64, bytes);
     if (!rp->buf) {
         free(rp);
         return cmf_err(CMF_E_NOMEM, "cpu repack: cannot allocate %zu bytes for a %s [%lld, %lld] matrix", bytes,
                        cmf_dtype_name(w->dtype), (long long)w->full_rows, (long long)w->cols);
     }
-    rp->fp = fp;
+    rp->pf_end = rp->buf + bytes;
     for (int64_t g = 0; g < rp->ngroups; g++) write_group(w, rp, g);
     pthread_mutex_lock(&g_mu);
     cmf_rp *twin = take(w, fp);
     if (twin) {
         w->rp = twin;
         pthread_mutex_unlock(&g_mu);
-        free(rp->buf);
-        free(rp);
+        rp_free(rp);
         return CMF_OK;
     }
     rp->next = g_list;
@@ -201,6 +235,82 @@ cmf_status cmf_cpu_repack_weight(cmf_weight *w) {
     w->rp = rp;
     pthread_mutex_unlock(&g_mu);
     return CMF_OK;
+}
+
+cmf_status cmf_cpu_repack_set(cmf_weight *const *ws, int n) {
+    if (n <= 0) return CMF_OK;
+    cmf_rp **fresh = calloc((size_t)n, sizeof *fresh); /* fresh[i]: the new entry made for ws[i] */
+    if (!fresh) return cmf_err(CMF_E_NOMEM, "cpu repack: out of memory");
+    size_t total = 0;
+    int nfresh = 0;
+    for (int i = 0; i < n; i++) ws[i]->rp = NULL;
+    for (int i = 0; i < n; i++) {
+        cmf_weight *w = ws[i];
+        if (!can_repack(w)) continue;
+        const uint64_t fp = fingerprint(w->data, stored_bytes(w));
+        pthread_mutex_lock(&g_mu);
+        w->rp = take(w, fp);
+        pthread_mutex_unlock(&g_mu);
+        for (int j = 0; j < i && !w->rp; j++) { /* a view of a tensor met earlier in this set */
+            cmf_rp *e = fresh[j];
+            if (e && e->data == w->data && e->dtype == w->dtype && e->full_rows == w->full_rows &&
+                e->cols == w->cols && e->fp == fp) {
+                e->refs++;
+                w->rp = e;
+            }
+        }
+        if (w->rp) continue;
+        fresh[i] = new_entry(w, fp);
+        if (!fresh[i]) goto nomem;
+        total += rp_bytes(fresh[i]);
+        nfresh++;
+    }
+    if (nfresh) {
+        struct cmf_rp_arena *ar = calloc(1, sizeof *ar);
+        uint8_t *base = ar ? aligned_alloc(64, total) : NULL;
+        if (!base) {
+            free(ar);
+            cmf_err(CMF_E_NOMEM, "cpu repack: cannot allocate %zu bytes for the copies of %d matrices", total,
+                    nfresh);
+            goto fail;
+        }
+        ar->base = base;
+        size_t off = 0;
+        for (int i = 0; i < n; i++) {
+            cmf_rp *e = fresh[i];
+            if (!e) continue;
+            e->buf = base + off; /* gstride is a multiple of 64: every copy stays 64-byte aligned */
+            e->pf_end = base + total;
+            e->arena = ar;
+            ar->live++;
+            off += rp_bytes(e);
+            ws[i]->rp = e;
+            for (int64_t g = 0; g < e->ngroups; g++) write_group(ws[i], e, g);
+        }
+        pthread_mutex_lock(&g_mu);
+        for (int i = 0; i < n; i++)
+            if (fresh[i]) {
+                fresh[i]->next = g_list;
+                g_list = fresh[i];
+            }
+        g_bytes += total;
+        pthread_mutex_unlock(&g_mu);
+    }
+    free(fresh);
+    return CMF_OK;
+nomem:
+    cmf_err(CMF_E_NOMEM, "cpu repack: out of memory");
+fail:
+    /* unregistered entries go; references taken from the registry are given back */
+    for (int i = 0; i < n; i++) {
+        int mine = 0;
+        for (int j = 0; j < n && !mine; j++) mine = fresh[j] && ws[i]->rp == fresh[j];
+        if (mine) ws[i]->rp = NULL;
+        else cmf_cpu_repack_release(ws[i]);
+    }
+    for (int i = 0; i < n; i++) free(fresh[i]);
+    free(fresh);
+    return CMF_E_NOMEM;
 }
 
 void cmf_cpu_repack_release(cmf_weight *w) {
@@ -214,8 +324,7 @@ void cmf_cpu_repack_release(cmf_weight *w) {
         if (--e->refs == 0) {
             *pp = e->next;
             g_bytes -= e->gstride * (size_t)e->ngroups;
-            free(e->buf);
-            free(e);
+            rp_free(e);
         }
         break;
     }

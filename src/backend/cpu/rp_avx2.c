@@ -67,8 +67,7 @@ TGT_INLINE __m256i dot8_q8(const uint8_t *u, int h, const int8_t *x) {
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
                        const int T, const int S4, const int Q8) {
     const int64_t ng = (nrows + 15) / 16, nb = rp->nb, lines = (int64_t)rp->gstride / 64;
-    const uint8_t *end = rp->buf + (size_t)rp->ngroups * rp->gstride; /* the copy's end: other items are the
-                                                                         other threads' next reads (L2 -> L3) */
+    const uint8_t *end = rp->pf_end; /* the arena's end: past this matrix, the next one of the set */
     for (int64_t k = 0; k < ng; k++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride, *sc = gp + nb * (Q8 ? 512 : 256);
         __m256 F[2][KERN_GEMV_T];

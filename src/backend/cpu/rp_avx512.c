@@ -4,7 +4,8 @@
  * operands of two vpdpbusd, each against 4 int8 activations broadcast to every lane; the lanes start at -8 * s (the
  * block's activation sum), so they end at the exact sum v * x of their row, and F += I * (scale * d) in f32 (16
  * rows per zmm: no horizontal reductions). Decode walks its groups front to back (one sequential stream per
- * thread) with a software prefetch KERN_PF_BYTES ahead (each line once, inside the copy); prefill takes
+ * thread) with a software prefetch KERN_PF_BYTES ahead (each line once, up to rp->pf_end: from the last groups on into
+ * the next matrix of the weight set's arena); prefill takes
  * 16 or 32 rows x up to 6 tokens per microkernel. Instructions: Intel SDM (VPDPBUSD, VCVTPH2PS). */
 #include "backend/cpu/kern.h"
 
@@ -95,8 +96,7 @@ TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, int64_t gstride, const
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
                        const int T, const int S4, const int Q8) {
     const int64_t ng = (nrows + 15) / 16;
-    const uint8_t *end = rp->buf + (size_t)rp->ngroups * rp->gstride; /* the copy's end: other items are the
-                                                                         other threads' next reads (L2 -> L3) */
+    const uint8_t *end = rp->pf_end; /* the arena's end: past this matrix, the next one of the set */
     for (int64_t k = 0; k < ng; k++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride;
         __m512 F[KERN_GEMV_T];
