@@ -15,7 +15,7 @@
  *    other bytes is not reused; CMF_CPU_REPACK off (cmf_cpu_set_repack(0)) makes none; a path without repacked
  *    kernels makes none;
  *  - cmf_cpu_repack_set (per path): one arena in the order given, twins and live copies shared, release in any
- *    order. */
+ *    order; cmf_cpu_repack_page_out keeps the bytes of a tensor in anonymous memory. */
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -265,13 +265,13 @@ static void check_registry(void) {
  * right, and the references can be released in any order (the allocation goes with the last; ASan/LSan watch). */
 static void check_set(void) {
     uint64_t na, nbb, nc;
-    uint8_t *pa = kt_payload(CMF_DT_Q4_BLOCK, 40, 64, &na), *pb = kt_payload(CMF_DT_Q8_ROW, 33, 96, &nbb),
+    uint8_t *pa = kt_payload(CMF_DT_Q4_BLOCK, 256, 1024, &na), *pb = kt_payload(CMF_DT_Q8_ROW, 33, 96, &nbb),
             *pc = kt_payload(CMF_DT_Q4TP, 20, 64, &nc);
     CHECK(pa && pb && pc);
     if (!pa || !pb || !pc) return;
     const size_t base = cmf_cpu_repack_bytes();
     cmf_weight a, a2, b, b0, c;
-    CHECK(kt_view(CMF_DT_Q4_BLOCK, 40, 64, pa, na, &a) && kt_view(CMF_DT_Q4_BLOCK, 40, 64, pa, na, &a2) &&
+    CHECK(kt_view(CMF_DT_Q4_BLOCK, 256, 1024, pa, na, &a) && kt_view(CMF_DT_Q4_BLOCK, 256, 1024, pa, na, &a2) &&
           kt_view(CMF_DT_Q8_ROW, 33, 96, pb, nbb, &b) && kt_view(CMF_DT_Q8_ROW, 33, 96, pb, nbb, &b0) &&
           kt_view(CMF_DT_Q4TP, 20, 64, pc, nc, &c));
     CHECK(cmf_cpu_repack_weight(&b0) == CMF_OK && b0.rp); /* b's copy exists before the set */
@@ -286,6 +286,19 @@ static void check_set(void) {
     CHECK(b.rp->pf_end == b.rp->buf + b.rp->gstride * (size_t)b.rp->ngroups);
     CHECK(cmf_cpu_repack_bytes() == with_b + sa + sc);
     CHECK(check_layout(&a, ra) == 0 && check_layout(&c, rc) == 0 && check_layout(&b, b.rp) == 0);
+    { /* page-out of a stored tensor in anonymous memory keeps its bytes (MADV_DONTNEED would zero them) */
+        uint8_t *keep = malloc(na);
+        CHECK(keep != NULL);
+        if (keep) {
+            memcpy(keep, pa, na);
+            const size_t adv = cmf_cpu_repack_page_out(&a);
+            CHECK(adv <= na && memcmp(keep, pa, na) == 0);
+            free(keep);
+        }
+        cmf_weight none = a;
+        none.rp = NULL;
+        CHECK(cmf_cpu_repack_page_out(&none) == 0);
+    }
     cmf_cpu_repack_release(&a);
     CHECK(cmf_cpu_repack_bytes() == with_b + sa + sc && a2.rp == ra);
     cmf_cpu_repack_release(&c); /* the arena stays: a2 still holds a's copy in it */

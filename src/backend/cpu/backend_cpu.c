@@ -65,6 +65,9 @@ static cmf_status cpu_load_weights(cmf_backend *be, const cmf_weights *w, int n_
     if (!m) return cmf_err(CMF_E_NOMEM, "cpu load_weights: out of memory");
     for (int i = 0; i < n; i++) m[i] = set_matrix(ws, (i + 1) % n); /* forward order: layers, then lm_head */
     const cmf_status st = cmf_cpu_repack_set(m, n);
+    if (st == CMF_OK)
+        for (int i = 0; i < n; i++) /* the tied embedding table stays: the lookup reads its rows every token */
+            if (m[i]->data != ws->embed.data) cmf_cpu_repack_page_out(m[i]);
     free(m);
     return st;
 }

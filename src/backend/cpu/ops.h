@@ -120,9 +120,17 @@ cmf_status cmf_cpu_repack_weight(cmf_weight *w);
  *   cmf_cpu_repack_release afterwards (any order). Errors: CMF_E_NOMEM (naming the size); then no ws[i] holds a
  *   reference (all rp NULL). */
 cmf_status cmf_cpu_repack_set(cmf_weight *const *ws, int n);
+/* cmf_cpu_repack_page_out(w): when w has a copy (w->rp), asks the kernel to reclaim the memory pages lying wholly
+ *   inside w's stored tensor (madvise MADV_PAGEOUT, Linux >= 5.4; elsewhere nothing), so the file pages the repack
+ *   read drop out of RSS. Contents are kept in every case: a file mapping's pages are read again from the file, and
+ *   anonymous memory (a tensor built in memory) is swapped or left alone, never zeroed as MADV_DONTNEED would zero
+ *   it; so the views that still read the stored bytes (row views off a 16-row boundary, other backends) stay
+ *   right, only slower at their first touch. Returns the bytes advised (0: none, or the call failed). */
+size_t cmf_cpu_repack_page_out(const cmf_weight *w);
 /* The cpu backend's load_weights (backend_cpu.c) repacks every matrix of a weight set with cmf_cpu_repack_set in
  * forward order (per layer q, k, v, o, gate, up, down; lm_head last); cmf_cpu_weights_release drops those
- * references again. The model must call it for
+ * references again. It then pages out the repacked stored tensors (cmf_cpu_repack_page_out), except the embedding
+ * table of a tied head (read row by row by the embedding lookup). The model must call it for
  * each set the cpu backend loaded, before the set's views or the file mapping go away. */
 struct cmf_weights;
 void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers);

@@ -5,10 +5,17 @@
  * what tests/kernels/test_repack.c checks the SIMD ones against). Source of the values: CMF_FORMAT.md §2.4 (q4_block:
  * nibble planes then f16 scales), §2.5 (q4_tiled: f16 scale in front of each tile), §2.6 (q4tp: nibble plane,
  * per-row f16 lo/step ladder, 5-bit codes), §2.2-2.3 (q8_row / q8_2f: int8 plane, f16 row scales). */
+#if defined(__linux__) && !defined(_DEFAULT_SOURCE)
+#define _DEFAULT_SOURCE /* madvise, MADV_PAGEOUT (not in POSIX) */
+#endif
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "backend/cpu/kern.h"
 #include "util/error.h"
@@ -311,6 +318,22 @@ fail:
     for (int i = 0; i < n; i++) free(fresh[i]);
     free(fresh);
     return CMF_E_NOMEM;
+}
+
+size_t cmf_cpu_repack_page_out(const cmf_weight *w) {
+#if defined(__linux__) && defined(MADV_PAGEOUT)
+    if (!w->rp) return 0;
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0) return 0;
+    const uintptr_t lo = (uintptr_t)w->data, hi = lo + stored_bytes(w);
+    const uintptr_t a = (lo + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg, b = hi / (uintptr_t)pg * (uintptr_t)pg;
+    if (b <= a) return 0;
+    /* advice only: an old kernel (EINVAL) or an unmapped range changes nothing the kernels rely on */
+    return madvise((void *)a, (size_t)(b - a), MADV_PAGEOUT) == 0 ? (size_t)(b - a) : 0;
+#else
+    (void)w;
+    return 0;
+#endif
 }
 
 void cmf_cpu_repack_release(cmf_weight *w) {
