@@ -15,6 +15,7 @@
  * tokens (16 ymm registers). Rows past nr hold v = 0 and scale 0. Method as gemm_avx512.c (Intel SDM: VPMADDUBSW,
  * VPMADDWD, VPSIGNB). */
 #include "backend/cpu/kern.h"
+#include "backend/cpu/gemm_pack.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -23,35 +24,10 @@
 #define TGT __attribute__((target("avx2,fma,f16c")))
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
 
-enum { PR = KERN_GEMM_R, DB = 8 /* blocks decoded per step */, TT = 4 /* tokens per microkernel */ };
-
-typedef struct {
-    int32_t nr, rowscaled;
-    int64_t b0, kb;
-    uint8_t pad[40];
-} pk_head;
-
-typedef struct {
-    pk_head *h;
-    float *rs, *ws;
-    uint8_t *e, *tmp;
-    float *tws;
-} pk_parts;
-
-static pk_parts parts(void *buf, int64_t kb) {
-    pk_parts p;
-    uint8_t *b = buf;
-    p.h = (pk_head *)(void *)b;
-    p.rs = (float *)(void *)(b + 64);
-    p.ws = p.rs + PR;
-    p.e = (uint8_t *)(p.ws + kb * PR);
-    p.tmp = p.e + kb * 8 * 4 * 32; /* decode buffer: PR rows x DB blocks, then their scales */
-    p.tws = (float *)(void *)(p.tmp + PR * DB * 32);
-    return p;
-}
+enum { PR = PK_PR, DB = PK_DB, TT = 4 /* tokens per microkernel */ };
 
 TGT void cmf_gemm_pack_i8_avx2(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *buf) {
-    pk_parts p = parts(buf, kb);
+    pk_parts p = pk_parts_of(buf, kb);
     const int rs = w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F;
     p.h->nr = nr;
     p.h->b0 = b0;
@@ -71,7 +47,7 @@ TGT void cmf_gemm_pack_i8_avx2(const cmf_weight *w, int64_t r, int nr, int64_t b
         for (int64_t b = 0; b < m; b++)
             for (int h = 0; h < quarters; h++) {
                 const uint8_t *src = p.tmp + h * 8 * DB * 32 + 32 * b;
-                uint8_t *dst = p.e + (c + b) * 1024 + h * 32;
+                uint8_t *dst = p.w8 + (c + b) * 1024 + h * 32;
                 for (int g = 0; g < 8; g++) {
                     const __m256i v = _mm256_i32gather_epi32((const int *)(const void *)(src + 4 * g), idx, 1);
                     _mm256_store_si256((__m256i *)(void *)(dst + g * 128), _mm256_add_epi8(v, off));
@@ -104,7 +80,7 @@ TGT_INLINE void mk(const pk_parts *p, int h, const cmf_qact *a, int64_t t0, floa
         F[j] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < kb; b++) {
-        const uint8_t *e = p->e + b * 1024 + h * 32;
+        const uint8_t *e = p->w8 + b * 1024 + h * 32;
         __m256i I[TT];
         for (int j = 0; j < T; j++) I[j] = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -156,7 +132,7 @@ TGT_INLINE void mk(const pk_parts *p, int h, const cmf_qact *a, int64_t t0, floa
 TGT void cmf_gemm_i8_avx2(const void *pack_buf, const cmf_qact *a, int64_t t0, int64_t t1, float *out,
                           int64_t ld_out, const float *bias, int first) {
     const pk_head *hd = pack_buf;
-    const pk_parts p = parts((void *)(uintptr_t)pack_buf, hd->kb);
+    const pk_parts p = pk_parts_of((void *)(uintptr_t)pack_buf, hd->kb);
     for (int h = 0; h < (hd->nr + 7) / 8; h++)
         for (int64_t t = t0; t < t1; t += TT) {
             if (hd->rowscaled) TOKENS(1)

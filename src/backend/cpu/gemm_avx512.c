@@ -18,6 +18,7 @@
  * register-blocked int8 GEMM of oneDNN / llamafile's tinyBLAS, written from the instruction set definitions
  * (Intel SDM: VPDPBUSD). */
 #include "backend/cpu/kern.h"
+#include "backend/cpu/gemm_pack.h"
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -26,36 +27,11 @@
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
 
-enum { PR = KERN_GEMM_R, DB = 8 /* blocks decoded per step */ };
+enum { PR = PK_PR, DB = PK_DB };
 _Static_assert(64 + PR * 4 + (size_t)KERN_GEMM_KB * (PR * 4 + 1024) + PR * DB * 36 <= KERN_GEMM_PACK_BYTES,
                "int8 panel fits KERN_GEMM_PACK_BYTES");
 _Static_assert(64 + (2 * (size_t)KERN_GEMM_KC_F32 + 8) * PR * 4 <= KERN_GEMM_PACK_BYTES, "f32 panel fits");
 
-typedef struct {
-    int32_t nr, rowscaled;
-    int64_t b0, kb;
-    uint8_t pad[40];
-} pk_head;
-
-/* The parts of a packed panel of kb blocks. */
-typedef struct {
-    pk_head *h;
-    float *rs, *ws;
-    uint8_t *u, *tmp;
-    float *tws;
-} pk_parts;
-
-static pk_parts parts(void *buf, int64_t kb) {
-    pk_parts p;
-    uint8_t *b = buf;
-    p.h = (pk_head *)(void *)b;
-    p.rs = (float *)(void *)(b + 64);
-    p.ws = p.rs + PR;
-    p.u = (uint8_t *)(p.ws + kb * PR);
-    p.tmp = p.u + kb * 8 * 2 * 64; /* decode buffer: PR rows x DB blocks, then their scales */
-    p.tws = (float *)(void *)(p.tmp + PR * DB * 32);
-    return p;
-}
 
 /* The generic packer (q2tp, and any dtype without a direct one below): kern_avx512.c's decoder writes DB blocks
  * of every row to tmp, gathers transpose them. */
@@ -74,7 +50,7 @@ TGT static void pack_generic(const cmf_weight *w, int64_t r, int nr, int64_t b0,
         for (int64_t b = 0; b < m; b++) {
             for (int h = 0; h < halves; h++) {
                 const uint8_t *src = p->tmp + h * 16 * DB * 32 + 32 * b;
-                uint8_t *dst = p->u + ((c + b) * 16 + h) * 64;
+                uint8_t *dst = p->w8 + ((c + b) * 16 + h) * 64;
                 for (int g = 0; g < 8; g++)
                     _mm512_store_si512(dst + g * 128, _mm512_i32gather_epi32(idx, src + 4 * g, 1));
                 for (int i = 0; i < 16; i++) p->ws[(c + b) * PR + 16 * h + i] = p->tws[(16 * h + i) * DB + b];
@@ -176,7 +152,7 @@ TGT_INLINE void pack_direct(const cmf_weight *w, int64_t r, int nr, int64_t b0, 
                     z[i] = nib2(a, c);
             }
             tr8x8(z);
-            uint8_t *dst = p->u + b * 1024 + h * 64;
+            uint8_t *dst = p->w8 + b * 1024 + h * 64;
             for (int g = 0; g < 8; g++)
                 _mm512_store_si512(dst + g * 128, K == 0 ? _mm512_xor_si512(z[g], off) : _mm512_add_epi8(z[g], off4));
         }
@@ -184,7 +160,7 @@ TGT_INLINE void pack_direct(const cmf_weight *w, int64_t r, int nr, int64_t b0, 
 }
 
 TGT void cmf_gemm_pack_i8_avx512(const cmf_weight *w, int64_t r, int nr, int64_t b0, int64_t kb, void *buf) {
-    pk_parts p = parts(buf, kb);
+    pk_parts p = pk_parts_of(buf, kb);
     p.h->nr = nr;
     p.h->b0 = b0;
     p.h->kb = kb;
@@ -226,7 +202,7 @@ TGT_INLINE void mk(const pk_parts *p, const cmf_qact *a, int64_t t0, float *out,
             const __m512i c = _mm512_set1_epi32(-128 * xs[j][b]);
             for (int h = 0; h < R; h++) I[h][j] = c;
         }
-        const uint8_t *u = p->u + b * 1024;
+        const uint8_t *u = p->w8 + b * 1024;
 #pragma GCC unroll 8
         for (int g = 0; g < 8; g++) {
             __m512i W[2];
@@ -278,7 +254,7 @@ TGT_INLINE void mk(const pk_parts *p, const cmf_qact *a, int64_t t0, float *out,
 TGT void cmf_gemm_i8_avx512(const void *pack_buf, const cmf_qact *a, int64_t t0, int64_t t1, float *out,
                             int64_t ld_out, const float *bias, int first) {
     const pk_head *h = pack_buf;
-    const pk_parts p = parts((void *)(uintptr_t)pack_buf, h->kb);
+    const pk_parts p = pk_parts_of((void *)(uintptr_t)pack_buf, h->kb);
     const int two = h->nr > 16;
     for (int64_t t = t0; t < t1; t += 6) {
         if (two && h->rowscaled) TOKENS(2, 1)
