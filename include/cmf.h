@@ -93,7 +93,9 @@ typedef struct cmf_model_params {
 /* KV cache element types (cmf_model_params.cache_type). */
 enum cmf_cache_type { CMF_CACHE_DEFAULT = 0, CMF_CACHE_F16 = 1, CMF_CACHE_F32 = 2 };
 
-/* Opens a CMF file and builds a model on the CPU: weights are read in place from the mapping (never copied).
+/* Opens a CMF file and builds a model on the CPU: weights are read in place from the mapping, except q4-family and
+ * q8 matrices, which are rewritten once into the CPU kernels' interleaved layout (anonymous memory about the size
+ * of those tensors; CMF_CPU_REPACK=0 reads them in place too).
  * `params` may be NULL for defaults. Errors: those of cmf_file_open, plus CMF_E_UNSUPPORTED for an architecture
  * or dtype the runtime cannot run and CMF_E_FORMAT for missing or mis-shaped tensors (message names the tensor). */
 cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out);

@@ -109,6 +109,10 @@ for v in 3 0 two " 2"; do
 done
 CMF_ACT_LEVELS=2 expect_ok gen && grep -q warning "$T/err" && fail "CMF_ACT_LEVELS=2 warns: $(cat "$T/err")"
 CMF_ACT_LEVELS=3 expect_ok "$CMF_BIN" info "$M" && grep -q warning "$T/err" && fail "info warns about CMF_ACT_LEVELS"
+# CMF_CPU_REPACK: "0" or "1" quietly, anything else one warning (the library repacks unless it is "0")
+CMF_CPU_REPACK=off expect_ok gen && grep -qxF "cmf run: warning: CMF_CPU_REPACK='off' is not 0 or 1; using 1 (q4 / q8 weights repacked at load)" \
+    "$T/err" || fail "CMF_CPU_REPACK='off' warning: $(cat "$T/err")"
+for v in 0 1; do CMF_CPU_REPACK=$v expect_ok gen && grep -q warning "$T/err" && fail "CMF_CPU_REPACK=$v warns: $(cat "$T/err")"; done
 
 # --- ppl beyond the trained context (stories260K's GGUF says 128) --------------------------------------------------
 S="$T/s.cmf"
