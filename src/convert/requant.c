@@ -49,7 +49,7 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
                        "q4_block, q4_tiled, q4tp, q2tp", quant, cmf_dtype_name(quant) ? cmf_dtype_name(quant) : "?");
     cmf_file *f = NULL;
     cmf_status s = cmf_file_open(in_path, &f);
-    if (s) return cmf_err_prefix(s, "requant %s: ", in_path);
+    if (s) return cmf_err_prefix(s, "requant: "); /* cmf_file_open's message names the path */
     /* A sparse index section (§1.9) is not carried over: it is deprecated, unused by readers, and the format
      * writer does not emit one. */
     if (f->env.features & CMF_FEAT_SKILL_FILE)

@@ -144,6 +144,9 @@ expect_error 1 "$CMF_BIN" eval "$M" --tokens 1,2 --task off -o /proc/nits-x.f32 
         "$T/err" || fail "eval write error: $(cat "$T/err")"
 expect_error 1 "$CMF_BIN" requant "$M" -o /proc/nits-y.cmf --quant q4 && no_internal &&
     want_line "cmf requant: cannot create /proc/nits-y.cmf: No such file or directory (temporary file /proc/nits-y.cmf.blob.tmp)"
+# a read error names the input once
+expect_error 1 "$CMF_BIN" requant "$T/none.cmf" -o "$T/y.cmf" --quant q8 &&
+    want_line "cmf requant: $T/none.cmf: No such file or directory"
 expect_error 1 "$CMF_BIN" convert "$GGUF" -o /proc/nits-y.cmf --no-progress && no_internal &&
     want_line "cmf convert: cannot create /proc/nits-y.cmf: No such file or directory (temporary file /proc/nits-y.cmf.blob.tmp)"
 # a path under a regular file is refused up front, naming it
