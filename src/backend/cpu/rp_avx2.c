@@ -11,22 +11,9 @@
 #include <immintrin.h>
 #include <string.h>
 
-/* clang: no sanitizer instrumentation in these kernels. Under clang's ASan at -O2 (the fuzz build) the fully inlined
- * microkernels took over 10 minutes to compile, as gemm_avx512.c did (tests/fuzz/CMakeLists.txt); no fuzz target
- * reaches them, and the gcc ASan+UBSan build (CMF_SANITIZE, the CI's sanitizer stage) still instruments them. */
-#if defined(__clang__)
-#define RP_NOSAN __attribute__((no_sanitize("address", "undefined")))
-#else
-#define RP_NOSAN
-#endif
+#include "backend/cpu/rp_x86.h"
 #define TGT __attribute__((target("avx2,fma,f16c"))) RP_NOSAN
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
-
-RP_NOSAN static inline int32_t rd32(const int8_t *p) {
-    int32_t v;
-    memcpy(&v, p, 4);
-    return v;
-}
 
 /* The 8 block scales of rows 8h..8h+7 of block b (scale plane sc). */
 TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h, const int S4) {
