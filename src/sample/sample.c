@@ -129,20 +129,36 @@ void cmf_sampler_accept(cmf_sampler *s, int32_t token) {
     if (s->n_recent < cap) s->n_recent++;
 }
 
+/* Two passes that the compiler can vectorize: the largest non-NaN value (NaN compares false, so it never enters a
+ * lane; 8 independent lanes), then the first index holding it (-0.0 == 0.0, so ties between the zeros keep the
+ * lowest index as a single strict-greater scan would). No non-NaN value: no index equals the -inf start unless a
+ * -inf is present, so all-NaN gives -1. */
 int32_t cmf_argmax(const float *v, int n) {
-    int32_t best = -1;
-    for (int i = 0; i < n; i++) {
-        if (isnan(v[i])) continue;
-        if (best < 0 || v[i] > v[best]) best = i;
-    }
-    return best;
+    if (n <= 0) return -1;
+    float lane[8];
+    for (int j = 0; j < 8; j++) lane[j] = -INFINITY;
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) lane[j] = v[i + j] > lane[j] ? v[i + j] : lane[j];
+    float best = -INFINITY;
+    for (; i < n; i++) best = v[i] > best ? v[i] : best;
+    for (int j = 0; j < 8; j++) best = lane[j] > best ? lane[j] : best;
+    for (i = 0; i < n; i++)
+        if (v[i] == best) return i;
+    return -1;
+}
+
+/* Whether the penalties change any logit now (a token in the window and a penalty that is not neutral). */
+static int penalties_active(const cmf_sampler *s) {
+    const cmf_sampler_params *p = &s->p;
+    return s->n_recent > 0 &&
+           (p->repeat_penalty != 1.0f || p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f);
 }
 
 /* Penalties over the recent window, each distinct token once with its count (O(window)). */
 static void apply_penalties(cmf_sampler *s, float *l) {
     const cmf_sampler_params *p = &s->p;
-    if (s->n_recent == 0) return;
-    if (p->repeat_penalty == 1.0f && p->presence_penalty == 0.0f && p->frequency_penalty == 0.0f) return;
+    if (!penalties_active(s)) return;
     for (int i = 0; i < s->n_recent; i++) s->counts[s->recent[i]]++;
     for (int i = 0; i < s->n_recent; i++) {
         int32_t t = s->recent[i];
@@ -188,19 +204,56 @@ static void select_top(cand *c, int n, int k) {
     }
 }
 
-static int cmp_cand(const void *a, const void *b) {
-    const cand *x = a, *y = b;
-    if (before(x, y)) return -1;
-    if (before(y, x)) return 1;
-    return 0;
+/* Sorts c[0..n) in the total order (quicksort with median-of-three pivots, insertion sort below 16 elements; the
+ * smaller side recursed, the larger one looped, so the depth stays O(log n)). The order is strict (ids differ),
+ * so every correct sort gives this same sequence. */
+static void sort_cands(cand *c, int n) {
+    while (n > 16) {
+        int mid = n / 2, hi = n - 1;
+        if (before(&c[mid], &c[0])) swap_c(&c[mid], &c[0]);
+        if (before(&c[hi], &c[0])) swap_c(&c[hi], &c[0]);
+        if (before(&c[mid], &c[hi])) swap_c(&c[mid], &c[hi]);
+        cand pivot = c[hi];
+        int store = 0;
+        for (int i = 0; i < hi; i++)
+            if (before(&c[i], &pivot)) swap_c(&c[i], &c[store++]);
+        swap_c(&c[store], &c[hi]);
+        const int left = store, right = n - store - 1;
+        if (left < right) {
+            sort_cands(c, left);
+            c += store + 1;
+            n = right;
+        } else {
+            sort_cands(c + store + 1, right);
+            n = left;
+        }
+    }
+    for (int i = 1; i < n; i++) {
+        cand x = c[i];
+        int j = i;
+        while (j > 0 && before(&x, &c[j - 1])) c[j] = c[j - 1], j--;
+        c[j] = x;
+    }
+}
+
+/* Extends the sorted prefix c[0..sorted) of c[0..n) by the next `take` candidates in the total order: a
+ * quickselect of the rest, then a sort of the part taken. Returns the new prefix length. */
+static int extend_sorted(cand *c, int n, int sorted, int take) {
+    if (take >= n - sorted) take = n - sorted;
+    else select_top(c + sorted, n - sorted, take);
+    sort_cands(c + sorted, take);
+    return sorted + take;
 }
 
 cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token) {
     const cmf_sampler_params *p = &s->p;
     int V = s->vocab;
-    float *l = s->work;
-    memcpy(l, logits, (size_t)V * sizeof *l);
-    apply_penalties(s, l);
+    const float *l = logits;
+    if (penalties_active(s)) { /* the caller's row is not modified: penalize a copy */
+        memcpy(s->work, logits, (size_t)V * sizeof *s->work);
+        apply_penalties(s, s->work);
+        l = s->work;
+    }
 
     if (p->temperature <= 0.0f) {
         int32_t best = cmf_argmax(l, V);
@@ -251,12 +304,18 @@ cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *toke
         n = m; /* >= 1: the max has w = 1 */
     }
 
-    /* top-p: the smallest prefix (in order) whose probability under the top-k distribution reaches top_p */
+    /* top-p: the smallest prefix (in order) whose probability under the top-k distribution reaches top_p. Only
+     * that prefix needs an order: it is sorted in growing pieces (64 candidates, then 4x more each time), each the
+     * next ones in the total order by quickselect, so a peaked distribution sorts a few dozen candidates instead
+     * of the vocabulary; a flat one ends in one sort of the rest. */
     if (p->top_p < 1.0f && n > 1) {
-        qsort(c, (size_t)n, sizeof *c, cmp_cand);
         double cum = 0.0, target = (double)p->top_p * Z;
-        int m = 0;
+        int m = 0, sorted = 0, piece = 64;
         while (m < n) {
+            if (m == sorted) {
+                sorted = extend_sorted(c, n, sorted, piece >= (n - sorted) / 2 ? n - sorted : piece);
+                piece *= 4;
+            }
             w[m] = exp((double)c[m].z - (double)zmax);
             cum += w[m];
             m++;

@@ -15,9 +15,11 @@
  *   6. min-p: keep tokens with p >= min_p * p_max (min_p = 0: off)               (HF MinPLogitsWarper)
  *   7. draw from softmax(z) over the kept tokens with one uniform number.
  * All kept sets are prefixes of the tokens ordered by (z descending, id ascending), so steps 4-6 are computed as
- * prefix lengths: top-k by quickselect (no full sort), min-p by a threshold pass, and only the survivors are
- * sorted when top-p needs an order. Cost per token: O(vocab) plus O(n log n) for the n survivors when top-p is on
- * (the whole vocab only when top-k and min-p are both off).
+ * prefix lengths: top-k by quickselect (no full sort), min-p by a threshold pass, and top-p sorts only the prefix
+ * it keeps, in growing pieces (the next 64, 256, ... candidates by quickselect, then a sort of the piece).
+ * Cost per token: O(vocab) plus O(m log m) for the m tokens top-p keeps (a flat distribution with top-k and min-p
+ * off keeps most of the vocab). Greedy (temperature <= 0) reads the row in place (two vectorizable passes); the
+ * row is copied only while a penalty applies.
  *
  * Memory: everything is allocated by cmf_sampler_new; sampling allocates nothing.
  */
