@@ -290,6 +290,7 @@ static void restore_device(int dev) {
 /* A symmetric window (tp.h) and the front batch whose rank batches' xb live in it. */
 struct cmf_tp_window {
     cmf_batch *b;
+    size_t bytes;
     void *ptr[CMF_TP_MAX], *win[CMF_TP_MAX];
     struct cmf_tp_window *next;
 };
@@ -311,6 +312,7 @@ static void attach_window(cmf_tp *tp, cmf_batch *b) {
             rb->xb = w->ptr[r];
         }
         w->b = b;
+        w->bytes = bytes;
         w->next = tp->windows;
         tp->windows = w;
         tp->n_windows++;
@@ -341,6 +343,13 @@ static struct cmf_tp_window *detach_window(cmf_tp *tp, cmf_batch *b) {
     return NULL;
 }
 
+int cmf_tp_in_window(const cmf_tp *tp, int r, const void *p) {
+    const uint8_t *q = p;
+    for (const struct cmf_tp_window *w = tp->windows; w; w = w->next)
+        if (q >= (const uint8_t *)w->ptr[r] && q < (const uint8_t *)w->ptr[r] + w->bytes) return 1;
+    return 0;
+}
+
 cmf_status cmf_tp_batch_init(cmf_batch *b) {
     cmf_tp *tp = b->m->tp;
     b->tp_rank = calloc((size_t)tp->n, sizeof *b->tp_rank);
@@ -363,7 +372,9 @@ void cmf_tp_batch_fini(cmf_batch *b) {
     if (!b->tp_rank) return;
     cmf_tp *tp = b->m->tp;
     const int dev = saved_device(tp);
+    pthread_mutex_lock(&tp->run_mu); /* the rank threads of a forward read the list (cmf_tp_in_window) */
     struct cmf_tp_window *w = detach_window(tp, b);
+    pthread_mutex_unlock(&tp->run_mu);
     for (int r = 0; r < tp->n; r++) {
         rank_device(tp, r);
         cmf_batch_free(b->tp_rank[r]);

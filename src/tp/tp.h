@@ -124,6 +124,10 @@ int cmf_tp_barrier(cmf_tp *tp);
 cmf_status cmf_tp_batch_init(cmf_batch *b);
 void cmf_tp_batch_fini(cmf_batch *b);
 
+/* 1 when p points into rank r's part of one of tp's symmetric windows (the all-reduced xb of a batch that has one),
+ * else 0. */
+int cmf_tp_in_window(const cmf_tp *tp, int r, const void *p);
+
 /* Front session s (n_ctx set): one rank session per rank, each with the KV cache of its KV heads. Errors:
  * CMF_E_UNSUPPORTED for the O(1) far field or a task mask (not split), those of cmf_session_new_ex. */
 cmf_status cmf_tp_session_init(cmf_session *s);
@@ -146,6 +150,16 @@ void cmf_tp_nccl_free(void *comms, int n);
 /* backend.h allreduce for cuda ranks: ncclAllReduce(sum, f32) in place on the rank backend's stream (recorded into
  * the backend's decode-step graph while it captures; nothing queued while it replays one, which holds it). */
 cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count);
+/* The collective of rank r on its cudaStream_t `stream` (as void *): ncclAllReduce(sum, f32) of `count` floats in
+ * place at buf (device memory of device dev0 + r), queued, not waited for (also while the stream captures a graph).
+ * symm: buf lies in a symmetric window (cmf_tp_nccl_window), so NCCL runs a symmetric kernel, which NCCL launches
+ * with programmatic dependent launch; when cmf_tp_nccl_symm_guard() a guard kernel is queued first so that it
+ * cannot start before the kernel that wrote buf completed (tp_nccl.cu "the guard" says why). Every rank must call
+ * it with the same count (NCCL's rule). Errors: CMF_E_IO with NCCL's / CUDA's reason, naming the rank. */
+cmf_status cmf_tp_nccl_allreduce_stream(cmf_tp *tp, int r, void *stream, float *buf, int64_t count, int symm);
+/* 1 when symmetric all-reduces get the guard: CMF_TP_SYMM_GUARD=0/1, else whether the loaded NCCL is older than
+ * 2.30.7. */
+int cmf_tp_nccl_symm_guard(void);
 /* A symmetric NCCL window of `bytes` per rank (ncclMemAlloc on device dev0 + r, zeroed, registered with
  * NCCL_WIN_COLL_SYMMETRIC on every communicator in one group: a collective, so no forward may run meanwhile):
  * ptrs[r] / wins[r] for r < n. All-reduces of buffers at the same offset of it run NCCL's symmetric kernels.

@@ -94,6 +94,58 @@ extern "C" void cmf_tp_nccl_free(void *comms, int n) {
     free(c);
 }
 
+/* ---- the guard before a symmetric all-reduce ----------------------------------------------------------------
+ * NCCL launches its symmetric kernels with the programmatic-serialization attribute (PDL) on sm_90 (enqueue.cc:
+ * `plan->isSymColl && compCap >= 90`), so such a kernel may start as soon as the kernel before it on the stream
+ * executes griddepcontrol.launch_dependents, which every decode kernel of the cuda backend does right after its own
+ * wait (common.cuh "Programmatic Dependent Launch"), i.e. before it writes its output. NCCL 2.27 waited for the
+ * predecessor inside the kernel (cudaGridDependencySynchronize in the symmetric primitives); 2.28.0 - 2.30.4 do not
+ * (restored in 2.30.7: "newly launched kernels cannot access memory modified by prior kernels before it reaches
+ * point of coherency"). So with NCCL 2.28.3 (the device machine's) a rank's symmetric all-reduce could read its own
+ * o_proj / down_proj output, or signal it ready to the peer, before the product had written it: the wrong sums of
+ * bench/tp/RESULTS.md (2026-11-30), worst on the hf-tiny models whose small products leave SMs free for NCCL's
+ * blocks to start early. The guard is a one-block kernel launched without the attribute just before the
+ * collective: by stream order it starts only after the producer completed with its writes visible, and it lets
+ * NCCL's kernel launch at once (launch_dependents first), so the collective starts after the producer and no later
+ * than a plain (non-PDL) launch would. Plain-buffer all-reduces are not launched with PDL and need no guard. */
+static __global__ void k_symm_guard(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+
+/* 1 when symmetric all-reduces get the guard: CMF_TP_SYMM_GUARD=0 / 1 forces it (0 only to show the race, e.g.
+ * tests/tp/test_tp_symm), else on for a loaded NCCL older than 2.30.7 (the release that restored the wait). Read
+ * once per process. */
+static int symm_guard_on(void) {
+    static const int on = [] {
+        const char *e = getenv("CMF_TP_SYMM_GUARD");
+        if (e && (e[0] == '0' || e[0] == '1') && !e[1]) return e[0] == '1';
+        int v = 0;
+        return ncclGetVersion(&v) != ncclSuccess || v < 23007;
+    }();
+    return on;
+}
+
+extern "C" int cmf_tp_nccl_symm_guard(void) { return symm_guard_on(); }
+
+extern "C" cmf_status cmf_tp_nccl_allreduce_stream(cmf_tp *tp, int r, void *stream, float *buf, int64_t count,
+                                                   int symm) {
+    cudaStream_t s = (cudaStream_t)stream;
+    if (symm && symm_guard_on()) {
+        k_symm_guard<<<1, 32, 0, s>>>();
+        cudaError_t e = cudaGetLastError();
+        if (e != cudaSuccess)
+            return cmf_err(CMF_E_IO, "tp rank %d: the launch before a symmetric all-reduce: %s", r,
+                           cudaGetErrorString(e));
+    }
+    ncclResult_t res = ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, ((ncclComm_t *)tp->nccl)[r], s);
+    if (res != ncclSuccess)
+        return cmf_err(CMF_E_IO, "tp rank %d (cuda:%d): ncclAllReduce of %lld floats%s: %s", r, tp->dev0 + r,
+                       (long long)count, symm ? " (symmetric window)" : "", ncclGetErrorString(res));
+    return CMF_OK;
+}
+
 extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count) {
     cmf_tp *tp = b->m->tp_of;
     const int r = b->m->tp_rank;
@@ -102,7 +154,6 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
     int dev = 0;
     cmf_backend_cuda_stream(be, &sp, &dev);
     cudaStream_t stream = (cudaStream_t)sp;
-    ncclComm_t c = ((ncclComm_t *)tp->nccl)[r];
     /* The backend defers small products to fuse them with the next op (backend_cuda.cu "fusion"); any other op
      * first queues what is pending, so a zero-byte zero() puts the o_proj / down_proj product that wrote buf on
      * the stream (or into the capture) before the collective. */
@@ -122,7 +173,7 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
             cudaEventRecord(e0, stream);
         }
     }
-    ncclResult_t res = ncclAllReduce(buf, buf, (size_t)count, ncclFloat, ncclSum, c, stream);
+    cmf_status st = cmf_tp_nccl_allreduce_stream(tp, r, sp, buf, count, cmf_tp_in_window(tp, r, buf));
     if (prof && r == 0) {
         float ms = 0;
         cudaEventRecord(e1, stream);
@@ -133,10 +184,7 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
         tp->allreduce_s += 1e-3 * ms;
         tp->allreduce_calls++;
     }
-    if (res != ncclSuccess)
-        return cmf_err(CMF_E_IO, "tp rank %d (cuda:%d): ncclAllReduce of %lld floats: %s", r, dev, (long long)count,
-                       ncclGetErrorString(res));
-    return CMF_OK;
+    return st;
 }
 
 /* ---- symmetric windows (NCCL >= 2.27) -----------------------------------------------------------------------
@@ -145,12 +193,11 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
  * NCCL_WIN_COLL_SYMMETRIC) at the same offset: each rank reads its peers' buffers over NVLink directly, which is
  * faster for decode-sized messages than the LL protocol's staged copies. The buffers must be VMM memory
  * (ncclMemAlloc). src/tp/tp.c puts each rank batch's xb (the o_proj / down_proj output that is all-reduced in
- * place) at offset 0 of such a window when CMF_TP_SYMM=1. Measured on 2 x H200 (bench/tp/RESULTS.md, 2026-11-30,
- * NCCL 2.28.3): 4.2 us per all-reduce of 4-5K floats inside a graph against 6.5-7.2 us, and tp 2 decode +3.8%
- * (32B shape) / +6.6% (8B shape) with logits bit-identical to the plain buffers on those models; but test_tp_cuda's
- * hf-tiny models (hidden_size 64, 7-token prefill and one-token steps) then differ from one GPU by up to 0.9
- * relative, intermittently (a first all-reduce in each window at load did not help), while they pass with plain
- * buffers. Until that is explained the windows are opt-in. */
+ * place) at offset 0 of such a window (tp.c, CMF_TP_SYMM). Measured on 2 x H200 (bench/tp/RESULTS.md, 2026-11-30,
+ * NCCL 2.28.3): 4.2 us per all-reduce of 4-5K floats inside a graph against 6.5-7.2 us. Those symmetric kernels are
+ * launched with PDL and, in NCCL 2.28 - 2.30.4, do not wait for the kernel before them: without the guard above,
+ * test_tp_cuda's hf-tiny models differed from one GPU by up to 0.9 relative (session 4) and tests/tp/test_tp_symm
+ * fails; with it both pass. */
 #if defined(NCCL_WIN_COLL_SYMMETRIC)
 extern "C" cmf_status cmf_tp_nccl_window(cmf_tp *tp, size_t bytes, void **ptrs, void **wins) {
     ncclComm_t *c = (ncclComm_t *)tp->nccl;
