@@ -291,13 +291,18 @@ cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *toke
         Z += w[i];
     }
 
+    /* the draw's total: the sum of the kept w in their order (Z itself while nothing more is dropped) */
+    double total = Z;
+
     /* min-p: p_i >= min_p * p_max  <=>  w_i >= min_p (a prefix of the order, kept in place) */
     if (p->min_p > 0.0f) {
         int m = 0;
+        total = 0.0;
         for (int i = 0; i < n; i++) {
             if (w[i] >= (double)p->min_p) {
                 c[m] = c[i];
                 w[m] = w[i];
+                total += w[m];
                 m++;
             }
         }
@@ -322,11 +327,10 @@ cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *toke
             if (cum >= target) break;
         }
         n = m;
+        total = cum;
     }
 
     /* draw */
-    double total = 0.0;
-    for (int i = 0; i < n; i++) total += w[i];
     double r = cmf_rng_uniform(&s->rng) * total;
     double acc = 0.0;
     int32_t pick = c[n - 1].id;
