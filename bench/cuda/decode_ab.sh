@@ -3,9 +3,10 @@
 # (Release; the committed tree when $DEPS/head.tar exists), test_cuda_ops (group $OPS_TESTS), test_gpu_forward (all
 # cases), optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
 # matvec tables (int8 vs f32 activations), then gpu_bench decode tg@$CTX on random files ($MODELS: shape:dtype)
-# with each variant of $VARIANTS (environment settings, "-" = defaults, or gpu_bench arguments with ':' for spaces
+# with each variant of $VARIANTS (environment settings, ',' between several, "-" = defaults, or gpu_bench arguments
+# with ':' for spaces
 # such as --cache-type:f32; non-default variants only on the models in $VMODELS when set, tagged into the test name)
-# one after the other; PP=512 adds prefill; HF="shape ..." times transformers eager on
+# one after the other; TEST_ENV="VAR=value ..." is added to the tests' environment; PP=512 adds prefill; HF="shape ..." times transformers eager on
 # those shapes in the same call (bench/cuda/hf_bench.py) and writes table.md (make_table.py) as run_acceptance.sh.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
 set -uo pipefail
@@ -45,10 +46,10 @@ geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm t
       mv /tmp/ab-${m%%:*}-${m##*:}.part /tmp/ab-${m%%:*}-${m##*:}.cmf
   done ) &
 gen=$!
-TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$S/tests/data"
+TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$S/tests/data ${TEST_ENV:-}"
 mkdir -p /tmp/gft
 echo "== test_cuda_ops (${OPS_TESTS:=weights}) $(el)"
-CMF_CUDA_TEST_ONLY=$OPS_TESTS timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"
+env ${TEST_ENV:-} CMF_CUDA_TEST_ONLY=$OPS_TESTS timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"
 grep -E 'FAIL|fail' "$OUT/cuda_ops.log" | head -10
 echo "== test_gpu_forward $(el)"
 env $TESTENV timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
@@ -75,7 +76,7 @@ for m in $MODELS; do
   [ -f $f ] || { echo "no $f"; continue; }
   for v in $VARIANTS; do
     case " ${VMODELS:-$MODELS} " in *" $m "*) ;; *) [ "$v" != - ] && continue ;; esac # variants only on $VMODELS
-    e=""; a=""; [ "$v" != - ] && e=$v
+    e=""; a=""; [ "$v" != - ] && e=${v//,/ }
     case $v in --*) e=""; a=${v//:/ } ;; esac # "--cache-type:f32": gpu_bench arguments
     tag=""; [ "$v" != - ] && tag="-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')" # test=tg@128-CMF_CUDA_I8ACT_2
     env $e timeout 150 $B/tests/gpu/gpu_bench $f -p ${PP:-0} -g ${GEN:-64} -c $CTX -r ${REPS:-2} $a 2>&1 |

@@ -171,6 +171,49 @@ cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_wei
     return CMF_OK;
 }
 
+/* ---- L2 prefetch --------------------------------------------------------------------------------------------
+ * With CMF_CUDA_L2PF=<MiB> (D bytes; off by default until measured), every decode product of weights first..last
+ * (consecutive in the forward's weight order: per layer q, k, v, o, gate, up, down, then lm_head, as load_weights
+ * lists them) asks its kernel to prefetch into L2 the bytes of the order that lie D ahead of its own end:
+ * [end + D - size, end + D) in the order's byte offsets (from end when the group is larger than D). The products
+ * in sequence cover the order without gaps or repeats, each prefetching as many bytes as it reads, so the weights
+ * of the next products are in L2 (or on their way) when their kernels start: DRAM works through the kernel
+ * boundaries and the dependent chain reads from L2 (H200: 50 MB of L2; a Qwen3-0.6B q8 layer is ~15 MB). */
+void pf_list(cuda_impl *I, const cmf_weight *w) {
+    auto it = I->payloads.find(w->data);
+    if (it == I->payloads.end() || I->pf_pos.count(it->second)) return;
+    uint32_t shape[2] = {(uint32_t)w->full_rows, (uint32_t)w->cols};
+    uint64_t nbytes = 0;
+    if (cmf_dtype_nbytes(w->dtype, 2, shape, &nbytes) != 1 || !nbytes) return;
+    const uint64_t voff = I->pf_order.empty() ? 0 : I->pf_order.back().voff + I->pf_order.back().bytes;
+    I->pf_pos[it->second] = I->pf_order.size();
+    I->pf_order.push_back({(const uint8_t *)it->second, nbytes, voff, I->pf_sets});
+}
+
+/* Sets the prefetch spans of the next product (weights first..last of the order; none when not listed). */
+void pf_hint(cuda_impl *I, const cmf_weight *first, const cmf_weight *last) {
+    cmf_cuda_span sp[CMF_CUDA_PF_SPANS];
+    int n = 0;
+    const uint64_t D = cmf_cuda_l2pf_bytes();
+    auto fa = I->payloads.find(first->data), fb = I->payloads.find(last->data);
+    if (D && fa != I->payloads.end() && fb != I->payloads.end()) {
+        auto pa = I->pf_pos.find(fa->second), pb = I->pf_pos.find(fb->second);
+        if (pa != I->pf_pos.end() && pb != I->pf_pos.end() && pb->second >= pa->second) {
+            const cuda_impl::pf_item &A = I->pf_order[pa->second], &B = I->pf_order[pb->second];
+            const uint64_t end = B.voff + B.bytes, size = end - A.voff;
+            const uint64_t lo = size < D ? end + D - size : end, hi = end + D;
+            for (size_t i = pb->second + 1; i < I->pf_order.size() && n < CMF_CUDA_PF_SPANS; i++) {
+                const cuda_impl::pf_item &it = I->pf_order[i];
+                if (it.set != B.set || it.voff >= hi) break;
+                const uint64_t s = ((lo > it.voff ? lo - it.voff : 0) + 15) & ~(uint64_t)15;
+                const uint64_t e = (hi < it.voff + it.bytes ? hi - it.voff : it.bytes) & ~(uint64_t)15;
+                if (e > s) sp[n++] = {it.d + s, e - s};
+            }
+        }
+    }
+    cmf_cuda_set_l2_prefetch(sp, n);
+}
+
 cmf_status flush_mm(cuda_impl *I) {
     const int k = I->n_pm;
     if (!k) return CMF_OK;
@@ -185,7 +228,12 @@ cmf_status flush_mm(cuda_impl *I) {
         bias[i] = I->pm[i].bias ? dev_vec(I, I->pm[i].bias) : NULL;
         if (I->pm[i].bias && !bias[i]) return cmf_err(CMF_E_ARG, "cuda: a bias is not resident");
     }
-    if (cmf_cuda_matvec_multi_ok(cw, k, I->pm_n)) return cmf_cuda_matvec_multi(cw, k, I->pm_x, y, bias, I->pm_n, I->stream);
+    if (cmf_cuda_matvec_multi_ok(cw, k, I->pm_n)) {
+        pf_hint(I, I->pm[0].w, I->pm[k - 1].w);
+        const cmf_status st = cmf_cuda_matvec_multi(cw, k, I->pm_x, y, bias, I->pm_n, I->stream);
+        cmf_cuda_set_l2_prefetch(NULL, 0);
+        return st;
+    }
     for (int i = 0; i < k; i++) {
         cmf_status st = mm_now(I, y[i], I->pm_x, I->pm_n, I->pm[i].w, I->pm[i].bias);
         if (st != CMF_OK) return st;
@@ -295,6 +343,15 @@ cmf_status cu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) 
         for (int i = 0; i < 7; i++)
             if ((st = dev_weight(I, mats[i], &cw, 1)) != CMF_OK)
                 return cmf_err_prefix(st, "layer %d %s: ", l, names[i]);
+    }
+    if (cmf_cuda_l2pf_bytes()) { /* the forward's weight order for the L2 prefetch (block comment there) */
+        I->pf_sets++;
+        for (int l = 0; l < n_layers; l++) {
+            const cmf_layer *L = &w->layers[l];
+            const cmf_weight *mats[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+            for (int i = 0; i < 7; i++) pf_list(I, mats[i]);
+        }
+        pf_list(I, &w->lm_head);
     }
     return cmf_cuda_sync(I->stream);
 }
@@ -617,7 +674,10 @@ cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, i
             return st;
         if (cw[0].rows == cw[1].rows && cmf_cuda_matvec_multi_ok(cw, 2, I->pm_n)) {
             I->n_pm = 0; /* gate, up and the activation in one launch */
-            return cmf_cuda_matvec_glu(&cw[0], &cw[1], I->pm_x, gate, I->pm_n, gelu, I->stream);
+            pf_hint(I, I->pm[0].w, I->pm[1].w);
+            st = cmf_cuda_matvec_glu(&cw[0], &cw[1], I->pm_x, gate, I->pm_n, gelu, I->stream);
+            cmf_cuda_set_l2_prefetch(NULL, 0);
+            return st;
         }
     }
     if ((st = flush_mm(I)) != CMF_OK) return st;

@@ -100,6 +100,16 @@ struct cuda_impl {
     size_t logits_cap;
     float *h_logits; /* pinned host staging of d_logits for up to LOGITS_PINNED_ROWS rows */
     size_t h_logits_cap;
+    /* L2 prefetch plan of the decode products (CMF_CUDA_L2PF; block comment "L2 prefetch" in backend_cuda.cu) */
+    struct pf_item {
+        const uint8_t *d; /* device payload */
+        uint64_t bytes;   /* its size */
+        uint64_t voff;    /* offset in the forward's weight order (sum of the earlier items' bytes) */
+        int set;          /* which load_weights call listed it */
+    };
+    std::vector<pf_item> pf_order;                   /* matrices in forward order, per weight set */
+    std::unordered_map<const void *, size_t> pf_pos; /* device payload -> its first index in pf_order */
+    int pf_sets;
 };
 
 inline cuda_impl *IMPL(cmf_backend *be) { return (cuda_impl *)be->impl; }

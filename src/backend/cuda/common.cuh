@@ -104,6 +104,10 @@ static __device__ __forceinline__ void block_add_rmsnorm128(float *x, const floa
         }
 }
 
+/* 1 unless CMF_CUDA_I8_PRE=0 (read once; matvec_i8.cu): whether decode kernels load the immutable data they use
+ * late (q8 row scales, norm weights, RoPE frequencies) before the PDL wait. An A/B switch; results are identical. */
+int cu_pre_on(void);
+
 /* 1 unless CMF_CUDA_PDL=0 (read once; runtime.cu): whether cu_launch sets the PDL attribute. */
 extern "C" int cmf_cuda_pdl_on(void);
 

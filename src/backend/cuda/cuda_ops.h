@@ -106,6 +106,22 @@ cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_
 int cmf_cuda_i8act_on(void);
 void cmf_cuda_set_i8act(int levels);
 
+/* L2 prefetch of weights ahead of the decode products (the next products' weights stream into L2 while this one
+ * runs, so the dependent chain of small kernels reads them from L2 and DRAM stays busy across kernel boundaries).
+ * cmf_cuda_set_l2_prefetch stores up to CMF_CUDA_PF_SPANS spans (device pointers 16-byte aligned, bytes multiples
+ * of 16, each inside one allocation) for the calling thread; the next int8-activation product this thread launches
+ * (cmf_cuda_matvec, _multi, _glu on q8_row / q4tp) takes them: its blocks issue cp.async.bulk.prefetch.L2 over
+ * their share of the spans (PTX ISA, "cp.async.bulk.prefetch"), at each block's start before the PDL wait, or at
+ * its end with CMF_CUDA_L2PF_AT=1. n = 0 (or spans NULL) clears them. A hint only: results do not change. The
+ * distance ahead is the caller's: cmf_cuda_l2pf_bytes() is CMF_CUDA_L2PF (MiB, read once; 0 or unset: none). */
+#define CMF_CUDA_PF_SPANS 4
+typedef struct cmf_cuda_span {
+    const void *d_ptr;
+    uint64_t bytes;
+} cmf_cuda_span;
+void cmf_cuda_set_l2_prefetch(const cmf_cuda_span *spans, int n);
+uint64_t cmf_cuda_l2pf_bytes(void);
+
 /* Several products of the same activations in one launch (the decode step's q/k/v): d_y[i][t][r] =
  * sum_c d_x[t][c] W_i[r][c] (+ d_bias[i][r] when d_bias and d_bias[i] are not NULL) for i < count (1..3), t < n
  * (1..8). The weights must share dtype and cols (cols a multiple of the dtype's 16-byte chunk). Each output is bit

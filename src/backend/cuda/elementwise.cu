@@ -28,7 +28,15 @@ static __device__ float block_max256(float v, float *sh) {
     return r;
 }
 
-static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int64_t d, float eps, int gemma) {
+/* The norm weights w[0..d) into L2 before the PDL wait (immutable; read after the block's sum), when pre. */
+static __device__ __forceinline__ void pre_l2(const float *w, int64_t d, int pre) {
+    if (pre && w)
+        for (int64_t i = (int64_t)threadIdx.x * 32; i < d; i += (int64_t)blockDim.x * 32) prefetch_l2(w + i);
+}
+
+static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int64_t d, float eps, int gemma,
+                                 int pre) {
+    pre_l2(w, d, pre);
     pdl_enter();
     __shared__ float sh[9];
     const float *xr = x + blockIdx.x * d;
@@ -47,7 +55,8 @@ static __global__ void k_rmsnorm(float *out, const float *x, const float *w, int
  * two; the sum, the scale and the products are k_rmsnorm's. out may be o: element i of both is touched by one
  * thread only, read (loop 1) before written (loop 2). */
 static __global__ void k_add_rmsnorm(float *x, const float *o, float *out, const float *w, int64_t d, float eps,
-                                     int gemma) {
+                                     int gemma, int pre) {
+    pre_l2(w, d, pre);
     pdl_enter();
     __shared__ float sh[9];
     float *xr = x + blockIdx.x * d;
@@ -70,7 +79,7 @@ static __global__ void k_add_rmsnorm(float *x, const float *o, float *out, const
 extern "C" cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *d_out, const float *d_w, int64_t n,
                                            int64_t d, float eps, int gemma_style, cmf_cuda_stream stream) {
     if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_add_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
-    cu_launch(k_add_rmsnorm, (unsigned)n, 256, 0, CU_STREAM(stream), d_x, d_o, d_out, d_w, d, eps, gemma_style);
+    cu_launch(k_add_rmsnorm, (unsigned)n, 256, 0, CU_STREAM(stream), d_x, d_o, d_out, d_w, d, eps, gemma_style, cu_pre_on());
     CU_LAUNCHED("add_rmsnorm kernel");
     return CMF_OK;
 }
@@ -78,7 +87,7 @@ extern "C" cmf_status cmf_cuda_add_rmsnorm(float *d_x, const float *d_o, float *
 extern "C" cmf_status cmf_cuda_rmsnorm(float *d_out, const float *d_x, const float *d_w, int64_t n, int64_t d,
                                        float eps, int gemma_style, cmf_cuda_stream stream) {
     if (n < 1 || n > 0x7fffffff || d < 1) return cmf_err(CMF_E_ARG, "cuda_rmsnorm: n = %lld, d = %lld", (long long)n, (long long)d);
-    cu_launch(k_rmsnorm, (unsigned)n, 256, 0, CU_STREAM(stream), d_out, d_x, d_w, d, eps, gemma_style);
+    cu_launch(k_rmsnorm, (unsigned)n, 256, 0, CU_STREAM(stream), d_out, d_x, d_w, d, eps, gemma_style, cu_pre_on());
     CU_LAUNCHED("rmsnorm kernel");
     return CMF_OK;
 }
@@ -228,17 +237,21 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
                                                              int hd, const float *qw, const float *kw, float eps,
                                                              int gemma, int rot, const float *inv_freq,
                                                              const int32_t *pos, int interleaved, const float *vsrc,
-                                                             void *kc, void *vc, int kv_f32) {
-    pdl_enter();
+                                                             void *kc, void *vc, int kv_f32, int pre) {
     const int64_t wid = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
     const int64_t nq = n_tok * nh;
-    if (wid >= nq + n_tok * nkv) return;
     const bool isq = wid < nq;
+    const float *w = isq ? qw : kw;
+    if (pre && wid < nq + n_tok * nkv) { /* norm weights and RoPE frequencies (immutable) into L2 before the wait */
+        if (w && lane * 32 < hd) prefetch_l2(w + lane * 32);
+        if (inv_freq && lane * 32 < rot / 2) prefetch_l2(inv_freq + lane * 32);
+    }
+    pdl_enter();
+    if (wid >= nq + n_tok * nkv) return;
     const int64_t th = isq ? wid : wid - nq; /* token * heads + head */
     const int64_t t = isq ? th / nh : th / nkv;
     float *v = (isq ? q : k) + th * hd;
-    const float *w = isq ? qw : kw;
     if (w) {
         float x[8], ss = 0.0f;
 #pragma unroll
@@ -293,7 +306,7 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope_kv(float *d_q, float *d_k, const flo
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
     cu_launch(k_qk_norm_rope, (unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream),
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
-        pairing == CMF_CUDA_ROPE_INTERLEAVED, d_v, d_kc, d_vc, kv_type == CMF_CUDA_KV_F32);
+        pairing == CMF_CUDA_ROPE_INTERLEAVED, d_v, d_kc, d_vc, kv_type == CMF_CUDA_KV_F32, cu_pre_on());
     CU_LAUNCHED("qk_norm_rope kernel");
     return CMF_OK;
 }
@@ -310,7 +323,7 @@ extern "C" cmf_status cmf_cuda_qk_norm_rope(float *d_q, float *d_k, int64_t n_to
     const int64_t warps = n_tok * (n_heads + n_kv_heads);
     cu_launch(k_qk_norm_rope, (unsigned)((warps + 3) / 4), 128, 0, CU_STREAM(stream),
         d_q, d_k, n_tok, n_heads, n_kv_heads, head_dim, d_qw, d_kw, eps, gemma_style, rot_dim, d_inv_freq, d_pos,
-        pairing == CMF_CUDA_ROPE_INTERLEAVED, nullptr, nullptr, nullptr, 0);
+        pairing == CMF_CUDA_ROPE_INTERLEAVED, nullptr, nullptr, nullptr, 0, cu_pre_on());
     CU_LAUNCHED("qk_norm_rope kernel");
     return CMF_OK;
 }

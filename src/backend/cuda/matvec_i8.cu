@@ -44,6 +44,35 @@ extern "C" int cmf_cuda_i8act_on(void) {
 
 extern "C" void cmf_cuda_set_i8act(int levels) { g_i8act = levels <= 0 ? 0 : levels >= 2 ? 2 : 1; }
 
+/* The calling thread's pending L2 prefetch spans (cmf_cuda_set_l2_prefetch), taken by its next launch. */
+static thread_local cmf_cuda_span t_pf[CMF_CUDA_PF_SPANS];
+static thread_local int t_npf;
+
+extern "C" void cmf_cuda_set_l2_prefetch(const cmf_cuda_span *spans, int n) {
+    t_npf = 0;
+    for (int i = 0; spans && i < n && i < CMF_CUDA_PF_SPANS; i++)
+        if (spans[i].d_ptr && spans[i].bytes >= 16 && !((uintptr_t)spans[i].d_ptr & 15))
+            t_pf[t_npf++] = {spans[i].d_ptr, spans[i].bytes & ~(uint64_t)15};
+}
+
+/* Environment switches read once (benign races: every thread computes the same value). */
+static int env_int(const char *name, int dflt) {
+    const char *e = getenv(name);
+    return e && e[0] ? atoi(e) : dflt;
+}
+
+int cu_pre_on(void) {
+    static int pre = -1;
+    if (pre < 0) pre = env_int("CMF_CUDA_I8_PRE", 1) != 0;
+    return pre;
+}
+
+extern "C" uint64_t cmf_cuda_l2pf_bytes(void) {
+    static int mib = -1;
+    if (mib < 0) mib = env_int("CMF_CUDA_L2PF", 0) > 0 ? env_int("CMF_CUDA_L2PF", 0) : 0;
+    return (uint64_t)mib << 20;
+}
+
 /* int8 values, f32 scales and int sums of every level: levels * n * cols * (1 + 4/32 + 4/32) bytes */
 static size_t i8_smem(int64_t cols, int n, int levels) { return (size_t)levels * (size_t)n * (size_t)cols * 5 / 4; }
 
@@ -106,6 +135,41 @@ static __device__ __forceinline__ void i8_load(const I8Job &j, int wi, const int
                 else wv[u][i] = __ldg((const uint4 *)(w.base + (row[i] * (w.cols >> 5) + (c >> 5)) * 16));
             }
         }
+}
+
+/* The block's share of the L2 prefetch spans (thread 0 issues it; 64 KiB per bulk prefetch). */
+static __device__ __forceinline__ void i8_l2pf(const I8Job &j) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint64_t per = ((j.pf_tot + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
+    uint64_t b = per * blockIdx.x, off = 0;
+    const uint64_t e = b + per < j.pf_tot ? b + per : j.pf_tot;
+    for (int k = 0; k < CMF_CUDA_PF_SPANS && b < e; k++) {
+        const uint64_t n = j.pfn[k];
+        if (b < off + n) {
+            const uint64_t t = (e < off + n ? e : off + n) - off;
+            for (uint64_t s = b - off; s < t; s += 65536) {
+                const uint32_t len = (uint32_t)(t - s < 65536 ? t - s : 65536);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(j.pf[k] + s), "r"(len) : "memory");
+            }
+            b = off + t;
+        }
+        off += n;
+    }
+#else
+    (void)j;
+#endif
+}
+
+/* q8: the row scales of the warp's row slots (lane 0 of segment 0 uses them). */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8_rscale(const I8Job &j, int wi, const int64_t (&row)[I8_R], bool use,
+                                                 float (&rs)[I8_R]) {
+#pragma unroll
+    for (int i = 0; i < I8_R; i++) {
+        rs[i] = 1.0f;
+        if constexpr (DT == CMF_DT_Q8_ROW)
+            if (use) rs[i] = ld_f16u(i8_w<GLU>(j, wi, i).s1 + 2 * row[i]);
+    }
 }
 
 /* q4tp: lanes < I8_R compute the ladder of row slot `lane` into lad[i][32]. */
@@ -269,9 +333,20 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     int64_t row[I8_R] = {0, 0}, rbase = 0;
     bool pre = g < j.groups && i8_rows<GLU>(j, g, rg, &wi, row, &rbase);
     uint4 wv[I8_U][I8_R];
+    float rs[I8_R] = {1.0f, 1.0f};
+    const bool out_lane = seg == 0 && lane == 0; /* the lane that scales and stores the row sums */
+    if (threadIdx.x == 0 && j.pf_tot && !j.pf_at) i8_l2pf(j);
     if (pre) { /* weights only: before the wait (the ladders first: nothing else is live then) */
         i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
         i8_load<DT, GLU>(j, wi, row, cbeg, cend, lane, wv);
+        if (j.pre) i8_rscale<DT, GLU>(j, wi, row, out_lane, rs);
+        if constexpr (DT == CMF_DT_Q4TP) /* the first batch's tile codes into L2 (read in i8_dot after the wait) */
+            if (j.pre && cbeg + (int64_t)lane * 32 < cend)
+#pragma unroll
+                for (int i = 0; i < I8_R; i++) {
+                    const DevW &w = i8_w<GLU>(j, wi, i);
+                    prefetch_l2(w.s2 + row[i] * w.stride + ((cbeg >> 5) + lane) * 5 / 8);
+                }
     }
     pdl_wait();
     pdl_trigger();
@@ -283,6 +358,7 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
         if (!pre) {
             act = i8_rows<GLU>(j, g, rg, &wi, row, &rbase);
             if (act) i8_ladders<DT, GLU>(j, wi, row, lane, lad[warp]);
+            if (act && j.pre) i8_rscale<DT, GLU>(j, wi, row, out_lane, rs);
         }
         float acc[I8_R][N];
 #pragma unroll
@@ -319,17 +395,14 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
                     }
             __syncthreads();
         }
-        if (!act || seg != 0 || lane != 0) continue;
+        if (!act || !out_lane) continue;
+        if (!j.pre) i8_rscale<DT, GLU>(j, wi, row, true, rs);
         const int64_t rows = j.w[wi].rows;
 #pragma unroll
         for (int t = 0; t < N; t++) {
             float o[I8_R];
 #pragma unroll
-            for (int i = 0; i < I8_R; i++) {
-                float rs = 1.0f;
-                if constexpr (DT == CMF_DT_Q8_ROW) rs = ld_f16u(i8_w<GLU>(j, wi, i).s1 + 2 * row[i]);
-                o[i] = s[i][t] * rs;
-            }
+            for (int i = 0; i < I8_R; i++) o[i] = s[i][t] * rs[i];
             if (GLU) {
                 j.y[0][(int64_t)t * rows + rbase] = i8_act(o[0], gelu) * o[1];
             } else {
@@ -343,6 +416,7 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
             }
         }
     }
+    if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
 }
 
 /* Multiprocessors of the current device (read once per process; the backends use one device type). */
@@ -416,6 +490,14 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
         }
     }
     j.levels = cmf_cuda_i8act_on() >= 2 ? 2 : 1;
+    static int pf_at = -1; /* CMF_CUDA_L2PF_AT=1: an A/B switch (read once) */
+    if (pf_at < 0) pf_at = env_int("CMF_CUDA_L2PF_AT", 0) != 0;
+    j.pre = cu_pre_on(), j.pf_at = pf_at, j.pf_tot = 0;
+    for (int i = 0; i < t_npf; i++) {
+        j.pf[i] = (const uint8_t *)t_pf[i].d_ptr, j.pfn[i] = t_pf[i].bytes;
+        j.pf_tot += t_pf[i].bytes;
+    }
+    t_npf = 0;
     const size_t smem = i8_smem(j.w[0].cols, n, j.levels);
     if (dtype == CMF_DT_Q8_ROW) {
         if (glu) i8_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, s);

@@ -48,6 +48,11 @@ struct I8Job {
     int count;
     int ks;     /* warps that split each row's columns (1, 2 or 4; from cols alone), set by mv_i8_launch */
     int levels; /* activation levels (1, or 2 with CMF_CUDA_I8ACT=2), set by mv_i8_launch */
+    int pre;    /* q8 row scales loaded with the rows (before the PDL wait), not after the sums (CMF_CUDA_I8_PRE) */
+    int pf_at;  /* L2 prefetch of pf[] at each block's start (0, before the PDL wait) or end (1) */
+    const uint8_t *pf[CMF_CUDA_PF_SPANS]; /* L2 prefetch spans (cmf_cuda_set_l2_prefetch), set by mv_i8_launch */
+    uint64_t pfn[CMF_CUDA_PF_SPANS];      /* their bytes (multiples of 16; pf 16-byte aligned) */
+    uint64_t pf_tot;                      /* sum of pfn; 0: no prefetch */
 };
 /* Whether the int8-activation kernel takes this product: cmf_cuda_i8act_on(), q8_row or q4tp, cols % 32 == 0,
  * n in 1..8 and the quantized activations (levels * 1.25 * n * cols bytes) within 200 KiB of shared memory. */
