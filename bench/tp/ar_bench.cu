@@ -7,7 +7,9 @@
  *   eager: queues EAGER back-to-back in-place sums on its stream; rank 0 times them with events;
  *   graph: captures K sums (K = 64: the two per layer of a 32-layer decode step) into one graph and replays it R
  *          times; rank 0 times the replays with events.
- * and prints one line: microseconds per all-reduce, eager and in a graph. NCCL's own choices (NCCL_PROTO, NCCL_ALGO,
+ * and prints one line: microseconds per all-reduce, eager and in a graph. Payload f32-symm-guard is f32-symm with
+ * tp_nccl.cu's guard (a one-block kernel launched without PDL that triggers its dependents at once) queued before
+ * every all-reduce, as the tp ranks queue it with NCCL < 2.30.7: its rows give the guard's cost per call. NCCL's own choices (NCCL_PROTO, NCCL_ALGO,
  * NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_GRAPH_MIXING_SUPPORT) come from the environment, so
  * bench/tp/run_tp.sh runs this once per setting. Keep NCCL_NVLS_ENABLE=0 on machines without NVLink multicast.
  * The buffers hold constants (the values do not change NCCL's time); every element of the first sum is checked, and
@@ -46,7 +48,7 @@ static int n_gpu = 2;
 static ncclComm_t comms[MAXG];
 static pthread_barrier_t bar;
 static size_t cur_count;
-static int cur_bf16, cur_symm;
+static int cur_bf16, cur_symm, cur_guard;
 static float res_eager_us, res_graph_us;
 static int bad;
 static long wrong[MAXG][3]; /* per rank: wrong elements after the plain fill, the late fill eager, in a graph */
@@ -70,6 +72,17 @@ __global__ void k_fill_late(float *x, size_t n, float v, long long spin) {
     }
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) x[i] = v;
 }
+
+/* tp_nccl.cu's guard before a symmetric all-reduce (the same kernel; see there). */
+__global__ void k_guard(void) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+#define GUARD(s)                                                                                                 \
+    do {                                                                                                         \
+        if (cur_guard) k_guard<<<1, 32, 0, s>>>();                                                               \
+    } while (0)
 
 /* Elements of the n-value buffer that are not the sum 1 + .. + n_gpu (exact in f32 and bf16 for small n_gpu). */
 static long count_wrong(const void *buf, size_t n, int b16) {
@@ -115,6 +128,7 @@ static void *rank_main(void *arg) {
         pthread_barrier_wait(&bar);
         k_fill_late<<<64, 256, 0, s>>>((float *)buf, n, (float)(r + 1), 40000);
         CK(cudaGetLastError());
+        GUARD(s);
         NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
         CK(cudaStreamSynchronize(s));
         wrong[r][1] = count_wrong(buf, n, 0);
@@ -122,6 +136,7 @@ static void *rank_main(void *arg) {
         cudaGraphExec_t ge;
         CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
         k_fill_late<<<64, 256, 0, s>>>((float *)buf, n, (float)(r + 1), 40000);
+        GUARD(s);
         NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
         CK(cudaStreamEndCapture(s, &g));
         CK(cudaGraphInstantiate(&ge, g, 0));
@@ -138,11 +153,17 @@ static void *rank_main(void *arg) {
     CK(cudaEventCreate(&e1));
     float ms = 0;
     /* eager */
-    for (int i = 0; i < 20; i++) NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    for (int i = 0; i < 20; i++) {
+        GUARD(s);
+        NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    }
     CK(cudaStreamSynchronize(s));
     pthread_barrier_wait(&bar);
     CK(cudaEventRecord(e0, s));
-    for (int i = 0; i < EAGER; i++) NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    for (int i = 0; i < EAGER; i++) {
+        GUARD(s);
+        NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    }
     CK(cudaEventRecord(e1, s));
     CK(cudaEventSynchronize(e1));
     CK(cudaEventElapsedTime(&ms, e0, e1));
@@ -151,7 +172,10 @@ static void *rank_main(void *arg) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeRelaxed));
-    for (int i = 0; i < K; i++) NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    for (int i = 0; i < K; i++) {
+        GUARD(s);
+        NK(ncclAllReduce(buf, buf, n, dt, ncclSum, comms[r], s));
+    }
     CK(cudaStreamEndCapture(s, &g));
     CK(cudaGraphInstantiate(&ge, g, 0));
     for (int i = 0; i < 3; i++) CK(cudaGraphLaunch(ge, s));
@@ -203,14 +227,15 @@ int main(int argc, char **argv) {
     char list[256];
     snprintf(list, sizeof list, "%s", counts);
     for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-        for (int mode = 0; mode < 3; mode++) { /* f32, bf16, f32 in a symmetric window */
+        for (int mode = 0; mode < 4; mode++) { /* f32, bf16, f32 in a symmetric window, the same with the guard */
 #if !defined(NCCL_WIN_COLL_SYMMETRIC)
-            if (mode == 2) break;
+            if (mode >= 2) break;
 #endif
             const int b16 = mode == 1;
             cur_count = (size_t)atol(tok);
             cur_bf16 = b16;
-            cur_symm = mode == 2;
+            cur_symm = mode >= 2;
+            cur_guard = mode == 3;
             pthread_t th[MAXG];
             for (int r = 0; r < n_gpu; r++) pthread_create(&th[r], NULL, rank_main, (void *)(size_t)r);
             for (int r = 0; r < n_gpu; r++) pthread_join(th[r], NULL);
@@ -219,7 +244,7 @@ int main(int argc, char **argv) {
                 for (int k = 0; k < 3; k++) w[k] += wrong[r][k];
             printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us; wrong sums: %ld, after a "
                    "late producer %ld eager %ld graph%s%s\n",
-                   n_gpu, ver, cur_count, b16 ? "bf16" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4),
+                   n_gpu, ver, cur_count, b16 ? "bf16" : mode == 3 ? "f32-symm-guard" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4),
                    (double)res_eager_us, (double)res_graph_us, w[0], w[1], w[2], *setting ? " |" : "", setting);
             fflush(stdout);
         }

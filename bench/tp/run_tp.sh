@@ -20,6 +20,10 @@
 #           (the first T1_ENVS setting): the time of a rank's kernels on one GPU without any collective (the
 #           ceiling of tp 2)
 #   tiny    a 2-layer 256-wide model (a dry run of this script on the CPU: BACKEND=cpu STAGES=bench MODELS=tiny)
+# Settings with several variables join them with '+' (CMF_TP_SYMM=1+CMF_TP_SYMM_GUARD=0).
+# The test stage runs tests/tp/test_tp_symm (the all-reduce after a late PDL producer, plain and symmetric-window
+# buffers; then again with CMF_TP_SYMM_GUARD=0, where NCCL 2.28 - 2.30.4 are expected to fail it: that run is shown,
+# not required) and test_tp_cuda once per setting in $TEST_ENVS ("-").
 # Environment: MODELS ("8b 32b 32bhalf"), L32 (64), LGEN (8), TPS ("2"), STAGES ("build test ar bench"), AR_ENVS
 # ("-"), T1_ENVS ("- CMF_CUDA_I8ACT=0"), TN_ENVS ("- CMF_CUDA_I8ACT=0 CMF_TP_SYMM=1 CMF_TP_PROFILE=1"), BACKEND
 # (cuda), N_GEN (64), DEPS, B (the
@@ -42,8 +46,11 @@ STAGES=${STAGES:-"build test ar bench"}
 AR_ENVS=${AR_ENVS:-"-"}
 T1_ENVS=${T1_ENVS:-"- CMF_CUDA_I8ACT=0"}
 TN_ENVS=${TN_ENVS:-"- CMF_CUDA_I8ACT=0 CMF_TP_SYMM=1 CMF_TP_PROFILE=1"}
+TEST_ENVS=${TEST_ENVS:-"-"}
+AR_COUNTS=${AR_COUNTS:-64,448,4096,5120}
 BACKEND=${BACKEND:-cuda}
 N_GEN=${N_GEN:-64}
+envs() { [ "$1" = - ] || echo "${1//+/ }"; } # a setting as env assignments ("-": none)
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
 mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -99,23 +106,34 @@ fi
 if has build; then
   NCF="-DCMF_CUDA=OFF"; [ "$BACKEND" = cuda ] && NCF="-DCMF_NCCL=ON ${NC:+-DCMF_NCCL_ROOT=$NC}"
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release $NCF $CFG > "$OUT/build.log" 2>&1 &&
-    cmake --build $B -j$J --target test_tp_cuda tp_bench $( [ "$BACKEND" = cuda ] && echo ar_bench ) >> "$OUT/build.log" 2>&1
+    cmake --build $B -j$J --target test_tp_cuda tp_bench $( [ "$BACKEND" = cuda ] && echo ar_bench test_tp_symm ) \
+      >> "$OUT/build.log" 2>&1
   brc=$?
   grep -E "CMF_NCCL_LIB|CMF_NCCL_INCLUDE" $B/CMakeCache.txt | head -2
   echo "build rc=$brc $(el)"
   if [ $brc -ne 0 ]; then grep -E 'error|Error' "$OUT/build.log" | head -30; wait; exit 1; fi
 fi
 if has test; then
-  echo "== test_tp_cuda $(el)"
+  if [ -x $B/tests/tp/test_tp_symm ]; then
+    for g in - 0; do
+      echo "== test_tp_symm$( [ $g = 0 ] && echo ' with CMF_TP_SYMM_GUARD=0 (expected to fail on NCCL 2.28 - 2.30.4)') $(el)"
+      if [ $g = - ]; then timeout 100 $B/tests/tp/test_tp_symm; else CMF_TP_SYMM_GUARD=0 timeout 100 $B/tests/tp/test_tp_symm; fi 2>&1 |
+        grep -v "CHECK failed" | head -12
+      echo "test_tp_symm rc=${PIPESTATUS[0]}"
+    done
+  fi
   mkdir -p /tmp/tpt
-  CMF_SHARED=$R/$D/shared CMF_TMP=/tmp/tpt timeout 200 $B/tests/tp/test_tp_cuda > "$OUT/test_tp_cuda.log" 2>&1
-  echo "test_tp_cuda rc=$?"; grep -E "tp1 |tp2|FAIL|fail|SKIP" "$OUT/test_tp_cuda.log" | head -30
+  for e in $TEST_ENVS; do
+    echo "== test_tp_cuda $e $(el)"
+    env $(envs $e) CMF_SHARED=$R/$D/shared CMF_TMP=/tmp/tpt timeout 200 $B/tests/tp/test_tp_cuda > "$OUT/test_tp_cuda.log" 2>&1
+    echo "test_tp_cuda $e rc=$?"; grep -E "tp1 |tp2|FAIL|fail|SKIP" "$OUT/test_tp_cuda.log" | head -${TEST_LINES:-30}
+  done
 fi
 if has ar; then
   echo "== all-reduce latency (ar_bench: us per call, eager / inside a graph of 64) $(el)"
   for e in $AR_ENVS; do
     for g in 2 $( [ "$NG" -ge 4 ] && echo 4 ); do
-      if [ "$e" = - ]; then timeout 60 $B/tests/tp/ar_bench $g 64,448,4096,5120; else env $e timeout 60 $B/tests/tp/ar_bench $g 64,448,4096,5120; fi
+      env $(envs $e) timeout 60 $B/tests/tp/ar_bench $g $AR_COUNTS
     done
   done 2>&1 | tee "$OUT/ar.txt"
 fi
@@ -127,7 +145,7 @@ if has bench; then
     local ref=/tmp/tpm/$1.ref
     case "$4" in *CMF_CUDA_I8ACT=0*) ref=/tmp/tpm/$1.f32act.ref ;; esac
     if [ "$4" = - ]; then TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 /"
-    else env $4 TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 $4 /"; fi
+    else env $(envs $4) TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 $4 /"; fi
   }
   for mdl in $MODELS; do
     [ -f /tmp/tpm/$mdl.cmf ] || { echo "no /tmp/tpm/$mdl.cmf"; continue; }
