@@ -132,8 +132,13 @@ int main(int argc, char **argv) {
             printf(" all-reduce %.3f ms/token (%ld calls, %.1f us each)", 1e3 * g->allreduce_s / n_gen,
                    g->allreduce_calls, g->allreduce_calls ? 1e6 * g->allreduce_s / (double)g->allreduce_calls : 0);
         if (g && g->nccl)
-            printf(" symmetric windows %d%s%s", g->n_windows, g->sym_note[0] ? " (off: " : "",
-                   g->sym_note[0] ? g->sym_note : "");
+            printf(" symmetric windows %d%s%s%s", g->n_windows,
+#ifdef CMF_HAVE_NCCL
+                   g->n_windows ? (cmf_tp_nccl_symm_guard() ? " (guarded)" : " (unguarded)") : "",
+#else
+                   "",
+#endif
+                   g->sym_note[0] ? " (off: " : "", g->sym_note[0] ? g->sym_note : "");
         if (g && g->nccl && g->sym_note[0]) printf(")");
 #ifdef CMF_HAVE_CUDA
         uint64_t cap = 0, rep = 0; /* rank 0's (or the plain backend's) decode-step graphs */
