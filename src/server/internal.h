@@ -117,6 +117,10 @@ typedef struct srv_metrics {
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     uint64_t finished_stop, finished_length, finished_tool_calls, cancelled, timed_out, rejected_queue_full;
     uint64_t batch_steps, batch_tokens;
+    uint64_t decode_steps, decode_tokens; /* steps that ran decode tokens only (no prompt tokens), their tokens */
+    /* the scheduler thread's time in seconds: in cmf_batch_run; sampling, detokenizing and queueing the events of
+     * the rows after it; waiting for work (no slot busy) */
+    double t_forward, t_sample, t_idle;
     srv_hist latency, ttft; /* seconds: whole request; time to first token */
 } srv_metrics;
 

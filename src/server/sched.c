@@ -269,6 +269,7 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
         sl->has_next = 0;
         sl->in_batch = 1;
     }
+    const int n_decode = n;
     for (int k = 0; k < s->o.n_slots && n < max; k++) { /* then prompt chunks, round-robin */
         srv_slot *sl = &s->slots[(*rr + k) % s->o.n_slots];
         if (!sl->req || sl->n_fed >= sl->req->n_prompt) continue;
@@ -283,6 +284,7 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
     }
     *rr = (*rr + 1) % s->o.n_slots;
     if (n == 0) return 0;
+    const double t0 = srv_now();
     if (cmf_batch_run(s->batch, seqs, ids, n) != CMF_OK) {
         char msg[256];
         snprintf(msg, sizeof msg, "forward failed: %s", cmf_last_error());
@@ -295,14 +297,22 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
         }
         return n;
     }
-    pthread_mutex_lock(&s->mu);
-    s->met.batch_steps++;
-    s->met.batch_tokens += (uint64_t)n;
-    pthread_mutex_unlock(&s->mu);
+    const double t1 = srv_now();
     for (int i = 0; i < s->o.n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         if (sl->in_batch && sl->req && sl->n_fed == sl->req->n_prompt) slot_sample(s, sl);
     }
+    const double t2 = srv_now();
+    pthread_mutex_lock(&s->mu);
+    s->met.batch_steps++;
+    s->met.batch_tokens += (uint64_t)n;
+    if (n == n_decode) {
+        s->met.decode_steps++;
+        s->met.decode_tokens += (uint64_t)n;
+    }
+    s->met.t_forward += t1 - t0;
+    s->met.t_sample += t2 - t1;
+    pthread_mutex_unlock(&s->mu);
     return n;
 }
 
@@ -350,7 +360,9 @@ static void *sched_main(void *arg) {
             clock_gettime(CLOCK_REALTIME, &ts);
             ts.tv_nsec += 200 * 1000 * 1000; /* wake now and then to expire queued requests */
             if (ts.tv_nsec >= 1000000000L) ts.tv_sec++, ts.tv_nsec -= 1000000000L;
+            const double w0 = srv_now();
             pthread_cond_timedwait(&s->wake, &s->mu, &ts);
+            s->met.t_idle += srv_now() - w0;
             continue;
         }
         pthread_mutex_unlock(&s->mu);
