@@ -129,8 +129,8 @@ void cmf_sampler_accept(cmf_sampler *s, int32_t token) {
     if (s->n_recent < cap) s->n_recent++;
 }
 
-/* Two passes that the compiler can vectorize: the largest non-NaN value (NaN compares false, so it never enters a
- * lane; 8 independent lanes), then the first index holding it (-0.0 == 0.0, so ties between the zeros keep the
+/* Two passes: the largest non-NaN value over 8 independent lanes (NaN compares false, so it never
+ * enters a lane; gcc -O2 keeps them scalar but no longer one dependent chain), then the first index holding it (-0.0 == 0.0, so ties between the zeros keep the
  * lowest index as a single strict-greater scan would). No non-NaN value: no index equals the -inf start unless a
  * -inf is present, so all-NaN gives -1. */
 int32_t cmf_argmax(const float *v, int n) {

@@ -18,8 +18,8 @@
  * prefix lengths: top-k by quickselect (no full sort), min-p by a threshold pass, and top-p sorts only the prefix
  * it keeps, in growing pieces (the next 64, 256, ... candidates by quickselect, then a sort of the piece).
  * Cost per token: O(vocab) plus O(m log m) for the m tokens top-p keeps (a flat distribution with top-k and min-p
- * off keeps most of the vocab). Greedy (temperature <= 0) reads the row in place (two vectorizable passes); the
- * row is copied only while a penalty applies.
+ * off keeps most of the vocab). Greedy (temperature <= 0) reads the row in place (a max over 8 lanes, then the first
+ * index holding it); the row is copied only while a penalty applies.
  *
  * Memory: everything is allocated by cmf_sampler_new; sampling allocates nothing.
  */
