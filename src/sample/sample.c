@@ -129,10 +129,10 @@ void cmf_sampler_accept(cmf_sampler *s, int32_t token) {
     if (s->n_recent < cap) s->n_recent++;
 }
 
-/* Two passes: the largest non-NaN value over 8 independent lanes (NaN compares false, so it never
- * enters a lane; gcc -O2 keeps them scalar but no longer one dependent chain), then the first index holding it (-0.0 == 0.0, so ties between the zeros keep the
- * lowest index as a single strict-greater scan would). No non-NaN value: no index equals the -inf start unless a
- * -inf is present, so all-NaN gives -1. */
+/* Two passes: the largest non-NaN value over 8 independent lanes (NaN compares false, so it never enters a lane;
+ * gcc -O2 keeps the lanes scalar, but they are no longer one dependent chain), then the first index holding it
+ * (-0.0 == 0.0, so ties between the zeros keep the lowest index as a single strict-greater scan would). No non-NaN
+ * value: no index equals the -inf start unless a -inf is present, so all-NaN gives -1. */
 int32_t cmf_argmax(const float *v, int n) {
     if (n <= 0) return -1;
     float lane[8];
