@@ -6,7 +6,7 @@
 # with each variant of $VARIANTS (environment settings, ',' between several, "-" = defaults, or gpu_bench arguments
 # with ':' for spaces
 # such as --cache-type:f32; non-default variants only on the models in $VMODELS when set, tagged into the test name)
-# one after the other; TEST_ENV="VAR=value ..." is added to the tests' environment; PP=512 adds prefill; HF="shape ..." times transformers eager on
+# one after the other (after the process WAIT_PID, when set, ends); TEST_ENV="VAR=value ..." is added to the tests' environment; PP=512 adds prefill; HF="shape ..." times transformers eager on
 # those shapes in the same call (bench/cuda/hf_bench.py) and writes table.md (make_table.py) as run_acceptance.sh.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
 set -uo pipefail
@@ -70,6 +70,9 @@ for shape in ${HF:-}; do
     tee -a "$OUT/results.txt" | grep RESULT
 done
 wait $gen
+if [ -n "${WAIT_PID:-}" ]; then # a background job of the caller that uses the GPU (WAIT_PID): timings start after it
+  while kill -0 $WAIT_PID 2>/dev/null; do sleep 1; done
+fi
 echo "== gpu_bench tg@$CTX $(el)"
 for m in $MODELS; do
   f=/tmp/ab-${m%%:*}-${m##*:}.cmf

@@ -478,7 +478,9 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
     const int64_t cols = j.w[0].cols;
     static int split = -1; /* CMF_CUDA_I8_SPLIT=0: one warp per row (an A/B switch; read once, benign race) */
     if (split < 0) split = !(getenv("CMF_CUDA_I8_SPLIT") && getenv("CMF_CUDA_I8_SPLIT")[0] == '0');
-    j.ks = !split ? 1 : cols >= 8192 ? 4 : cols >= 2048 ? 2 : 1; /* wide rows: more warps per row */
+    static int ks4 = -1; /* CMF_CUDA_I8_KS4: the least cols that take 4 warps per row (an A/B switch; 8192) */
+    if (ks4 < 0) ks4 = env_int("CMF_CUDA_I8_KS4", 8192) > 0 ? env_int("CMF_CUDA_I8_KS4", 8192) : 8192;
+    j.ks = !split ? 1 : cols >= ks4 ? 4 : cols >= 2048 ? 2 : 1; /* wide rows: more warps per row */
     const int rg = I8_WARPS / j.ks;
     j.groups = 0;
     if (glu) {
