@@ -224,9 +224,9 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     tp->front = m;
     tp->fail_rank = -1;
     tp->profile = getenv("CMF_TP_PROFILE") && *getenv("CMF_TP_PROFILE") && strcmp(getenv("CMF_TP_PROFILE"), "0");
-    /* symmetric windows: opt-in (CMF_TP_SYMM=1) until the hf-tiny failures seen with them are explained
-     * (bench/tp/RESULTS.md, 2026-11-30) */
-    tp->sym = getenv("CMF_TP_SYMM") && !strcmp(getenv("CMF_TP_SYMM"), "1");
+    /* symmetric windows: on unless CMF_TP_SYMM=0 (cuda ranks; NCCL's symmetric all-reduce kernels, guarded against
+     * NCCL 2.28's early start in tp_nccl.cu; 32B shape tp 2 +3.9% on 2 x H200, bench/tp/RESULTS.md session 5) */
+    tp->sym = !(getenv("CMF_TP_SYMM") && !strcmp(getenv("CMF_TP_SYMM"), "0"));
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);

@@ -73,9 +73,10 @@ typedef struct cmf_tp {
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
     /* symmetric all-reduce windows (cuda ranks, tp_nccl.cu): each front batch's rank batches have their xb at
-     * offset 0 of one window (tp.c attach_window) when CMF_TP_SYMM=1 at load (opt-in: see tp.c) */
+     * offset 0 of one window (tp.c attach_window) unless CMF_TP_SYMM=0 at load */
     struct cmf_tp_window *windows; /* one per front batch holding one (tp.c) */
-    int sym;                       /* 1: new batches get a window; 0: off (the default, or a failed attempt) */
+    int sym;                       /* 1: new batches get a window (the default); 0: off (CMF_TP_SYMM=0, or a failed
+                                    * attempt) */
     int n_windows;                 /* windows in use */
     long windows_made;             /* windows made since load (tests and benchmarks report it) */
     char sym_note[160];            /* why a window could not be made (NCCL's message), else "" */
@@ -119,8 +120,8 @@ int cmf_tp_barrier(cmf_tp *tp);
 
 /* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok. Cuda
  * ranks: the rank batches' xb (n_batch x hidden_size f32, the all-reduced buffer) is moved into a symmetric NCCL
- * window when tp->sym (CMF_TP_SYMM=1: NCCL's symmetric all-reduce kernels); when that fails the plain buffers stay and
- * tp->sym_note says why. Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */
+ * window (NCCL's symmetric all-reduce kernels) when tp->sym (the default; CMF_TP_SYMM=0 turns it off); when that
+ * fails the plain buffers stay and tp->sym_note says why. Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */
 cmf_status cmf_tp_batch_init(cmf_batch *b);
 void cmf_tp_batch_fini(cmf_batch *b);
 

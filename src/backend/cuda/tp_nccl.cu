@@ -11,8 +11,11 @@
  * could overlap it is the next products' weight reads. An L2 prefetch of those weights on a forked side stream during
  * each all-reduce was measured (commit 9c383c1, bench/tp/RESULTS.md) and cost 1-2% instead of gaining, so the rank
  * step stays one stream; the backend's matvec itself prefetches its first rows before its dependency wait (PDL).
- * On the 64-layer 32B shape (2026-11-30) the all-reduces, with the ranks meeting at them, are 13% of a tp 2 token and
- * a rank's own kernels cap tp 2 at 1.53x one GPU, so hiding them cannot reach the issue's 1.6x either.
+ * The backend's own prefetch of the next weights in forward order (CMF_CUDA_L2PF, backend_cuda.cu pf_hint), which
+ * keeps the weight reads going across the all-reduce, measured no gain at tp 2 either (session 5: 8 MiB ahead, 32B
+ * shape 99.6 / 102.9 tok/s against 101.0 / 105.0 without, plain buffers / windows). On the 64-layer 32B shape the
+ * all-reduces, with the ranks meeting at them, are ~11-13% of a tp 2 token and a rank's own kernels cap tp 2 at
+ * about 1.53x one GPU, so hiding them cannot reach the issue's 1.6x either.
  * Built only with CMF_HAVE_NCCL (CMake option CMF_NCCL); NVLink SHARP (NVLS) is left to the environment
  * (NCCL_NVLS_ENABLE=0 on machines without multicast), as are NCCL's protocol / algorithm choices (NCCL_PROTO,
  * NCCL_ALGO; bench/tp/RESULTS.md has the measurements). */
@@ -193,11 +196,12 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
  * NCCL_WIN_COLL_SYMMETRIC) at the same offset: each rank reads its peers' buffers over NVLink directly, which is
  * faster for decode-sized messages than the LL protocol's staged copies. The buffers must be VMM memory
  * (ncclMemAlloc). src/tp/tp.c puts each rank batch's xb (the o_proj / down_proj output that is all-reduced in
- * place) at offset 0 of such a window (tp.c, CMF_TP_SYMM). Measured on 2 x H200 (bench/tp/RESULTS.md, 2026-11-30,
- * NCCL 2.28.3): 4.2 us per all-reduce of 4-5K floats inside a graph against 6.5-7.2 us. Those symmetric kernels are
- * launched with PDL and, in NCCL 2.28 - 2.30.4, do not wait for the kernel before them: without the guard above,
- * test_tp_cuda's hf-tiny models differed from one GPU by up to 0.9 relative (session 4) and tests/tp/test_tp_symm
- * fails; with it both pass. */
+ * place) at offset 0 of such a window, by default (CMF_TP_SYMM=0: plain cudaMalloc buffers). Those symmetric kernels
+ * are launched with PDL and, in NCCL 2.28 - 2.30.4, do not wait for the kernel before them: without the guard above,
+ * test_tp_cuda's hf-tiny models differed from one GPU by up to 0.9 relative and tests/tp/test_tp_symm fails; with it
+ * both pass. Measured on 2 x H200 (bench/tp/RESULTS.md session 5, NCCL 2.28.3), inside a graph: 5120 floats 5.2 us
+ * per all-reduce with the guard (4.25 without, 7.3 in a plain buffer); 32B shape, 64 layers, tp 2 decode 105.0
+ * against 101.0 tok/s with plain buffers. */
 #if defined(NCCL_WIN_COLL_SYMMETRIC)
 extern "C" cmf_status cmf_tp_nccl_window(cmf_tp *tp, size_t bytes, void **ptrs, void **wins) {
     ncclComm_t *c = (ncclComm_t *)tp->nccl;
