@@ -395,3 +395,169 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) mm_worker(&t, 0, 1);
     else cmf_pool_run(pool, mm_worker, &t);
 }
+
+/* ---- products of one input as one fan-out (cmf_matmul_group) -------------------------------------------------- */
+
+enum { GROUP_MAX = 16 };
+
+/* One product of a group: its repacked copy, output, bias, and the work units [u0, u0 + units) of the task's
+ * numbering (decode: gpi row groups of 16 each; prefill: (panel of 32 rows, token range) pairs). */
+typedef struct {
+    const cmf_rp *rp;
+    const cmf_weight *w;
+    float *out;
+    int64_t ld_out;
+    const float *bias;
+    int64_t u0, units;
+} grp_prod;
+
+typedef struct {
+    const cmf_kern *k;
+    cmf_qact a;
+    int64_t n;
+    int glu;         /* 0; 1 SiLU, 2 GELU-tanh of prods[0] (gate) times prods[1] (up), unit by unit */
+    int gemv;        /* n <= KERN_GEMV_T: the decode kernel */
+    int64_t gpi;     /* decode: row groups per unit */
+    int64_t tchunks; /* prefill: token ranges per panel */
+    int64_t kc;      /* prefill: blocks per column chunk */
+    grp_prod p[GROUP_MAX];
+    int np;
+    int64_t units;   /* all products' units (with glu: the gate's only) */
+    atomic_llong next;
+} grp_task;
+
+/* Unit u of product p: rows [*r, *re) for tokens [*t0, *t1), computed exactly as rp_gemv_worker / rp_gemm_worker
+ * compute them (same kernel calls, bias added the same way), so the bits equal cmf_matmul's. */
+static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r, int64_t *re, int64_t *t0,
+                     int64_t *t1) {
+    const cmf_weight *w = p->w;
+    const int64_t G0 = w->row0 / KERN_RP_R;
+    if (t->gemv) {
+        const int64_t ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R, g = u * t->gpi;
+        *r = KERN_RP_R * g;
+        *re = g + t->gpi < ng ? KERN_RP_R * (g + t->gpi) : w->rows;
+        *t0 = 0, *t1 = t->n;
+        t->k->rp_gemv(p->rp, G0 + g, *re - *r, &t->a, (int)t->n, p->out + *r, p->ld_out);
+        if (p->bias)
+            for (int64_t j = 0; j < t->n; j++)
+                for (int64_t i = *r; i < *re; i++) p->out[j * p->ld_out + i] += p->bias[i];
+        return;
+    }
+    const int64_t pn = u / t->tchunks, c = u % t->tchunks;
+    const int nr = w->rows - 32 * pn < 32 ? (int)(w->rows - 32 * pn) : 32;
+    *r = 32 * pn, *re = *r + nr;
+    *t0 = t->n * c / t->tchunks, *t1 = t->n * (c + 1) / t->tchunks;
+    for (int64_t b0 = 0; b0 < t->a.nb; b0 += t->kc) {
+        const int64_t kb = t->a.nb - b0 < t->kc ? t->a.nb - b0 : t->kc;
+        t->k->rp_gemm(p->rp, G0 + 2 * pn, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, *t0, *t1, p->out + *r, p->ld_out,
+                      p->bias ? p->bias + *r : NULL, b0 == 0);
+    }
+}
+
+static void grp_worker(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
+    grp_task *t = ctx;
+    for (;;) {
+        const int64_t u = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (u >= t->units) break;
+        int i = 0;
+        while (u >= t->p[i].u0 + t->p[i].units) i++;
+        int64_t r, re, t0, t1;
+        grp_unit(t, &t->p[i], u - t->p[i].u0, &r, &re, &t0, &t1);
+        if (!t->glu) continue;
+        grp_unit(t, &t->p[1], u, &r, &re, &t0, &t1); /* the up rows of the same unit, then gate = act(gate) * up */
+        for (int64_t j = t0; j < t1; j++) {
+            float *g = t->p[0].out + j * t->p[0].ld_out + r;
+            const float *up = t->p[1].out + j * t->p[1].ld_out + r;
+            if (t->glu == 2) cmf_gelu_tanh(g, re - r);
+            else cmf_silu(g, re - r);
+            for (int64_t c = 0; c < re - r; c++) g[c] *= up[c];
+        }
+    }
+}
+
+/* The group can run as one fan-out: every product takes the repacked path of cmf_matmul with the same quantized
+ * activations (one level, no q8_2f column scales, one column count). */
+static int grp_fusable(const cmf_kern *k, const cmf_mm *mm, int count) {
+    if (count < 1 || count > GROUP_MAX || !k->rp_gemv || !k->rp_gemm || cmf_cpu_act_levels() != 1 ||
+        cmf_cpu_path() == CMF_CPU_F32REF)
+        return 0;
+    for (int i = 0; i < count; i++) {
+        const cmf_weight *w = mm[i].w;
+        if (!is_i8(w) || w->dtype == CMF_DT_Q8_2F || !cmf_rp_of(w) || w->cols != mm[0].w->cols || w->rows <= 0)
+            return 0;
+    }
+    return 1;
+}
+
+static atomic_int g_fuse = -1; /* -1: not read from CMF_CPU_FUSE yet */
+
+int cmf_cpu_fuse_enabled(void) {
+    int on = atomic_load_explicit(&g_fuse, memory_order_acquire);
+    if (on >= 0) return on;
+    const char *e = getenv("CMF_CPU_FUSE");
+    on = !(e && !strcmp(e, "0"));
+    atomic_store_explicit(&g_fuse, on, memory_order_release);
+    return on;
+}
+
+void cmf_cpu_set_fuse(int on) { atomic_store_explicit(&g_fuse, on ? 1 : 0, memory_order_release); }
+
+void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *mm, int count, int glu) {
+    if (n <= 0 || count <= 0) return;
+    const cmf_kern *k = cmf_kern_active();
+    const int fuse = pool && cmf_cpu_fuse_enabled() && (count > 1 || glu) && grp_fusable(k, mm, count) &&
+                     (!glu || (count == 2 && mm[0].w->rows == mm[1].w->rows));
+    size_t qb = 0;
+    uint8_t *sh = NULL;
+    if (fuse) {
+        qb = cmf_qact_bytes(n, mm[0].w->cols);
+        sh = cmf_pool_shared(pool, qb);
+    }
+    if (!sh) { /* one product after the other, then the GLU: what the ops do one by one */
+        for (int i = 0; i < count; i++) cmf_matmul(pool, mm[i].out, mm[i].ld_out, x, n, mm[i].w, mm[i].bias);
+        if (glu)
+            for (int64_t j = 0; j < n; j++) {
+                float *g = mm[0].out + j * mm[0].ld_out;
+                const float *up = mm[1].out + j * mm[1].ld_out;
+                if (glu == 2) cmf_gelu_tanh(g, mm[0].w->rows);
+                else cmf_silu(g, mm[0].w->rows);
+                for (int64_t c = 0; c < mm[0].w->rows; c++) g[c] *= up[c];
+            }
+        return;
+    }
+    grp_task task, *t = &task;
+    memset(t, 0, sizeof *t);
+    t->k = k, t->n = n, t->glu = glu, t->np = count, t->gemv = n <= KERN_GEMV_T;
+    cmf_qact_init(&t->a, sh, n, mm[0].w->cols);
+    mm_task q = {.x = x, .n = n, .w = mm[0].w, .levels = 1, .a = t->a, .fastq = cmf_cpu_path() == CMF_CPU_AVX512};
+    if (n * mm[0].w->cols < QUANT_PAR_MIN) quantize(&q, 0, n);
+    else cmf_pool_run(pool, quant_worker, &q);
+    const int nth = cmf_pool_size(pool);
+    double work = 0;
+    for (int i = 0; i < count; i++) work += (double)mm[i].w->rows * (double)mm[i].w->cols * (double)n;
+    for (int i = 0; i < count; i++) {
+        grp_prod *p = &t->p[i];
+        p->w = mm[i].w, p->rp = cmf_rp_of(mm[i].w), p->out = mm[i].out, p->ld_out = mm[i].ld_out;
+        p->bias = mm[i].bias;
+        p->u0 = i && !glu ? t->p[i - 1].u0 + t->p[i - 1].units : 0;
+        if (t->gemv) { /* each product split as cmf_matmul splits it (the split does not change the bits) */
+            const int64_t ng = (p->w->rows + KERN_RP_R - 1) / KERN_RP_R, items = (int64_t)nth * RP_SPLIT;
+            if (i == 0) t->gpi = (ng + items - 1) / items;
+            p->units = (ng + t->gpi - 1) / t->gpi;
+        } else {
+            const int64_t panels = (p->w->rows + 31) / 32;
+            if (i == 0) {
+                const int64_t nb = t->a.nb, chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
+                t->kc = (nb + chunks - 1) / chunks;
+                t->tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
+                if (t->tchunks > n / 8) t->tchunks = n / 8 > 1 ? n / 8 : 1;
+            }
+            p->units = panels * t->tchunks;
+        }
+    }
+    t->units = glu ? t->p[0].units : t->p[count - 1].u0 + t->p[count - 1].units;
+    atomic_init(&t->next, 0);
+    if (work < MM_PAR_MIN) grp_worker(t, 0, 1);
+    else cmf_pool_run(pool, grp_worker, t);
+}

@@ -55,6 +55,30 @@ void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc,
 void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                 const float *bias);
 
+/* Several products of ONE input x [n][cols] (q/k/v of the normed hidden state; gate/up), and optionally the GLU
+ * after them: for i < count, mm[i].out[t * mm[i].ld_out + r] = cmf_matmul's result for mm[i].w, mm[i].bias; then when
+ * glu is 1 (SiLU) or 2 (GELU-tanh), with count == 2 and mm[0] the gate, mm[1] the up product of equal rows:
+ * gate_out[t][r] = act(gate_out[t][r]) * up_out[t][r] (cmf_silu / cmf_gelu_tanh, then the product, as the backend's
+ * glu op). When every product takes cmf_matmul's repacked path (kern.h cmf_rp, one activation level, not q8_2f, one
+ * column count), x is quantized ONCE and all products (and the GLU, unit by unit right after a unit's gate and up
+ * rows) run in ONE pool fan-out, the work units of each product cut as cmf_matmul cuts them and computed by the same
+ * kernel calls, so the bits equal those of the products run one by one; otherwise (or when cmf_cpu_fuse_enabled()
+ * is 0) the products run one by one through cmf_matmul, then the GLU on the caller. count <= 16 when fused (more
+ * run one by one). The idea of the CUDA backend's deferred q/k/v and gate/up products (backend_cuda.cu). Never
+ * fails. */
+typedef struct cmf_mm {
+    float *out;
+    int64_t ld_out;
+    const cmf_weight *w;
+    const float *bias;
+} cmf_mm;
+void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *mm, int count, int glu);
+/* Fusion switch of cmf_matmul_group (and of the cpu backend's deferral of products of one input): 1 unless the
+ * environment variable CMF_CPU_FUSE is "0" at the first call, or cmf_cpu_set_fuse(0) was called (process-wide; for
+ * A/B runs and the test comparing both; not while a forward runs). */
+int cmf_cpu_fuse_enabled(void);
+void cmf_cpu_set_fuse(int on);
+
 /* The same product in plain f32: each weight row decoded in chunks (cmf_weight_cols_f32) and dotted with every
  * token in order, no activation quantization, no threads, no allocation. The reference the tests compare with. */
 void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
