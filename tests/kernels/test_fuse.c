@@ -1,10 +1,13 @@
-/* Products of one input run as one fan-out (cmf_matmul_group, matmul.c), on every path of this CPU with repacked
- * kernels (scalar always; AVX2 and AVX-512 VNNI when present), for q4_block, q4tp and q8_row (fused) and q8_2f, f16 (not fusable:
+/* Products of one input run as one fan-out (cmf_matmul_group, matmul.c) and the batch invariance of the repacked
+ * kernels (kern.h: rp_gemv and rp_gemm sum in one order), on every path of this CPU with repacked kernels (scalar
+ * always; AVX2 and AVX-512 VNNI when present), for q4_block, q4tp and q8_row (fused) and q8_2f, f16 (not fusable:
  * the one-by-one fallback), at rows that are not multiples of the 16-row group, with biases, with one column chunk
  * (cols 256) and with several (cols 1600 = 50 blocks > KERN_GEMM_KB), n = 1, 2 (decode kernel), 3, 7, 20 (GEMM):
  *  - q/k/v-like groups of three products of one input: every output bit equal to three cmf_matmul calls;
  *  - gate/up + GLU (SiLU and GELU-tanh): bits equal to two cmf_matmul calls, then cmf_silu / cmf_gelu_tanh and the
- *    product; the same with fusion off (cmf_cpu_set_fuse(0)). */
+ *    product; the same with fusion off (cmf_cpu_set_fuse(0));
+ *  - batch invariance: token t's row of cmf_matmul over n tokens has the bits of cmf_matmul over token t alone, for
+ *    the repacked dtypes (q4_block, q4tp, q8_row, q8_2f). */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,6 +98,18 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t cols) {
             cmf_cpu_set_fuse(1);
             free(g), free(u), free(rg), free(ru);
         }
+        /* batch invariance: each token alone gives the bits of its row in the batch */
+        if (repacked(dtype) && n > 1) {
+            float *one = malloc((size_t)rows[0] * sizeof(float));
+            int bad = 0;
+            for (int64_t t = 0; t < n; t++) {
+                cmf_matmul(pool, one, rows[0], x + t * cols, 1, &m[0].w, bias[0]);
+                bad += memcmp(one, ref[0] + t * rows[0], (size_t)rows[0] * sizeof(float)) != 0;
+            }
+            CHECK_MSG(bad == 0, "%s %s cols %lld n %lld: %d token(s) differ alone and in the batch", pn, dn,
+                      (long long)cols, (long long)n, bad);
+            free(one);
+        }
         for (int i = 0; i < 3; i++) free(bias[i]), free(got[i]), free(ref[i]);
         free(x);
     }
@@ -118,7 +133,7 @@ int main(void) {
         if (!k->rp_gemv || !k->rp_gemm) continue;
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
             for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) check_case(pool, paths[pi], dts[d], cols[c]);
-        fprintf(stderr, "%s: grouped products checked\n", cmf_cpu_path_name(paths[pi]));
+        fprintf(stderr, "%s: grouped products and batch invariance checked\n", cmf_cpu_path_name(paths[pi]));
         tested++;
     }
     CHECK(tested > 0);

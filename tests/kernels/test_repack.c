@@ -165,7 +165,8 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
                 const int nr = rows - r < 32 ? (int)(rows - r) : 32;
                 for (int64_t b0 = 0; b0 < a.nb; b0 += 3) {
                     const int64_t kb = a.nb - b0 < 3 ? a.nb - b0 : 3;
-                    k->rp_gemm(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, got + r, ld, bias + r, b0 == 0);
+                    k->rp_gemm(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, got + r, ld, bias + r, b0 == 0,
+                              b0 + kb == rp->nb);
                 }
             }
             const int bad = compare(got, ref, mag, n, rows, ld);

@@ -237,18 +237,31 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
 /* Attention over the f32 KV cache. A job is (token, chunk of positions) over all heads: its positions are taken
  * ATTN_BLOCK at a time, and for each block every KV head's group of query heads extends its running softmax state
  * (cmf_attn_chunk, ops.c: vectorized dot products and p*v sums, online softmax), so the block's cache rows (all KV
- * heads of a position are adjacent) are read from memory once, as one contiguous run. When there are few tokens for
- * the threads (decode), each token's positions are split into nch chunks whose states (max, sum, unnormalized
- * output) are merged afterwards (flash-decoding); otherwise nch = 1 and the job writes its normalized output. */
-enum { ATTN_CHUNK_MIN = 256 /* positions per chunk at least */, ATTN_BLOCK = 64 /* positions per block */ };
+ * heads of a position are adjacent) are read from memory once, as one contiguous run. A token's positions are split
+ * into attn_nch(len) chunks (flash-decoding: their states (max, sum, unnormalized output) are merged afterwards; one
+ * chunk writes its normalized output directly). The split depends on the token's own range only, never on the batch
+ * or the threads, so a token's attention has the same bits decoded alone or inside any batch (batch invariance,
+ * tests/model/test_batch_invariance.c); the threads take jobs dynamically. */
+enum {
+    ATTN_CHUNK_MIN = 256, /* positions per chunk at least */
+    ATTN_NCH_MAX = 16,    /* chunks per token at most */
+    ATTN_BLOCK = 64,      /* positions per block */
+    ATTN_PART_BYTES = 512 * 1024 /* partial states of one fan-out at most: longer batches run in several */
+};
 
 typedef struct {
     cmf_batch *b;
     cmf_session *const *seqs;
     int layer, n;
-    int nch;     /* position chunks per token */
-    float *part; /* nch > 1: [n][nch][n_heads][2 + head_dim] = (m, l, o) per query head */
+    int t0, t1;     /* the tokens of this fan-out */
+    const int *off; /* [n + 1]: token t's jobs are off[t] .. off[t+1]-1 (its chunks) */
+    float *part;    /* [off[t1] - off[t0]][n_heads][2 + head_dim] = (m, l, o) per query head (tokens of >1 chunk) */
 } attn_task;
+
+static int attn_nch(int len) {
+    const int nch = (len + ATTN_CHUNK_MIN - 1) / ATTN_CHUNK_MIN;
+    return nch < 1 ? 1 : nch > ATTN_NCH_MAX ? ATTN_NCH_MAX : nch;
+}
 
 static int attn_skipped(const cmf_session *s, int layer) { /* sealed far field: read out by o1_worker */
     return s->o1 && s->o1->sealed && s->o1->on[layer];
@@ -269,19 +282,21 @@ static void attn_worker(void *ctx, int ith, int nth) {
     float *scratch = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cpu_attention */
     const uint8_t *heads =
         a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    for (int job = ith; job < a->n * a->nch; job += nth) {
-        const int t = job / a->nch, ch = job % a->nch;
+    int t = a->t0;
+    for (int job = a->off[a->t0] + ith; job < a->off[a->t1]; job += nth) {
+        while (job >= a->off[t + 1]) t++;
+        const int nch = a->off[t + 1] - a->off[t], ch = job - a->off[t];
         const cmf_session *s = a->seqs[t];
         if (attn_skipped(s, a->layer)) continue;
         int start, len;
         attn_range(b, a->layer, t, &start, &len);
-        const int j0 = start + (int)((int64_t)len * ch / a->nch), j1 = start + (int)((int64_t)len * (ch + 1) / a->nch);
+        const int j0 = start + (int)((int64_t)len * ch / nch), j1 = start + (int)((int64_t)len * (ch + 1) / nch);
         const float *q = b->q + (size_t)t * NH * HD;
         /* the states: partial records (nch > 1), or the output rows with (m, l) in scratch */
         float *o, *ml;
         int64_t ldo, ldml;
-        if (a->nch > 1) {
-            ml = a->part + ((size_t)t * a->nch + ch) * NH * (2 + HD);
+        if (nch > 1) {
+            ml = a->part + (size_t)(job - a->off[a->t0]) * NH * (2 + HD);
             o = ml + 2;
             ldo = ldml = 2 + HD;
         } else {
@@ -301,7 +316,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
                                ldml);
             }
         }
-        if (a->nch > 1) continue;
+        if (nch > 1) continue;
         for (int h = 0; h < NH; h++) {
             float *oh = o + (size_t)h * HD;
             if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
@@ -314,23 +329,25 @@ static void attn_worker(void *ctx, int ith, int nth) {
     }
 }
 
-/* nch > 1: out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c per query head, M = max_c m_c. */
+/* The tokens of more than one chunk: out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c per query head,
+ * M = max_c m_c. */
 static void attn_merge(const attn_task *a) {
     const cmf_batch *b = a->b;
     const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NH = c->n_heads;
     const uint8_t *heads =
         a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    for (int t = 0; t < a->n; t++) {
-        if (attn_skipped(a->seqs[t], a->layer)) continue;
+    for (int t = a->t0; t < a->t1; t++) {
+        const int nch = a->off[t + 1] - a->off[t];
+        if (nch == 1 || attn_skipped(a->seqs[t], a->layer)) continue;
         for (int h = 0; h < NH; h++) {
             float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
             if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
                 memset(out, 0, (size_t)HD * sizeof(float));
                 continue;
             }
-            const float *p0 = a->part + (size_t)t * a->nch * NH * (2 + HD) + (size_t)h * (2 + HD);
-            cmf_attn_merge(p0, a->nch, (int64_t)NH * (2 + HD), HD, out);
+            const float *p0 = a->part + (size_t)(a->off[t] - a->off[a->t0]) * NH * (2 + HD) + (size_t)h * (2 + HD);
+            cmf_attn_merge(p0, nch, (int64_t)NH * (2 + HD), HD, out);
         }
     }
 }
@@ -369,33 +386,41 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NKV = c->n_kv_heads, group = c->n_heads / NKV;
     if (!b->pool) return cmf_err(CMF_E_ARG, "cpu attention: the batch has no thread pool");
-    attn_task at = {b, seqs, l, n, 1, NULL};
-    /* small work (short contexts, tiny heads) runs on the caller: waking the pool costs more */
+    /* the chunks of each token (attn_nch: its own range only) and the work; small work (short contexts, tiny
+     * heads) and a single job run on the caller: waking the pool costs more */
     double work = 0;
-    int maxlen = 0;
+    int jobs = 0, most = 1;
     for (int t = 0; t < n; t++) {
         int start, len;
         attn_range(b, l, t, &start, &len);
         work += len;
-        maxlen = len > maxlen ? len : maxlen;
+        jobs += attn_nch(len);
+        most = attn_nch(len) > most ? attn_nch(len) : most;
     }
     work *= (double)c->n_heads * HD;
-    const int nth = work < 65536 ? 1 : cmf_pool_size(b->pool);
-    if (nth > 1 && n < 4 * nth) { /* few tokens for the threads: split the positions too */
-        const int nch = (4 * nth + n - 1) / n, most = (maxlen + ATTN_CHUNK_MIN - 1) / ATTN_CHUNK_MIN;
-        at.nch = nch < most ? nch : most;
-        if (at.nch > 1) {
-            at.part = cmf_pool_shared(b->pool, (size_t)n * at.nch * c->n_heads * (2 + HD) * sizeof(float));
-            if (!at.part) return cmf_err(CMF_E_NOMEM, "cpu attention: cannot allocate the partial sums");
-        } else {
-            at.nch = 1;
-        }
+    const size_t rec = (size_t)c->n_heads * (2 + HD) * sizeof(float); /* one chunk's states */
+    const int per = (int)(ATTN_PART_BYTES / rec) > most ? (int)(ATTN_PART_BYTES / rec) : most; /* jobs per fan-out */
+    const size_t offb = ((size_t)(n + 1) * sizeof(int) + 63) & ~(size_t)63;
+    uint8_t *sh = cmf_pool_shared(b->pool, offb + (most > 1 ? (size_t)(jobs < per ? jobs : per) * rec : 0));
+    if (!sh) return cmf_err(CMF_E_NOMEM, "cpu attention: cannot allocate the partial sums of %d chunks", jobs);
+    int *off = (int *)(void *)sh;
+    off[0] = 0;
+    for (int t = 0; t < n; t++) {
+        int start, len;
+        attn_range(b, l, t, &start, &len);
+        off[t + 1] = off[t] + attn_nch(len);
     }
     cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)c->n_heads) * sizeof(float));
     if (st != CMF_OK) return st;
-    if (nth == 1) attn_worker(&at, 0, 1);
-    else cmf_pool_run(b->pool, attn_worker, &at);
-    if (at.nch > 1) attn_merge(&at);
+    attn_task at = {b, seqs, l, n, 0, 0, off, most > 1 ? (float *)(void *)(sh + offb) : NULL};
+    for (; at.t0 < n; at.t0 = at.t1) { /* tokens in runs whose partial states fit the buffer (one run: decode) */
+        at.t1 = at.t0 + 1;
+        while (at.t1 < n && off[at.t1 + 1] - off[at.t0] <= per) at.t1++;
+        const int nth = work < 65536 || off[at.t1] - off[at.t0] == 1 ? 1 : cmf_pool_size(b->pool);
+        if (nth == 1) attn_worker(&at, 0, 1);
+        else cmf_pool_run(b->pool, attn_worker, &at);
+        if (most > 1) attn_merge(&at);
+    }
     o1_task ot = {b, seqs, l, n, b->sealed, 0};
     for (int t = 0; t < n; t++) {
         cmf_session *s = seqs[t];

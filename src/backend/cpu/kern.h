@@ -153,28 +153,36 @@ typedef struct cmf_rp {
     uint64_t fp;
     struct cmf_rp *next;
 } cmf_rp;
-/* Decode (n <= KERN_GEMV_T tokens): y[j * ldy + i] = sum over all blocks b of wscale_ib * a.d[j][b] * (exact int32
- * dot of v_i and a.q[j] over block b) for the stored rows 16 * g0 + i, i < nrows (the groups from g0 on; nothing is
- * written past nrows), and tokens j < nt (1..KERN_GEMV_T); any f32 summation order (tests: within 1e-5 of
- * cmf_gemm_ref_i8 relative to the sum of |terms|). The SIMD paths prefetch ahead only up to rp->pf_end.
+/* Both kernels sum in ONE order, so that a token's outputs have the same bits whether it is decoded alone or inside a
+ * batch of any size (batch invariance; tests/kernels/test_fuse.c, tests/model/test_batch_invariance.c). Per output
+ * row i and token j, over the blocks b = 0, 1, ... nb-1 in order:
+ *   q4 family: acc = fma((float)isum_b, wscale_ib * a.d[j][b], acc) from acc = 0; y = acc
+ *   q8:        acc = fma((float)isum_b, a.d[j][b], acc) from acc = 0;            y = acc * rs_i
+ * with isum_b the exact int32 dot of v_i and a.q[j] over block b (the int32 order is free: it is exact), then
+ * y + bias_i as a separate f32 add (the bias is added by the caller in decode).
+ * Decode (n <= KERN_GEMV_T tokens): y[j * ldy + i] = y above for the stored rows 16 * g0 + i, i < nrows (the groups
+ * from g0 on; nothing is written past nrows), and tokens j < nt (1..KERN_GEMV_T). The SIMD paths prefetch ahead
+ * only up to rp->pf_end.
  * Prefill (n > KERN_GEMV_T): for groups g0 .. g0 + ng - 1 (ng 1 or 2; nr <= 16 * ng rows stored), blocks [b0, b0+kb)
- * and tokens t in [t0, t1): out[t * ld_out + i] = (first ? (bias ? bias[i] : 0) : out[t * ld_out + i]) + the sum over
- * those blocks as above, for i < nr (out and bias point at the group's first row). NULL: no repacked path. */
+ * and tokens t in [t0, t1), rows i < nr (out and bias point at the group's first row): the chain acc above continued
+ * over those blocks from acc = 0 (first) or from out[t * ld_out + i] (a previous call's partial acc, stored raw);
+ * when last (b0 + kb == nb) out = y (+ bias[i] when bias), else out = acc. NULL: no repacked path. */
 typedef void (*kern_rp_gemv)(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
                              int64_t ldy);
 typedef void (*kern_rp_gemm)(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                             int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+                             int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
+                             int last);
 /* The scalar reference of both (repack.c; also the scalar table's entries) and the SIMD ones (rp_avx512.c,
  * rp_avx2.c). */
 void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first);
+                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 /* The repacked copy a view can use: w->rp when it was made from w's stored tensor (same data, dtype, full_rows,
  * cols) and the view starts on a group boundary (row0 % 16 == 0); else NULL (the view is read from the mapping). */
 static inline const cmf_rp *cmf_rp_of(const cmf_weight *w) {

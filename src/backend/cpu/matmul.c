@@ -294,7 +294,7 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
         for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
             const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
             t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, t->out + r, t->ld_out,
-                          t->bias ? t->bias + r : NULL, b0 == 0);
+                          t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb);
         }
     }
 }
@@ -450,7 +450,7 @@ static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r
     for (int64_t b0 = 0; b0 < t->a.nb; b0 += t->kc) {
         const int64_t kb = t->a.nb - b0 < t->kc ? t->a.nb - b0 : t->kc;
         t->k->rp_gemm(p->rp, G0 + 2 * pn, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, *t0, *t1, p->out + *r, p->ld_out,
-                      p->bias ? p->bias + *r : NULL, b0 == 0);
+                      p->bias ? p->bias + *r : NULL, b0 == 0, b0 + kb == t->a.nb);
     }
 }
 

@@ -8,6 +8,7 @@
 #if defined(__linux__) && !defined(_DEFAULT_SOURCE)
 #define _DEFAULT_SOURCE /* madvise, MADV_PAGEOUT (not in POSIX) */
 #endif
+#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -388,6 +389,18 @@ static int32_t rp_dot(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i, con
     return s;
 }
 
+/* One step of the kernels' summation chain (kern.h): block b of row i (in its group gp) for the token whose
+ * activations are x (scale d); fmaf keeps one rounding per step as the SIMD paths' fused multiply-adds. */
+static float rp_step(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i, const int8_t *x, float d, float acc) {
+    const float isum = (float)rp_dot(rp, gp, b, i, x);
+    return fmaf(isum, rp->q8 ? d : rp_scale(rp, gp, b, i) * d, acc);
+}
+
+/* The end of the chain: q8's row scale (kern.h). */
+static float rp_final(const cmf_rp *rp, const uint8_t *gp, int i, float acc) {
+    return rp->q8 ? acc * rp_scale(rp, gp, 0, i) : acc;
+}
+
 void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy) {
     for (int64_t r = 0; r < nrows; r++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
@@ -395,23 +408,25 @@ void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_q
         for (int j = 0; j < nt; j++) {
             float acc = 0;
             for (int64_t b = 0; b < rp->nb; b++)
-                acc += rp_scale(rp, gp, b, i) * a->d[j * a->nb + b] *
-                       (float)rp_dot(rp, gp, b, i, a->q + (j * a->nb + b) * 32);
-            y[j * ldy + r] = acc;
+                acc = rp_step(rp, gp, b, i, a->q + (j * a->nb + b) * 32, a->d[j * a->nb + b], acc);
+            y[j * ldy + r] = rp_final(rp, gp, i, acc);
         }
     }
 }
 
 void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last) {
     for (int64_t t = t0; t < t1; t++)
         for (int r = 0; r < nr && r < 16 * ng; r++) {
             const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
-            float acc = 0;
-            for (int64_t b = b0; b < b0 + kb; b++)
-                acc += rp_scale(rp, gp, b, r % 16) * a->d[t * a->nb + b] *
-                       (float)rp_dot(rp, gp, b, r % 16, a->q + (t * a->nb + b) * 32);
             float *o = out + t * ld_out + r;
-            *o = (first ? (bias ? bias[r] : 0.0f) : *o) + acc;
+            float acc = first ? 0.0f : *o;
+            for (int64_t b = b0; b < b0 + kb; b++)
+                acc = rp_step(rp, gp, b, r % 16, a->q + (t * a->nb + b) * 32, a->d[t * a->nb + b], acc);
+            if (last) {
+                acc = rp_final(rp, gp, r % 16, acc);
+                if (bias) acc += bias[r];
+            }
+            *o = acc;
         }
 }

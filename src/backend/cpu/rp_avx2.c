@@ -113,32 +113,38 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
 
 /* 8 rows (half h of group g) x T tokens from t0, blocks [b0, b0+kb); n rows of them stored. */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
-                   float *out, int64_t ldo, const float *bias, int first, const int T, const int S4, const int Q8) {
+                   float *out, int64_t ldo, const float *bias, int first, int last, const int T, const int S4,
+                   const int Q8) {
     const int64_t nb = a->nb;
     const uint8_t *gp = rp->buf + (size_t)g * rp->gstride, *sc = gp + rp->nb * (Q8 ? 512 : 256);
-    __m256 F[4];
-    for (int j = 0; j < T; j++) F[j] = _mm256_setzero_ps();
+    __m256 F[4]; /* the chain of kern.h: from 0, or from a previous chunk's partial sums in out */
+    for (int j = 0; j < T; j++) {
+        float p[8] = {0};
+        if (!first) memcpy(p, out + (t0 + j) * ldo, (size_t)n * sizeof(float));
+        F[j] = _mm256_loadu_ps(p);
+    }
     for (int64_t b = b0; b < b0 + kb; b++) {
         const __m256 S = Q8 ? _mm256_set1_ps(1.0f) : scales8(sc, b, h, S4);
         for (int j = 0; j < T; j++) {
             const int64_t o = (t0 + j) * nb + b;
             const __m256i I =
                 Q8 ? dot8_q8(gp + b * 512, h, a->q + o * 32) : dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
-            F[j] = _mm256_fmadd_ps(Q8 ? _mm256_cvtepi32_ps(I) : _mm256_mul_ps(_mm256_cvtepi32_ps(I), S),
-                                   _mm256_set1_ps(a->d[o]), F[j]);
+            F[j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
+                                   Q8 ? _mm256_set1_ps(a->d[o]) : _mm256_mul_ps(S, _mm256_set1_ps(a->d[o])), F[j]);
         }
     }
     const __m256 rs = Q8 ? _mm256_load_ps((const float *)(const void *)(sc + 32 * h)) : _mm256_set1_ps(1.0f);
     for (int j = 0; j < T; j++) {
         float t[8];
-        _mm256_storeu_ps(t, _mm256_mul_ps(F[j], rs));
+        _mm256_storeu_ps(t, last && Q8 ? _mm256_mul_ps(F[j], rs) : F[j]); /* the chain's end */
         float *o = out + (t0 + j) * ldo;
-        for (int i = 0; i < n; i++) o[i] = (first ? (bias ? bias[i] : 0.0f) : o[i]) + t[i];
+        for (int i = 0; i < n; i++) o[i] = last && bias ? t[i] + bias[i] : t[i];
     }
 }
 
 TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                          int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
+                          int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
+                          int last) {
     const int S4 = rp->sbytes == 4 && !rp->q8;
     for (int q = 0; q < 2 * ng && 8 * q < nr; q++) {
         const int n = nr - 8 * q < 8 ? nr - 8 * q : 8;
@@ -147,9 +153,9 @@ TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t 
         for (int64_t t = t0; t < t1; t += 4) {
             const int T = t1 - t < 4 ? (int)(t1 - t) : 4;
 #define RP_MK(TT)                                                                                                      \
-    (rp->q8 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 1, 1)                               \
-     : S4   ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 1, 0)                               \
-            : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, TT, 0, 0))
+    (rp->q8 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, TT, 1, 1)                         \
+     : S4   ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, TT, 1, 0)                         \
+            : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, TT, 0, 0))
             switch (T) {
             case 1: RP_MK(1); break;
             case 2: RP_MK(2); break;

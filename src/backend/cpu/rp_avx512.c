@@ -119,8 +119,8 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
 /* R groups (16 or 32 rows) x T tokens from t0, blocks [b0, b0+kb). Registers: R*T int32 + R*T f32 accumulators
  * (24 of 32 zmm for R = 2, T = 6), the unpacked nibbles of one quarter (2R). */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
-                   float *out, int64_t ldo, const float *bias, int first, const int R, const int T, const int S4,
-                   const int Q8) {
+                   float *out, int64_t ldo, const float *bias, int first, int last, const int R, const int T,
+                   const int S4, const int Q8) {
     const int64_t nb = a->nb;
     const uint8_t *gp[2], *sc[2];
     for (int h = 0; h < R; h++) {
@@ -128,9 +128,15 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         sc[h] = gp[h] + rp->nb * (Q8 ? 512 : 256);
     }
     const __m512i m15 = _mm512_set1_epi8(15);
-    __m512 F[2][6];
+    __mmask16 k[2];
+    for (int h = 0; h < R; h++) {
+        const int left = nr - 16 * h;
+        k[h] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1u) : (__mmask16)0;
+    }
+    __m512 F[2][6]; /* the chain of kern.h: from 0, or from a previous chunk's partial sums in out */
     for (int h = 0; h < R; h++)
-        for (int j = 0; j < T; j++) F[h][j] = _mm512_setzero_ps();
+        for (int j = 0; j < T; j++)
+            F[h][j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(k[h], out + (t0 + j) * ldo + 16 * h);
     for (int64_t b = b0; b < b0 + kb; b++) {
         __m512i I[2][6];
         for (int j = 0; j < T; j++) {
@@ -173,35 +179,35 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         for (int j = 0; j < T; j++) {
             const __m512 D = _mm512_set1_ps(a->d[(t0 + j) * nb + b]);
             for (int h = 0; h < R; h++)
-                F[h][j] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(I[h][j]), S[h]), D, F[h][j]);
+                F[h][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(I[h][j]), _mm512_mul_ps(S[h], D), F[h][j]);
         }
     }
     for (int h = 0; h < R; h++) {
-        const int left = nr - 16 * h;
-        if (left <= 0) break;
-        const __mmask16 k = left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1u);
-        const __m512 bv = first && bias ? _mm512_maskz_loadu_ps(k, bias + 16 * h) : _mm512_setzero_ps();
+        if (!k[h]) break;
+        const __m512 bv = last && bias ? _mm512_maskz_loadu_ps(k[h], bias + 16 * h) : _mm512_setzero_ps();
         const __m512 rs = Q8 ? _mm512_load_ps((const float *)(const void *)sc[h]) : _mm512_set1_ps(1.0f);
         for (int j = 0; j < T; j++) {
-            float *o = out + (t0 + j) * ldo + 16 * h;
-            const __m512 base = first ? bv : _mm512_maskz_loadu_ps(k, o);
-            _mm512_mask_storeu_ps(o, k, Q8 ? _mm512_fmadd_ps(F[h][j], rs, base) : _mm512_add_ps(F[h][j], base));
+            __m512 y = F[h][j];
+            if (last && Q8) y = _mm512_mul_ps(y, rs); /* the chain's end, then the bias as a separate add */
+            if (last && bias) y = _mm512_add_ps(y, bv);
+            _mm512_mask_storeu_ps(out + (t0 + j) * ldo + 16 * h, k[h], y);
         }
     }
 }
 
 #define RP_TOKENS(R, S4, Q8)                                                                                           \
     switch (t1 - t) {                                                                                                  \
-    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 1, S4, Q8); break;                               \
-    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 2, S4, Q8); break;                               \
-    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 3, S4, Q8); break;                               \
-    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 4, S4, Q8); break;                               \
-    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 5, S4, Q8); break;                               \
-    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, R, 6, S4, Q8); break;                              \
+    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, R, 1, S4, Q8); break;                         \
+    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, R, 2, S4, Q8); break;                         \
+    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, R, 3, S4, Q8); break;                         \
+    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, R, 4, S4, Q8); break;                         \
+    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, R, 5, S4, Q8); break;                         \
+    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, R, 6, S4, Q8); break;                        \
     }
 
 TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                            int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first) {
+                            int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
+                            int last) {
     const int two = ng > 1 && nr > 16;
     for (int64_t t = t0; t < t1; t += 6) {
         if (rp->q8 && two)
