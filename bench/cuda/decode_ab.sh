@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A lean device call for the decode kernels of issue 6 (between acceptance runs): build the needed targets
 # (Release; the committed tree when $DEPS/head.tar exists), test_cuda_ops (group $OPS_TESTS), test_gpu_forward (all
-# cases), optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
+# cases), test_cuda_fuse, optionally compute-sanitizer memcheck of test_gpu_forward (MEMCHECK=1, cases llama,qwen3), bench_cuda's
 # matvec tables (int8 vs f32 activations), then gpu_bench decode tg@$CTX on random files ($MODELS: shape:dtype)
 # with each variant of $VARIANTS (environment settings, ',' between several, "-" = defaults, or gpu_bench arguments
 # with ':' for spaces
@@ -32,7 +32,7 @@ echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(nvidia-smi --query-gpu=nam
 echo "== build $(el)"
 cmake -S $S -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
   -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
-  cmake --build $B -j32 --target test_gpu_forward test_cuda_ops make_random_llama gpu_bench bench_cuda >> "$OUT/build.log" 2>&1 ||
+  cmake --build $B -j32 --target test_gpu_forward test_cuda_ops test_cuda_fuse make_random_llama gpu_bench bench_cuda >> "$OUT/build.log" 2>&1 ||
   { grep -E 'error|Error' "$OUT/build.log" | head -30; exit 1; }
 geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (hf_bench.py's SHAPES)
   case $1 in
@@ -51,6 +51,9 @@ mkdir -p /tmp/gft
 echo "== test_cuda_ops (${OPS_TESTS:=weights}) $(el)"
 env ${TEST_ENV:-} CMF_CUDA_TEST_ONLY=$OPS_TESTS timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"
 grep -E 'FAIL|fail' "$OUT/cuda_ops.log" | head -10
+echo "== test_cuda_fuse $(el)"
+env ${TEST_ENV:-} timeout 120 $B/tests/cuda/test_cuda_fuse > "$OUT/cuda_fuse.log" 2>&1; echo "test_cuda_fuse rc=$?"
+grep -E 'FAIL|fail' "$OUT/cuda_fuse.log" | head -10
 echo "== test_gpu_forward $(el)"
 env $TESTENV timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
 grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -10; grep -E 'WORST' "$OUT/gpu_forward.log"

@@ -47,7 +47,7 @@ if has build; then
   echo "== build $(el)"
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
     -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
-    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops test_prefill_tc make_random_llama gpu_bench bench_cuda >> "$M/build.log" 2>&1
+    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops test_cuda_fuse test_prefill_tc make_random_llama gpu_bench bench_cuda >> "$M/build.log" 2>&1
   brc=$?
   echo "build rc=$brc $(el)"
   if [ $brc -ne 0 ]; then grep -E 'error|Error' "$M/build.log" | head -30; exit 1; fi
@@ -58,6 +58,7 @@ if has test; then
   echo "== kernel tests $(el)"
   timeout 240 $B/tests/cuda/test_cuda_ops > "$M/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"; tail -3 "$M/cuda_ops.log"
   timeout 120 $B/tests/cuda/test_prefill_tc > "$M/prefill_tc.log" 2>&1; echo "test_prefill_tc rc=$?"; tail -3 "$M/prefill_tc.log"
+  timeout 120 $B/tests/cuda/test_cuda_fuse > "$M/cuda_fuse.log" 2>&1; echo "test_cuda_fuse rc=$?"; tail -3 "$M/cuda_fuse.log"
   echo "== parity (tests/gpu) $(el)"
   env $TESTENV timeout 400 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
   grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -20

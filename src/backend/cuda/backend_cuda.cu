@@ -113,6 +113,11 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
  *                       Qwen3-0.6B q8 decode slower (681 vs 789 tok/s at ctx 128, 22:03 UTC): the last block's
  *                       add + norm runs after every other block and a threadfence per block, longer than the
  *                       separate add+norm kernel whose launch PDL overlaps.
+ * With fuse_pre (default; CMF_CUDA_FUSE_PRE=0 turns it off), when the products are int8-activation ones
+ * (cmf_cuda_matvec_ex_ok): a residual (no post-norm) whose rows a pending product (o_proj / down_proj) writes becomes
+ * that product's epilogue (x += y, cmf_cuda_mv_ex.d_res), and a following rmsnorm of <= 8 rows is kept pending (nf)
+ * until the products of its output are launched: they normalize their input in their prologue (d_norm_x), so the
+ * add+norm launch disappears (a Llama layer: 6 launches). Where the products cannot take it, the norm runs alone.
  * Any other op first runs what is pending (flush_pending), in the original order (a pending product before a
  * pending add). Per Llama layer that is 8 launches: add+norm, q/k/v, norm+RoPE+cache, attention (split + merge in
  * one), o, add+norm, gate/up+GLU, down (6 with CMF_CUDA_FUSE_NORM=1). Before 2026-11-29 evening it was 11: the
@@ -214,9 +219,21 @@ void pf_hint(cuda_impl *I, const cmf_weight *first, const cmf_weight *last) {
     cmf_cuda_set_l2_prefetch(sp, n);
 }
 
+/* The pending RMSNorm (nf) as its own launch. */
+cmf_status flush_norm(cuda_impl *I) {
+    if (!I->has_nf) return CMF_OK;
+    I->has_nf = 0;
+    return cmf_cuda_rmsnorm(I->nf.out, I->nf.x, I->nf.w, I->nf.rows, I->nf.d, I->nf.eps, I->nf.gemma, I->stream);
+}
+
+/* Whether the pending norm can be the prologue of products cw[0..k) of input x, n tokens. */
+bool nf_fits(cuda_impl *I, const cmf_cuda_weight *cw, int k, const float *x, int n) {
+    return I->has_nf && x == I->nf.out && n == I->nf.rows && cw[0].cols == I->nf.d && cmf_cuda_matvec_ex_ok(cw, k, n);
+}
+
 cmf_status flush_mm(cuda_impl *I) {
     const int k = I->n_pm;
-    if (!k) return CMF_OK;
+    if (!k) return flush_norm(I);
     I->n_pm = 0;
     cmf_cuda_weight cw[3] = {};
     float *y[3] = {};
@@ -228,17 +245,34 @@ cmf_status flush_mm(cuda_impl *I) {
         bias[i] = I->pm[i].bias ? dev_vec(I, I->pm[i].bias) : NULL;
         if (I->pm[i].bias && !bias[i]) return cmf_err(CMF_E_ARG, "cuda: a bias is not resident");
     }
-    if (cmf_cuda_matvec_multi_ok(cw, k, I->pm_n)) {
+    float *rx = I->pm_rx;
+    I->pm_rx = NULL;
+    const bool norm = nf_fits(I, cw, k, I->pm_x, I->pm_n);
+    if ((norm || (rx && k == 1)) && cmf_cuda_matvec_ex_ok(cw, k, I->pm_n)) { /* fuse_pre (block comment "fusion") */
+        cmf_cuda_mv_ex ex = {};
+        ex.d_res = k == 1 ? rx : NULL;
+        if (norm) {
+            ex.d_norm_x = I->nf.x, ex.d_norm_w = I->nf.w, ex.eps = I->nf.eps, ex.gemma_style = I->nf.gemma;
+            I->has_nf = 0;
+        }
+        if (ex.d_res) rx = NULL;
         pf_hint(I, I->pm[0].w, I->pm[k - 1].w);
-        const cmf_status st = cmf_cuda_matvec_multi(cw, k, I->pm_x, y, bias, I->pm_n, I->stream);
+        cmf_status st = cmf_cuda_matvec_multi_ex(cw, k, (float *)I->pm_x, y, bias, I->pm_n, &ex, I->stream);
         cmf_cuda_set_l2_prefetch(NULL, 0);
+        if (st == CMF_OK && rx) st = flush_norm(I); /* (not reached: rx goes with k == 1) */
         return st;
     }
-    for (int i = 0; i < k; i++) {
-        cmf_status st = mm_now(I, y[i], I->pm_x, I->pm_n, I->pm[i].w, I->pm[i].bias);
-        if (st != CMF_OK) return st;
+    cmf_status st = flush_norm(I); /* a norm the products cannot take runs first */
+    if (st == CMF_OK && cmf_cuda_matvec_multi_ok(cw, k, I->pm_n)) {
+        pf_hint(I, I->pm[0].w, I->pm[k - 1].w);
+        st = cmf_cuda_matvec_multi(cw, k, I->pm_x, y, bias, I->pm_n, I->stream);
+        cmf_cuda_set_l2_prefetch(NULL, 0);
+    } else {
+        for (int i = 0; i < k && st == CMF_OK; i++) st = mm_now(I, y[i], I->pm_x, I->pm_n, I->pm[i].w, I->pm[i].bias);
     }
-    return CMF_OK;
+    if (st == CMF_OK && rx) /* the residual add the product could not take */
+        st = cmf_cuda_add(rx, rx, y[0], (int64_t)I->pm_n * cw[0].rows, I->stream);
+    return st;
 }
 
 cmf_status flush_add(cuda_impl *I) {
@@ -293,6 +327,8 @@ cmf_status flush_pending(cuda_impl *I) {
 
 void drop_pending(cuda_impl *I) {
     I->n_pm = 0;
+    I->pm_rx = NULL;
+    I->has_nf = 0;
     I->pa_x = NULL;
     I->pr_L = NULL;
 }
@@ -548,6 +584,12 @@ cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x,
         return cmf_cuda_add_rmsnorm((float *)x, I->pa_o, out, dw, rows, d, eps, gemma, I->stream);
     }
     if ((st = flush_add(I)) != CMF_OK) return st;
+    if (I->fuse_pre && rows <= 8 && out != x && I->mode != G_WAIT) { /* for the prologue of the next products */
+        I->nf.x = x, I->nf.out = out, I->nf.w = dw, I->nf.rows = rows, I->nf.d = d, I->nf.eps = eps;
+        I->nf.gemma = gemma;
+        I->has_nf = 1;
+        return CMF_OK;
+    }
     return cmf_cuda_rmsnorm(out, x, dw, rows, d, eps, gemma, I->stream);
 }
 
@@ -564,6 +606,9 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
         return st; /* a product that would be issued now, not held */
     st = flush_add(I);
     if (st == CMF_OK) st = flush_rope(I);
+    if (st == CMF_OK && I->has_nf &&
+        (x != I->nf.out || n != I->nf.rows || out == I->nf.x || out == I->nf.out || w->cols != I->nf.d))
+        st = flush_mm(I); /* the pending norm goes first (this product does not read its output) */
     if (st != CMF_OK) return st;
     /* deferred: grouped with the next products of the same input (tensor parallelism's allreduce, queued on this
      * stream by tp_nccl.cu, first flushes what is pending through zero()) */
@@ -675,7 +720,15 @@ cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, i
         if (cw[0].rows == cw[1].rows && cmf_cuda_matvec_multi_ok(cw, 2, I->pm_n)) {
             I->n_pm = 0; /* gate, up and the activation in one launch */
             pf_hint(I, I->pm[0].w, I->pm[1].w);
-            st = cmf_cuda_matvec_glu(&cw[0], &cw[1], I->pm_x, gate, I->pm_n, gelu, I->stream);
+            if (nf_fits(I, cw, 2, I->pm_x, I->pm_n)) { /* with the pending norm in its prologue (fuse_pre) */
+                cmf_cuda_mv_ex ex = {};
+                ex.d_norm_x = I->nf.x, ex.d_norm_w = I->nf.w, ex.eps = I->nf.eps, ex.gemma_style = I->nf.gemma;
+                I->has_nf = 0;
+                st = cmf_cuda_matvec_glu_ex(&cw[0], &cw[1], (float *)I->pm_x, gate, I->pm_n, gelu, &ex, I->stream);
+            } else {
+                st = flush_norm(I);
+                if (st == CMF_OK) st = cmf_cuda_matvec_glu(&cw[0], &cw[1], I->pm_x, gate, I->pm_n, gelu, I->stream);
+            }
             cmf_cuda_set_l2_prefetch(NULL, 0);
             return st;
         }
@@ -692,8 +745,19 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
     /* the product that wrote o stays pending when the add and the next norm can join it (cu_rmsnorm) */
     const bool keep = I->fuse_norm && !post_norm && !I->pa_x && I->n_pm == 1 && I->pm[0].out == o && I->pm_n == rows &&
                       I->pm[0].w->rows == d;
-    if (st == CMF_OK) st = keep ? flush_rope(I) : flush_pending(I);
+    bool absorb = !keep && I->fuse_pre && !post_norm && !I->pa_x && !I->pm_rx && !I->has_nf && I->n_pm == 1 &&
+                  I->pm[0].out == o && I->pm_n == rows && I->pm[0].w->rows == d && I->pm_x != x;
+    if (absorb) { /* the add becomes the pending product's epilogue (fuse_pre, block comment "fusion") */
+        cmf_cuda_weight cw;
+        absorb = dev_weight(I, I->pm[0].w, &cw, 0) == CMF_OK && cmf_cuda_matvec_ex_ok(&cw, 1, rows);
+        cmf_err_clear();
+    }
+    if (st == CMF_OK) st = keep || absorb ? flush_rope(I) : flush_pending(I);
     if (st != CMF_OK) return st;
+    if (absorb) {
+        I->pm_rx = x;
+        return CMF_OK;
+    }
     if (!post_norm) { /* deferred: fused with the rmsnorm that reads x next */
         I->pa_x = x;
         I->pa_o = o;
@@ -794,6 +858,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->kv_type = m->cache_type == CMF_CACHE_F32 ? CMF_CUDA_KV_F32 : CMF_CUDA_KV_F16;
     const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
     I->fuse_norm = fz && fz[0] == '1';
+    const char *fp = getenv("CMF_CUDA_FUSE_PRE"); /* on by default (block comment "fusion") */
+    I->fuse_pre = !(fp && fp[0] == '0');
     pthread_mutex_init(&I->mu, NULL);
     be->kind = CMF_BACKEND_CUDA;
     be->name = "cuda";

@@ -51,6 +51,8 @@ struct cuda_impl {
     /* CUDA graphs of decode steps */
     int graphs_on;                    /* CMF_CUDA_GRAPH=0 turns them off */
     int fuse_norm;                    /* CMF_CUDA_FUSE_NORM=1 turns on product + add + norm fusion */
+    int fuse_pre;                     /* residual add in the o / down product's epilogue, RMSNorm in the next
+                                         products' prologue (int8-activation products; CMF_CUDA_FUSE_PRE=0: off) */
     int *d_cnt;                       /* zeroed counter of cmf_cuda_matvec_add_rmsnorm */
     int f16_cache;                    /* prefill GEMMs of quantized weights read an f16 copy made once (f16w): 2 under
                                          f16_copy's memory rule (default), 1 whenever it fits (CMF_CUDA_F16_CACHE=1),
@@ -75,6 +77,15 @@ struct cuda_impl {
     } pm[3];                          /* pending products of one activation block (n <= 8) */
     int n_pm, pm_n;
     const float *pm_x;
+    float *pm_rx;                     /* the pending product (one) also adds its output to these rows (fuse_pre) */
+    struct {
+        const float *x;
+        float *out;
+        const float *w;
+        int rows, d, gemma;
+        float eps;
+    } nf;                             /* a pending RMSNorm out = norm(x), for the prologue of the products of out */
+    int has_nf;
     float *pa_x, *pa_o;               /* pending residual add x += o (pa_x != NULL) */
     int pa_rows, pa_d;
     const cmf_layer *pr_L;            /* pending q/k norm + RoPE (pr_L != NULL) */

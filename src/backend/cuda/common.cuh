@@ -41,6 +41,21 @@ static __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
+/* The sum of v over a block of 256 threads (warp sums, then the 8 warp sums by warp 0), returned to every thread;
+ * sh: 9 floats of shared memory. One fixed order: RMSNorm kernels that must agree bit for bit share it. */
+static __device__ __forceinline__ float block_sum256(float v, float *sh) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float t = threadIdx.x < 8 ? sh[threadIdx.x] : 0.0f;
+    if (threadIdx.x < 32) t = warp_sum(t);
+    if (threadIdx.x == 0) sh[8] = t;
+    __syncthreads();
+    float r = sh[8];
+    __syncthreads();
+    return r;
+}
+
 /* ---- Programmatic Dependent Launch (PDL; CUDA programming guide, "Programmatic Dependent Launch and
  * Synchronization", sm_90+) --------------------------------------------------------------------------------------
  * Kernels of the decode step are launched with cudaLaunchAttributeProgrammaticStreamSerialization (cu_launch), so

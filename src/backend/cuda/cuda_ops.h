@@ -145,6 +145,31 @@ cmf_status cmf_cuda_matvec_add_rmsnorm(const cmf_cuda_weight *w, const float *d_
 cmf_status cmf_cuda_matvec_glu(const cmf_cuda_weight *gate, const cmf_cuda_weight *up, const float *d_x,
                                float *d_out, int n, int gelu_tanh, cmf_cuda_stream stream);
 
+/* Decode products with a fused prologue / epilogue (the int8-activation kernel only: q8_row / q4tp weights,
+ * cols % 32 == 0, n 1..8; cmf_cuda_matvec_ex_ok says whether w[0..count) qualify, without setting an error).
+ *  - d_res (one plain product, count 1): after y = W x (+ bias) is stored, d_res[t][r] += y[t][r] (the residual add
+ *    x += o of the o / down projection, with cmf_cuda_add's bits); d_res must not be the product's input.
+ *  - d_norm_x: the products' input is RMSNorm(d_norm_x[t]) * d_norm_w (1 + w when gemma_style; d_norm_w may be NULL)
+ *    over cols, as cmf_cuda_rmsnorm computes it (same order of the sum, same bits); every block normalizes the rows
+ *    itself (no separate norm launch) and block 0 also writes them to d_x, which is then an output of cols x n f32.
+ * Each output is bit for bit what the separate launches give (cmf_cuda_matvec_multi / _glu, cmf_cuda_add,
+ * cmf_cuda_rmsnorm). Source: the RMSNorm (Zhang & Sennrich 2019) and residual of the decoder layer, fused as the
+ * decode "fewer launches" step of bench/cuda/RESULTS.md. Errors: CMF_E_UNSUPPORTED (the path does not apply),
+ * CMF_E_ARG (d_res with count > 1 or GLU, NULL outputs), CMF_E_IO. */
+typedef struct cmf_cuda_mv_ex {
+    float *d_res;
+    const float *d_norm_x;
+    const float *d_norm_w;
+    float eps;
+    int gemma_style;
+} cmf_cuda_mv_ex;
+int cmf_cuda_matvec_ex_ok(const cmf_cuda_weight *w, int count, int n);
+cmf_status cmf_cuda_matvec_multi_ex(const cmf_cuda_weight *w, int count, float *d_x, float *const *d_y,
+                                    const float *const *d_bias, int n, const cmf_cuda_mv_ex *ex,
+                                    cmf_cuda_stream stream);
+cmf_status cmf_cuda_matvec_glu_ex(const cmf_cuda_weight *gate, const cmf_cuda_weight *up, float *d_x, float *d_out,
+                                  int n, int gelu_tanh, const cmf_cuda_mv_ex *ex, cmf_cuda_stream stream);
+
 /* ---- prefill GEMM (needs a context for cuBLAS and scratch) ------------------------------------------------- */
 
 typedef struct cmf_cuda_ctx cmf_cuda_ctx;

@@ -3,18 +3,6 @@
 #include "backend/cuda/common.cuh"
 
 /* Sum over a block of 256 threads (result valid in every thread). */
-static __device__ float block_sum256(float v, float *sh) {
-    v = warp_sum(v);
-    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
-    __syncthreads();
-    float t = threadIdx.x < 8 ? sh[threadIdx.x] : 0.0f;
-    if (threadIdx.x < 32) t = warp_sum(t);
-    if (threadIdx.x == 0) sh[8] = t;
-    __syncthreads();
-    float r = sh[8];
-    __syncthreads();
-    return r;
-}
 static __device__ float block_max256(float v, float *sh) {
     v = warp_max(v);
     if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;

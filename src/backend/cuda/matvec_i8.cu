@@ -24,6 +24,7 @@
  * (isum - 8 * block sum) * xscale * tile scale); the row scale (q8) multiplies the warp-reduced sum. Every product
  * (plain, q/k/v multi, gate/up + GLU) runs this one kernel, so the fused outputs keep the plain product's bits. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "backend/cuda/weights.cuh"
 
@@ -217,9 +218,10 @@ static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, f
  * passes' loads issued together. Every thread of the block takes part. */
 template <int DT, int N>
 static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
-                                                   float *xs, int *sx) {
+                                                   float *xs, int *sx, const I8Job &j, const float *ninv,
+                                                   float *xout) {
     const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
-    const int64_t total = (int64_t)N * (cols >> 5);
+    const int64_t nb = cols >> 5, total = (int64_t)N * nb;
     for (int64_t base = 0; base < total; base += 4 * 32) {
         float4 v[4];
 #pragma unroll
@@ -231,6 +233,16 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
         for (int k = 0; k < 4; k++) {
             const int64_t b = base + 32 * k + oct;
             float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+            if (ninv && b < total) { /* the RMSNorm of the prologue: k_rmsnorm's x * inv * g */
+                const float inv = ninv[b / nb];
+                const int64_t c = (b % nb) * 32 + sub * 4;
+#pragma unroll
+                for (int m = 0; m < 4; m++) {
+                    const float g = j.nw ? (j.ngemma ? 1.0f + __ldg(j.nw + c + m) : __ldg(j.nw + c + m)) : 1.0f;
+                    e[m] = __fmul_rn(__fmul_rn(e[m], inv), g);
+                }
+                if (xout) *(float4 *)(xout + b * 32 + sub * 4) = make_float4(e[0], e[1], e[2], e[3]);
+            }
             for (int l = 0; l < lv; l++) {
                 float d;
                 int q[4], s;
@@ -245,6 +257,20 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
             }
         }
     }
+}
+
+/* The prologue's RMSNorm scales: ninv[t] = 1 / sqrt(mean(nx[t]^2) + eps) for t < N with k_rmsnorm's order
+ * (elementwise.cu: thread i sums elements i, i + 256, ..., then block_sum256), so the normalized input has its bits. */
+template <int N>
+static __device__ __forceinline__ void i8_norm_inv(const I8Job &j, int64_t d, float *ninv, float *sh) {
+    for (int t = 0; t < N; t++) {
+        const float *xr = j.nx + (int64_t)t * d;
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < d; i += 256) ss = fmaf(xr[i], xr[i], ss);
+        ss = block_sum256(ss, sh);
+        if (threadIdx.x == 0) ninv[t] = 1.0f / sqrtf(ss / (float)d + j.neps);
+    }
+    __syncthreads();
 }
 
 /* The batch's dot products: acc[i][t] += the exact int32 chunk sums, scaled (one fixed order for every mode). */
@@ -315,6 +341,7 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     extern __shared__ __align__(16) int8_t i8_sm[];
     __shared__ float lad[I8_WARPS][I8_R][32];
     __shared__ float red[I8_WARPS][I8_R][N]; /* split-column partial sums (j.ks > 1) */
+    __shared__ float nsh[9], ninv[N];        /* prologue RMSNorm (j.nx) */
     constexpr int BATCH = I8_U * I8Chunk<DT>::STEP;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, ks = j.ks;
     const int rg = warp / ks, seg = warp % ks; /* row slot of the group, column segment */
@@ -350,7 +377,9 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     }
     pdl_wait();
     pdl_trigger();
-    i8_quantize<DT, N>(x, cols, lv, xq, xs, sx);
+    if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
+    i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
+                       j.nx && blockIdx.x == 0 ? j.nout : nullptr);
     __syncthreads();
 
     for (; g < j.groups; g += gridDim.x) { /* block-uniform trip count (the split-column reduction syncs) */
@@ -412,6 +441,10 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
                     float v = o[i];
                     if (j.bias[wi]) v = v + j.bias[wi][rbase + i];
                     j.y[wi][(int64_t)t * rows + rbase + i] = v;
+                    if (j.rx) { /* the residual add x += y of the output (cmf_cuda_add's x + o) */
+                        float *r = j.rx + (int64_t)t * rows + rbase + i;
+                        *r = *r + v;
+                    }
                 }
             }
         }
@@ -472,6 +505,62 @@ static void i8_launch_n(const I8Job &j, size_t smem, const float *x, int n, int 
     case 7: i8_launch_inst<DT, 7, GLU>(j, smem, x, gelu, s); break;
     default: i8_launch_inst<DT, 8, GLU>(j, smem, x, gelu, s); break;
     }
+}
+
+extern "C" int cmf_cuda_matvec_ex_ok(const cmf_cuda_weight *w, int count, int n) {
+    return w && count >= 1 && count <= 3 && cmf_cuda_matvec_multi_ok(w, count, n) &&
+           mv_i8_usable(w[0].dtype, w[0].cols, n);
+}
+
+/* The extras of cmf_cuda_mv_ex into the job (after the checks of cmf_cuda_matvec_ex_ok). */
+static cmf_status i8_ex(I8Job &j, const cmf_cuda_mv_ex *ex, float *d_x, int count, int glu) {
+    if (!ex) return CMF_OK;
+    if (ex->d_res && (count != 1 || glu))
+        return cmf_err(CMF_E_ARG, "cuda_matvec_ex: the residual epilogue takes one plain product (count %d%s)", count,
+                       glu ? ", glu" : "");
+    j.rx = ex->d_res;
+    j.nx = ex->d_norm_x;
+    j.nw = ex->d_norm_w;
+    j.neps = ex->eps;
+    j.ngemma = ex->gemma_style;
+    j.nout = d_x;
+    return CMF_OK;
+}
+
+extern "C" cmf_status cmf_cuda_matvec_multi_ex(const cmf_cuda_weight *w, int count, float *d_x, float *const *d_y,
+                                               const float *const *d_bias, int n, const cmf_cuda_mv_ex *ex,
+                                               cmf_cuda_stream stream) {
+    if (!cmf_cuda_matvec_ex_ok(w, count, n) || !d_x || !d_y)
+        return cmf_err(CMF_E_UNSUPPORTED, "cuda_matvec_multi_ex: needs 1..3 q8_row / q4tp weights of one shape class "
+                                          "on the int8-activation path, n 1..8, buffers (n = %d)", n);
+    I8Job j;
+    memset(&j, 0, sizeof j);
+    j.count = count;
+    for (int i = 0; i < count; i++) {
+        if (!d_y[i]) return cmf_err(CMF_E_ARG, "cuda_matvec_multi_ex: NULL output %d", i);
+        j.w[i] = make_devw(&w[i]);
+        j.y[i] = d_y[i];
+        j.bias[i] = d_bias ? d_bias[i] : NULL;
+    }
+    cmf_status st = i8_ex(j, ex, d_x, count, 0);
+    return st != CMF_OK ? st : mv_i8_launch(j, w[0].dtype, d_x, n, 0, 0, CU_STREAM(stream));
+}
+
+extern "C" cmf_status cmf_cuda_matvec_glu_ex(const cmf_cuda_weight *gate, const cmf_cuda_weight *up, float *d_x,
+                                             float *d_out, int n, int gelu_tanh, const cmf_cuda_mv_ex *ex,
+                                             cmf_cuda_stream stream) {
+    const cmf_cuda_weight w[2] = {*gate, *up};
+    if (!cmf_cuda_matvec_ex_ok(w, 2, n) || gate->rows != up->rows || !d_x || !d_out)
+        return cmf_err(CMF_E_UNSUPPORTED, "cuda_matvec_glu_ex: needs gate / up of one shape (q8_row / q4tp) on the "
+                                          "int8-activation path, n 1..8, buffers (n = %d)", n);
+    I8Job j;
+    memset(&j, 0, sizeof j);
+    j.count = 2;
+    j.w[0] = make_devw(gate);
+    j.w[1] = make_devw(up);
+    j.y[0] = d_out;
+    cmf_status st = i8_ex(j, ex, d_x, 2, 1);
+    return st != CMF_OK ? st : mv_i8_launch(j, gate->dtype, d_x, n, 1, gelu_tanh, CU_STREAM(stream));
 }
 
 cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s) {

@@ -53,6 +53,12 @@ struct I8Job {
     const uint8_t *pf[CMF_CUDA_PF_SPANS]; /* L2 prefetch spans (cmf_cuda_set_l2_prefetch), set by mv_i8_launch */
     uint64_t pfn[CMF_CUDA_PF_SPANS];      /* their bytes (multiples of 16; pf 16-byte aligned) */
     uint64_t pf_tot;                      /* sum of pfn; 0: no prefetch */
+    float *rx;       /* epilogue residual add (count 1, not GLU): rx[t][r] += y[t][r]; NULL: none */
+    const float *nx; /* prologue RMSNorm: the input is RMSNorm(nx[t]) * nw, block 0 writes it to x; NULL: none */
+    const float *nw; /* its weight (NULL: 1) */
+    float *nout;     /* where block 0 writes the normalized input (the caller's d_x) */
+    float neps;
+    int ngemma; /* 1 + w */
 };
 /* Whether the int8-activation kernel takes this product: cmf_cuda_i8act_on(), q8_row or q4tp, cols % 32 == 0,
  * n in 1..8 and the quantized activations (levels * 1.25 * n * cols bytes) within 200 KiB of shared memory. */
