@@ -23,7 +23,7 @@
 # Settings with several variables join them with '+' (CMF_TP_SYMM=1+CMF_TP_SYMM_GUARD=0).
 # The test stage runs tests/tp/test_tp_symm (the all-reduce after a late PDL producer, plain and symmetric-window
 # buffers; then again with CMF_TP_SYMM_GUARD=0, where NCCL 2.28 - 2.30.4 are expected to fail it: that run is shown,
-# not required) and test_tp_cuda once per setting in $TEST_ENVS ("-").
+# not required; GUARD_RUNS="-" skips that run) and test_tp_cuda once per setting in $TEST_ENVS ("-").
 # Environment: MODELS ("8b 32b 32bhalf"), L32 (64), LGEN (8), TPS ("2"), STAGES ("build test ar bench"), AR_ENVS
 # ("-"), T1_ENVS ("- CMF_CUDA_I8ACT=0"), TN_ENVS ("- CMF_CUDA_I8ACT=0 CMF_TP_SYMM=0 CMF_TP_PROFILE=1"), BACKEND
 # (cuda), N_GEN (64), DEPS, B (the
@@ -115,7 +115,7 @@ if has build; then
 fi
 if has test; then
   if [ -x $B/tests/tp/test_tp_symm ]; then
-    for g in - 0; do
+    for g in ${GUARD_RUNS:-- 0}; do
       echo "== test_tp_symm$( [ $g = 0 ] && echo ' with CMF_TP_SYMM_GUARD=0 (expected to fail on NCCL 2.28 - 2.30.4)') $(el)"
       if [ $g = - ]; then timeout 100 $B/tests/tp/test_tp_symm; else CMF_TP_SYMM_GUARD=0 timeout 100 $B/tests/tp/test_tp_symm; fi 2>&1 |
         grep -v "CHECK failed" | head -12
