@@ -7,7 +7,9 @@
  *  - gate/up + GLU (SiLU and GELU-tanh): bits equal to two cmf_matmul calls, then cmf_silu / cmf_gelu_tanh and the
  *    product; the same with fusion off (cmf_cpu_set_fuse(0));
  *  - batch invariance: token t's row of cmf_matmul over n tokens has the bits of cmf_matmul over token t alone, for
- *    the repacked dtypes (q4_block, q4tp, q8_row, q8_2f). */
+ *    the repacked dtypes (q4_block, q4tp, q8_row, q8_2f);
+ *  - the vector SiLU of the path (kern_silu) against the expf form. */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -116,6 +118,28 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t cols) {
     for (int i = 0; i < 5; i++) mat_free(&m[i]);
 }
 
+/* The path's vector SiLU (kern.h kern_silu) against the expf form: within 1e-6 relative (1e-30 absolute: below
+ * x = -88 the clamped exp gives ~-6e-37 for -0), over -100..100 and random values, at a length with a tail; a split
+ * call gives the same bits as one call. */
+static void check_silu(int path, const cmf_kern *k) {
+    if (!k->silu) return;
+    enum { N = 1037 };
+    float x[N], y[N], z[N];
+    for (int i = 0; i < N; i++) x[i] = i < 400 ? -100.0f + 0.5f * (float)i : kt_frand() * (i % 5 ? 8.0f : 30.0f);
+    memcpy(y, x, sizeof x);
+    memcpy(z, x, sizeof x);
+    k->silu(y, N);
+    k->silu(z, 19);
+    k->silu(z + 19, N - 19);
+    int bad = 0;
+    for (int i = 0; i < N; i++) {
+        const float ref = x[i] / (1.0f + expf(-x[i]));
+        bad += !(fabsf(y[i] - ref) <= 1e-6f * fabsf(ref) + 1e-30f);
+    }
+    CHECK_MSG(bad == 0, "%s silu: %d of %d values off the expf form", cmf_cpu_path_name(path), bad, N);
+    CHECK_MSG(!memcmp(y, z, sizeof y), "%s silu: a split call gives other bits", cmf_cpu_path_name(path));
+}
+
 int main(void) {
     kt_seed(0xf05e1234);
     cmf_pool *pool = NULL;
@@ -130,6 +154,7 @@ int main(void) {
         if (!cmf_cpu_path_supported(paths[pi])) continue;
         CHECK(cmf_cpu_set_path(paths[pi]) == CMF_OK);
         const cmf_kern *k = cmf_kern_active();
+        check_silu(paths[pi], k);
         if (!k->rp_gemv || !k->rp_gemm) continue;
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
             for (size_t c = 0; c < sizeof cols / sizeof cols[0]; c++) check_case(pool, paths[pi], dts[d], cols[c]);

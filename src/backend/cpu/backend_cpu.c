@@ -178,19 +178,20 @@ static cmf_status cpu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t 
     return CMF_OK;
 }
 
-/* RoPE on one head vector: pairs (i, i+rot/2) (HF rotate_half) or (2i, 2i+1) (llama2.c), angle pos*inv_freq[i]. */
-static void rope(float *v, const cmf_config *c, const float *inv_freq, int pos) {
+/* RoPE on one head vector, pairs i0 <= i < i1: (i, i+rot/2) (HF rotate_half) or (2i, 2i+1) (llama2.c), rotated by
+ * the angle pos*inv_freq[i] whose cosine and sine are cs[i - i0], sn[i - i0]. */
+static void rope(float *v, const cmf_config *c, int i0, int i1, const float *cs, const float *sn) {
     const int half = c->rot_dim / 2;
-    for (int i = 0; i < half; i++) {
-        const float ang = (float)pos * inv_freq[i];
-        const float cs = cosf(ang), sn = sinf(ang);
+    for (int i = i0; i < i1; i++) {
         const int a = c->rope_pairing == CMF_ROPE_HALF ? i : 2 * i;
         const int bb = c->rope_pairing == CMF_ROPE_HALF ? i + half : 2 * i + 1;
         const float x0 = v[a], x1 = v[bb];
-        v[a] = x0 * cs - x1 * sn;
-        v[bb] = x1 * cs + x0 * sn;
+        v[a] = x0 * cs[i - i0] - x1 * sn[i - i0];
+        v[bb] = x1 * cs[i - i0] + x0 * sn[i - i0];
     }
 }
+
+enum { ROPE_PAIRS = 256 /* angles computed at a time */ };
 
 static cmf_status cpu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
     (void)be;
@@ -198,18 +199,25 @@ static cmf_status cpu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L,
     const cmf_model *m = b->m;
     const cmf_config *c = &m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, QD = NH * HD, KVD = NKV * HD;
-    const float *inv_freq = m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0);
+    const int half = c->rot_dim / 2;
+    const float *inv_freq = m->rope_inv_freq + (c->is_sliding[layer] ? half : 0);
+    float cs[ROPE_PAIRS], sn[ROPE_PAIRS];
     for (int t = 0; t < n; t++) {
         const int pos = b->pos[t];
-        for (int h = 0; h < NH; h++) {
-            float *q = b->q + (size_t)t * QD + (size_t)h * HD;
-            if (L->q_norm) cmf_rmsnorm(q, q, L->q_norm, HD, c->rms_norm_eps, c->gemma_norm);
-            rope(q, c, inv_freq, pos);
-        }
-        for (int h = 0; h < NKV; h++) {
-            float *k = b->k + (size_t)t * KVD + (size_t)h * HD;
-            if (L->k_norm) cmf_rmsnorm(k, k, L->k_norm, HD, c->rms_norm_eps, c->gemma_norm);
-            rope(k, c, inv_freq, pos);
+        float *qt = b->q + (size_t)t * QD, *kt = b->k + (size_t)t * KVD;
+        for (int h = 0; h < NH && L->q_norm; h++)
+            cmf_rmsnorm(qt + (size_t)h * HD, qt + (size_t)h * HD, L->q_norm, HD, c->rms_norm_eps, c->gemma_norm);
+        for (int h = 0; h < NKV && L->k_norm; h++)
+            cmf_rmsnorm(kt + (size_t)h * HD, kt + (size_t)h * HD, L->k_norm, HD, c->rms_norm_eps, c->gemma_norm);
+        for (int i0 = 0; i0 < half; i0 += ROPE_PAIRS) { /* the angles once per token: every q and k head shares them */
+            const int i1 = half - i0 < ROPE_PAIRS ? half : i0 + ROPE_PAIRS;
+            for (int i = i0; i < i1; i++) {
+                const float ang = (float)pos * inv_freq[i];
+                cs[i - i0] = cosf(ang);
+                sn[i - i0] = sinf(ang);
+            }
+            for (int h = 0; h < NH; h++) rope(qt + (size_t)h * HD, c, i0, i1, cs, sn);
+            for (int h = 0; h < NKV; h++) rope(kt + (size_t)h * HD, c, i0, i1, cs, sn);
         }
     }
     return CMF_OK;

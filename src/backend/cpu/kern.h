@@ -206,6 +206,9 @@ typedef void (*kern_attn_pv)(const float *p, int64_t ldp, int G, const float *v,
 /* The softmax numerator: x[j] = exp(x[j] - m) for j < n (x[j] <= m; arguments below -87 give ~0), returns their sum.
  * The SIMD paths use a Cephes-style polynomial (relative error ~2e-7, checked against expf in tests/kernels). */
 typedef float (*kern_exp_sum)(float *x, int n, float m);
+/* SiLU in place: x[i] = x[i] / (1 + exp(-x[i])) for i < n, exp as exp_sum's polynomial (arguments clamped to
+ * [-87, 88]); within 1e-6 relative of the expf form (tests/kernels/test_fuse.c). cmf_silu (ops.c) calls it. */
+typedef void (*kern_silu)(float *x, int64_t n);
 
 typedef struct cmf_kern {
     const char *name;
@@ -221,6 +224,7 @@ typedef struct cmf_kern {
     kern_attn_qk attn_qk; /* NULL: the scalar one */
     kern_attn_pv attn_pv;
     kern_exp_sum exp_sum; /* NULL: the scalar one (expf) */
+    kern_silu silu;       /* NULL: the scalar one (expf) */
     kern_rp_gemv rp_gemv; /* NULL (with rp_gemm): no repacked path; the load-time repack is then not made */
     kern_rp_gemm rp_gemm;
 } cmf_kern;

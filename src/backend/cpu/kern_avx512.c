@@ -500,6 +500,29 @@ TGT static float exp_sum(float *x, int n, float m) {
     return _mm512_reduce_add_ps(sum);
 }
 
+/* SiLU x / (1 + exp(-x)), exp(-x) as in exp_sum (argument clamped to [-87, 88]: beyond, x / (1 + e) is x or ~0
+ * either way), an IEEE division. */
+TGT static void silu(float *x, int64_t n) {
+    const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.0f), l2e = _mm512_set1_ps(1.44269504088896341f);
+    const __m512 c1 = _mm512_set1_ps(0.693359375f), c2 = _mm512_set1_ps(-2.12194440e-4f), one = _mm512_set1_ps(1.0f);
+    for (int64_t j = 0; j < n; j += 16) {
+        const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
+        const __m512 xv = _mm512_maskz_loadu_ps(k, x + j);
+        const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), xv), lo), hi);
+        const __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m512 r = _mm512_fnmadd_ps(kf, c2, _mm512_fnmadd_ps(kf, c1, v));
+        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+        p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, one));
+        const __m512 e = _mm512_scalef_ps(p, kf);
+        _mm512_mask_storeu_ps(x + j, k, _mm512_div_ps(xv, _mm512_add_ps(one, e)));
+    }
+}
+
 static const cmf_kern kern = {
     .name = "avx512-vnni",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
@@ -516,6 +539,7 @@ static const cmf_kern kern = {
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
     .exp_sum = exp_sum,
+    .silu = silu,
     .rp_gemv = cmf_rp_gemv_avx512, /* the repacked q4 family (repack.c, rp_avx512.c) */
     .rp_gemm = cmf_rp_gemm_avx512,
 };

@@ -238,6 +238,11 @@ void cmf_softmax(float *x, int64_t n) {
 }
 
 void cmf_silu(float *x, int64_t n) {
+    const cmf_kern *k = cmf_kern_active();
+    if (k->silu) {
+        k->silu(x, n);
+        return;
+    }
     for (int64_t i = 0; i < n; i++) x[i] = x[i] / (1.0f + expf(-x[i]));
 }
 

@@ -190,8 +190,9 @@ void cmf_attn_merge(const float *part, int nch, int64_t cstride, int hd, float *
 /* Softmax in place over n values (max-subtracted, f32). */
 void cmf_softmax(float *x, int64_t n);
 
-/* Activations, in place over n values: SiLU x*sigmoid(x); GELU tanh approximation
- * 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
+/* Activations, in place over n values: SiLU x*sigmoid(x) (the active path's vector kernel when it has one, kern.h
+ * kern_silu: within 1e-6 relative of the expf form, which the scalar path and CMF_CPU_F32REF compute; elementwise,
+ * so any split of x gives the same bits); GELU tanh approximation 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3))). */
 void cmf_silu(float *x, int64_t n);
 void cmf_gelu_tanh(float *x, int64_t n);
 
