@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "backend/cpu/ops.h"
-#include "backend/cpu/ops.h"
 #include "cmf.h"
 #include "convert/convert.h"
 #include "quant/dtype.h"
@@ -94,9 +93,11 @@ int main(void) {
     CHECK_MSG(cmf_model_load(path, NULL, &m) == CMF_OK, "%s", cmf_last_error());
     if (!m) CMF_TEST_END();
     /* The f32 reference path computes every product the same way whatever the number of tokens: batching must
-     * then change nothing beyond rounding. The int8 paths use a fused kernel for 1-2 tokens and tiles for more;
-     * their different summation order moves activations by ~1e-7, which can flip the rounding of an int8
-     * activation in the next layer (one step of a 1/127 block scale), measured up to ~1e-4 x max|logit| here. */
+     * then change nothing beyond rounding. The int8 paths: the repacked kernels (the default) sum a token in the
+     * same order alone or in a batch, so they give the same bits (tests/model/test_batch_invariance checks that
+     * exactly); with CMF_CPU_REPACK=0 the kernels for 1-2 tokens and the tiles for more sum in different orders,
+     * which moves activations by ~1e-7 and can flip the rounding of an int8 activation in the next layer (one
+     * step of a 1/127 block scale), up to ~1e-4 x max|logit| here: hence the 1e-3 bound below. */
     const int cpu_path = cmf_cpu_path();
     CHECK(cmf_cpu_set_path(CMF_CPU_F32REF) == CMF_OK);
     check_batched(m, 1e-5f, "f32ref");
