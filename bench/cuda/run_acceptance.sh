@@ -12,7 +12,11 @@
 #    checkpoint to q4tp takes minutes on one core, more than a device call has.
 #  - roofline = copy bandwidth (read + write, measured by gpu_bench in the same process) / weight bytes per token.
 # Environment: SHAPES (default "qwen3-0.6b qwen3-4b llama-8b"), DTYPES ("bf16 q8 q4tp"), STAGES
-# ("build test memcheck bench"), CONVERT, HF_COMPILE=1 (also static cache + torch.compile), REPS (3), GEN (64).
+# ("build test memcheck bench"; add "dory" for bench/dory/cuda_bench.sh), CONVERT, HF_COMPILE=1 (also static cache +
+# torch.compile), REPS (3), GEN (64), HF_REPS (2), SHORT (shapes timed at context 128 only), NOGRAPH (1: q8 also
+# without graphs), MEMCHECK_CASES ("llama,qwen3"), PAR (1: the tests, the memcheck and test_gpu_dory run at the same
+# time, correctness only, while the random files of the shapes not in CONVERT are written in the background, one file
+# ahead of the bench loop, so the timed runs have the GPU alone; 0: one after the other).
 # The device machine lacks cJSON / PCRE2 / utf8proc / microhttpd / pkg-config: their Debian .debs are carried in
 # .devdeps/ (see bench/cuda/run_gpu_forward.sh); .devdeps/shared/data/hf-tiny is the shared test data; with
 # .devdeps/head.tar (`git archive HEAD`) that committed tree is built instead of the working tree.
@@ -47,14 +51,61 @@ if has build; then
   echo "== build $(el)"
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
     -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
-    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops test_cuda_fuse test_prefill_tc make_random_llama gpu_bench bench_cuda >> "$M/build.log" 2>&1
+    cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops test_cuda_fuse test_prefill_tc make_random_llama gpu_bench bench_cuda \
+      $(has dory && echo test_gpu_dory make_random_dory dory_gpu_bench) >> "$M/build.log" 2>&1
   brc=$?
   echo "build rc=$brc $(el)"
   if [ $brc -ne 0 ]; then grep -E 'error|Error' "$M/build.log" | head -30; exit 1; fi
 fi
 TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$PWD/tests/data"
 mkdir -p /tmp/gft
-if has test; then
+geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (hf_bench.py's SHAPES)
+  case $1 in
+  qwen3-0.6b) echo 1024 28 3072 151936 16 8 128 1 1 ;;
+  qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
+  llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
+  esac
+}
+PAR=${PAR:-1}
+if [ "$PAR" = 1 ] && has bench; then # the random files, one ahead of the bench loop (which waits for each)
+  ( for shape in $SHAPES; do
+      case " $CONVERT " in *" $shape "*) continue ;; esac
+      for dt in $DTYPES; do
+        while [ "$(ls /tmp/*.cmf 2>/dev/null | wc -l)" -ge 2 ]; do sleep 1; done
+        nice -n 10 timeout 300 $B/tests/gpu/make_random_llama /tmp/$shape-$dt.part $dt $(geo $shape) 12 > /dev/null &&
+          mv /tmp/$shape-$dt.part /tmp/$shape-$dt.cmf || touch /tmp/$shape-$dt.failed
+      done
+    done ) &
+  GEN_PID=$!
+fi
+if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on the one GPU
+  echo "== tests, memcheck$(has dory && echo ', test_gpu_dory') at once $(el)"
+  timeout 300 $B/tests/cuda/test_cuda_ops > "$M/cuda_ops.log" 2>&1 & p1=$!
+  timeout 200 $B/tests/cuda/test_prefill_tc > "$M/prefill_tc.log" 2>&1 & p2=$!
+  timeout 200 $B/tests/cuda/test_cuda_fuse > "$M/cuda_fuse.log" 2>&1 & p3=$!
+  env $TESTENV timeout 400 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1 & p4=$!
+  p5=""; p6=""
+  if has memcheck; then
+    mkdir -p /tmp/gfm
+    env $TESTENV CMF_GPU_TEST_CASES=${MEMCHECK_CASES:-llama,qwen3} CMF_TMP=/tmp/gfm timeout 400 compute-sanitizer \
+      --tool memcheck --print-limit 20 $B/tests/gpu/test_gpu_forward > "$OUT/memcheck.log" 2>&1 & p5=$!
+  fi
+  if has dory; then
+    mkdir -p /tmp/gdt
+    env CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gdt CMF_TESTDATA=$PWD/tests/data timeout 300 $B/tests/gpu/test_gpu_dory \
+      > "$M/gpu_dory.log" 2>&1 & p6=$!
+  fi
+  wait $p1; echo "test_cuda_ops rc=$?"; tail -2 "$M/cuda_ops.log"
+  wait $p2; echo "test_prefill_tc rc=$?"; tail -2 "$M/prefill_tc.log"
+  wait $p3; echo "test_cuda_fuse rc=$?"; tail -2 "$M/cuda_fuse.log"
+  wait $p4; echo "test_gpu_forward rc=$?"
+  grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -20
+  grep -E 'WORST|f32-prefill|near-ties [1-9]' "$OUT/gpu_forward.log" | head -40
+  if [ -n "$p5" ]; then wait $p5; echo "memcheck (${MEMCHECK_CASES:-llama,qwen3}) rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAIL' "$OUT/memcheck.log" | head -10; fi
+  if [ -n "$p6" ]; then wait $p6; echo "test_gpu_dory rc=$?"; grep -E 'FAIL|fail' "$M/gpu_dory.log" | head -10; grep WORST "$M/gpu_dory.log"; fi
+  STAGES=${STAGES/memcheck/}
+fi
+if has test && [ "$PAR" != 1 ]; then
   echo "== kernel tests $(el)"
   timeout 240 $B/tests/cuda/test_cuda_ops > "$M/cuda_ops.log" 2>&1; echo "test_cuda_ops rc=$?"; tail -3 "$M/cuda_ops.log"
   timeout 120 $B/tests/cuda/test_prefill_tc > "$M/prefill_tc.log" 2>&1; echo "test_prefill_tc rc=$?"; tail -3 "$M/prefill_tc.log"
@@ -66,7 +117,7 @@ if has test; then
 fi
 if has memcheck; then
   echo "== compute-sanitizer memcheck of a parity run (llama and qwen3, f16 and q8_row) $(el)"
-  env $TESTENV CMF_GPU_TEST_CASES=llama,qwen3 timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
+  env $TESTENV CMF_GPU_TEST_CASES=${MEMCHECK_CASES:-llama,qwen3} timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \
     $B/tests/gpu/test_gpu_forward > "$OUT/memcheck.log" 2>&1
   echo "memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAIL' "$OUT/memcheck.log" | head -10
 fi
@@ -76,9 +127,10 @@ if has bench; then
     hf=/tmp/hf-$shape; save=""
     case " $CONVERT " in *" $shape "*) save="--save $hf" ;; esac
     comp=""; [ "${HF_COMPILE:-0}" = 1 ] && comp="--compile"
-    timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen 32 --reps 2 $comp 2>"$M/hf-$shape.err" |
+    timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen 32 --reps ${HF_REPS:-2} $comp 2>"$M/hf-$shape.err" |
       tee -a "$OUT/results.txt" | grep RESULT
-    geo=$(python3 -c "import sys; sys.path.insert(0, 'bench/cuda'); import hf_bench as h; a = h.SHAPES['$shape']; print(a[1], a[2], a[3], a[7], a[4], a[5], a[6], int(a[0] == 'qwen3'), int(a[8]))")
+    geo=$(geo $shape)
+    ctx=128,4096; case " ${SHORT:-} " in *" $shape "*) ctx=128 ;; esac
     for dt in $DTYPES; do
       f=/tmp/$shape-$dt.cmf
       if [ -n "$save" ]; then
@@ -88,12 +140,16 @@ if has bench; then
     wait
     for dt in $DTYPES; do
       f=/tmp/$shape-$dt.cmf
-      [ -z "$save" ] && timeout 300 $B/tests/gpu/make_random_llama $f $dt $geo 16 | tail -1
+      if [ -z "$save" ] && [ -n "${GEN_PID:-}" ]; then # written in the background
+        while [ ! -f $f ] && [ ! -f /tmp/$shape-$dt.failed ] && kill -0 $GEN_PID 2>/dev/null; do sleep 1; done
+      elif [ -z "$save" ]; then
+        timeout 300 $B/tests/gpu/make_random_llama $f $dt $geo 16 | tail -1
+      fi
       [ -f $f ] || { echo "no $f"; continue; }
       echo "-- $shape $dt $(el)"
-      timeout 300 $B/tests/gpu/gpu_bench $f -p 512 -g $GEN -c 128,4096 -r $REPS 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
+      timeout 300 $B/tests/gpu/gpu_bench $f -p 512 -g $GEN -c $ctx -r $REPS 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
         tee -a "$OUT/results.txt" | grep -v '^$'
-      if [ "$dt" = q8 ]; then # graphs off, for the A/B
+      if [ "$dt" = q8 ] && [ "${NOGRAPH:-1}" = 1 ]; then # graphs off, for the A/B
         timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g $GEN -c 128 -r 2 --no-graph 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
           sed 's/test=tg@128/test=tg@128-nograph/' | grep test= | tee -a "$OUT/results.txt"
       fi
@@ -106,7 +162,8 @@ if has bench; then
 fi
 if has dory; then # Dory 4B-shape rows, test_gpu_dory and its memcheck (bench/dory/cuda_bench.sh; opt-in: STAGES="... dory")
   echo "== dory $(el)"
-  B=$B OUT=$OUT LOGS=$M R=$R DEPS=$DEPS P=$P bash bench/dory/cuda_bench.sh
+  DORY_TEST=$([ "$PAR" = 1 ] && has test && echo 0 || echo 1) B=$B OUT=$OUT LOGS=$M R=$R DEPS=$DEPS P=$P \
+    bash bench/dory/cuda_bench.sh
 fi
 echo "== done $(el)"
 tar -czf "$OUT/logs.tgz" -C "$OUT" misc && rm -rf "$M"
