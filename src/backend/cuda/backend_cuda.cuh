@@ -128,6 +128,25 @@ inline cuda_impl *IMPL(cmf_backend *be) { return (cuda_impl *)be->impl; }
 inline const int32_t *D_POS(cuda_impl *I) { return I->d_step; }
 inline const int32_t *D_TOK(cuda_impl *I) { return I->d_step + I->step_cap; }
 
+/* ---- backend_cuda.cu (residency) ---- */
+const float *dev_vec(cuda_impl *I, const float *h); /* device copy of a resident host f32 vector, or NULL */
+cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, int upload); /* its device view */
+int elem_bytes(int dtype);                           /* 4 / 2 for f32 / f16 / bf16, else 0 */
+
+/* ---- backend_fuse.cu (block comment "fusion" there) ---- */
+cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_weight *w, const float *bias);
+void pf_list(cuda_impl *I, const cmf_weight *w);     /* appends w to the L2 prefetch order (CMF_CUDA_L2PF) */
+void pf_hint(cuda_impl *I, const cmf_weight *first, const cmf_weight *last);
+cmf_status flush_norm(cuda_impl *I);                 /* the pending RMSNorm alone */
+bool nf_fits(cuda_impl *I, const cmf_cuda_weight *cw, int k, const float *x, int n);
+cmf_status flush_mm(cuda_impl *I);                   /* pending products (with the pending norm / residual) */
+cmf_status flush_add(cuda_impl *I);                  /* the pending residual add */
+void *kv_at(cuda_impl *I, void *cache, size_t off);  /* element off of a K or V cache */
+cmf_status rope_now(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, int t0, int r, const cmf_session *s);
+cmf_status flush_rope(cuda_impl *I);
+cmf_status flush_pending(cuda_impl *I);              /* everything pending, in the forward's order */
+void drop_pending(cuda_impl *I);
+
 /* ---- backend_graph.cu (block comment "CUDA graphs" there) ---- */
 void graphs_clear(cuda_impl *I);                /* drops every cached graph */
 void capture_abort(cuda_impl *I);               /* ends a capture in progress, drops it */
