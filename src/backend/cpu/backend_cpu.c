@@ -242,28 +242,29 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
     return CMF_OK;
 }
 
-/* Attention over the f32 KV cache. A job is (token, chunk of positions) over all heads: its positions are taken
- * ATTN_BLOCK at a time, and for each block every KV head's group of query heads extends its running softmax state
- * (cmf_attn_chunk, ops.c: vectorized dot products and p*v sums, online softmax), so the block's cache rows (all KV
- * heads of a position are adjacent) are read from memory once, as one contiguous run. A token's positions are split
- * into attn_nch(len) chunks (flash-decoding: their states (max, sum, unnormalized output) are merged afterwards; one
- * chunk writes its normalized output directly). The split depends on the token's own range only, never on the batch
- * or the threads, so a token's attention has the same bits decoded alone or inside any batch (batch invariance,
- * tests/model/test_batch_invariance.c); the threads take jobs dynamically. */
+/* Attention over the f32 KV cache. A token's positions are split into attn_nch(len) chunks; each chunk is taken
+ * ATTN_BLOCK positions at a time, and for each block every KV head's group of query heads extends its running softmax
+ * state (cmf_attn_chunk, ops.c: vectorized dot products and p*v sums, online softmax), so the block's cache rows (all
+ * KV heads of a position are adjacent) are read from memory once, as one contiguous run. A single chunk writes its
+ * normalized output; several (flash-decoding) leave their states (max, sum, unnormalized output) to cmf_attn_merge.
+ * The split depends on the token's own range only, never on the batch or the threads, so a token's attention has the
+ * same bits decoded alone or inside any batch (batch invariance, tests/model/test_batch_invariance.c). Who computes
+ * a chunk does not change its bits, so the jobs are cut for speed: few tokens for the threads (decode): a job per
+ * (token, chunk), the states in the pool's shared buffer, merged after the fan-out; else a job per token, its
+ * chunks one after the other in the thread's scratch and merged there (no buffer growing with the context). */
 enum {
     ATTN_CHUNK_MIN = 256, /* positions per chunk at least */
     ATTN_NCH_MAX = 16,    /* chunks per token at most */
-    ATTN_BLOCK = 64,      /* positions per block */
-    ATTN_PART_BYTES = 512 * 1024 /* partial states of one fan-out at most: longer batches run in several */
+    ATTN_BLOCK = 64       /* positions per block */
 };
 
 typedef struct {
     cmf_batch *b;
     cmf_session *const *seqs;
     int layer, n;
-    int t0, t1;     /* the tokens of this fan-out */
-    const int *off; /* [n + 1]: token t's jobs are off[t] .. off[t+1]-1 (its chunks) */
-    float *part;    /* [off[t1] - off[t0]][n_heads][2 + head_dim] = (m, l, o) per query head (tokens of >1 chunk) */
+    int per_token;  /* 1: a job per token; 0: a job per (token, chunk) */
+    const int *off; /* [n + 1]: token t's chunks are jobs off[t] .. off[t+1]-1 of the per-chunk numbering */
+    float *part;    /* per chunk: [off[n]][n_heads][2 + head_dim] = (m, l, o) per query head (tokens of >1 chunk) */
 } attn_task;
 
 static int attn_nch(int len) {
@@ -282,81 +283,82 @@ static void attn_range(const cmf_batch *b, int layer, int t, int *start, int *le
     *len = pos - *start + 1;
 }
 
-static void attn_worker(void *ctx, int ith, int nth) {
-    attn_task *a = ctx;
+/* Chunk ch of nch of token t: into the record rec ((m, l, o) per query head) when nch > 1, else the normalized
+ * output row of b->att (with (m, l) in ml2, 2 * n_heads floats). scratch: CMF_ATTN_SB * group floats. */
+static void attn_one(const attn_task *a, int t, int ch, int nch, float *rec, float *ml2, float *scratch) {
     cmf_batch *b = a->b;
     const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, KVD = NKV * HD, group = NH / NKV;
-    float *scratch = cmf_pool_scratch(b->pool, ith, 0); /* reserved by cpu_attention */
-    const uint8_t *heads =
-        a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    int t = a->t0;
-    for (int job = a->off[a->t0] + ith; job < a->off[a->t1]; job += nth) {
-        while (job >= a->off[t + 1]) t++;
-        const int nch = a->off[t + 1] - a->off[t], ch = job - a->off[t];
-        const cmf_session *s = a->seqs[t];
-        if (attn_skipped(s, a->layer)) continue;
-        int start, len;
-        attn_range(b, a->layer, t, &start, &len);
-        const int j0 = start + (int)((int64_t)len * ch / nch), j1 = start + (int)((int64_t)len * (ch + 1) / nch);
-        const float *q = b->q + (size_t)t * NH * HD;
-        /* the states: partial records (nch > 1), or the output rows with (m, l) in scratch */
-        float *o, *ml;
-        int64_t ldo, ldml;
-        if (nch > 1) {
-            ml = a->part + (size_t)(job - a->off[a->t0]) * NH * (2 + HD);
-            o = ml + 2;
-            ldo = ldml = 2 + HD;
-        } else {
-            o = b->att + (size_t)t * NH * HD;
-            ml = scratch + (size_t)group * CMF_ATTN_SB;
-            ldo = HD;
-            ldml = 2;
+    const cmf_session *s = a->seqs[t];
+    int start, len;
+    attn_range(b, a->layer, t, &start, &len);
+    const int j0 = start + (int)((int64_t)len * ch / nch), j1 = start + (int)((int64_t)len * (ch + 1) / nch);
+    const float *q = b->q + (size_t)t * NH * HD;
+    float *o = nch > 1 ? rec + 2 : b->att + (size_t)t * NH * HD, *ml = nch > 1 ? rec : ml2;
+    const int64_t ldo = nch > 1 ? 2 + HD : HD, ldml = nch > 1 ? 2 + HD : 2;
+    cmf_attn_reset(NH, HD, o, ldo, ml, ldml);
+    const float *kc = s->k_cache + s->kv_off[a->layer], *vc = s->v_cache + s->kv_off[a->layer];
+    for (int p0 = j0; p0 < j1; p0 += ATTN_BLOCK) {
+        const int np = j1 - p0 < ATTN_BLOCK ? j1 - p0 : ATTN_BLOCK;
+        for (int g = 0; g < NKV; g++) {
+            const size_t row = (size_t)p0 * KVD + (size_t)g * HD;
+            cmf_attn_chunk(q + (size_t)g * group * HD, HD, group, kc + row, vc + row, KVD, np, HD, c->attn_scale,
+                           c->attn_softcap, scratch, o + (int64_t)g * group * ldo, ldo, ml + (int64_t)g * group * ldml,
+                           ldml);
         }
-        cmf_attn_reset(NH, HD, o, ldo, ml, ldml);
-        const float *kc = s->k_cache + s->kv_off[a->layer], *vc = s->v_cache + s->kv_off[a->layer];
-        for (int p0 = j0; p0 < j1; p0 += ATTN_BLOCK) {
-            const int np = j1 - p0 < ATTN_BLOCK ? j1 - p0 : ATTN_BLOCK;
-            for (int g = 0; g < NKV; g++) {
-                const size_t row = (size_t)p0 * KVD + (size_t)g * HD;
-                cmf_attn_chunk(q + (size_t)g * group * HD, HD, group, kc + row, vc + row, KVD, np, HD, c->attn_scale,
-                               c->attn_softcap, scratch, o + (int64_t)g * group * ldo, ldo, ml + (int64_t)g * group * ldml,
-                               ldml);
-            }
-        }
-        if (nch > 1) continue;
-        for (int h = 0; h < NH; h++) {
-            float *oh = o + (size_t)h * HD;
-            if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
-                memset(oh, 0, (size_t)HD * sizeof(float));
-                continue;
-            }
-            const float inv = 1.0f / ml[2 * h + 1];
-            for (int i = 0; i < HD; i++) oh[i] *= inv;
-        }
+    }
+    if (nch > 1) return;
+    for (int h = 0; h < NH; h++) {
+        float *oh = o + (size_t)h * HD;
+        const float inv = 1.0f / ml[2 * h + 1];
+        for (int i = 0; i < HD; i++) oh[i] *= inv;
     }
 }
 
-/* The tokens of more than one chunk: out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c per query head,
- * M = max_c m_c. */
-static void attn_merge(const attn_task *a) {
-    const cmf_batch *b = a->b;
-    const cmf_config *c = &b->m->cfg;
+/* Token t's output from its nch > 1 chunk records (part: nch records of n_heads * (2 + head_dim) floats):
+ * out = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M) l_c per query head, M = max_c m_c. */
+static void attn_merge_token(const attn_task *a, int t, const float *part, int nch) {
+    const cmf_config *c = &a->b->m->cfg;
     const int HD = c->head_dim, NH = c->n_heads;
+    for (int h = 0; h < NH; h++)
+        cmf_attn_merge(part + (size_t)h * (2 + HD), nch, (int64_t)NH * (2 + HD), HD,
+                       a->b->att + (size_t)t * NH * HD + (size_t)h * HD);
+}
+
+/* A task mask's dead heads contribute nothing. */
+static void attn_dead_heads(const attn_task *a, int t) {
+    const cmf_config *c = &a->b->m->cfg;
     const uint8_t *heads =
-        a->seqs[0]->mask ? cmf_mask_head_row(b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    for (int t = a->t0; t < a->t1; t++) {
-        const int nch = a->off[t + 1] - a->off[t];
-        if (nch == 1 || attn_skipped(a->seqs[t], a->layer)) continue;
-        for (int h = 0; h < NH; h++) {
-            float *out = b->att + (size_t)t * NH * HD + (size_t)h * HD;
-            if (heads && !cmf_mask_bit(heads, (uint32_t)h)) { /* a dead head contributes nothing */
-                memset(out, 0, (size_t)HD * sizeof(float));
-                continue;
-            }
-            const float *p0 = a->part + (size_t)(a->off[t] - a->off[a->t0]) * NH * (2 + HD) + (size_t)h * (2 + HD);
-            cmf_attn_merge(p0, nch, (int64_t)NH * (2 + HD), HD, out);
+        a->seqs[0]->mask ? cmf_mask_head_row(a->b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
+    for (int h = 0; heads && h < c->n_heads; h++)
+        if (!cmf_mask_bit(heads, (uint32_t)h))
+            memset(a->b->att + ((size_t)t * c->n_heads + h) * c->head_dim, 0, (size_t)c->head_dim * sizeof(float));
+}
+
+static void attn_worker(void *ctx, int ith, int nth) {
+    attn_task *a = ctx;
+    const cmf_config *c = &a->b->m->cfg;
+    const int NH = c->n_heads, group = NH / c->n_kv_heads;
+    const size_t rec = (size_t)NH * (2 + c->head_dim);
+    float *scratch = cmf_pool_scratch(a->b->pool, ith, 0); /* reserved by cpu_attention */
+    float *ml2 = scratch + (size_t)group * CMF_ATTN_SB, *own = ml2 + 2 * (size_t)NH;
+    if (a->per_token) {
+        for (int t = ith; t < a->n; t += nth) {
+            if (attn_skipped(a->seqs[t], a->layer)) continue;
+            const int nch = a->off[t + 1] - a->off[t];
+            for (int ch = 0; ch < nch; ch++) attn_one(a, t, ch, nch, own + (size_t)ch * rec, ml2, scratch);
+            if (nch > 1) attn_merge_token(a, t, own, nch);
+            attn_dead_heads(a, t);
         }
+        return;
+    }
+    int t = 0;
+    for (int job = ith; job < a->off[a->n]; job += nth) {
+        while (job >= a->off[t + 1]) t++;
+        const int nch = a->off[t + 1] - a->off[t];
+        if (attn_skipped(a->seqs[t], a->layer)) continue;
+        attn_one(a, t, job - a->off[t], nch, a->part + (size_t)job * rec, ml2, scratch);
+        if (nch == 1) attn_dead_heads(a, t);
     }
 }
 
@@ -397,20 +399,19 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     /* the chunks of each token (attn_nch: its own range only) and the work; small work (short contexts, tiny
      * heads) and a single job run on the caller: waking the pool costs more */
     double work = 0;
-    int jobs = 0, most = 1;
+    int most = 1;
     for (int t = 0; t < n; t++) {
         int start, len;
         attn_range(b, l, t, &start, &len);
         work += len;
-        jobs += attn_nch(len);
         most = attn_nch(len) > most ? attn_nch(len) : most;
     }
     work *= (double)c->n_heads * HD;
+    const int pool_n = cmf_pool_size(b->pool), per_token = n >= 4 * pool_n || most == 1;
     const size_t rec = (size_t)c->n_heads * (2 + HD) * sizeof(float); /* one chunk's states */
-    const int per = (int)(ATTN_PART_BYTES / rec) > most ? (int)(ATTN_PART_BYTES / rec) : most; /* jobs per fan-out */
     const size_t offb = ((size_t)(n + 1) * sizeof(int) + 63) & ~(size_t)63;
-    uint8_t *sh = cmf_pool_shared(b->pool, offb + (most > 1 ? (size_t)(jobs < per ? jobs : per) * rec : 0));
-    if (!sh) return cmf_err(CMF_E_NOMEM, "cpu attention: cannot allocate the partial sums of %d chunks", jobs);
+    uint8_t *sh = cmf_pool_shared(b->pool, offb + (per_token ? 0 : (size_t)n * most * rec));
+    if (!sh) return cmf_err(CMF_E_NOMEM, "cpu attention: cannot allocate the partial sums of %d tokens", n);
     int *off = (int *)(void *)sh;
     off[0] = 0;
     for (int t = 0; t < n; t++) {
@@ -418,17 +419,18 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
         attn_range(b, l, t, &start, &len);
         off[t + 1] = off[t] + attn_nch(len);
     }
-    cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)c->n_heads) * sizeof(float));
+    cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)c->n_heads) * sizeof(float) +
+                                                  (per_token ? (size_t)most * rec : 0));
     if (st != CMF_OK) return st;
-    attn_task at = {b, seqs, l, n, 0, 0, off, most > 1 ? (float *)(void *)(sh + offb) : NULL};
-    for (; at.t0 < n; at.t0 = at.t1) { /* tokens in runs whose partial states fit the buffer (one run: decode) */
-        at.t1 = at.t0 + 1;
-        while (at.t1 < n && off[at.t1 + 1] - off[at.t0] <= per) at.t1++;
-        const int nth = work < 65536 || off[at.t1] - off[at.t0] == 1 ? 1 : cmf_pool_size(b->pool);
-        if (nth == 1) attn_worker(&at, 0, 1);
-        else cmf_pool_run(b->pool, attn_worker, &at);
-        if (most > 1) attn_merge(&at);
-    }
+    attn_task at = {b, seqs, l, n, per_token, off, per_token ? NULL : (float *)(void *)(sh + offb)};
+    const int jobs = per_token ? n : off[n];
+    if (work < 65536 || jobs == 1) attn_worker(&at, 0, 1);
+    else cmf_pool_run(b->pool, attn_worker, &at);
+    for (int t = 0; t < n && !per_token; t++) /* per chunk: the merge of the tokens of several chunks */
+        if (off[t + 1] - off[t] > 1 && !attn_skipped(seqs[t], l)) {
+            attn_merge_token(&at, t, at.part + (size_t)off[t] * (rec / sizeof(float)), off[t + 1] - off[t]);
+            attn_dead_heads(&at, t);
+        }
     o1_task ot = {b, seqs, l, n, b->sealed, 0};
     for (int t = 0; t < n; t++) {
         cmf_session *s = seqs[t];
