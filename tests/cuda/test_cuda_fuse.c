@@ -6,6 +6,7 @@
  * for q8_row and q4tp, n = 1, 3, 8, rows of 1024 / 4096 / 8224 columns (one, two and four warps per row), one and two
  * activation levels, on fresh random data with poisoned outputs. Also the refusals (f16 weights, d_res on several
  * products). Exits 77 (ctest SKIP) without a CUDA device. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -129,6 +130,65 @@ static void test_norm(int dt, int64_t d, int n, int mode) {
     free(hw);
 }
 
+/* cmf_cuda_attn_decode_rope against cmf_cuda_qk_norm_rope_kv + cmf_cuda_attn_decode_dpos: the output and the whole
+ * cache bit for bit, the raw q / k left as they were. Cache rows before pos random, the rest zero. */
+static void test_attn_rope(int kv_type, int H, int NKV, int D, int rot, int pairing, int qknorm, int window,
+                           int64_t pos) {
+    const int64_t n_ctx = 300, row = (int64_t)NKV * D;
+    const size_t es = kv_type == CMF_CUDA_KV_F32 ? 4 : 2, cb = (size_t)(n_ctx * row) * es;
+    cmf_cuda_attn a;
+    memset(&a, 0, sizeof a);
+    a.n_heads = H, a.n_kv_heads = NKV, a.head_dim = D, a.scale = 0.088f, a.window = window, a.kv_type = kv_type;
+    /* the cache: random rows before pos (f32 values, or f16 bits of them) */
+    uint8_t *hc = calloc(1, cb), *hv = calloc(1, cb);
+    float *r1 = ref_rand_vec(&rng, pos * row, 1.0f), *r2 = ref_rand_vec(&rng, pos * row, 1.0f);
+    for (int64_t i = 0; i < pos * row; i++) {
+        if (es == 4) {
+            memcpy(hc + 4 * i, &r1[i], 4), memcpy(hv + 4 * i, &r2[i], 4);
+        } else { /* f16 bits of finite values below 2 (bit 14, the exponent's top bit, clear) */
+            const uint16_t b1 = (uint16_t)((uint32_t)((r1[i] + 1.0f) * 16384.0f) & 0xbfffu);
+            const uint16_t b2 = (uint16_t)((uint32_t)((r2[i] + 1.0f) * 16384.0f) & 0xbfffu);
+            memcpy(hc + 2 * i, &b1, 2), memcpy(hv + 2 * i, &b2, 2);
+        }
+    }
+    void *k1 = ref_dev_from(hc, cb), *v1 = ref_dev_from(hv, cb), *k2 = ref_dev_from(hc, cb), *v2 = ref_dev_from(hv, cb);
+    float *hq = ref_rand_vec(&rng, (int64_t)H * D, 2.0f), *hk = ref_rand_vec(&rng, row, 2.0f);
+    float *hvv = ref_rand_vec(&rng, row, 1.0f), *hw = ref_rand_vec(&rng, 2 * D, 1.0f);
+    float hf[128];
+    for (int i = 0; i < rot / 2; i++) hf[i] = powf(10000.0f, -2.0f * (float)i / (float)rot);
+    const size_t qb = sizeof(float) * (size_t)(H * D);
+    float *q1 = ref_dev_from(hq, qb), *q2 = ref_dev_from(hq, qb);
+    float *kk1 = ref_dev_from(hk, sizeof(float) * (size_t)row), *kk2 = ref_dev_from(hk, sizeof(float) * (size_t)row);
+    float *vv = ref_dev_from(hvv, sizeof(float) * (size_t)row), *w = ref_dev_from(hw, sizeof(float) * (size_t)(2 * D));
+    float *f = ref_dev_from(hf, sizeof hf);
+    const int32_t hp = (int32_t)pos;
+    int32_t *dpos = ref_dev_from(&hp, sizeof hp);
+    const size_t wb = cmf_cuda_attn_decode_work_bytes(&a, n_ctx);
+    void *w1 = NULL, *w2 = NULL;
+    OK(cmf_cuda_malloc(&w1, wb));
+    OK(cmf_cuda_malloc(&w2, wb));
+    OK(cmf_cuda_memset(w1, 0, wb, NULL));
+    OK(cmf_cuda_memset(w2, 0, wb, NULL));
+    const size_t ob = sizeof(float) * (size_t)(H * D);
+    float *o1 = ref_dev_poison(ob), *o2 = ref_dev_poison(ob);
+    const float *qw = qknorm ? w : NULL, *kw = qknorm ? w + D : NULL;
+    OK(cmf_cuda_qk_norm_rope_kv(q1, kk1, vv, 1, H, NKV, D, qw, kw, 1e-6f, qknorm == 2, rot, f, dpos, pairing, k1, v1,
+                                kv_type, NULL));
+    OK(cmf_cuda_attn_decode_dpos(&a, q1, k1, v1, dpos, n_ctx, o1, w1, NULL));
+    cmf_cuda_qk_rope r = {qw, kw, 1e-6f, qknorm == 2, rot, f, pairing};
+    CHECK(cmf_cuda_attn_decode_rope_ok(&a, &r));
+    OK(cmf_cuda_attn_decode_rope(&a, q2, kk2, vv, &r, k2, v2, dpos, n_ctx, o2, w2, NULL));
+    CHECK_MSG(same_bits(o2, o1, (int64_t)H * D), "attn_decode_rope H %d/%d D %d rot %d pairing %d qknorm %d window %d "
+              "pos %lld kv %d: output differs", H, NKV, D, rot, pairing, qknorm, window, (long long)pos, kv_type);
+    CHECK_MSG(same_bits(k2, k1, (int64_t)(cb / 4)) && same_bits(v2, v1, (int64_t)(cb / 4)),
+              "attn_decode_rope pos %lld: cache differs", (long long)pos);
+    float *q0 = ref_dev_from(hq, sizeof(float) * (size_t)(H * D));
+    CHECK_MSG(same_bits(q2, q0, (int64_t)H * D), "attn_decode_rope: q was modified");
+    void *bufs[] = {k1, v1, k2, v2, q1, q2, kk1, kk2, vv, w, f, dpos, w1, w2, o1, o2, q0};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) cmf_cuda_free(bufs[i]);
+    free(hc), free(hv), free(r1), free(r2), free(hq), free(hk), free(hvv), free(hw);
+}
+
 int main(void) {
     int ndev = 0;
     cmf_cuda_device_count(&ndev);
@@ -147,6 +207,26 @@ int main(void) {
                     test_residual(dts[di], 130, cols[ci], ns[ni]);
                     test_norm(dts[di], cols[ci], ns[ni], (ci + ni) % 3);
                 }
+    }
+    /* the decode attention with the q/k norm + RoPE + cache write inside: qwen3-like (q/k norm, half pairing),
+     * llama-like (no norm), gemma-style norm weights, interleaved partial rotary, no RoPE, a sliding window, f32
+     * caches, 8 query heads per KV head; first token, one split, several splits, the cache's end */
+    const int64_t poss[4] = {0, 40, 170, 299};
+    for (int pi = 0; pi < 4; pi++) {
+        const int64_t p = poss[pi];
+        test_attn_rope(CMF_CUDA_KV_F16, 16, 8, 128, 128, CMF_CUDA_ROPE_HALF, 1, 0, p);
+        test_attn_rope(CMF_CUDA_KV_F16, 32, 8, 128, 128, CMF_CUDA_ROPE_HALF, 0, 0, p);
+        test_attn_rope(CMF_CUDA_KV_F32, 16, 4, 64, 32, CMF_CUDA_ROPE_INTERLEAVED, 2, 0, p);
+        test_attn_rope(CMF_CUDA_KV_F16, 8, 8, 256, 0, CMF_CUDA_ROPE_HALF, 1, 64, p);
+        test_attn_rope(CMF_CUDA_KV_F32, 64, 8, 96, 96, CMF_CUDA_ROPE_HALF, 0, 100, p);
+    }
+    {
+        cmf_cuda_attn a;
+        memset(&a, 0, sizeof a);
+        a.n_heads = 32, a.n_kv_heads = 2, a.head_dim = 128, a.scale = 0.1f;
+        cmf_cuda_qk_rope r;
+        memset(&r, 0, sizeof r);
+        CHECK(!cmf_cuda_attn_decode_rope_ok(&a, &r)); /* 16 query heads per KV head: not in one block */
     }
     /* the f32-activation path and f16 weights are refused */
     cmf_cuda_weight f;

@@ -74,19 +74,35 @@ static __device__ __forceinline__ float merge_dim(const float *w, int used, int 
     return o / ls;
 }
 
+/* The q/k norm + RoPE + cache write of the decode token, done inside the attention kernel (on != 0;
+ * cmf_cuda_attn_decode_rope): q, k, v are the raw projections of the token. */
+struct AttnRope {
+    const float *k, *v;      /* raw K / V rows of the token [n_kv_heads][head_dim] */
+    const float *qw, *kw;    /* q / k norm weights (NULL: no norm) */
+    const float *inv_freq;   /* RoPE frequencies (rot > 0) */
+    void *kc, *vc;           /* the cache, written at the token's position */
+    float eps;
+    int gemma, rot, interleaved, on;
+};
+
 /* Block (kv head, split, head chunk): lane groups of L = pow2(D/8) lanes each hold one key row (16 bytes per lane),
- * GH query heads of the group in registers; per-group online softmax, then a merge in shared memory. */
+ * GH query heads of the group in registers; per-group online softmax, then a merge in shared memory. With fr.on
+ * (one head chunk: G <= AD_MAXG), each block first normalizes and rotates its query heads into shared memory
+ * (warp_head_norm_rope, the code of cmf_cuda_qk_norm_rope_kv), and the block whose split holds the position also
+ * does the token's K head, writes K and V into the cache and scores that key from shared memory (rounded as the
+ * cache stores it), so the result has the bits of qk_norm_rope_kv followed by the plain kernel. */
 template <int GH, int L, bool KF>
 static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
                                                                   const uint16_t *__restrict__ kc,
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
                                                                   const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work, int *__restrict__ done,
-                                                                  float *__restrict__ out) {
+                                                                  float *__restrict__ out, AttnRope fr) {
     pdl_enter();
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
     __shared__ float sm_ml[NG][GH][2];
     __shared__ float sm_acc[NG][GH][8 * L];
+    __shared__ float rq[GH][8 * L], rk[8 * L], rv[8 * L]; /* fr.on: the token's rotated q heads, K and V rows */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int kvh = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * AD_MAXG;
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
@@ -96,20 +112,40 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
     const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this block */
     const int lane = threadIdx.x & 31, sub = lane % L, grp = (threadIdx.x >> 5) * GPW + lane / L;
     const bool has_d = sub * 8 < D;
+    const int64_t j0 = k_first + (int64_t)split * split_len;
+    int64_t j1 = j0 + split_len;
+    if (j1 > pos + 1) j1 = pos + 1;
+    const bool own = fr.on && j1 == pos + 1; /* this split holds the token's own key */
+    if (fr.on) { /* block-uniform */
+        const int warp = threadIdx.x >> 5, nw = AD_THREADS / 32;
+        const float p = fr.rot > 0 ? (float)pos : 0.0f;
+        for (int h = warp; h < gh; h += nw)
+            warp_head_norm_rope(q + (int64_t)(kvh * G + h0 + h) * D, rq[h], D, fr.qw, fr.eps, fr.gemma, fr.rot,
+                                fr.inv_freq, p, fr.interleaved, lane);
+        if (own && warp == gh % nw) { /* the token's K head and V row: into the cache, and as the cache reads back */
+            warp_head_norm_rope(fr.k + (int64_t)kvh * D, rk, D, fr.kw, fr.eps, fr.gemma, fr.rot, fr.inv_freq, p,
+                                fr.interleaved, lane);
+            const int64_t dst = pos * (int64_t)a.n_kv_heads * D + (int64_t)kvh * D;
+            for (int c = lane; c < D; c += 32) {
+                const float kx = rk[c], vx = fr.v[(int64_t)kvh * D + c];
+                kv_store(fr.kc, dst + c, kx, KF);
+                kv_store(fr.vc, dst + c, vx, KF);
+                rk[c] = kv_round(kx, KF), rv[c] = kv_round(vx, KF);
+            }
+        }
+        __syncthreads();
+    }
     float qv[GH][8], acc[GH][8], m[GH], l[GH];
 #pragma unroll
     for (int h = 0; h < GH; h++) {
         m[h] = -INFINITY, l[h] = 0.0f;
-        const float *qh = q + (int64_t)(kvh * G + h0 + (h < gh ? h : 0)) * D + sub * 8;
+        const float *qh = fr.on ? rq[h < gh ? h : 0] + sub * 8 : q + (int64_t)(kvh * G + h0 + (h < gh ? h : 0)) * D + sub * 8;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             qv[h][i] = has_d ? qh[i] * a.scale : 0.0f;
             acc[h][i] = 0.0f;
         }
     }
-    const int64_t j0 = k_first + (int64_t)split * split_len;
-    int64_t j1 = j0 + split_len;
-    if (j1 > pos + 1) j1 = pos + 1;
     const int64_t row = (int64_t)a.n_kv_heads * D;
     /* warp-uniform trip count: every lane of a warp joins each shuffle; lanes past the split's end score zeros and
      * skip the update */
@@ -117,7 +153,10 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
         const int64_t j = jb + lane / L;
         const bool valid = j < j1;
         float kf[8], vf[8];
-        if (has_d && valid && KF) { /* f32 cache: two 16-byte loads per row */
+        if (has_d && valid && own && j == pos) { /* the token's own key (fr.on): from shared memory */
+#pragma unroll
+            for (int i = 0; i < 8; i++) kf[i] = rk[sub * 8 + i], vf[i] = rv[sub * 8 + i];
+        } else if (has_d && valid && KF) { /* f32 cache: two 16-byte loads per row */
             const float4 *kp = (const float4 *)((const float *)kc + j * row + (int64_t)kvh * D + sub * 8);
             const float4 *vp = (const float4 *)((const float *)vc + j * row + (int64_t)kvh * D + sub * 8);
             const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
@@ -207,22 +246,24 @@ static cmf_status attn_check(const cmf_cuda_attn *a) {
 template <int GH, bool KF>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
-                         float *out, cudaStream_t s) {
+                         float *out, const AttnRope &fr, cudaStream_t s) {
+#define AS(LL) cu_launch(k_attn_split<GH, LL, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, fr)
     switch (L) {
-    case 1: cu_launch(k_attn_split<GH, 1, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 2: cu_launch(k_attn_split<GH, 2, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 4: cu_launch(k_attn_split<GH, 4, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 8: cu_launch(k_attn_split<GH, 8, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    case 16: cu_launch(k_attn_split<GH, 16, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
-    default: cu_launch(k_attn_split<GH, 32, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out); break;
+    case 1: AS(1); break;
+    case 2: AS(2); break;
+    case 4: AS(4); break;
+    case 8: AS(8); break;
+    case 16: AS(16); break;
+    default: AS(32); break;
     }
+#undef AS
 }
 
 /* Both decode entry points: grid.y = ns splits (the most any position up to the cache's end needs when dpos is
  * given); the kernels derive the position's own split geometry, so both give the same bits. */
 static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k, const uint16_t *d_v,
                                 int64_t pos, const int32_t *dpos, int ns, float *d_out, void *d_work,
-                                cudaStream_t s) {
+                                cudaStream_t s, const AttnRope &fr = AttnRope()) {
     int G = a->n_heads / a->n_kv_heads;
     int L = pow2_at_least(a->head_dim / 8);
     dim3 grid((unsigned)a->n_kv_heads, (unsigned)ns, (unsigned)((G + AD_MAXG - 1) / AD_MAXG));
@@ -230,15 +271,15 @@ static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const 
     float *work = (float *)((char *)d_work + work_counters(a));
     int gh = G < AD_MAXG ? G : AD_MAXG;
     if (a->kv_type == CMF_CUDA_KV_F32) {
-        if (gh == 1) launch_split<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-        else if (gh == 2) launch_split<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-        else if (gh <= 4) launch_split<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-        else launch_split<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        if (gh == 1) launch_split<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh == 2) launch_split<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh <= 4) launch_split<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else launch_split<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
     } else {
-        if (gh == 1) launch_split<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-        else if (gh == 2) launch_split<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-        else if (gh <= 4) launch_split<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
-        else launch_split<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, s);
+        if (gh == 1) launch_split<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh == 2) launch_split<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh <= 4) launch_split<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else launch_split<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
     }
     CU_LAUNCHED("attention decode kernel");
     return CMF_OK;
@@ -267,6 +308,35 @@ extern "C" cmf_status cmf_cuda_attn_decode_dpos(const cmf_cuda_attn *a, const fl
     const int64_t keys = a->window > 0 && a->window < n_ctx ? a->window : n_ctx;
     const int ns = (int)decode_splits(a->n_kv_heads, keys);
     return decode_launch(a, d_q, d_k, d_v, 0, d_pos, ns, d_out, d_work, CU_STREAM(stream));
+}
+
+extern "C" cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const float *d_q, const float *d_k,
+                                                const float *d_v, const cmf_cuda_qk_rope *r, void *d_kc, void *d_vc,
+                                                const int32_t *d_pos, int64_t n_ctx, float *d_out, void *d_work,
+                                                cmf_cuda_stream stream) {
+    cmf_status st = attn_check(a);
+    if (st != CMF_OK) return st;
+    if (n_ctx < 1 || !r) return cmf_err(CMF_E_ARG, "cuda_attn_decode_rope: n_ctx %lld < 1 or no RoPE arguments",
+                                        (long long)n_ctx);
+    if (!d_q || !d_k || !d_v || !d_kc || !d_vc || !d_out || !d_work || !d_pos)
+        return cmf_err(CMF_E_ARG, "cuda_attn_decode_rope: NULL buffer");
+    if (!cmf_cuda_attn_decode_rope_ok(a, r))
+        return cmf_err(CMF_E_ARG, "cuda_attn_decode_rope: needs n_heads / n_kv_heads <= %d, rot_dim %d even and <= "
+                                  "head_dim %d with frequencies, q and k norm weights both or neither",
+                       AD_MAXG, r->rot_dim, a->head_dim);
+    AttnRope fr;
+    fr.k = d_k, fr.v = d_v, fr.qw = r->d_qw, fr.kw = r->d_kw, fr.inv_freq = r->d_inv_freq;
+    fr.kc = d_kc, fr.vc = d_vc, fr.eps = r->eps, fr.gemma = r->gemma_style, fr.rot = r->rot_dim;
+    fr.interleaved = r->pairing == CMF_CUDA_ROPE_INTERLEAVED, fr.on = 1;
+    const int64_t keys = a->window > 0 && a->window < n_ctx ? a->window : n_ctx;
+    const int ns = (int)decode_splits(a->n_kv_heads, keys);
+    return decode_launch(a, d_q, (const uint16_t *)d_kc, (const uint16_t *)d_vc, 0, d_pos, ns, d_out, d_work,
+                         CU_STREAM(stream), fr);
+}
+
+extern "C" int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope *r) {
+    return a && r && attn_check(a) == CMF_OK && a->n_heads / a->n_kv_heads <= AD_MAXG && r->rot_dim >= 0 &&
+           r->rot_dim % 2 == 0 && r->rot_dim <= a->head_dim && (!r->rot_dim || r->d_inv_freq) && !r->d_qw == !r->d_kw;
 }
 
 /* ---- causal prefill ------------------------------------------------------------------------------------- */

@@ -426,6 +426,19 @@ cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, 
     }
     I->pr_L = NULL;
     if (st == CMF_OK) st = flush_pending(I);
+    if (st == CMF_OK && rope && I->fuse_attn && n <= GRAPH_MAX_TOK) { /* held for the attention launch */
+        bool ones = true;
+        for (int t = 0; t < n && ones; t++) ones = run_len(seqs, t, n) == 1;
+        cmf_cuda_attn a = attn_params(&b->m->cfg, b->m->cfg.is_sliding[l] ? b->m->cfg.sliding_window : 0);
+        a.kv_type = I->kv_type;
+        cmf_cuda_qk_rope r;
+        if (ones && rope_args(I, b, rope, l, &r) == CMF_OK && cmf_cuda_attn_decode_rope_ok(&a, &r)) {
+            I->fa.L = rope, I->fa.b = b, I->fa.layer = l, I->fa.n = n;
+            for (int t = 0; t < n; t++) I->fa.s[t] = seqs[t];
+            return CMF_OK;
+        }
+        cmf_err_clear();
+    }
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
@@ -447,13 +460,23 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
     cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
     a.kv_type = I->kv_type;
     cmf_status st = wait_resolve(I);
+    const bool fused = I->fa.L && I->fa.layer == l && I->fa.b == b && I->fa.n == n; /* CMF_CUDA_FUSE_ATTN=1 */
+    cmf_cuda_qk_rope qr;
+    if (fused) {
+        if (st == CMF_OK) st = rope_args(I, b, I->fa.L, l, &qr);
+        I->fa.L = NULL;
+    }
     if (st == CMF_OK) st = flush_pending(I);
+    const size_t KVD = (size_t)c->n_kv_heads * c->head_dim;
     for (int t = 0, r; t < n && st == CMF_OK; t += r) {
         r = run_len(seqs, t, n);
         const cmf_session *s = seqs[t];
         const uint16_t *dk = (const uint16_t *)kv_at(I, s->dk, s->kv_off[l]);
         const uint16_t *dv = (const uint16_t *)kv_at(I, s->dv, s->kv_off[l]);
-        if (r == 1)
+        if (fused)
+            st = cmf_cuda_attn_decode_rope(&a, b->q + t * QD, b->k + t * KVD, b->v + t * KVD, &qr, (void *)dk, (void *)dv,
+                                           D_POS(I) + t, s->n_ctx, b->att + t * QD, I->d_work, I->stream);
+        else if (r == 1)
             st = cmf_cuda_attn_decode_dpos(&a, b->q + t * QD, dk, dv, D_POS(I) + t, s->n_ctx, b->att + t * QD, I->d_work,
                                            I->stream);
         else if (I->kv_type == CMF_CUDA_KV_F32) /* f32 K/V: the f32 prefill kernel (the tensor-core one reads f16) */
@@ -618,6 +641,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->kv_type = m->cache_type == CMF_CACHE_F32 ? CMF_CUDA_KV_F32 : CMF_CUDA_KV_F16;
     const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
     I->fuse_norm = fz && fz[0] == '1';
+    const char *fa = getenv("CMF_CUDA_FUSE_ATTN"); /* opt-in until measured (block comment "fusion") */
+    I->fuse_attn = fa && fa[0] == '1';
     const char *fp = getenv("CMF_CUDA_FUSE_PRE"); /* on by default (block comment "fusion") */
     I->fuse_pre = !(fp && fp[0] == '0');
     pthread_mutex_init(&I->mu, NULL);

@@ -86,6 +86,14 @@ struct cuda_impl {
         float eps;
     } nf;                             /* a pending RMSNorm out = norm(x), for the prologue of the products of out */
     int has_nf;
+    int fuse_attn;                    /* CMF_CUDA_FUSE_ATTN=1: the decode token's q/k norm + RoPE + cache write in
+                                         the attention launch (cmf_cuda_attn_decode_rope) */
+    struct {
+        const cmf_layer *L;           /* pending (kv_write -> attention) when not NULL */
+        cmf_batch *b;
+        int layer, n;
+        const cmf_session *s[GRAPH_MAX_TOK];
+    } fa;
     float *pa_x, *pa_o;               /* pending residual add x += o (pa_x != NULL) */
     int pa_rows, pa_d;
     const cmf_layer *pr_L;            /* pending q/k norm + RoPE (pr_L != NULL) */
@@ -145,6 +153,8 @@ void *kv_at(cuda_impl *I, void *cache, size_t off);  /* element off of a K or V 
 cmf_status rope_now(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, int t0, int r, const cmf_session *s);
 cmf_status flush_rope(cuda_impl *I);
 cmf_status flush_pending(cuda_impl *I);              /* everything pending, in the forward's order */
+cmf_status flush_fa(cuda_impl *I);                   /* a kv_write held for the attention: norm + RoPE + cache now */
+cmf_status rope_args(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, cmf_cuda_qk_rope *r);
 void drop_pending(cuda_impl *I);
 
 /* ---- backend_graph.cu (block comment "CUDA graphs" there) ---- */

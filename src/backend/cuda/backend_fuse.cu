@@ -207,6 +207,30 @@ void *kv_at(cuda_impl *I, void *cache, size_t off) {
 }
 
 /* q/k norm + RoPE of the pending qk_rope; with a session, also its K/V rows into the cache (tokens t0 .. t0+r). */
+/* The q/k norm + RoPE arguments of layer L (cmf_cuda_attn_decode_rope). */
+cmf_status rope_args(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, cmf_cuda_qk_rope *r) {
+    const cmf_config *c = &b->m->cfg;
+    memset(r, 0, sizeof *r);
+    if (L->q_norm) {
+        r->d_qw = dev_vec(I, L->q_norm), r->d_kw = dev_vec(I, L->k_norm);
+        if (!r->d_qw || !r->d_kw) return cmf_err(CMF_E_ARG, "cuda: q/k norm of layer %d is not resident", layer);
+    }
+    r->eps = c->rms_norm_eps, r->gemma_style = c->gemma_norm, r->rot_dim = c->rot_dim > 0 ? c->rot_dim : 0;
+    r->d_inv_freq = c->rot_dim > 0 ? dev_vec(I, b->m->rope_inv_freq + (c->is_sliding[layer] ? c->rot_dim / 2 : 0))
+                                   : NULL;
+    r->pairing = c->rope_pairing == CMF_ROPE_INTERLEAVED ? CMF_CUDA_ROPE_INTERLEAVED : CMF_CUDA_ROPE_HALF;
+    return CMF_OK;
+}
+
+cmf_status flush_fa(cuda_impl *I) {
+    if (!I->fa.L) return CMF_OK;
+    const cmf_layer *L = I->fa.L;
+    I->fa.L = NULL;
+    cmf_status st = CMF_OK;
+    for (int t = 0; t < I->fa.n && st == CMF_OK; t++) st = rope_now(I, I->fa.b, L, I->fa.layer, t, 1, I->fa.s[t]);
+    return st;
+}
+
 cmf_status rope_now(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, int t0, int r, const cmf_session *s) {
     const cmf_config *c = &b->m->cfg;
     const float *qn = NULL, *kn = NULL;
@@ -234,7 +258,8 @@ cmf_status flush_rope(cuda_impl *I) {
 }
 
 cmf_status flush_pending(cuda_impl *I) {
-    cmf_status st = flush_add(I);
+    cmf_status st = flush_fa(I);
+    if (st == CMF_OK) st = flush_add(I);
     if (st == CMF_OK) st = flush_mm(I);
     if (st == CMF_OK) st = flush_rope(I);
     return st;
@@ -244,6 +269,7 @@ void drop_pending(cuda_impl *I) {
     I->n_pm = 0;
     I->pm_rx = NULL;
     I->has_nf = 0;
+    I->fa.L = NULL;
     I->pa_x = NULL;
     I->pr_L = NULL;
 }

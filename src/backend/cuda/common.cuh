@@ -56,6 +56,53 @@ static __device__ __forceinline__ float block_sum256(float v, float *sh) {
     return r;
 }
 
+/* One cache element: f16 (round to nearest even) or f32 (enum cmf_cuda_kv). */
+static __device__ __forceinline__ void kv_store(void *c, int64_t i, float x, int f32) {
+    if (f32) ((float *)c)[i] = x;
+    else ((uint16_t *)c)[i] = __half_as_ushort(__float2half_rn(x));
+}
+/* The value a cache element stored by kv_store reads back as. */
+static __device__ __forceinline__ float kv_round(float x, int f32) { return f32 ? x : __half2float(__float2half_rn(x)); }
+
+/* One head of hd <= 256 values by one warp (lane + 32 i): the q/k RMSNorm (when w: x * inv * g as k_rmsnorm, f32 sum
+ * of squares in the warp's order; gemma: g = 1 + w) from `in` into `out` (may be in), then the RoPE pairs of the
+ * first rot dims of `out` rotated by p * inv_freq[i] (half or interleaved pairing; explicit fma / mul so that every
+ * kernel that calls it gives the same bits). __syncwarp orders the lanes' writes of out. */
+static __device__ __forceinline__ void warp_head_norm_rope(const float *in, float *out, int hd, const float *w,
+                                                           float eps, int gemma, int rot, const float *inv_freq,
+                                                           float p, int interleaved, int lane) {
+    if (w) {
+        float x[8], ss = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int c = lane + 32 * i;
+            x[i] = c < hd ? in[c] : 0.0f;
+            ss = fmaf(x[i], x[i], ss);
+        }
+        ss = warp_sum(ss);
+        const float inv = 1.0f / sqrtf(ss / (float)hd + eps);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int c = lane + 32 * i;
+            if (c < hd) out[c] = __fmul_rn(__fmul_rn(x[i], inv), gemma ? 1.0f + w[c] : w[c]);
+        }
+        __syncwarp();
+    } else if (in != out) {
+        for (int c = lane; c < hd; c += 32) out[c] = in[c];
+        __syncwarp();
+    }
+    const int half = rot / 2;
+    for (int i = lane; i < half; i += 32) {
+        float sn, cs;
+        sincosf(p * inv_freq[i], &sn, &cs);
+        const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
+        const float x0 = out[a], x1 = out[b];
+        out[a] = __fmaf_rn(x0, cs, -__fmul_rn(x1, sn));
+        out[b] = __fmaf_rn(x1, cs, __fmul_rn(x0, sn));
+    }
+    __syncwarp();
+}
+
 /* ---- Programmatic Dependent Launch (PDL; CUDA programming guide, "Programmatic Dependent Launch and
  * Synchronization", sm_90+) --------------------------------------------------------------------------------------
  * Kernels of the decode step are launched with cudaLaunchAttributeProgrammaticStreamSerialization (cu_launch), so

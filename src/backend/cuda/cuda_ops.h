@@ -295,6 +295,25 @@ cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *d_q, const 
 cmf_status cmf_cuda_attn_decode_dpos(const cmf_cuda_attn *a, const float *d_q, const uint16_t *d_k,
                                      const uint16_t *d_v, const int32_t *d_pos, int64_t n_ctx, float *d_out,
                                      void *d_work, cmf_cuda_stream stream);
+/* The decode token's q/k RMSNorm + RoPE + K/V cache write inside the attention launch: bit for bit
+ * cmf_cuda_qk_norm_rope_kv(d_q, d_k, d_v, 1 token, ...) followed by cmf_cuda_attn_decode_dpos, except that d_q / d_k
+ * (the raw projections [n_heads][head_dim] / [n_kv_heads][head_dim]) are read, not rewritten; d_kc / d_vc are the
+ * cache (a->kv_type elements), written at *d_pos. One launch instead of two (the decode step's fewer-launches
+ * work, bench/cuda/RESULTS.md); opt-in in the backend (CMF_CUDA_FUSE_ATTN=1). cmf_cuda_attn_decode_rope_ok: whether
+ * it applies (a GQA group of at most 8 query heads per KV head, the rules of cmf_cuda_qk_norm_rope_kv), without
+ * setting an error. Errors: CMF_E_ARG, CMF_E_IO. */
+typedef struct cmf_cuda_qk_rope {
+    const float *d_qw, *d_kw; /* q / k norm weights [head_dim] (both NULL: no norm) */
+    float eps;
+    int gemma_style;
+    int rot_dim;              /* 0: no RoPE */
+    const float *d_inv_freq;  /* [rot_dim / 2] */
+    int pairing;              /* CMF_CUDA_ROPE_HALF / _INTERLEAVED */
+} cmf_cuda_qk_rope;
+cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const float *d_q, const float *d_k, const float *d_v,
+                                     const cmf_cuda_qk_rope *r, void *d_kc, void *d_vc, const int32_t *d_pos,
+                                     int64_t n_ctx, float *d_out, void *d_work, cmf_cuda_stream stream);
+int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope *r);
 /* Scratch needed by cmf_cuda_attn_decode for contexts up to n_ctx positions. */
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx);
 

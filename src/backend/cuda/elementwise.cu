@@ -187,11 +187,6 @@ extern "C" cmf_status cmf_cuda_f32_to_f16(uint16_t *d_out, const float *d_in, in
     return CMF_OK;
 }
 
-/* One cache element: f16 (round to nearest even) or f32 (enum cmf_cuda_kv). */
-static __device__ __forceinline__ void kv_store(void *c, int64_t i, float x, int f32) {
-    if (f32) ((float *)c)[i] = x;
-    else ((uint16_t *)c)[i] = __half_as_ushort(__float2half_rn(x));
-}
 
 /* K and V rows of n_tok tokens into the cache at each token's own position (read from the device, so that a
  * captured decode step replays at the next position). */
@@ -240,35 +235,8 @@ static __global__ void __launch_bounds__(128) k_qk_norm_rope(float *q, float *k,
     const int64_t th = isq ? wid : wid - nq; /* token * heads + head */
     const int64_t t = isq ? th / nh : th / nkv;
     float *v = (isq ? q : k) + th * hd;
-    if (w) {
-        float x[8], ss = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int c = lane + 32 * i;
-            x[i] = c < hd ? v[c] : 0.0f;
-            ss = fmaf(x[i], x[i], ss);
-        }
-        ss = warp_sum(ss);
-        const float inv = 1.0f / sqrtf(ss / (float)hd + eps);
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int c = lane + 32 * i;
-            if (c < hd) v[c] = x[i] * inv * (gemma ? 1.0f + w[c] : w[c]);
-        }
-        __syncwarp();
-    }
-    const int half = rot / 2;
-    const float p = (float)pos[t];
-    for (int i = lane; i < half; i += 32) {
-        float sn, cs;
-        sincosf(p * inv_freq[i], &sn, &cs);
-        const int a = interleaved ? 2 * i : i, b = interleaved ? 2 * i + 1 : i + half;
-        const float x0 = v[a], x1 = v[b];
-        v[a] = x0 * cs - x1 * sn;
-        v[b] = x1 * cs + x0 * sn;
-    }
+    warp_head_norm_rope(v, v, hd, w, eps, gemma, rot, inv_freq, rot > 0 ? (float)pos[t] : 0.0f, interleaved, lane);
     if (!isq && kc) { /* the rotated K row and the V row of this kv head into the cache at pos[t] */
-        __syncwarp();
         const int64_t kvd = (int64_t)nkv * hd, dst = (int64_t)pos[t] * kvd + (th - t * nkv) * hd;
         const float *vr = vsrc + th * hd;
         for (int c = lane; c < hd; c += 32) {
