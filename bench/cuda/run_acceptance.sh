@@ -13,7 +13,7 @@
 #  - roofline = copy bandwidth (read + write, measured by gpu_bench in the same process) / weight bytes per token.
 # Environment: SHAPES (default "qwen3-0.6b qwen3-4b llama-8b"), DTYPES ("bf16 q8 q4tp"), STAGES
 # ("build test memcheck bench"; add "dory" for bench/dory/cuda_bench.sh), CONVERT, HF_COMPILE=1 (also static cache +
-# torch.compile), REPS (3), GEN (64), HF_REPS (2), SHORT (shapes timed at context 128 only), NOGRAPH (1: q8 also
+# torch.compile), REPS (3), GEN (64), HF_REPS (2), HF_GEN (32), SHORT (shapes timed at context 128 only), NOGRAPH (1: q8 also
 # without graphs), MEMCHECK_CASES ("llama,qwen3"), PAR (1: the tests, the memcheck and test_gpu_dory run at the same
 # time, correctness only, while the random files of the shapes not in CONVERT are written in the background, one file
 # ahead of the bench loop, so the timed runs have the GPU alone; 0: one after the other), AB / AB_MODELS (tg@128 rows
@@ -135,7 +135,7 @@ if has bench; then
     hf=/tmp/hf-$shape; save=""
     case " $CONVERT " in *" $shape "*) save="--save $hf" ;; esac
     comp=""; [ "${HF_COMPILE:-0}" = 1 ] && comp="--compile"
-    timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen 32 --reps ${HF_REPS:-2} $comp 2>"$M/hf-$shape.err" |
+    timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen ${HF_GEN:-32} --reps ${HF_REPS:-2} $comp 2>"$M/hf-$shape.err" |
       tee -a "$OUT/results.txt" | grep RESULT
     geo=$(geo $shape)
     ctx=128,4096; case " ${SHORT:-} " in *" $shape "*) ctx=128 ;; esac
