@@ -74,10 +74,17 @@ if [ "$PAR" = 1 ] && has bench; then # the random files, one ahead of the bench 
       case " $CONVERT " in *" $shape "*) continue ;; esac
       for dt in $DTYPES; do
         while [ "$(ls /tmp/*.cmf 2>/dev/null | wc -l)" -ge 2 ]; do sleep 1; done
-        nice -n 10 timeout 300 $B/tests/gpu/make_random_llama /tmp/$shape-$dt.part $dt $(geo $shape) 12 > /dev/null &&
+        nice -n 19 timeout 300 $B/tests/gpu/make_random_llama /tmp/$shape-$dt.part $dt $(geo $shape) 8 > /dev/null &&
           mv /tmp/$shape-$dt.part /tmp/$shape-$dt.cmf || touch /tmp/$shape-$dt.failed
       done
-    done ) &
+    done
+    if has dory; then # bench/dory/cuda_bench.sh's files (DORY_PREGEN=1 there)
+      for dt in ${DORY_DTYPES:-bf16 q8}; do
+        while [ "$(ls /tmp/*.cmf 2>/dev/null | wc -l)" -ge 2 ]; do sleep 1; done
+        nice -n 19 timeout 240 $B/bench/dory/make_random_dory /tmp/dory4b-$dt.part $dt 8 > /tmp/dory4b-$dt.gen.log 2>&1 &&
+          mv /tmp/dory4b-$dt.part /tmp/dory4b-$dt.cmf || touch /tmp/dory4b-$dt.failed
+      done
+    fi ) &
   GEN_PID=$!
 fi
 if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on the one GPU
@@ -135,6 +142,9 @@ if has bench; then
     hf=/tmp/hf-$shape; save=""
     case " $CONVERT " in *" $shape "*) save="--save $hf" ;; esac
     comp=""; [ "${HF_COMPILE:-0}" = 1 ] && comp="--compile"
+    if [ -n "${GEN_PID:-}" ]; then # transformers' decode is host-bound: no file being written meanwhile
+      while kill -0 $GEN_PID 2>/dev/null && [ "$(ls /tmp/*.cmf 2>/dev/null | wc -l)" -lt 2 ]; do sleep 1; done
+    fi
     timeout 300 python3 bench/cuda/hf_bench.py --shape $shape $save --gen ${HF_GEN:-32} --reps ${HF_REPS:-2} $comp 2>"$M/hf-$shape.err" |
       tee -a "$OUT/results.txt" | grep RESULT
     geo=$(geo $shape)
@@ -176,7 +186,8 @@ if has bench; then
 fi
 if has dory; then # Dory 4B-shape rows, test_gpu_dory and its memcheck (bench/dory/cuda_bench.sh; opt-in: STAGES="... dory")
   echo "== dory $(el)"
-  DORY_TEST=$([ "$PAR" = 1 ] && has test && echo 0 || echo 1) B=$B OUT=$OUT LOGS=$M R=$R DEPS=$DEPS P=$P \
+  DORY_PREGEN=$([ -n "${GEN_PID:-}" ] && echo 1 || echo 0) \
+    DORY_TEST=$([ "$PAR" = 1 ] && has test && echo 0 || echo 1) B=$B OUT=$OUT LOGS=$M R=$R DEPS=$DEPS P=$P \
     bash bench/dory/cuda_bench.sh
 fi
 echo "== done $(el)"

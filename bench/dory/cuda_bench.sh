@@ -13,7 +13,7 @@
 #  5. a table of the rows with the cmf/PyTorch ratios (dory_table.md in $OUT; the logs in $LOGS).
 # Environment (set by run_acceptance.sh): B (build dir), OUT, LOGS (default $OUT), R (repository root of the carried
 # tree), DEPS, P (unpacked .debs); DORY_DTYPES, DORY_MEMCHECK (1), DORY_REPS (3), DORY_GEN (32 decode steps),
-# DORY_CTX (128), DORY_TORCH (1), DORY_NOPDL (1), DORY_TEST (1; 0: test_gpu_dory was run by the caller), DORY_NCU (0; 1: Nsight Compute's GPU time per kernel over the first DORY_NCU_N
+# DORY_CTX (128), DORY_TORCH (1), DORY_NOPDL (1), DORY_PREGEN (0; 1: the caller writes the files), DORY_TEST (1; 0: test_gpu_dory was run by the caller), DORY_NCU (0; 1: Nsight Compute's GPU time per kernel over the first DORY_NCU_N
 # kernels of decode on the first dtype's file, summarised by bench/cuda/ncu_summary.py into $LOGS).
 # Usage alone (repository root, on the device): DEPS=.cudadev-NAME STAGES=dory bash bench/cuda/run_acceptance.sh
 set -uo pipefail
@@ -34,6 +34,10 @@ brc=$?
 echo "dory build rc=$brc $(el)"
 if [ $brc -ne 0 ]; then grep -E 'error|Error' "$L/dory_build.log" | head -30; exit 1; fi
 ( for dt in $DTS; do
+    if [ "${DORY_PREGEN:-0}" = 1 ]; then # the caller writes /tmp/dory4b-$dt.cmf: wait for it (4 min at most)
+      for i in $(seq 240); do [ -f /tmp/dory4b-$dt.cmf ] || [ -f /tmp/dory4b-$dt.failed ] && break; sleep 1; done
+      continue
+    fi
     timeout 240 $B/bench/dory/make_random_dory /tmp/dory4b-$dt.cmf.part $dt 16 > /tmp/dory4b-$dt.gen.log 2>&1 &&
       mv /tmp/dory4b-$dt.cmf.part /tmp/dory4b-$dt.cmf
   done ) &
