@@ -18,7 +18,7 @@
 # time, correctness only, while the random files of the shapes not in CONVERT are written in the background, one file
 # ahead of the bench loop, so the timed runs have the GPU alone; 0: one after the other), AB / AB_MODELS (tg@128 rows
 # of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0"),
-# FORWARD_ENV (PAR=1: test_gpu_forward once more with these settings, ',' between them).
+# FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them).
 # The device machine lacks cJSON / PCRE2 / utf8proc / microhttpd / pkg-config: their Debian .debs are carried in
 # .devdeps/ (see bench/cuda/run_gpu_forward.sh); .devdeps/shared/data/hf-tiny is the shared test data; with
 # .devdeps/head.tar (`git archive HEAD`) that committed tree is built instead of the working tree.
@@ -93,11 +93,12 @@ if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on 
   timeout 200 $B/tests/cuda/test_prefill_tc > "$M/prefill_tc.log" 2>&1 & p2=$!
   timeout 200 $B/tests/cuda/test_cuda_fuse > "$M/cuda_fuse.log" 2>&1 & p3=$!
   env $TESTENV timeout 400 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1 & p4=$!
-  p5=""; p6=""; p7=""
+  p5=""; p6=""; p7=""; p8=""
   if [ -n "${FORWARD_ENV:-}" ]; then # test_gpu_forward once more under these settings (e.g. an opt-in path)
     mkdir -p /tmp/gfe
     env $TESTENV CMF_TMP=/tmp/gfe ${FORWARD_ENV//,/ } timeout 400 $B/tests/gpu/test_gpu_forward > "$M/gpu_forward_env.log" 2>&1 &
     p7=$!
+    env ${FORWARD_ENV//,/ } timeout 200 $B/tests/cuda/test_cuda_fuse > "$M/cuda_fuse_env.log" 2>&1 & p8=$!
   fi
   if has memcheck; then
     mkdir -p /tmp/gfm
@@ -116,6 +117,7 @@ if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on 
   grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -20
   grep -E 'WORST|f32-prefill|near-ties [1-9]' "$OUT/gpu_forward.log" | head -40
   if [ -n "$p5" ]; then wait $p5; echo "memcheck (${MEMCHECK_CASES:-llama,qwen3}) rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAIL' "$OUT/memcheck.log" | head -10; fi
+  if [ -n "$p7" ]; then wait $p8; echo "test_cuda_fuse ($FORWARD_ENV) rc=$?"; tail -2 "$M/cuda_fuse_env.log"; fi
   if [ -n "$p7" ]; then wait $p7; echo "test_gpu_forward ($FORWARD_ENV) rc=$?"; grep -E 'FAIL|fail' "$M/gpu_forward_env.log" | head -10; grep -E 'WORST' "$M/gpu_forward_env.log" | grep -v f32 | head -8; fi
   if [ -n "$p6" ]; then wait $p6; echo "test_gpu_dory rc=$?"; grep -E 'FAIL|fail' "$M/gpu_dory.log" | head -10; grep WORST "$M/gpu_dory.log"; fi
   STAGES=${STAGES/memcheck/}

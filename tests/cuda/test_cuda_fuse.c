@@ -4,8 +4,10 @@
  *  - d_norm_x: cmf_cuda_rmsnorm then the products (q/k/v of three weights, gate/up + GLU), and the normalized rows
  *    written to d_x; plain and gemma-style norm weights, no weight;
  * for q8_row and q4tp, n = 1, 3, 8, rows of 1024 / 4096 / 8224 columns (one, two and four warps per row), one and two
- * activation levels, on fresh random data with poisoned outputs. Also the refusals (f16 weights, d_res on several
- * products). Exits 77 (ctest SKIP) without a CUDA device. */
+ * activation levels, on fresh random data with poisoned outputs; the decode attention with the q/k norm + RoPE +
+ * cache write inside (cmf_cuda_attn_decode_rope) against qk_norm_rope_kv + attn_decode_dpos; one-token products
+ * with several row groups per block against the double reference (run with CMF_CUDA_I8_XPRE=1 too). Also the
+ * refusals (f16 weights, d_res on several products, a GQA group over 8). Exits 77 (ctest SKIP) without a device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,6 +30,21 @@ static void dev_weight(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
     w->d_data = ref_dev_from(p, (size_t)nb);
     free(p);
     free(v);
+}
+
+/* dev_weight, and the decoded floats of the encoded matrix (malloc'd; the caller frees them). */
+static float *dev_weight_dec(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
+    float *v = ref_rand_vec(&rng, rows * cols, 0.5f);
+    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
+    uint64_t nb = 0;
+    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
+    uint8_t *p = malloc((size_t)nb);
+    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, v, p));
+    OK(cmf_dequant(dt, 2, shape, p, nb, v));
+    w->dtype = dt, w->rows = rows, w->cols = cols;
+    w->d_data = ref_dev_from(p, (size_t)nb);
+    free(p);
+    return v;
 }
 
 /* Whether n floats of the device buffers a and b are the same bits. */
@@ -189,6 +206,36 @@ static void test_attn_rope(int kv_type, int H, int NKV, int D, int rot, int pair
     free(hc), free(hv), free(r1), free(r2), free(hq), free(hk), free(hvv), free(hw);
 }
 
+/* One-token products with more row groups than the resident grid (each block loops over several groups, the path
+ * of CMF_CUDA_I8_XPRE=1, which the main run of this test may set): plain and gate/up + GLU against the double
+ * reference of the Q8_0-quantized activations (one level). */
+static void test_big(int dt, int64_t rows, int64_t cols) {
+    cmf_cuda_weight w, u;
+    float *wd = dev_weight_dec(dt, rows, cols, &w), *ud = dev_weight_dec(dt, rows, cols, &u);
+    float *hx = ref_rand_vec(&rng, cols, 1.0f);
+    double *ref = malloc(sizeof(double) * (size_t)rows), *ru = malloc(sizeof(double) * (size_t)rows);
+    ref_matmul_qact(wd, rows, cols, hx, 1, 1, ref);
+    ref_matmul_qact(ud, rows, cols, hx, 1, 1, ru);
+    float *x = ref_dev_from(hx, sizeof(float) * (size_t)cols), *y = ref_dev_poison(sizeof(float) * (size_t)rows);
+    float *hy = malloc(sizeof(float) * (size_t)rows);
+    OK(cmf_cuda_matvec(&w, x, y, 1, NULL));
+    OK(cmf_cuda_download(hy, y, sizeof(float) * (size_t)rows, NULL));
+    OK(cmf_cuda_sync(NULL));
+    CHECK_MSG(ref_rel_err(hy, ref, rows) < 1e-5, "big product dtype %d [%lld, %lld]: %g", dt, (long long)rows,
+              (long long)cols, ref_rel_err(hy, ref, rows));
+    for (int64_t r = 0; r < rows; r++) ref[r] = ref[r] / (1.0 + exp(-ref[r])) * ru[r]; /* SiLU(gate) * up */
+    OK(cmf_cuda_matvec_glu(&w, &u, x, y, 1, 0, NULL));
+    OK(cmf_cuda_download(hy, y, sizeof(float) * (size_t)rows, NULL));
+    OK(cmf_cuda_sync(NULL));
+    CHECK_MSG(ref_rel_err(hy, ref, rows) < 1e-5, "big gate/up + GLU dtype %d [%lld, %lld]: %g", dt, (long long)rows,
+              (long long)cols, ref_rel_err(hy, ref, rows));
+    cmf_cuda_free((void *)w.d_data);
+    cmf_cuda_free((void *)u.d_data);
+    cmf_cuda_free(x);
+    cmf_cuda_free(y);
+    free(wd), free(ud), free(hx), free(ref), free(ru), free(hy);
+}
+
 int main(void) {
     int ndev = 0;
     cmf_cuda_device_count(&ndev);
@@ -197,6 +244,12 @@ int main(void) {
         return 77;
     }
     const int dts[2] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
+    cmf_cuda_set_i8act(1);
+    for (int di = 0; di < 2; di++) {
+        test_big(dts[di], 8000, 1024);  /* one warp per row: 500 groups of 16 rows */
+        test_big(dts[di], 4000, 2048);  /* two: 500 groups of 8 */
+        test_big(dts[di], 2051, 8224);  /* four: 513 groups of 4, the last one partial */
+    }
     const int64_t cols[3] = {1024, 4096, 8224};
     const int ns[3] = {1, 3, 8};
     for (int lv = 1; lv <= 2; lv++) {

@@ -335,7 +335,7 @@ static __device__ __forceinline__ float i8_act(float a, int gelu) {
     return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
 }
 
-template <int DT, int N, int GLU>
+template <int DT, int N, int GLU, int XP>
 static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_i8(I8Job j, const float *__restrict__ x,
                                                                                   int gelu) {
     extern __shared__ __align__(16) int8_t i8_sm[];
@@ -401,6 +401,22 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
                 i8_dot<DT, N, GLU>(j, wi, row, cb, cend, lane, wv, lv, xq, xs, sx, lad[warp], cols, acc);
             }
         pre = false;
+        /* XP (j.xpre): the next group's rows, ladders, scales and first batch now, so that its loads are in flight
+         * during this group's sums and stores (the weights are immutable; lad[warp] is free after the dots) */
+        int nwi = wi;
+        int64_t nrow[I8_R], nrbase = rbase;
+        float nrs[I8_R];
+#pragma unroll
+        for (int i = 0; i < I8_R; i++) nrow[i] = row[i], nrs[i] = rs[i];
+        bool npre = false;
+        if (XP && g + gridDim.x < j.groups) {
+            npre = i8_rows<GLU>(j, g + gridDim.x, rg, &nwi, nrow, &nrbase);
+            if (npre) {
+                i8_ladders<DT, GLU>(j, nwi, nrow, lane, lad[warp]);
+                i8_load<DT, GLU>(j, nwi, nrow, cbeg, cend, lane, wv);
+                if (j.pre) i8_rscale<DT, GLU>(j, nwi, nrow, out_lane, nrs);
+            }
+        }
         float s[I8_R][N];
 #pragma unroll
         for (int i = 0; i < I8_R; i++)
@@ -424,29 +440,35 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
                     }
             __syncthreads();
         }
-        if (!act || !out_lane) continue;
-        if (!j.pre) i8_rscale<DT, GLU>(j, wi, row, true, rs);
-        const int64_t rows = j.w[wi].rows;
+        if (act && out_lane) {
+            if (!j.pre) i8_rscale<DT, GLU>(j, wi, row, true, rs);
+            const int64_t rows = j.w[wi].rows;
 #pragma unroll
-        for (int t = 0; t < N; t++) {
-            float o[I8_R];
+            for (int t = 0; t < N; t++) {
+                float o[I8_R];
 #pragma unroll
-            for (int i = 0; i < I8_R; i++) o[i] = s[i][t] * rs[i];
-            if (GLU) {
-                j.y[0][(int64_t)t * rows + rbase] = i8_act(o[0], gelu) * o[1];
-            } else {
+                for (int i = 0; i < I8_R; i++) o[i] = s[i][t] * rs[i];
+                if (GLU) {
+                    j.y[0][(int64_t)t * rows + rbase] = i8_act(o[0], gelu) * o[1];
+                } else {
 #pragma unroll
-                for (int i = 0; i < I8_R; i++) {
-                    if (rbase + i >= rows) continue;
-                    float v = o[i];
-                    if (j.bias[wi]) v = v + j.bias[wi][rbase + i];
-                    j.y[wi][(int64_t)t * rows + rbase + i] = v;
-                    if (j.rx) { /* the residual add x += y of the output (cmf_cuda_add's x + o) */
-                        float *r = j.rx + (int64_t)t * rows + rbase + i;
-                        *r = *r + v;
+                    for (int i = 0; i < I8_R; i++) {
+                        if (rbase + i >= rows) continue;
+                        float v = o[i];
+                        if (j.bias[wi]) v = v + j.bias[wi][rbase + i];
+                        j.y[wi][(int64_t)t * rows + rbase + i] = v;
+                        if (j.rx) { /* the residual add x += y of the output (cmf_cuda_add's x + o) */
+                            float *r = j.rx + (int64_t)t * rows + rbase + i;
+                            *r = *r + v;
+                        }
                     }
                 }
             }
+        }
+        if (XP && npre) { /* the next group starts with its first batch in wv */
+            wi = nwi, rbase = nrbase, pre = true;
+#pragma unroll
+            for (int i = 0; i < I8_R; i++) row[i] = nrow[i], rs[i] = nrs[i];
         }
     }
     if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
@@ -468,13 +490,13 @@ static int i8_sms(void) {
 /* One launch of the kernel for n tokens; the grid is the row groups, at most the blocks the device holds at once
  * (occupancy of this instance at this shared-memory size, cached per instance), so no block waits for a second
  * wave: the blocks loop over the groups. */
-template <int DT, int N, int GLU>
+template <int DT, int N, int GLU, int XP = 0>
 static void i8_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
     enum { SLOTS = 8 };
     static size_t occ_smem[SLOTS], attr_smem = 48 * 1024; /* per instance; benign races (same values) */
     static int occ_val[SLOTS], occ_n;
     if (smem > attr_smem) { /* above 48 KiB of dynamic shared memory needs the opt-in */
-        if (cudaFuncSetAttribute(k_mv_i8<DT, N, GLU>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)I8_SMEM_MAX) ==
+        if (cudaFuncSetAttribute(k_mv_i8<DT, N, GLU, XP>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)I8_SMEM_MAX) ==
             cudaSuccess)
             attr_smem = I8_SMEM_MAX;
     }
@@ -483,20 +505,23 @@ static void i8_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu
         if (occ_smem[i] == smem) occ = occ_val[i];
     if (!occ) { /* blocks per SM at this shared-memory size, looked up once per size (a model has a few) */
         int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU>, 256, smem) != cudaSuccess || b < 1)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8<DT, N, GLU, XP>, 256, smem) != cudaSuccess || b < 1)
             b = 1;
         occ = b < 4 ? b : 4;
         const int slot = occ_n < SLOTS ? occ_n++ : (int)(smem % SLOTS);
         occ_smem[slot] = smem, occ_val[slot] = occ;
     }
     const unsigned cap = (unsigned)(i8_sms() * occ), grid = j.groups < cap ? j.groups : cap;
-    cu_launch(k_mv_i8<DT, N, GLU>, grid, 256, smem, s, j, x, gelu);
+    cu_launch(k_mv_i8<DT, N, GLU, XP>, grid, 256, smem, s, j, x, gelu);
 }
 
 template <int DT, int GLU>
 static void i8_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, cudaStream_t s) {
     switch (n) {
-    case 1: i8_launch_inst<DT, 1, GLU>(j, smem, x, gelu, s); break;
+    case 1: /* XP (CMF_CUDA_I8_XPRE=1) instantiated for single-token decode only */
+        if (j.xpre) i8_launch_inst<DT, 1, GLU, 1>(j, smem, x, gelu, s);
+        else i8_launch_inst<DT, 1, GLU>(j, smem, x, gelu, s);
+        break;
     case 2: i8_launch_inst<DT, 2, GLU>(j, smem, x, gelu, s); break;
     case 3: i8_launch_inst<DT, 3, GLU>(j, smem, x, gelu, s); break;
     case 4: i8_launch_inst<DT, 4, GLU>(j, smem, x, gelu, s); break;
@@ -583,7 +608,9 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
     j.levels = cmf_cuda_i8act_on() >= 2 ? 2 : 1;
     static int pf_at = -1; /* CMF_CUDA_L2PF_AT=1: an A/B switch (read once) */
     if (pf_at < 0) pf_at = env_int("CMF_CUDA_L2PF_AT", 0) != 0;
-    j.pre = cu_pre_on(), j.pf_at = pf_at, j.pf_tot = 0;
+    static int xpre = -1; /* CMF_CUDA_I8_XPRE=1: the next row group's first batch during this one's sums (opt-in) */
+    if (xpre < 0) xpre = env_int("CMF_CUDA_I8_XPRE", 0) == 1;
+    j.pre = cu_pre_on(), j.pf_at = pf_at, j.pf_tot = 0, j.xpre = xpre;
     for (int i = 0; i < t_npf; i++) {
         j.pf[i] = (const uint8_t *)t_pf[i].d_ptr, j.pfn[i] = t_pf[i].bytes;
         j.pf_tot += t_pf[i].bytes;

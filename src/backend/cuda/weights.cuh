@@ -49,6 +49,7 @@ struct I8Job {
     int ks;     /* warps that split each row's columns (1, 2 or 4; from cols alone), set by mv_i8_launch */
     int levels; /* activation levels (1, or 2 with CMF_CUDA_I8ACT=2), set by mv_i8_launch */
     int pre;    /* q8 row scales loaded with the rows (before the PDL wait), not after the sums (CMF_CUDA_I8_PRE) */
+    int xpre;   /* the next row group's first batch loaded before this group's sums (CMF_CUDA_I8_XPRE=1) */
     int pf_at;  /* L2 prefetch of pf[] at each block's start (0, before the PDL wait) or end (1) */
     const uint8_t *pf[CMF_CUDA_PF_SPANS]; /* L2 prefetch spans (cmf_cuda_set_l2_prefetch), set by mv_i8_launch */
     uint64_t pfn[CMF_CUDA_PF_SPANS];      /* their bytes (multiples of 16; pf 16-byte aligned) */
