@@ -118,9 +118,9 @@ typedef struct srv_metrics {
     uint64_t finished_stop, finished_length, finished_tool_calls, cancelled, timed_out, rejected_queue_full;
     uint64_t batch_steps, batch_tokens;
     uint64_t decode_steps, decode_tokens; /* steps that ran decode tokens only (no prompt tokens), their tokens */
-    /* the scheduler thread's time in seconds: in cmf_batch_run; sampling, detokenizing and queueing the events of
-     * the rows after it; waiting for work (no slot busy) */
-    double t_forward, t_sample, t_idle;
+    /* the scheduler thread's time in seconds: in cmf_batch_run; sampling the rows after it; detokenizing and
+     * queueing their events (and ending finished requests); waiting for work (no slot busy) */
+    double t_forward, t_sample, t_emit, t_idle;
     srv_hist latency, ttft; /* seconds: whole request; time to first token */
 } srv_metrics;
 
@@ -132,6 +132,7 @@ char *srv_metrics_text(const srv_metrics *m, const char *const *route_names, int
 
 /* ---- the server ---------------------------------------------------------------------------------------------- */
 typedef struct srv_slot srv_slot;
+typedef struct srv_par srv_par; /* sched.c: the sampling helper threads */
 
 struct cmf_server {
     cmf_model *m;
@@ -148,6 +149,7 @@ struct cmf_server {
     int q_len, busy, quit, sched_started;
     pthread_t sched;
     srv_slot *slots;
+    srv_par *par;
     cmf_batch *batch;
     srv_metrics met;
 

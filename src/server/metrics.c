@@ -83,12 +83,14 @@ char *srv_metrics_text(const srv_metrics *m, const char *const *route_names, int
             m->decode_steps);
     counter(&b, &err, "cmf_decode_step_tokens_total", "Tokens of those decode-only passes.", m->decode_tokens);
     put(&b, &err, "# HELP cmf_scheduler_seconds_total Scheduler thread time, by phase: forward (cmf_batch_run), "
-                  "sample (sampling, detokenizing and queueing the events after a forward), idle (no slot busy).\n"
+                  "sample (sampling the rows of a forward), emit (detokenizing, queueing events, ending requests), "
+                  "idle (no slot busy).\n"
                   "# TYPE cmf_scheduler_seconds_total counter\n"
                   "cmf_scheduler_seconds_total{phase=\"forward\"} %.6f\n"
                   "cmf_scheduler_seconds_total{phase=\"sample\"} %.6f\n"
+                  "cmf_scheduler_seconds_total{phase=\"emit\"} %.6f\n"
                   "cmf_scheduler_seconds_total{phase=\"idle\"} %.6f\n",
-        m->t_forward, m->t_sample, m->t_idle);
+        m->t_forward, m->t_sample, m->t_emit, m->t_idle);
     gauge(&b, &err, "cmf_queue_depth", "Requests waiting for a slot.", queue_depth);
     gauge(&b, &err, "cmf_slots_busy", "Slots running a request.", slots_busy);
     gauge(&b, &err, "cmf_slots_total", "Slots (--parallel).", n_slots);
