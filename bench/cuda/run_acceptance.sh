@@ -17,7 +17,8 @@
 # without graphs), MEMCHECK_CASES ("llama,qwen3"), PAR (1: the tests, the memcheck and test_gpu_dory run at the same
 # time, correctness only, while the random files of the shapes not in CONVERT are written in the background, one file
 # ahead of the bench loop, so the timed runs have the GPU alone; 0: one after the other), AB / AB_MODELS (tg@128 rows
-# of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0"),
+# of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0";
+# "llama-8b-q8@CMF_CUDA_I8_XPRE=1": that file only),
 # FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them).
 # The device machine lacks cJSON / PCRE2 / utf8proc / microhttpd / pkg-config: their Debian .debs are carried in
 # .devdeps/ (see bench/cuda/run_gpu_forward.sh); .devdeps/shared/data/hf-tiny is the shared test data; with
@@ -175,6 +176,7 @@ if has bench; then
       fi
       case " ${AB_MODELS:-} " in *" $shape-$dt "*) # A/B rows: tg@128 under each setting of $AB (',' between variables)
         for v in ${AB:-}; do
+          case $v in *@*) [ "${v%%@*}" = "$shape-$dt" ] || continue; v=${v#*@} ;; esac # "file@settings": that file only
           env ${v//,/ } timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g $GEN -c 128 -r 2 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
             grep test= | sed "s/test=tg@128/test=tg@128-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')/" | tee -a "$OUT/results.txt"
         done ;;
