@@ -14,7 +14,7 @@
 #   CMF_BIN    the cmf binary (default: a Release build made in $WORK/build)
 #   WORK       models, build and logs (default /tmp/cmf-vs-llama-server); nothing is written to the repository
 # Prints a markdown table on stdout (bench/server/RESULTS.md holds a copy of one run); on stderr load.py adds cmf's
-# scheduler split per concurrency from /metrics (tokens per forward; forward / sampling / events / idle shares).
+# scheduler split per concurrency from /metrics (tokens per forward; forward / sampling / events shares).
 set -euo pipefail
 THREADS=$(nproc); N=64; RANDOM_MODEL=1
 while [ $# -gt 0 ]; do

@@ -9,7 +9,7 @@ round is kept), and prints one JSON line: streams, tokens (completion tokens sum
 chunk, else the number of content chunks), seconds (first request sent -> last stream finished) and tok_s (tokens /
 seconds), plus the errors count. Against `cmf serve` it also reads /metrics before and after the rounds and adds
 "sched": the scheduler's split of the rounds' time (seconds in cmf_batch_run, sampling, detokenizing + queueing
-events, idle), forward passes, tokens per forward and the decode-only passes (null for other servers).
+events; idle seconds also count the gaps around the rounds and up to 0.2 s of a wait begun before them), forward passes, tokens per forward and the decode-only passes (null for other servers).
 Only the Python standard library is used."""
 import http.client
 import json
@@ -120,8 +120,7 @@ def main():
         print(f"load.py: cmf {streams} stream(s): {sched['tokens_per_forward']} tokens per forward, "
               f"{sched['tokens_per_decode_forward']} per decode-only forward; scheduler: forward "
               f"{sched['forward_s'] / w:.1%}, sampling {sched['sample_s'] / w:.1%}, detokenizing+events "
-              f"{sched['emit_s'] / w:.1%}, idle "
-              f"{sched['idle_s'] / w:.1%} of the rounds' wall time", file=sys.stderr)
+              f"{sched['emit_s'] / w:.1%} of the rounds' wall time", file=sys.stderr)
     print(json.dumps({"streams": streams, "tokens": best[0], "seconds": round(best[1], 3),
                       "tok_s": round(best[0] / best[1], 1), "errors": len(errors),
                       "first_error": errors[0] if errors else None, "sched": sched}))
