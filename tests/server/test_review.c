@@ -170,8 +170,11 @@ static int queue_state(cmf_server *s, int *busy) {
 }
 
 static void test_retry_after(cmf_server *s) {
-    /* greedy, so that the random model cannot end it early by sampling an end-of-sequence token */
-    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 4000, \"temperature\": 0, \"stream\": true}";
+    /* greedy, so that the random model cannot end it early by sampling an end-of-sequence token; 30000 tokens, so
+     * that the first request still runs when the checks below look (4000 took ~2 s once greedy stopped copying the
+     * 151669 logits per token, and a loaded machine could then see it end before the queue check) */
+    const char *longreq =
+        "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"temperature\": 0, \"stream\": true}";
     int a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq), busy = 0;
     for (int i = 0; i < 500 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
     int b = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
@@ -227,7 +230,8 @@ static void test_idle_timeout(cmf_server *s) {
      * stream: the timeout is off while the client waits for us */
     static const char *const waiting[] = {"{\"prompt\": \"Once upon\", \"max_tokens\": 3}",
                                           "{\"prompt\": \"Once upon\", \"max_tokens\": 3, \"stream\": true}"};
-    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"temperature\": 0, \"stream\": true}";
+    const char *longreq =
+        "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"temperature\": 0, \"stream\": true}";
     for (int k = 0; k < 2; k++) {
         int busy = 0, a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
         for (int i = 0; i < 500 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
