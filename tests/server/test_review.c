@@ -172,9 +172,9 @@ static int queue_state(cmf_server *s, int *busy) {
 static void test_retry_after(cmf_server *s) {
     /* greedy, so that the random model cannot end it early by sampling an end-of-sequence token; 30000 tokens, so
      * that the first request still runs when the checks below look (4000 took ~2 s once greedy stopped copying the
-     * 151669 logits per token, and a loaded machine could then see it end before the queue check) */
-    const char *longreq =
-        "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"temperature\": 0, \"stream\": true}";
+     * 151669 logits per token, and a loaded machine could then see it end before the queue check); not streamed,
+     * so that no event fills the socket of a client that never reads */
+    const char *longreq = "{\"prompt\": \"Tell a long story\", \"max_tokens\": 30000, \"temperature\": 0}";
     int a = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq), busy = 0;
     for (int i = 0; i < 500 && (queue_state(s, &busy), busy) != 1; i++) sleep_ms(10);
     int b = http_send_only(g_port, "POST", "/v1/completions", NULL, longreq);
