@@ -35,7 +35,7 @@ M=$OUT/misc # small logs (the device tool returns at most 8 files: tar them at t
 SHAPES=${SHAPES:-"qwen3-0.6b qwen3-4b llama-8b"}
 DTYPES=${DTYPES:-"bf16 q8 q4tp"}
 STAGES=${STAGES:-"build test memcheck bench"}
-CONVERT=${CONVERT:-"qwen3-0.6b"}
+CONVERT=${CONVERT-"qwen3-0.6b"} # (set and empty: no conversion)
 REPS=${REPS:-3}
 GEN=${GEN:-64}
 T0=$(date +%s)
@@ -152,13 +152,15 @@ if has bench; then
       tee -a "$OUT/results.txt" | grep RESULT
     geo=$(geo $shape)
     ctx=128,4096; case " ${SHORT:-} " in *" $shape "*) ctx=128 ;; esac
+    cpids=""
     for dt in $DTYPES; do
       f=/tmp/$shape-$dt.cmf
       if [ -n "$save" ]; then
         ( timeout 300 $B/cmf convert $hf -o $f --quant $dt --no-progress > "$M/convert-$shape-$dt.log" 2>&1 ) &
+        cpids="$cpids $!"
       fi
     done
-    wait
+    for p in $cpids; do wait $p; done # (not a bare wait: the file writer runs in the background too)
     for dt in $DTYPES; do
       f=/tmp/$shape-$dt.cmf
       if [ -z "$save" ] && [ -n "${GEN_PID:-}" ]; then # written in the background
