@@ -6,8 +6,7 @@
 # $AR_ENVS), then decode tok/s of random q8_row models with bench/tp/tp_bench: tp 1 once per setting in $T1_ENVS, and
 # each tp of $TPS once per setting in $TN_ENVS ("-" = the defaults: CUDA graphs on, int8 activations, the
 # all-reduced buffers in symmetric NCCL windows, guarded; CMF_TP_SYMM=0 = plain cudaMalloc buffers;
-# CMF_CUDA_I8ACT=0 = f32 activations; CMF_TP_PREFETCH_MB=X = the guard kernel prefetches X MiB of the next
-# products' weights into L2 during each all-reduce (tp_nccl.cu); CMF_CUDA_GRAPH=0 = eager; CMF_TP_PROFILE=1 = the eager all-reduce time per token, serialising; any NCCL_* or
+# CMF_CUDA_I8ACT=0 = f32 activations; CMF_CUDA_GRAPH=0 = eager; CMF_TP_PROFILE=1 = the eager all-reduce time per token, serialising; any NCCL_* or
 # CMF_* variable). Every tp_bench run of a model also runs its TP_BENCH_REF check: the
 # first tp 1 run writes 17 steps of logits and greedy tokens, every later run (tp 2, other settings) is compared
 # with them: max relative logit difference and identical greedy tokens (the issue's 2e-3 / identical tokens).

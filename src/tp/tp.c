@@ -227,9 +227,6 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     /* symmetric windows: on unless CMF_TP_SYMM=0 (cuda ranks; NCCL's symmetric all-reduce kernels, guarded against
      * NCCL 2.28's early start in tp_nccl.cu; 32B shape tp 2 +3.9% on 2 x H200, bench/tp/RESULTS.md session 5) */
     tp->sym = !(getenv("CMF_TP_SYMM") && !strcmp(getenv("CMF_TP_SYMM"), "0"));
-    /* opt-in L2 prefetch of the next products' weights during each guarded all-reduce (tp_nccl.cu) */
-    const char *pf = getenv("CMF_TP_PREFETCH_MB");
-    tp->prefetch_bytes = pf && atof(pf) > 0 && atof(pf) < 4096 ? (size_t)(atof(pf) * 1048576.0) : 0;
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
@@ -452,7 +449,6 @@ typedef struct {
 /* Rank j->r's forward, then its vocabulary slice of the logits copied into the front sessions (and the caller's
  * all_logits): the gather runs on the rank threads, in parallel. */
 static void rank_run(rank_job *j) {
-    j->tp->ar_k[j->r] = 0; /* the all-reduce count of this forward (tp_nccl.cu's prefetch follows the layers) */
     j->st = cmf_forward(j->b, j->seqs, j->tokens, j->n, j->all_logits);
     if (j->st != CMF_OK) {
         snprintf(j->msg, sizeof j->msg, "%s", cmf_last_error());

@@ -81,10 +81,6 @@ typedef struct cmf_tp {
     long windows_made;             /* windows made since load (tests and benchmarks report it) */
     char sym_note[160];            /* why a window could not be made (NCCL's message), else "" */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
-    size_t prefetch_bytes;        /* CMF_TP_PREFETCH_MB at load (cuda, guarded symmetric all-reduces; 0 = off):
-                                   * the guard kernel prefetches that much of the next products' weights into L2
-                                   * while NCCL's kernel runs (tp_nccl.cu) */
-    int ar_k[CMF_TP_MAX];         /* all-reduces rank r has issued in the current forward (reset per forward) */
     double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others
                                    * included; cuda: with profile, the collective alone) */
     long allreduce_calls;
@@ -159,15 +155,9 @@ cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int6
  * place at buf (device memory of device dev0 + r), queued, not waited for (also while the stream captures a graph).
  * symm: buf lies in a symmetric window (cmf_tp_nccl_window), so NCCL runs a symmetric kernel, which NCCL launches
  * with programmatic dependent launch; when cmf_tp_nccl_symm_guard() a guard kernel is queued first so that it
- * cannot start before the kernel that wrote buf completed (tp_nccl.cu "the guard" says why); the guard then also
- * issues L2 prefetches of pf's ranges (16-byte aligned pointers; NULL: none) while NCCL's kernel runs (a hint:
- * results do not change). Every rank must call it with the same count (NCCL's rule). Errors: CMF_E_IO with NCCL's / CUDA's reason, naming the rank. */
-typedef struct cmf_tp_prefetch { /* up to 3 device byte ranges to prefetch into L2 (n = 0: unused) */
-    const void *p[3];
-    size_t n[3];
-} cmf_tp_prefetch;
-cmf_status cmf_tp_nccl_allreduce_stream(cmf_tp *tp, int r, void *stream, float *buf, int64_t count, int symm,
-                                        const cmf_tp_prefetch *pf);
+ * cannot start before the kernel that wrote buf completed (tp_nccl.cu "the guard" says why). Every rank must call
+ * it with the same count (NCCL's rule). Errors: CMF_E_IO with NCCL's / CUDA's reason, naming the rank. */
+cmf_status cmf_tp_nccl_allreduce_stream(cmf_tp *tp, int r, void *stream, float *buf, int64_t count, int symm);
 /* 1 when symmetric all-reduces get the guard: CMF_TP_SYMM_GUARD=0/1, else whether the loaded NCCL is older than
  * 2.30.7. */
 int cmf_tp_nccl_symm_guard(void);

@@ -93,7 +93,7 @@ static unsigned long long wrong_eager[NR][2][NCOUNT], wrong_graph[NR][2][NCOUNT]
 static int step(int r, cudaStream_t s, float *buf, int n, int symm, int it, unsigned long long *wrong) {
     cudaError_t e = launch_pdl(k_produce, 2, s, buf, n, r, it, SPIN);
     EXPECT(e == cudaSuccess, "rank %d: producer: %s", r, cudaGetErrorString(e));
-    cmf_status st = cmf_tp_nccl_allreduce_stream(&tp, r, (void *)s, buf, n, symm, NULL);
+    cmf_status st = cmf_tp_nccl_allreduce_stream(&tp, r, (void *)s, buf, n, symm);
     EXPECT(st == CMF_OK, "rank %d: %s", r, cmf_last_error());
     cudaError_t e2 = launch_pdl(k_check, 8, s, (const float *)buf, n, (int)NR, it, wrong);
     EXPECT(e2 == cudaSuccess, "rank %d: checker: %s", r, cudaGetErrorString(e2));

@@ -692,20 +692,3 @@ extern "C" void cmf_backend_cuda_stream(cmf_backend *be, void **stream, int *dev
     *stream = (void *)IMPL(be)->stream;
     *dev = IMPL(be)->dev;
 }
-
-/* For tensor parallelism's L2 prefetch during an all-reduce (src/backend/cuda/tp_nccl.cu): the device copy *d of
- * resident weight w (its row view) and the bytes of that view's rows x cols in its dtype (CMF_FORMAT.md §2 sizes,
- * scale planes included; the quantized values come first). Nothing is uploaded. Errors: CMF_E_ARG when w is not
- * resident, CMF_E_UNSUPPORTED for a dtype without a size. */
-extern "C" cmf_status cmf_backend_cuda_weight(cmf_backend *be, const cmf_weight *w, const void **d, size_t *bytes) {
-    cmf_cuda_weight cw;
-    cmf_status st = dev_weight(IMPL(be), w, &cw, 0);
-    if (st != CMF_OK) return st;
-    uint32_t shape[2] = {(uint32_t)w->rows, (uint32_t)w->cols};
-    uint64_t nb = 0;
-    if (cmf_dtype_nbytes(w->dtype, 2, shape, &nb) != 1 || !nb)
-        return cmf_err(CMF_E_UNSUPPORTED, "cuda: no payload size for dtype %d", w->dtype);
-    *d = cw.d_data;
-    *bytes = (size_t)nb;
-    return CMF_OK;
-}

@@ -13,7 +13,10 @@
  * step stays one stream; the backend's matvec itself prefetches its first rows before its dependency wait (PDL).
  * The backend's own prefetch of the next weights in forward order (CMF_CUDA_L2PF, backend_cuda.cu pf_hint), which
  * keeps the weight reads going across the all-reduce, measured no gain at tp 2 either (session 5: 8 MiB ahead, 32B
- * shape 99.6 / 102.9 tok/s against 101.0 / 105.0 without, plain buffers / windows). On the 64-layer 32B shape the
+ * shape 99.6 / 102.9 tok/s against 101.0 / 105.0 without, plain buffers / windows). Nor did the guard kernel below
+ * prefetching 8 MiB of the next products' weights (bulk L2 prefetches from its one block) while NCCL's kernel ran
+ * (session 5, commit 96f761d, since removed): 32B shape tp 2 67.5 against 94.7 tok/s, 8B 176.9 against 284.2;
+ * one block issues 8 MiB far slower than the collective lasts, and the following kernels waited for it. On the 64-layer 32B shape the
  * all-reduces, with the ranks meeting at them, are ~11-13% of a tp 2 token and a rank's own kernels cap tp 2 at
  * about 1.53x one GPU, so hiding them cannot reach the issue's 1.6x either.
  * Built only with CMF_HAVE_NCCL (CMake option CMF_NCCL); NVLink SHARP (NVLS) is left to the environment
@@ -30,7 +33,6 @@ extern "C" {
 #include "util/error.h"
 void cmf_backend_cuda_stream(cmf_backend *be, void **stream, int *dev); /* backend_cuda.cu */
 int cmf_backend_cuda_replaying(cmf_backend *be);                        /* backend_cuda.cu */
-cmf_status cmf_backend_cuda_weight(cmf_backend *be, const cmf_weight *w, const void **d, size_t *bytes);
 }
 
 /* One sum of `count` floats on every communicator, from this thread (a group call), waited for: NCCL connects its
@@ -112,19 +114,9 @@ extern "C" void cmf_tp_nccl_free(void *comms, int n) {
  * collective: by stream order it starts only after the producer completed with its writes visible, and it lets
  * NCCL's kernel launch at once (launch_dependents first), so the collective starts after the producer and no later
  * than a plain (non-PDL) launch would. Plain-buffer all-reduces are not launched with PDL and need no guard. */
-static __global__ void k_symm_guard(cmf_tp_prefetch pf) {
+static __global__ void k_symm_guard(void) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-    /* the opt-in prefetch (CMF_TP_PREFETCH_MB, below): 64 KiB bulk L2 prefetches (PTX "cp.async.bulk.prefetch"),
-     * spread over the block's threads */
-    for (int k = 0; k < 3; k++)
-        for (size_t s = (size_t)threadIdx.x * 65536; s < pf.n[k]; s += (size_t)blockDim.x * 65536) {
-            const uint32_t len = (uint32_t)(pf.n[k] - s < 65536 ? pf.n[k] - s : 65536);
-            asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"((const char *)pf.p[k] + s), "r"(len)
-                         : "memory");
-        }
-#else
-    (void)pf;
 #endif
 }
 
@@ -144,11 +136,10 @@ static int symm_guard_on(void) {
 extern "C" int cmf_tp_nccl_symm_guard(void) { return symm_guard_on(); }
 
 extern "C" cmf_status cmf_tp_nccl_allreduce_stream(cmf_tp *tp, int r, void *stream, float *buf, int64_t count,
-                                                   int symm, const cmf_tp_prefetch *pf) {
+                                                   int symm) {
     cudaStream_t s = (cudaStream_t)stream;
     if (symm && symm_guard_on()) {
-        cmf_tp_prefetch none = {};
-        k_symm_guard<<<1, 32, 0, s>>>(pf ? *pf : none);
+        k_symm_guard<<<1, 32, 0, s>>>();
         cudaError_t e = cudaGetLastError();
         if (e != cudaSuccess)
             return cmf_err(CMF_E_IO, "tp rank %d: the launch before a symmetric all-reduce: %s", r,
@@ -161,42 +152,9 @@ extern "C" cmf_status cmf_tp_nccl_allreduce_stream(cmf_tp *tp, int r, void *stre
     return CMF_OK;
 }
 
-/* ---- overlap: L2 prefetch of the next products' weights during the all-reduce (opt-in) ---------------------
- * Issue 9 item 3. With CMF_TP_PREFETCH_MB = X at load, the guard kernel (which runs beside NCCL's kernel, having
- * let it launch) prefetches into L2 the first X MiB of the weights the next products read: after the k-th
- * all-reduce of a forward (2 per layer: o_proj, then down_proj; task masks, which could skip layers, are refused in
- * tp), layer k/2's gate and up (X/2 each: the GLU product reads row i of both), else layer k/2 + 1's q, k and v in
- * that order (the multi product's blocks take q's rows first). The DRAM is otherwise idle during the collective.
- * Only with the guard (symmetric windows on an NCCL older than 2.30.7); the spans are fixed per layer, so a captured
- * graph keeps them. */
-static void next_weights(cmf_backend *be, const cmf_batch *b, int k, size_t budget, cmf_tp_prefetch *pf) {
-    *pf = cmf_tp_prefetch{};
-    const cmf_model *m = b->m;
-    const int l = k / 2, attn = k % 2 == 0;
-    if (!budget || (attn ? l : l + 1) >= m->cfg.n_layers) return;
-    const cmf_layer *L = &m->base.layers[attn ? l : l + 1];
-    const cmf_weight *w[3] = {attn ? &L->w_gate : &L->wq, attn ? &L->w_up : &L->wk, attn ? NULL : &L->wv};
-    for (int i = 0; i < 3 && budget; i++) {
-        const void *d = NULL;
-        size_t n = 0;
-        if (!w[i] || !w[i]->data || cmf_backend_cuda_weight(be, w[i], &d, &n) != CMF_OK) {
-            cmf_err_clear(); /* a hint only: a weight not on the device is skipped */
-            continue;
-        }
-        size_t take = attn ? budget / 2 : budget;
-        if (take > n) take = n;
-        take &= ~(size_t)15; /* bulk prefetch sizes are multiples of 16 (payloads start 16-byte aligned) */
-        if (((uintptr_t)d & 15) || !take) continue;
-        pf->p[i] = d;
-        pf->n[i] = take;
-        if (!attn) budget -= take;
-    }
-}
-
 extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float *buf, int64_t count) {
     cmf_tp *tp = b->m->tp_of;
     const int r = b->m->tp_rank;
-    const int k = tp->ar_k[r]++; /* this forward's k-th all-reduce (counted on replays too) */
     if (cmf_backend_cuda_replaying(be)) return CMF_OK; /* the collective is inside the graph being replayed */
     void *sp = NULL;
     int dev = 0;
@@ -221,10 +179,7 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
             cudaEventRecord(e0, stream);
         }
     }
-    const int symm = cmf_tp_in_window(tp, r, buf);
-    cmf_tp_prefetch pf = {};
-    if (symm && tp->prefetch_bytes && symm_guard_on()) next_weights(be, b, k, tp->prefetch_bytes, &pf);
-    cmf_status st = cmf_tp_nccl_allreduce_stream(tp, r, sp, buf, count, symm, &pf);
+    cmf_status st = cmf_tp_nccl_allreduce_stream(tp, r, sp, buf, count, cmf_tp_in_window(tp, r, buf));
     if (prof && r == 0) {
         float ms = 0;
         cudaEventRecord(e1, stream);
