@@ -9,9 +9,10 @@
  *          times; rank 0 times the replays with events.
  * and prints one line: microseconds per all-reduce, eager and in a graph. Payload f32-symm-guard is f32-symm with
  * tp_nccl.cu's guard (a one-block kernel launched without PDL that triggers its dependents at once) queued before
- * every all-reduce, as the tp ranks queue it with NCCL < 2.30.7: its rows give the guard's cost per call. NCCL's own choices (NCCL_PROTO, NCCL_ALGO,
- * NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_GRAPH_MIXING_SUPPORT) come from the environment, so
- * bench/tp/run_tp.sh runs this once per setting. Keep NCCL_NVLS_ENABLE=0 on machines without NVLink multicast.
+ * every all-reduce, as the tp ranks queue it with NCCL < 2.30.7: its rows give the guard's cost per call. NCCL's own
+ * choices (NCCL_PROTO, NCCL_ALGO, NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS, NCCL_GRAPH_MIXING_SUPPORT) come from the
+ * environment, so bench/tp/run_tp.sh runs this once per setting. Keep NCCL_NVLS_ENABLE=0 on machines without
+ * NVLink multicast.
  * The buffers hold constants (the values do not change NCCL's time); every element of the first sum is checked, and
  * (f32) of a sum after a producer that triggers its dependents early and writes late (k_fill_late): the line ends
  * with the wrong element counts over all ranks. Counts 64 and 448 are those of the hf-tiny models' step and 7-token
@@ -242,9 +243,10 @@ int main(int argc, char **argv) {
             long w[3] = {0, 0, 0};
             for (int r = 0; r < n_gpu; r++)
                 for (int k = 0; k < 3; k++) w[k] += wrong[r][k];
+            const char *what = b16 ? "bf16" : mode == 3 ? "f32-symm-guard" : mode == 2 ? "f32-symm" : "f32";
             printf("ar gpus=%d nccl=%d count=%zu %s bytes=%zu eager %.2f us graph %.2f us; wrong sums: %ld, after a "
                    "late producer %ld eager %ld graph%s%s\n",
-                   n_gpu, ver, cur_count, b16 ? "bf16" : mode == 3 ? "f32-symm-guard" : mode == 2 ? "f32-symm" : "f32", cur_count * (b16 ? 2 : 4),
+                   n_gpu, ver, cur_count, what, cur_count * (b16 ? 2 : 4),
                    (double)res_eager_us, (double)res_graph_us, w[0], w[1], w[2], *setting ? " |" : "", setting);
             fflush(stdout);
         }

@@ -6,8 +6,8 @@
 # $AR_ENVS), then decode tok/s of random q8_row models with bench/tp/tp_bench: tp 1 once per setting in $T1_ENVS, and
 # each tp of $TPS once per setting in $TN_ENVS ("-" = the defaults: CUDA graphs on, int8 activations, the
 # all-reduced buffers in symmetric NCCL windows, guarded; CMF_TP_SYMM=0 = plain cudaMalloc buffers;
-# CMF_CUDA_I8ACT=0 = f32 activations; CMF_CUDA_GRAPH=0 = eager; CMF_TP_PROFILE=1 = the eager all-reduce time per token, serialising; any NCCL_* or
-# CMF_* variable). Every tp_bench run of a model also runs its TP_BENCH_REF check: the
+# CMF_CUDA_I8ACT=0 = f32 activations; CMF_CUDA_GRAPH=0 = eager; CMF_TP_PROFILE=1 = the eager all-reduce time per
+# token, serialising; any NCCL_* or CMF_* variable). Every tp_bench run of a model also runs its TP_BENCH_REF check: the
 # first tp 1 run writes 17 steps of logits and greedy tokens, every later run (tp 2, other settings) is compared
 # with them: max relative logit difference and identical greedy tokens (the 2e-3 / identical tokens).
 # Models ($MODELS), each generated with $LGEN distinct layers (bench/cuda/make_random_llama, on the CPU while the
@@ -116,8 +116,9 @@ fi
 if has test; then
   if [ -x $B/tests/tp/test_tp_symm ]; then
     for g in ${GUARD_RUNS:-- 0}; do
-      echo "== test_tp_symm$( [ $g = 0 ] && echo ' with CMF_TP_SYMM_GUARD=0 (expected to fail on NCCL 2.28 - 2.30.4)') $(el)"
-      if [ $g = - ]; then timeout 100 $B/tests/tp/test_tp_symm; else CMF_TP_SYMM_GUARD=0 timeout 100 $B/tests/tp/test_tp_symm; fi 2>&1 |
+      note=""; [ $g = 0 ] && note=" with CMF_TP_SYMM_GUARD=0 (expected to fail on NCCL 2.28 - 2.30.4)"
+      echo "== test_tp_symm$note $(el)"
+      env $( [ $g = 0 ] && echo CMF_TP_SYMM_GUARD=0 ) timeout 100 $B/tests/tp/test_tp_symm 2>&1 |
         grep -v "CHECK failed" | head -12
       echo "test_tp_symm rc=${PIPESTATUS[0]}"
     done
@@ -125,7 +126,8 @@ if has test; then
   mkdir -p /tmp/tpt
   for e in $TEST_ENVS; do
     echo "== test_tp_cuda $e $(el)"
-    env $(envs $e) CMF_SHARED=$R/$D/shared CMF_TMP=/tmp/tpt timeout 200 $B/tests/tp/test_tp_cuda > "$OUT/test_tp_cuda.log" 2>&1
+    env $(envs $e) CMF_SHARED=$R/$D/shared CMF_TMP=/tmp/tpt timeout 200 $B/tests/tp/test_tp_cuda \
+      > "$OUT/test_tp_cuda.log" 2>&1
     echo "test_tp_cuda $e rc=$?"; grep -E "tp1 |tp2|FAIL|fail|SKIP" "$OUT/test_tp_cuda.log" | head -${TEST_LINES:-30}
   done
 fi

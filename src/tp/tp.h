@@ -121,7 +121,8 @@ int cmf_tp_barrier(cmf_tp *tp);
 /* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok. Cuda
  * ranks: the rank batches' xb (n_batch x hidden_size f32, the all-reduced buffer) is moved into a symmetric NCCL
  * window (NCCL's symmetric all-reduce kernels) when tp->sym (the default; CMF_TP_SYMM=0 turns it off); when that
- * fails the plain buffers stay and tp->sym_note says why. Errors: those of cmf_batch_new on the ranks. cmf_tp_batch_fini frees them (NULL-safe). */
+ * fails the plain buffers stay and tp->sym_note says why. Errors: those of cmf_batch_new on the ranks.
+ * cmf_tp_batch_fini frees them (NULL-safe). */
 cmf_status cmf_tp_batch_init(cmf_batch *b);
 void cmf_tp_batch_fini(cmf_batch *b);
 

@@ -16,9 +16,9 @@
  * shape 99.6 / 102.9 tok/s against 101.0 / 105.0 without, plain buffers / windows). Nor did the guard kernel below
  * prefetching 8 MiB of the next products' weights (bulk L2 prefetches from its one block) while NCCL's kernel ran
  * (session 5, commit 96f761d, since removed): 32B shape tp 2 67.5 against 94.7 tok/s, 8B 176.9 against 284.2;
- * one block issues 8 MiB far slower than the collective lasts, and the following kernels waited for it. On the 64-layer 32B shape the
- * all-reduces, with the ranks meeting at them, are ~11-13% of a tp 2 token and a rank's own kernels cap tp 2 at
- * about 1.53x one GPU, so hiding them cannot reach the issue's 1.6x either.
+ * one block issues 8 MiB far slower than the collective lasts, and the following kernels waited for it. On the
+ * 64-layer 32B shape the all-reduces, with the ranks meeting at them, are ~11-16% of a tp 2 token, and a rank's own
+ * kernels cap tp 2 at 1.53x (session 4) to 1.61x (session 5) one GPU.
  * Built only with CMF_HAVE_NCCL (CMake option CMF_NCCL); NVLink SHARP (NVLS) is left to the environment
  * (NCCL_NVLS_ENABLE=0 on machines without multicast), as are NCCL's protocol / algorithm choices (NCCL_PROTO,
  * NCCL_ALGO; bench/tp/RESULTS.md has the measurements). */
