@@ -335,6 +335,30 @@ TGT static float exp_sum(float *x, int n, float m) {
     return hsum(sum);
 }
 
+/* SiLU x / (1 + exp(-x)), exp(-x) as in exp_sum (argument clamped to [-87, 88]: k in [-126, 127], so 2^k fits the
+ * exponent bits), an IEEE division; masked loads and stores for the tail. */
+TGT static void silu(float *x, int64_t n) {
+    const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f), l2e = _mm256_set1_ps(1.44269504088896341f);
+    const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.0f);
+    for (int64_t j = 0; j < n; j += 8) {
+        const __m256i mk = tail_mask(n - j >= 8 ? 8 : (int)(n - j));
+        const __m256 xv = _mm256_maskload_ps(x + j, mk);
+        const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), xv), lo), hi);
+        const __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+        const __m256 r = _mm256_fnmadd_ps(kf, c2, _mm256_fnmadd_ps(kf, c1, v));
+        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+        p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, one));
+        const __m256i e2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
+        const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(e2));
+        _mm256_maskstore_ps(x + j, mk, _mm256_div_ps(xv, _mm256_add_ps(one, e)));
+    }
+}
+
 static const cmf_kern kern = {
     .name = "avx2",
     .decode_i8 = {[CMF_DT_Q8_ROW] = dec_q8, [CMF_DT_Q8_2F] = dec_q8, [CMF_DT_Q4_BLOCK] = dec_q4,
@@ -349,6 +373,7 @@ static const cmf_kern kern = {
     .attn_qk = attn_qk,
     .attn_pv = attn_pv,
     .exp_sum = exp_sum,
+    .silu = silu,
     .rp_gemv = cmf_rp_gemv_avx2, /* the repacked q4 family (repack.c, rp_avx2.c) */
     .rp_gemm = cmf_rp_gemm_avx2,
 };
