@@ -91,7 +91,7 @@ struct AttnRope {
  * (warp_head_norm_rope, the code of cmf_cuda_qk_norm_rope_kv), and the block whose split holds the position also
  * does the token's K head, writes K and V into the cache and scores that key from shared memory (rounded as the
  * cache stores it), so the result has the bits of qk_norm_rope_kv followed by the plain kernel. */
-template <int GH, int L, bool KF>
+template <int GH, int L, bool KF, bool FR>
 static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
                                                                   const uint16_t *__restrict__ kc,
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
@@ -102,7 +102,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
     __shared__ float sm_ml[NG][GH][2];
     __shared__ float sm_acc[NG][GH][8 * L];
-    __shared__ float rq[GH][8 * L], rk[8 * L], rv[8 * L]; /* fr.on: the token's rotated q heads, K and V rows */
+    /* FR (fr.on): the token's rotated q heads, K and V rows (a separate instance: the plain kernel is unchanged) */
+    __shared__ float rq[FR ? GH : 1][FR ? 8 * L : 1], rk[FR ? 8 * L : 1], rv[FR ? 8 * L : 1];
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int kvh = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * AD_MAXG;
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
@@ -115,8 +116,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
     const int64_t j0 = k_first + (int64_t)split * split_len;
     int64_t j1 = j0 + split_len;
     if (j1 > pos + 1) j1 = pos + 1;
-    const bool own = fr.on && j1 == pos + 1; /* this split holds the token's own key */
-    if (fr.on) { /* block-uniform */
+    const bool own = FR && fr.on && j1 == pos + 1; /* this split holds the token's own key */
+    if (FR && fr.on) { /* block-uniform */
         const int warp = threadIdx.x >> 5, nw = AD_THREADS / 32;
         const float p = fr.rot > 0 ? (float)pos : 0.0f;
         for (int h = warp; h < gh; h += nw)
@@ -139,7 +140,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
 #pragma unroll
     for (int h = 0; h < GH; h++) {
         m[h] = -INFINITY, l[h] = 0.0f;
-        const float *qh = fr.on ? rq[h < gh ? h : 0] + sub * 8 : q + (int64_t)(kvh * G + h0 + (h < gh ? h : 0)) * D + sub * 8;
+        const float *qh = FR && fr.on ? rq[FR ? (h < gh ? h : 0) : 0] + sub * 8
+                                      : q + (int64_t)(kvh * G + h0 + (h < gh ? h : 0)) * D + sub * 8;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             qv[h][i] = has_d ? qh[i] * a.scale : 0.0f;
@@ -153,7 +155,7 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
         const int64_t j = jb + lane / L;
         const bool valid = j < j1;
         float kf[8], vf[8];
-        if (has_d && valid && own && j == pos) { /* the token's own key (fr.on): from shared memory */
+        if (FR && has_d && valid && own && j == pos) { /* the token's own key (fr.on): from shared memory */
 #pragma unroll
             for (int i = 0; i < 8; i++) kf[i] = rk[sub * 8 + i], vf[i] = rv[sub * 8 + i];
         } else if (has_d && valid && KF) { /* f32 cache: two 16-byte loads per row */
@@ -247,14 +249,21 @@ template <int GH, bool KF>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
                          float *out, const AttnRope &fr, cudaStream_t s) {
-#define AS(LL) cu_launch(k_attn_split<GH, LL, KF>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, fr)
+#define AS(LL, F)                                                                                               \
+    cu_launch(k_attn_split<GH, LL, KF, F>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, fr)
+    if (fr.on) { /* head_dim 40..256 (cmf_cuda_attn_decode_rope_ok) */
+        if (L == 8) AS(8, true);
+        else if (L == 16) AS(16, true);
+        else AS(32, true);
+        return;
+    }
     switch (L) {
-    case 1: AS(1); break;
-    case 2: AS(2); break;
-    case 4: AS(4); break;
-    case 8: AS(8); break;
-    case 16: AS(16); break;
-    default: AS(32); break;
+    case 1: AS(1, false); break;
+    case 2: AS(2, false); break;
+    case 4: AS(4, false); break;
+    case 8: AS(8, false); break;
+    case 16: AS(16, false); break;
+    default: AS(32, false); break;
     }
 #undef AS
 }
@@ -322,7 +331,7 @@ extern "C" cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const fl
         return cmf_err(CMF_E_ARG, "cuda_attn_decode_rope: NULL buffer");
     if (!cmf_cuda_attn_decode_rope_ok(a, r))
         return cmf_err(CMF_E_ARG, "cuda_attn_decode_rope: needs n_heads / n_kv_heads <= %d, rot_dim %d even and <= "
-                                  "head_dim %d with frequencies, q and k norm weights both or neither",
+                                  "head_dim %d (40..256) with frequencies, q and k norm weights both or neither",
                        AD_MAXG, r->rot_dim, a->head_dim);
     AttnRope fr;
     fr.k = d_k, fr.v = d_v, fr.qw = r->d_qw, fr.kw = r->d_kw, fr.inv_freq = r->d_inv_freq;
@@ -335,8 +344,8 @@ extern "C" cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const fl
 }
 
 extern "C" int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope *r) {
-    return a && r && attn_check(a) == CMF_OK && a->n_heads / a->n_kv_heads <= AD_MAXG && r->rot_dim >= 0 &&
-           r->rot_dim % 2 == 0 && r->rot_dim <= a->head_dim && (!r->rot_dim || r->d_inv_freq) && !r->d_qw == !r->d_kw;
+    return a && r && attn_check(a) == CMF_OK && a->n_heads / a->n_kv_heads <= AD_MAXG && a->head_dim >= 40 &&
+           r->rot_dim >= 0 && r->rot_dim % 2 == 0 && r->rot_dim <= a->head_dim && (!r->rot_dim || r->d_inv_freq) && !r->d_qw == !r->d_kw;
 }
 
 /* ---- causal prefill ------------------------------------------------------------------------------------- */

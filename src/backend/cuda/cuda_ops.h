@@ -300,8 +300,8 @@ cmf_status cmf_cuda_attn_decode_dpos(const cmf_cuda_attn *a, const float *d_q, c
  * (the raw projections [n_heads][head_dim] / [n_kv_heads][head_dim]) are read, not rewritten; d_kc / d_vc are the
  * cache (a->kv_type elements), written at *d_pos. One launch instead of two (the decode step's fewer-launches
  * work, bench/cuda/RESULTS.md); opt-in in the backend (CMF_CUDA_FUSE_ATTN=1). cmf_cuda_attn_decode_rope_ok: whether
- * it applies (a GQA group of at most 8 query heads per KV head, the rules of cmf_cuda_qk_norm_rope_kv), without
- * setting an error. Errors: CMF_E_ARG, CMF_E_IO. */
+ * it applies (a GQA group of at most 8 query heads per KV head, head_dim 40..256, the rules of
+ * cmf_cuda_qk_norm_rope_kv), without setting an error. Errors: CMF_E_ARG, CMF_E_IO. */
 typedef struct cmf_cuda_qk_rope {
     const float *d_qw, *d_kw; /* q / k norm weights [head_dim] (both NULL: no norm) */
     float eps;

@@ -440,32 +440,38 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
                     }
             __syncthreads();
         }
-        if (act && out_lane) {
-            if (!j.pre) i8_rscale<DT, GLU>(j, wi, row, true, rs);
-            const int64_t rows = j.w[wi].rows;
+        if (!act || !out_lane) {
+            if (XP && npre) { /* the next group starts with its first batch in wv */
+                wi = nwi, rbase = nrbase, pre = true;
 #pragma unroll
-            for (int t = 0; t < N; t++) {
-                float o[I8_R];
+                for (int i = 0; i < I8_R; i++) row[i] = nrow[i], rs[i] = nrs[i];
+            }
+            continue;
+        }
+        if (!j.pre) i8_rscale<DT, GLU>(j, wi, row, true, rs);
+        const int64_t rows = j.w[wi].rows;
 #pragma unroll
-                for (int i = 0; i < I8_R; i++) o[i] = s[i][t] * rs[i];
-                if (GLU) {
-                    j.y[0][(int64_t)t * rows + rbase] = i8_act(o[0], gelu) * o[1];
-                } else {
+        for (int t = 0; t < N; t++) {
+            float o[I8_R];
 #pragma unroll
-                    for (int i = 0; i < I8_R; i++) {
-                        if (rbase + i >= rows) continue;
-                        float v = o[i];
-                        if (j.bias[wi]) v = v + j.bias[wi][rbase + i];
-                        j.y[wi][(int64_t)t * rows + rbase + i] = v;
-                        if (j.rx) { /* the residual add x += y of the output (cmf_cuda_add's x + o) */
-                            float *r = j.rx + (int64_t)t * rows + rbase + i;
-                            *r = *r + v;
-                        }
+            for (int i = 0; i < I8_R; i++) o[i] = s[i][t] * rs[i];
+            if (GLU) {
+                j.y[0][(int64_t)t * rows + rbase] = i8_act(o[0], gelu) * o[1];
+            } else {
+#pragma unroll
+                for (int i = 0; i < I8_R; i++) {
+                    if (rbase + i >= rows) continue;
+                    float v = o[i];
+                    if (j.bias[wi]) v = v + j.bias[wi][rbase + i];
+                    j.y[wi][(int64_t)t * rows + rbase + i] = v;
+                    if (j.rx) { /* the residual add x += y of the output (cmf_cuda_add's x + o) */
+                        float *r = j.rx + (int64_t)t * rows + rbase + i;
+                        *r = *r + v;
                     }
                 }
             }
         }
-        if (XP && npre) { /* the next group starts with its first batch in wv */
+        if (XP && npre) { /* (as above, for the lane that stored) */
             wi = nwi, rbase = nrbase, pre = true;
 #pragma unroll
             for (int i = 0; i < I8_R; i++) row[i] = nrow[i], rs[i] = nrs[i];
