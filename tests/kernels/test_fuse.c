@@ -2,7 +2,8 @@
  * kernels (kern.h: rp_gemv and rp_gemm sum in one order), on every path of this CPU with repacked kernels (scalar
  * always; AVX2 and AVX-512 VNNI when present), for q4_block, q4tp and q8_row (fused) and q8_2f, f16 (not fusable:
  * the one-by-one fallback), at rows that are not multiples of the 16-row group, with biases, with one column chunk
- * (cols 256) and with several (cols 1600 = 50 blocks > KERN_GEMM_KB), n = 1, 2 (decode kernel), 3, 7, 20 (GEMM):
+ * (cols 256, with 1040 / 1048 rows: runs of several panels per work item) and with several (cols 1600 = 50 blocks >
+ * KERN_GEMM_KB), n = 1, 2 (decode kernel), 3, 7, 20 (GEMM):
  *  - q/k/v-like groups of three products of one input: every output bit equal to three cmf_matmul calls;
  *  - gate/up + GLU (SiLU and GELU-tanh): bits equal to two cmf_matmul calls, then cmf_silu / cmf_gelu_tanh and the
  *    product; the same with fusion off (cmf_cpu_set_fuse(0));
@@ -49,7 +50,9 @@ static int repacked(int dtype) {
 
 static void check_case(cmf_pool *pool, int path, int dtype, int64_t cols) {
     const char *pn = cmf_cpu_path_name(path), *dn = cmf_dtype_name(dtype);
-    const int64_t rows[3] = {96, 40, 24}, F = 72; /* q, k, v; gate/up */
+    /* q, k, v; gate/up. At cols 256, q and gate/up of 33 panels of 32 rows (the last one partial): the GEMM of a few
+     * tokens gives each thread runs of 3 consecutive panels (matmul.c rp_ppi, 2 threads), with a partial run */
+    const int64_t rows[3] = {cols == 256 ? 1040 : 96, 40, 24}, F = cols == 256 ? 1048 : 72;
     mat m[5];
     int ok = 1;
     for (int i = 0; i < 5; i++) ok &= mat_new(&m[i], dtype, i < 3 ? rows[i] : F, cols);

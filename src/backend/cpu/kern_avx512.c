@@ -456,23 +456,44 @@ TGT static void attn_qk(const float *q, int64_t ldq, int G, const float *k, int6
     }
 }
 
-TGT static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
-                        int64_t ldo) {
-    enum { GB = 8 }; /* query heads per pass: GB accumulators stay in registers */
-    for (int c = 0; c < hd; c += 16) {
-        const __mmask16 m = hd - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (hd - c)) - 1u);
-        for (int g0 = 0; g0 < G; g0 += GB) {
-            const int gb = G - g0 < GB ? G - g0 : GB;
-            __m512 acc[GB];
-            for (int g = 0; g < gb; g++) acc[g] = _mm512_maskz_loadu_ps(m, o + (int64_t)(g0 + g) * ldo + c);
-            for (int j = 0; j < n; j++) {
-                const __m512 vj = _mm512_maskz_loadu_ps(m, v + (int64_t)j * ldv + c);
-                for (int g = 0; g < gb; g++)
-                    acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(p[(int64_t)(g0 + g) * ldp + j]), vj, acc[g]);
-            }
-            for (int g = 0; g < gb; g++) _mm512_mask_storeu_ps(o + (int64_t)(g0 + g) * ldo + c, m, acc[g]);
+/* GB query heads x 64 head_dim values (4 zmm, masked past hd) from c: GB * 4 independent accumulators, so the
+ * multiply-adds do not wait on each other (one chain per head and 16 values stalled on the fma latency with 1-2 heads
+ * per KV head); each output value still sums over j in order, as the scalar loop does. */
+TGT_INLINE void pv_tile(const float *p, int64_t ldp, const float *v, int64_t ldv, int n, int c, int hd, float *o,
+                        int64_t ldo, const int GB) {
+    __mmask16 m[4];
+    for (int q = 0; q < 4; q++) {
+        const int left = hd - c - 16 * q;
+        m[q] = left >= 16 ? (__mmask16)0xffff : left > 0 ? (__mmask16)((1u << left) - 1u) : (__mmask16)0;
+    }
+    __m512 acc[4][4];
+    for (int g = 0; g < GB; g++)
+        for (int q = 0; q < 4; q++) acc[g][q] = _mm512_maskz_loadu_ps(m[q], o + (int64_t)g * ldo + c + 16 * q);
+    for (int j = 0; j < n; j++) {
+        __m512 vj[4];
+        for (int q = 0; q < 4; q++) vj[q] = _mm512_maskz_loadu_ps(m[q], v + (int64_t)j * ldv + c + 16 * q);
+        for (int g = 0; g < GB; g++) {
+            const __m512 P = _mm512_set1_ps(p[(int64_t)g * ldp + j]);
+            for (int q = 0; q < 4; q++) acc[g][q] = _mm512_fmadd_ps(P, vj[q], acc[g][q]);
         }
     }
+    for (int g = 0; g < GB; g++)
+        for (int q = 0; q < 4; q++) _mm512_mask_storeu_ps(o + (int64_t)g * ldo + c + 16 * q, m[q], acc[g][q]);
+}
+
+TGT static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int64_t ldv, int n, int hd, float *o,
+                        int64_t ldo) {
+    for (int c = 0; c < hd; c += 64)
+        for (int g0 = 0; g0 < G; g0 += 4) {
+            const float *pg = p + (int64_t)g0 * ldp;
+            float *og = o + (int64_t)g0 * ldo;
+            switch (G - g0 < 4 ? G - g0 : 4) {
+            case 1: pv_tile(pg, ldp, v, ldv, n, c, hd, og, ldo, 1); break;
+            case 2: pv_tile(pg, ldp, v, ldv, n, c, hd, og, ldo, 2); break;
+            case 3: pv_tile(pg, ldp, v, ldv, n, c, hd, og, ldo, 3); break;
+            default: pv_tile(pg, ldp, v, ldv, n, c, hd, og, ldo, 4); break;
+            }
+        }
 }
 
 /* exp(x - m) by exp(r) * 2^k, k = round((x - m) log2 e), r = (x - m) - k ln 2 (ln 2 split in two), exp(r) by the

@@ -73,6 +73,7 @@ typedef struct {
     int gemm;          /* GEMM (kern.h gemm_pack_i8 / gemm_i8, or _f32 for the float family) for n > KERN_GEMV_T
                           when the path has one */
     int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks (int8) or columns (float) per chunk */
+    int64_t ppi;         /* repacked GEMM: consecutive panels of 32 rows per work item (rp_ppi) */
     int fastq;           /* GEMM on the avx512 path: cmf_qact_quantize_avx512 (bit-identical) quantizes */
     const cmf_rp *rp;    /* the view's load-time repacked copy (kern.h cmf_rp) when the path has kernels for it */
     int64_t gpi;         /* repacked decode: row groups of 16 per work item */
@@ -284,19 +285,32 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
     (void)ith, (void)nth;
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
-    const int64_t G0 = w->row0 / KERN_RP_R, panels = (w->rows + 31) / 32, nb = t->a.nb, items = panels * t->tchunks;
+    const int64_t G0 = w->row0 / KERN_RP_R, panels = (w->rows + 31) / 32, nb = t->a.nb;
+    const int64_t items = (panels + t->ppi - 1) / t->ppi * t->tchunks;
     for (;;) {
         const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         if (item >= items) break;
-        const int64_t p = item / t->tchunks, c = item % t->tchunks, r = 32 * p;
-        const int nr = w->rows - r < 32 ? (int)(w->rows - r) : 32;
-        const int64_t t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
-        for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
-            const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
-            t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, t->out + r, t->ld_out,
-                          t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb);
+        const int64_t c = item % t->tchunks, t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
+        for (int64_t p = item / t->tchunks * t->ppi, pe = p + t->ppi < panels ? p + t->ppi : panels; p < pe; p++) {
+            const int64_t r = 32 * p;
+            const int nr = w->rows - r < 32 ? (int)(w->rows - r) : 32;
+            for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
+                const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
+                t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, t->out + r, t->ld_out,
+                              t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb);
+            }
         }
     }
+}
+
+/* Panels of 32 rows per work item of the repacked GEMM: 1 when the panels are split into token ranges (tchunks > 1)
+ * or the tokens are many (prefill: the weights are reused from cache by every token tile); for a few tokens (a
+ * serve step's batch), runs of consecutive panels, about 8 items per thread, so that each thread reads one
+ * sequential stream, which the kernel prefetches one panel ahead (kern.h). */
+static int64_t rp_ppi(int64_t panels, int64_t tchunks, int64_t n, int nth) {
+    if (tchunks > 1 || n > KERN_RP_FEW) return 1;
+    const int64_t items = (int64_t)nth * 8;
+    return (panels + items - 1) / items;
 }
 
 void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
@@ -371,6 +385,7 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
         t.kc = (nb + chunks - 1) / chunks;
         t.tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
         if (t.tchunks > n / 8) t.tchunks = n / 8 > 1 ? n / 8 : 1;
+        t.ppi = rp_ppi(panels, t.tchunks, n, nth);
         atomic_init(&t.next, 0);
         if (small) rp_gemm_worker(&t, 0, 1);
         else cmf_pool_run(pool, rp_gemm_worker, &t);
@@ -420,6 +435,7 @@ typedef struct {
     int64_t gpi;     /* decode: row groups per unit */
     int64_t tchunks; /* prefill: token ranges per panel */
     int64_t kc;      /* prefill: blocks per column chunk */
+    int64_t ppi;     /* prefill: consecutive panels per unit (rp_ppi) */
     grp_prod p[GROUP_MAX];
     int np;
     int64_t units;   /* all products' units (with glu: the gate's only) */
@@ -443,14 +459,18 @@ static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r
                 for (int64_t i = *r; i < *re; i++) p->out[j * p->ld_out + i] += p->bias[i];
         return;
     }
-    const int64_t pn = u / t->tchunks, c = u % t->tchunks;
-    const int nr = w->rows - 32 * pn < 32 ? (int)(w->rows - 32 * pn) : 32;
-    *r = 32 * pn, *re = *r + nr;
+    const int64_t c = u % t->tchunks, panels = (w->rows + 31) / 32, p0 = u / t->tchunks * t->ppi;
+    const int64_t pe = p0 + t->ppi < panels ? p0 + t->ppi : panels;
+    *r = 32 * p0, *re = 32 * pe < w->rows ? 32 * pe : w->rows;
     *t0 = t->n * c / t->tchunks, *t1 = t->n * (c + 1) / t->tchunks;
-    for (int64_t b0 = 0; b0 < t->a.nb; b0 += t->kc) {
-        const int64_t kb = t->a.nb - b0 < t->kc ? t->a.nb - b0 : t->kc;
-        t->k->rp_gemm(p->rp, G0 + 2 * pn, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, *t0, *t1, p->out + *r, p->ld_out,
-                      p->bias ? p->bias + *r : NULL, b0 == 0, b0 + kb == t->a.nb);
+    for (int64_t pn = p0; pn < pe; pn++) {
+        const int64_t r0 = 32 * pn;
+        const int nr = w->rows - r0 < 32 ? (int)(w->rows - r0) : 32;
+        for (int64_t b0 = 0; b0 < t->a.nb; b0 += t->kc) {
+            const int64_t kb = t->a.nb - b0 < t->kc ? t->a.nb - b0 : t->kc;
+            t->k->rp_gemm(p->rp, G0 + 2 * pn, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, *t0, *t1, p->out + r0, p->ld_out,
+                          p->bias ? p->bias + r0 : NULL, b0 == 0, b0 + kb == t->a.nb);
+        }
     }
 }
 
@@ -552,8 +572,9 @@ void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *m
                 t->kc = (nb + chunks - 1) / chunks;
                 t->tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
                 if (t->tchunks > n / 8) t->tchunks = n / 8 > 1 ? n / 8 : 1;
+                t->ppi = rp_ppi(panels, t->tchunks, n, nth);
             }
-            p->units = panels * t->tchunks;
+            p->units = (panels + t->ppi - 1) / t->ppi * t->tchunks;
         }
     }
     t->units = glu ? t->p[0].units : t->p[count - 1].u0 + t->p[count - 1].units;
