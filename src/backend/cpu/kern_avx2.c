@@ -309,52 +309,46 @@ TGT static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int6
     }
 }
 
-/* exp(x - m) as in kern_avx512.c's exp_sum, 2^k built in the exponent bits (k >= -126 after the clamp at -87). */
+/* exp(v) for v in [-87, 88] (callers clamp) as kern_avx512.c's exp_ps, 2^k built in the exponent bits (k in
+ * [-126, 127]). */
+TGT static inline __m256 exp_ps(__m256 v) {
+    const __m256 l2e = _mm256_set1_ps(1.44269504088896341f), c1 = _mm256_set1_ps(0.693359375f);
+    const __m256 c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.0f);
+    const __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_fnmadd_ps(kf, c2, _mm256_fnmadd_ps(kf, c1, v));
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, one));
+    const __m256i e2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e2));
+}
+
+/* x[j] = exp(x[j] - m) for j < n (arguments clamped at -87); returns their sum (masked tail). */
 TGT static float exp_sum(float *x, int n, float m) {
-    const __m256 M = _mm256_set1_ps(m), lo = _mm256_set1_ps(-87.0f), l2e = _mm256_set1_ps(1.44269504088896341f);
-    const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.0f);
+    const __m256 M = _mm256_set1_ps(m), lo = _mm256_set1_ps(-87.0f);
     __m256 sum = _mm256_setzero_ps();
     for (int j = 0; j < n; j += 8) {
-        const int left = n - j >= 8 ? 8 : n - j;
-        const __m256i mk = tail_mask(left);
+        const __m256i mk = tail_mask(n - j >= 8 ? 8 : n - j);
         const __m256 v = _mm256_max_ps(_mm256_sub_ps(_mm256_maskload_ps(x + j, mk), M), lo);
-        const __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m256 r = _mm256_fnmadd_ps(kf, c2, _mm256_fnmadd_ps(kf, c1, v));
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-        p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, one));
-        const __m256i e2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
-        const __m256 e = _mm256_and_ps(_mm256_mul_ps(p, _mm256_castsi256_ps(e2)), _mm256_castsi256_ps(mk));
+        const __m256 e = _mm256_and_ps(exp_ps(v), _mm256_castsi256_ps(mk));
         _mm256_maskstore_ps(x + j, mk, e);
         sum = _mm256_add_ps(sum, e);
     }
     return hsum(sum);
 }
 
-/* SiLU x / (1 + exp(-x)), exp(-x) as in exp_sum (argument clamped to [-87, 88]: k in [-126, 127], so 2^k fits the
- * exponent bits), an IEEE division; masked loads and stores for the tail. */
+/* SiLU x / (1 + exp(-x)), exp(-x) by exp_ps (argument clamped to [-87, 88]), an IEEE division; masked loads and
+ * stores for the tail. */
 TGT static void silu(float *x, int64_t n) {
-    const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f), l2e = _mm256_set1_ps(1.44269504088896341f);
-    const __m256 c1 = _mm256_set1_ps(0.693359375f), c2 = _mm256_set1_ps(-2.12194440e-4f), one = _mm256_set1_ps(1.0f);
+    const __m256 lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f), one = _mm256_set1_ps(1.0f);
     for (int64_t j = 0; j < n; j += 8) {
         const __m256i mk = tail_mask(n - j >= 8 ? 8 : (int)(n - j));
         const __m256 xv = _mm256_maskload_ps(x + j, mk);
-        const __m256 v = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), xv), lo), hi);
-        const __m256 kf = _mm256_round_ps(_mm256_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m256 r = _mm256_fnmadd_ps(kf, c2, _mm256_fnmadd_ps(kf, c1, v));
-        __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-        p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-        p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, one));
-        const __m256i e2 = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(kf), _mm256_set1_epi32(127)), 23);
-        const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(e2));
+        const __m256 e = exp_ps(_mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), xv), lo), hi));
         _mm256_maskstore_ps(x + j, mk, _mm256_div_ps(xv, _mm256_add_ps(one, e)));
     }
 }

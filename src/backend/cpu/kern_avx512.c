@@ -496,25 +496,30 @@ TGT static void attn_pv(const float *p, int64_t ldp, int G, const float *v, int6
         }
 }
 
-/* exp(x - m) by exp(r) * 2^k, k = round((x - m) log2 e), r = (x - m) - k ln 2 (ln 2 split in two), exp(r) by the
- * Cephes expf polynomial; 2^k applied by vscalefps. Arguments clamped at -87 (exp ~1.6e-38). */
+/* exp(v) for v in [-87, 88] (callers clamp) by exp(r) * 2^k, k = round(v log2 e), r = v - k ln 2 (ln 2 split in two),
+ * exp(r) by the Cephes expf polynomial; 2^k applied by vscalefps. */
+TGT static inline __m512 exp_ps(__m512 v) {
+    const __m512 l2e = _mm512_set1_ps(1.44269504088896341f), c1 = _mm512_set1_ps(0.693359375f);
+    const __m512 c2 = _mm512_set1_ps(-2.12194440e-4f), one = _mm512_set1_ps(1.0f);
+    const __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(kf, c2, _mm512_fnmadd_ps(kf, c1, v));
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, one));
+    return _mm512_scalef_ps(p, kf);
+}
+
+/* x[j] = exp(x[j] - m) for j < n (arguments clamped at -87: exp ~1.6e-38); returns their sum. */
 TGT static float exp_sum(float *x, int n, float m) {
-    const __m512 M = _mm512_set1_ps(m), lo = _mm512_set1_ps(-87.0f), l2e = _mm512_set1_ps(1.44269504088896341f);
-    const __m512 c1 = _mm512_set1_ps(0.693359375f), c2 = _mm512_set1_ps(-2.12194440e-4f), one = _mm512_set1_ps(1.0f);
+    const __m512 M = _mm512_set1_ps(m), lo = _mm512_set1_ps(-87.0f);
     __m512 sum = _mm512_setzero_ps();
     for (int j = 0; j < n; j += 16) {
         const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
-        const __m512 v = _mm512_max_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), M), lo);
-        const __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512 r = _mm512_fnmadd_ps(kf, c2, _mm512_fnmadd_ps(kf, c1, v));
-        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, one));
-        const __m512 e = _mm512_scalef_ps(p, kf);
+        const __m512 e = exp_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), M), lo));
         _mm512_mask_storeu_ps(x + j, k, e);
         sum = _mm512_mask_add_ps(sum, k, sum, e);
     }
@@ -524,22 +529,11 @@ TGT static float exp_sum(float *x, int n, float m) {
 /* SiLU x / (1 + exp(-x)), exp(-x) as in exp_sum (argument clamped to [-87, 88]: beyond, x / (1 + e) is x or ~0
  * either way), an IEEE division. */
 TGT static void silu(float *x, int64_t n) {
-    const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.0f), l2e = _mm512_set1_ps(1.44269504088896341f);
-    const __m512 c1 = _mm512_set1_ps(0.693359375f), c2 = _mm512_set1_ps(-2.12194440e-4f), one = _mm512_set1_ps(1.0f);
+    const __m512 lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.0f), one = _mm512_set1_ps(1.0f);
     for (int64_t j = 0; j < n; j += 16) {
         const __mmask16 k = n - j >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (n - j)) - 1u);
         const __m512 xv = _mm512_maskz_loadu_ps(k, x + j);
-        const __m512 v = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), xv), lo), hi);
-        const __m512 kf = _mm512_roundscale_ps(_mm512_mul_ps(v, l2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-        const __m512 r = _mm512_fnmadd_ps(kf, c2, _mm512_fnmadd_ps(kf, c1, v));
-        __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-        p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-        p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, one));
-        const __m512 e = _mm512_scalef_ps(p, kf);
+        const __m512 e = exp_ps(_mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), xv), lo), hi));
         _mm512_mask_storeu_ps(x + j, k, _mm512_div_ps(xv, _mm512_add_ps(one, e)));
     }
 }
