@@ -76,7 +76,7 @@ typedef struct cmf_model_params {
     int n_threads; /* worker threads for matrix products; 0 = number of online CPUs */
     /* Tensor parallelism (Megatron-LM style, src/tp/tp.h): split every layer's heads, FFN neurons and the lm_head
      * vocabulary over `tp` ranks with one all-reduce after each attention and MLP block. 0 = the environment
-     * variable CMF_TP (unset: 1); 1 = not split (the plain path). With the backend "cpu" the ranks are threads of
+     * variable CMF_TP (unset or empty: 1; anything but a whole integer in [1, 64] is CMF_E_ARG); 1 = not split (the plain path). With the backend "cpu" the ranks are threads of
      * this process (n_threads shared among them); with "cuda" / "cuda:k" rank r runs on device k+r (NCCL
      * all-reduce; needs a build with CMF_NCCL). n_heads and intermediate_size must divide by tp, and n_kv_heads and
      * tp must divide one another (CMF_E_UNSUPPORTED naming the size otherwise); the O(1) far field, task masks,

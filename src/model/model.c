@@ -348,7 +348,18 @@ cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, c
     cmf_status st = cmf_file_open(path, &m->file);
     if (st == CMF_OK) st = build(m);
     /* tensor parallelism (src/tp): tp > 1 splits the model over that many ranks on `backend` */
-    int tp = params && params->tp > 0 ? params->tp : getenv("CMF_TP") ? atoi(getenv("CMF_TP")) : 1;
+    int tp = 1;
+    const char *tp_env = getenv("CMF_TP");
+    if (params && params->tp > 0) {
+        tp = params->tp;
+    } else if (st == CMF_OK && tp_env && *tp_env) { /* a whole integer in [1, 64], as `--tp` takes */
+        char *end = NULL;
+        const long v = strtol(tp_env, &end, 10);
+        if (*end != '\0' || v < 1 || v > 64)
+            st = cmf_err(CMF_E_ARG, "CMF_TP='%.40s' is not an integer in [1, 64]", tp_env);
+        else
+            tp = (int)v;
+    }
     if (st == CMF_OK && tp > 1) st = cmf_tp_setup(m, tp, backend);
     else if (st == CMF_OK) st = choose_backend(m, backend);
     if (st != CMF_OK) {

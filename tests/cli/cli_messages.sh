@@ -32,6 +32,11 @@ for c in run eval chat bench ppl serve; do
     expect_error 2 "$CMF_BIN" $c "$M" -t && want_line "cmf $c: missing value for -t"
     expect_error 2 "$CMF_BIN" $c "$M" --threads=x && want_line "cmf $c: invalid value 'x' for --threads (expected an integer in [0, 4096])"
 done
+# CMF_TP (read by cmf_model_load): a value that is not a whole integer in [1, 64] is an error naming it, not ignored
+for v in 2x abc 0 -1 65; do
+    CMF_TP=$v expect_error 1 "$CMF_BIN" run "$M" -p hi -n 1 && grep -q "CMF_TP='$v' is not an integer in \[1, 64\]" "$T/err" ||
+        fail "CMF_TP=$v: $(cat "$T/err")"
+done
 expect_error 2 "$CMF_BIN" run "$M" -p hi -n -3 && want_line "cmf run: invalid value '-3' for -n (expected a non-negative integer)"
 expect_error 2 "$CMF_BIN" run "$M" -p hi -c 0 && want_line "cmf run: invalid value '0' for -c (expected a positive integer)"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --temp abc && want_line "cmf run: invalid value 'abc' for --temp (expected a number in [0, 1000000])"
