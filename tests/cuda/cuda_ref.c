@@ -2,6 +2,7 @@
 #include "cuda_ref.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "quant/dtype.h"
@@ -11,6 +12,14 @@ void *ref_dev_poison(size_t bytes) {
     OK(cmf_cuda_malloc(&d, bytes));
     OK(cmf_cuda_memset(d, 0xff, bytes, NULL));
     return d;
+}
+
+int ref_have_device(void) {
+    int ndev = 0;
+    cmf_cuda_device_count(&ndev);
+    if (ndev >= 1) return 1;
+    printf("SKIP: no CUDA device (%s)\n", cmf_last_error());
+    return 0;
 }
 
 void *ref_dev_from(const void *h, size_t bytes) {

@@ -26,6 +26,9 @@ void ref_matmul_qact(const float *w, int64_t rows, int64_t cols, const float *x,
     } while (0)
 /* A device buffer of `bytes` filled with 0xff (the NaN pattern for f32 / f16), so unwritten outputs show. */
 void *ref_dev_poison(size_t bytes);
+/* 1 when a CUDA device is usable; else prints "SKIP: no CUDA device (why)" and returns 0 (the test then exits 77,
+ * ctest's SKIP, as on CI). */
+int ref_have_device(void);
 /* A device copy of the host buffer h. */
 void *ref_dev_from(const void *h, size_t bytes);
 /* n floats uniform in [-amp, amp) from the stream *rng (malloc'd; the caller frees). */

@@ -18,21 +18,8 @@
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
-/* A random rows x cols matrix encoded as dt, on the device (w->d_data; the caller frees it). */
-static void dev_weight(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
-    float *v = ref_rand_vec(&rng, rows * cols, 0.5f);
-    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
-    uint64_t nb = 0;
-    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
-    uint8_t *p = malloc((size_t)nb);
-    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, v, p));
-    w->dtype = dt, w->rows = rows, w->cols = cols;
-    w->d_data = ref_dev_from(p, (size_t)nb);
-    free(p);
-    free(v);
-}
-
-/* dev_weight, and the decoded floats of the encoded matrix (malloc'd; the caller frees them). */
+/* A random rows x cols matrix encoded as dt, on the device (w->d_data; the caller frees it), and the decoded floats
+ * of the encoded matrix (malloc'd; the caller frees them). */
 static float *dev_weight_dec(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
     float *v = ref_rand_vec(&rng, rows * cols, 0.5f);
     uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
@@ -45,6 +32,11 @@ static float *dev_weight_dec(int dt, int64_t rows, int64_t cols, cmf_cuda_weight
     w->d_data = ref_dev_from(p, (size_t)nb);
     free(p);
     return v;
+}
+
+/* dev_weight_dec without the decoded floats. */
+static void dev_weight(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
+    free(dev_weight_dec(dt, rows, cols, w));
 }
 
 /* Whether n floats of the device buffers a and b are the same bits. */
@@ -237,12 +229,7 @@ static void test_big(int dt, int64_t rows, int64_t cols) {
 }
 
 int main(void) {
-    int ndev = 0;
-    cmf_cuda_device_count(&ndev);
-    if (ndev < 1) {
-        printf("SKIP: no CUDA device (%s)\n", cmf_last_error());
-        return 77;
-    }
+    if (!ref_have_device()) return 77;
     const int dts[2] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
     cmf_cuda_set_i8act(1);
     for (int di = 0; di < 2; di++) {

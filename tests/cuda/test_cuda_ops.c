@@ -611,12 +611,7 @@ static void test_sampling(void) {
 }
 
 int main(void) {
-    int ndev = 0;
-    cmf_cuda_device_count(&ndev);
-    if (ndev < 1) {
-        printf("SKIP: no CUDA device (%s)\n", cmf_last_error());
-        return 77;
-    }
+    if (!ref_have_device()) return 77;
     char info[256];
     OK(cmf_cuda_device_info(0, info, sizeof info));
     printf("device: %s\n", info);

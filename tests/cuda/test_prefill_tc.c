@@ -168,12 +168,7 @@ static void test_attn_tc(void) {
 }
 
 int main(void) {
-    int ndev = 0;
-    cmf_cuda_device_count(&ndev);
-    if (ndev < 1) {
-        printf("SKIP: no CUDA device (%s)\n", cmf_last_error());
-        return 77;
-    }
+    if (!ref_have_device()) return 77;
     cmf_cuda_ctx *big = NULL, *tiny = NULL;
     OK(cmf_cuda_ctx_create(&big, 0));
     OK(cmf_cuda_ctx_create(&tiny, 200 << 10)); /* 200 KiB: the int8 path runs in many token chunks */
