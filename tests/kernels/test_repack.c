@@ -8,6 +8,9 @@
  *  - the decode kernel (rp_gemv) for 1 and 2 tokens over every group range, and the prefill kernel (rp_gemm) by
  *    panels with column chunks and accumulation (first = 0), against cmf_gemm_ref_i8 (double sums of the scalar
  *    path's decoded blocks): within 1e-5 of the sum of |terms|, nothing written past the rows asked for;
+ *  - q4_block / q4_tiled with cols % 32 != 0 (stored groups straddling rows, §2.4): the split copy's layout (two copy
+ *    rows per stored row, exact), cmf_matmul against a double product, and the same bits for a token whatever the
+ *    number of tokens in the call (check_split_case);
  *  - cmf_matmul on a 2-thread pool with the copy (n = 1, 2, 3, 17, 40, with a bias; q8_2f's column scales folded
  *    into the activations as cmf_matmul does), on a row view starting at
  *    row 16 (uses the copy) and at row 3 (reads the mapping): the same bound;
@@ -218,6 +221,127 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
     free(p);
 }
 
+/* Split copy (q4_block / q4_tiled with cols % 32 != 0, kern.h cmf_rp): copy rows 2R and 2R + 1 against the stored
+ * row R, element by element: one of the two is 0 and their sum is the stored value bit for bit; rows past them 0. */
+static int check_layout_split(const cmf_weight *w, const cmf_rp *rp) {
+    int bad = 0;
+    float *row = malloc((size_t)w->cols * sizeof(float)), v[2];
+    for (int64_t R = 0; R < rp->ngroups * KERN_RP_R / 2; R++) {
+        if (R < w->full_rows) cmf_weight_row_f32(w, R, row);
+        for (int64_t c = 0; c < w->cols; c++) {
+            const int64_t b = c / 32, k = c % 32, m = (k % 16) / 4, j = k % 4;
+            for (int h = 0; h < 2; h++) {
+                const int64_t Rc = 2 * R + h;
+                const uint8_t *gp = rp->buf + (size_t)(Rc / 16) * rp->gstride, *sc = gp + rp->nb * 256;
+                const int i = (int)(Rc % 16);
+                const uint8_t byte = gp[b * 256 + 64 * m + 4 * i + j];
+                const int u = k < 16 ? byte & 15 : byte >> 4;
+                const uint8_t *h16 = sc + 2 * (b * 16 + i);
+                v[h] = (float)(u - 8) * cmf_f16_to_f32((uint16_t)(h16[0] | h16[1] << 8));
+            }
+            const float want = R < w->full_rows ? row[c] : 0.0f, sum = v[0] + v[1];
+            if ((v[0] != 0 && v[1] != 0) || (memcmp(&sum, &want, 4) != 0 && !(sum == 0 && want == 0))) bad++;
+        }
+    }
+    free(row);
+    return bad;
+}
+
+/* q4_block / q4_tiled with cols % 32 != 0 (the stored groups of 32 straddle rows, §2.4): the split copy's layout, and
+ * cmf_matmul (n = 1, 2, 3, 17, 40, with a bias) against a double product of the stored values and the quantized
+ * activations within 1e-5 of the sum of |terms|; every token of the n = 40 call gives the bits of the same token
+ * alone (n = 1) and in a pair (n = 2): batch invariant; a view from row 8 (a copy group boundary) uses the copy,
+ * one from row 3 reads the mapping (float family). */
+static void check_split_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_t cols) {
+    uint64_t nbytes;
+    uint8_t *p = kt_payload(dtype, rows, cols, &nbytes);
+    cmf_weight w;
+    CHECK(p && kt_view(dtype, rows, cols, p, nbytes, &w));
+    if (!p) return;
+    CHECK(cmf_cpu_repack_weight(&w) == CMF_OK);
+    const cmf_rp *rp = w.rp;
+    CHECK_MSG(rp && rp->split && cmf_rp_of(&w) == rp, "%s %s %lldx%lld: no split copy", cmf_cpu_path_name(path),
+              cmf_dtype_name(dtype), (long long)rows, (long long)cols);
+    if (!rp) {
+        free(p);
+        return;
+    }
+    const int lbad = check_layout_split(&w, rp);
+    CHECK_MSG(lbad == 0, "%s %lldx%lld: %d elements of the split copy differ from the stored tensor",
+              cmf_dtype_name(dtype), (long long)rows, (long long)cols, lbad);
+    enum { NMAX = 40 };
+    const int64_t ld = rows + 3;
+    float *x = malloc((size_t)(NMAX * cols) * sizeof(float)), *bias = malloc((size_t)rows * sizeof(float));
+    float *wr = malloc((size_t)(rows * cols) * sizeof(float));
+    float *ref = malloc((size_t)(NMAX * ld) * sizeof(float)), *got = malloc((size_t)(NMAX * ld) * sizeof(float));
+    float *all = malloc((size_t)(NMAX * ld) * sizeof(float));
+    double *mag = malloc((size_t)(NMAX * ld) * sizeof(double));
+    void *abuf = malloc(cmf_qact_bytes(NMAX, cols));
+    for (int64_t i = 0; i < NMAX * cols; i++) x[i] = kt_frand() * (i % 13 == 0 ? 5.0f : 1.0f);
+    for (int64_t r = 0; r < rows; r++) bias[r] = kt_frand();
+    for (int64_t r = 0; r < rows; r++) cmf_weight_row_f32(&w, r, wr + r * cols);
+    cmf_qact a;
+    cmf_qact_init(&a, abuf, NMAX, cols);
+    cmf_qact_quantize(&a, x, cols, cols, NULL, 1, 0, NMAX);
+    for (int64_t t = 0; t < NMAX; t++)
+        for (int64_t r = 0; r < ld; r++) {
+            double s = r < rows ? bias[r] : 0, m = r < rows ? fabs(bias[r]) : 0;
+            for (int64_t c = 0; r < rows && c < cols; c++) {
+                const int64_t blk = t * a.nb + c / 32;
+                const double term = (double)wr[r * cols + c] * a.d[blk] * a.q[blk * 32 + c % 32];
+                s += term, m += fabs(term);
+            }
+            ref[t * ld + r] = r < rows ? (float)s : NAN;
+            mag[t * ld + r] = m;
+        }
+    for (int64_t i = 0; i < NMAX * ld; i++) all[i] = NAN;
+    cmf_matmul(pool, all, ld, x, NMAX, &w, bias);
+    int bad = compare(all, ref, mag, NMAX, rows, ld);
+    CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%d split cmf_matmul: %d off", cmf_cpu_path_name(path), cmf_dtype_name(dtype),
+              (long long)rows, (long long)cols, NMAX, bad);
+    const int64_t ns[] = {1, 2, 3, 17};
+    int vbad = 0;
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        const int64_t n = ns[ni];
+        for (int64_t t0 = 0; t0 + n <= NMAX; t0 += n) {
+            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+            cmf_matmul(pool, got, ld, x + t0 * cols, n, &w, bias);
+            bad = compare(got, ref + t0 * ld, mag + t0 * ld, n, rows, ld);
+            CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld split cmf_matmul: %d off", cmf_cpu_path_name(path),
+                      cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, bad);
+            for (int64_t t = 0; t < n; t++)
+                vbad += memcmp(got + t * ld, all + (t0 + t) * ld, (size_t)rows * sizeof(float)) != 0;
+        }
+    }
+    CHECK_MSG(vbad == 0, "%s %s %lldx%lld: %d tokens of calls of 1..17 tokens differ in bits from the call of 40",
+              cmf_cpu_path_name(path), cmf_dtype_name(dtype), (long long)rows, (long long)cols, vbad);
+    for (int64_t v0 = 8; v0 >= 3; v0 -= 5) { /* row views: 8 (the copy's group boundary), 3 (the mapping) */
+        if (rows <= v0) continue;
+        const cmf_weight sub = cmf_weight_rows(&w, v0, rows - v0);
+        CHECK((cmf_rp_of(&sub) != NULL) == (v0 == 8));
+        for (int64_t i = 0; i < NMAX * ld; i++) got[i] = NAN;
+        cmf_matmul(pool, got, ld, x, 2, &sub, bias + v0);
+        bad = 0;
+        for (int64_t t = 0; t < 2; t++)
+            for (int64_t r = 0; r < rows - v0; r++) {
+                double want = ref[t * ld + r + v0], m = mag[t * ld + r + v0];
+                if (v0 != 8) { /* the float family multiplies the unquantized activations */
+                    want = bias[r + v0], m = fabs(bias[r + v0]);
+                    for (int64_t c = 0; c < cols; c++) {
+                        const double term = (double)wr[(r + v0) * cols + c] * x[t * cols + c];
+                        want += term, m += fabs(term);
+                    }
+                }
+                bad += !(fabs((double)got[t * ld + r] - want) <= 1e-5 * m + 1e-30);
+            }
+        CHECK_MSG(bad == 0, "%s %s %lldx%lld split view from row %lld: %d off", cmf_cpu_path_name(path),
+                  cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)v0, bad);
+    }
+    free(abuf), free(x), free(bias), free(wr), free(ref), free(got), free(all), free(mag);
+    cmf_cpu_repack_release(&w);
+    free(p);
+}
+
 /* Sharing, release, stale copies, the switch. */
 static void check_registry(void) {
     const int64_t rows = 40, cols = 64;
@@ -253,9 +377,10 @@ static void check_registry(void) {
     CHECK(f16 && kt_view(CMF_DT_F16, rows, cols, f16, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
           w3.rp == NULL);
     free(f16);
-    uint8_t *odd = kt_payload(CMF_DT_Q4_BLOCK, rows, 40, &nbytes);
+    uint8_t *odd = kt_payload(CMF_DT_Q4_BLOCK, rows, 40, &nbytes); /* cols % 32 != 0: a split copy */
     CHECK(odd && kt_view(CMF_DT_Q4_BLOCK, rows, 40, odd, nbytes, &w3) && cmf_cpu_repack_weight(&w3) == CMF_OK &&
-          w3.rp == NULL);
+          w3.rp && w3.rp->split && w3.rp->ngroups == (2 * rows + 15) / 16);
+    cmf_cpu_repack_release(&w3);
     free(odd);
     free(p);
     free(p2);
@@ -343,8 +468,15 @@ int main(void) {
         }
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                if (shapes[s][1] % 32 == 0 || dts[d] == CMF_DT_Q8_ROW || dts[d] == CMF_DT_Q8_2F) /* q4: float family */
+                if (shapes[s][1] % 32 == 0 || dts[d] == CMF_DT_Q8_ROW || dts[d] == CMF_DT_Q8_2F)
                     check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
+                else if (dts[d] != CMF_DT_Q4TP) /* q4_block / q4_tiled: a split copy */
+                    check_split_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
+        const int64_t split_shapes[][2] = {{64, 172}, {5, 12}, {1, 33}, {40, 200}, {21, 1000}};
+        for (size_t s = 0; s < sizeof split_shapes / sizeof split_shapes[0]; s++) {
+            check_split_case(pool, paths[pi], CMF_DT_Q4_BLOCK, split_shapes[s][0], split_shapes[s][1]);
+            check_split_case(pool, paths[pi], CMF_DT_Q4_TILED, split_shapes[s][0], split_shapes[s][1]);
+        }
         if (!tested++) check_registry();
         check_set();
         fprintf(stderr, "%s: repacked kernels checked\n", cmf_cpu_path_name(paths[pi]));

@@ -4,7 +4,9 @@
  * greedy text of `cmf serve` does not change with load. And the cpu backend's grouping of q/k/v and gate/up+GLU into
  * one fan-out (cmf_matmul_group) gives the bits of the ops one by one (CMF_CPU_FUSE=0).
  *
- * hf-tiny qwen2 (q/k/v biases, tied head) as q4_block, qwen3 (q/k norm) as q8_row and llama as q4tp, converted here:
+ * hf-tiny qwen2 (q/k/v biases, tied head) as q4_block, qwen3 (q/k norm) as q8_row, llama as q4tp, and the trained
+ * stories260K (GGUF) as q4_block, whose 172-column down_proj has stored groups of 32 straddling its rows (CMF_FORMAT.md
+ * §2.4: the repack's split copy, kern.h cmf_rp), converted here:
  *   ref:     each of 3 sessions alone, token by token (cmf_session_decode), logits after every token; session 0 runs
  *            300 tokens (attention over more than 256 positions: several chunks), sessions 1 and 2 run 40;
  *   batched: one cmf_batch_run per step, session 0 first prefilling 150 tokens then chunks of 1..9 while 1 and 2
@@ -23,6 +25,7 @@
 #include "testutil.h"
 
 enum { NS = 3, LEN0 = 300, LEN = 40, VMAX = 1024, NCTX = 320 };
+#define STORIES_GGUF "data/models/stories260K-gguf/stories260Ktok512.gguf"
 
 static int len_of(int s) { return s == 0 ? LEN0 : LEN; }
 static int32_t tok(int s, int i, int V) { return (int32_t)((s * 131 + i * 17 + 5 + (i * i) % 29) % V); }
@@ -51,8 +54,12 @@ static void check_model(const char *hf, int dtype) {
     cmf_convert_opts o = {0};
     o.quant = dtype;
     char dir[256];
-    snprintf(dir, sizeof dir, "data/hf-tiny/%s", hf);
-    CHECK_MSG(cmf_convert_hf(shared_path(dir), path, &o) == CMF_OK, "%s: %s", hf, cmf_last_error());
+    if (!strcmp(hf, "stories260K")) {
+        CHECK_MSG(cmf_convert_gguf(shared_path(STORIES_GGUF), path, &o) == CMF_OK, "%s: %s", hf, cmf_last_error());
+    } else {
+        snprintf(dir, sizeof dir, "data/hf-tiny/%s", hf);
+        CHECK_MSG(cmf_convert_hf(shared_path(dir), path, &o) == CMF_OK, "%s: %s", hf, cmf_last_error());
+    }
     cmf_model *m = NULL;
     CHECK_MSG(cmf_model_load(path, NULL, &m) == CMF_OK, "%s: %s", hf, cmf_last_error());
     if (!m) return;
@@ -128,5 +135,6 @@ int main(void) {
     check_model("qwen2", CMF_DT_Q4_BLOCK);
     check_model("qwen3", CMF_DT_Q8_ROW);
     check_model("llama", CMF_DT_Q4TP);
+    check_model("stories260K", CMF_DT_Q4_BLOCK); /* down_proj 64 x 172: rows end in a partial block of 32 */
     CMF_TEST_END();
 }

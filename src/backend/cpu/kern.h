@@ -2,12 +2,14 @@
  * AVX2, AVX-512 VNNI, NEON), chosen at run time from CPUID (cpu.c). The matmul driver (matmul.c) works in
  * tiles of KERN_RB weight rows x up to KERN_TB tokens x a chunk of columns:
  *
- *   int8 family (q8_row, q8_2f, q4_block / q4_tiled with cols % 32 == 0, q4tp, q2tp): the activations are
+ *   int8 family (q8_row, q8_2f, q4_block / q4_tiled with cols % 32 == 0 or a split repacked copy (cmf_rp), q4tp,
+ *   q2tp): the activations are
  *   quantized once per matmul to int8 per block of 32 (llama.cpp's Q8_0 scheme: d = absmax/127, q = round(x/d);
  *   one level, slot = token, as llama.cpp; see cmf_qact_quantize),
  *   a tile of weights is decoded to 32-wide int8 blocks with one f32 scale per block, and the microkernel sums
  *   exact int32 block dot products, then scales them in f32:  y += sum_b wscale_b * xscale_b * isum_b.
- *   float family (f32, f16, bf16, and q4 with cols % 32 != 0): weights decoded to f32, f32 FMA dot products.
+ *   float family (f32, f16, bf16, and q4 with cols % 32 != 0 without a repacked copy): weights decoded to f32, f32
+ *   FMA dot products.
  *
  * The value of a decoded int8 weight is w = wscale * v with v in [-128, 127]: q8_row/q8_2f v = q (q8_2f's column
  * scales are folded into the activations before quantizing), q4 v = nibble - 8, q2tp v = 2c - 3 with
@@ -119,10 +121,10 @@ void cmf_gemm_i8_avx2(const void *pack, const cmf_qact *a, int64_t t0, int64_t t
 void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *out, int64_t ld_out,
                      const float *bias, double *mag);
 
-/* Load-time repack of the q4 family (repack.c): q4_block, q4_tiled (cols % 32 == 0) and q4tp matrices rewritten once
- * into row groups of KERN_RP_R = 16 stored rows, so that one vector load of nibbles feeds 16 rows (the idea of
- * llama.cpp's CPU "repack" buffer type, Q4_0 x 8 rows; this layout is our own). Group g (stored rows 16g..16g+15,
- * rows past full_rows zero: nibble 8 and scale 0) at buf + g * gstride:
+/* Load-time repack of the q4 family (repack.c): q4_block, q4_tiled (any cols: see split below) and q4tp matrices
+ * rewritten once into row groups of KERN_RP_R = 16 stored rows, so that one vector load of nibbles feeds 16 rows (the
+ * idea of llama.cpp's CPU "repack" buffer type, Q4_0 x 8 rows; this layout is our own). Group g (stored rows
+ * 16g..16g+15, rows past full_rows zero: nibble 8 and scale 0) at buf + g * gstride:
  *   nib[nb][4][64] bytes: for block b (columns 32b..32b+31) and quarter m (0..3), byte 4i+j (row i < 16, j < 4)
  *     holds in its low nibble u = v + 8 of column 32b + 4m + j and in its high nibble that of column
  *     32b + 16 + 4m + j, so (x & 15) and (x >> 4) & 15 of one 64-byte vector are the VNNI operands (16 rows x 4
@@ -135,7 +137,14 @@ void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *o
  * q8_row / q8_2f (q8 = 1; any cols, nb = ceil(cols / 32)): q[nb][8][64] bytes, for block b and column quad g (0..7)
  * byte 4i+j holds u = v + 128 of column 32b + 4g + j of row i (columns past cols: u = 128, v = 0), then rs[16] f32:
  * the rows' f16 scales (§2.2-2.3; q8_2f's column scales are folded into the activations by cmf_matmul); gstride =
- * nb * 512 + 64; the offset is -128 * s; value (u - 128) * rs. */
+ * nb * 512 + 64; the offset is -128 * s; value (u - 128) * rs.
+ * Split q4 (q4_block / q4_tiled with cols % 32 != 0, split = 1): the stored groups of 32 run over the flattened tensor
+ * (§2.4), so a row's column block b (columns 32b..32b+31, the activations' block) can hold values of two stored groups
+ * with two scales. Stored row R is then written as TWO copy rows in the q4 layout above: copy row 2R holds the values
+ * of each block that lie in the stored group of the block's first column, copy row 2R + 1 those of the next group
+ * (the rest of both: u = 8, v = 0; a block with no value in a row has scale 0), so every copy block has one scale and
+ * value(R, c) = value(2R, c) + value(2R + 1, c) with one of the two 0: exact. The kernels see 2 * full_rows rows;
+ * cmf_matmul adds each pair's outputs, y_R = y_2R + y_2R+1 (one f32 add, then the bias), for any token count. */
 enum { KERN_RP_R = 16 };
 /* The repacked GEMM with at most this many tokens per call (a serve step's batch) reads its weights from memory
  * once per product, as decode does, and prefetches them (rp_avx512.c: the next panel of 32 rows, into L2, during the
@@ -148,6 +157,8 @@ typedef struct cmf_rp {
     int64_t nb, ngroups; /* blocks of 32 per row; row groups = ceil(full_rows / 16) */
     int sbytes;          /* 2: f16 scales, 4: f32 scales */
     int q8;              /* 1: the q8 layout (one scale per row) */
+    int split;           /* 1: q4_block / q4_tiled with cols % 32 != 0: stored row R is copy rows 2R and 2R + 1
+                            (below); ngroups counts the copy's 2 * full_rows rows */
     size_t gstride;      /* bytes per row group */
     uint8_t *buf;        /* ngroups * gstride bytes, 64-byte aligned (owned, or a slice of arena) */
     const uint8_t *pf_end; /* the decode prefetch may read up to here: the end of the arena (the next matrices of
@@ -188,11 +199,12 @@ void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qac
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                       int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 /* The repacked copy a view can use: w->rp when it was made from w's stored tensor (same data, dtype, full_rows,
- * cols) and the view starts on a group boundary (row0 % 16 == 0); else NULL (the view is read from the mapping). */
+ * cols) and the view starts on a group boundary of the copy (row0 % 16 == 0; split: row0 % 8 == 0); else NULL (the
+ * view is read from the mapping). */
 static inline const cmf_rp *cmf_rp_of(const cmf_weight *w) {
     const cmf_rp *rp = w->rp;
     return rp && rp->data == w->data && rp->dtype == w->dtype && rp->full_rows == w->full_rows && rp->cols == w->cols &&
-                   w->row0 % KERN_RP_R == 0
+                   (w->row0 << rp->split) % KERN_RP_R == 0
                ? rp
                : NULL;
 }

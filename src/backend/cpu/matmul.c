@@ -13,7 +13,10 @@
  * so each weight byte is read from memory once per matmul whatever n is (GEMM for prefill).
  * Decode (n <= KERN_GEMV_T tokens, int8 family, a path with a fused kernel for the dtype): each work item instead
  * calls the path's gemv kernel per group of 4 rows, which reads the weights straight from the mapping, decodes
- * them in registers and keeps its f32 sums in registers over the whole row (kern.h, kern_gemv_i8). */
+ * them in registers and keeps its f32 sums in registers over the whole row (kern.h, kern_gemv_i8).
+ * A view with a load-time repacked copy (kern.h cmf_rp) reads only the copy: decode kernel for n <= KERN_GEMV_T, the
+ * repacked GEMM above it, both summing each row in one order (batch invariance); a split copy (q4 with
+ * cols % 32 != 0) through matmul_split. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +62,36 @@ static int is_i8(const cmf_weight *w) {
     }
 }
 
+/* How the repacked GEMM cuts a product's panels of 32 rows into work items (runs of consecutive panels): one panel
+ * per item when the panels are split into token ranges (tchunks > 1) or the tokens are many (prefill: the weights
+ * are reused from cache by every token tile). For a few tokens (a serve step's batch) each item is a run, so that a
+ * thread reads one sequential stream, which the kernel prefetches one panel ahead (kern.h): first ub = 4 runs per
+ * thread of sb panels (about 3/4 of the panels), then the rest in short runs of st panels, so that the threads
+ * finish within a short run of each other (equal runs left one thread idle for up to a whole run at the end of each
+ * product: 15 runs of 6 panels for an 88-panel gate/up pair on 2 threads, 16 runs of 63 panels for a 32000-row
+ * head). Which thread computes which rows never changes a value (each row's sum has one order). */
+typedef struct {
+    int64_t ub, sb, st, items; /* ub runs of sb panels, then runs of st panels (the last one shorter): items */
+} rp_runs;
+
+static rp_runs rp_runs_make(int64_t panels, int64_t tchunks, int64_t n, int nth) {
+    const rp_runs one = {panels, 1, 1, panels}; /* a panel per item */
+    if (tchunks > 1 || n > KERN_RP_FEW) return one;
+    rp_runs r = {4 * (int64_t)nth, 0, 1, 0};
+    r.sb = 3 * panels / (4 * r.ub);
+    if (r.sb < 2) return one;
+    r.st = r.sb / 16 > 1 ? r.sb / 16 : 1;
+    r.items = r.ub + (panels - r.ub * r.sb + r.st - 1) / r.st;
+    return r;
+}
+
+/* Item i's panels [*p0, *pe) (i < r->items). */
+static void rp_run(const rp_runs *r, int64_t panels, int64_t i, int64_t *p0, int64_t *pe) {
+    *p0 = i < r->ub ? i * r->sb : r->ub * r->sb + (i - r->ub) * r->st;
+    *pe = *p0 + (i < r->ub ? r->sb : r->st);
+    if (*pe > panels) *pe = panels;
+}
+
 typedef struct {
     cmf_pool *pool;
     const cmf_kern *k;
@@ -73,7 +106,7 @@ typedef struct {
     int gemm;          /* GEMM (kern.h gemm_pack_i8 / gemm_i8, or _f32 for the float family) for n > KERN_GEMV_T
                           when the path has one */
     int64_t tchunks, kc; /* GEMM: token ranges per row panel, blocks (int8) or columns (float) per chunk */
-    int64_t ppi;         /* repacked GEMM: consecutive panels of 32 rows per work item (rp_ppi) */
+    rp_runs runs;        /* repacked GEMM: the panels' work items per token range (rp_runs_make) */
     int fastq;           /* GEMM on the avx512 path: cmf_qact_quantize_avx512 (bit-identical) quantizes */
     const cmf_rp *rp;    /* the view's load-time repacked copy (kern.h cmf_rp) when the path has kernels for it */
     int64_t gpi;         /* repacked decode: row groups of 16 per work item */
@@ -286,12 +319,14 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
     const int64_t G0 = w->row0 / KERN_RP_R, panels = (w->rows + 31) / 32, nb = t->a.nb;
-    const int64_t items = (panels + t->ppi - 1) / t->ppi * t->tchunks;
+    const int64_t items = t->runs.items * t->tchunks;
     for (;;) {
         const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         if (item >= items) break;
         const int64_t c = item % t->tchunks, t0 = t->n * c / t->tchunks, t1 = t->n * (c + 1) / t->tchunks;
-        for (int64_t p = item / t->tchunks * t->ppi, pe = p + t->ppi < panels ? p + t->ppi : panels; p < pe; p++) {
+        int64_t p, pe;
+        rp_run(&t->runs, panels, item / t->tchunks, &p, &pe);
+        for (; p < pe; p++) {
             const int64_t r = 32 * p;
             const int nr = w->rows - r < 32 ? (int)(w->rows - r) : 32;
             for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
@@ -301,16 +336,6 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
             }
         }
     }
-}
-
-/* Panels of 32 rows per work item of the repacked GEMM: 1 when the panels are split into token ranges (tchunks > 1)
- * or the tokens are many (prefill: the weights are reused from cache by every token tile); for a few tokens (a
- * serve step's batch), runs of consecutive panels, about 8 items per thread, so that each thread reads one
- * sequential stream, which the kernel prefetches one panel ahead (kern.h). */
-static int64_t rp_ppi(int64_t panels, int64_t tchunks, int64_t n, int nth) {
-    if (tchunks > 1 || n > KERN_RP_FEW) return 1;
-    const int64_t items = (int64_t)nth * 8;
-    return (panels + items - 1) / items;
 }
 
 void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
@@ -332,6 +357,70 @@ void cmf_matmul_ref_f32(float *out, int64_t ld_out, const float *x, int64_t n, c
     }
 }
 
+/* The repacked path of a task whose activations are quantized (t->a, one level): decode (n <= KERN_GEMV_T: one item
+ * of contiguous groups per thread and split, a few long streams) or the GEMM, on the pool unless the product is
+ * small. */
+static void rp_launch(mm_task *t) {
+    const cmf_weight *w = t->w;
+    const int64_t n = t->n;
+    const int nth = cmf_pool_size(t->pool);
+    const int small = (double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN;
+    if (n <= KERN_GEMV_T) {
+        const int64_t ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R, items = (int64_t)nth * RP_SPLIT;
+        t->gpi = (ng + items - 1) / items;
+        atomic_init(&t->next, 0);
+        if (small) rp_gemv_worker(t, 0, 1);
+        else cmf_pool_run(t->pool, rp_gemv_worker, t);
+        return;
+    }
+    const int64_t nb = t->a.nb, panels = (w->rows + 31) / 32, chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
+    t->kc = (nb + chunks - 1) / chunks;
+    t->tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
+    if (t->tchunks > n / 8) t->tchunks = n / 8 > 1 ? n / 8 : 1;
+    t->runs = rp_runs_make(panels, t->tchunks, n, nth);
+    atomic_init(&t->next, 0);
+    if (small) rp_gemm_worker(t, 0, 1);
+    else cmf_pool_run(t->pool, rp_gemm_worker, t);
+}
+
+/* A view with a split repacked copy (kern.h cmf_rp: q4_block / q4_tiled with cols % 32 != 0): the copy's two rows
+ * per stored row are multiplied as a view of 2 * rows rows into a temporary (decode or GEMM kernel, as for any copy),
+ * then out[t][r] = tmp[t][2r] + tmp[t][2r + 1] (+ bias[r]): the same operations for any n, so batch invariant. Out
+ * of memory: the f32 reference product. */
+static void matmul_split(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
+                         const float *bias, const cmf_rp *rp) {
+    const int64_t R = w->rows, ld = 2 * R;
+    float *tmp = malloc((size_t)(n * ld) * sizeof(float));
+    if (!tmp) {
+        cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
+        return;
+    }
+    cmf_weight v = *w; /* the copy's rows of the view: [2 row0, 2 row0 + 2 rows) */
+    v.rows = ld;
+    v.row0 = 2 * w->row0;
+    mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = tmp, .ld_out = ld, .x = x, .n = n, .w = &v,
+                 .i8 = 1, .levels = 1, .rp = rp, .fastq = cmf_cpu_path() == CMF_CPU_AVX512};
+    uint8_t *sh = cmf_pool_shared(pool, cmf_qact_bytes(n, w->cols));
+    if (!sh) {
+        free(tmp);
+        cmf_matmul_ref_f32(out, ld_out, x, n, w, bias);
+        return;
+    }
+    cmf_qact_init(&t.a, sh, n, w->cols);
+    if (n * w->cols < QUANT_PAR_MIN) quantize(&t, 0, n);
+    else cmf_pool_run(pool, quant_worker, &t);
+    rp_launch(&t);
+    for (int64_t j = 0; j < n; j++) {
+        const float *s = tmp + j * ld;
+        float *o = out + j * ld_out;
+        if (bias)
+            for (int64_t r = 0; r < R; r++) o[r] = (s[2 * r] + s[2 * r + 1]) + bias[r];
+        else
+            for (int64_t r = 0; r < R; r++) o[r] = s[2 * r] + s[2 * r + 1];
+    }
+    free(tmp);
+}
+
 void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int64_t n, const cmf_weight *w,
                 const float *bias) {
     if (n <= 0 || w->rows <= 0) return;
@@ -342,8 +431,13 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     }
     mm_task t = {.pool = pool, .k = cmf_kern_active(), .out = out, .ld_out = ld_out, .x = x, .n = n, .w = w,
                  .bias = bias, .i8 = is_i8(w)};
+    const cmf_rp *rp = t.k->rp_gemv && t.k->rp_gemm && cmf_cpu_act_levels() == 1 ? cmf_rp_of(w) : NULL;
+    if (rp && rp->split && pool && cmf_cpu_path() != CMF_CPU_F32REF) { /* q4 with cols % 32 != 0: its copy */
+        matmul_split(pool, out, ld_out, x, n, w, bias, rp);
+        return;
+    }
     t.levels = t.i8 ? cmf_cpu_act_levels() : 1;
-    if (t.i8 && t.levels == 1 && t.k->rp_gemv && t.k->rp_gemm) t.rp = cmf_rp_of(w);
+    if (t.i8 && t.levels == 1) t.rp = rp;
     if (t.i8 && t.levels == 1 && n <= KERN_GEMV_T) t.gemv = t.k->gemv_i8[w->dtype];
     t.gemm = t.i8 ? t.levels == 1 && n > KERN_GEMV_T && t.k->gemm_pack_i8 && t.k->gemm_i8
                   : n > KERN_GEMV_T && t.k->gemm_pack_f32 && t.k->gemm_f32;
@@ -371,24 +465,8 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
         else cmf_pool_run(pool, quant_worker, &t);
     }
     const int nth = cmf_pool_size(pool);
-    const int small = (double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN;
-    if (t.rp && n <= KERN_GEMV_T) { /* one item of contiguous groups per thread and split: a few long streams */
-        const int64_t ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R, items = (int64_t)nth * RP_SPLIT;
-        t.gpi = (ng + items - 1) / items;
-        atomic_init(&t.next, 0);
-        if (small) rp_gemv_worker(&t, 0, 1);
-        else cmf_pool_run(pool, rp_gemv_worker, &t);
-        return;
-    }
     if (t.rp) {
-        const int64_t nb = t.a.nb, panels = (w->rows + 31) / 32, chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
-        t.kc = (nb + chunks - 1) / chunks;
-        t.tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
-        if (t.tchunks > n / 8) t.tchunks = n / 8 > 1 ? n / 8 : 1;
-        t.ppi = rp_ppi(panels, t.tchunks, n, nth);
-        atomic_init(&t.next, 0);
-        if (small) rp_gemm_worker(&t, 0, 1);
-        else cmf_pool_run(pool, rp_gemm_worker, &t);
+        rp_launch(&t);
         return;
     }
     if (t.gemm) {
@@ -423,6 +501,7 @@ typedef struct {
     float *out;
     int64_t ld_out;
     const float *bias;
+    rp_runs runs; /* prefill: the panels' work items (rp_runs_make) */
     int64_t u0, units;
 } grp_prod;
 
@@ -435,7 +514,6 @@ typedef struct {
     int64_t gpi;     /* decode: row groups per unit */
     int64_t tchunks; /* prefill: token ranges per panel */
     int64_t kc;      /* prefill: blocks per column chunk */
-    int64_t ppi;     /* prefill: consecutive panels per unit (rp_ppi) */
     grp_prod p[GROUP_MAX];
     int np;
     int64_t units;   /* all products' units (with glu: the gate's only) */
@@ -459,8 +537,9 @@ static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r
                 for (int64_t i = *r; i < *re; i++) p->out[j * p->ld_out + i] += p->bias[i];
         return;
     }
-    const int64_t c = u % t->tchunks, panels = (w->rows + 31) / 32, p0 = u / t->tchunks * t->ppi;
-    const int64_t pe = p0 + t->ppi < panels ? p0 + t->ppi : panels;
+    const int64_t c = u % t->tchunks, panels = (w->rows + 31) / 32;
+    int64_t p0, pe;
+    rp_run(&p->runs, panels, u / t->tchunks, &p0, &pe);
     *r = 32 * p0, *re = 32 * pe < w->rows ? 32 * pe : w->rows;
     *t0 = t->n * c / t->tchunks, *t1 = t->n * (c + 1) / t->tchunks;
     for (int64_t pn = p0; pn < pe; pn++) {
@@ -497,14 +576,15 @@ static void grp_worker(void *ctx, int ith, int nth) {
 }
 
 /* The group can run as one fan-out: every product takes the repacked path of cmf_matmul with the same quantized
- * activations (one level, no q8_2f column scales, one column count). */
+ * activations (one level, no q8_2f column scales, no split copy, one column count). */
 static int grp_fusable(const cmf_kern *k, const cmf_mm *mm, int count) {
     if (count < 1 || count > GROUP_MAX || !k->rp_gemv || !k->rp_gemm || cmf_cpu_act_levels() != 1 ||
         cmf_cpu_path() == CMF_CPU_F32REF)
         return 0;
     for (int i = 0; i < count; i++) {
         const cmf_weight *w = mm[i].w;
-        if (!is_i8(w) || w->dtype == CMF_DT_Q8_2F || !cmf_rp_of(w) || w->cols != mm[0].w->cols || w->rows <= 0)
+        if (!is_i8(w) || w->dtype == CMF_DT_Q8_2F || !cmf_rp_of(w) || cmf_rp_of(w)->split ||
+            w->cols != mm[0].w->cols || w->rows <= 0)
             return 0;
     }
     return 1;
@@ -572,9 +652,9 @@ void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *m
                 t->kc = (nb + chunks - 1) / chunks;
                 t->tchunks = panels >= 4 * nth ? 1 : (4 * nth + panels - 1) / panels;
                 if (t->tchunks > n / 8) t->tchunks = n / 8 > 1 ? n / 8 : 1;
-                t->ppi = rp_ppi(panels, t->tchunks, n, nth);
             }
-            p->units = (panels + t->ppi - 1) / t->ppi * t->tchunks;
+            p->runs = rp_runs_make(panels, t->tchunks, n, nth);
+            p->units = p->runs.items * t->tchunks;
         }
     }
     t->units = glu ? t->p[0].units : t->p[count - 1].u0 + t->p[count - 1].units;

@@ -39,7 +39,8 @@ void cmf_weight_cols_f32(const cmf_weight *w, int64_t r, int64_t c0, int64_t nc,
 
 /* out[t][r] = sum_c x[t][c] * W[r][c] (+ bias[r] when bias != NULL) for t < n, r < rows: the linear layer
  * y = x W^T of PyTorch. x is [n][cols] (row stride cols), out is [n][rows] with row stride ld_out (>= rows).
- * Quantized weights (q8_row, q8_2f, q4_block, q4_tiled, q4tp, q2tp; q4 only with cols % 32 == 0) take int8
+ * Quantized weights (q8_row, q8_2f, q4_block, q4_tiled, q4tp, q2tp; q4 with cols % 32 != 0 only through its
+ * repacked copy, kern.h cmf_rp "split") take int8
  * activations: each token is quantized per block of 32 (llama.cpp's Q8_0: d = absmax/127, q = round(x/d); for
  * q8_2f the column scales are folded into x first), the inner loops are exact int32 block dot products and
  * y = sum_b wscale_b * d_b * isum_b in f32. f32/f16/bf16 weights (and q4 with other cols) use f32 FMA dot
@@ -117,17 +118,18 @@ int cmf_cpu_act_levels(void);
 cmf_status cmf_cpu_set_act_levels(int levels);
 
 /* Load-time repack of the int8-family matrices for the CPU kernels (repack.c; layouts in kern.h, cmf_rp). A q4_block,
- * q4_tiled (cols % 32 == 0), q4tp, q8_row or q8_2f matrix is rewritten once into row groups of 16 interleaved rows
- * (one vector load feeds 16 rows) with their scales next to them (q4: f16 block scales as stored, q4tp's ladder rungs
- * as exact f32; q8: the row scales); cmf_matmul then reads only that copy for views starting on a 16-row boundary
+ * q4_tiled, q4tp, q8_row or q8_2f matrix is rewritten once into row groups of 16 interleaved rows (one vector load
+ * feeds 16 rows) with their scales next to them (q4: f16 block scales as stored, q4tp's ladder rungs as exact f32; q8:
+ * the row scales); cmf_matmul then reads only that copy for views starting on a 16-row boundary (8 for a split copy)
  * (decode and prefill alike, no per-call panel packing), and the mapping's bytes of the matrix are no longer read.
  * Memory: the copy is anonymous memory of the process, 18 bytes per 32 values for q4_block / q4_tiled (the same as
- * the file), 20 for q4tp (the file: about 16.7), 32 + 4/16 per row group for q8 (the file: 32 + 2 per row); the
- * file's pages, read once while repacking, stay as clean page cache (counted in RSS while mapped, reclaimable). Process-wide registry: views of the
+ * the file; 36 when cols % 32 != 0: two copy rows per row, kern.h "split"), 20 for q4tp (the file: about 16.7),
+ * 32 + 4/16 per row group for q8 (the file: 32 + 2 per row); the file's pages, read once while repacking, stay as
+ * clean page cache (counted in RSS while mapped, reclaimable). Process-wide registry: views of the
  * same stored tensor (tied embeddings, fused row views, skill sets) share one copy by reference count.
  *
  * cmf_cpu_repack_weight(w): makes (or takes another reference to) the copy of w's stored tensor and sets w->rp.
- *   Does nothing (CMF_OK, w->rp = NULL) for other dtypes, q4 with cols % 32 != 0, when repacking is off
+ *   Does nothing (CMF_OK, w->rp = NULL) for other dtypes, q4tp with cols % 32 != 0, when repacking is off
  *   (cmf_cpu_repack_enabled) or the active path has no repacked kernels. Errors: CMF_E_NOMEM (naming the size).
  * cmf_cpu_repack_release(w): drops w's reference (frees the copy with its last one) and clears w->rp; NULL rp fine.
  *   Every cmf_cpu_repack_weight that set rp needs one release before the stored bytes go away (the copy is found

@@ -44,11 +44,45 @@ static int is_q8(int dtype) {
     return dtype == CMF_DT_Q8_ROW || dtype == CMF_DT_Q8_2F;
 }
 
+static int is_q4(int dtype) {
+    return dtype == CMF_DT_Q4_BLOCK || dtype == CMF_DT_Q4_TILED;
+}
+
 static int rp_dtype(const cmf_weight *w) {
     if (w->cols <= 0 || w->full_rows <= 0) return 0;
-    return is_q8(w->dtype) ||
-           ((w->dtype == CMF_DT_Q4_BLOCK || w->dtype == CMF_DT_Q4_TILED || w->dtype == CMF_DT_Q4TP) &&
-            w->cols % 32 == 0);
+    return is_q8(w->dtype) || is_q4(w->dtype) || (w->dtype == CMF_DT_Q4TP && w->cols % 32 == 0);
+}
+
+/* q4_block / q4_tiled (§2.4-2.5): the 32 values u (0..15) of column block b of stored row R that lie in ONE stored
+ * group, the others set to 8 (v = 0); *scale = that group's f16 bytes, or NULL when no value of the block is in it.
+ * The stored groups run over the flattened tensor, so with cols % 32 != 0 a row's block b can straddle two of them:
+ * piece 0 is the group holding the block's first column, piece 1 the next group (empty when the row starts on a
+ * group boundary). Columns past cols are 8. */
+static void q4_piece(const cmf_weight *w, int64_t R, int64_t b, int piece, uint8_t u[32], const uint8_t **scale) {
+    const int64_t C = w->cols, f0 = R * C + 32 * b, G = (w->full_rows * C + 31) / 32, gi = f0 / 32 + piece;
+    const int tiled = w->dtype == CMF_DT_Q4_TILED;
+    if (f0 % 32 == 0 && 32 * b + 32 <= C) { /* the whole block is one stored group: piece 0 holds it all */
+        *scale = NULL;
+        memset(u, 8, 32);
+        if (piece) return;
+        const uint8_t *src = tiled ? w->data + 18 * gi + 2 : w->data + 16 * gi;
+        for (int k = 0; k < 16; k++) {
+            u[2 * k] = src[k] & 15;
+            u[2 * k + 1] = src[k] >> 4;
+        }
+        *scale = tiled ? w->data + 18 * gi : w->data + 16 * G + 2 * gi;
+        return;
+    }
+    int any = 0;
+    for (int k = 0; k < 32; k++) {
+        const int64_t f = f0 + k;
+        u[k] = 8;
+        if (32 * b + k >= C || f / 32 != gi) continue;
+        const uint8_t byte = tiled ? w->data[18 * gi + 2 + (f % 32) / 2] : w->data[16 * gi + (f % 32) / 2];
+        u[k] = f % 2 ? byte >> 4 : byte & 15; /* byte k: element 2k low, 2k+1 high (§2.4) */
+        any = 1;
+    }
+    *scale = !any ? NULL : tiled ? w->data + 18 * gi : w->data + 16 * G + 2 * gi;
 }
 
 /* The q8 layout of group g: u = v + 128 in VNNI order, row scales as f32 (kern.h). */
@@ -68,38 +102,42 @@ static void write_group_q8(const cmf_weight *w, cmf_rp *rp, int64_t g) {
 }
 
 /* Writes group g of the copy from the stored tensor of w (a view of it with row0 = 0 is not needed: stored rows are
- * addressed directly). */
+ * addressed directly). A split copy (kern.h cmf_rp) holds stored row R as copy rows 2R (piece 0 of every block) and
+ * 2R + 1 (piece 1): each block of a copy row then has one scale. */
 static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
     if (rp->q8) {
         write_group_q8(w, rp, g);
         return;
     }
-    const int64_t nb = rp->nb, G = rp->full_rows * nb; /* groups of the flattened tensor (§2.4) */
+    const int64_t nb = rp->nb, copy_rows = rp->full_rows << rp->split;
     uint8_t *nib = rp->buf + (size_t)g * rp->gstride, *sc = nib + (size_t)nb * 256;
     kern_tp tp;
     memset(&tp, 0, sizeof tp);
     if (w->dtype == CMF_DT_Q4TP) cmf_kern_tp(w, &tp);
-    memset(nib, 0x88, (size_t)nb * 256); /* rows past full_rows: u = 8, v = 0 */
+    memset(nib, 0x88, (size_t)nb * 256); /* rows past the copy's rows: u = 8, v = 0 */
     memset(sc, 0, (size_t)nb * 16 * (size_t)rp->sbytes);
     for (int i = 0; i < KERN_RP_R; i++) {
-        const int64_t R = g * KERN_RP_R + i;
-        if (R >= rp->full_rows) break;
+        const int64_t Rc = g * KERN_RP_R + i, R = Rc >> rp->split;
+        if (Rc >= copy_rows) break;
         float lad[32];
         if (w->dtype == CMF_DT_Q4TP) cmf_kern_ladder(w, &tp, R, lad);
         for (int64_t b = 0; b < nb; b++) {
-            const int64_t gi = R * nb + b;
-            const uint8_t *src = w->dtype == CMF_DT_Q4_TILED ? w->data + 18 * gi + 2 : w->data + 16 * gi;
             uint8_t u[32];
-            for (int k = 0; k < 16; k++) { /* byte k: column 2k low, 2k+1 high (§2.4) */
-                u[2 * k] = src[k] & 15;
-                u[2 * k + 1] = src[k] >> 4;
+            const uint8_t *h = NULL;
+            if (w->dtype == CMF_DT_Q4TP) {
+                const uint8_t *src = w->data + 16 * (R * nb + b);
+                for (int k = 0; k < 16; k++) { /* byte k: column 2k low, 2k+1 high (§2.4) */
+                    u[2 * k] = src[k] & 15;
+                    u[2 * k + 1] = src[k] >> 4;
+                }
+            } else {
+                q4_piece(w, R, b, (int)(Rc & rp->split), u, &h);
             }
             uint8_t *dst = nib + b * 256 + 4 * i;
             for (int m = 0; m < 4; m++)
                 for (int j = 0; j < 4; j++) dst[64 * m + j] = (uint8_t)(u[4 * m + j] | u[16 + 4 * m + j] << 4);
             if (rp->sbytes == 2) {
-                const uint8_t *h = w->dtype == CMF_DT_Q4_TILED ? w->data + 18 * gi : w->data + 16 * G + 2 * gi;
-                memcpy(sc + 2 * (b * 16 + i), h, 2);
+                if (h) memcpy(sc + 2 * (b * 16 + i), h, 2);
             } else {
                 const float s = lad[cmf_kern_code(&tp, R, b)];
                 memcpy(sc + 4 * (b * 16 + i), &s, 4);
@@ -116,7 +154,7 @@ static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
 static size_t stored_bytes(const cmf_weight *w) {
     const size_t nb = (size_t)w->cols / 32, R = (size_t)w->full_rows, C = (size_t)w->cols;
     if (is_q8(w->dtype)) return R * C + 2 * R + (w->dtype == CMF_DT_Q8_2F ? 2 * C : 0);
-    return w->dtype == CMF_DT_Q4TP ? R * (16 * nb + 4 + (5 * nb + 7) / 8) : R * nb * 18;
+    return w->dtype == CMF_DT_Q4TP ? R * (16 * nb + 4 + (5 * nb + 7) / 8) : (R * C + 31) / 32 * 18;
 }
 
 static uint64_t fingerprint(const uint8_t *p, size_t n) {
@@ -190,8 +228,9 @@ static cmf_rp *new_entry(const cmf_weight *w, uint64_t fp) {
     rp->full_rows = w->full_rows;
     rp->cols = w->cols;
     rp->q8 = is_q8(w->dtype);
+    rp->split = is_q4(w->dtype) && w->cols % 32 != 0;
     rp->nb = (w->cols + 31) / 32;
-    rp->ngroups = (w->full_rows + KERN_RP_R - 1) / KERN_RP_R;
+    rp->ngroups = ((w->full_rows << rp->split) + KERN_RP_R - 1) / KERN_RP_R;
     rp->sbytes = w->dtype == CMF_DT_Q4TP || rp->q8 ? 4 : 2;
     rp->gstride =
         rp->q8 ? (size_t)rp->nb * 512 + 64 : ((size_t)rp->nb * (256 + 16 * (size_t)rp->sbytes) + 63) & ~(size_t)63;
