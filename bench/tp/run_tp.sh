@@ -17,7 +17,7 @@
 #   8b      Llama 3 8B: hidden 4096, 32 layers, FFN 14336, vocab 128256, 32 heads / 8 KV heads of 128
 #   32b     Qwen2.5 32B: hidden 5120, $L32 layers (default 64, the real model), FFN 27648, vocab 152064, 40 / 8 heads
 #   32bhalf one tp-2 rank's share of 32b as a model of its own (FFN 13824, vocab 76032, 20 / 4 heads), run at tp 1
-#           (the first T1_ENVS setting): the time of a rank's kernels on one GPU without any collective (the
+#           ($HALF_ENV): the time of a rank's kernels on one GPU without any collective (the
 #           ceiling of tp 2)
 #   tiny    a 2-layer 256-wide model (a dry run of this script on the CPU: BACKEND=cpu STAGES=bench MODELS=tiny)
 # Settings with several variables join them with '+' (CMF_TP_SYMM=1+CMF_TP_SYMM_GUARD=0).
@@ -29,7 +29,11 @@
 # (cuda), N_GEN (64), DEPS, B (the
 # CUDA build folder), GB (the generators' CPU-only build folder; reused when it has them).
 # Logs go to $OUT; the last lines printed are the table (model, setting, tp 1 and tp N tok/s, ratio, check).
-# CMF_CUDA_I8ACT=0 (the f32-activation matvec) has its own tp 1 run and check reference.
+# CMF_CUDA_I8ACT=0 (the f32-activation matvec) has its own tp 1 run and check reference; a setting containing
+# REF=f32act (a variable nothing reads) is checked against that f32-activation reference too, so with
+# T1_ENVS="CMF_CUDA_I8ACT=0 - REF=f32act" the last tp 1 run gives the int8 path's own error (int8 vs f32 activations
+# on one GPU), the yardstick for tp N's int8 check. 32bhalf runs once, at tp 1 with $HALF_ENV ("-").
+# CMF_TP_FOLD=1: the residual folded into the all-reduce (src/tp/tp.h fold).
 # Needs a carried folder ignored by git ($DEPS, default .cudadev-tp; $TP_DEPS is the older name) with the *.deb
 # files of bench/cuda/run_gpu_forward.sh, shared/data/hf-tiny and head.tar (`git archive -o $DEPS/head.tar HEAD`;
 # tp_head.tar is the older name), which is what gets built.
@@ -145,7 +149,7 @@ if has bench; then
   echo "== bench (decode, $N_GEN tokens after 16 prompt + 8 warm-up; then the 17-step check) $(el)"
   bench() { # model tag tp env (the check's reference: per activation path, CMF_CUDA_I8ACT=0 has its own)
     local ref=/tmp/tpm/$1.ref
-    case "$4" in *CMF_CUDA_I8ACT=0*) ref=/tmp/tpm/$1.f32act.ref ;; esac
+    case "$4" in *CMF_CUDA_I8ACT=0* | *REF=f32act*) ref=/tmp/tpm/$1.f32act.ref ;; esac
     if [ "$4" = - ]; then TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 /"
     else env $(envs $4) TP_BENCH_REF=$ref timeout 150 $B/tests/tp/tp_bench /tmp/tpm/$1.cmf $3 $BACKEND $N_GEN 2>&1 | sed "s/^/$2 $4 /"; fi
   }
@@ -153,8 +157,8 @@ if has bench; then
     [ -f /tmp/tpm/$mdl.cmf ] || { echo "no /tmp/tpm/$mdl.cmf"; continue; }
     rm -f /tmp/tpm/$mdl.ref /tmp/tpm/$mdl.f32act.ref
     tag=$mdl; case $mdl in 32b*) tag=$mdl-${L32}L ;; esac
-    if [ $mdl = 32bhalf ]; then # the ceiling: the first tp 1 setting only
-      bench $mdl $tag 1 ${T1_ENVS%% *}; rm -f /tmp/tpm/$mdl.cmf; continue
+    if [ $mdl = 32bhalf ]; then # the ceiling: tp 1 with $HALF_ENV only
+      bench $mdl $tag 1 ${HALF_ENV:--}; rm -f /tmp/tpm/$mdl.cmf; continue
     fi
     for e in $T1_ENVS; do bench $mdl $tag 1 $e; done
     for tp in $TPS; do

@@ -25,6 +25,22 @@
         if (st_ != CMF_OK) return st_;                                                                           \
     } while (0)
 
+/* A row-parallel product (o_proj / down_proj) of a TP rank with the residual folded into the all-reduce (tp.h
+ * "fold"): x_new = x + sum over ranks of W_r in_r. Rank 0 adds its partial to x (the residual, which the cuda
+ * backend takes as the product's epilogue), every other rank writes its partial into x, and the all-reduce sums x in
+ * place, so the collective's output is the block output and the next RMSNorm reads it as on one device. in: n x
+ * W->cols (the rank's slice of the attention output / GLU), x: n x D, scratch: n x D (rank 0's partial). */
+static cmf_status tp_fold(cmf_backend *be, cmf_batch *b, float *x, float *scratch, const float *in, const cmf_weight *W,
+                          int n, int D) {
+    if (b->m->tp_rank == 0) {
+        TRY(be->matmul(be, b, scratch, D, in, n, W, NULL));
+        TRY(be->residual(be, b, x, scratch, NULL, n, D, 0.0f, 0));
+    } else {
+        TRY(be->matmul(be, b, x, D, in, n, W, NULL));
+    }
+    return be->allreduce(be, b, x, (int64_t)n * D);
+}
+
 /* The layers and the head, op by op through the backend; b->pos is set. */
 static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n,
                               float *all_logits) {
@@ -36,6 +52,7 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
     const float eps = c->rms_norm_eps;
     const int gn = c->gemma_norm;
     float *x = b->x, *xb = b->xb;
+    const int fold = be->allreduce && m->tp_of && m->tp_of->fold; /* TP ranks with the residual in the all-reduce */
 
     TRY(be->embed(be, b, x, &W->embed, tokens, n, c->embed_multiplier));
 
@@ -53,9 +70,13 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
         TRY(be->qk_rope(be, b, L, l, n));
         TRY(be->kv_write(be, b, seqs, l, n));
         TRY(be->attention(be, b, seqs, l, n));
-        TRY(be->matmul(be, b, xb, D, b->att, n, &L->wo, NULL));
-        if (be->allreduce) TRY(be->allreduce(be, b, xb, (int64_t)n * D)); /* TP: sum the ranks' partial o_proj */
-        TRY(be->residual(be, b, x, xb, L->post_attn_norm, n, D, eps, gn));
+        if (fold && !L->post_attn_norm) { /* TP, residual folded into the all-reduce (tp.h fold) */
+            TRY(tp_fold(be, b, x, xb, b->att, &L->wo, n, D));
+        } else {
+            TRY(be->matmul(be, b, xb, D, b->att, n, &L->wo, NULL));
+            if (be->allreduce) TRY(be->allreduce(be, b, xb, (int64_t)n * D)); /* TP: sum the ranks' partial o_proj */
+            TRY(be->residual(be, b, x, xb, L->post_attn_norm, n, D, eps, gn));
+        }
 
         /* feed-forward block */
         TRY(be->rmsnorm(be, b, xb, x, L->ffn_norm, n, D, eps, gn));
@@ -72,9 +93,13 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
             TRY(be->matmul(be, b, b->hb2, F, xb, n, &L->w_up, NULL));
         }
         TRY(be->glu(be, b, b->hb, b->hb2, (int64_t)n * F, c->act == CMF_ACT_GELU_TANH));
-        TRY(be->matmul(be, b, xb, D, b->hb, n, &L->w_down, NULL));
-        if (be->allreduce) TRY(be->allreduce(be, b, xb, (int64_t)n * D)); /* TP: sum the partial down_proj */
-        TRY(be->residual(be, b, x, xb, L->post_ffn_norm, n, D, eps, gn));
+        if (fold && !L->post_ffn_norm) {
+            TRY(tp_fold(be, b, x, xb, b->hb, &L->w_down, n, D));
+        } else {
+            TRY(be->matmul(be, b, xb, D, b->hb, n, &L->w_down, NULL));
+            if (be->allreduce) TRY(be->allreduce(be, b, xb, (int64_t)n * D)); /* TP: sum the partial down_proj */
+            TRY(be->residual(be, b, x, xb, L->post_ffn_norm, n, D, eps, gn));
+        }
     }
 
     /* final norm and the head: every token when asked for, else only each session's last token */

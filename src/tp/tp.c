@@ -227,6 +227,7 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     /* symmetric windows: on unless CMF_TP_SYMM=0 (cuda ranks; NCCL's symmetric all-reduce kernels, guarded against
      * NCCL 2.28's early start in tp_nccl.cu; 32B shape tp 2 +3.9% on 2 x H200, bench/tp/RESULTS.md session 5) */
     tp->sym = !(getenv("CMF_TP_SYMM") && !strcmp(getenv("CMF_TP_SYMM"), "0"));
+    tp->fold = getenv("CMF_TP_FOLD") && !strcmp(getenv("CMF_TP_FOLD"), "1"); /* tp.h fold */
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);
@@ -295,13 +296,15 @@ struct cmf_tp_window {
     struct cmf_tp_window *next;
 };
 
-/* Moves the xb of front batch b's rank batches into one new symmetric window; on failure they keep their plain
- * buffers, tp->sym is cleared and tp->sym_note keeps the reason (the batch works either way). */
+/* Moves the xb and x of front batch b's rank batches into one new symmetric window (xb at offset 0, x right after
+ * it: the same offsets on every rank, as NCCL's symmetric kernels need); on failure they keep their plain buffers,
+ * tp->sym is cleared and tp->sym_note keeps the reason (the batch works either way). */
 static void attach_window(cmf_tp *tp, cmf_batch *b) {
 #ifdef CMF_HAVE_NCCL
     struct cmf_tp_window *w = calloc(1, sizeof *w);
     if (!w) return;
-    const size_t bytes = (size_t)b->n_batch * (size_t)tp->front->cfg.hidden_size * sizeof(float);
+    const size_t half = (size_t)b->n_batch * (size_t)tp->front->cfg.hidden_size * sizeof(float);
+    const size_t bytes = 2 * half;
     pthread_mutex_lock(&tp->run_mu); /* a collective on the communicators: not during a forward */
     cmf_status st = cmf_tp_nccl_window(tp, bytes, w->ptr, w->win);
     if (st == CMF_OK) {
@@ -309,7 +312,9 @@ static void attach_window(cmf_tp *tp, cmf_batch *b) {
             cmf_batch *rb = b->tp_rank[r];
             rank_device(tp, r);
             rb->m->be->buf_free(rb->m->be, rb->xb);
+            rb->m->be->buf_free(rb->m->be, rb->x);
             rb->xb = w->ptr[r];
+            rb->x = (float *)((uint8_t *)w->ptr[r] + half);
         }
         w->b = b;
         w->bytes = bytes;
@@ -337,7 +342,7 @@ static struct cmf_tp_window *detach_window(cmf_tp *tp, cmf_batch *b) {
         if (w->b != b) continue;
         *pp = w->next;
         tp->n_windows--;
-        for (int r = 0; r < tp->n; r++) b->tp_rank[r]->xb = NULL; /* not the backend's to free */
+        for (int r = 0; r < tp->n; r++) b->tp_rank[r]->xb = b->tp_rank[r]->x = NULL; /* not the backend's */
         return w;
     }
     return NULL;

@@ -73,13 +73,20 @@ typedef struct cmf_tp {
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
     /* symmetric all-reduce windows (cuda ranks, tp_nccl.cu): each front batch's rank batches have their xb at
-     * offset 0 of one window (tp.c attach_window) unless CMF_TP_SYMM=0 at load */
+     * offset 0 and their x (the residual stream, all-reduced under fold) right after it in one window (tp.c
+     * attach_window) unless CMF_TP_SYMM=0 at load */
     struct cmf_tp_window *windows; /* one per front batch holding one (tp.c) */
     int sym;                       /* 1: new batches get a window (the default); 0: off (CMF_TP_SYMM=0, or a failed
                                     * attempt) */
     int n_windows;                 /* windows in use */
     long windows_made;             /* windows made since load (tests and benchmarks report it) */
     char sym_note[160];            /* why a window could not be made (NCCL's message), else "" */
+    int fold;                     /* the residual folded into the all-reduce (forward.c tp_fold; CMF_TP_FOLD=1 at
+                                   * load, off by default until measured): for blocks without a post-norm, rank 0's
+                                   * o_proj / down_proj adds its partial to x (the residual), the other ranks write
+                                   * theirs into x, and x is all-reduced in place, so x + sum of the partials comes
+                                   * out of the collective and no separate add (+ norm) runs after it; Gemma's
+                                   * post-norm blocks keep the order product, all-reduce, post-norm, add */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
     double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others
                                    * included; cuda: with profile, the collective alone) */
@@ -119,8 +126,8 @@ void cmf_tp_free(cmf_tp *tp);
 int cmf_tp_barrier(cmf_tp *tp);
 
 /* Front batch b (m, n_batch, n_seq set): one rank batch per rank in b->tp_rank, plus b->pos / head_tok. Cuda
- * ranks: the rank batches' xb (n_batch x hidden_size f32, the all-reduced buffer) is moved into a symmetric NCCL
- * window (NCCL's symmetric all-reduce kernels) when tp->sym (the default; CMF_TP_SYMM=0 turns it off); when that
+ * ranks: the rank batches' xb and x (n_batch x hidden_size f32 each, the all-reduced buffers) are moved into a
+ * symmetric NCCL window (NCCL's symmetric all-reduce kernels) when tp->sym (the default; CMF_TP_SYMM=0 turns it off); when that
  * fails the plain buffers stay and tp->sym_note says why. Errors: those of cmf_batch_new on the ranks.
  * cmf_tp_batch_fini frees them (NULL-safe). */
 cmf_status cmf_tp_batch_init(cmf_batch *b);
