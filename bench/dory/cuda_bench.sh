@@ -13,7 +13,8 @@
 #  5. a table of the rows with the cmf/PyTorch ratios (dory_table.md in $OUT; the logs in $LOGS).
 # Environment (set by run_acceptance.sh): B (build dir), OUT, LOGS (default $OUT), R (repository root of the carried
 # tree), DEPS, P (unpacked .debs); DORY_DTYPES, DORY_MEMCHECK (1), DORY_REPS (3), DORY_GEN (32 decode steps),
-# DORY_CTX (128), DORY_TORCH (1), DORY_NOPDL (1), DORY_PREGEN (0; 1: the caller writes the files), DORY_TEST (1; 0: test_gpu_dory was run by the caller), DORY_NCU (0; 1: Nsight Compute's GPU time per kernel over the first DORY_NCU_N
+# DORY_CTX (128), DORY_TORCH (1), DORY_NOPDL (1), DORY_PREGEN (0; 1: the caller writes the files), DORY_TEST (1; 0: test_gpu_dory was run by the caller),
+# DORY_AB (pp512 rows of each file under other settings, e.g. "CMF_DORY_CUDA_PREFILL=f32"), DORY_NCU (0; 1: Nsight Compute's GPU time per kernel over the first DORY_NCU_N
 # kernels of decode on the first dtype's file, summarised by bench/cuda/ncu_summary.py into $LOGS).
 # Usage alone (repository root, on the device): DEPS=.cudadev-NAME STAGES=dory bash bench/cuda/run_acceptance.sh
 set -uo pipefail
@@ -66,6 +67,10 @@ for dt in $DTS; do
   f=/tmp/dory4b-$dt.cmf
   [ -f $f ] || { echo "no $f"; continue; }
   timeout 200 $B/bench/dory/dory_gpu_bench $f -p 512 -g $GEN -c $CTX -r $REPS --label dory4b-$dt 2>&1 | tee -a $res
+  for e in ${DORY_AB:-}; do # pp rows of the same file under other settings (',' between variables), same call
+    env ${e//,/ } timeout 100 $B/bench/dory/dory_gpu_bench $f -p 512 -g 0 -r $REPS --label "dory4b-$dt@$e" 2>&1 |
+      grep 'test=pp' | tee -a $res
+  done
   if [ "${DORY_NOPDL:-1}" = 1 ]; then # (DORY_NOPDL=0 skips the PDL A/B rows)
     CMF_CUDA_PDL=0 timeout 100 $B/bench/dory/dory_gpu_bench $f -p 0 -g $GEN -c $CTX -r 2 --label dory4b-$dt 2>&1 |
       grep 'test=tg' | grep -v conf | sed 's/-graph /-graph-nopdl /; s/-eager /-eager-nopdl /' | tee -a $res

@@ -31,13 +31,22 @@
 #include "convert/safetensors.h"
 #include "model/dory.h"
 #include "quant/dtype.h"
+#include "backend/cpu/ops.h"
 #include "dory/dorytest.h"
 #include "testutil.h"
 #ifdef CMF_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
+static int i8act_get(void) { return cmf_cuda_i8act_on(); }
+static void i8act_set(int levels) { cmf_cuda_set_i8act(levels); }
+#else
+static int i8act_get(void) { return 0; }
+static void i8act_set(int levels) { (void)levels; }
 #endif
 
-#define BOUND 2e-3
+static double BOUND = 2e-3; /* issue 6's acceptance for f32/f16 weights; main sets it per dtype */
+/* bf16 weights: the prefill products take bf16 activation operands on the GPU (2^-9 relative rounding against the
+ * f32 ones of the CPU). Not yet measured on a GPU when written: 3e-2, set from the first H200 run. */
+#define BOUND_BF16 3e-2
 enum { N_CTX = 64, N_RAND = 40, N_GREEDY = 16 };
 
 static uint64_t g_rng;
@@ -457,6 +466,7 @@ int main(void) {
         return 77;
     }
     const int quick = getenv("CMF_GPU_DORY_QUICK") && getenv("CMF_GPU_DORY_QUICK")[0] == '1';
+    const int best_path = cmf_cpu_path(), i8act = i8act_get();
     printf("seed %#llx%s\n", (unsigned long long)seed, quick ? " (quick subset)" : "");
     char mid[600];
     snprintf(mid, sizeof mid, "%s", tmp_path("gpu-dory-mid"));
@@ -471,9 +481,20 @@ int main(void) {
             snprintf(ref, sizeof ref, "dory/%s", CASES[ci]);
             snprintf(dir, sizeof dir, "%s", testdata_path(ref));
         }
-        for (int qi = 0; qi < 2; qi++) {
-            const int quant = qi ? CMF_DT_F16 : CMF_DT_F32;
-            if (quick && !qi) continue;
+        /* f32 and f16 for every case; "mid" also at q8_row and bf16, whose prefill products run on the tensor cores
+         * (dory_ops.cu prefill_tc). q8_row: the int8 GEMM (~1e-6 relative) against the CPU's f32 reference path, the
+         * decode products with f32 activations on both sides, so the 2e-3 bound holds. bf16: bf16 activation
+         * operands in the prefill products (PyTorch's bf16 precision) against f32 ones on the CPU: BOUND_BF16. */
+        const int QUANTS[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_Q8_ROW, CMF_DT_BF16};
+        for (int qi = 0; qi < (is_mid ? 4 : 2); qi++) {
+            const int quant = QUANTS[qi];
+            if (quick && qi != 1) continue;
+            BOUND = quant == CMF_DT_BF16 ? BOUND_BF16 : 2e-3;
+            const int exact_cpu = quant == CMF_DT_Q8_ROW;
+            if (exact_cpu) {
+                CHECK_MSG(cmf_cpu_set_path(CMF_CPU_F32REF) == CMF_OK, "cpu f32ref path: %s", cmf_last_error());
+                i8act_set(0);
+            }
             char label[64];
             snprintf(label, sizeof label, "%s-%s", CASES[ci], cmf_dtype_name(quant));
             cmf_file *f;
@@ -513,6 +534,10 @@ int main(void) {
             cmf_dory_free(gpu);
             cmf_dory_free(cpu);
             cmf_file_close(f);
+            if (exact_cpu) {
+                cmf_cpu_set_path(best_path);
+                i8act_set(i8act);
+            }
         }
     }
     CMF_TEST_END();

@@ -3,8 +3,12 @@
  *
  *  - Weights: every matrix payload uploaded once, exactly as stored (CMF_FORMAT.md §2), read in place by the
  *    kernels of cuda_ops.h (cmf_cuda_embed; cmf_cuda_matvec / cmf_cuda_matvec_multi for n <= 8 tokens: q,k / v,g
- *    and gate,up two to a launch); prefill products (n > 8) in f32 by cublasSgemm, non-f32 weights decoded to f32
- *    row tiles by cmf_cuda_dequant first. The model's f32 scale arena (λ, q/gate scales, suv, logit scale, RoPE
+ *    and gate,up two to a launch). Prefill products (n > 8) by dtype (prefill_tc): f32 and f16 weights in f32 by
+ *    cublasSgemm (f16 decoded to f32 row tiles by cmf_cuda_dequant first: the 2e-3 parity of issue 6 is for these);
+ *    q8_row / q8_2f by cmf_cuda_gemm's int8 tensor-core GEMM (three int8 levels per token: ~1e-6 relative);
+ *    bf16 and the 4-bit family by cmf_cuda_gemm's cuBLAS path (bf16 / f16 operands on the tensor cores, f32
+ *    accumulation), whose operand rounding is below the weights' own. CMF_DORY_CUDA_PREFILL=f32 runs every dtype
+ *    through the f32 path. The model's f32 scale arena (λ, q/gate scales, suv, logit scale, RoPE
  *    tables) is one device copy; a host pointer into d->arena maps to the same offset in it.
  *  - KV cache: f32 on the device, the cpu layout (slot rows of n_kv_heads·head_dim; sliding rings at p % rows), so
  *    both KV modes and the rings are the model code's slot choice, unchanged.
@@ -58,6 +62,8 @@ struct dory_dev {
     float *d_arena;                                    /* device copy of d->arena */
     float *d_tile;                                     /* f32 weight tiles (prefill), tile_floats values */
     size_t tile_floats;
+    cmf_cuda_ctx *gemm;                                /* cmf_cuda_gemm's cuBLAS handle + scratch (prefill_tc) */
+    int prefill_f32;                                   /* CMF_DORY_CUDA_PREFILL=f32: no tensor-core prefill */
     int graphs_on;                     /* segments as CUDA graphs (g_segment) */
     uint64_t n_captured, n_replayed;   /* segment graphs of all sessions (under mu) */
 };
@@ -426,15 +432,23 @@ cmf_status sgemm(dory_dev *D, const float *w, int64_t nr, int64_t cols, const fl
     return bs == CUBLAS_STATUS_SUCCESS ? CMF_OK : cmf_err(CMF_E_IO, "dory cuda: cublasSgemm failed (status %d)", (int)bs);
 }
 
-/* Decode products (n <= 8) by cmf_cuda_matvec; prefill products in f32 by cuBLAS: f32 weights as stored, other
- * dtypes decoded to f32 row tiles first (cmf_cuda_dequant, the values of cmf_dequant). The f16-operand GEMM of the
- * transformer backend was measured too coarse here (test_gpu_dory: up to 7.5e-3 x max|logit| on r64_b at f16). */
+/* Whether a prefill product of this dtype runs on the tensor cores (cmf_cuda_gemm) rather than in f32. f32 and f16
+ * weights stay in f32: the f16-operand GEMM was measured too coarse for their 2e-3 parity (test_gpu_dory: up to
+ * 7.5e-3 x max|logit| on r64_b at f16). q8_row / q8_2f take the int8 GEMM (~1e-6 relative); bf16 and the 4-bit
+ * dtypes take bf16 / f16 operands, no coarser than their weights (test_gpu_dory's "mid" bf16 / q8 passes). */
+int prefill_tc(const dory_dev *D, int dtype) {
+    return !D->prefill_f32 && dtype != CMF_DT_F32 && dtype != CMF_DT_F16;
+}
+
+/* Decode products (n <= 8) by cmf_cuda_matvec; prefill products by cmf_cuda_gemm (prefill_tc) or in f32 by cuBLAS:
+ * f32 weights as stored, other dtypes decoded to f32 row tiles first (cmf_cuda_dequant, the values of cmf_dequant). */
 cmf_status g_matmul(cmf_dory_state *s, float *out, const float *x, int n, const cmf_weight *w) {
     dory_dev *D = DEV(s);
     cmf_cuda_weight cw;
     cmf_status st = dev_weight(s, w, &cw);
     if (st != CMF_OK) return st;
     if (n <= 8) return cmf_cuda_matvec(&cw, x, out, n, D->stream);
+    if (D->gemm && prefill_tc(D, w->dtype)) return cmf_cuda_gemm(D->gemm, &cw, x, out, n, CMF_CUDA_GEMM_AUTO, D->stream);
     if (w->dtype == CMF_DT_F32) return sgemm(D, (const float *)cw.d_data, w->rows, w->cols, x, n, out, w->rows);
     int64_t tile = (int64_t)(D->tile_floats / (size_t)w->cols);
     if (tile < 1) return cmf_err(CMF_E_ARG, "dory cuda: rows of %lld values exceed the tile scratch", (long long)w->cols);
@@ -614,6 +628,7 @@ void dev_free(dory_dev *D) {
     for (auto &p : D->payloads) cmf_cuda_free(p.second);
     cmf_cuda_free(D->d_arena);
     cmf_cuda_free(D->d_tile);
+    cmf_cuda_ctx_free(D->gemm);
     if (D->blas) cublasDestroy(D->blas);
     if (D->stream) cudaStreamDestroy(D->stream);
     pthread_mutex_destroy(&D->mu);
@@ -668,16 +683,22 @@ cmf_status attach(cmf_dory *d, dory_dev *D) {
     }
     /* the f32 tile scratch: the largest non-f32 matrix, capped at SCRATCH_FLOATS */
     size_t most = 0;
+    int any_tc = 0;
     const cmf_weight *all[] = {&d->embed, &d->lm_head};
-    for (int i = 0; i < 2; i++)
+    for (int i = 0; i < 2; i++) {
         if (all[i]->dtype != CMF_DT_F32 && (size_t)(all[i]->rows * all[i]->cols) > most) most = (size_t)(all[i]->rows * all[i]->cols);
+        any_tc |= prefill_tc(D, all[i]->dtype);
+    }
     for (int l = 0; l < c->n_layers; l++) {
         const cmf_dory_layer *L = &d->layers[l];
         const cmf_weight *w[] = {&L->w_gate, &L->w_up, &L->w_down, &L->wq, &L->wk, &L->wv, &L->wg, &L->wo};
-        for (int i = 0; i < 8; i++)
+        for (int i = 0; i < 8; i++) {
             if (w[i]->data && w[i]->dtype != CMF_DT_F32 && (size_t)(w[i]->rows * w[i]->cols) > most)
                 most = (size_t)(w[i]->rows * w[i]->cols);
+            if (w[i]->data) any_tc |= prefill_tc(D, w[i]->dtype);
+        }
     }
+    if (st == CMF_OK && any_tc) st = cmf_cuda_ctx_create(&D->gemm, 0);
     D->tile_floats = most < SCRATCH_FLOATS ? most : SCRATCH_FLOATS;
     const char *te = getenv("CMF_DORY_CUDA_TILE"); /* a smaller tile (floats), so that tests cover the tile loop */
     if (te && atol(te) > 0 && (size_t)atol(te) < D->tile_floats) D->tile_floats = (size_t)atol(te);
@@ -726,6 +747,8 @@ extern "C" cmf_status cmf_dory_cuda_attach(cmf_dory *d, int dev) {
     D->dev = dev;
     const char *ge = getenv("CMF_DORY_CUDA_GRAPH");
     D->graphs_on = !(ge && ge[0] == '0');
+    const char *pe = getenv("CMF_DORY_CUDA_PREFILL");
+    D->prefill_f32 = pe && !strcmp(pe, "f32");
     pthread_mutex_init(&D->mu, NULL);
     cmf_status st = attach(d, D);
     if (st != CMF_OK) {
