@@ -20,6 +20,7 @@
 #include "format/format.h"
 #ifdef CMF_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/persist.h"
 #include "model/model.h"
 #endif
 
@@ -164,8 +165,8 @@ int main(int argc, char **argv) {
 #ifdef CMF_HAVE_CUDA
     uint64_t cap = 0, rep = 0;
     cmf_backend_cuda_graph_stats(m->be, &cap, &rep);
-    printf("RESULT model=%s graphs_captured=%llu graphs_replayed=%llu\n", path, (unsigned long long)cap,
-           (unsigned long long)rep);
+    printf("RESULT model=%s graphs_captured=%llu graphs_replayed=%llu persist_steps=%llu\n", path,
+           (unsigned long long)cap, (unsigned long long)rep, (unsigned long long)cmf_backend_cuda_persist_steps(m->be));
 #endif
     fflush(stdout);
     free(buf);

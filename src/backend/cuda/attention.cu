@@ -2,12 +2,7 @@
  * (Dao et al. 2023, "Flash-Decoding": split the keys across blocks, online softmax per split, merge the splits)
  * and a causal prefill kernel with online softmax (Milakov & Gimelshein 2018; FlashAttention's recurrence),
  * both with GQA, a sliding window and optional logit soft-capping. f32 arithmetic throughout. */
-#include "backend/cuda/common.cuh"
-
-#define AD_THREADS 128
-#define AD_MAXG 8 /* query heads per block (a larger GQA group is split over grid.z) */
-
-static __device__ __forceinline__ float capped(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
+#include "backend/cuda/attn_decode.cuh"
 
 static int pow2_at_least(int v) {
     int p = 1;
@@ -20,77 +15,13 @@ static __host__ __device__ __forceinline__ int64_t first_key(int64_t p, int wind
     return window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
 }
 
-/* Splits of a decode over n_keys keys: about two blocks per SM of an H100/H200 over all KV heads, at least 64 keys
- * each. The same formula runs on the host (grid size) and in the kernels (device positions). */
-static __host__ __device__ __forceinline__ int64_t decode_splits(int n_kv_heads, int64_t n_keys) {
-    int64_t want = (264 + n_kv_heads - 1) / n_kv_heads;
-    int64_t by_len = (n_keys + 63) / 64;
-    int64_t s = want < by_len ? want : by_len;
-    if (s > 1024) s = 1024;
-    return s < 1 ? 1 : s;
-}
-
-/* The split geometry of a query at position pos: first key, keys per split, splits used. */
-struct split_geo {
-    int64_t kf, len;
-    int ns;
-};
-static __host__ __device__ __forceinline__ split_geo decode_geo(int n_kv_heads, int window, int64_t pos) {
-    split_geo g;
-    g.kf = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
-    const int64_t n_keys = pos + 1 - g.kf;
-    int64_t ns = decode_splits(n_kv_heads, n_keys);
-    g.len = (n_keys + ns - 1) / ns;
-    g.ns = (int)((n_keys + g.len - 1) / g.len);
-    return g;
-}
-
-/* Work layout: one int counter per block column (kv head, head chunk) that counts finished splits (zero between
- * launches), padded to 256 bytes, then [n_heads][splits][head_dim + 2] f32 partials (max, sum, output). */
-static size_t work_counters(const cmf_cuda_attn *a) {
-    const size_t chunks = (size_t)((a->n_heads / a->n_kv_heads + AD_MAXG - 1) / AD_MAXG);
-    return ((size_t)a->n_kv_heads * chunks * sizeof(int) + 255) / 256 * 256;
-}
-
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
     if (!a || n_ctx < 1 || a->n_kv_heads < 1) return 0;
     int64_t s = decode_splits(a->n_kv_heads, n_ctx);
     return work_counters(a) + (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
 }
 
-/* The merge of `used` splits' partials w[s][D + 2] for output dim d (Flash-Decoding's rescaling by exp(m_s - M));
- * one function for every caller so that they give the same bits. Reads bypass L1 (written by other blocks). */
-static __device__ __forceinline__ float merge_dim(const float *w, int used, int D, int d) {
-    float M = -INFINITY;
-    for (int s = 0; s < used; s++) M = fmaxf(M, __ldcg(w + s * (D + 2)));
-    float o = 0.0f, ls = 0.0f;
-    for (int s = 0; s < used; s++) {
-        const float *ws = w + s * (D + 2);
-        const float m = __ldcg(ws);
-        float f = m > -INFINITY ? expf(m - M) : 0.0f;
-        o += __ldcg(ws + 2 + d) * f;
-        ls += __ldcg(ws + 1) * f;
-    }
-    return o / ls;
-}
-
-/* The q/k norm + RoPE + cache write of the decode token, done inside the attention kernel (on != 0;
- * cmf_cuda_attn_decode_rope): q, k, v are the raw projections of the token. */
-struct AttnRope {
-    const float *k, *v;      /* raw K / V rows of the token [n_kv_heads][head_dim] */
-    const float *qw, *kw;    /* q / k norm weights (NULL: no norm) */
-    const float *inv_freq;   /* RoPE frequencies (rot > 0) */
-    void *kc, *vc;           /* the cache, written at the token's position */
-    float eps;
-    int gemma, rot, interleaved, on;
-};
-
-/* Block (kv head, split, head chunk): lane groups of L = pow2(D/8) lanes each hold one key row (16 bytes per lane),
- * GH query heads of the group in registers; per-group online softmax, then a merge in shared memory. With fr.on
- * (one head chunk: G <= AD_MAXG), each block first normalizes and rotates its query heads into shared memory
- * (warp_head_norm_rope, the code of cmf_cuda_qk_norm_rope_kv), and the block whose split holds the position also
- * does the token's K head, writes K and V into the cache and scores that key from shared memory (rounded as the
- * cache stores it), so the result has the bits of qk_norm_rope_kv followed by the plain kernel. */
+/* Block (kv head, split, head chunk): one work item of attn_decode.cuh (attn_split_item) by the whole block. */
 template <int GH, int L, bool KF, bool FR>
 static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
                                                                   const uint16_t *__restrict__ kc,
@@ -99,138 +30,10 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   float *__restrict__ work, int *__restrict__ done,
                                                                   float *__restrict__ out, AttnRope fr) {
     pdl_enter();
-    constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per block */
-    __shared__ float sm_ml[NG][GH][2];
-    __shared__ float sm_acc[NG][GH][8 * L];
-    /* FR (fr.on): the token's rotated q heads, K and V rows (a separate instance: the plain kernel is unchanged) */
-    __shared__ float rq[FR ? GH : 1][FR ? 8 * L : 1], rk[FR ? 8 * L : 1], rv[FR ? 8 * L : 1];
-    const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
-    const int kvh = blockIdx.x, split = blockIdx.y, h0 = blockIdx.z * AD_MAXG;
+    __shared__ AttnSm<GH, L, FR> S;
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
-    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos);
-    if (split >= geo.ns) return; /* a split past this position's keys (grid sized for the longest context) */
-    const int64_t k_first = geo.kf, split_len = geo.len;
-    const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this block */
-    const int lane = threadIdx.x & 31, sub = lane % L, grp = (threadIdx.x >> 5) * GPW + lane / L;
-    const bool has_d = sub * 8 < D;
-    const int64_t j0 = k_first + (int64_t)split * split_len;
-    int64_t j1 = j0 + split_len;
-    if (j1 > pos + 1) j1 = pos + 1;
-    const bool own = FR && fr.on && j1 == pos + 1; /* this split holds the token's own key */
-    if (FR && fr.on) { /* block-uniform */
-        const int warp = threadIdx.x >> 5, nw = AD_THREADS / 32;
-        const float p = fr.rot > 0 ? (float)pos : 0.0f;
-        for (int h = warp; h < gh; h += nw)
-            warp_head_norm_rope(q + (int64_t)(kvh * G + h0 + h) * D, rq[h], D, fr.qw, fr.eps, fr.gemma, fr.rot,
-                                fr.inv_freq, p, fr.interleaved, lane);
-        if (own && warp == gh % nw) { /* the token's K head and V row: into the cache, and as the cache reads back */
-            warp_head_norm_rope(fr.k + (int64_t)kvh * D, rk, D, fr.kw, fr.eps, fr.gemma, fr.rot, fr.inv_freq, p,
-                                fr.interleaved, lane);
-            const int64_t dst = pos * (int64_t)a.n_kv_heads * D + (int64_t)kvh * D;
-            for (int c = lane; c < D; c += 32) {
-                const float kx = rk[c], vx = fr.v[(int64_t)kvh * D + c];
-                kv_store(fr.kc, dst + c, kx, KF);
-                kv_store(fr.vc, dst + c, vx, KF);
-                rk[c] = kv_round(kx, KF), rv[c] = kv_round(vx, KF);
-            }
-        }
-        __syncthreads();
-    }
-    float qv[GH][8], acc[GH][8], m[GH], l[GH];
-#pragma unroll
-    for (int h = 0; h < GH; h++) {
-        m[h] = -INFINITY, l[h] = 0.0f;
-        const float *qh = FR && fr.on ? rq[FR ? (h < gh ? h : 0) : 0] + sub * 8
-                                      : q + (int64_t)(kvh * G + h0 + (h < gh ? h : 0)) * D + sub * 8;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            qv[h][i] = has_d ? qh[i] * a.scale : 0.0f;
-            acc[h][i] = 0.0f;
-        }
-    }
-    const int64_t row = (int64_t)a.n_kv_heads * D;
-    /* warp-uniform trip count: every lane of a warp joins each shuffle; lanes past the split's end score zeros and
-     * skip the update */
-    for (int64_t jb = j0 + (int64_t)(threadIdx.x >> 5) * GPW; jb < j1; jb += NG) {
-        const int64_t j = jb + lane / L;
-        const bool valid = j < j1;
-        float kf[8], vf[8];
-        if (FR && has_d && valid && own && j == pos) { /* the token's own key (fr.on): from shared memory */
-#pragma unroll
-            for (int i = 0; i < 8; i++) kf[i] = rk[sub * 8 + i], vf[i] = rv[sub * 8 + i];
-        } else if (has_d && valid && KF) { /* f32 cache: two 16-byte loads per row */
-            const float4 *kp = (const float4 *)((const float *)kc + j * row + (int64_t)kvh * D + sub * 8);
-            const float4 *vp = (const float4 *)((const float *)vc + j * row + (int64_t)kvh * D + sub * 8);
-            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
-            kf[0] = k0.x, kf[1] = k0.y, kf[2] = k0.z, kf[3] = k0.w, kf[4] = k1.x, kf[5] = k1.y, kf[6] = k1.z, kf[7] = k1.w;
-            vf[0] = v0.x, vf[1] = v0.y, vf[2] = v0.z, vf[3] = v0.w, vf[4] = v1.x, vf[5] = v1.y, vf[6] = v1.z, vf[7] = v1.w;
-        } else if (has_d && valid) {
-            uint4 kr = __ldg((const uint4 *)(kc + j * row + (int64_t)kvh * D + sub * 8));
-            uint4 vr = __ldg((const uint4 *)(vc + j * row + (int64_t)kvh * D + sub * 8));
-            const __half2 *kh = (const __half2 *)&kr, *vh = (const __half2 *)&vr;
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float2 f = __half22float2(kh[i]), g = __half22float2(vh[i]);
-                kf[2 * i] = f.x, kf[2 * i + 1] = f.y, vf[2 * i] = g.x, vf[2 * i + 1] = g.y;
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) kf[i] = vf[i] = 0.0f;
-        }
-#pragma unroll
-        for (int h = 0; h < GH; h++) {
-            float s = 0.0f;
-#pragma unroll
-            for (int i = 0; i < 8; i++) s = fmaf(qv[h][i], kf[i], s);
-#pragma unroll
-            for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if (!valid) continue;
-            s = capped(s, a.softcap);
-            float mn = fmaxf(m[h], s), corr = expf(m[h] - mn), p = expf(s - mn);
-            l[h] = l[h] * corr + p;
-#pragma unroll
-            for (int i = 0; i < 8; i++) acc[h][i] = acc[h][i] * corr + p * vf[i];
-            m[h] = mn;
-        }
-    }
-#pragma unroll
-    for (int h = 0; h < GH; h++) {
-        if (sub == 0) sm_ml[grp][h][0] = m[h], sm_ml[grp][h][1] = l[h];
-#pragma unroll
-        for (int i = 0; i < 8; i++) sm_acc[grp][h][sub * 8 + i] = acc[h][i];
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < gh * D; e += AD_THREADS) {
-        int h = e / D, d = e % D;
-        float M = -INFINITY;
-        for (int g = 0; g < NG; g++) M = fmaxf(M, sm_ml[g][h][0]);
-        float o = 0.0f, ls = 0.0f;
-        if (M > -INFINITY)
-            for (int g = 0; g < NG; g++) {
-                float f = expf(sm_ml[g][h][0] - M);
-                o += sm_acc[g][h][d] * f;
-                ls += sm_ml[g][h][1] * f;
-            }
-        int64_t hh = (int64_t)kvh * G + h0 + h;
-        float *wo = work + (hh * nsplit + split) * (D + 2);
-        wo[2 + d] = o;
-        if (d == 0) wo[0] = M, wo[1] = ls;
-    }
-    /* the last split block of this (kv head, head chunk) to finish merges the splits (threadfence reduction, as
-     * the CUDA samples' threadFenceReduction): no second kernel */
-    __shared__ int last;
-    __threadfence();
-    __syncthreads();
-    int *cnt = done + (int64_t)kvh * gridDim.z + blockIdx.z;
-    if (threadIdx.x == 0) last = atomicAdd(cnt, 1) == geo.ns - 1;
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int e = threadIdx.x; e < gh * D; e += AD_THREADS) {
-        const int64_t hh = (int64_t)kvh * G + h0 + e / D;
-        out[hh * D + e % D] = merge_dim(work + hh * nsplit * (int64_t)(D + 2), geo.ns, D, e % D);
-    }
-    if (threadIdx.x == 0) *cnt = 0; /* ready for the next launch (stream order) */
+    attn_split_item<GH, L, KF, FR>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y, blockIdx.z,
+                                   gridDim.z, threadIdx.x, 0, S);
 }
 
 static cmf_status attn_check(const cmf_cuda_attn *a) {

@@ -308,7 +308,7 @@ cmf_status cu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x,
         if (st == CMF_OK) st = graph_flush(I);
         if (st != CMF_OK) return st;
     }
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (skip_ops(I)) return CMF_OK;
     const float *dw = dev_vec(I, w);
     if (w && !dw) return cmf_err(CMF_E_ARG, "cuda: rmsnorm weight is not resident");
     if (I->mode == G_WAIT) {
@@ -357,7 +357,7 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
                      const cmf_weight *w, const float *bias) {
     (void)b;
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (skip_ops(I)) return CMF_OK;
     if (ld_out != w->rows)
         return cmf_err(CMF_E_UNSUPPORTED, "cuda: products into strided outputs (task-mask neuron runs) are CPU only");
     cmf_status st = CMF_OK;
@@ -388,7 +388,7 @@ cmf_status cu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t ld_out, 
 
 cmf_status cu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (skip_ops(I)) return CMF_OK;
     cmf_status st = CMF_OK;
     if (I->mode == G_WAIT && I->pr_L && (st = wait_resolve(I)) != CMF_OK) return st;
     if (I->mode != G_WAIT && (st = flush_pending(I)) != CMF_OK) return st; /* the q/k/v products (G_WAIT: held) */
@@ -409,11 +409,18 @@ int run_len(cmf_session *const *seqs, int t, int n) {
 cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     cuda_impl *I = IMPL(be);
     if (I->mode == G_WAIT) {
-        cmf_status st = graph_decide(I, b, seqs, n);
+        bool persist = false; /* the whole layer stack in one launch (persist.cu) */
+        cmf_status st = persist_try(I, be, b, seqs, n, &persist);
+        if (st == CMF_OK && persist) {
+            I->cur_w = seqs[0]->w;
+            I->mode = G_PERSIST;
+        } else if (st == CMF_OK) {
+            st = graph_decide(I, b, seqs, n);
+        }
         if (st != CMF_OK) return st;
     }
-    if (I->mode == G_REPLAY) {
-        drop_pending(I); /* the cached graph holds the norm + RoPE */
+    if (skip_ops(I)) {
+        drop_pending(I); /* the cached graph / persistent kernel holds the norm + RoPE */
         return CMF_OK;
     }
     if (!I->cur_w) I->cur_w = seqs[0]->w;
@@ -454,7 +461,7 @@ cmf_status cu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, 
 
 cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (skip_ops(I)) return CMF_OK;
     const cmf_config *c = &b->m->cfg;
     const size_t QD = (size_t)c->n_heads * c->head_dim;
     cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
@@ -490,7 +497,7 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
 cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, int64_t count, int gelu) {
     (void)b;
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (skip_ops(I)) return CMF_OK;
     cmf_status st = wait_resolve(I);
     if (st == CMF_OK) st = flush_add(I);
     if (st == CMF_OK) st = flush_rope(I);
@@ -523,7 +530,7 @@ cmf_status cu_glu(cmf_backend *be, cmf_batch *b, float *gate, const float *up, i
 cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const float *post_norm, int rows, int d,
                        float eps, int gemma) {
     cuda_impl *I = IMPL(be);
-    if (I->mode == G_REPLAY) return CMF_OK;
+    if (skip_ops(I)) return CMF_OK;
     cmf_status st = wait_resolve(I);
     /* the product that wrote o stays pending when the add and the next norm can join it (cu_rmsnorm) */
     const bool keep = I->fuse_norm && !post_norm && !I->pa_x && I->n_pm == 1 && I->pm[0].out == o && I->pm_n == rows &&
@@ -585,6 +592,7 @@ void cu_destroy(cmf_backend *be) {
         cudaSetDevice(I->dev);
         if (I->stream) cudaStreamSynchronize(I->stream);
         graphs_clear(I);
+        persist_free(I);
         for (auto &p : I->payloads) cmf_cuda_free(p.second);
         for (auto &p : I->f16w) cmf_cuda_free(p.second);
         for (arena &a : I->arenas) cmf_cuda_free(a.dev);
@@ -645,6 +653,7 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->fuse_attn = fa && fa[0] == '1';
     const char *fp = getenv("CMF_CUDA_FUSE_PRE"); /* on by default (block comment "fusion") */
     I->fuse_pre = !(fp && fp[0] == '0');
+    I->persist = persist_env(); /* opt-in until measured (persist.cu) */
     pthread_mutex_init(&I->mu, NULL);
     be->kind = CMF_BACKEND_CUDA;
     be->name = "cuda";

@@ -32,9 +32,11 @@ struct graph_entry {
 };
 
 /* Where the current forward stands with respect to CUDA graphs (see the block comment above cu_begin). */
-enum graph_mode { G_EAGER = 0, G_WAIT, G_CAPTURE, G_REPLAY };
+enum graph_mode { G_EAGER = 0, G_WAIT, G_CAPTURE, G_REPLAY, G_PERSIST /* the layers run in persist.cu's kernel */ };
 
 enum { GRAPH_CACHE = 16, GRAPH_MAX_TOK = 8, LOGITS_PINNED_ROWS = 8 };
+
+struct persist_state; /* persist.cu */
 
 struct cuda_impl {
     const cmf_model *m;
@@ -69,6 +71,8 @@ struct cuda_impl {
     std::vector<graph_entry> graphs;  /* LRU cache */
     uint64_t stamp, weight_gen;
     uint64_t n_captured, n_replayed;  /* counters for tests and benchmarks */
+    int persist;                      /* CMF_CUDA_PERSIST=1: one-token steps through persist.cu's kernel */
+    persist_state *ps;                /* its state (NULL until first used) */
     /* deferred ops of the decode step, fused with the op that follows when it fits (block comment "fusion") */
     struct {
         const cmf_weight *w;
@@ -134,6 +138,8 @@ struct cuda_impl {
 inline cuda_impl *IMPL(cmf_backend *be) { return (cuda_impl *)be->impl; }
 
 inline const int32_t *D_POS(cuda_impl *I) { return I->d_step; }
+/* The layers' ops queue nothing: a replayed graph or the persistent kernel holds them. */
+inline bool skip_ops(cuda_impl *I) { return I->mode == G_REPLAY || I->mode == G_PERSIST; }
 inline const int32_t *D_TOK(cuda_impl *I) { return I->d_step + I->step_cap; }
 
 /* ---- backend_cuda.cu (residency) ---- */
@@ -164,6 +170,11 @@ cmf_status graph_flush(cuda_impl *I);           /* G_CAPTURE / G_REPLAY: launche
 cmf_status graph_decide(cuda_impl *I, cmf_batch *b, cmf_session *const *seqs, int n); /* at the first kv_write */
 cmf_status held_issue(cuda_impl *I);            /* queues the held embedding and first RMSNorm */
 cmf_status wait_resolve(cuda_impl *I);          /* G_WAIT -> eager: the held ops run now */
+
+/* ---- persist.cu (file comment there) ---- */
+int persist_env(void); /* CMF_CUDA_PERSIST=1 */
+cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int n, bool *launched);
+void persist_free(cuda_impl *I);
 
 } // namespace cmf_cuda_be
 

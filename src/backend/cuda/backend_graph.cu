@@ -78,6 +78,9 @@ cmf_status graph_flush(cuda_impl *I) {
         I->n_captured++;
         CU_TRY(cudaGraphLaunch(ex, I->stream), "launching a decode-step graph");
         return CMF_OK;
+    case G_PERSIST: /* the layers were launched at the first kv_write (persist.cu) */
+        I->mode = G_EAGER;
+        return CMF_OK;
     case G_REPLAY:
         I->mode = G_EAGER;
         I->n_replayed++;

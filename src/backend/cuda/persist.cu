@@ -1,0 +1,642 @@
+/* persist.cu — the persistent decode kernel of the cuda backend (opt-in: CMF_CUDA_PERSIST=1): all layers of a
+ * one-token decode step in ONE launch, for Llama / Qwen3-shaped layers whose seven matrices are q8_row (CMF_FORMAT.md
+ * §2.2) with the int8-activation products (matvec_i8.cu). The embedding, the final norm and the head stay the
+ * backend's ordinary launches.
+ *
+ * Why: a decode step of small matrices is a chain of dependent kernels, and each costs a few us of DRAM / L2 round
+ * trips (weights ramp-up, activation read, reduction, write) whatever its size (bench/cuda/RESULTS.md, "Decode fixed
+ * cost": a 1024x1024 q8 product runs at 7% of the copy bandwidth). Here a grid of one block per SM (a cooperative
+ * launch, so every block is resident) walks the layers' stages and waits on a global-memory barrier instead of
+ * kernel boundaries, and while it waits, the block's slice of the NEXT product's weights is already streaming into
+ * its shared memory (cp.async into one of two buffers; the weights do not depend on the activations), so the
+ * dependency chain pays the activation hop and the barrier, not the weight stream (the "no bubbles" megakernel idea,
+ * Hazy Research 2025, "Look Ma, No Bubbles!").
+ *
+ * Stages of layer l (a grid barrier before each, except the first of layer 0, whose input the embedding launch
+ * wrote):
+ *   A  q/k/v products; every block normalizes x (attn_norm, RMSNorm) and quantizes it to Q8_0 in its prologue;
+ *   B  attention: q/k norm + RoPE + cache write + flash-decoding (attn_decode.cuh's work items, with the norm and
+ *      RoPE inside, as cmf_cuda_attn_decode_rope), two items at a time per block (128-thread halves);
+ *   C  o_proj, its output added to x (the residual) in the epilogue;
+ *   D  gate / up + SiLU / GELU-tanh GLU into hb, with the ffn_norm RMSNorm of x in the prologue;
+ *   E  down_proj, added to x.
+ * Products: tasks of two rows (q/k/v, o, down: consecutive rows of one matrix; gate/up: gate row r and up row r),
+ * contiguous task ranges per block, a warp per task. Every sum has the bits of the graph path's kernels (matvec_i8.cu
+ * with the fused norm / residual, attention.cu with the fused RoPE; tests/cuda/test_cuda_persist.c checks the logits
+ * bit for bit): the RMSNorm in k_rmsnorm's order, Q8_0 per block of 32, each lane's 16-column chunks in column order
+ * as fmaf((float)dp4a sum, activation scale, acc), warp_sum, the split-column segments of rows of >= 2048 / 8192
+ * columns (CMF_CUDA_I8_SPLIT, CMF_CUDA_I8_KS4) summed apart and added in segment order, times the row scale.
+ * Activations written in the launch are read through L2 (__ldcg); the barrier is a release / acquire pair at gpu
+ * scope. A barrier that waits longer than 2 s traps (a launch error at the next sync) rather than hanging. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <new>
+
+#include "backend/cuda/attn_decode.cuh"
+#include "backend/cuda/backend_cuda.cuh"
+#include "backend/cuda/persist.h"
+#include "backend/cuda/weights.cuh"
+
+namespace cmf_cuda_be {
+
+enum { PK_THREADS = 256, PK_WARPS = PK_THREADS / 32, PK_PRE = 4 /* tasks per warp with preloaded row scales */ };
+
+/* One layer's device pointers. */
+struct PLayer {
+    const uint8_t *w[7]; /* q, k, v, o, gate, up, down: q8_row payloads ([rows][cols] int8, then [rows] f16 scales) */
+    const float *attn_norm, *ffn_norm, *q_norm, *k_norm;
+    int64_t kv_off; /* the layer's first element in the session's K / V cache */
+};
+
+/* The launch's arguments. */
+struct PArgs {
+    const PLayer *layers;
+    int n_layers, D, QD, KVD, F;
+    int ks_d, ks_qd, ks_f; /* warps per row of D / QD / F columns in matvec_i8.cu (its split-column segments) */
+    cmf_cuda_attn a;
+    float eps, rope_eps;
+    int gemma, gelu, rot, interleaved;
+    const float *inv_freq;
+    float *x, *q, *k, *v, *att, *hb;
+    uint16_t *kc, *vc;
+    const int32_t *dpos;
+    int nsplit;
+    float *work;
+    int *done;
+    unsigned *bar; /* [0]: arrivals, [32]: the last released barrier (both zero at launch) */
+    unsigned cap;  /* bytes of each of the two weight buffers in shared memory */
+    unsigned xs_off; /* activation scales' offset in the activation area */
+};
+
+/* One product stage of a layer. */
+struct PSt {
+    const uint8_t *w[3];
+    int64_t rows[3];
+    unsigned tend[3]; /* tasks [tend[i-1], tend[i]) belong to weight i */
+    unsigned tasks;
+    int count, glu, norm, ks;
+    int64_t cols;
+    float *y[3];   /* outputs (NULL: not stored) */
+    const float *in, *nw;
+    float *res;    /* residual: res[r] += output */
+};
+
+static __device__ __forceinline__ PSt p_stage(const PArgs &p, int l, int kind) {
+    const PLayer &L = p.layers[l];
+    PSt s;
+    s.count = 1, s.glu = 0, s.norm = 0, s.nw = nullptr, s.res = nullptr;
+    s.y[0] = s.y[1] = s.y[2] = nullptr;
+    s.w[1] = s.w[2] = nullptr, s.rows[1] = s.rows[2] = 0;
+    switch (kind) {
+    case 0: /* q / k / v */
+        s.count = 3, s.norm = 1, s.nw = L.attn_norm, s.in = p.x, s.cols = p.D, s.ks = p.ks_d;
+        s.w[0] = L.w[0], s.w[1] = L.w[1], s.w[2] = L.w[2];
+        s.rows[0] = p.QD, s.rows[1] = p.KVD, s.rows[2] = p.KVD;
+        s.y[0] = p.q, s.y[1] = p.k, s.y[2] = p.v;
+        break;
+    case 1: /* o, + residual */
+        s.in = p.att, s.cols = p.QD, s.ks = p.ks_qd, s.w[0] = L.w[3], s.rows[0] = p.D, s.res = p.x;
+        break;
+    case 2: /* gate / up + GLU */
+        s.count = 2, s.glu = 1, s.norm = 1, s.nw = L.ffn_norm, s.in = p.x, s.cols = p.D, s.ks = p.ks_d;
+        s.w[0] = L.w[4], s.w[1] = L.w[5], s.rows[0] = s.rows[1] = p.F, s.y[0] = p.hb;
+        break;
+    default: /* down, + residual */
+        s.in = p.hb, s.cols = p.F, s.ks = p.ks_f, s.w[0] = L.w[6], s.rows[0] = p.D, s.res = p.x;
+        break;
+    }
+    if (s.glu) {
+        s.tasks = s.tend[0] = s.tend[1] = s.tend[2] = (unsigned)s.rows[0];
+    } else {
+        unsigned t = 0;
+        for (int i = 0; i < 3; i++) {
+            if (i < s.count) t += (unsigned)((s.rows[i] + 1) / 2);
+            s.tend[i] = t;
+        }
+        s.tasks = t;
+    }
+    return s;
+}
+
+/* Task t: its weight index and its two rows (the second clamped into range). */
+static __device__ __forceinline__ void p_task(const PSt &s, unsigned t, int *wi, int64_t *r0, int64_t *r1) {
+    if (s.glu) {
+        *wi = 0, *r0 = *r1 = t;
+        return;
+    }
+    int k = 0;
+    unsigned t0 = 0;
+    while (k + 1 < s.count && t >= s.tend[k]) t0 = s.tend[k++];
+    *wi = k;
+    *r0 = (int64_t)(t - t0) * 2;
+    *r1 = *r0 + 1 < s.rows[k] ? *r0 + 1 : s.rows[k] - 1;
+}
+static __device__ __forceinline__ const uint8_t *p_w(const PSt &s, int wi, int slot) { return s.glu ? s.w[slot] : s.w[wi]; }
+static __device__ __forceinline__ int64_t p_rows(const PSt &s, int wi, int slot) { return s.glu ? s.rows[slot] : s.rows[wi]; }
+
+/* The block's task range. */
+static __device__ __forceinline__ void p_range(const PSt &s, unsigned *t0, unsigned *t1) {
+    *t0 = (unsigned)((uint64_t)blockIdx.x * s.tasks / gridDim.x);
+    *t1 = (unsigned)((uint64_t)(blockIdx.x + 1) * s.tasks / gridDim.x);
+}
+/* Tasks of the block's range held in one weight buffer of cap bytes. */
+static __device__ __forceinline__ unsigned p_fit(const PSt &s, unsigned n, unsigned cap) {
+    const unsigned f = (unsigned)(cap / (2 * (uint64_t)s.cols));
+    return n < f ? n : f;
+}
+
+static __device__ __forceinline__ void cp_async16(void *dst, const void *src) {
+    const unsigned d = (unsigned)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src) : "memory");
+}
+static __device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+static __device__ __forceinline__ void cp_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); }
+
+/* Starts copying the block's weight rows of stage s (the tasks that fit) into buf: task k's rows at
+ * buf + (2k + i) * cols. The caller commits the group. */
+static __device__ void p_prefetch(const PSt &s, uint8_t *buf, unsigned cap) {
+    unsigned t0, t1;
+    p_range(s, &t0, &t1);
+    const unsigned nfit = p_fit(s, t1 - t0, cap);
+    const unsigned per_row = (unsigned)(s.cols / 16), per_task = 2 * per_row;
+    const unsigned units = nfit * per_task;
+    for (unsigned u = threadIdx.x; u < units; u += PK_THREADS) {
+        const unsigned k = u / per_task, rem = u - k * per_task, i = rem / per_row, ch = rem - i * per_row;
+        int wi;
+        int64_t r0, r1;
+        p_task(s, t0 + k, &wi, &r0, &r1);
+        const uint8_t *src = p_w(s, wi, i) + (i ? r1 : r0) * s.cols + (int64_t)ch * 16;
+        cp_async16(buf + (uint64_t)u * 16, src);
+    }
+}
+
+/* Row scales (f16 after the int8 plane) of the warp's first PK_PRE tasks, loaded before the barrier. */
+static __device__ __forceinline__ void p_scales(const PSt &s, float (&rs)[PK_PRE][2]) {
+    unsigned t0, t1;
+    p_range(s, &t0, &t1);
+    const unsigned warp = threadIdx.x >> 5;
+#pragma unroll
+    for (int k = 0; k < PK_PRE; k++) {
+        const unsigned t = t0 + warp + (unsigned)k * PK_WARPS;
+        rs[k][0] = rs[k][1] = 1.0f;
+        if (t < t1) {
+            int wi;
+            int64_t r0, r1;
+            p_task(s, t, &wi, &r0, &r1);
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const int64_t rows = p_rows(s, wi, i);
+                rs[k][i] = ld_f16u(p_w(s, wi, i) + rows * s.cols + 2 * (i ? r1 : r0));
+            }
+        }
+    }
+}
+
+/* Q8_0 of one block of 32 held by 8 lanes (matvec_i8.cu's rule): scale d, packed int8 word p. */
+static __device__ __forceinline__ void p_qblock(const float (&e)[4], float *d_out, uint32_t *p_out) {
+    float a = fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(e[2]), fabsf(e[3])));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+    const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
+    uint32_t p = 0;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        const float y = __fmul_rn(e[m], id);
+        int qi = (int)__fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
+        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+        p |= (uint32_t)(qi & 0xff) << (8 * m);
+    }
+    *d_out = d, *p_out = p;
+}
+
+/* The stage's input (RMSNorm of x when s.norm) quantized into xq [cols] int8 / xs [cols / 32] scales by the whole
+ * block: groups of 8 lanes own a block of 32 (a float4 each), as matvec_i8.cu's prologue; the sum of squares in
+ * k_rmsnorm's order (thread i: elements i, i + 256, ..., then block_sum256). The first pass's loads are issued
+ * before the sum's, so a row of up to 4096 values costs one L2 round trip. */
+static __device__ void p_quantize(const PSt &s, const PArgs &p, int8_t *xq, float *xs, float *sh) {
+    const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3;
+    const int64_t nb = s.cols >> 5;
+    float4 v[4];
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        const int64_t b = 32 * k + oct;
+        v[k] = b < nb ? __ldcg((const float4 *)(s.in + b * 32 + sub * 4)) : make_float4(0, 0, 0, 0);
+    }
+    float inv = 1.0f;
+    if (s.norm) {
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < s.cols; i += PK_THREADS) {
+            const float xv = __ldcg(s.in + i);
+            ss = fmaf(xv, xv, ss);
+        }
+        ss = block_sum256(ss, sh);
+        inv = 1.0f / sqrtf(ss / (float)s.cols + p.eps);
+    }
+    for (int64_t base = 0; base < nb; base += 4 * 32) {
+        if (base) {
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int64_t b = base + 32 * k + oct;
+                v[k] = b < nb ? __ldcg((const float4 *)(s.in + b * 32 + sub * 4)) : make_float4(0, 0, 0, 0);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t b = base + 32 * k + oct;
+            float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+            if (s.norm && b < nb) {
+                const int64_t c = b * 32 + sub * 4;
+#pragma unroll
+                for (int m = 0; m < 4; m++) {
+                    const float g = s.nw ? (p.gemma ? 1.0f + __ldg(s.nw + c + m) : __ldg(s.nw + c + m)) : 1.0f;
+                    e[m] = __fmul_rn(__fmul_rn(e[m], inv), g);
+                }
+            }
+            float d;
+            uint32_t pk;
+            p_qblock(e, &d, &pk);
+            if (b < nb) {
+                *(uint32_t *)(xq + b * 32 + sub * 4) = pk;
+                if (sub == 0) xs[b] = d;
+            }
+        }
+    }
+}
+
+/* matvec_i8.cu's GLU activation (SiLU, or GELU with the tanh approximation). */
+static __device__ __forceinline__ float p_act(float a, int gelu) {
+    return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
+}
+
+/* The dot products of one task's two rows (from shared memory when sm, else from global memory) against the
+ * quantized input: every lane gets the rows' sums in matvec_i8.cu's order. */
+static __device__ __forceinline__ void p_dot(const PSt &s, const uint8_t *g0, const uint8_t *g1, const uint8_t *sm,
+                                             const int8_t *xq, const float *xs, int lane, float (&tot)[2]) {
+    const int64_t cols = s.cols, S = (cols + 511) / 512;
+    for (int seg = 0; seg < s.ks; seg++) {
+        const int64_t cbeg = seg * S / s.ks * 512, cstop = (seg + 1) * S / s.ks * 512;
+        const int64_t cend = cstop < cols ? cstop : cols;
+        float acc0 = 0.0f, acc1 = 0.0f;
+        for (int64_t cb = cbeg; cb < cend; cb += 4 * 512) {
+            uint4 w0[4], w1[4];
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int64_t c = cb + u * 512 + lane * 16;
+                w0[u] = w1[u] = make_uint4(0, 0, 0, 0);
+                if (c < cend) {
+                    if (sm) {
+                        w0[u] = *(const uint4 *)(sm + c);
+                        w1[u] = *(const uint4 *)(sm + cols + c);
+                    } else {
+                        w0[u] = __ldg((const uint4 *)(g0 + c));
+                        w1[u] = __ldg((const uint4 *)(g1 + c));
+                    }
+                }
+            }
+#pragma unroll
+            for (int u = 0; u < 4; u++) {
+                const int64_t c = cb + u * 512 + lane * 16;
+                if (c >= cend) break;
+                const int4 xv = *(const int4 *)(xq + c);
+                const float d = xs[c >> 5];
+                int a = __dp4a((int)w0[u].x, xv.x, 0);
+                a = __dp4a((int)w0[u].y, xv.y, a);
+                a = __dp4a((int)w0[u].z, xv.z, a);
+                a = __dp4a((int)w0[u].w, xv.w, a);
+                acc0 = fmaf((float)a, d, acc0);
+                int b = __dp4a((int)w1[u].x, xv.x, 0);
+                b = __dp4a((int)w1[u].y, xv.y, b);
+                b = __dp4a((int)w1[u].z, xv.z, b);
+                b = __dp4a((int)w1[u].w, xv.w, b);
+                acc1 = fmaf((float)b, d, acc1);
+            }
+        }
+        const float s0 = warp_sum(acc0), s1 = warp_sum(acc1);
+        tot[0] = seg ? tot[0] + s0 : s0;
+        tot[1] = seg ? tot[1] + s1 : s1;
+    }
+}
+
+/* The block's tasks of stage s (its weights in buf for the first ones, the input quantized in xq / xs). */
+static __device__ void p_product(const PSt &s, const PArgs &p, const uint8_t *buf, const int8_t *xq, const float *xs,
+                                 const float (&rs)[PK_PRE][2]) {
+    unsigned t0, t1;
+    p_range(s, &t0, &t1);
+    const unsigned nfit = p_fit(s, t1 - t0, p.cap);
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    int k = 0;
+    for (unsigned t = t0 + warp; t < t1; t += PK_WARPS, k++) {
+        int wi;
+        int64_t r0, r1;
+        p_task(s, t, &wi, &r0, &r1);
+        const uint8_t *w0 = p_w(s, wi, 0), *w1 = p_w(s, wi, 1);
+        const unsigned lk = t - t0;
+        float tot[2];
+        p_dot(s, w0 + r0 * s.cols, w1 + r1 * s.cols, lk < nfit ? buf + (uint64_t)lk * 2 * s.cols : nullptr, xq, xs,
+              lane, tot);
+        if (lane) continue;
+        float sc[2];
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int64_t rows = p_rows(s, wi, i);
+            sc[i] = k < PK_PRE ? rs[k < PK_PRE ? k : 0][i] : ld_f16u(p_w(s, wi, i) + rows * s.cols + 2 * (i ? r1 : r0));
+        }
+        const float o0 = tot[0] * sc[0], o1 = tot[1] * sc[1];
+        if (s.glu) {
+            s.y[0][r0] = p_act(o0, p.gelu) * o1;
+            continue;
+        }
+        const int64_t rows = s.rows[wi];
+        const float o[2] = {o0, o1};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            const int64_t r = r0 + i;
+            if (r >= rows) continue;
+            if (s.y[wi]) s.y[wi][r] = o[i];
+            if (s.res) s.res[r] = __ldcg(s.res + r) + o[i];
+        }
+    }
+}
+
+/* Grid barrier: every block arrives (release), the last one releases the epoch, the others wait for it (acquire). */
+static __device__ __forceinline__ void p_barrier(unsigned *bar, unsigned &epoch) {
+    __syncthreads();
+    epoch++;
+    if (threadIdx.x == 0) {
+        __threadfence();
+        const unsigned old = atomicAdd(bar, 1u);
+        unsigned *flag = bar + 32;
+        if (old + 1 == epoch * gridDim.x) {
+            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(epoch) : "memory");
+        } else {
+            uint64_t t_start = 0;
+            for (unsigned it = 0;; it++) {
+                unsigned f;
+                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(f) : "l"(flag) : "memory");
+                if ((int)(f - epoch) >= 0) break;
+                if ((it & 1023) == 1023) { /* a lost block would hang the device: trap after 2 s */
+                    uint64_t now;
+                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+                    if (!t_start) t_start = now;
+                    else if (now - t_start > 2000000000ull) __trap();
+                }
+            }
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+template <int GH, int L>
+static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
+    extern __shared__ __align__(16) uint8_t psm[];
+    __shared__ float sh[9];
+    uint8_t *buf[2] = {psm, psm + p.cap};
+    uint8_t *act = psm + 2 * (uint64_t)p.cap;
+    int8_t *xq = (int8_t *)act;
+    float *xs = (float *)(act + p.xs_off);
+    AttnSm<GH, L, true> *S = (AttnSm<GH, L, true> *)act;
+    const int64_t pos = *p.dpos;
+    unsigned epoch = 0;
+    int bi = 0;
+    PSt cur = p_stage(p, 0, 0);
+    p_prefetch(cur, buf[0], p.cap);
+    cp_commit();
+    const int G = p.a.n_heads / p.a.n_kv_heads, nz = (G + AD_MAXG - 1) / AD_MAXG;
+    const int ns = decode_geo(p.a.n_kv_heads, p.a.window, pos).ns;
+    for (int l = 0; l < p.n_layers; l++) {
+        const PLayer &Ly = p.layers[l];
+        for (int kind = 0; kind < 4; kind++) {
+            const bool more = !(l == p.n_layers - 1 && kind == 3);
+            PSt nxt = cur;
+            if (more) {
+                nxt = p_stage(p, kind == 3 ? l + 1 : l, (kind + 1) & 3);
+                p_prefetch(nxt, buf[bi ^ 1], p.cap); /* the next product's weights stream during this stage */
+            }
+            cp_commit();
+            float rs[PK_PRE][2];
+            p_scales(cur, rs);
+            if (kind == 1) { /* attention (stage B) between the q/k/v and o products */
+                p_barrier(p.bar, epoch);
+                AttnRope fr;
+                fr.k = p.k, fr.v = p.v, fr.qw = Ly.q_norm, fr.kw = Ly.k_norm, fr.inv_freq = p.inv_freq;
+                fr.kc = p.kc + Ly.kv_off, fr.vc = p.vc + Ly.kv_off, fr.eps = p.rope_eps, fr.gemma = p.gemma;
+                fr.rot = p.rot, fr.interleaved = p.interleaved, fr.on = 1;
+                const int half = threadIdx.x >> 7, items = p.a.n_kv_heads * ns * nz;
+                for (int it = blockIdx.x + half * gridDim.x; it < items; it += 2 * gridDim.x) {
+                    const int kvh = it % p.a.n_kv_heads, rest = it / p.a.n_kv_heads;
+                    attn_split_item<GH, L, false, true>(p.a, p.q, p.kc + Ly.kv_off, p.vc + Ly.kv_off, pos, p.nsplit,
+                                                        p.work, p.done, p.att, fr, kvh, rest % ns, rest / ns, nz,
+                                                        threadIdx.x & 127, 1 + half, S[half]);
+                }
+            }
+            if (l || kind) p_barrier(p.bar, epoch);
+            cp_wait1(); /* this stage's weights (the group before the one just committed) */
+            __syncthreads();
+            p_quantize(cur, p, xq, xs, sh);
+            __syncthreads();
+            p_product(cur, p, buf[bi], xq, xs, rs);
+            __syncthreads(); /* buf[bi] and the activation area are free again */
+            cur = nxt;
+            bi ^= 1;
+        }
+    }
+}
+
+/* ---- host side ------------------------------------------------------------------------------------------------ */
+
+struct persist_state {
+    const cmf_weights *w; /* the weight set the table was built for (with weight_gen, kv_off hash) */
+    uint64_t gen, kvh;
+    int eligible;          /* of that weight set */
+    PLayer *d_layers;
+    unsigned *d_bar;
+    int grid, threads;
+    size_t smem;
+    unsigned cap, xs_off;
+    void (*fn)(PArgs);
+    uint64_t steps;
+};
+
+static int env_on(const char *name, int dflt) {
+    const char *e = getenv(name);
+    return e && e[0] ? atoi(e) : dflt;
+}
+
+/* matvec_i8.cu's warps per row of `cols` columns (its split rule and switches). */
+static int ks_of(int64_t cols) {
+    const int split = env_on("CMF_CUDA_I8_SPLIT", 1) != 0;
+    const int ks4 = env_on("CMF_CUDA_I8_KS4", 8192) > 0 ? env_on("CMF_CUDA_I8_KS4", 8192) : 8192;
+    return !split ? 1 : cols >= ks4 ? 4 : cols >= 2048 ? 2 : 1;
+}
+
+template <int GH, int L> static void pick(persist_state *ps) {
+    ps->fn = k_persist<GH, L>;
+    ps->smem = 2 * sizeof(AttnSm<GH, L, true>); /* the attention halves' part of the activation area */
+}
+
+/* Whether layer l of weight set w fits the kernel (see the file comment); sets the reason otherwise. */
+static bool layer_ok(cuda_impl *I, const cmf_config *c, const cmf_layer *L) {
+    const int64_t D = c->hidden_size, QD = (int64_t)c->n_heads * c->head_dim, KVD = (int64_t)c->n_kv_heads * c->head_dim;
+    const int64_t F = L->w_gate.rows;
+    const cmf_weight *m[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    const int64_t rows[7] = {QD, KVD, KVD, D, F, F, D}, cols[7] = {D, D, D, QD, D, D, F};
+    for (int i = 0; i < 7; i++)
+        if (m[i]->dtype != CMF_DT_Q8_ROW || m[i]->row0 != 0 || m[i]->rows != m[i]->full_rows || m[i]->rows != rows[i] ||
+            m[i]->cols != cols[i] || cols[i] % 32 || !I->payloads.count(m[i]->data))
+            return false;
+    if (L->bq || L->bk || L->bv || L->post_attn_norm || L->post_ffn_norm || !L->attn_norm || !L->ffn_norm) return false;
+    if (!dev_vec(I, L->attn_norm) || !dev_vec(I, L->ffn_norm) || !L->q_norm != !L->k_norm) return false;
+    if (L->q_norm && (!dev_vec(I, L->q_norm) || !dev_vec(I, L->k_norm))) return false;
+    return true;
+}
+
+/* Builds the state for weight set w and the session's layer offsets (a table upload; at the first step of each). */
+static cmf_status persist_build(cuda_impl *I, const cmf_weights *w, const cmf_session *s, uint64_t kvh) {
+    persist_state *ps = I->ps;
+    const cmf_config *c = &I->m->cfg;
+    ps->w = w, ps->gen = I->weight_gen, ps->kvh = kvh, ps->eligible = 0;
+    const int G = c->n_heads / c->n_kv_heads, hd = c->head_dim;
+    bool ok = c->head_dim % 8 == 0 && hd >= 32 && hd <= 256 && G >= 1 && G <= AD_MAXG && c->attn_softcap == 0.0f &&
+              c->rot_dim % 2 == 0 && c->rot_dim <= hd && c->hidden_size % 32 == 0 && I->kv_type == CMF_CUDA_KV_F16 &&
+              (c->act == CMF_ACT_SILU || c->act == CMF_ACT_GELU_TANH) && w->final_norm;
+    for (int l = 0; ok && l < c->n_layers; l++) ok = !c->is_sliding[l] && layer_ok(I, c, &w->layers[l]);
+    const int64_t F = ok ? w->layers[0].w_gate.rows : 0;
+    for (int l = 0; ok && l < c->n_layers; l++) ok = w->layers[l].w_gate.rows == F;
+    if (!ok) return CMF_OK;
+    const int L = hd <= 32 ? 4 : hd <= 64 ? 8 : hd <= 128 ? 16 : 32, GH = G == 1 ? 1 : G == 2 ? 2 : G <= 4 ? 4 : 8;
+#define PK(g, l) else if (GH == g && L == l) pick<g, l>(ps)
+    if (0) {}
+    PK(1, 4); PK(1, 8); PK(1, 16); PK(1, 32);
+    PK(2, 4); PK(2, 8); PK(2, 16); PK(2, 32);
+    PK(4, 4); PK(4, 8); PK(4, 16); PK(4, 32);
+    PK(8, 4); PK(8, 8); PK(8, 16); PK(8, 32);
+#undef PK
+    const int64_t QD = (int64_t)c->n_heads * hd, maxc = QD > F ? (QD > c->hidden_size ? QD : c->hidden_size)
+                                                               : (F > c->hidden_size ? F : c->hidden_size);
+    ps->xs_off = (unsigned)((maxc + 15) / 16 * 16);
+    const size_t quant = ps->xs_off + (size_t)maxc / 32 * 4;
+    const size_t act = ((ps->smem > quant ? ps->smem : quant) + 15) / 16 * 16;
+    int dev = 0, optin = 0, sms = 0, occ = 0;
+    CU_TRY(cudaGetDevice(&dev), "persist: device");
+    CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "persist: shared memory");
+    CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "persist: SM count");
+    const size_t room = (size_t)optin - 1024 - act; /* static shared memory and reserve */
+    if ((size_t)optin < act + 1024 + 2 * 4096) return CMF_OK;
+    ps->cap = (unsigned)(room / 2 / 16 * 16);
+    ps->smem = 2 * (size_t)ps->cap + act;
+    CU_TRY(cudaFuncSetAttribute(ps->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ps->smem),
+           "persist: shared memory attribute");
+    CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ps->fn, PK_THREADS, ps->smem), "persist: occupancy");
+    if (occ < 1) return CMF_OK;
+    ps->grid = sms * occ, ps->threads = PK_THREADS;
+    std::vector<PLayer> tab((size_t)c->n_layers);
+    for (int l = 0; l < c->n_layers; l++) {
+        const cmf_layer *Ly = &w->layers[l];
+        const cmf_weight *m[7] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->w_gate, &Ly->w_up, &Ly->w_down};
+        for (int i = 0; i < 7; i++) tab[l].w[i] = (const uint8_t *)I->payloads[m[i]->data];
+        tab[l].attn_norm = dev_vec(I, Ly->attn_norm), tab[l].ffn_norm = dev_vec(I, Ly->ffn_norm);
+        tab[l].q_norm = Ly->q_norm ? dev_vec(I, Ly->q_norm) : NULL;
+        tab[l].k_norm = Ly->k_norm ? dev_vec(I, Ly->k_norm) : NULL;
+        tab[l].kv_off = (int64_t)s->kv_off[l];
+    }
+    cmf_cuda_free(ps->d_layers);
+    ps->d_layers = NULL;
+    cmf_status st = cmf_cuda_malloc((void **)&ps->d_layers, tab.size() * sizeof(PLayer));
+    if (st == CMF_OK) CU_TRY(cudaMemcpy(ps->d_layers, tab.data(), tab.size() * sizeof(PLayer), cudaMemcpyHostToDevice),
+                             "persist: layer table");
+    if (st == CMF_OK && !ps->d_bar) st = cmf_cuda_malloc((void **)&ps->d_bar, 64 * sizeof(unsigned));
+    if (st == CMF_OK) ps->eligible = 1;
+    return st;
+}
+
+int persist_env(void) { return env_on("CMF_CUDA_PERSIST", 0) == 1; }
+
+/* At the first kv_write of a G_WAIT forward (see backend_graph.cu): when this one-token step fits the kernel, issues
+ * the held embedding and the whole layer stack as one launch and sets *launched (the caller then skips the layers'
+ * ops until the final norm); else leaves everything as it was. Errors: CMF_E_NOMEM, CMF_E_IO. */
+cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int n, bool *launched) {
+    *launched = false;
+    if (!I->persist || n != 1 || be->allreduce || cmf_cuda_i8act_on() != 1) return CMF_OK;
+    const cmf_session *s = seqs[0];
+    const cmf_config *c = &b->m->cfg;
+    if (!s->dk || !s->dv || s->mask || s->o1) return CMF_OK;
+    uint64_t h = 1469598103934665603ull; /* FNV-1a over the layer offsets */
+    for (int l = 0; l < c->n_layers; l++) h = (h ^ (uint64_t)s->kv_off[l]) * 1099511628211ull;
+    if (!I->ps) {
+        I->ps = new (std::nothrow) persist_state();
+        if (!I->ps) return cmf_err(CMF_E_NOMEM, "cuda: persist state");
+    }
+    persist_state *ps = I->ps;
+    if (ps->w != s->w || ps->gen != I->weight_gen || ps->kvh != h) {
+        cmf_status st = persist_build(I, s->w, s, h);
+        if (st != CMF_OK) {
+            ps->w = NULL;
+            return st;
+        }
+    }
+    if (!ps->eligible) return CMF_OK;
+    cmf_cuda_attn a;
+    a.n_heads = c->n_heads, a.n_kv_heads = c->n_kv_heads, a.head_dim = c->head_dim, a.scale = c->attn_scale;
+    a.softcap = 0.0f, a.window = 0, a.kv_type = CMF_CUDA_KV_F16;
+    if (cmf_cuda_attn_decode_work_bytes(&a, s->n_ctx) > I->work_bytes) return CMF_OK;
+    PArgs p;
+    memset(&p, 0, sizeof p);
+    p.layers = ps->d_layers, p.n_layers = c->n_layers, p.D = c->hidden_size;
+    p.QD = c->n_heads * c->head_dim, p.KVD = c->n_kv_heads * c->head_dim, p.F = (int)s->w->layers[0].w_gate.rows;
+    p.ks_d = ks_of(p.D), p.ks_qd = ks_of(p.QD), p.ks_f = ks_of(p.F);
+    p.a = a, p.eps = c->rms_norm_eps, p.rope_eps = c->rms_norm_eps, p.gemma = c->gemma_norm;
+    p.gelu = c->act == CMF_ACT_GELU_TANH, p.rot = c->rot_dim > 0 ? c->rot_dim : 0;
+    p.interleaved = c->rope_pairing == CMF_ROPE_INTERLEAVED;
+    p.inv_freq = c->rot_dim > 0 ? dev_vec(I, b->m->rope_inv_freq) : NULL;
+    if (c->rot_dim > 0 && !p.inv_freq) return CMF_OK;
+    p.x = b->x, p.q = b->q, p.k = b->k, p.v = b->v, p.att = b->att, p.hb = b->hb;
+    p.kc = (uint16_t *)s->dk, p.vc = (uint16_t *)s->dv, p.dpos = D_POS(I);
+    const int64_t keys = s->n_ctx;
+    p.nsplit = (int)decode_splits(a.n_kv_heads, keys);
+    p.done = (int *)I->d_work, p.work = (float *)((char *)I->d_work + work_counters(&a));
+    p.bar = ps->d_bar, p.cap = ps->cap, p.xs_off = ps->xs_off;
+    I->has_pn = 0; /* the kernel normalizes x itself */
+    cmf_status st = held_issue(I); /* the embedding */
+    if (st != CMF_OK) return st;
+    CU_TRY(cudaMemsetAsync(ps->d_bar, 0, 64 * sizeof(unsigned), I->stream), "persist: barrier reset");
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)ps->grid);
+    cfg.blockDim = dim3((unsigned)ps->threads);
+    cfg.dynamicSmemBytes = ps->smem;
+    cfg.stream = I->stream;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CU_TRY(cudaLaunchKernelEx(&cfg, ps->fn, p), "persist: launch");
+    ps->steps++;
+    *launched = true;
+    return CMF_OK;
+}
+
+void persist_free(cuda_impl *I) {
+    if (!I->ps) return;
+    cmf_cuda_free(I->ps->d_layers);
+    cmf_cuda_free(I->ps->d_bar);
+    delete I->ps;
+    I->ps = NULL;
+}
+
+} // namespace cmf_cuda_be
+
+using namespace cmf_cuda_be;
+
+extern "C" uint64_t cmf_backend_cuda_persist_steps(cmf_backend *be) {
+    return be && be->kind == CMF_BACKEND_CUDA && IMPL(be)->ps ? IMPL(be)->ps->steps : 0;
+}
+
+extern "C" void cmf_backend_cuda_set_persist(cmf_backend *be, int on) {
+    if (!be || be->kind != CMF_BACKEND_CUDA) return;
+    pthread_mutex_lock(&IMPL(be)->mu);
+    IMPL(be)->persist = on != 0;
+    pthread_mutex_unlock(&IMPL(be)->mu);
+}
