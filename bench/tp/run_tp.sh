@@ -33,7 +33,7 @@
 # REF=f32act (a variable nothing reads) is checked against that f32-activation reference too, so with
 # T1_ENVS="CMF_CUDA_I8ACT=0 - REF=f32act" the last tp 1 run gives the int8 path's own error (int8 vs f32 activations
 # on one GPU), the yardstick for tp N's int8 check. 32bhalf runs once, at tp 1 with $HALF_ENV ("-").
-# CMF_TP_FOLD=1: the residual folded into the all-reduce (src/tp/tp.h fold).
+# CMF_TP_FOLD=0: the residual added after the all-reduce instead of folded into it (src/tp/tp.h fold, the default).
 # Needs a carried folder ignored by git ($DEPS, default .cudadev-tp; $TP_DEPS is the older name) with the *.deb
 # files of bench/cuda/run_gpu_forward.sh, shared/data/hf-tiny and head.tar (`git archive -o $DEPS/head.tar HEAD`;
 # tp_head.tar is the older name), which is what gets built.

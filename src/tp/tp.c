@@ -227,7 +227,9 @@ cmf_status cmf_tp_setup(cmf_model *m, int n, const char *backend) {
     /* symmetric windows: on unless CMF_TP_SYMM=0 (cuda ranks; NCCL's symmetric all-reduce kernels, guarded against
      * NCCL 2.28's early start in tp_nccl.cu; 32B shape tp 2 +3.9% on 2 x H200, bench/tp/RESULTS.md session 5) */
     tp->sym = !(getenv("CMF_TP_SYMM") && !strcmp(getenv("CMF_TP_SYMM"), "0"));
-    tp->fold = getenv("CMF_TP_FOLD") && !strcmp(getenv("CMF_TP_FOLD"), "1"); /* tp.h fold */
+    /* the residual folded into the all-reduce (tp.h fold): on unless CMF_TP_FOLD=0 (2 x H200, 32B shape 64 layers q8
+     * tp 2 103.6 against 96.8 tok/s, 8B 317.1 against 292.0: bench/tp/RESULTS.md session 6) */
+    tp->fold = !(getenv("CMF_TP_FOLD") && !strcmp(getenv("CMF_TP_FOLD"), "0"));
     pthread_mutex_init(&tp->run_mu, NULL);
     pthread_mutex_init(&tp->mu, NULL);
     pthread_cond_init(&tp->cv, NULL);

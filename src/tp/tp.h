@@ -81,12 +81,14 @@ typedef struct cmf_tp {
     int n_windows;                 /* windows in use */
     long windows_made;             /* windows made since load (tests and benchmarks report it) */
     char sym_note[160];            /* why a window could not be made (NCCL's message), else "" */
-    int fold;                     /* the residual folded into the all-reduce (forward.c tp_fold; CMF_TP_FOLD=1 at
-                                   * load, off by default until measured): for blocks without a post-norm, rank 0's
+    int fold;                     /* the residual folded into the all-reduce (forward.c tp_fold; the default,
+                                   * CMF_TP_FOLD=0 at load turns it off): for blocks without a post-norm, rank 0's
                                    * o_proj / down_proj adds its partial to x (the residual), the other ranks write
                                    * theirs into x, and x is all-reduced in place, so x + sum of the partials comes
-                                   * out of the collective and no separate add (+ norm) runs after it; Gemma's
-                                   * post-norm blocks keep the order product, all-reduce, post-norm, add */
+                                   * out of the collective and no separate add (+ norm) runs after it (cuda: the
+                                   * add is rank 0's product epilogue, the norm the next products' prologue, as
+                                   * on one GPU); Gemma's post-norm blocks keep the order product, all-reduce,
+                                   * post-norm, add */
     int profile;                  /* CMF_TP_PROFILE set at load: time the all-reduces (cuda: serialising) */
     double allreduce_s;           /* seconds in rank 0's all-reduces (cpu: always, the wait for the others
                                    * included; cuda: with profile, the collective alone) */

@@ -9,7 +9,8 @@
  *    model's own int8 activation error, see below; and REL again with f32 activations, CMF_CPU_F32REF):
  *    a q4 slice that keeps whole 32-value blocks runs, one that cuts them is CMF_E_UNSUPPORTED naming the tensor, the dtype and N.
  *  - a continuous batch of two sessions through cmf_batch_run equals the same batch unsplit.
- *  - f32 at N = 2, 4 again with the residual folded into the all-reduce (tp.h fold), prefill, decode and the batch.
+ *  - the runs above fold the residual into the all-reduce (tp.h fold, the default); f32 at N = 2, 4, 8 again with
+ *    the fold off (residual added after the all-reduce): prefill, decode and the batch.
  *  - a file whose layers repeat (bench/tp/repeat_layers.c: 3K layers aliasing K) splits like any other and its
  *    ranks copy each distinct slice once.
  *  - the reference converter's tiny-F16.cmf: task masks, the O(1) far field and skills are refused clearly at
@@ -327,9 +328,9 @@ int main(void) {
                 float w = compare(label, ref, tp, ids, n, REL, 0);
                 printf("%-24s max rel %.2e (%d prompt tokens + %d decode steps)\n", label, w, n, N_DECODE);
                 if (qi == 0 && N == 2) check_batch(label, ref, tp, ids, n);
-                if (qi == 0) { /* the residual folded into the all-reduce (tp.h fold): the same bound */
-                    tp->tp->fold = 1;
-                    snprintf(label + strlen(label), sizeof label - strlen(label), " fold");
+                if (qi == 0) { /* the residual added after the all-reduce (tp.h fold off): the same bound */
+                    tp->tp->fold = 0;
+                    snprintf(label + strlen(label), sizeof label - strlen(label), " nofold");
                     w = compare(label, ref, tp, ids, n, REL, 0);
                     printf("%-24s max rel %.2e (%d prompt tokens + %d decode steps)\n", label, w, n, N_DECODE);
                     if (N == 2) check_batch(label, ref, tp, ids, n);
