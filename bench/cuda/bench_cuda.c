@@ -3,7 +3,8 @@
  * attention at 1k/8k/32k context, sampling. CUDA events, warm-up, median of 15 batches; weights rotate among
  * copies totalling >= 512 MiB so that L2 (60 MiB) does not serve them. Inputs are random bytes / values, never
  * zeros. The matvec table uses the default activations (int8 for q8_row / q4tp unless CMF_CUDA_I8ACT=0); a second
- * table times q8_row and q4tp with int8 and with f32 activations side by side. Prints a table (stdout).
+ * table times q8_row and q4tp with int8 and with f32 activations side by side, and the streaming int8 kernel
+ * (matvec_i8s.cu, modes 1 / 2); a third, one Llama-8B layer's fused decode products per kernel. Prints a table (stdout).
  * Usage: bench_cuda [quick | matvec]   (matvec: only the two matvec tables) */
 #include <cuda_runtime.h>
 #include <stdio.h>
@@ -50,6 +51,18 @@ static void op_copy(void *p, int rep) { struct copy_arg *c = p; (void)rep; OKC(c
 
 struct mv_arg { cmf_cuda_weight w[96]; int ncopy; float *x, *y; int n; cmf_cuda_ctx *ctx; int algo; };
 static void op_mv(void *p, int rep) { struct mv_arg *m = p; OKC(cmf_cuda_matvec(&m->w[rep % m->ncopy], m->x, m->y, m->n, NULL)); }
+/* The decode step's fused products: q/k/v (3 weights, one input) and gate/up + GLU (w[2c], w[2c+1]). */
+static void op_multi(void *p, int rep) {
+    struct mv_arg *m = p;
+    const int c = rep % m->ncopy;
+    float *ys[3] = {m->y, m->y + 16384 * 8, m->y + 32768 * 8};
+    OKC(cmf_cuda_matvec_multi(&m->w[3 * c], 3, m->x, ys, NULL, m->n, NULL));
+}
+static void op_glu(void *p, int rep) {
+    struct mv_arg *m = p;
+    const int c = rep % m->ncopy;
+    OKC(cmf_cuda_matvec_glu(&m->w[2 * c], &m->w[2 * c + 1], m->x, m->y, m->n, 0, NULL));
+}
 static void op_gemm(void *p, int rep) { struct mv_arg *m = p; OKC(cmf_cuda_gemm(m->ctx, &m->w[rep % m->ncopy], m->x, m->y, m->n, m->algo, NULL)); }
 
 struct at_arg { cmf_cuda_attn a; float *q, *o; uint16_t *k, *v; void *work; int64_t pos; };
@@ -111,7 +124,7 @@ int main(int argc, char **argv) {
 
     static const int dts[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16, CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_TILED, CMF_DT_Q4TP};
     static const int64_t shp[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {128256, 4096}};
-    char table[32768];
+    static char table[65536];
     int tl = 0;
     tl += snprintf(table + tl, sizeof table - tl, "\n== matvec (n=1; n=8 in brackets): GB/s of weights read, %% of copy %.0f GB/s\n", copy_gbs);
     tl += snprintf(table + tl, sizeof table - tl, "%-10s", "dtype");
@@ -148,29 +161,76 @@ int main(int argc, char **argv) {
 
     /* int8 vs f32 activations (matvec_i8.cu vs matvec.cu), n = 1, Qwen3-0.6B and Llama-3.1-8B product shapes */
     static const int64_t ishp[][2] = {{1024, 1024}, {2048, 1024}, {3072, 1024}, {1024, 3072}, {4096, 4096},
-                                      {14336, 4096}, {4096, 14336}, {128256, 4096}};
+                                      {14336, 4096}, {4096, 14336}, {128256, 4096}, {9728, 2560}, {2560, 9728}};
     static const int idts[] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
     tl += snprintf(table + tl, sizeof table - tl, "\n== matvec n=1, int8 activations (dp4a) vs f32 activations: GB/s (%% of copy) us\n");
     for (size_t di = 0; di < 2; di++)
-        for (int s = 0; s < 8; s++) {
+        for (int s = 0; s < (int)(sizeof ishp / sizeof *ishp); s++) {
             int64_t rows = ishp[s][0], cols = ishp[s][1];
             size_t nb = payload(idts[di], rows, cols);
             struct mv_arg m = {.x = d_x, .y = d_y, .n = 1};
             m.ncopy = (int)(((size_t)512 << 20) / nb + 1); /* small matrices: up to 96 copies, past the 60 MiB L2 */
             if (m.ncopy > 96) m.ncopy = 96;
             for (int c = 0; c < m.ncopy; c++) m.w[c] = (cmf_cuda_weight){idts[di], rows, cols, upload_weight(idts[di], rows, cols, nb)};
-            double t[3];
+            double t[3], ts[3];
             for (int i8 = 0; i8 <= 2; i8++) { /* f32, one int8 level, two levels */
                 cmf_cuda_set_i8act(i8);
                 t[i8] = time_op(op_mv, &m, 20);
             }
             cmf_cuda_set_i8act(1);
+            for (int sm = 1; sm <= 2; sm++) { /* the streaming kernel (matvec_i8s.cu), ring of 8 / 16 loads */
+                cmf_cuda_set_i8_stream(sm);
+                ts[sm] = time_op(op_mv, &m, 20);
+            }
+            cmf_cuda_set_i8_stream(0);
             double gi = (double)nb / (t[1] * 1e-3) / 1e9, gf = (double)nb / (t[0] * 1e-3) / 1e9;
-            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx   i8x2 %7.1fus\n",
+            double g1 = (double)nb / (ts[1] * 1e-3) / 1e9, g2 = (double)nb / (ts[2] * 1e-3) / 1e9;
+            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx   i8x2 %7.1fus   stream %6.0f (%3.0f%%) %7.1fus   stream2 %6.0f (%3.0f%%) %7.1fus\n",
                            cmf_dtype_name(idts[di]), (long long)rows, (long long)cols, gi, 100 * gi / copy_gbs, t[1] * 1e3, gf,
-                           100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1], t[2] * 1e3);
+                           100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1], t[2] * 1e3, g1, 100 * g1 / copy_gbs, ts[1] * 1e3,
+                           g2, 100 * g2 / copy_gbs, ts[2] * 1e3);
             for (int c = 0; c < m.ncopy; c++) cmf_cuda_free((void *)m.w[c].d_data);
         }
+
+    /* one Llama-3.1-8B decode layer's int8-activation products as the decode step runs them (q/k/v multi 4096 + 1024
+     * + 1024 rows, o 4096x4096, gate/up + GLU 2 x 14336x4096, down 4096x14336; n = 1), row-group kernel vs streaming
+     * (mode 1, 2): us each, and the layer's GB/s over the sum of the four (% of the copy) */
+    tl += snprintf(table + tl, sizeof table - tl, "\n== Llama-8B layer products, n=1: us (GB/s) row-group | stream | stream2\n");
+    for (size_t di = 0; di < 2; di++) {
+        const int dt = idts[di];
+        static const int64_t lr[6][2] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
+        size_t lb[6], tot = 0;
+        for (int i = 0; i < 6; i++) lb[i] = payload(dt, lr[i][0], lr[i][1]), tot += i == 4 ? 2 * lb[i] : lb[i];
+        double sum[3] = {0, 0, 0};
+        const char *names[4] = {"qkv", "o", "gate/up+glu", "down"};
+        for (int op = 0; op < 4; op++) {
+            struct mv_arg m = {.x = d_x, .y = d_y, .n = 1};
+            size_t bytes = op == 0 ? lb[0] + lb[1] + lb[2] : op == 1 ? lb[3] : op == 2 ? 2 * lb[4] : lb[5];
+            m.ncopy = (int)(((size_t)512 << 20) / bytes + 1);
+            int per = op == 0 ? 3 : op == 2 ? 2 : 1;
+            if (m.ncopy * per > 96) m.ncopy = 96 / per;
+            for (int c = 0; c < m.ncopy; c++)
+                for (int k = 0; k < per; k++) {
+                    const int li = op == 0 ? k : op == 1 ? 3 : op == 2 ? 4 : 5;
+                    m.w[c * per + k] = (cmf_cuda_weight){dt, lr[li][0], lr[li][1], upload_weight(dt, lr[li][0], lr[li][1], lb[li])};
+                }
+            tl += snprintf(table + tl, sizeof table - tl, "%-6s %-12s", cmf_dtype_name(dt), names[op]);
+            for (int sm = 0; sm <= 2; sm++) {
+                cmf_cuda_set_i8_stream(sm);
+                double t = time_op(op == 0 ? op_multi : op == 2 ? op_glu : op_mv, &m, 20);
+                sum[sm] += t;
+                tl += snprintf(table + tl, sizeof table - tl, " %7.1fus (%5.0f)", t * 1e3, (double)bytes / (t * 1e-3) / 1e9);
+            }
+            cmf_cuda_set_i8_stream(0);
+            tl += snprintf(table + tl, sizeof table - tl, "\n");
+            for (int c = 0; c < m.ncopy * per; c++) cmf_cuda_free((void *)m.w[c].d_data);
+        }
+        tl += snprintf(table + tl, sizeof table - tl, "%-6s %-12s", cmf_dtype_name(dt), "layer");
+        for (int sm = 0; sm <= 2; sm++)
+            tl += snprintf(table + tl, sizeof table - tl, " %7.1fus (%5.0f, %3.0f%%)", sum[sm] * 1e3, (double)tot / (sum[sm] * 1e-3) / 1e9,
+                           100.0 * (double)tot / (sum[sm] * 1e-3) / 1e9 / copy_gbs);
+        tl += snprintf(table + tl, sizeof table - tl, "\n");
+    }
 
     if (only_mv) {
         fputs(table, stdout);

@@ -1,0 +1,201 @@
+/* matvec_i8.cuh — the device pieces of the int8-activation decode products (matvec_i8.cu: row groups of 8 warps;
+ * matvec_i8s.cu: streaming warps) that both kernels share, and that other decode kernels may include: the Q8_0
+ * activation prologue (llama.cpp's Q8_0 rule as the CPU's one-level path, src/backend/cpu/kern_scalar.c: d = absmax /
+ * 127, q = round-half-away(x * 127 / absmax), clamped to +-127; q4tp activations in nibble order), the prologue
+ * RMSNorm scales in k_rmsnorm's order, the per-chunk integer dot products of a q8_row 16-column chunk and a q4tp
+ * 32-column tile (CMF_FORMAT.md §2.2, §2.6), the GLU activations and the L2 prefetch spans. Internal. */
+#ifndef CMF_BACKEND_CUDA_MATVEC_I8_CUH
+#define CMF_BACKEND_CUDA_MATVEC_I8_CUH
+
+#include "backend/cuda/weights.cuh"
+
+#define I8_WARPS 8
+#define I8_R 2
+#define I8_U 4
+#define I8_SMEM_MAX (200 * 1024)
+
+/* int8 values, f32 scales and int sums of every level: levels * n * cols * (1 + 4/32 + 4/32) bytes */
+static inline size_t i8_smem(int64_t cols, int n, int levels) { return (size_t)levels * (size_t)n * (size_t)cols * 5 / 4; }
+
+/* Columns of one lane's 16-byte chunk. */
+template <int DT> struct I8Chunk {
+    static constexpr int W = DT == CMF_DT_Q8_ROW ? 16 : 32;
+    static constexpr int STEP = 32 * W; /* columns of one warp step */
+};
+
+/* The block's share of the L2 prefetch spans (thread 0 issues it; 64 KiB per bulk prefetch). */
+static __device__ __forceinline__ void i8_l2pf(const I8Job &j) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint64_t per = ((j.pf_tot + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
+    uint64_t b = per * blockIdx.x, off = 0;
+    const uint64_t e = b + per < j.pf_tot ? b + per : j.pf_tot;
+    for (int k = 0; k < CMF_CUDA_PF_SPANS && b < e; k++) {
+        const uint64_t n = j.pfn[k];
+        if (b < off + n) {
+            const uint64_t t = (e < off + n ? e : off + n) - off;
+            for (uint64_t s = b - off; s < t; s += 65536) {
+                const uint32_t len = (uint32_t)(t - s < 65536 ? t - s : 65536);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(j.pf[k] + s), "r"(len) : "memory");
+            }
+            b = off + t;
+        }
+        off += n;
+    }
+#else
+    (void)j;
+#endif
+}
+
+/* One level of one block of 32 held by 8 lanes (4 values each, e): Q8_0 scale d, int8 q, the packed word p (q4tp:
+ * nibble order) and the block's int sum s (all 8 lanes get d and s). */
+template <int DT>
+static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, float *d_out, int (&q)[4],
+                                                 uint32_t *p_out, int *s_out) {
+    float a = fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(e[2]), fabsf(e[3])));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
+    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
+    const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
+#pragma unroll
+    for (int m = 0; m < 4; m++) {
+        const float y = __fmul_rn(e[m], id);
+        int qi = (int)__fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
+        q[m] = qi > 127 ? 127 : qi < -127 ? -127 : qi;
+    }
+    uint32_t p = (uint32_t)(q[0] & 0xff) | (uint32_t)(q[1] & 0xff) << 8 | (uint32_t)(q[2] & 0xff) << 16 |
+                 (uint32_t)(q[3] & 0xff) << 24;
+    int s = q[0] + q[1] + q[2] + q[3];
+    if constexpr (DT == CMF_DT_Q4TP) { /* lanes 2j, 2j+1 hold a group of 8: store evens, then odds */
+        const uint32_t o = __shfl_xor_sync(0xffffffffu, p, 1);
+        p = (sub & 1) ? __byte_perm(o, p, 0x7531) : __byte_perm(p, o, 0x6420);
+    }
+    s += __shfl_xor_sync(0xffffffffu, s, 1);
+    s += __shfl_xor_sync(0xffffffffu, s, 2);
+    s += __shfl_xor_sync(0xffffffffu, s, 4);
+    *d_out = d, *p_out = p, *s_out = s;
+}
+
+/* The prologue: x [N][cols] f32 -> per level l < lv: xq [l][N][cols] int8 (q4tp: nibble order in each group of 8),
+ * xs [l][N][nb] scales, sx [l][N][nb] int sums; level 2 quantizes what level 1 left (x - d1 * q1), as the CPU's
+ * two-level path. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block, 4
+ * passes' loads issued together. Every thread of the block takes part. */
+template <int DT, int N>
+static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
+                                                   float *xs, int *sx, const I8Job &j, const float *ninv,
+                                                   float *xout) {
+    const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
+    const int64_t nb = cols >> 5, total = (int64_t)N * nb;
+    for (int64_t base = 0; base < total; base += 4 * 32) {
+        float4 v[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t b = base + 32 * k + oct;
+            v[k] = b < total ? __ldg((const float4 *)(x + b * 32 + sub * 4)) : make_float4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t b = base + 32 * k + oct;
+            float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+            if (ninv && b < total) { /* the RMSNorm of the prologue: k_rmsnorm's x * inv * g */
+                const float inv = ninv[b / nb];
+                const int64_t c = (b % nb) * 32 + sub * 4;
+#pragma unroll
+                for (int m = 0; m < 4; m++) {
+                    const float g = j.nw ? (j.ngemma ? 1.0f + __ldg(j.nw + c + m) : __ldg(j.nw + c + m)) : 1.0f;
+                    e[m] = __fmul_rn(__fmul_rn(e[m], inv), g);
+                }
+                if (xout) *(float4 *)(xout + b * 32 + sub * 4) = make_float4(e[0], e[1], e[2], e[3]);
+            }
+            for (int l = 0; l < lv; l++) {
+                float d;
+                int q[4], s;
+                uint32_t p;
+                i8_qblock<DT>(e, sub, &d, q, &p, &s);
+                if (b < total) {
+                    *(uint32_t *)(xq + l * total * 32 + b * 32 + sub * 4) = p;
+                    if (sub == 0) xs[l * total + b] = d, sx[l * total + b] = s;
+                }
+#pragma unroll
+                for (int m = 0; m < 4; m++) e[m] = __fsub_rn(e[m], __fmul_rn(d, (float)q[m])); /* the remainder */
+            }
+        }
+    }
+}
+
+/* The prologue's RMSNorm scales: ninv[t] = 1 / sqrt(mean(nx[t]^2) + eps) for t < N with k_rmsnorm's order
+ * (elementwise.cu: thread i sums elements i, i + 256, ..., then block_sum256), so the normalized input has its bits. */
+template <int N>
+static __device__ __forceinline__ void i8_norm_inv(const I8Job &j, int64_t d, float *ninv, float *sh) {
+    for (int t = 0; t < N; t++) {
+        const float *xr = j.nx + (int64_t)t * d;
+        float ss = 0.0f;
+        for (int64_t i = threadIdx.x; i < d; i += 256) ss = fmaf(xr[i], xr[i], ss);
+        ss = block_sum256(ss, sh);
+        if (threadIdx.x == 0) ninv[t] = 1.0f / sqrtf(ss / (float)d + j.neps);
+    }
+    __syncthreads();
+}
+
+static __device__ __forceinline__ float i8_act(float a, int gelu) {
+    return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
+}
+
+/* Multiprocessors of the current device (read once per process; the backends use one device type). */
+static inline int i8_sms(void) {
+    static int sms = 0;
+    if (!sms) {
+        int dev = 0, v = 0;
+        if (cudaGetDevice(&dev) != cudaSuccess ||
+            cudaDeviceGetAttribute(&v, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || v < 1)
+            return 1;
+        sms = v;
+    }
+    return sms;
+}
+
+
+/* One 16-byte chunk of weights through the non-coherent path without an L1 allocation (weights are streamed once
+ * per product and are immutable; PTX ISA "ld", .L1::no_allocate). asm volatile: issued where written (before the
+ * PDL wait for the first chunks). */
+static __device__ __forceinline__ uint4 ld_w16(const void *p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+/* q8_row: the exact int32 dot product of one 16-column chunk (16 int8 weights in w) with 16 int8 activations xv
+ * (four __dp4a in byte order); the caller adds (float)sum * the activation block's scale. */
+static __device__ __forceinline__ int i8_chunk_q8(uint4 w, int4 xv) {
+    int s = __dp4a((int)w.x, xv.x, 0);
+    s = __dp4a((int)w.y, xv.y, s);
+    s = __dp4a((int)w.z, xv.z, s);
+    return __dp4a((int)w.w, xv.w, s);
+}
+
+/* q4tp: the int32 dot product of one 32-column tile (16 bytes of nibbles, low nibble first, §2.6) with the tile's
+ * 32 int8 activations stored in nibble order (i8_quantize: per group of 8, even then odd elements) as xa, xb; the
+ * nibbles are unsigned 0..15 (the caller subtracts 8 * the block's activation sum, then scales). */
+static __device__ __forceinline__ int i8_chunk_q4tp(uint4 w, int4 xa, int4 xb) {
+    const uint32_t wu[4] = {w.x, w.y, w.z, w.w};
+    const int X[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
+    int s = 0;
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+        s = __dp4a((int)(wu[k] & 0x0f0f0f0fu), X[2 * k], s);
+        s = __dp4a((int)((wu[k] >> 4) & 0x0f0f0f0fu), X[2 * k + 1], s);
+    }
+    return s;
+}
+
+/* The streaming kernel (matvec_i8s.cu): the same products and results layout as mv_i8_launch (same arguments,
+ * j filled the same way), each warp of a persistent grid streaming a contiguous range of whole rows. */
+cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s);
+/* 0: the row-group kernel; 1: the streaming kernel; 2: it with a deeper load ring for single-token products
+ * (CMF_CUDA_I8_STREAM, read once; cmf_cuda_set_i8_stream). */
+int mv_i8_stream_mode(void);
+/* The streaming kernel's limit on the activations' shared memory (i8_smem): q4tp keeps 32 KiB of ladders besides. */
+#define I8S_SMEM_MAX(dt) ((dt) == CMF_DT_Q4TP ? 190 * 1024 : I8_SMEM_MAX)
+
+#endif

@@ -1,0 +1,340 @@
+/* matvec_i8s.cu — the streaming form of the int8-activation decode products (q8_row, q4tp; CMF_FORMAT.md §2.2,
+ * §2.6), selected by CMF_CUDA_I8_STREAM=1|2 or cmf_cuda_set_i8_stream (the row-group kernel of matvec_i8.cu stays
+ * the default until the same-call A/B of bench/cuda/RESULTS.md says otherwise).
+ *
+ * Why: the row-group kernel loads one batch of 16-byte chunks per warp, waits for it, sums, reduces and stores, then
+ * starts the next row group: each round trip to DRAM is exposed, and the last round of groups over the resident
+ * blocks runs part-empty (4096x4096 q8: 512 groups over 396 blocks). A decode product is a pure stream of bytes, so
+ * here every warp of a persistent grid owns a contiguous range of whole rows (rows split evenly over all resident
+ * warps, to within one row) and walks its rows' 16-byte chunks as one sequence through a ring of P register slots:
+ * chunk k + P is loaded as soon as chunk k is summed, so each lane keeps P loads (P * 16 bytes, 2 rows for GLU) in
+ * flight across row boundaries, and the next rows' q8 scales / q4tp tile codes arrive with their weights. The first
+ * P chunks (and the first row's q4tp ladder) are loaded before the PDL wait.
+ *
+ * Results: each output row is summed by one warp, lane l taking the row's chunks at columns step * STEP + l * W in
+ * step order (q8: acc = fmaf((float)dp4a_sum, xscale, acc); q4tp: fmaf((isum - 8 * block sum) * xscale, tile scale,
+ * acc)), then warp_sum, then the q8 row scale: the row-group kernel's order with one warp per row
+ * (CMF_CUDA_I8_SPLIT=0). Plain, q/k/v multi and gate/up + GLU products use this one kernel with the same per-row
+ * order, so fused outputs keep the plain product's bits; the prologue (Q8_0 activations, the fused RMSNorm) and the
+ * epilogue (bias, residual add, GLU) are the row-group kernel's (matvec_i8.cuh). */
+#include <stdlib.h>
+
+#include "backend/cuda/matvec_i8.cuh"
+
+static int g_i8s = -1; /* -1: not read yet; a benign race (every thread computes the same value) */
+
+int mv_i8_stream_mode(void) {
+    if (g_i8s < 0) {
+        const char *e = getenv("CMF_CUDA_I8_STREAM");
+        g_i8s = e && e[0] == '1' ? 1 : e && e[0] == '2' ? 2 : 0;
+    }
+    return g_i8s;
+}
+
+extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode == 1 || mode == 2 ? mode : 0; }
+
+/* The weight index and row of unit u (GLU: output row u of gate and up; else the rows of w[0], w[1], ... in
+ * sequence). u may be one past the last unit (then nothing is loaded from the result). */
+template <int GLU>
+static __device__ __forceinline__ int i8s_unit(const I8Job &j, int64_t u, int64_t *row) {
+    int k = 0;
+    if (!GLU) {
+        if (j.count > 1 && u >= j.w[0].rows) u -= j.w[0].rows, k = 1;
+        if (j.count > 2 && k == 1 && u >= j.w[1].rows) u -= j.w[1].rows, k = 2;
+    }
+    *row = u;
+    return k;
+}
+
+/* The load cursor of a warp: the unit / step of the next chunk to load, how many chunks are left, and the unit's
+ * row pointers (weights; q4tp: also its codes). */
+template <int R> struct I8sCur {
+    int64_t u, row, left;
+    int s, wi;
+    const uint8_t *wp[R], *cp[R];
+};
+
+/* One of three kernel parameters by a run-time index, as selects (no local copy of the parameter arrays). */
+template <typename T> static __device__ __forceinline__ T i8s_sel(int i, T a, T b, T c) {
+    return i == 0 ? a : i == 1 ? b : c;
+}
+
+/* Points the cursor at unit c.u (one past the last unit: pointers that are never read). */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8s_seek(const I8Job &j, I8sCur<GLU ? 2 : 1> &c) {
+    c.wi = i8s_unit<GLU>(j, c.u, &c.row);
+#pragma unroll
+    for (int i = 0; i < (GLU ? 2 : 1); i++) {
+        const int k = GLU ? i : c.wi;
+        const uint8_t *base = i8s_sel(k, j.w[0].base, j.w[1].base, j.w[2].base);
+        if constexpr (DT == CMF_DT_Q8_ROW) {
+            c.wp[i] = base + c.row * j.w[0].cols; /* one cols for all weights of a job */
+            c.cp[i] = i8s_sel(k, j.w[0].s1, j.w[1].s1, j.w[2].s1) + 2 * c.row;
+        } else {
+            c.wp[i] = base + c.row * (j.w[0].cols >> 5) * 16;
+            c.cp[i] = i8s_sel(k, j.w[0].s2, j.w[1].s2, j.w[2].s2) + c.row * j.w[0].stride;
+        }
+    }
+}
+
+/* Loads the cursor's chunk of each row slot into one ring slot (zeros when none is left or the columns end) and
+ * advances the cursor. aux: q8 the row's f16 scale bits (step 0 only), q4tp the two code bytes of the lane's tile. */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8s_issue(const I8Job &j, I8sCur<GLU ? 2 : 1> &c, int cols, int S, int lane,
+                                                 uint4 (&wv)[GLU ? 2 : 1], uint32_t (&aux)[GLU ? 2 : 1]) {
+    constexpr int R = GLU ? 2 : 1, W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
+#pragma unroll
+    for (int i = 0; i < R; i++) wv[i] = make_uint4(0, 0, 0, 0), aux[i] = 0;
+    if (c.left <= 0) return;
+    c.left--;
+    const int col = c.s * STEP + lane * W;
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        if (col < cols) {
+            if constexpr (DT == CMF_DT_Q8_ROW) {
+                wv[i] = ld_w16(c.wp[i] + col);
+            } else {
+                wv[i] = ld_w16(c.wp[i] + (col >> 5) * 16);
+                const int bit = 5 * (col >> 5);
+                const uint8_t *p = c.cp[i] + (bit >> 3);
+                aux[i] = (uint32_t)__ldg(p) | ((bit & 7) > 3 ? (uint32_t)__ldg(p + 1) << 8 : 0u);
+            }
+        }
+        if constexpr (DT == CMF_DT_Q8_ROW) /* the row scale (f16, maybe 1-byte aligned) */
+            if (c.s == 0) aux[i] = (uint32_t)__ldg(c.cp[i]) | (uint32_t)__ldg(c.cp[i] + 1) << 8;
+    }
+    if (++c.s == S) {
+        c.s = 0;
+        c.u++;
+        i8s_seek<DT, GLU>(j, c);
+    }
+}
+
+/* q4tp ladders: a warp owns at most LR rows (the launch sizes the grid so) and computes all their ladders at once
+ * before the PDL wait, one row per lane (GLU: LR outputs of gate and up, lanes 0..15 / 16..31), into its
+ * lad[LR][R][32]; the ring then only reads them. */
+template <int GLU> struct I8sLad {
+    static constexpr int LR = GLU ? 16 : 32;
+};
+
+
+/* The ladders of units [u, u + LR) ∩ [u, u1) into lad (the whole warp; __syncwarp before and after). */
+template <int GLU>
+static __device__ __forceinline__ void i8s_ladders(const I8Job &j, int64_t u, int64_t u1, int lane, float *lad) {
+    constexpr int LR = I8sLad<GLU>::LR;
+    const int i = lane % LR, r = lane / LR; /* unit u + i, row slot r */
+    __syncwarp();
+    if (u + i < u1) {
+        int64_t row;
+        const int wi = i8s_unit<GLU>(j, u + i, &row);
+        const int k = GLU ? r : wi;
+        dev_q4tp_ladder(i8s_sel(k, j.w[0].s1, j.w[1].s1, j.w[2].s1) + 4 * row, lad + (i * (GLU ? 2 : 1) + r) * 32);
+    }
+    __syncwarp();
+}
+
+template <int DT, int N, int GLU, int P>
+static __global__ void __launch_bounds__(256, 2)
+    k_mv_i8s(I8Job j, const float *__restrict__ x, int gelu) {
+    constexpr int R = GLU ? 2 : 1, W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
+    extern __shared__ __align__(16) int8_t i8_sm[];
+    constexpr int LR = I8sLad<GLU>::LR, LW = DT == CMF_DT_Q4TP ? LR * R * 32 : 1; /* ladder floats per warp */
+    __shared__ float lad[I8_WARPS][LW];
+    __shared__ float nsh[9], ninv[N]; /* prologue RMSNorm (j.nx) */
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int cols = (int)j.w[0].cols, nb = cols >> 5, S = (cols + STEP - 1) / STEP;
+    const int lv = j.levels;
+    int8_t *xq = i8_sm;
+    float *xs = (float *)(i8_sm + (int64_t)lv * N * cols);
+    int *sx = (int *)(xs + lv * N * nb);
+    const int lstride = N * nb; /* one level's blocks */
+
+    /* this warp's units [u0, u1): all resident warps share the units evenly */
+    const int64_t U = j.groups, nw = (int64_t)gridDim.x * I8_WARPS, gw = (int64_t)blockIdx.x * I8_WARPS + warp;
+    const int64_t u0 = gw * U / nw, u1 = (gw + 1) * U / nw, total = (u1 - u0) * S;
+    I8sCur<R> lc;
+    lc.u = u0, lc.s = 0, lc.left = total;
+    i8s_seek<DT, GLU>(j, lc);
+    int64_t crow = lc.row, cu = u0; /* the consume cursor */
+    int cwi = lc.wi, cs = 0, li = 0; /* li: the row's index among the warp's rows (q4tp: its ladder) */
+
+    uint4 wv[P][R];
+    uint32_t aux[P][R];
+    if (threadIdx.x == 0 && j.pf_tot && !j.pf_at) i8_l2pf(j);
+    if (DT == CMF_DT_Q4TP && total > 0) i8s_ladders<GLU>(j, u0, u1, lane, lad[warp]); /* all of them, before the wait */
+#pragma unroll
+    for (int k = 0; k < P; k++) i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);
+    pdl_wait();
+    pdl_trigger();
+    if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
+    i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
+                       j.nx && blockIdx.x == 0 ? j.nout : nullptr);
+    __syncthreads();
+
+    float acc[R][N];
+#pragma unroll
+    for (int i = 0; i < R; i++)
+#pragma unroll
+        for (int t = 0; t < N; t++) acc[i][t] = 0.0f;
+    float rs[R], rxv[N], bv = 0.0f; /* the current row's q8 scales, residual values and bias */
+#pragma unroll
+    for (int i = 0; i < R; i++) rs[i] = 1.0f;
+#pragma unroll
+    for (int t = 0; t < N; t++) rxv[t] = 0.0f;
+
+    for (int64_t it = 0; it < total; it += P) {
+#pragma unroll
+        for (int k = 0; k < P; k++) {
+            if (it + k < total) { /* warp-uniform */
+                if (cs == 0) {    /* a new row: its scale (loaded with its first chunk), ladders, epilogue inputs */
+                    if constexpr (DT == CMF_DT_Q8_ROW) {
+#pragma unroll
+                        for (int i = 0; i < R; i++) rs[i] = dev_f16((uint16_t)aux[k][i]);
+                    }
+                    if (!GLU && lane == 0) {
+                        const int64_t rows = i8s_sel(cwi, j.w[0].rows, j.w[1].rows, j.w[2].rows);
+                        if (j.rx)
+#pragma unroll
+                            for (int t = 0; t < N; t++) rxv[t] = j.rx[(int64_t)t * rows + crow];
+                        const float *b = i8s_sel(cwi, j.bias[0], j.bias[1], j.bias[2]);
+                        if (b) bv = b[crow];
+                    }
+                }
+                const int c = cs * STEP + lane * W;
+                if (c < cols) {
+                    const int blk = c >> 5;
+                    float ts[R];
+                    int sh = 0;
+                    if constexpr (DT == CMF_DT_Q4TP) {
+                        sh = (5 * blk) & 7;
+#pragma unroll
+                        for (int i = 0; i < R; i++)
+                            ts[i] = lad[warp][(li * R + i) * 32 + ((aux[k][i] >> sh) & 31u)];
+                    }
+#pragma unroll
+                    for (int t = 0; t < N; t++)
+#pragma unroll
+                        for (int l = 0; l < 2; l++) { /* level 1, then (lv == 2) level 2 */
+                            if (l >= lv) break;
+                            const int8_t *xp = xq + l * lstride * 32 + t * cols + c;
+                            const float d = xs[l * lstride + t * nb + blk];
+                            if constexpr (DT == CMF_DT_Q8_ROW) {
+                                const int4 xv = *(const int4 *)xp;
+#pragma unroll
+                                for (int i = 0; i < R; i++)
+                                    acc[i][t] = fmaf((float)i8_chunk_q8(wv[k][i], xv), d, acc[i][t]);
+                            } else {
+                                const int4 xa = *(const int4 *)xp, xb = *(const int4 *)(xp + 16);
+                                const int corr = 8 * sx[l * lstride + t * nb + blk];
+#pragma unroll
+                                for (int i = 0; i < R; i++)
+                                    acc[i][t] = fmaf(__fmul_rn((float)(i8_chunk_q4tp(wv[k][i], xa, xb) - corr), d),
+                                                     ts[i], acc[i][t]);
+                            }
+                        }
+                }
+                if (++cs == S) { /* the row is summed: reduce, scale, store (lane 0) */
+                    float o[R][N];
+#pragma unroll
+                    for (int i = 0; i < R; i++)
+#pragma unroll
+                        for (int t = 0; t < N; t++) {
+                            o[i][t] = warp_sum(acc[i][t]) * rs[i];
+                            acc[i][t] = 0.0f;
+                        }
+                    if (lane == 0) {
+                        const int64_t rows = i8s_sel(cwi, j.w[0].rows, j.w[1].rows, j.w[2].rows);
+                        float *y = i8s_sel(cwi, j.y[0], j.y[1], j.y[2]);
+#pragma unroll
+                        for (int t = 0; t < N; t++) {
+                            if (GLU) {
+                                y[(int64_t)t * rows + crow] = i8_act(o[0][t], gelu) * o[R - 1][t];
+                            } else {
+                                float v = o[0][t];
+                                if (i8s_sel(cwi, j.bias[0], j.bias[1], j.bias[2])) v = v + bv;
+                                y[(int64_t)t * rows + crow] = v;
+                                if (j.rx) j.rx[(int64_t)t * rows + crow] = rxv[t] + v; /* cmf_cuda_add's x + o */
+                            }
+                        }
+                    }
+                    cs = 0;
+                    li++;
+                    cwi = i8s_unit<GLU>(j, ++cu, &crow);
+                }
+            }
+            i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]); /* chunk it + k + P into the freed slot */
+        }
+    }
+    if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
+}
+
+/* One launch for n tokens: the grid is what the device holds at once of this instance at this shared-memory size
+ * (cached per instance), at most one block per 8 units; q4tp: at least enough blocks for LR units per warp. */
+template <int DT, int N, int GLU, int P>
+static void i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
+    enum { SLOTS = 8 };
+    static size_t occ_smem[SLOTS], attr_smem = 48 * 1024; /* per instance; benign races (same values) */
+    static int occ_val[SLOTS], occ_n;
+    if (smem > attr_smem) { /* above 48 KiB of dynamic shared memory needs the opt-in */
+        if (cudaFuncSetAttribute(k_mv_i8s<DT, N, GLU, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 (int)I8S_SMEM_MAX(DT)) == cudaSuccess)
+            attr_smem = I8S_SMEM_MAX(DT);
+    }
+    int occ = 0;
+    for (int i = 0; i < occ_n && !occ; i++)
+        if (occ_smem[i] == smem) occ = occ_val[i];
+    if (!occ) {
+        int b = 0;
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8s<DT, N, GLU, P>, 256, smem) != cudaSuccess || b < 1)
+            b = 1;
+        occ = b < 4 ? b : 4;
+        const int slot = occ_n < SLOTS ? occ_n++ : (int)(smem % SLOTS);
+        occ_smem[slot] = smem, occ_val[slot] = occ;
+    }
+    const unsigned cap = (unsigned)(i8_sms() * occ), need = (j.groups + I8_WARPS - 1) / I8_WARPS;
+    unsigned grid = need < cap ? (need ? need : 1) : cap;
+    if (DT == CMF_DT_Q4TP) { /* at most LR rows per warp (their ladders in shared memory): more blocks, in waves */
+        const unsigned lr = (unsigned)I8sLad<GLU>::LR, least = (j.groups + I8_WARPS * lr - 1) / (I8_WARPS * lr);
+        if (grid < least) grid = least;
+    }
+    cu_launch(k_mv_i8s<DT, N, GLU, P>, grid, 256, smem, s, j, x, gelu);
+}
+
+/* Ring depth: 8 chunks of 16 bytes in flight per lane (GLU: 4 per row), mode 2 and one token: twice that. */
+template <int DT, int GLU>
+static void i8s_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, int mode, cudaStream_t s) {
+    constexpr int P = GLU ? 4 : 8;
+    switch (n) {
+    case 1:
+        if (mode == 2) i8s_launch_inst<DT, 1, GLU, 2 * P>(j, smem, x, gelu, s);
+        else i8s_launch_inst<DT, 1, GLU, P>(j, smem, x, gelu, s);
+        break;
+    case 2: i8s_launch_inst<DT, 2, GLU, P>(j, smem, x, gelu, s); break;
+    case 3: i8s_launch_inst<DT, 3, GLU, P>(j, smem, x, gelu, s); break;
+    case 4: i8s_launch_inst<DT, 4, GLU, P>(j, smem, x, gelu, s); break;
+    case 5: i8s_launch_inst<DT, 5, GLU, P>(j, smem, x, gelu, s); break;
+    case 6: i8s_launch_inst<DT, 6, GLU, P>(j, smem, x, gelu, s); break;
+    case 7: i8s_launch_inst<DT, 7, GLU, P>(j, smem, x, gelu, s); break;
+    default: i8s_launch_inst<DT, 8, GLU, P>(j, smem, x, gelu, s); break;
+    }
+}
+
+cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s) {
+    int64_t units = glu ? j.w[0].rows : 0;
+    if (!glu)
+        for (int i = 0; i < j.count; i++) units += j.w[i].rows;
+    if (units < 1 || units > (int64_t)0xffffffffu)
+        return cmf_err(CMF_E_ARG, "cuda matvec (int8 activations, streaming): %lld rows", (long long)units);
+    j.groups = (unsigned)units; /* here: units (rows; GLU: outputs) */
+    const size_t smem = i8_smem(j.w[0].cols, n, j.levels);
+    const int mode = mv_i8_stream_mode();
+    if (dtype == CMF_DT_Q8_ROW) {
+        if (glu) i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, mode, s);
+        else i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, mode, s);
+    } else {
+        if (glu) i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, mode, s);
+        else i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, mode, s);
+    }
+    CU_LAUNCHED("matvec (int8 activations, streaming) kernel");
+    return CMF_OK;
+}

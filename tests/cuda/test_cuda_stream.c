@@ -1,0 +1,156 @@
+/* test_cuda_stream.c — the streaming int8-activation decode products (matvec_i8s.cu, cmf_cuda_set_i8_stream 1 and
+ * 2) on fresh random data with poisoned outputs, for q8_row and q4tp:
+ *  - cmf_cuda_matvec against the exact double product of the Q8_0-quantized activations (ref_matmul_qact), one and
+ *    two activation levels, n = 1..8, within 1e-5 (the kernel's f32 accumulation);
+ *  - q/k/v-style cmf_cuda_matvec_multi over three weights of different row counts (a bias on the second) and
+ *    gate/up + GLU give the plain products' bits (+ bias; then cmf_cuda_glu);
+ * at shapes with one partial last step (cols % 512 != 0), fewer rows than warps, several rows per warp, and more
+ * than 32 rows per warp (q4tp ladders computed in several batches). The fused residual / RMSNorm of the same kernel
+ * are checked by test_cuda_fuse, which ctest also runs with CMF_CUDA_I8_STREAM=1. Exits 77 (ctest SKIP) without a
+ * device. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_ref.h"
+#include "quant/dtype.h"
+
+static uint64_t rng = 0x7f4a7c159e3779b9ull;
+
+/* A random rows x cols matrix encoded as dt on the device (w->d_data; the caller frees it) and its decoded floats
+ * (malloc'd). Rows of different magnitude exercise the scales. */
+static float *dev_weight(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
+    float *v = ref_rand_vec(&rng, rows * cols, 0.5f);
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t c = 0; c < cols; c++) v[r * cols + c] *= (float)(1 + r % 5);
+    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
+    uint64_t nb = 0;
+    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
+    uint8_t *p = malloc((size_t)nb);
+    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, v, p));
+    OK(cmf_dequant(dt, 2, shape, p, nb, v));
+    w->dtype = dt, w->rows = rows, w->cols = cols;
+    w->d_data = ref_dev_from(p, (size_t)nb);
+    free(p);
+    return v;
+}
+
+static float *download(const float *d, int64_t n) {
+    float *h = malloc(sizeof(float) * (size_t)n);
+    OK(cmf_cuda_download(h, d, sizeof(float) * (size_t)n, NULL));
+    OK(cmf_cuda_sync(NULL));
+    return h;
+}
+
+static int64_t ndiff(const float *a, const float *b, int64_t n) {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += memcmp(&a[i], &b[i], sizeof(float)) != 0;
+    return bad;
+}
+
+/* One shape, one mode, one level count: every n in ns. */
+static void test_shape(int dt, int64_t rows, int64_t cols, int mode, int levels, const int *ns, int nn) {
+    cmf_cuda_set_i8_stream(mode);
+    cmf_cuda_set_i8act(levels);
+    const int64_t rows_b = rows / 2 + 3; /* the second weight of the multi product: another row count */
+    cmf_cuda_weight wa, wb, wc;
+    float *deca = dev_weight(dt, rows, cols, &wa), *decb = dev_weight(dt, rows_b, cols, &wb);
+    free(dev_weight(dt, rows, cols, &wc));
+    for (int ni = 0; ni < nn; ni++) {
+        const int n = ns[ni];
+        float *x = ref_rand_vec(&rng, n * cols, 1.0f);
+        if (n == 2) /* a block of zeros (scale 0) and one of tiny values */
+            for (int64_t c = 0; c < 32; c++) x[c] = 0.0f, x[cols + c] *= 1e-30f;
+        double *ref = malloc(sizeof(double) * (size_t)(n * rows));
+        ref_matmul_qact(deca, rows, cols, x, n, levels, ref);
+        float *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * cols));
+        float *d_ya = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+        float *d_yb = ref_dev_poison(sizeof(float) * (size_t)(n * rows_b));
+        float *d_yc = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+        OK(cmf_cuda_matvec(&wa, d_x, d_ya, n, NULL));
+        OK(cmf_cuda_matvec(&wb, d_x, d_yb, n, NULL));
+        OK(cmf_cuda_matvec(&wc, d_x, d_yc, n, NULL));
+        float *ya = download(d_ya, n * rows), *yb = download(d_yb, n * rows_b), *yc = download(d_yc, n * rows);
+        const double e = ref_rel_err(ya, ref, n * rows);
+        CHECK_MSG(e < 1e-5, "stream %d matvec %s [%lld, %lld] n=%d levels %d: rel err %g", mode, cmf_dtype_name(dt),
+                  (long long)rows, (long long)cols, n, levels, e);
+        if (levels == 1 && ni == 0) { /* the second matrix too, once */
+            double *refb = malloc(sizeof(double) * (size_t)(n * rows_b));
+            ref_matmul_qact(decb, rows_b, cols, x, n, levels, refb);
+            const double eb = ref_rel_err(yb, refb, n * rows_b);
+            CHECK_MSG(eb < 1e-5, "stream %d matvec %s [%lld, %lld] n=%d: rel err %g", mode, cmf_dtype_name(dt),
+                      (long long)rows_b, (long long)cols, n, eb);
+            free(refb);
+        }
+        /* q/k/v: three weights (rows, rows_b, rows), a bias on the second */
+        cmf_cuda_weight ww[3] = {wa, wb, wc};
+        float *bias = ref_rand_vec(&rng, rows_b, 1.0f), *d_b = ref_dev_from(bias, sizeof(float) * (size_t)rows_b);
+        float *d_m[3] = {ref_dev_poison(sizeof(float) * (size_t)(n * rows)),
+                         ref_dev_poison(sizeof(float) * (size_t)(n * rows_b)),
+                         ref_dev_poison(sizeof(float) * (size_t)(n * rows))};
+        const float *biases[3] = {NULL, d_b, NULL};
+        OK(cmf_cuda_matvec_multi(ww, 3, d_x, d_m, biases, n, NULL));
+        float *m0 = download(d_m[0], n * rows), *m1 = download(d_m[1], n * rows_b), *m2 = download(d_m[2], n * rows);
+        for (int64_t i = 0; i < n * rows_b; i++) yb[i] = yb[i] + bias[i % rows_b];
+        const int64_t bad = ndiff(m0, ya, n * rows) + ndiff(m1, yb, n * rows_b) + ndiff(m2, yc, n * rows);
+        CHECK_MSG(bad == 0, "stream %d matvec_multi %s [%lld|%lld, %lld] n=%d levels %d: %lld values differ from "
+                  "matvec (+ bias)", mode, cmf_dtype_name(dt), (long long)rows, (long long)rows_b, (long long)cols, n,
+                  levels, (long long)bad);
+        /* gate/up + GLU: gate = wa, up = wc */
+        for (int gelu = 0; gelu <= 1; gelu++) {
+            float *d_g = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+            float *d_r = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+            OK(cmf_cuda_matvec_glu(&wa, &wc, d_x, d_g, n, gelu, NULL));
+            OK(cmf_cuda_glu(d_r, d_ya, d_yc, n * rows, gelu, NULL));
+            float *g = download(d_g, n * rows), *r = download(d_r, n * rows);
+            const int64_t badg = ndiff(g, r, n * rows);
+            CHECK_MSG(badg == 0, "stream %d matvec_glu %s [%lld, %lld] n=%d gelu %d levels %d: %lld values differ "
+                      "from matvec + glu", mode, cmf_dtype_name(dt), (long long)rows, (long long)cols, n, gelu, levels,
+                      (long long)badg);
+            cmf_cuda_free(d_g);
+            cmf_cuda_free(d_r);
+            free(g);
+            free(r);
+        }
+        for (int i = 0; i < 3; i++) cmf_cuda_free(d_m[i]);
+        cmf_cuda_free(d_b);
+        cmf_cuda_free(d_x);
+        cmf_cuda_free(d_ya);
+        cmf_cuda_free(d_yb);
+        cmf_cuda_free(d_yc);
+        free(bias);
+        free(m0);
+        free(m1);
+        free(m2);
+        free(ya);
+        free(yb);
+        free(yc);
+        free(x);
+        free(ref);
+    }
+    cmf_cuda_free((void *)wa.d_data);
+    cmf_cuda_free((void *)wb.d_data);
+    cmf_cuda_free((void *)wc.d_data);
+    free(deca);
+    free(decb);
+}
+
+int main(void) {
+    if (!ref_have_device()) return 77;
+    const int dts[2] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
+    const int all[8] = {1, 2, 3, 4, 5, 6, 7, 8}, few[2] = {1, 3}, one[1] = {1};
+    /* rows x cols: fewer rows than warps; 2048 / 8224 columns (a partial last step); several rows per warp
+     * (7000 x 64: 4 of 32 lanes per step); more than 32 rows per warp (q4tp ladder batches, GLU too) */
+    static const int64_t shapes[][2] = {{5, 32}, {37, 160}, {130, 4096}, {21, 8224}, {1000, 1056}, {7000, 64}};
+    for (int di = 0; di < 2; di++) {
+        for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
+            test_shape(dts[di], shapes[si][0], shapes[si][1], 1, 1, all, 8);
+            test_shape(dts[di], shapes[si][0], shapes[si][1], 1, 2, few, 2);
+            test_shape(dts[di], shapes[si][0], shapes[si][1], 2, 1, one, 1);
+        }
+        test_shape(dts[di], 150000, 64, 1, 1, few, 2);
+        test_shape(dts[di], 150000, 64, 2, 1, one, 1);
+    }
+    cmf_cuda_set_i8_stream(0);
+    cmf_cuda_set_i8act(1);
+    CMF_TEST_END();
+}
