@@ -5,7 +5,7 @@
  * zeros. The matvec table uses the default activations (int8 for q8_row / q4tp unless CMF_CUDA_I8ACT=0); a second
  * table times q8_row and q4tp with int8 and with f32 activations side by side, and the streaming int8 kernel
  * (matvec_i8s.cu, modes 1 / 2); a third, one Llama-8B layer's fused decode products per kernel. Prints a table (stdout).
- * Usage: bench_cuda [quick | matvec]   (matvec: only the two matvec tables) */
+ * Usage: bench_cuda [quick | matvec | i8]   (matvec: only the matvec tables; i8: only the int8-activation ones) */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,6 +103,8 @@ static void *upload_weight(int dt, int64_t rows, int64_t cols, size_t nb) {
 
 int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0, only_mv = argc > 1 && strcmp(argv[1], "matvec") == 0;
+    int only_i8 = argc > 1 && strcmp(argv[1], "i8") == 0; /* the int8-activation tables alone */
+    only_mv |= only_i8;
     int ndev = 0;
     cmf_cuda_device_count(&ndev);
     if (ndev < 1) { printf("SKIP: no CUDA device (%s)\n", cmf_last_error()); return 77; }
@@ -139,7 +141,7 @@ int main(int argc, char **argv) {
         OKC(cmf_cuda_upload(d_x, hx, sizeof(float) * 512 * 14336, NULL));
         free(hx);
     }
-    for (size_t di = 0; di < sizeof dts / sizeof *dts; di++) {
+    for (size_t di = 0; di < (only_i8 ? 0 : sizeof dts / sizeof *dts); di++) {
         tl += snprintf(table + tl, sizeof table - tl, "%-10s", cmf_dtype_name(dts[di]));
         for (int s = 0; s < 4; s++) {
             int64_t rows = shp[s][0], cols = shp[s][1];

@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One device call for the decode products (issue 6, helper cudamv): build (Release; the committed tree when
 # $DEPS/head.tar exists), the kernel tests of the streaming int8-activation products (test_cuda_stream; test_cuda_fuse
-# and test_cuda_ops' weights group with CMF_CUDA_I8_STREAM=$TEST_STREAM; test_gpu_forward too when FWD=1), bench_cuda's
-# matvec tables (KBENCH=1: per shape row-group vs streaming kernel, one Llama-8B layer's products), then gpu_bench
+# and test_cuda_ops' weights group with CMF_CUDA_I8_STREAM=$TEST_STREAM; test_gpu_forward too when FWD=1), gpu_bench
 # decode tg@$CTX on random files ($MODELS: shape:dtype) with each variant of $VARIANTS ("-" = defaults, else
-# environment settings with ',' between several), all in the same call, the variants of one model one after the other.
+# environment settings with ',' between several; the variants of one model one after the other), then bench_cuda's
+# int8-activation tables (KBENCH=1, KBENCH_MODE=i8 | matvec: per shape row-group vs streaming kernel, one Llama-8B
+# layer's products), all in the same call. OPS=0 skips test_cuda_ops.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME OUT=... bash bench/cuda/mv_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -52,19 +53,17 @@ grep -E 'FAIL|fail' "$OUT/cuda_stream.log" | head -10
 echo "== test_cuda_fuse, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
 CMF_CUDA_I8_STREAM=$TEST_STREAM timeout 120 $B/tests/cuda/test_cuda_fuse > "$OUT/cuda_fuse.log" 2>&1; echo "test_cuda_fuse rc=$?"
 grep -E 'FAIL|fail' "$OUT/cuda_fuse.log" | head -10
-echo "== test_cuda_ops weights, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
-CMF_CUDA_I8_STREAM=$TEST_STREAM CMF_CUDA_TEST_ONLY=weights timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1
-echo "test_cuda_ops rc=$?"; grep -E 'FAIL|fail' "$OUT/cuda_ops.log" | head -10
+if [ "${OPS:-1}" = 1 ]; then
+  echo "== test_cuda_ops weights, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
+  CMF_CUDA_I8_STREAM=$TEST_STREAM CMF_CUDA_TEST_ONLY=weights timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1
+  echo "test_cuda_ops rc=$?"; grep -E 'FAIL|fail' "$OUT/cuda_ops.log" | head -10
+fi
 if [ "${FWD:-0}" = 1 ]; then
   echo "== test_gpu_forward, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
   mkdir -p /tmp/gft
   env CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$S/tests/data CMF_CUDA_I8_STREAM=$TEST_STREAM \
     timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
   grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -10; grep -E 'WORST' "$OUT/gpu_forward.log"
-fi
-if [ "${KBENCH:-1}" = 1 ]; then
-  echo "== bench_cuda matvec $(el)"
-  timeout 240 $B/tests/cuda/bench_cuda matvec > "$OUT/bench_cuda.txt" 2>&1; echo "bench_cuda rc=$?"
 fi
 wait $gen
 echo "== gpu_bench tg@$CTX $(el)"
@@ -80,5 +79,9 @@ for m in $MODELS; do
   done
   rm -f $f
 done
+if [ "${KBENCH:-1}" = 1 ]; then
+  echo "== bench_cuda ${KBENCH_MODE:-i8} $(el)"
+  timeout 240 $B/tests/cuda/bench_cuda ${KBENCH_MODE:-i8} > "$OUT/bench_cuda.txt" 2>&1; echo "bench_cuda rc=$?"
+fi
 echo "== done $(el)"
 [ "${KBENCH:-1}" = 1 ] && sed -n '/int8 activations (dp4a)/,$p' "$OUT/bench_cuda.txt" | cut -c1-250
