@@ -1,10 +1,11 @@
 /* slice.c — the tensor-parallel split of a config and of a backbone weight set (tp.h): per-rank sizes, row slices
- * (views, or copies for device ranks) and column slices (copies in the tensor's own dtype, CMF_FORMAT.md §2 layouts,
+ * (views, or copies for device ranks and for cpu row slices off the repacked copy's row groups) and column slices (copies in the tensor's own dtype, CMF_FORMAT.md §2 layouts,
  * cut only at whole quantization blocks). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/kern.h"
 #include "quant/dtype.h"
 #include "tp/tp.h"
 #include "util/error.h"
@@ -126,9 +127,15 @@ static cmf_status copy_slice(cmf_tp *tp, const cmf_weight *w, int64_t r0, int64_
     return CMF_OK;
 }
 
-/* Rows [r0, r0+nr) of w: a view, or a copy for device ranks. */
+/* Rows [r0, r0+nr) of w: a view (copy 0), a copy (1, device ranks), or (CMF_TP_COPY_UNALIGNED, cpu ranks) a view
+ * when the rows start on a row group of the cpu's repacked copy (KERN_RP_R = 16 stored rows: such a view runs the
+ * repacked kernels of the whole tensor's copy, kern.h cmf_rp_of), else a copy of a dtype the cpu repacks, which
+ * load_weights then repacks as a tensor of its own; any other view stays a view (read from the mapping). */
 static cmf_status rows_of(cmf_tp *tp, const cmf_weight *w, int64_t r0, int64_t nr, int copy, const char *name,
                           cmf_weight *out) {
+    const int rp_dtype = w->dtype == CMF_DT_Q8_ROW || w->dtype == CMF_DT_Q8_2F || w->dtype == CMF_DT_Q4_BLOCK ||
+                         w->dtype == CMF_DT_Q4_TILED;
+    if (copy == CMF_TP_COPY_UNALIGNED) copy = (w->row0 + r0) % KERN_RP_R != 0 && rp_dtype;
     if (!copy) {
         *out = cmf_weight_rows(w, r0, nr);
         return CMF_OK;

@@ -84,6 +84,8 @@ static void cpu_rank_destroy(cmf_backend *be) { free(be); }
 
 static void rank_free(cmf_model *rm) {
     if (!rm) return;
+    if (rm->be && rm->be->kind == CMF_BACKEND_CPU && rm->be->unload_weights && rm->base.layers)
+        rm->be->unload_weights(rm->be, &rm->base, rm->cfg.n_layers); /* the repacked copies (setup_cpu) */
     if (rm->be) rm->be->destroy(rm->be);
     free(rm->base.layers);
     free(rm);
@@ -131,8 +133,8 @@ static cmf_status parse_backend(const char *name, int *kind, int *dev0) {
     return CMF_OK;
 }
 
-/* Rank r's model: the sliced config and weights (copies when `device`), on backend `be` (taken over). */
-static cmf_status rank_new(cmf_tp *tp, int r, int device, int threads, cmf_model **out) {
+/* Rank r's model: the sliced config and weights (copy_rows as cmf_tp_slice_weights). */
+static cmf_status rank_new(cmf_tp *tp, int r, int copy_rows, int threads, cmf_model **out) {
     const cmf_model *m = tp->front;
     cmf_model *rm = calloc(1, sizeof *rm);
     if (!rm) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
@@ -148,7 +150,7 @@ static cmf_status rank_new(cmf_tp *tp, int r, int device, int threads, cmf_model
     rm->rope_inv_freq = m->rope_inv_freq;
     rm->tp_of = tp;
     rm->tp_rank = r;
-    return cmf_tp_slice_weights(tp, r, device, &rm->base);
+    return cmf_tp_slice_weights(tp, r, copy_rows, &rm->base);
 }
 
 static cmf_status setup_cpu(cmf_tp *tp) {
@@ -158,7 +160,7 @@ static cmf_status setup_cpu(cmf_tp *tp) {
     const int per = total / tp->n > 0 ? total / tp->n : 1;
     for (int r = 0; r < tp->n; r++) {
         cmf_model *rm = NULL;
-        cmf_status st = rank_new(tp, r, 0, per, &rm);
+        cmf_status st = rank_new(tp, r, CMF_TP_COPY_UNALIGNED, per, &rm);
         if (st != CMF_OK) return st;
         cmf_backend *be = malloc(sizeof *be);
         if (!be) return cmf_err(CMF_E_NOMEM, "tp: out of memory");
@@ -167,6 +169,12 @@ static cmf_status setup_cpu(cmf_tp *tp) {
         be->destroy = cpu_rank_destroy;
         snprintf(be->desc, sizeof be->desc, "cpu (tp rank %d of %d, %d threads)", r, tp->n, per);
         rm->be = be;
+        /* the rank's slices repacked as an unsplit model's weights are (backend_cpu.c load_weights): the repacked
+         * kernels sum each row in one order for any number of tokens, so a rank is batch invariant as one model
+         * is; without it the slices ran the mapping's kernels, whose decode and GEMM orders differ (the B2 finding
+         * of the session-5 review: `serve --tp 2` gave other greedy text under load) */
+        if ((st = be->load_weights(be, &rm->base, rm->cfg.n_layers)) != CMF_OK)
+            return cmf_err_prefix(st, "tp rank %d: ", r);
     }
     snprintf(tp->desc, sizeof tp->desc, "tp %d x cpu (%d threads each)", tp->n, per);
     return CMF_OK;

@@ -104,9 +104,13 @@ typedef struct cmf_tp {
 cmf_status cmf_tp_rank_config(const cmf_config *c, int n, int r, int v0, int v1, cmf_config *out, int *q0,
                               int *kv0);
 
+#define CMF_TP_COPY_UNALIGNED 2
 /* Builds rank r's weight set `out` from the front model's backbone (layers allocated here: free out->layers;
- * `small` is shared with the front model). copy_rows = 0: row slices are views into the mapping (cpu); 1: every
- * sliced matrix is copied (device ranks, whose payload uploads need whole tensors). Copies are recorded in
+ * `small` is shared with the front model). copy_rows = 0: row slices are views into the mapping; 1: every
+ * sliced matrix is copied (device ranks, whose payload uploads need whole tensors); CMF_TP_COPY_UNALIGNED (cpu
+ * ranks): views, except row slices of a dtype the cpu repacks that do not start on a multiple of 16 stored rows
+ * (the repacked copy's row groups, kern.h KERN_RP_R), which are copied so that load_weights repacks them and the
+ * rank runs the batch-invariant repacked kernels everywhere (slice.c rows_of). Copies are recorded in
  * tp->owned; the same slice of the same payload (tensors that alias one payload, which CMF_FORMAT.md §1.11 allows,
  * e.g. bench/tp/repeat_layers.c) is copied once and shared, as the cuda backend uploads one copy per payload.
  * Errors: CMF_E_UNSUPPORTED for a column slice that cuts a quantization block or a dtype whose column
