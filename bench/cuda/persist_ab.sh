@@ -6,7 +6,7 @@
 # Environment: DEPS (the carried folder: .debs, shared/data, optional head.tar = `git archive HEAD`, built instead of
 # the working tree), SHAPES ("qwen3-0.6b"; qwen3-4b, llama-8b also known), AB ("- CMF_CUDA_PERSIST=1"; '-' = the
 # defaults, ',' between variables of one setting), ROUNDS (2), CTX (128), GEN (64), TESTS ("test_gpu_persist"),
-# NCU (0; 1: Nsight Compute kernel times of 3 decode steps of the first shape with CMF_CUDA_PERSIST=1, when ncu exists).
+# PROF (settings for CMF_CUDA_PERSIST_PROF=1 runs, e.g. "CMF_CUDA_PERSIST_KVPF=1 CMF_CUDA_PERSIST_KVPF=0"), NCU (0; 1: Nsight Compute kernel times of 3 decode steps of the first shape with CMF_CUDA_PERSIST=1, when ncu exists).
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/persist_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -66,10 +66,16 @@ geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm t
       for v in $AB; do
         vv=${v//,/ }; [ "$v" = - ] && vv=""
         env $vv timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-64} -c ${CTX:-128} -r 2 2>&1 |
-          grep -E 'test=|persist_steps' | sed "s|model=$f|model=$shape-q8 setting=$v round=$r|"
+          grep -E 'test=|persist_' | sed "s|model=$f|model=$shape-q8 setting=$v round=$r|"
       done
     done
   done
+  if [ -n "${PROF:-}" ]; then # block 0's time per stage (CMF_CUDA_PERSIST_PROF=1), one run per setting of PROF
+    for v in $PROF; do
+      env ${v//,/ } CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 timeout 120 $B/tests/gpu/gpu_bench /tmp/$first-q8.cmf -p 0 \
+        -g 16 -c ${CTX:-128} -r 1 2>&1 | grep persist_us | sed "s|model=/tmp/$first-q8.cmf|model=$first-q8 setting=$v|"
+    done
+  fi
   if [ "${NCU:-0}" = 1 ] && command -v ncu > /dev/null; then
     echo "== ncu (3 decode steps, $first, CMF_CUDA_PERSIST=1) $(el)"
     CMF_CUDA_PERSIST=1 timeout 120 ncu --metrics gpu__time_duration.sum -k regex:k_persist --launch-skip 4 --launch-count 3 \

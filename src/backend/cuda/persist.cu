@@ -65,8 +65,11 @@ struct PArgs {
     float *work;
     int *done;
     unsigned *bar; /* [0]: arrivals, [32]: the last released barrier (both zero at launch) */
+    int kv_pf;     /* the attention's cache rows prefetched into L2 at the layer's start (CMF_CUDA_PERSIST_KVPF) */
     unsigned cap;  /* bytes of each of the two weight buffers in shared memory */
     unsigned xs_off; /* activation scales' offset in the activation area */
+    unsigned long long *prof; /* CMF_CUDA_PERSIST_PROF=1: block 0's %globaltimer at the kernel's start and at each
+                                 stage's start (after its barrier) and end, [1 + 10 * n_layers]; NULL: off */
 };
 
 /* One product stage of a layer. */
@@ -360,6 +363,34 @@ static __device__ void p_product(const PSt &s, const PArgs &p, const uint8_t *bu
     }
 }
 
+/* The cache rows (K and V, keys < pos) that this block's attention items of layer l will read, prefetched into L2
+ * (they do not change during the step; only row pos is written, by stage B itself). */
+static __device__ void p_kv_prefetch(const PArgs &p, int64_t kv_off, int64_t pos, int ns, int nz) {
+    const int half = threadIdx.x >> 7, tid = threadIdx.x & 127, D = p.a.head_dim;
+    const int items = p.a.n_kv_heads * ns * nz;
+    const split_geo geo = decode_geo(p.a.n_kv_heads, p.a.window, pos);
+    const int64_t row = (int64_t)p.a.n_kv_heads * D, lines = (D * 2 + 127) / 128;
+    for (int it = blockIdx.x + half * gridDim.x; it < items; it += 2 * gridDim.x) {
+        const int kvh = it % p.a.n_kv_heads, split = (it / p.a.n_kv_heads) % ns;
+        const int64_t j0 = geo.kf + (int64_t)split * geo.len;
+        int64_t j1 = j0 + geo.len;
+        if (j1 > pos) j1 = pos; /* row pos is written in this step */
+        for (int64_t e = tid; e < (j1 - j0) * lines; e += 128) {
+            const int64_t off = kv_off + (j0 + e / lines) * row + (int64_t)kvh * D + (e % lines) * 64;
+            prefetch_l2(p.kc + off);
+            prefetch_l2(p.vc + off);
+        }
+    }
+}
+
+static __device__ __forceinline__ void p_stamp(const PArgs &p, int i) {
+    if (p.prof && blockIdx.x == 0 && threadIdx.x == 0) {
+        unsigned long long t;
+        asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+        p.prof[i] = t;
+    }
+}
+
 /* Grid barrier: every block arrives (release), the last one releases the epoch, the others wait for it (acquire). */
 static __device__ __forceinline__ void p_barrier(unsigned *bar, unsigned &epoch) {
     __syncthreads();
@@ -406,8 +437,10 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
     cp_commit();
     const int G = p.a.n_heads / p.a.n_kv_heads, nz = (G + AD_MAXG - 1) / AD_MAXG;
     const int ns = decode_geo(p.a.n_kv_heads, p.a.window, pos).ns;
+    p_stamp(p, 0);
     for (int l = 0; l < p.n_layers; l++) {
         const PLayer &Ly = p.layers[l];
+        if (p.kv_pf) p_kv_prefetch(p, Ly.kv_off, pos, ns, nz);
         for (int kind = 0; kind < 4; kind++) {
             const bool more = !(l == p.n_layers - 1 && kind == 3);
             PSt nxt = cur;
@@ -420,6 +453,7 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
             p_scales(cur, rs);
             if (kind == 1) { /* attention (stage B) between the q/k/v and o products */
                 p_barrier(p.bar, epoch);
+                p_stamp(p, 1 + 10 * l + 2);
                 AttnRope fr;
                 fr.k = p.k, fr.v = p.v, fr.qw = Ly.q_norm, fr.kw = Ly.k_norm, fr.inv_freq = p.inv_freq;
                 fr.kc = p.kc + Ly.kv_off, fr.vc = p.vc + Ly.kv_off, fr.eps = p.rope_eps, fr.gemma = p.gemma;
@@ -431,14 +465,18 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
                                                         p.work, p.done, p.att, fr, kvh, rest % ns, rest / ns, nz,
                                                         threadIdx.x & 127, 1 + half, S[half]);
                 }
+                p_stamp(p, 1 + 10 * l + 3);
             }
             if (l || kind) p_barrier(p.bar, epoch);
+            const int si = kind ? 2 * kind + 2 : 0; /* stamps: A 0 1, B 2 3, C 4 5, D 6 7, E 8 9 */
+            p_stamp(p, 1 + 10 * l + si);
             cp_wait1(); /* this stage's weights (the group before the one just committed) */
             __syncthreads();
             p_quantize(cur, p, xq, xs, sh);
             __syncthreads();
             p_product(cur, p, buf[bi], xq, xs, rs);
             __syncthreads(); /* buf[bi] and the activation area are free again */
+            p_stamp(p, 1 + 10 * l + si + 1);
             cur = nxt;
             bi ^= 1;
         }
@@ -458,6 +496,9 @@ struct persist_state {
     unsigned cap, xs_off;
     void (*fn)(PArgs);
     uint64_t steps;
+    int kv_pf;                 /* CMF_CUDA_PERSIST_KVPF (1 unless =0) */
+    unsigned long long *d_prof; /* CMF_CUDA_PERSIST_PROF=1: the stamps (PArgs.prof) of the last step */
+    int prof_n;
 };
 
 static int env_on(const char *name, int dflt) {
@@ -548,6 +589,13 @@ static cmf_status persist_build(cuda_impl *I, const cmf_weights *w, const cmf_se
     if (st == CMF_OK) CU_TRY(cudaMemcpy(ps->d_layers, tab.data(), tab.size() * sizeof(PLayer), cudaMemcpyHostToDevice),
                              "persist: layer table");
     if (st == CMF_OK && !ps->d_bar) st = cmf_cuda_malloc((void **)&ps->d_bar, 64 * sizeof(unsigned));
+    ps->kv_pf = env_on("CMF_CUDA_PERSIST_KVPF", 1) != 0;
+    cmf_cuda_free(ps->d_prof);
+    ps->d_prof = NULL, ps->prof_n = 0;
+    if (st == CMF_OK && env_on("CMF_CUDA_PERSIST_PROF", 0) == 1) {
+        ps->prof_n = 1 + 10 * c->n_layers;
+        st = cmf_cuda_malloc((void **)&ps->d_prof, (size_t)ps->prof_n * sizeof(unsigned long long));
+    }
     if (st == CMF_OK) ps->eligible = 1;
     return st;
 }
@@ -597,7 +645,7 @@ cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session 
     const int64_t keys = s->n_ctx;
     p.nsplit = (int)decode_splits(a.n_kv_heads, keys);
     p.done = (int *)I->d_work, p.work = (float *)((char *)I->d_work + work_counters(&a));
-    p.bar = ps->d_bar, p.cap = ps->cap, p.xs_off = ps->xs_off;
+    p.bar = ps->d_bar, p.cap = ps->cap, p.xs_off = ps->xs_off, p.kv_pf = ps->kv_pf, p.prof = ps->d_prof;
     I->has_pn = 0; /* the kernel normalizes x itself */
     cmf_status st = held_issue(I); /* the embedding */
     if (st != CMF_OK) return st;
@@ -622,6 +670,7 @@ void persist_free(cuda_impl *I) {
     if (!I->ps) return;
     cmf_cuda_free(I->ps->d_layers);
     cmf_cuda_free(I->ps->d_bar);
+    cmf_cuda_free(I->ps->d_prof);
     delete I->ps;
     I->ps = NULL;
 }
@@ -639,4 +688,24 @@ extern "C" void cmf_backend_cuda_set_persist(cmf_backend *be, int on) {
     pthread_mutex_lock(&IMPL(be)->mu);
     IMPL(be)->persist = on != 0;
     pthread_mutex_unlock(&IMPL(be)->mu);
+}
+
+extern "C" int cmf_backend_cuda_persist_profile(cmf_backend *be, double *us) {
+    if (!be || be->kind != CMF_BACKEND_CUDA || !IMPL(be)->ps || !IMPL(be)->ps->d_prof) return 0;
+    persist_state *ps = IMPL(be)->ps;
+    std::vector<unsigned long long> t((size_t)ps->prof_n);
+    if (cmf_cuda_sync(IMPL(be)->stream) != CMF_OK ||
+        cudaMemcpy(t.data(), ps->d_prof, t.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost) != cudaSuccess)
+        return 0;
+    const int nl = (ps->prof_n - 1) / 10;
+    for (int i = 0; i < 11; i++) us[i] = 0.0;
+    unsigned long long prev = t[0];
+    for (int l = 0; l < nl; l++)
+        for (int k = 0; k < 10; k++) {
+            const unsigned long long v = t[1 + 10 * (size_t)l + (size_t)k];
+            us[k] += (double)(v - prev) / 1e3 / nl;
+            prev = v;
+        }
+    us[10] = (double)(prev - t[0]) / 1e3;
+    return 1;
 }
