@@ -45,8 +45,8 @@ static void i8act_set(int levels) { (void)levels; }
 
 static double BOUND = 2e-3; /* issue 6's acceptance for f32/f16 weights; main sets it per dtype */
 /* bf16 weights: the prefill products take bf16 activation operands on the GPU (2^-9 relative rounding against the
- * f32 ones of the CPU). Not yet measured on a GPU when written: 3e-2, set from the first H200 run. */
-#define BOUND_BF16 3e-2
+ * f32 ones of the CPU). Measured on the H200 (2026-11-30 06:58, 4aff16f; bench/dory/RESULTS.md): mid-bf16 2.1e-3. */
+#define BOUND_BF16 6e-3
 enum { N_CTX = 64, N_RAND = 40, N_GREEDY = 16 };
 
 static uint64_t g_rng;
