@@ -16,8 +16,9 @@
  *    the loop count changing per token, per_loop, 3-token chunks, the Conf gate), and graphs are captured and replayed;
  *  - the O(1) far field on a CUDA session is CMF_E_UNSUPPORTED.
  * Every compared set of logits must satisfy max|gpu - cpu| / max|cpu| <= BOUND = 2e-3 (issue 6's acceptance); the
- * worst per model and dtype is printed ("WORST"). Prefill products (n > 8) run in f32 on the device (cuBLAS SGEMM over
- * f32 row tiles); "mid" sets CMF_DORY_CUDA_TILE so that its f16 weights are decoded in several tiles. CMF_GPU_DORY_QUICK=1 runs a subset (tiny and mid at f16: the
+ * worst per model and dtype is printed ("WORST"). Prefill products (n > 8) of f32/f16 weights run in f32 on the
+ * device (cuBLAS SGEMM over f32 row tiles); "mid" sets CMF_DORY_CUDA_TILE so that its f16 weights are decoded in
+ * several tiles, and also runs at q8_row and bf16, whose prefill products take the tensor cores (see main). CMF_GPU_DORY_QUICK=1 runs a subset (tiny and mid at f16: the
  * compute-sanitizer run). Without a usable CUDA device (CI): checks that "cuda" is a clear CMF_E_UNSUPPORTED,
  * "auto" stays on the CPU and an unknown name is CMF_E_ARG, then exits 77 (ctest SKIP). */
 #include <math.h>
