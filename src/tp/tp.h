@@ -14,8 +14,11 @@
  * Norms, RoPE and everything elementwise run replicated on every rank over the full hidden state.
  *
  * Ranks are rank models (cmf_model with tp_of set): their cmf_config has the per-rank sizes, their weights are
- * views of the one mapped CMF file (row slices are plain views on the cpu; column slices, and every slice that goes
- * to a device, are copied once at load into contiguous payloads of the same dtype, whole quantization blocks only).
+ * views of the one mapped CMF file (row slices are plain views on the cpu; column slices, every slice that goes
+ * to a device, and cpu row slices that start off the repacked copy's 16-row groups are copied once at load into
+ * contiguous payloads of the same dtype, whole quantization blocks only). Cpu ranks repack their weights at load
+ * (backend_cpu.c load_weights), as an unsplit cpu model does, so a rank's products are batch invariant and so is
+ * the split forward (the cpu all-reduce sums each element in rank order): tests/tp/test_tp_batch_inv.
  * The front model (the one the caller loaded) keeps the full config and tokenizer; its sessions and batches hold
  * one rank session / rank batch per rank, and cmf_forward on a front batch runs the N rank forwards on N threads
  * (rank 0 on the caller's, ranks 1..N-1 on threads started once at setup and woken per forward) and gathers the
