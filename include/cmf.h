@@ -120,6 +120,8 @@ const char *cmf_model_arch(const cmf_model *m);
 const char *cmf_model_backend(const cmf_model *m);
 /* One line describing it ("cpu", "cuda: NVIDIA H200, cc 9.0, ..."); owned by the model. */
 const char *cmf_model_backend_desc(const cmf_model *m);
+/* The tensor-parallel ranks the model runs on (cmf_model_params.tp / CMF_TP after validation); 1 without TP. */
+int cmf_model_tp(const cmf_model *m);
 
 /* End-of-sequence ids from header.tokenizer_config.eos_token_ids (§1.8). *n receives the count. */
 const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n);

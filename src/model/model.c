@@ -412,6 +412,7 @@ const char *cmf_model_backend_desc(const cmf_model *m) {
     return m->tp ? m->tp->desc : m->be->desc;
 }
 
+int cmf_model_tp(const cmf_model *m) { return m->tp ? m->tp->n : 1; }
 int cmf_model_n_task_masks(const cmf_model *m) { return m->masks ? (int)m->masks->n : 0; }
 int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }
 const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m) { return m->tokenizer; }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `cmf bench` and `cmf ppl` on stories260K (its GGUF converted by `cmf convert`):
 #  - bench: the markdown table has llama-bench's columns and one row per test (pp16, tg8) with positive t/s;
-#    --json gives one object per test with `repetitions` samples whose mean is avg_ts;
+#    --json gives one object per test with `repetitions` samples whose mean is avg_ts, and the tensor-parallel
+#    ranks ("tp": 1, or 2 with --tp 2, whose backend reads "CPU tp2");
 #  - ppl: the model's own documented greedy text (stories260K.md) scores a low perplexity (< 4; the model's
 #    validation loss 1.2968 means PPL ~3.7 on TinyStories), the method line reports the window arithmetic, a
 #    --baseline run of the same file gives a ratio of exactly 1, and the q8 conversion stays within 2% of f32;
@@ -35,6 +36,12 @@ if expect_ok "$CMF_BIN" bench "$M" -p 16 -n 8 -r 3 --json --seed 7; then
         awk -F'samples_ts":\\[' '{split($1, a, /[:,]/); avg=a[2]; sub(/\]$/, "", $2); n=split($2, s, ","); t=0;
              for (i=1;i<=n;i++) t+=s[i]; if (n != 3 || (t/n - avg)^2 > 1e-6*avg*avg) exit 1}' ||
         fail "bench --json: samples_ts mean != avg_ts or not 3 samples: $(cat "$T/out")"
+    grep -q '"tp":[[:space:]]*1,' "$T/out" || fail "bench --json: no \"tp\": 1: $(cat "$T/out")"
+fi
+# bench --tp 2 (cpu rank threads): the ranks show in the json and the table's backend column
+if expect_ok "$CMF_BIN" bench "$M" -p 16 -n 4 -r 1 --json --tp 2; then
+    grep -q '"tp":[[:space:]]*2,' "$T/out" || fail "bench --json --tp 2: no \"tp\": 2: $(cat "$T/out")"
+    grep -q '"backends":[[:space:]]*"CPU tp2"' "$T/out" || fail "bench --json --tp 2: backends: $(cat "$T/out")"
 fi
 
 # ppl

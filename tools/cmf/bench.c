@@ -204,7 +204,10 @@ int cmd_bench(int argc, char **argv) {
     snprintf(model_desc, sizeof model_desc, "%s %s %s", arch, params_s, quant);
     human_size(size_s, sizeof size_s, size);
     const char *cpu = cmf_cpu_features_str ? cmf_cpu_features_str() : "CPU";
-    const char *backend = !strcmp(cmf_model_backend(m), "cuda") ? "CUDA" : "CPU";
+    const int tp = cmf_model_tp(m);
+    char backend[32];
+    snprintf(backend, sizeof backend, "%s", !strcmp(cmf_model_backend(m), "cuda") ? "CUDA" : "CPU");
+    if (tp > 1) snprintf(backend + strlen(backend), sizeof backend - strlen(backend), " tp%d", tp);
     if (json) {
         cJSON *arr = cJSON_CreateArray();
         for (int i = 0; i < n_res; i++) {
@@ -214,6 +217,7 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "model_size", (double)size);
             cJSON_AddNumberToObject(o, "model_n_params", (double)params);
             cJSON_AddStringToObject(o, "backends", backend);
+            cJSON_AddNumberToObject(o, "tp", tp);
             cJSON_AddStringToObject(o, "cpu_path", cpu);
             cJSON_AddNumberToObject(o, "n_threads", nthreads);
             cJSON_AddNumberToObject(o, "n_prompt", res[i].n_prompt);
