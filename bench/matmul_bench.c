@@ -146,7 +146,8 @@ static int stream_bench(cmf_pool *pool, const char *dname, int tokens) {
     if (cmf_pool_size(pool) == 1)
         printf("stream %s, 1 thread, its CPU time per pass: mean %.2f tok/s (%.1f GB/s), best %.2f tok/s (%.1f GB/s)\n",
                dname, tokens / csum, bytes * tokens / csum / 1e9, 1.0 / cbest, bytes / cbest / 1e9);
-    printf("stream %s: %d matrices, copy %.1f MB; %d passes: mean %.2f tok/s (%.1f GB/s), best %.2f tok/s (%.1f GB/s)\n",
+    printf("stream %s: %d matrices, copy %.1f MB; %d passes: mean %.2f tok/s (%.1f GB/s), best %.2f tok/s "
+           "(%.1f GB/s)\n",
            dname, nw, bytes / 1e6, tokens, tokens / sum, bytes * tokens / sum / 1e9, 1.0 / best, bytes / best / 1e9);
     for (int i = 0; i < nw; i++) {
         cmf_cpu_repack_release(&ws[i]);
