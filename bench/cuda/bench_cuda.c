@@ -174,36 +174,37 @@ int main(int argc, char **argv) {
             m.ncopy = (int)(((size_t)512 << 20) / nb + 1); /* small matrices: up to 96 copies, past the 60 MiB L2 */
             if (m.ncopy > 96) m.ncopy = 96;
             for (int c = 0; c < m.ncopy; c++) m.w[c] = (cmf_cuda_weight){idts[di], rows, cols, upload_weight(idts[di], rows, cols, nb)};
-            double t[3], ts[3];
+            double t[3], ts[4];
             for (int i8 = 0; i8 <= 2; i8++) { /* f32, one int8 level, two levels */
                 cmf_cuda_set_i8act(i8);
                 t[i8] = time_op(op_mv, &m, 20);
             }
             cmf_cuda_set_i8act(1);
-            for (int sm = 1; sm <= 2; sm++) { /* the streaming kernel (matvec_i8s.cu), ring of 8 / 16 loads */
+            for (int sm = 1; sm <= 3; sm++) { /* the streaming kernel (matvec_i8s.cu); 2: + L2 prefetch; 3: + 1 block/SM */
                 cmf_cuda_set_i8_stream(sm);
                 ts[sm] = time_op(op_mv, &m, 20);
             }
             cmf_cuda_set_i8_stream(0);
             double gi = (double)nb / (t[1] * 1e-3) / 1e9, gf = (double)nb / (t[0] * 1e-3) / 1e9;
-            double g1 = (double)nb / (ts[1] * 1e-3) / 1e9, g2 = (double)nb / (ts[2] * 1e-3) / 1e9;
-            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx   i8x2 %7.1fus   stream %6.0f (%3.0f%%) %7.1fus   stream2 %6.0f (%3.0f%%) %7.1fus\n",
+            double g1 = (double)nb / (ts[1] * 1e-3) / 1e9, g2 = (double)nb / (ts[2] * 1e-3) / 1e9,
+                   g3 = (double)nb / (ts[3] * 1e-3) / 1e9;
+            tl += snprintf(table + tl, sizeof table - tl, "%-8s %6lldx%-6lld i8 %6.0f (%3.0f%%) %7.1fus   f32 %6.0f (%3.0f%%) %7.1fus   i8/f32 speed %.2fx   i8x2 %7.1fus   stream %6.0f (%3.0f%%) %7.1fus   stream2 %6.0f (%3.0f%%) %7.1fus   stream3 %6.0f (%3.0f%%) %7.1fus\n",
                            cmf_dtype_name(idts[di]), (long long)rows, (long long)cols, gi, 100 * gi / copy_gbs, t[1] * 1e3, gf,
                            100 * gf / copy_gbs, t[0] * 1e3, t[0] / t[1], t[2] * 1e3, g1, 100 * g1 / copy_gbs, ts[1] * 1e3,
-                           g2, 100 * g2 / copy_gbs, ts[2] * 1e3);
+                           g2, 100 * g2 / copy_gbs, ts[2] * 1e3, g3, 100 * g3 / copy_gbs, ts[3] * 1e3);
             for (int c = 0; c < m.ncopy; c++) cmf_cuda_free((void *)m.w[c].d_data);
         }
 
     /* one Llama-3.1-8B decode layer's int8-activation products as the decode step runs them (q/k/v multi 4096 + 1024
      * + 1024 rows, o 4096x4096, gate/up + GLU 2 x 14336x4096, down 4096x14336; n = 1), row-group kernel vs streaming
-     * (mode 1, 2): us each, and the layer's GB/s over the sum of the four (% of the copy) */
-    tl += snprintf(table + tl, sizeof table - tl, "\n== Llama-8B layer products, n=1: us (GB/s) row-group | stream | stream2\n");
+     * (modes 1-3): us each, and the layer's GB/s over the sum of the four (% of the copy) */
+    tl += snprintf(table + tl, sizeof table - tl, "\n== Llama-8B layer products, n=1: us (GB/s) row-group | stream | stream2 | stream3\n");
     for (size_t di = 0; di < 2; di++) {
         const int dt = idts[di];
         static const int64_t lr[6][2] = {{4096, 4096}, {1024, 4096}, {1024, 4096}, {4096, 4096}, {14336, 4096}, {4096, 14336}};
         size_t lb[6], tot = 0;
         for (int i = 0; i < 6; i++) lb[i] = payload(dt, lr[i][0], lr[i][1]), tot += i == 4 ? 2 * lb[i] : lb[i];
-        double sum[3] = {0, 0, 0};
+        double sum[4] = {0, 0, 0, 0};
         const char *names[4] = {"qkv", "o", "gate/up+glu", "down"};
         for (int op = 0; op < 4; op++) {
             struct mv_arg m = {.x = d_x, .y = d_y, .n = 1};
@@ -217,7 +218,7 @@ int main(int argc, char **argv) {
                     m.w[c * per + k] = (cmf_cuda_weight){dt, lr[li][0], lr[li][1], upload_weight(dt, lr[li][0], lr[li][1], lb[li])};
                 }
             tl += snprintf(table + tl, sizeof table - tl, "%-6s %-12s", cmf_dtype_name(dt), names[op]);
-            for (int sm = 0; sm <= 2; sm++) {
+            for (int sm = 0; sm <= 3; sm++) {
                 cmf_cuda_set_i8_stream(sm);
                 double t = time_op(op == 0 ? op_multi : op == 2 ? op_glu : op_mv, &m, 20);
                 sum[sm] += t;
@@ -228,7 +229,7 @@ int main(int argc, char **argv) {
             for (int c = 0; c < m.ncopy * per; c++) cmf_cuda_free((void *)m.w[c].d_data);
         }
         tl += snprintf(table + tl, sizeof table - tl, "%-6s %-12s", cmf_dtype_name(dt), "layer");
-        for (int sm = 0; sm <= 2; sm++)
+        for (int sm = 0; sm <= 3; sm++)
             tl += snprintf(table + tl, sizeof table - tl, " %7.1fus (%5.0f, %3.0f%%)", sum[sm] * 1e3, (double)tot / (sum[sm] * 1e-3) / 1e9,
                            100.0 * (double)tot / (sum[sm] * 1e-3) / 1e9 / copy_gbs);
         tl += snprintf(table + tl, sizeof table - tl, "\n");

@@ -192,8 +192,8 @@ static __device__ __forceinline__ int i8_chunk_q4tp(uint4 w, int4 xa, int4 xb) {
 /* The streaming kernel (matvec_i8s.cu): the same products and results layout as mv_i8_launch (same arguments,
  * j filled the same way), each warp of a persistent grid streaming a contiguous range of whole rows. */
 cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s);
-/* 0: the row-group kernel; 1: the streaming kernel; 2: it with a deeper load ring for single-token products
- * (CMF_CUDA_I8_STREAM, read once; cmf_cuda_set_i8_stream). */
+/* 0: the row-group kernel; 1: the streaming kernel; 2: it with an L2 prefetch beyond its load ring before the PDL
+ * wait; 3: that with one block per SM (CMF_CUDA_I8_STREAM, read once; cmf_cuda_set_i8_stream). */
 int mv_i8_stream_mode(void);
 /* The streaming kernel's limit on the activations' shared memory (i8_smem): q4tp keeps 32 KiB of ladders besides. */
 #define I8S_SMEM_MAX(dt) ((dt) == CMF_DT_Q4TP ? 190 * 1024 : I8_SMEM_MAX)

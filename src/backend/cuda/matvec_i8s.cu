@@ -26,12 +26,12 @@ static int g_i8s = -1; /* -1: not read yet; a benign race (every thread computes
 int mv_i8_stream_mode(void) {
     if (g_i8s < 0) {
         const char *e = getenv("CMF_CUDA_I8_STREAM");
-        g_i8s = e && e[0] == '1' ? 1 : e && e[0] == '2' ? 2 : 0;
+        g_i8s = e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
     }
     return g_i8s;
 }
 
-extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode == 1 || mode == 2 ? mode : 0; }
+extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode >= 1 && mode <= 3 ? mode : 0; }
 
 /* The weight index and row of unit u (GLU: output row u of gate and up; else the rows of w[0], w[1], ... in
  * sequence). u may be one past the last unit (then nothing is loaded from the result). */
@@ -77,6 +77,16 @@ static __device__ __forceinline__ void i8s_seek(const I8Job &j, I8sCur<GLU ? 2 :
     }
 }
 
+/* The cursor's next chunk (the next unit after the row's last step). */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8s_advance(const I8Job &j, I8sCur<GLU ? 2 : 1> &c, int S) {
+    if (++c.s == S) {
+        c.s = 0;
+        c.u++;
+        i8s_seek<DT, GLU>(j, c);
+    }
+}
+
 /* Loads the cursor's chunk of each row slot into one ring slot (zeros when none is left or the columns end) and
  * advances the cursor. aux: q8 the row's f16 scale bits (step 0 only), q4tp the two code bytes of the lane's tile. */
 template <int DT, int GLU>
@@ -103,10 +113,21 @@ static __device__ __forceinline__ void i8s_issue(const I8Job &j, I8sCur<GLU ? 2 
         if constexpr (DT == CMF_DT_Q8_ROW) /* the row scale (f16, maybe 1-byte aligned) */
             if (c.s == 0) aux[i] = (uint32_t)__ldg(c.cp[i]) | (uint32_t)__ldg(c.cp[i] + 1) << 8;
     }
-    if (++c.s == S) {
-        c.s = 0;
-        c.u++;
-        i8s_seek<DT, GLU>(j, c);
+    i8s_advance<DT, GLU>(j, c, S);
+}
+
+/* L2 prefetch of the next q chunks after the ring's (a copy of the cursor; lanes of every 128-byte line). */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8s_prefetch(const I8Job &j, I8sCur<GLU ? 2 : 1> c, int cols, int S, int lane,
+                                                    int q) {
+    constexpr int W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
+    for (; q > 0 && c.left > 0; q--, c.left--) {
+        const int col = c.s * STEP + lane * W;
+        if (col < cols && (lane & 7) == 0)
+#pragma unroll
+            for (int i = 0; i < (GLU ? 2 : 1); i++)
+                prefetch_l2(DT == CMF_DT_Q8_ROW ? c.wp[i] + col : c.wp[i] + (col >> 5) * 16);
+        i8s_advance<DT, GLU>(j, c, S);
     }
 }
 
@@ -164,6 +185,7 @@ static __global__ void __launch_bounds__(256, 2)
     if (DT == CMF_DT_Q4TP && total > 0) i8s_ladders<GLU>(j, u0, u1, lane, lad[warp]); /* all of them, before the wait */
 #pragma unroll
     for (int k = 0; k < P; k++) i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);
+    if (j.spf) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
     pdl_wait();
     pdl_trigger();
     if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
@@ -271,14 +293,15 @@ static __global__ void __launch_bounds__(256, 2)
 /* One launch for n tokens: the grid is what the device holds at once of this instance at this shared-memory size
  * (cached per instance), at most one block per 8 units; q4tp: at least enough blocks for LR units per warp. */
 template <int DT, int N, int GLU, int P>
-static void i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
+static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
     enum { SLOTS = 8 };
-    static size_t occ_smem[SLOTS], attr_smem = 48 * 1024; /* per instance; benign races (same values) */
-    static int occ_val[SLOTS], occ_n;
-    if (smem > attr_smem) { /* above 48 KiB of dynamic shared memory needs the opt-in */
+    static size_t occ_smem[SLOTS]; /* per instance; benign races (same values) */
+    static int occ_val[SLOTS], occ_n, attr;
+    if (!attr) { /* static (q4tp: 32 KiB of ladders) + dynamic above 48 KiB needs the opt-in: always take it */
         if (cudaFuncSetAttribute(k_mv_i8s<DT, N, GLU, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 (int)I8S_SMEM_MAX(DT)) == cudaSuccess)
-            attr_smem = I8S_SMEM_MAX(DT);
+                                 (int)I8S_SMEM_MAX(DT)) != cudaSuccess)
+            return cu_fail(cudaGetLastError(), "matvec (int8 activations, streaming): shared memory opt-in");
+        attr = 1;
     }
     int occ = 0;
     for (int i = 0; i < occ_n && !occ; i++)
@@ -291,6 +314,7 @@ static void i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gel
         const int slot = occ_n < SLOTS ? occ_n++ : (int)(smem % SLOTS);
         occ_smem[slot] = smem, occ_val[slot] = occ;
     }
+    if (mv_i8_stream_mode() == 3) occ = 1; /* one block per SM: room for the next kernel's early blocks */
     const unsigned cap = (unsigned)(i8_sms() * occ), need = (j.groups + I8_WARPS - 1) / I8_WARPS;
     unsigned grid = need < cap ? (need ? need : 1) : cap;
     if (DT == CMF_DT_Q4TP) { /* at most LR rows per warp (their ladders in shared memory): more blocks, in waves */
@@ -298,24 +322,23 @@ static void i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gel
         if (grid < least) grid = least;
     }
     cu_launch(k_mv_i8s<DT, N, GLU, P>, grid, 256, smem, s, j, x, gelu);
+    return CMF_OK;
 }
 
-/* Ring depth: 8 chunks of 16 bytes in flight per lane (GLU: 4 per row), mode 2 and one token: twice that. */
+/* Ring depth: 8 chunks of 16 bytes in flight per lane (GLU: 4 per row of the pair). (16 measured slower on Llama-8B
+ * q8 decode: 218 vs 288 tok/s, the ring spilled.) */
 template <int DT, int GLU>
-static void i8s_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, int mode, cudaStream_t s) {
+static cmf_status i8s_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, cudaStream_t s) {
     constexpr int P = GLU ? 4 : 8;
     switch (n) {
-    case 1:
-        if (mode == 2) i8s_launch_inst<DT, 1, GLU, 2 * P>(j, smem, x, gelu, s);
-        else i8s_launch_inst<DT, 1, GLU, P>(j, smem, x, gelu, s);
-        break;
-    case 2: i8s_launch_inst<DT, 2, GLU, P>(j, smem, x, gelu, s); break;
-    case 3: i8s_launch_inst<DT, 3, GLU, P>(j, smem, x, gelu, s); break;
-    case 4: i8s_launch_inst<DT, 4, GLU, P>(j, smem, x, gelu, s); break;
-    case 5: i8s_launch_inst<DT, 5, GLU, P>(j, smem, x, gelu, s); break;
-    case 6: i8s_launch_inst<DT, 6, GLU, P>(j, smem, x, gelu, s); break;
-    case 7: i8s_launch_inst<DT, 7, GLU, P>(j, smem, x, gelu, s); break;
-    default: i8s_launch_inst<DT, 8, GLU, P>(j, smem, x, gelu, s); break;
+    case 1: return i8s_launch_inst<DT, 1, GLU, P>(j, smem, x, gelu, s);
+    case 2: return i8s_launch_inst<DT, 2, GLU, P>(j, smem, x, gelu, s);
+    case 3: return i8s_launch_inst<DT, 3, GLU, P>(j, smem, x, gelu, s);
+    case 4: return i8s_launch_inst<DT, 4, GLU, P>(j, smem, x, gelu, s);
+    case 5: return i8s_launch_inst<DT, 5, GLU, P>(j, smem, x, gelu, s);
+    case 6: return i8s_launch_inst<DT, 6, GLU, P>(j, smem, x, gelu, s);
+    case 7: return i8s_launch_inst<DT, 7, GLU, P>(j, smem, x, gelu, s);
+    default: return i8s_launch_inst<DT, 8, GLU, P>(j, smem, x, gelu, s);
     }
 }
 
@@ -327,14 +350,20 @@ cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, 
         return cmf_err(CMF_E_ARG, "cuda matvec (int8 activations, streaming): %lld rows", (long long)units);
     j.groups = (unsigned)units; /* here: units (rows; GLU: outputs) */
     const size_t smem = i8_smem(j.w[0].cols, n, j.levels);
-    const int mode = mv_i8_stream_mode();
-    if (dtype == CMF_DT_Q8_ROW) {
-        if (glu) i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, mode, s);
-        else i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, mode, s);
-    } else {
-        if (glu) i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, mode, s);
-        else i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, mode, s);
+    static int spf = -1; /* modes 2, 3: L2 prefetch of CMF_CUDA_I8S_PF (8) chunks beyond the ring before the wait */
+    if (spf < 0) {
+        const char *e = getenv("CMF_CUDA_I8S_PF");
+        spf = e && atoi(e) > 0 ? (atoi(e) < 64 ? atoi(e) : 64) : 8;
     }
+    j.spf = mv_i8_stream_mode() >= 2 ? spf : 0;
+    cmf_status st;
+    if (dtype == CMF_DT_Q8_ROW)
+        st = glu ? i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, s)
+                 : i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, s);
+    else
+        st = glu ? i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, s)
+                 : i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, s);
+    if (st != CMF_OK) return st;
     CU_LAUNCHED("matvec (int8 activations, streaming) kernel");
     return CMF_OK;
 }
