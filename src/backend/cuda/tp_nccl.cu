@@ -1,7 +1,9 @@
 /* tp_nccl.cu — the NCCL side of tensor parallelism over CUDA devices (src/tp/tp.h): one communicator per device
  * (ncclCommInitAll: one process drives all ranks, one thread per rank), and the backend.h allreduce of a cuda rank
  * as ncclAllReduce(sum, f32, in place) queued on the rank backend's stream, so it is ordered after the o_proj /
- * down_proj product that wrote the buffer and before the residual that reads it, with no host synchronisation.
+ * down_proj product that wrote the buffer and before the op that reads it, with no host synchronisation. With the
+ * residual folded into it (src/tp/tp.h fold, the default) the buffer is the residual stream x itself: rank 0's product
+ * added its partial to x in its epilogue, the others wrote theirs into x, and the next RMSNorm reads the sum.
  * CUDA graphs: NCCL collectives can be captured (NCCL >= 2.9, "Using NCCL with CUDA Graphs" in its user guide), so a
  * rank's decode step, collectives included, is one graph of its backend (backend_cuda.cu "CUDA graphs"): while the
  * backend captures, the ncclAllReduce below is recorded into the graph; while it replays a cached graph the
@@ -17,8 +19,8 @@
  * prefetching 8 MiB of the next products' weights (bulk L2 prefetches from its one block) while NCCL's kernel ran
  * (session 5, commit 96f761d, since removed): 32B shape tp 2 67.5 against 94.7 tok/s, 8B 176.9 against 284.2;
  * one block issues 8 MiB far slower than the collective lasts, and the following kernels waited for it. On the
- * 64-layer 32B shape the all-reduces, with the ranks meeting at them, are ~11-16% of a tp 2 token, and a rank's own
- * kernels cap tp 2 at 1.53x (session 4) to 1.61x (session 5) one GPU.
+ * 64-layer 32B shape the all-reduces, with the ranks meeting at them, are ~11-16% of a tp 2 token (9% with the fold,
+ * session 6), and a rank's own kernels cap tp 2 at 1.53x (session 4) to 1.61x (session 5) one GPU.
  * Built only with CMF_HAVE_NCCL (CMake option CMF_NCCL); NVLink SHARP (NVLS) is left to the environment
  * (NCCL_NVLS_ENABLE=0 on machines without multicast), as are NCCL's protocol / algorithm choices (NCCL_PROTO,
  * NCCL_ALGO; bench/tp/RESULTS.md has the measurements). */
@@ -198,8 +200,9 @@ extern "C" cmf_status cmf_tp_nccl_allreduce(cmf_backend *be, cmf_batch *b, float
  * registration") run an all-reduce whose buffers every rank registered with ncclCommWindowRegister(...,
  * NCCL_WIN_COLL_SYMMETRIC) at the same offset: each rank reads its peers' buffers over NVLink directly, which is
  * faster for decode-sized messages than the LL protocol's staged copies. The buffers must be VMM memory
- * (ncclMemAlloc). src/tp/tp.c puts each rank batch's xb (the o_proj / down_proj output that is all-reduced in
- * place) at offset 0 of such a window, by default (CMF_TP_SYMM=0: plain cudaMalloc buffers). Those symmetric kernels
+ * (ncclMemAlloc). src/tp/tp.c puts each rank batch's xb (the o_proj / down_proj output, all-reduced in place when
+ * the fold is off) at offset 0 of such a window and its x (all-reduced under the fold) right after it, by default
+ * (CMF_TP_SYMM=0: plain cudaMalloc buffers). Those symmetric kernels
  * are launched with PDL and, in NCCL 2.28 - 2.30.4, do not wait for the kernel before them: without the guard above,
  * test_tp_cuda's hf-tiny models differed from one GPU by up to 0.9 relative and tests/tp/test_tp_symm fails; with it
  * both pass. Measured on 2 x H200 (bench/tp/RESULTS.md session 5, NCCL 2.28.3), inside a graph: 5120 floats 5.2 us
