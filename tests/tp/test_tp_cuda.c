@@ -2,7 +2,8 @@
  * q8_row, input_0 of each ref.safetensors:
  *  - tp = 1 on "cuda" is the plain one-GPU path: logits bit for bit equal (prefill and N_DECODE greedy steps);
  *  - tp = 2 on "cuda" (devices 0 and 1) against one GPU: logits within BOUND = 2e-3 relative (the issue's bound;
- *    the split changes the summation order of o_proj / down_proj and adds an f32 NCCL sum) and greedy tokens
+ *    the split changes the summation order of o_proj / down_proj and adds an f32 NCCL sum, which by default also
+ *    carries the residual: tp.h fold; CMF_TP_FOLD=0 adds it after the all-reduce) and greedy tokens
  *    identical; first with the ranks' decode-step CUDA graphs (ncclAllReduce captured in them: every rank must
  *    have replayed graphs), then with the ranks' graphs off (eager NCCL calls). q8_row with the backend's int8
  *    activations (the default): within twice the one-GPU model's own int8 activation error instead, greedy tokens
