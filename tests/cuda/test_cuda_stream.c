@@ -1,9 +1,10 @@
-/* test_cuda_stream.c — the streaming int8-activation decode products (matvec_i8s.cu, cmf_cuda_set_i8_stream 1 and
- * 2) on fresh random data with poisoned outputs, for q8_row and q4tp:
+/* test_cuda_stream.c — the streaming int8-activation decode products (matvec_i8s.cu, cmf_cuda_set_i8_stream 1..3)
+ * on fresh random data with poisoned outputs, for q8_row and q4tp:
  *  - cmf_cuda_matvec against the exact double product of the Q8_0-quantized activations (ref_matmul_qact), one and
  *    two activation levels, n = 1..8, within 1e-5 (the kernel's f32 accumulation);
  *  - q/k/v-style cmf_cuda_matvec_multi over three weights of different row counts (a bias on the second) and
  *    gate/up + GLU give the plain products' bits (+ bias; then cmf_cuda_glu);
+ *  - modes 2 (L2 prefetch) and 3 (one block per SM) give mode 1's bits;
  * at shapes with one partial last step (cols % 512 != 0), fewer rows than warps, several rows per warp, and more
  * than 32 rows per warp (q4tp ladders computed in several batches). The fused residual / RMSNorm of the same kernel
  * are checked by test_cuda_fuse, which ctest also runs with CMF_CUDA_I8_STREAM=1. Exits 77 (ctest SKIP) without a
@@ -134,6 +135,31 @@ static void test_shape(int dt, int64_t rows, int64_t cols, int mode, int levels,
     free(decb);
 }
 
+/* Modes 2 (L2 prefetch) and 3 (one block per SM) give mode 1's bits (n = 1 and 5). */
+static void test_modes(int dt, int64_t rows, int64_t cols) {
+    cmf_cuda_set_i8act(1);
+    cmf_cuda_weight w;
+    free(dev_weight(dt, rows, cols, &w));
+    for (int n = 1; n <= 5; n += 4) {
+        float *x = ref_rand_vec(&rng, n * cols, 1.0f), *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * cols));
+        float *y[3];
+        for (int mode = 1; mode <= 3; mode++) {
+            cmf_cuda_set_i8_stream(mode);
+            float *d_y = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+            OK(cmf_cuda_matvec(&w, d_x, d_y, n, NULL));
+            y[mode - 1] = download(d_y, n * rows);
+            cmf_cuda_free(d_y);
+        }
+        const int64_t bad = ndiff(y[1], y[0], n * rows) + ndiff(y[2], y[0], n * rows);
+        CHECK_MSG(bad == 0, "stream modes 2 / 3 %s [%lld, %lld] n=%d: %lld values differ from mode 1", cmf_dtype_name(dt),
+                  (long long)rows, (long long)cols, n, (long long)bad);
+        for (int i = 0; i < 3; i++) free(y[i]);
+        cmf_cuda_free(d_x);
+        free(x);
+    }
+    cmf_cuda_free((void *)w.d_data);
+}
+
 int main(void) {
     if (!ref_have_device()) return 77;
     const int dts[2] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
@@ -146,9 +172,12 @@ int main(void) {
             test_shape(dts[di], shapes[si][0], shapes[si][1], 1, 1, all, 8);
             test_shape(dts[di], shapes[si][0], shapes[si][1], 1, 2, few, 2);
             test_shape(dts[di], shapes[si][0], shapes[si][1], 2, 1, one, 1);
+            test_shape(dts[di], shapes[si][0], shapes[si][1], 3, 1, few, 2);
+            test_modes(dts[di], shapes[si][0], shapes[si][1]);
         }
         test_shape(dts[di], 150000, 64, 1, 1, few, 2);
-        test_shape(dts[di], 150000, 64, 2, 1, one, 1);
+        test_shape(dts[di], 150000, 64, 3, 1, one, 1);
+        test_modes(dts[di], 150000, 64);
     }
     cmf_cuda_set_i8_stream(0);
     cmf_cuda_set_i8act(1);
