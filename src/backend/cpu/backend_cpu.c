@@ -40,6 +40,40 @@ static void flush_mm(void) {
     q->count = 0;
 }
 
+/* ---- deferred RoPE and KV write ------------------------------------------------------------------------------
+ * forward.c calls qk_rope, kv_write and attention back to back. Both first ops are per token and short (16 tokens of
+ * a serve step: ~70 us per layer on one thread while the pool's other threads wait, and long enough for them to fall
+ * asleep, so the attention fan-out then waits on a wake-up). They are kept pending here and, when the batch is a
+ * decode step (every token from another session, none with the O(1) far field), run inside the attention's fan-out,
+ * each token's RoPE and KV row by the thread that then attends for it (the token reads only its own session's
+ * rows: earlier positions and the one its own job just wrote). Any other case, and any other op, runs them first,
+ * serially, as before. Same functions per token either way, so the same bits. Per calling thread, as g_defer. */
+typedef struct {
+    cmf_batch *b;
+    const cmf_layer *L;
+    cmf_session *const *seqs; /* set by kv_write */
+    int layer, n;
+    int rope, kv; /* pending */
+} rope_queue;
+static _Thread_local rope_queue g_rope;
+
+static void rope_token(cmf_batch *b, const cmf_layer *L, int layer, int t);
+static void kv_write_token(cmf_batch *b, cmf_session *const *seqs, int l, int t);
+
+/* Runs the pending RoPE (and KV write) of every token, on the calling thread. */
+static void flush_rope(void) {
+    rope_queue *r = &g_rope;
+    for (int t = 0; r->rope && t < r->n; t++) rope_token(r->b, r->L, r->layer, t);
+    for (int t = 0; r->kv && t < r->n; t++) kv_write_token(r->b, r->seqs, r->layer, t);
+    r->rope = r->kv = 0;
+}
+
+/* What every op but kv_write / attention runs first: the pending products, then the pending RoPE / KV write. */
+static void flush_all(void) {
+    flush_mm();
+    flush_rope();
+}
+
 /* ---- buffers, residency, KV cache -------------------------------------------------------------------------- */
 
 static cmf_status cpu_alloc(cmf_backend *be, size_t bytes, void **out) {
@@ -53,19 +87,19 @@ static void cpu_free(cmf_backend *be, void *p) {
 }
 static cmf_status cpu_copy(cmf_backend *be, void *dst, const void *src, size_t bytes) {
     (void)be;
-    flush_mm();
+    flush_all();
     if (bytes) memcpy(dst, src, bytes);
     return CMF_OK;
 }
 static cmf_status cpu_zero(cmf_backend *be, void *buf, size_t bytes) {
     (void)be;
-    flush_mm();
+    flush_all();
     if (bytes) memset(buf, 0, bytes);
     return CMF_OK;
 }
 static cmf_status cpu_sync(cmf_backend *be) {
     (void)be;
-    flush_mm();
+    flush_all();
     return CMF_OK;
 }
 /* Matrix i < 1 + 7 * n_layers of a weight set, the ones cmf_matmul multiplies: lm_head (when tied, the embedding's
@@ -132,18 +166,18 @@ static void cpu_kv_free(cmf_backend *be, cmf_session *s) {
 
 static cmf_status cpu_begin(cmf_backend *be, cmf_batch *b, int n) {
     (void)be, (void)b, (void)n;
-    flush_mm();
+    flush_all();
     return CMF_OK;
 }
 static void cpu_end(cmf_backend *be, cmf_batch *b) {
     (void)be, (void)b;
-    flush_mm();
+    flush_all();
 }
 
 static cmf_status cpu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_weight *embed, const int32_t *tokens,
                             int n, float mult) {
     (void)be;
-    flush_mm();
+    flush_all();
     const int D = b->m->cfg.hidden_size;
     for (int t = 0; t < n; t++) {
         cmf_weight_row_f32(embed, tokens[t], x + (size_t)t * D);
@@ -156,7 +190,7 @@ static cmf_status cpu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_w
 static cmf_status cpu_rmsnorm(cmf_backend *be, cmf_batch *b, float *out, const float *x, const float *w, int rows,
                               int d, float eps, int gemma) {
     (void)be, (void)b;
-    flush_mm();
+    flush_all();
     for (int t = 0; t < rows; t++) cmf_rmsnorm(out + (size_t)t * d, x + (size_t)t * d, w, d, eps, gemma);
     return CMF_OK;
 }
@@ -166,6 +200,7 @@ static cmf_status cpu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t 
     (void)be;
     defer_queue *q = &g_defer;
     if (x == b->xb && out != x && cmf_cpu_fuse_enabled()) { /* kept pending (see deferred products above) */
+        flush_rope(); /* a pending RoPE belongs to the products run before these */
         if (q->count && (q->b != b || q->x != x || q->n != n || q->count == DEFER_MAX)) flush_mm();
         q->b = b, q->x = x, q->n = n;
         q->w[q->count] = *w;
@@ -173,7 +208,7 @@ static cmf_status cpu_matmul(cmf_backend *be, cmf_batch *b, float *out, int64_t 
         q->count++;
         return CMF_OK;
     }
-    flush_mm();
+    flush_all();
     cmf_matmul(b->pool, out, ld_out, x, n, w, bias);
     return CMF_OK;
 }
@@ -193,52 +228,79 @@ static void rope(float *v, const cmf_config *c, int i0, int i1, const float *cs,
 
 enum { ROPE_PAIRS = 256 /* angles computed at a time */ };
 
-static cmf_status cpu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
-    (void)be;
-    flush_mm();
+/* Token t's optional q/k head norms and RoPE, in place in b->q / b->k. */
+static void rope_token(cmf_batch *b, const cmf_layer *L, int layer, int t) {
     const cmf_model *m = b->m;
     const cmf_config *c = &m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, QD = NH * HD, KVD = NKV * HD;
     const int half = c->rot_dim / 2;
     const float *inv_freq = m->rope_inv_freq + (c->is_sliding[layer] ? half : 0);
     float cs[ROPE_PAIRS], sn[ROPE_PAIRS];
-    for (int t = 0; t < n; t++) {
-        const int pos = b->pos[t];
-        float *qt = b->q + (size_t)t * QD, *kt = b->k + (size_t)t * KVD;
-        for (int h = 0; h < NH && L->q_norm; h++)
-            cmf_rmsnorm(qt + (size_t)h * HD, qt + (size_t)h * HD, L->q_norm, HD, c->rms_norm_eps, c->gemma_norm);
-        for (int h = 0; h < NKV && L->k_norm; h++)
-            cmf_rmsnorm(kt + (size_t)h * HD, kt + (size_t)h * HD, L->k_norm, HD, c->rms_norm_eps, c->gemma_norm);
-        for (int i0 = 0; i0 < half; i0 += ROPE_PAIRS) { /* the angles once per token: every q and k head shares them */
-            const int i1 = half - i0 < ROPE_PAIRS ? half : i0 + ROPE_PAIRS;
-            for (int i = i0; i < i1; i++) {
-                const float ang = (float)pos * inv_freq[i];
-                cs[i - i0] = cosf(ang);
-                sn[i - i0] = sinf(ang);
-            }
-            for (int h = 0; h < NH; h++) rope(qt + (size_t)h * HD, c, i0, i1, cs, sn);
-            for (int h = 0; h < NKV; h++) rope(kt + (size_t)h * HD, c, i0, i1, cs, sn);
+    const int pos = b->pos[t];
+    float *qt = b->q + (size_t)t * QD, *kt = b->k + (size_t)t * KVD;
+    for (int h = 0; h < NH && L->q_norm; h++)
+        cmf_rmsnorm(qt + (size_t)h * HD, qt + (size_t)h * HD, L->q_norm, HD, c->rms_norm_eps, c->gemma_norm);
+    for (int h = 0; h < NKV && L->k_norm; h++)
+        cmf_rmsnorm(kt + (size_t)h * HD, kt + (size_t)h * HD, L->k_norm, HD, c->rms_norm_eps, c->gemma_norm);
+    for (int i0 = 0; i0 < half; i0 += ROPE_PAIRS) { /* the angles once per token: every q and k head shares them */
+        const int i1 = half - i0 < ROPE_PAIRS ? half : i0 + ROPE_PAIRS;
+        for (int i = i0; i < i1; i++) {
+            const float ang = (float)pos * inv_freq[i];
+            cs[i - i0] = cosf(ang);
+            sn[i - i0] = sinf(ang);
         }
+        for (int h = 0; h < NH; h++) rope(qt + (size_t)h * HD, c, i0, i1, cs, sn);
+        for (int h = 0; h < NKV; h++) rope(kt + (size_t)h * HD, c, i0, i1, cs, sn);
     }
+}
+
+static cmf_status cpu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L, int layer, int n) {
+    (void)be;
+    flush_all();
+    rope_queue *r = &g_rope;
+    *r = (rope_queue){.b = b, .L = L, .layer = layer, .n = n, .rope = 1};
+    if (!cmf_cpu_fuse_enabled()) flush_rope();
     return CMF_OK;
+}
+
+/* Token t's k/v rows into its session's KV cache (and its q into the far field's query trace). */
+static void kv_write_token(cmf_batch *b, cmf_session *const *seqs, int l, int t) {
+    const cmf_config *c = &b->m->cfg;
+    const int QD = c->n_heads * c->head_dim, KVD = c->n_kv_heads * c->head_dim;
+    cmf_session *s = seqs[t];
+    const int pos = b->pos[t];
+    if (s->o1 && s->o1->on[l]) {
+        if (s->o1->sealed) return; /* the far field takes this row in o1_worker */
+        memcpy(s->o1->qtrace[l] + (size_t)pos * QD, b->q + (size_t)t * QD, (size_t)QD * sizeof(float));
+    }
+    const size_t row = s->kv_off[l] + (size_t)pos * KVD;
+    memcpy(s->k_cache + row, b->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+    memcpy(s->v_cache + row, b->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+}
+
+/* Whether the pending RoPE and KV write of this batch may run inside the attention's fan-out: a decode step (every
+ * token from another session) without the far field. */
+static int rope_in_attention(const rope_queue *r, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
+    if (!r->rope || r->b != b || r->layer != l || r->n != n) return 0;
+    for (int t = 0; t < n; t++) {
+        if (seqs[t]->o1) return 0;
+        for (int u = 0; u < t; u++)
+            if (seqs[u] == seqs[t]) return 0;
+    }
+    return 1;
 }
 
 static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     (void)be;
     flush_mm();
-    const cmf_config *c = &b->m->cfg;
-    const int QD = c->n_heads * c->head_dim, KVD = c->n_kv_heads * c->head_dim;
-    for (int t = 0; t < n; t++) {
-        cmf_session *s = seqs[t];
-        const int pos = b->pos[t];
-        if (s->o1 && s->o1->on[l]) {
-            if (s->o1->sealed) continue; /* the far field takes this row in o1_worker */
-            memcpy(s->o1->qtrace[l] + (size_t)pos * QD, b->q + (size_t)t * QD, (size_t)QD * sizeof(float));
-        }
-        const size_t row = s->kv_off[l] + (size_t)pos * KVD;
-        memcpy(s->k_cache + row, b->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
-        memcpy(s->v_cache + row, b->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+    rope_queue *r = &g_rope;
+    if (rope_in_attention(r, b, seqs, l, n)) { /* kept pending with the RoPE */
+        r->seqs = seqs;
+        r->kv = 1;
+        return CMF_OK;
     }
+    flush_rope();
+    for (int t = 0; t < n; t++) kv_write_token(b, seqs, l, t);
     return CMF_OK;
 }
 
@@ -251,7 +313,10 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
  * same bits decoded alone or inside any batch (batch invariance, tests/model/test_batch_invariance.c). Who computes
  * a chunk does not change its bits, so the jobs are cut for speed: few tokens for the threads (decode): a job per
  * (token, chunk), the states in the pool's shared buffer, merged after the fan-out; else a job per token, its
- * chunks one after the other in the thread's scratch and merged there (no buffer growing with the context). */
+ * chunks one after the other in the thread's scratch and merged there (no buffer growing with the context). The
+ * threads take jobs by an atomic index (a thread that starts late takes fewer: 16 tokens dealt out in turn left one
+ * thread waiting ~0.1 ms per layer for the other); a job per token first prefetches the token's first block of rows
+ * (attn_prefetch) and, in a decode step, runs its pending RoPE and KV write (deferred RoPE above). */
 enum {
     ATTN_CHUNK_MIN = 256, /* positions per chunk at least */
     ATTN_NCH_MAX = 16,    /* chunks per token at most */
@@ -263,8 +328,10 @@ typedef struct {
     cmf_session *const *seqs;
     int layer, n;
     int per_token;  /* 1: a job per token; 0: a job per (token, chunk) */
+    const rope_queue *rq; /* per_token only: each job first runs its token's pending RoPE and KV write (or NULL) */
     const int *off; /* [n + 1]: token t's chunks are jobs off[t] .. off[t+1]-1 of the per-chunk numbering */
     float *part;    /* per chunk: [off[n]][n_heads][2 + head_dim] = (m, l, o) per query head (tokens of >1 chunk) */
+    atomic_int next; /* the next job (threads take jobs in order: one that starts late takes fewer) */
 } attn_task;
 
 static int attn_nch(int len) {
@@ -281,6 +348,18 @@ static void attn_range(const cmf_batch *b, int layer, int t, int *start, int *le
     const int pos = b->pos[t];
     *start = c->is_sliding[layer] && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
     *len = pos - *start + 1;
+}
+
+/* Prefetches (into L2) the KV cache rows [j0, min(j1, j0 + ATTN_BLOCK)) of a layer (kc / vc, KVD floats each): the
+ * block's rows for all KV heads as one run of misses; read head by head, they missed one head at a time (a 16-token
+ * serve step reads ~20 MB of f32 cache per forward, mostly from memory). */
+static void attn_prefetch(const float *kc, const float *vc, int KVD, int j0, int j1) {
+    if (j1 > j0 + ATTN_BLOCK) j1 = j0 + ATTN_BLOCK;
+    for (int j = j0; j < j1; j++)
+        for (int i = 0; i < KVD; i += 16) {
+            __builtin_prefetch(kc + (size_t)j * KVD + i, 0, 2);
+            __builtin_prefetch(vc + (size_t)j * KVD + i, 0, 2);
+        }
 }
 
 /* Chunk ch of nch of token t: into the record rec ((m, l, o) per query head) when nch > 1, else the normalized
@@ -300,6 +379,7 @@ static void attn_one(const attn_task *a, int t, int ch, int nch, float *rec, flo
     const float *kc = s->k_cache + s->kv_off[a->layer], *vc = s->v_cache + s->kv_off[a->layer];
     for (int p0 = j0; p0 < j1; p0 += ATTN_BLOCK) {
         const int np = j1 - p0 < ATTN_BLOCK ? j1 - p0 : ATTN_BLOCK;
+        if (p0 + ATTN_BLOCK < j1) attn_prefetch(kc, vc, KVD, p0 + ATTN_BLOCK, j1); /* the next block's rows */
         for (int g = 0; g < NKV; g++) {
             const size_t row = (size_t)p0 * KVD + (size_t)g * HD;
             cmf_attn_chunk(q + (size_t)g * group * HD, HD, group, kc + row, vc + row, KVD, np, HD, c->attn_scale,
@@ -336,6 +416,7 @@ static void attn_dead_heads(const attn_task *a, int t) {
 }
 
 static void attn_worker(void *ctx, int ith, int nth) {
+    (void)nth;
     attn_task *a = ctx;
     const cmf_config *c = &a->b->m->cfg;
     const int NH = c->n_heads, group = NH / c->n_kv_heads;
@@ -343,7 +424,16 @@ static void attn_worker(void *ctx, int ith, int nth) {
     float *scratch = cmf_pool_scratch(a->b->pool, ith, 0); /* reserved by cpu_attention */
     float *ml2 = scratch + (size_t)group * CMF_ATTN_SB, *own = ml2 + 2 * (size_t)NH;
     if (a->per_token) {
-        for (int t = ith; t < a->n; t += nth) {
+        for (int t; (t = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < a->n;) {
+            const cmf_session *s = a->seqs[t];
+            int start, len;
+            attn_range(a->b, a->layer, t, &start, &len); /* its first rows, in flight during RoPE and the KV write */
+            attn_prefetch(s->k_cache + s->kv_off[a->layer], s->v_cache + s->kv_off[a->layer],
+                          c->n_kv_heads * c->head_dim, start, start + len);
+            if (a->rq) {
+                rope_token(a->b, a->rq->L, a->layer, t);
+                kv_write_token(a->b, a->seqs, a->layer, t);
+            }
             if (attn_skipped(a->seqs[t], a->layer)) continue;
             const int nch = a->off[t + 1] - a->off[t];
             for (int ch = 0; ch < nch; ch++) attn_one(a, t, ch, nch, own + (size_t)ch * rec, ml2, scratch);
@@ -353,7 +443,7 @@ static void attn_worker(void *ctx, int ith, int nth) {
         return;
     }
     int t = 0;
-    for (int job = ith; job < a->off[a->n]; job += nth) {
+    for (int job; (job = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < a->off[a->n];) {
         while (job >= a->off[t + 1]) t++;
         const int nch = a->off[t + 1] - a->off[t];
         if (attn_skipped(a->seqs[t], a->layer)) continue;
@@ -395,7 +485,10 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     flush_mm();
     const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NKV = c->n_kv_heads, group = c->n_heads / NKV;
-    if (!b->pool) return cmf_err(CMF_E_ARG, "cpu attention: the batch has no thread pool");
+    if (!b->pool) {
+        flush_rope();
+        return cmf_err(CMF_E_ARG, "cpu attention: the batch has no thread pool");
+    }
     /* the chunks of each token (attn_nch: its own range only) and the work; small work (short contexts, tiny
      * heads) and a single job run on the caller: waking the pool costs more */
     double work = 0;
@@ -422,7 +515,14 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     cmf_status st = cmf_pool_reserve(b->pool, ((size_t)group * CMF_ATTN_SB + 2 * (size_t)c->n_heads) * sizeof(float) +
                                                   (per_token ? (size_t)most * rec : 0));
     if (st != CMF_OK) return st;
-    attn_task at = {b, seqs, l, n, per_token, off, per_token ? NULL : (float *)(void *)(sh + offb)};
+    /* the pending RoPE / KV write (see deferred RoPE above): inside the fan-out, a job per token, or now */
+    rope_queue rq = g_rope;
+    const int fused = g_rope.kv && per_token && rope_in_attention(&g_rope, b, seqs, l, n);
+    if (fused) g_rope.rope = g_rope.kv = 0;
+    else flush_rope();
+    attn_task at = {b,   seqs, l, n, per_token, fused ? &rq : NULL,
+                    off, per_token ? NULL : (float *)(void *)(sh + offb), 0};
+    atomic_init(&at.next, 0);
     const int jobs = per_token ? n : off[n];
     if (work < 65536 || jobs == 1) attn_worker(&at, 0, 1);
     else cmf_pool_run(b->pool, attn_worker, &at);
@@ -453,7 +553,7 @@ static cmf_status cpu_glu(cmf_backend *be, cmf_batch *b, float *gate, const floa
         cmf_matmul_group(b->pool, q->x, q->n, q->mm, 2, gelu ? 2 : 1);
         return CMF_OK;
     }
-    flush_mm();
+    flush_all();
     if (gelu) cmf_gelu_tanh(gate, count);
     else cmf_silu(gate, count);
     for (int64_t i = 0; i < count; i++) gate[i] *= up[i];
@@ -463,7 +563,7 @@ static cmf_status cpu_glu(cmf_backend *be, cmf_batch *b, float *gate, const floa
 static cmf_status cpu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const float *post_norm, int rows,
                                int d, float eps, int gemma) {
     (void)be, (void)b;
-    flush_mm();
+    flush_all();
     for (int t = 0; t < rows; t++) {
         float *ot = o + (size_t)t * d, *xt = x + (size_t)t * d;
         if (post_norm) cmf_rmsnorm(ot, ot, post_norm, d, eps, gemma);
@@ -475,7 +575,7 @@ static cmf_status cpu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o
 static cmf_status cpu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows,
                            const cmf_weight *lm_head, float softcap) {
     (void)be;
-    flush_mm();
+    flush_all();
     const int64_t V = lm_head->rows;
     cmf_matmul(b->pool, out_host, V, xn, rows, lm_head, NULL);
     if (softcap > 0)

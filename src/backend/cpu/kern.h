@@ -148,7 +148,7 @@ void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *o
 enum { KERN_RP_R = 16 };
 /* The repacked GEMM with at most this many tokens per call (a serve step's batch) reads its weights from memory
  * once per product, as decode does, and prefetches them (rp_avx512.c: the next panel of 32 rows, into L2, during the
- * first token tile); matmul.c gives each thread runs of consecutive panels for it (rp_ppi). */
+ * first token tile); matmul.c gives each thread runs of consecutive panels for it (rp_runs_make). */
 enum { KERN_RP_FEW = 32 };
 typedef struct cmf_rp {
     const uint8_t *data; /* identity of the stored tensor the copy was made from: data, dtype, full_rows, cols */

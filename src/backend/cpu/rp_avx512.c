@@ -220,8 +220,8 @@ TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_
                             int last) {
     const int two = ng > 1 && nr > 16;
     /* a few tokens: the weights come from memory once per product; the first token tile prefetches the next panel
-     * (2 groups on: the next one of this thread's run, matmul.c rp_ppi). bench_batch random-q4_0 n = 16, 2 threads,
-     * same run (load 0.9): none 13.0-13.6 ms per forward, 2 groups on 11.5-12.0; 4 groups 12.0 */
+     * (2 groups on: the next one of this thread's run, matmul.c rp_runs_make). bench_batch random-q4_0 n = 16, 2
+     * threads, same run (load 0.9): none 13.0-13.6 ms per forward, 2 groups on 11.5-12.0; 4 groups 12.0 */
     const int64_t pfd = t1 - t0 <= KERN_RP_FEW ? 2 * (int64_t)rp->gstride : 0;
     for (int64_t t = t0; t < t1; t += 6) {
         const int64_t pt = t == t0 ? pfd : 0;
