@@ -5,7 +5,8 @@
 # decode tg@$CTX on random files ($MODELS: shape:dtype) with each variant of $VARIANTS ("-" = defaults, else
 # environment settings with ',' between several; the variants of one model one after the other), then bench_cuda's
 # int8-activation tables (KBENCH=1, KBENCH_MODE=i8 | matvec: per shape row-group vs streaming kernel, one Llama-8B
-# layer's products), all in the same call. OPS=0 skips test_cuda_ops.
+# layer's products), all in the same call. OPS=0 / FUSE=0 skip test_cuda_ops / test_cuda_fuse, TARGETS replaces the
+# build's target list, MODELS="" skips the decode runs.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME OUT=... bash bench/cuda/mv_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -13,7 +14,7 @@ R=$PWD
 DEPS=${DEPS:-.devdeps}
 OUT=${OUT:-$R/out-device}
 mkdir -p "$OUT"
-MODELS=${MODELS:-"llama-8b:q8 llama-8b:q4tp"}
+MODELS=${MODELS-"llama-8b:q8 llama-8b:q4tp"}
 VARIANTS=${VARIANTS:-"- CMF_CUDA_I8_STREAM=1 CMF_CUDA_I8_STREAM=2 -"}
 CTX=${CTX:-128}
 TEST_STREAM=${TEST_STREAM:-1}
@@ -29,7 +30,7 @@ export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/p
 B=$S/build-mv
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); head: $(cat $DEPS/head.rev 2>/dev/null)"
 echo "== build $(el)"
-T="test_cuda_stream test_cuda_fuse test_cuda_ops bench_cuda make_random_llama gpu_bench"
+T=${TARGETS:-"test_cuda_stream test_cuda_fuse test_cuda_ops bench_cuda make_random_llama gpu_bench"}
 [ "${FWD:-0}" = 1 ] && T="$T test_gpu_forward"
 cmake -S $S -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
   -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
@@ -50,9 +51,11 @@ gen=$!
 echo "== test_cuda_stream $(el)"
 timeout 120 $B/tests/cuda/test_cuda_stream > "$OUT/cuda_stream.log" 2>&1; echo "test_cuda_stream rc=$?"
 grep -E 'FAIL|fail' "$OUT/cuda_stream.log" | head -10
-echo "== test_cuda_fuse, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
-CMF_CUDA_I8_STREAM=$TEST_STREAM timeout 120 $B/tests/cuda/test_cuda_fuse > "$OUT/cuda_fuse.log" 2>&1; echo "test_cuda_fuse rc=$?"
-grep -E 'FAIL|fail' "$OUT/cuda_fuse.log" | head -10
+if [ "${FUSE:-1}" = 1 ]; then
+  echo "== test_cuda_fuse, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
+  CMF_CUDA_I8_STREAM=$TEST_STREAM timeout 120 $B/tests/cuda/test_cuda_fuse > "$OUT/cuda_fuse.log" 2>&1; echo "test_cuda_fuse rc=$?"
+  grep -E 'FAIL|fail' "$OUT/cuda_fuse.log" | head -10
+fi
 if [ "${OPS:-1}" = 1 ]; then
   echo "== test_cuda_ops weights, CMF_CUDA_I8_STREAM=$TEST_STREAM $(el)"
   CMF_CUDA_I8_STREAM=$TEST_STREAM CMF_CUDA_TEST_ONLY=weights timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/cuda_ops.log" 2>&1
