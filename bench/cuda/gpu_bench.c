@@ -167,11 +167,15 @@ int main(int argc, char **argv) {
     cmf_backend_cuda_graph_stats(m->be, &cap, &rep);
     printf("RESULT model=%s graphs_captured=%llu graphs_replayed=%llu persist_steps=%llu\n", path,
            (unsigned long long)cap, (unsigned long long)rep, (unsigned long long)cmf_backend_cuda_persist_steps(m->be));
-    double us[11]; /* CMF_CUDA_PERSIST_PROF=1: block 0's time per layer in the last persistent step */
-    if (cmf_backend_cuda_persist_profile(m->be, us))
-        printf("RESULT model=%s persist_us_per_layer waitA=%.2f A=%.2f waitB=%.2f B=%.2f waitC=%.2f C=%.2f waitD=%.2f "
-               "D=%.2f waitE=%.2f E=%.2f stack_us=%.1f\n",
-               path, us[0], us[1], us[2], us[3], us[4], us[5], us[6], us[7], us[8], us[9], us[10]);
+    double us[21]; /* CMF_CUDA_PERSIST_PROF=1: the last persistent step's stages (persist.h) */
+    if (cmf_backend_cuda_persist_profile(m->be, us)) {
+        printf("RESULT model=%s persist_us", path);
+        static const char *ST[5] = {"A", "B", "C", "D", "E"};
+        for (int i = 0; i < 5; i++)
+            printf(" %s:work=%.2f,max=%.2f,barrier=%.2f,spread=%.2f", ST[i], us[4 * i], us[4 * i + 1], us[4 * i + 2],
+                   us[4 * i + 3]);
+        printf(" stack=%.1f\n", us[20]);
+    }
 #endif
     fflush(stdout);
     free(buf);

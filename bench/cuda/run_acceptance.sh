@@ -19,7 +19,10 @@
 # ahead of the bench loop, so the timed runs have the GPU alone; 0: one after the other), AB / AB_MODELS (tg@128 rows
 # of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0";
 # "llama-8b-q8@CMF_CUDA_I8_XPRE=1": that file only),
-# FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them).
+# FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them),
+# PROF_AB (settings for a CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 run of each AB_MODELS file, '-' = none: the
+# persistent kernel's per-stage profile line), EXTRA_TARGETS / EXTRA_TESTS (more targets to build / tests to run with
+# the others, PAR=1). test_gpu_persist always runs with the tests.
 # The device machine lacks cJSON / PCRE2 / utf8proc / microhttpd / pkg-config: their Debian .debs are carried in
 # .devdeps/ (see bench/cuda/run_gpu_forward.sh); .devdeps/shared/data/hf-tiny is the shared test data; with
 # .devdeps/head.tar (`git archive HEAD`) that committed tree is built instead of the working tree.
@@ -35,6 +38,8 @@ M=$OUT/misc # small logs (the device tool returns at most 8 files: tar them at t
 SHAPES=${SHAPES:-"qwen3-0.6b qwen3-4b llama-8b"}
 DTYPES=${DTYPES:-"bf16 q8 q4tp"}
 STAGES=${STAGES:-"build test memcheck bench"}
+EXTRA_TARGETS=${EXTRA_TARGETS:-}
+EXTRA_TESTS=${EXTRA_TESTS:-}
 CONVERT=${CONVERT-"qwen3-0.6b"} # (set and empty: no conversion)
 REPS=${REPS:-3}
 GEN=${GEN:-64}
@@ -55,6 +60,7 @@ if has build; then
   cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
     -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
     cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops test_cuda_fuse test_prefill_tc make_random_llama gpu_bench bench_cuda \
+      test_gpu_persist $EXTRA_TARGETS \
       $(has dory && echo test_gpu_dory make_random_dory dory_gpu_bench) >> "$M/build.log" 2>&1
   brc=$?
   echo "build rc=$brc $(el)"
@@ -94,7 +100,14 @@ if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on 
   timeout 200 $B/tests/cuda/test_prefill_tc > "$M/prefill_tc.log" 2>&1 & p2=$!
   timeout 200 $B/tests/cuda/test_cuda_fuse > "$M/cuda_fuse.log" 2>&1 & p3=$!
   env $TESTENV timeout 400 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1 & p4=$!
-  p5=""; p6=""; p7=""; p8=""
+  mkdir -p /tmp/gpp
+  env $TESTENV CMF_TMP=/tmp/gpp timeout 300 $B/tests/gpu/test_gpu_persist > "$M/gpu_persist.log" 2>&1 & p9=$!
+  p5=""; p6=""; p7=""; p8=""; p10=""
+  for t in $EXTRA_TESTS; do # other tests of tests/cuda or tests/gpu (EXTRA_TARGETS builds them), one log each
+    exe=$(find $B/tests -name "$t" -type f | head -1)
+    ( env $TESTENV CMF_TMP=/tmp/gx-$t timeout 300 $exe > "$M/$t.log" 2>&1; echo "$t rc=$?" >> "$M/extra.rc" ) &
+    p10="$p10 $!"; mkdir -p /tmp/gx-$t
+  done
   if [ -n "${FORWARD_ENV:-}" ]; then # test_gpu_forward once more under these settings (e.g. an opt-in path)
     mkdir -p /tmp/gfe
     env $TESTENV CMF_TMP=/tmp/gfe ${FORWARD_ENV//,/ } timeout 400 $B/tests/gpu/test_gpu_forward > "$M/gpu_forward_env.log" 2>&1 &
@@ -114,6 +127,8 @@ if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on 
   wait $p1; echo "test_cuda_ops rc=$?"; tail -2 "$M/cuda_ops.log"
   wait $p2; echo "test_prefill_tc rc=$?"; tail -2 "$M/prefill_tc.log"
   wait $p3; echo "test_cuda_fuse rc=$?"; tail -2 "$M/cuda_fuse.log"
+  wait $p9; echo "test_gpu_persist rc=$?"; grep -E 'persistent steps|FAIL|differ' "$M/gpu_persist.log" | head -6
+  for p in $p10; do wait $p; done; [ -f "$M/extra.rc" ] && cat "$M/extra.rc" && for t in $EXTRA_TESTS; do tail -3 "$M/$t.log"; done
   wait $p4; echo "test_gpu_forward rc=$?"
   grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -20
   grep -E 'WORST|f32-prefill|near-ties [1-9]' "$OUT/gpu_forward.log" | head -40
@@ -181,6 +196,11 @@ if has bench; then
           case $v in *@*) [ "${v%%@*}" = "$shape-$dt" ] || continue; v=${v#*@} ;; esac # "file@settings": that file only
           env ${v//,/ } timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g $GEN -c 128 -r 2 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
             grep test= | sed "s/test=tg@128/test=tg@128-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')/" | tee -a "$OUT/results.txt"
+        done
+        for v in ${PROF_AB:-}; do # the persistent kernel's stage profile (CMF_CUDA_PERSIST_PROF=1, persist.h)
+          vv=${v//,/ }; [ "$v" = - ] && vv=""
+          env $vv CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g 16 -c 128 -r 1 2>&1 |
+            grep -E 'persist_' | sed "s|model=$f|model=$shape-$dt setting=$v|" | tee -a "$OUT/results.txt"
         done ;;
       esac
       rm -f $f

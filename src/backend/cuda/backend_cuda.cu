@@ -467,7 +467,7 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
     cmf_cuda_attn a = attn_params(c, c->is_sliding[l] ? c->sliding_window : 0);
     a.kv_type = I->kv_type;
     cmf_status st = wait_resolve(I);
-    const bool fused = I->fa.L && I->fa.layer == l && I->fa.b == b && I->fa.n == n; /* CMF_CUDA_FUSE_ATTN=1 */
+    const bool fused = I->fa.L && I->fa.layer == l && I->fa.b == b && I->fa.n == n; /* fuse_attn (CMF_CUDA_FUSE_ATTN) */
     cmf_cuda_qk_rope qr;
     if (fused) {
         if (st == CMF_OK) st = rope_args(I, b, I->fa.L, l, &qr);
@@ -649,8 +649,8 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     I->kv_type = m->cache_type == CMF_CACHE_F32 ? CMF_CUDA_KV_F32 : CMF_CUDA_KV_F16;
     const char *fz = getenv("CMF_CUDA_FUSE_NORM"); /* off by default: measured slower (block comment "fusion") */
     I->fuse_norm = fz && fz[0] == '1';
-    const char *fa = getenv("CMF_CUDA_FUSE_ATTN"); /* opt-in until measured (block comment "fusion") */
-    I->fuse_attn = fa && fa[0] == '1';
+    const char *fa = getenv("CMF_CUDA_FUSE_ATTN"); /* on by default; =0 turns it off (block comment "fusion") */
+    I->fuse_attn = !(fa && fa[0] == '0');
     const char *fp = getenv("CMF_CUDA_FUSE_PRE"); /* on by default (block comment "fusion") */
     I->fuse_pre = !(fp && fp[0] == '0');
     I->persist = persist_env(); /* opt-in until measured (persist.cu) */

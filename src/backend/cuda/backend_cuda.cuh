@@ -90,8 +90,8 @@ struct cuda_impl {
         float eps;
     } nf;                             /* a pending RMSNorm out = norm(x), for the prologue of the products of out */
     int has_nf;
-    int fuse_attn;                    /* CMF_CUDA_FUSE_ATTN=1: the decode token's q/k norm + RoPE + cache write in
-                                         the attention launch (cmf_cuda_attn_decode_rope) */
+    int fuse_attn;                    /* the decode token's q/k norm + RoPE + cache write in the attention launch
+                                         (cmf_cuda_attn_decode_rope; default, CMF_CUDA_FUSE_ATTN=0 turns it off) */
     struct {
         const cmf_layer *L;           /* pending (kv_write -> attention) when not NULL */
         cmf_batch *b;

@@ -68,8 +68,9 @@ struct PArgs {
     int kv_pf;     /* the attention's cache rows prefetched into L2 at the layer's start (CMF_CUDA_PERSIST_KVPF) */
     unsigned cap;  /* bytes of each of the two weight buffers in shared memory */
     unsigned xs_off; /* activation scales' offset in the activation area */
-    unsigned long long *prof; /* CMF_CUDA_PERSIST_PROF=1: block 0's %globaltimer at the kernel's start and at each
-                                 stage's start (after its barrier) and end, [1 + 10 * n_layers]; NULL: off */
+    unsigned long long *prof; /* CMF_CUDA_PERSIST_PROF=1: each block's %globaltimer at the kernel's start and at each
+                                 stage's start (after its barrier) and end, [grid][1 + 10 * n_layers]; NULL: off */
+    int bar_mode;             /* p_arrive / p_wait (CMF_CUDA_PERSIST_BAR, 1 unless =0) */
 };
 
 /* One product stage of a layer. */
@@ -135,8 +136,13 @@ static __device__ __forceinline__ void p_task(const PSt &s, unsigned t, int *wi,
     *r0 = (int64_t)(t - t0) * 2;
     *r1 = *r0 + 1 < s.rows[k] ? *r0 + 1 : s.rows[k] - 1;
 }
-static __device__ __forceinline__ const uint8_t *p_w(const PSt &s, int wi, int slot) { return s.glu ? s.w[slot] : s.w[wi]; }
-static __device__ __forceinline__ int64_t p_rows(const PSt &s, int wi, int slot) { return s.glu ? s.rows[slot] : s.rows[wi]; }
+/* The weight / row count of a task's row slot (GLU: gate, up). */
+static __device__ __forceinline__ const uint8_t *p_w(const PSt &s, int wi, int slot) {
+    return s.glu ? s.w[slot] : s.w[wi];
+}
+static __device__ __forceinline__ int64_t p_rows(const PSt &s, int wi, int slot) {
+    return s.glu ? s.rows[slot] : s.rows[wi];
+}
 
 /* The block's task range. */
 static __device__ __forceinline__ void p_range(const PSt &s, unsigned *t0, unsigned *t1) {
@@ -384,38 +390,53 @@ static __device__ void p_kv_prefetch(const PArgs &p, int64_t kv_off, int64_t pos
 }
 
 static __device__ __forceinline__ void p_stamp(const PArgs &p, int i) {
-    if (p.prof && blockIdx.x == 0 && threadIdx.x == 0) {
+    if (p.prof && threadIdx.x == 0) {
         unsigned long long t;
         asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-        p.prof[i] = t;
+        p.prof[(uint64_t)blockIdx.x * (1 + 10 * (uint64_t)p.n_layers) + i] = t;
     }
 }
 
-/* Grid barrier: every block arrives (release), the last one releases the epoch, the others wait for it (acquire). */
-static __device__ __forceinline__ void p_barrier(unsigned *bar, unsigned &epoch) {
+/* Grid barrier, split in two so that a block's work that does not depend on the other blocks (the next product's
+ * weight prefetch, row scales, cache-row prefetch) runs between its arrival and its wait. Thread 0 of each block
+ * arrives on the counter bar[0]; the last of the epoch's gridDim.x arrivals releases the epoch in bar[32], the others
+ * wait for it. bar_mode 1 (default): the arrival is an acq_rel atomic (the last arriver acquires every block's
+ * release), the release a st.release, the wait a relaxed poll then one fence.acq_rel; 0 (CMF_CUDA_PERSIST_BAR=0): a
+ * __threadfence before a plain atomicAdd, an ld.acquire poll and a __threadfence after (cooperative groups' pattern).
+ * A wait longer than 2 s traps (a launch error at the next sync) rather than hanging the device. */
+static __device__ __forceinline__ void p_arrive(const PArgs &p, unsigned &epoch, bool &last) {
     __syncthreads();
     epoch++;
     if (threadIdx.x == 0) {
-        __threadfence();
-        const unsigned old = atomicAdd(bar, 1u);
-        unsigned *flag = bar + 32;
-        if (old + 1 == epoch * gridDim.x) {
-            asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flag), "r"(epoch) : "memory");
+        unsigned old;
+        if (p.bar_mode == 0) {
+            __threadfence();
+            old = atomicAdd(p.bar, 1u);
         } else {
-            uint64_t t_start = 0;
-            for (unsigned it = 0;; it++) {
-                unsigned f;
-                asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(f) : "l"(flag) : "memory");
-                if ((int)(f - epoch) >= 0) break;
-                if ((it & 1023) == 1023) { /* a lost block would hang the device: trap after 2 s */
-                    uint64_t now;
-                    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-                    if (!t_start) t_start = now;
-                    else if (now - t_start > 2000000000ull) __trap();
-                }
+            asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;" : "=r"(old) : "l"(p.bar) : "memory");
+        }
+        last = old + 1 == epoch * gridDim.x;
+        if (last) asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p.bar + 32), "r"(epoch) : "memory");
+    }
+}
+static __device__ __forceinline__ void p_wait(const PArgs &p, unsigned epoch, bool last) {
+    if (threadIdx.x == 0 && !last) {
+        const unsigned *flag = p.bar + 32;
+        uint64_t t_start = 0;
+        for (unsigned it = 0;; it++) {
+            unsigned f;
+            if (p.bar_mode == 0) asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(f) : "l"(flag) : "memory");
+            else asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(f) : "l"(flag) : "memory");
+            if ((int)(f - epoch) >= 0) break;
+            if ((it & 1023) == 1023) { /* a lost block would hang the device: trap after 2 s */
+                uint64_t now;
+                asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+                if (!t_start) t_start = now;
+                else if (now - t_start > 2000000000ull) __trap();
             }
         }
-        __threadfence();
+        if (p.bar_mode == 0) __threadfence();
+        else asm volatile("fence.acq_rel.gpu;" ::: "memory");
     }
     __syncthreads();
 }
@@ -438,21 +459,25 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
     const int G = p.a.n_heads / p.a.n_kv_heads, nz = (G + AD_MAXG - 1) / AD_MAXG;
     const int ns = decode_geo(p.a.n_kv_heads, p.a.window, pos).ns;
     p_stamp(p, 0);
+    bool last = false;
     for (int l = 0; l < p.n_layers; l++) {
         const PLayer &Ly = p.layers[l];
-        if (p.kv_pf) p_kv_prefetch(p, Ly.kv_off, pos, ns, nz);
         for (int kind = 0; kind < 4; kind++) {
-            const bool more = !(l == p.n_layers - 1 && kind == 3);
+            const bool more = !(l == p.n_layers - 1 && kind == 3), bar = l || kind;
+            if (bar) p_arrive(p, epoch, last); /* this block's part of the previous stage is done */
+            /* work that needs no other block, before the wait: the next product's weights stream into the other
+             * buffer during this stage, this product's row scales, the layer's cache rows for the attention */
             PSt nxt = cur;
             if (more) {
                 nxt = p_stage(p, kind == 3 ? l + 1 : l, (kind + 1) & 3);
-                p_prefetch(nxt, buf[bi ^ 1], p.cap); /* the next product's weights stream during this stage */
+                p_prefetch(nxt, buf[bi ^ 1], p.cap);
             }
             cp_commit();
             float rs[PK_PRE][2];
             p_scales(cur, rs);
+            if (kind == 0 && p.kv_pf) p_kv_prefetch(p, Ly.kv_off, pos, ns, nz);
             if (kind == 1) { /* attention (stage B) between the q/k/v and o products */
-                p_barrier(p.bar, epoch);
+                p_wait(p, epoch, last);
                 p_stamp(p, 1 + 10 * l + 2);
                 AttnRope fr;
                 fr.k = p.k, fr.v = p.v, fr.qw = Ly.q_norm, fr.kw = Ly.k_norm, fr.inv_freq = p.inv_freq;
@@ -466,8 +491,9 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
                                                         threadIdx.x & 127, 1 + half, S[half]);
                 }
                 p_stamp(p, 1 + 10 * l + 3);
+                p_arrive(p, epoch, last);
             }
-            if (l || kind) p_barrier(p.bar, epoch);
+            if (bar) p_wait(p, epoch, last);
             const int si = kind ? 2 * kind + 2 : 0; /* stamps: A 0 1, B 2 3, C 4 5, D 6 7, E 8 9 */
             p_stamp(p, 1 + 10 * l + si);
             cp_wait1(); /* this stage's weights (the group before the one just committed) */
@@ -475,7 +501,6 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
             p_quantize(cur, p, xq, xs, sh);
             __syncthreads();
             p_product(cur, p, buf[bi], xq, xs, rs);
-            __syncthreads(); /* buf[bi] and the activation area are free again */
             p_stamp(p, 1 + 10 * l + si + 1);
             cur = nxt;
             bi ^= 1;
@@ -497,6 +522,7 @@ struct persist_state {
     void (*fn)(PArgs);
     uint64_t steps;
     int kv_pf;                 /* CMF_CUDA_PERSIST_KVPF (1 unless =0) */
+    int bar_mode;              /* CMF_CUDA_PERSIST_BAR (1 unless =0) */
     unsigned long long *d_prof; /* CMF_CUDA_PERSIST_PROF=1: the stamps (PArgs.prof) of the last step */
     int prof_n;
 };
@@ -520,7 +546,8 @@ template <int GH, int L> static void pick(persist_state *ps) {
 
 /* Whether layer l of weight set w fits the kernel (see the file comment); sets the reason otherwise. */
 static bool layer_ok(cuda_impl *I, const cmf_config *c, const cmf_layer *L) {
-    const int64_t D = c->hidden_size, QD = (int64_t)c->n_heads * c->head_dim, KVD = (int64_t)c->n_kv_heads * c->head_dim;
+    const int64_t D = c->hidden_size, QD = (int64_t)c->n_heads * c->head_dim;
+    const int64_t KVD = (int64_t)c->n_kv_heads * c->head_dim;
     const int64_t F = L->w_gate.rows;
     const cmf_weight *m[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
     const int64_t rows[7] = {QD, KVD, KVD, D, F, F, D}, cols[7] = {D, D, D, QD, D, D, F};
@@ -590,11 +617,12 @@ static cmf_status persist_build(cuda_impl *I, const cmf_weights *w, const cmf_se
                              "persist: layer table");
     if (st == CMF_OK && !ps->d_bar) st = cmf_cuda_malloc((void **)&ps->d_bar, 64 * sizeof(unsigned));
     ps->kv_pf = env_on("CMF_CUDA_PERSIST_KVPF", 1) != 0;
+    ps->bar_mode = env_on("CMF_CUDA_PERSIST_BAR", 1) != 0;
     cmf_cuda_free(ps->d_prof);
     ps->d_prof = NULL, ps->prof_n = 0;
     if (st == CMF_OK && env_on("CMF_CUDA_PERSIST_PROF", 0) == 1) {
         ps->prof_n = 1 + 10 * c->n_layers;
-        st = cmf_cuda_malloc((void **)&ps->d_prof, (size_t)ps->prof_n * sizeof(unsigned long long));
+        st = cmf_cuda_malloc((void **)&ps->d_prof, (size_t)ps->grid * ps->prof_n * sizeof(unsigned long long));
     }
     if (st == CMF_OK) ps->eligible = 1;
     return st;
@@ -646,6 +674,7 @@ cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session 
     p.nsplit = (int)decode_splits(a.n_kv_heads, keys);
     p.done = (int *)I->d_work, p.work = (float *)((char *)I->d_work + work_counters(&a));
     p.bar = ps->d_bar, p.cap = ps->cap, p.xs_off = ps->xs_off, p.kv_pf = ps->kv_pf, p.prof = ps->d_prof;
+    p.bar_mode = ps->bar_mode;
     I->has_pn = 0; /* the kernel normalizes x itself */
     cmf_status st = held_issue(I); /* the embedding */
     if (st != CMF_OK) return st;
@@ -690,22 +719,40 @@ extern "C" void cmf_backend_cuda_set_persist(cmf_backend *be, int on) {
     pthread_mutex_unlock(&IMPL(be)->mu);
 }
 
-extern "C" int cmf_backend_cuda_persist_profile(cmf_backend *be, double *us) {
+extern "C" int cmf_backend_cuda_persist_profile(cmf_backend *be, double *out) {
     if (!be || be->kind != CMF_BACKEND_CUDA || !IMPL(be)->ps || !IMPL(be)->ps->d_prof) return 0;
     persist_state *ps = IMPL(be)->ps;
-    std::vector<unsigned long long> t((size_t)ps->prof_n);
+    const size_t n = (size_t)ps->prof_n, G = (size_t)ps->grid;
+    std::vector<unsigned long long> t(n * G);
     if (cmf_cuda_sync(IMPL(be)->stream) != CMF_OK ||
         cudaMemcpy(t.data(), ps->d_prof, t.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost) != cudaSuccess)
         return 0;
-    const int nl = (ps->prof_n - 1) / 10;
-    for (int i = 0; i < 11; i++) us[i] = 0.0;
-    unsigned long long prev = t[0];
+    const int nl = (int)((n - 1) / 10);
+    for (int i = 0; i < 21; i++) out[i] = 0.0;
+    int cnt[5] = {0, 0, 0, 0, 0};
     for (int l = 0; l < nl; l++)
-        for (int k = 0; k < 10; k++) {
-            const unsigned long long v = t[1 + 10 * (size_t)l + (size_t)k];
-            us[k] += (double)(v - prev) / 1e3 / nl;
-            prev = v;
+        for (int s5 = 0; s5 < 5; s5++) {
+            const size_t is = 1 + 10 * (size_t)l + 2 * (size_t)s5, ie = is + 1;
+            if (l == 0 && s5 == 0) continue; /* no barrier before layer 0's A */
+            const size_t ip = is - 1; /* the previous stage's end */
+            unsigned long long max_prev = 0, min_s = ~0ull, max_s = 0;
+            double sum_c = 0, max_c = 0;
+            for (size_t g = 0; g < G; g++) {
+                const unsigned long long *b = &t[g * n];
+                max_prev = b[ip] > max_prev ? b[ip] : max_prev;
+                min_s = b[is] < min_s ? b[is] : min_s;
+                max_s = b[is] > max_s ? b[is] : max_s;
+                const double c = (double)(b[ie] - b[is]) / 1e3;
+                sum_c += c;
+                max_c = c > max_c ? c : max_c;
+            }
+            out[4 * s5 + 0] += sum_c / (double)G;
+            out[4 * s5 + 1] += max_c;
+            out[4 * s5 + 2] += ((double)min_s - (double)max_prev) / 1e3;
+            out[4 * s5 + 3] += (double)(max_s - min_s) / 1e3;
+            cnt[s5]++;
         }
-    us[10] = (double)(prev - t[0]) / 1e3;
+    for (int i = 0; i < 20; i++) out[i] /= cnt[i / 4] ? cnt[i / 4] : 1;
+    out[20] = (double)(t[n - 1] - t[0]) / 1e3; /* block 0: the stack */
     return 1;
 }

@@ -19,11 +19,12 @@ uint64_t cmf_backend_cuda_persist_steps(struct cmf_backend *be);
  * session, f16 KV cache, no tensor parallelism) runs the graph / eager path either way. */
 void cmf_backend_cuda_set_persist(struct cmf_backend *be, int on);
 
-/* With CMF_CUDA_PERSIST_PROF=1 at the step's table build: where block 0 of the last persistent step spent its time
- * (waits for the device; %globaltimer stamps), in us per layer, means over the layers: us[2k] = the wait before
- * stage k (its grid barrier; for A of layer 0 the kernel's start), us[2k + 1] = stage k's own work, for the stages
- * A (q/k/v), B (attention), C (o), D (gate/up), E (down); us[10] = the whole layer stack. Returns 1, or 0 when no
- * profile is kept (us untouched). */
+/* With CMF_CUDA_PERSIST_PROF=1 at the step's table build: where the last persistent step spent its time, from each
+ * block's %globaltimer stamps, in us, means over the layers, for the stages s = 0..4 (A q/k/v, B attention, C o,
+ * D gate/up, E down): out[4s] = a block's work in the stage (mean over blocks), out[4s + 1] = the slowest block's,
+ * out[4s + 2] = the barrier before it (the first block to start minus the last block to finish the stage before),
+ * out[4s + 3] = the spread of the blocks' starts; out[20] = block 0's whole layer stack. Returns 1, or 0 when no
+ * profile is kept (out untouched). out: 21 doubles. */
 int cmf_backend_cuda_persist_profile(struct cmf_backend *be, double *us);
 
 #ifdef __cplusplus
