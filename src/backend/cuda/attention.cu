@@ -17,7 +17,7 @@ static __host__ __device__ __forceinline__ int64_t first_key(int64_t p, int wind
 
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
     if (!a || n_ctx < 1 || a->n_kv_heads < 1) return 0;
-    int64_t s = decode_splits(a->n_kv_heads, n_ctx);
+    int64_t s = decode_splits(a->n_kv_heads, n_ctx, ad_split_keys());
     return work_counters(a) + (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
 }
 
@@ -28,12 +28,12 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
                                                                   const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work, int *__restrict__ done,
-                                                                  float *__restrict__ out, AttnRope fr) {
+                                                                  float *__restrict__ out, AttnRope fr, int mk) {
     pdl_enter();
     __shared__ AttnSm<GH, L, FR> S;
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
     attn_split_item<GH, L, KF, FR>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y, blockIdx.z,
-                                   gridDim.z, threadIdx.x, 0, S);
+                                   gridDim.z, threadIdx.x, 0, mk, S);
 }
 
 static cmf_status attn_check(const cmf_cuda_attn *a) {
@@ -53,7 +53,8 @@ static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
                          float *out, const AttnRope &fr, cudaStream_t s) {
 #define AS(LL, F)                                                                                               \
-    cu_launch(k_attn_split<GH, LL, KF, F>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, fr)
+    cu_launch(k_attn_split<GH, LL, KF, F>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, fr, \
+              ad_split_keys())
     if (fr.on) { /* head_dim 40..256 (cmf_cuda_attn_decode_rope_ok) */
         if (L == 8) AS(8, true);
         else if (L == 16) AS(16, true);
@@ -104,7 +105,7 @@ extern "C" cmf_status cmf_cuda_attn_decode(const cmf_cuda_attn *a, const float *
     if (st != CMF_OK) return st;
     if (pos < 0) return cmf_err(CMF_E_ARG, "cuda_attn_decode: pos %lld < 0", (long long)pos);
     if (!d_q || !d_k || !d_v || !d_out || !d_work) return cmf_err(CMF_E_ARG, "cuda_attn_decode: NULL buffer");
-    const int ns = decode_geo(a->n_kv_heads, a->window, pos).ns;
+    const int ns = decode_geo(a->n_kv_heads, a->window, pos, ad_split_keys()).ns;
     return decode_launch(a, d_q, d_k, d_v, pos, NULL, ns, d_out, d_work, CU_STREAM(stream));
 }
 
@@ -118,7 +119,7 @@ extern "C" cmf_status cmf_cuda_attn_decode_dpos(const cmf_cuda_attn *a, const fl
         return cmf_err(CMF_E_ARG, "cuda_attn_decode_dpos: NULL buffer");
     /* the largest split count of any position < n_ctx: splits grow with the key count up to the cap */
     const int64_t keys = a->window > 0 && a->window < n_ctx ? a->window : n_ctx;
-    const int ns = (int)decode_splits(a->n_kv_heads, keys);
+    const int ns = (int)decode_splits(a->n_kv_heads, keys, ad_split_keys());
     return decode_launch(a, d_q, d_k, d_v, 0, d_pos, ns, d_out, d_work, CU_STREAM(stream));
 }
 
@@ -141,7 +142,7 @@ extern "C" cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const fl
     fr.kc = d_kc, fr.vc = d_vc, fr.eps = r->eps, fr.gemma = r->gemma_style, fr.rot = r->rot_dim;
     fr.interleaved = r->pairing == CMF_CUDA_ROPE_INTERLEAVED, fr.on = 1;
     const int64_t keys = a->window > 0 && a->window < n_ctx ? a->window : n_ctx;
-    const int ns = (int)decode_splits(a->n_kv_heads, keys);
+    const int ns = (int)decode_splits(a->n_kv_heads, keys, ad_split_keys());
     return decode_launch(a, d_q, (const uint16_t *)d_kc, (const uint16_t *)d_vc, 0, d_pos, ns, d_out, d_work,
                          CU_STREAM(stream), fr);
 }

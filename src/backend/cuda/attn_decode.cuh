@@ -6,6 +6,8 @@
 #ifndef CMF_BACKEND_CUDA_ATTN_DECODE_CUH
 #define CMF_BACKEND_CUDA_ATTN_DECODE_CUH
 
+#include <stdlib.h>
+
 #include "backend/cuda/common.cuh"
 
 #define AD_THREADS 128
@@ -13,11 +15,24 @@
 
 static __device__ __forceinline__ float capped(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 
-/* Splits of a decode over n_keys keys: about two blocks per SM of an H100/H200 over all KV heads, at least 64 keys
+/* Least keys per split (mk below): 64, or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096; read once per process, a benign race):
+ * fewer keys per split give short contexts more, shorter splits (more blocks, fewer dependent key rounds each) at
+ * the price of a longer merge. Host side only; the kernels get the value as an argument. */
+static inline int ad_split_keys(void) {
+    static int mk = 0;
+    if (!mk) {
+        const char *e = getenv("CMF_CUDA_ATTN_SPLIT_KEYS");
+        const int v = e && e[0] ? atoi(e) : 64;
+        mk = v >= 1 && v <= 4096 ? v : 64;
+    }
+    return mk;
+}
+
+/* Splits of a decode over n_keys keys: about two blocks per SM of an H100/H200 over all KV heads, at least mk keys
  * each. The same formula runs on the host (grid size) and in the kernels (device positions). */
-static __host__ __device__ __forceinline__ int64_t decode_splits(int n_kv_heads, int64_t n_keys) {
+static __host__ __device__ __forceinline__ int64_t decode_splits(int n_kv_heads, int64_t n_keys, int mk) {
     int64_t want = (264 + n_kv_heads - 1) / n_kv_heads;
-    int64_t by_len = (n_keys + 63) / 64;
+    int64_t by_len = (n_keys + mk - 1) / mk;
     int64_t s = want < by_len ? want : by_len;
     if (s > 1024) s = 1024;
     return s < 1 ? 1 : s;
@@ -28,11 +43,11 @@ struct split_geo {
     int64_t kf, len;
     int ns;
 };
-static __host__ __device__ __forceinline__ split_geo decode_geo(int n_kv_heads, int window, int64_t pos) {
+static __host__ __device__ __forceinline__ split_geo decode_geo(int n_kv_heads, int window, int64_t pos, int mk) {
     split_geo g;
     g.kf = window > 0 && pos - window + 1 > 0 ? pos - window + 1 : 0;
     const int64_t n_keys = pos + 1 - g.kf;
-    int64_t ns = decode_splits(n_kv_heads, n_keys);
+    int64_t ns = decode_splits(n_kv_heads, n_keys, mk);
     g.len = (n_keys + ns - 1) / ns;
     g.ns = (int)((n_keys + g.len - 1) / g.len);
     return g;
@@ -92,7 +107,7 @@ static __device__ __forceinline__ void ad_sync(int bar) {
  * L = pow2(D/8) lanes each hold one key row (16 bytes per lane), GH query heads of the group in registers;
  * per-group online softmax, then a merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
  * of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA samples'
- * threadFenceReduction) merges the splits into out. With fr.on (one head chunk: G <= AD_MAXG), the item first
+ * threadFenceReduction) merges the splits into out. mk: the least keys per split (ad_split_keys). With fr.on (one head chunk: G <= AD_MAXG), the item first
  * normalizes and rotates its query heads into shared memory (warp_head_norm_rope, the code of
  * cmf_cuda_qk_norm_rope_kv), and the item whose split holds the position also does the token's K head, writes K and
  * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the
@@ -103,11 +118,11 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
                                                        int64_t pos, int nsplit, float *__restrict__ work,
                                                        int *__restrict__ done, float *__restrict__ out,
                                                        const AttnRope &fr, int kvh, int split, int hz, int nz, int tid,
-                                                       int bar, AttnSm<GH, L, FR> &S) {
+                                                       int bar, int mk, AttnSm<GH, L, FR> &S) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per item */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int h0 = hz * AD_MAXG;
-    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos);
+    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos, mk);
     if (split >= geo.ns) return; /* a split past this position's keys (grid sized for the longest context) */
     const int64_t k_first = geo.kf, split_len = geo.len;
     const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this item */

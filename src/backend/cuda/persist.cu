@@ -61,7 +61,7 @@ struct PArgs {
     float *x, *q, *k, *v, *att, *hb;
     uint16_t *kc, *vc;
     const int32_t *dpos;
-    int nsplit;
+    int nsplit, mk; /* attention: splits of the scratch layout, least keys per split (ad_split_keys) */
     float *work;
     int *done;
     unsigned *bar; /* [0]: arrivals, [32]: the last released barrier (both zero at launch) */
@@ -374,7 +374,7 @@ static __device__ void p_product(const PSt &s, const PArgs &p, const uint8_t *bu
 static __device__ void p_kv_prefetch(const PArgs &p, int64_t kv_off, int64_t pos, int ns, int nz) {
     const int half = threadIdx.x >> 7, tid = threadIdx.x & 127, D = p.a.head_dim;
     const int items = p.a.n_kv_heads * ns * nz;
-    const split_geo geo = decode_geo(p.a.n_kv_heads, p.a.window, pos);
+    const split_geo geo = decode_geo(p.a.n_kv_heads, p.a.window, pos, p.mk);
     const int64_t row = (int64_t)p.a.n_kv_heads * D, lines = (D * 2 + 127) / 128;
     for (int it = blockIdx.x + half * gridDim.x; it < items; it += 2 * gridDim.x) {
         const int kvh = it % p.a.n_kv_heads, split = (it / p.a.n_kv_heads) % ns;
@@ -457,7 +457,7 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
     p_prefetch(cur, buf[0], p.cap);
     cp_commit();
     const int G = p.a.n_heads / p.a.n_kv_heads, nz = (G + AD_MAXG - 1) / AD_MAXG;
-    const int ns = decode_geo(p.a.n_kv_heads, p.a.window, pos).ns;
+    const int ns = decode_geo(p.a.n_kv_heads, p.a.window, pos, p.mk).ns;
     p_stamp(p, 0);
     bool last = false;
     for (int l = 0; l < p.n_layers; l++) {
@@ -488,7 +488,7 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
                     const int kvh = it % p.a.n_kv_heads, rest = it / p.a.n_kv_heads;
                     attn_split_item<GH, L, false, true>(p.a, p.q, p.kc + Ly.kv_off, p.vc + Ly.kv_off, pos, p.nsplit,
                                                         p.work, p.done, p.att, fr, kvh, rest % ns, rest / ns, nz,
-                                                        threadIdx.x & 127, 1 + half, S[half]);
+                                                        threadIdx.x & 127, 1 + half, p.mk, S[half]);
                 }
                 p_stamp(p, 1 + 10 * l + 3);
                 p_arrive(p, epoch, last);
@@ -671,7 +671,8 @@ cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session 
     p.x = b->x, p.q = b->q, p.k = b->k, p.v = b->v, p.att = b->att, p.hb = b->hb;
     p.kc = (uint16_t *)s->dk, p.vc = (uint16_t *)s->dv, p.dpos = D_POS(I);
     const int64_t keys = s->n_ctx;
-    p.nsplit = (int)decode_splits(a.n_kv_heads, keys);
+    p.nsplit = (int)decode_splits(a.n_kv_heads, keys, ad_split_keys());
+    p.mk = ad_split_keys();
     p.done = (int *)I->d_work, p.work = (float *)((char *)I->d_work + work_counters(&a));
     p.bar = ps->d_bar, p.cap = ps->cap, p.xs_off = ps->xs_off, p.kv_pf = ps->kv_pf, p.prof = ps->d_prof;
     p.bar_mode = ps->bar_mode;
