@@ -24,7 +24,8 @@
  *  - q8_row with the opt-in f16 weight cache of prefill GEMMs (CMF_CUDA_F16_CACHE=1) on a 24-token random prompt,
  *    same bound (not yet run on a GPU);
  *  - CUDA graphs: the same greedy run with decode-step graphs on and off gives bit-identical logits, and the graphs
- *    are really captured and replayed (check_graphs);
+ *    are really captured and replayed (check_graphs; with CMF_CUDA_PERSIST=1 the one-token steps of the models the
+ *    persistent kernel takes run through it instead, and must equal the eager launches too);
  *  - a continuous batch of two sessions (one decode token each, then one prefill chunk next to one decode token)
  *    through cmf_batch_run, against the same batch on the CPU;
  *  - refusals: the O(1) far field on the GPU is CMF_E_UNSUPPORTED.
@@ -43,6 +44,7 @@
 #include "backend/cpu/ops.h"
 #ifdef CMF_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/persist.h"
 #include "model/model.h"
 #endif
 
@@ -124,10 +126,11 @@ static void check_graphs(const char *label, cmf_model *gpu, const int32_t *ids, 
     const int V = cmf_model_vocab_size(gpu);
     enum { STEPS = N_GREEDY, BSTEPS = 6 };
     float *lg[2];
-    uint64_t cap0 = 0, rep0 = 0, cap1 = 0, rep1 = 0;
+    uint64_t cap0 = 0, rep0 = 0, cap1 = 0, rep1 = 0, per0 = 0, per1 = 0;
     for (int on = 1; on >= 0; on--) {
         cmf_backend_cuda_set_graphs(gpu->be, on);
         cmf_backend_cuda_graph_stats(gpu->be, &cap0, &rep0);
+        per0 = cmf_backend_cuda_persist_steps(gpu->be);
         float *out = lg[on] = calloc((size_t)(STEPS + 2 * BSTEPS) * V, sizeof(float));
         cmf_session *s = NULL, *s2 = NULL;
         cmf_batch *b = NULL;
@@ -150,11 +153,16 @@ static void check_graphs(const char *label, cmf_model *gpu, const int32_t *ids, 
         cmf_session_free(s);
         cmf_session_free(s2);
         cmf_backend_cuda_graph_stats(gpu->be, &cap1, &rep1);
-        if (on) /* one capture per shape (1 token, 2 sessions), every other step a replay */
-            CHECK_MSG(cap1 - cap0 >= 2 && rep1 - rep0 >= STEPS + BSTEPS - 3, "%s: graphs captured %llu, replayed %llu",
-                      label, (unsigned long long)(cap1 - cap0), (unsigned long long)(rep1 - rep0));
+        per1 = cmf_backend_cuda_persist_steps(gpu->be);
+        /* with CMF_CUDA_PERSIST=1 the one-token steps of a model it takes run as persistent launches instead
+         * (persist.cu; they start from the G_WAIT state of graph mode, so not while graphs are off) */
+        const uint64_t per = per1 - per0;
+        if (on) /* one capture per shape (1 token, 2 sessions), every other step a replay (or a persistent step) */
+            CHECK_MSG(cap1 - cap0 >= (per ? 1u : 2u) && rep1 - rep0 + per >= STEPS + BSTEPS - 3,
+                      "%s: graphs captured %llu, replayed %llu, persistent steps %llu", label,
+                      (unsigned long long)(cap1 - cap0), (unsigned long long)(rep1 - rep0), (unsigned long long)per);
         else
-            CHECK_MSG(cap1 == cap0 && rep1 == rep0, "%s: graphs used while off", label);
+            CHECK_MSG(cap1 == cap0 && rep1 == rep0 && per == 0, "%s: graphs / persistent steps used while off", label);
     }
     size_t differ = 0;
     for (size_t i = 0; i < (size_t)(STEPS + 2 * BSTEPS) * V; i++) differ += memcmp(&lg[0][i], &lg[1][i], sizeof(float)) != 0;
