@@ -5,13 +5,11 @@
  * Each slot keeps the tokens in its KV cache; a new request goes to the free slot sharing the longest prefix
  * with its prompt, which is truncated to that prefix (cmf_session_truncate) so only the rest is prefilled.
  * Sampling is per request (its own cmf_sampler with its own seed), so batching never changes a request's tokens
- * beyond the batch kernels' rounding (test_batch bounds it). After a forward the rows are sampled first, then each
- * slot detokenizes and queues its events; both run on the forward's own thread pool (the cpu backend's, whose
- * workers still spin from the forward: a draw over a 32k vocabulary costs ~0.2 ms and a greedy argmax ~20 us, 16 of
- * them several % of a 16-stream step on one thread), or, for a backend without a pool, the rows with a temperature
- * are sampled on helper threads and the slots emit one after the other. Which thread samples a row or emits a slot
- * does not change its token or its text (a slot is one thread's at a time; the request fields the HTTP side reads
- * are written under the server mutex). */
+ * beyond the batch kernels' rounding (test_batch bounds it). After a forward the rows are sampled first (when two
+ * or more rows draw with a temperature, on the forward's own thread pool: a draw over a 32k vocabulary costs ~0.2
+ * ms, 16 of them 16% of a step on one thread; for a backend without a pool, on helper threads), then each slot in
+ * turn detokenizes and queues its events (on the scheduler thread: the HTTP threads it wakes send on the other
+ * core meanwhile; emitting on two threads measured slower). Which thread samples a row does not change its token. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +51,7 @@ struct srv_par {
     srv_slot **rows; /* [n_slots] */
     int n_rows;
     atomic_int next;
-    cmf_pool *pool; /* the batch's thread pool when the rows are sampled and emitted on it (then n_th == 0) */
-    cmf_server *s;  /* for the pool's emit task */
+    cmf_pool *pool; /* the batch's thread pool when the rows are sampled on it (then n_th == 0) */
 };
 
 double srv_now(void) {
@@ -265,13 +262,24 @@ static void *par_main(void *arg) {
     return NULL;
 }
 
-/* Samples rows[0..n) (each slot's own sampler on its session's logits) into their drawn/st: on the helpers too
- * when two or more rows draw with a temperature (a greedy row, an argmax of ~20 us, is not worth a wake-up). */
+/* The batch pool's task: samples the published rows until none is left. */
+static void pool_sample(void *ctx, int ith, int nth) {
+    (void)ith, (void)nth;
+    sample_rows(ctx);
+}
+
+/* Samples rows[0..n) (each slot's own sampler on its session's logits) into their drawn/st: when two or more rows
+ * draw with a temperature, on all threads of the batch's pool (or, without one, on the helpers too); else on the
+ * scheduler thread (a greedy row, an argmax of ~20 us, is not worth a wake-up). */
 static void sample_all(srv_par *p, int n) {
     int heavy = 0;
     for (int i = 0; i < n; i++) heavy += p->rows[i]->req->sp.temperature > 0.0f;
     p->n_rows = n;
     atomic_store(&p->next, 0);
+    if (p->pool && heavy >= 2) {
+        cmf_pool_run(p->pool, pool_sample, p);
+        return;
+    }
     if (p->n_th == 0 || heavy < 2) {
         sample_rows(p);
         return;
@@ -324,19 +332,6 @@ static void slot_emit(cmf_server *s, srv_slot *sl) {
         sl->next = tok;
         sl->has_next = 1;
     }
-}
-
-/* Pool tasks over the published rows (each row taken by one thread, by an atomic index). */
-static void pool_sample(void *ctx, int ith, int nth) {
-    (void)ith, (void)nth;
-    srv_par *p = ctx;
-    for (int i; (i = atomic_fetch_add(&p->next, 1)) < p->n_rows;) sample_one(p->rows[i]);
-}
-
-static void pool_emit(void *ctx, int ith, int nth) {
-    (void)ith, (void)nth;
-    srv_par *p = ctx;
-    for (int i; (i = atomic_fetch_add(&p->next, 1)) < p->n_rows;) slot_emit(p->s, p->rows[i]);
 }
 
 /* One step: gather tokens, run one forward, sample. Returns the number of tokens run. */
@@ -397,20 +392,9 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
         srv_slot *sl = &s->slots[i];
         if (sl->in_batch && sl->req && sl->n_fed == sl->req->n_prompt) p->rows[nr++] = sl;
     }
-    if (p->pool && nr > 1) { /* on the forward's pool (its workers still spin), both phases */
-        p->n_rows = nr;
-        atomic_store(&p->next, 0);
-        cmf_pool_run(p->pool, pool_sample, p);
-    } else {
-        sample_all(p, nr);
-    }
+    sample_all(p, nr);
     const double t2 = srv_now();
-    if (p->pool && nr > 1) {
-        atomic_store(&p->next, 0);
-        cmf_pool_run(p->pool, pool_emit, p);
-    } else {
-        for (int i = 0; i < nr; i++) slot_emit(s, p->rows[i]);
-    }
+    for (int i = 0; i < nr; i++) slot_emit(s, p->rows[i]);
     const double t3 = srv_now();
     pthread_mutex_lock(&s->mu);
     s->met.batch_steps++;
@@ -508,10 +492,10 @@ cmf_status srv_sched_start(cmf_server *s) {
     int bt = s->o.batch_tokens > s->o.n_slots ? s->o.batch_tokens : s->o.n_slots;
     cmf_status st = cmf_batch_new(s->m, bt, s->o.n_slots, &s->batch);
     if (st != CMF_OK) return cmf_err_prefix(st, "serve: batch: ");
-    /* sampling and emitting after a forward: on the batch's thread pool when it has one (cpu backend); else sampling
-     * helpers, one fewer than the model's threads (the scheduler is the other), at most 7. Neither when
-     * CMF_SERVE_SAMPLE_HELPERS=0 (the A/B switch of bench/server: all on the scheduler thread); a helper that cannot
-     * be started only means fewer of them */
+    /* sampling rows with a temperature after a forward: on the batch's thread pool when it has one (cpu backend,
+     * whose workers still spin from the forward); else on helpers, one fewer than the model's threads (the scheduler
+     * is the other), at most 7. Neither when CMF_SERVE_SAMPLE_HELPERS=0 (the A/B switch of bench/server: all on the
+     * scheduler thread); a helper that cannot be started only means fewer of them */
     srv_par *p = calloc(1, sizeof *p);
     if (!p || !(p->rows = calloc((size_t)s->o.n_slots, sizeof *p->rows))) {
         free(p);
@@ -525,7 +509,6 @@ cmf_status srv_sched_start(cmf_server *s) {
     nt = nt - 1 < 7 ? nt - 1 : 7;
     if (nt > s->o.n_slots - 1) nt = s->o.n_slots - 1;
     const char *env = getenv("CMF_SERVE_SAMPLE_HELPERS");
-    p->s = s;
     if (env && !strcmp(env, "0")) nt = 0;
     else if (s->batch->pool && cmf_pool_size(s->batch->pool) > 1) p->pool = s->batch->pool, nt = 0;
     p->th = nt > 0 ? calloc((size_t)nt, sizeof *p->th) : NULL;
