@@ -20,8 +20,8 @@
 # of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0";
 # "llama-8b-q8@CMF_CUDA_I8_XPRE=1": that file only),
 # FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them),
-# PROF_AB (settings for a CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 run of each AB_MODELS file, '-' = none: the
-# persistent kernel's per-stage profile line), EXTRA_TARGETS / EXTRA_TESTS (more targets to build / tests to run with
+# PROF_AB (settings for a CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 run of each AB_MODELS file, '-' = none, and
+# "file@settings" for one file: the persistent kernel's per-stage profile line), EXTRA_TARGETS / EXTRA_TESTS (more targets to build / tests to run with
 # the others, PAR=1). test_gpu_persist always runs with the tests.
 # The device machine lacks cJSON / PCRE2 / utf8proc / microhttpd / pkg-config: their Debian .debs are carried in
 # .devdeps/ (see bench/cuda/run_gpu_forward.sh); .devdeps/shared/data/hf-tiny is the shared test data; with
@@ -198,6 +198,7 @@ if has bench; then
             grep test= | sed "s/test=tg@128/test=tg@128-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')/" | tee -a "$OUT/results.txt"
         done
         for v in ${PROF_AB:-}; do # the persistent kernel's stage profile (CMF_CUDA_PERSIST_PROF=1, persist.h)
+          case $v in *@*) [ "${v%%@*}" = "$shape-$dt" ] || continue; v=${v#*@} ;; esac # "file@settings": that file only
           vv=${v//,/ }; [ "$v" = - ] && vv=""
           env $vv CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g 16 -c 128 -r 1 2>&1 |
             grep -E 'persist_' | sed "s|model=$f|model=$shape-$dt setting=$v|" | tee -a "$OUT/results.txt"

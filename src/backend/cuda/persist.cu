@@ -342,6 +342,11 @@ static __device__ void p_product(const PSt &s, const PArgs &p, const uint8_t *bu
         p_task(s, t, &wi, &r0, &r1);
         const uint8_t *w0 = p_w(s, wi, 0), *w1 = p_w(s, wi, 1);
         const unsigned lk = t - t0;
+        float rv[2] = {0.0f, 0.0f}; /* the residual rows (only this warp writes them in this stage): read early */
+        if (s.res && !lane) {
+            rv[0] = __ldcg(s.res + r0);
+            if (r0 + 1 < s.rows[wi]) rv[1] = __ldcg(s.res + r0 + 1);
+        }
         float tot[2];
         p_dot(s, w0 + r0 * s.cols, w1 + r1 * s.cols, lk < nfit ? buf + (uint64_t)lk * 2 * s.cols : nullptr, xq, xs,
               lane, tot);
@@ -364,7 +369,7 @@ static __device__ void p_product(const PSt &s, const PArgs &p, const uint8_t *bu
             const int64_t r = r0 + i;
             if (r >= rows) continue;
             if (s.y[wi]) s.y[wi][r] = o[i];
-            if (s.res) s.res[r] = __ldcg(s.res + r) + o[i];
+            if (s.res) s.res[r] = rv[i] + o[i];
         }
     }
 }
