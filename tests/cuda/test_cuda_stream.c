@@ -4,7 +4,8 @@
  *    two activation levels, n = 1..8, within 1e-5 (the kernel's f32 accumulation);
  *  - q/k/v-style cmf_cuda_matvec_multi over three weights of different row counts (a bias on the second) and
  *    gate/up + GLU give the plain products' bits (+ bias; then cmf_cuda_glu);
- *  - modes 2 (L2 prefetch) and 3 (one block per SM) give mode 1's bits;
+ *  - modes 2 (L2 prefetch) and 3 (one block per SM) give mode 1's bits; the default (by row width) gives the
+ *    streaming kernel's bits on wide rows and the row-group kernel's on narrow ones;
  * at shapes with one partial last step (cols % 512 != 0), fewer rows than warps, several rows per warp, and more
  * than 32 rows per warp (q4tp ladders computed in several batches). The fused residual / RMSNorm of the same kernel
  * are checked by test_cuda_fuse, which ctest also runs with CMF_CUDA_I8_STREAM=1. Exits 77 (ctest SKIP) without a
@@ -17,22 +18,9 @@
 
 static uint64_t rng = 0x7f4a7c159e3779b9ull;
 
-/* A random rows x cols matrix encoded as dt on the device (w->d_data; the caller frees it) and its decoded floats
- * (malloc'd). Rows of different magnitude exercise the scales. */
+/* A random matrix on the device with rows of 5 magnitudes (cuda_ref.h). */
 static float *dev_weight(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
-    float *v = ref_rand_vec(&rng, rows * cols, 0.5f);
-    for (int64_t r = 0; r < rows; r++)
-        for (int64_t c = 0; c < cols; c++) v[r * cols + c] *= (float)(1 + r % 5);
-    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
-    uint64_t nb = 0;
-    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
-    uint8_t *p = malloc((size_t)nb);
-    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, v, p));
-    OK(cmf_dequant(dt, 2, shape, p, nb, v));
-    w->dtype = dt, w->rows = rows, w->cols = cols;
-    w->d_data = ref_dev_from(p, (size_t)nb);
-    free(p);
-    return v;
+    return ref_dev_weight(&rng, dt, rows, cols, 5, w);
 }
 
 static float *download(const float *d, int64_t n) {
@@ -151,13 +139,42 @@ static void test_modes(int dt, int64_t rows, int64_t cols) {
             cmf_cuda_free(d_y);
         }
         const int64_t bad = ndiff(y[1], y[0], n * rows) + ndiff(y[2], y[0], n * rows);
-        CHECK_MSG(bad == 0, "stream modes 2 / 3 %s [%lld, %lld] n=%d: %lld values differ from mode 1", cmf_dtype_name(dt),
-                  (long long)rows, (long long)cols, n, (long long)bad);
+        CHECK_MSG(bad == 0, "stream modes 2 / 3 %s [%lld, %lld] n=%d: %lld values differ from mode 1",
+                  cmf_dtype_name(dt), (long long)rows, (long long)cols, n, (long long)bad);
         for (int i = 0; i < 3; i++) free(y[i]);
         cmf_cuda_free(d_x);
         free(x);
     }
     cmf_cuda_free((void *)w.d_data);
+}
+
+/* The default (-1) takes the streaming kernel's bits for rows of `wide` columns and the row-group kernel's for
+ * `narrow` ones (cuda_ops.h, cmf_cuda_set_i8_stream). */
+static void test_auto(int dt, int64_t wide, int64_t narrow) {
+    cmf_cuda_set_i8act(1);
+    for (int k = 0; k < 2; k++) {
+        const int64_t rows = 130, cols = k ? narrow : wide;
+        cmf_cuda_weight w;
+        free(dev_weight(dt, rows, cols, &w));
+        float *x = ref_rand_vec(&rng, cols, 1.0f), *d_x = ref_dev_from(x, sizeof(float) * (size_t)cols);
+        float *y[2];
+        const int modes[2] = {-1, k ? 0 : 1};
+        for (int m = 0; m < 2; m++) {
+            cmf_cuda_set_i8_stream(modes[m]);
+            float *d_y = ref_dev_poison(sizeof(float) * (size_t)rows);
+            OK(cmf_cuda_matvec(&w, d_x, d_y, 1, NULL));
+            y[m] = download(d_y, rows);
+            cmf_cuda_free(d_y);
+        }
+        const int64_t bad = ndiff(y[0], y[1], rows);
+        CHECK_MSG(bad == 0, "default kernel %s [%lld, %lld]: %lld values differ from mode %d", cmf_dtype_name(dt),
+                  (long long)rows, (long long)cols, (long long)bad, modes[1]);
+        free(y[0]);
+        free(y[1]);
+        cmf_cuda_free(d_x);
+        free(x);
+        cmf_cuda_free((void *)w.d_data);
+    }
 }
 
 int main(void) {
@@ -179,7 +196,9 @@ int main(void) {
         test_shape(dts[di], 150000, 64, 3, 1, one, 1);
         test_modes(dts[di], 150000, 64);
     }
-    cmf_cuda_set_i8_stream(0);
+    test_auto(CMF_DT_Q8_ROW, 4096, 2048);
+    test_auto(CMF_DT_Q4TP, 2048, 1024);
+    cmf_cuda_set_i8_stream(-1);
     cmf_cuda_set_i8act(1);
     CMF_TEST_END();
 }

@@ -105,14 +105,16 @@ cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_
  * captured with). cmf_cuda_i8act_on returns the levels (0 = f32 activations). */
 int cmf_cuda_i8act_on(void);
 void cmf_cuda_set_i8act(int levels);
-/* Which kernel runs those int8-activation products (matvec_i8s.cu): 0 the row-group kernel (default), 1 the
- * streaming kernel (each warp of a persistent grid streams whole rows through a ring of loads in flight), 2 that
- * with the next CMF_CUDA_I8S_PF (8) chunks of every warp prefetched into L2 before the PDL wait, 3 that with one
- * block per multiprocessor (so the next kernel's blocks can start beside it). Modes 1-3 give the same bits (each
- * row summed by one warp in the row-group kernel's order with CMF_CUDA_I8_SPLIT=0); in every mode the plain / multi /
- * GLU outputs agree bit for bit. CMF_CUDA_I8_STREAM in the
- * environment (read at the first call) or this setter (process-wide; tests and benchmarks; not while products are
- * captured into a CUDA graph). */
+/* Which kernel runs those int8-activation products (matvec_i8s.cu): -1 (default) by the row width: the streaming
+ * kernel for rows of >= 4096 columns (q8_row) / >= 2048 (q4tp), the row-group kernel of matvec_i8.cu below (a q/k/v
+ * group or gate/up pair and its members' plain products share the columns, so they keep one kernel and the same
+ * bits); 0 always the row-group kernel; 1 always the streaming kernel (each warp of a persistent grid streams whole
+ * rows through a ring of loads in flight); 2 that with the next CMF_CUDA_I8S_PF (8) chunks of every warp
+ * prefetched into L2 before the PDL wait; 3 that with one block per multiprocessor. Modes 1-3 give the same bits
+ * (each row summed by one warp in the row-group kernel's order with CMF_CUDA_I8_SPLIT=0); in every mode the plain /
+ * multi / GLU outputs agree bit for bit. CMF_CUDA_I8_STREAM=0..3 in the environment (read at the first call) or this
+ * setter (process-wide; tests and benchmarks; not while products are captured into a CUDA graph). Measured:
+ * bench/cuda/RESULTS.md (helper cudamv). */
 void cmf_cuda_set_i8_stream(int mode);
 
 /* L2 prefetch of weights ahead of the decode products (the next products' weights stream into L2 while this one

@@ -190,11 +190,22 @@ static __device__ __forceinline__ int i8_chunk_q4tp(uint4 w, int4 xa, int4 xb) {
 }
 
 /* The streaming kernel (matvec_i8s.cu): the same products and results layout as mv_i8_launch (same arguments,
- * j filled the same way), each warp of a persistent grid streaming a contiguous range of whole rows. */
-cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s);
-/* 0: the row-group kernel; 1: the streaming kernel; 2: it with an L2 prefetch beyond its load ring before the PDL
- * wait; 3: that with one block per SM (CMF_CUDA_I8_STREAM, read once; cmf_cuda_set_i8_stream). */
+ * j filled the same way), each warp of a persistent grid streaming a contiguous range of whole rows; mode 1..3 as
+ * mv_i8_stream_mode. */
+cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, int mode, cudaStream_t s);
+/* CMF_CUDA_I8_STREAM (read once) or cmf_cuda_set_i8_stream: -1 (unset) by the row width (mv_i8_stream_pick); 0 the
+ * row-group kernel; 1 the streaming kernel; 2 it with an L2 prefetch beyond its load ring before the PDL wait; 3
+ * that with one block per SM. */
 int mv_i8_stream_mode(void);
+/* The kernel of one launch: the mode when set, else 1 (streaming) for rows of at least I8S_AUTO_COLS_Q8 (q8_row) /
+ * I8S_AUTO_COLS_Q4TP (q4tp) columns, 0 (row-group) for narrower rows. By the columns alone, which a q/k/v group and
+ * a gate/up pair share with their members' plain products, so fused and plain products keep taking one kernel (the
+ * same bits). bench/cuda/RESULTS.md (cudamv, 07:21): streaming wins on the Llama-8B layer's products (q8 layer
+ * 86.3 -> 77.9 us, q4tp 91.0 -> 67.6 us; q4tp 9728x2560 +20%) and loses on the 0.6B shapes (1024x1024 q8 4.3 ->
+ * 5.2 us) and q8 rows of 2560 columns (9728x2560 13.4 -> 13.8 us). */
+int mv_i8_stream_pick(int dtype, int64_t cols);
+#define I8S_AUTO_COLS_Q8 4096
+#define I8S_AUTO_COLS_Q4TP 2048
 /* The streaming kernel's limit on the activations' shared memory (i8_smem): q4tp keeps 32 KiB of ladders besides. */
 #define I8S_SMEM_MAX(dt) ((dt) == CMF_DT_Q4TP ? 190 * 1024 : I8_SMEM_MAX)
 

@@ -21,17 +21,23 @@
 
 #include "backend/cuda/matvec_i8.cuh"
 
-static int g_i8s = -1; /* -1: not read yet; a benign race (every thread computes the same value) */
+static int g_i8s = -2; /* -2: not read yet; -1: by size; a benign race (every thread computes the same value) */
 
 int mv_i8_stream_mode(void) {
-    if (g_i8s < 0) {
+    if (g_i8s < -1) {
         const char *e = getenv("CMF_CUDA_I8_STREAM");
-        g_i8s = e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
+        g_i8s = e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : -1;
     }
     return g_i8s;
 }
 
-extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode >= 1 && mode <= 3 ? mode : 0; }
+extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode >= 0 && mode <= 3 ? mode : -1; }
+
+int mv_i8_stream_pick(int dtype, int64_t cols) {
+    const int m = mv_i8_stream_mode();
+    if (m >= 0) return m;
+    return cols >= (dtype == CMF_DT_Q4TP ? I8S_AUTO_COLS_Q4TP : I8S_AUTO_COLS_Q8) ? 1 : 0;
+}
 
 /* The weight index and row of unit u (GLU: output row u of gate and up; else the rows of w[0], w[1], ... in
  * sequence). u may be one past the last unit (then nothing is loaded from the result). */
@@ -293,7 +299,7 @@ static __global__ void __launch_bounds__(256, 2)
 /* One launch for n tokens: the grid is what the device holds at once of this instance at this shared-memory size
  * (cached per instance), at most one block per 8 units; q4tp: at least enough blocks for LR units per warp. */
 template <int DT, int N, int GLU, int P>
-static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, cudaStream_t s) {
+static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, int mode, cudaStream_t s) {
     enum { SLOTS = 8 };
     static size_t occ_smem[SLOTS]; /* per instance; benign races (same values) */
     static int occ_val[SLOTS], occ_n, attr;
@@ -308,13 +314,14 @@ static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, i
         if (occ_smem[i] == smem) occ = occ_val[i];
     if (!occ) {
         int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8s<DT, N, GLU, P>, 256, smem) != cudaSuccess || b < 1)
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8s<DT, N, GLU, P>, 256, smem) != cudaSuccess ||
+            b < 1)
             b = 1;
         occ = b < 4 ? b : 4;
         const int slot = occ_n < SLOTS ? occ_n++ : (int)(smem % SLOTS);
         occ_smem[slot] = smem, occ_val[slot] = occ;
     }
-    if (mv_i8_stream_mode() == 3) occ = 1; /* one block per SM: room for the next kernel's early blocks */
+    if (mode == 3) occ = 1; /* one block per SM: room for the next kernel's early blocks */
     const unsigned cap = (unsigned)(i8_sms() * occ), need = (j.groups + I8_WARPS - 1) / I8_WARPS;
     unsigned grid = need < cap ? (need ? need : 1) : cap;
     if (DT == CMF_DT_Q4TP) { /* at most LR rows per warp (their ladders in shared memory): more blocks, in waves */
@@ -328,21 +335,21 @@ static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, i
 /* Ring depth: 8 chunks of 16 bytes in flight per lane (GLU: 4 per row of the pair). (16 measured slower on Llama-8B
  * q8 decode: 218 vs 288 tok/s, the ring spilled.) */
 template <int DT, int GLU>
-static cmf_status i8s_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, cudaStream_t s) {
+static cmf_status i8s_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, int mode, cudaStream_t s) {
     constexpr int P = GLU ? 4 : 8;
     switch (n) {
-    case 1: return i8s_launch_inst<DT, 1, GLU, P>(j, smem, x, gelu, s);
-    case 2: return i8s_launch_inst<DT, 2, GLU, P>(j, smem, x, gelu, s);
-    case 3: return i8s_launch_inst<DT, 3, GLU, P>(j, smem, x, gelu, s);
-    case 4: return i8s_launch_inst<DT, 4, GLU, P>(j, smem, x, gelu, s);
-    case 5: return i8s_launch_inst<DT, 5, GLU, P>(j, smem, x, gelu, s);
-    case 6: return i8s_launch_inst<DT, 6, GLU, P>(j, smem, x, gelu, s);
-    case 7: return i8s_launch_inst<DT, 7, GLU, P>(j, smem, x, gelu, s);
-    default: return i8s_launch_inst<DT, 8, GLU, P>(j, smem, x, gelu, s);
+    case 1: return i8s_launch_inst<DT, 1, GLU, P>(j, smem, x, gelu, mode, s);
+    case 2: return i8s_launch_inst<DT, 2, GLU, P>(j, smem, x, gelu, mode, s);
+    case 3: return i8s_launch_inst<DT, 3, GLU, P>(j, smem, x, gelu, mode, s);
+    case 4: return i8s_launch_inst<DT, 4, GLU, P>(j, smem, x, gelu, mode, s);
+    case 5: return i8s_launch_inst<DT, 5, GLU, P>(j, smem, x, gelu, mode, s);
+    case 6: return i8s_launch_inst<DT, 6, GLU, P>(j, smem, x, gelu, mode, s);
+    case 7: return i8s_launch_inst<DT, 7, GLU, P>(j, smem, x, gelu, mode, s);
+    default: return i8s_launch_inst<DT, 8, GLU, P>(j, smem, x, gelu, mode, s);
     }
 }
 
-cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, cudaStream_t s) {
+cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, int mode, cudaStream_t s) {
     int64_t units = glu ? j.w[0].rows : 0;
     if (!glu)
         for (int i = 0; i < j.count; i++) units += j.w[i].rows;
@@ -355,14 +362,14 @@ cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, 
         const char *e = getenv("CMF_CUDA_I8S_PF");
         spf = e && atoi(e) > 0 ? (atoi(e) < 64 ? atoi(e) : 64) : 8;
     }
-    j.spf = mv_i8_stream_mode() >= 2 ? spf : 0;
+    j.spf = mode >= 2 ? spf : 0;
     cmf_status st;
     if (dtype == CMF_DT_Q8_ROW)
-        st = glu ? i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, s)
-                 : i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, s);
+        st = glu ? i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, mode, s)
+                 : i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, mode, s);
     else
-        st = glu ? i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, s)
-                 : i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, s);
+        st = glu ? i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, mode, s)
+                 : i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, mode, s);
     if (st != CMF_OK) return st;
     CU_LAUNCHED("matvec (int8 activations, streaming) kernel");
     return CMF_OK;
