@@ -18,31 +18,16 @@ MODELS=${MODELS-"llama-8b:q8 llama-8b:q4tp"}
 VARIANTS=${VARIANTS:-"- CMF_CUDA_I8_STREAM=1 CMF_CUDA_I8_STREAM=2 -"}
 CTX=${CTX:-128}
 TEST_STREAM=${TEST_STREAM:-1}
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s]"; }
-S=$R
-if [ -f $DEPS/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf $DEPS/head.tar -C /tmp/cmfsrc && S=/tmp/cmfsrc; fi
-P=/tmp/cmfdeps
-mkdir -p $P && for f in "$R"/$DEPS/*.deb; do dpkg -x "$f" $P; done
-sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc 2>/dev/null
-export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
+. "$R/bench/cuda/lib.sh" # el, cmf_dev_setup (S, P, the carried libraries), cmf_configure, geo
+cmf_dev_setup
 B=$S/build-mv
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1); head: $(cat $DEPS/head.rev 2>/dev/null)"
 echo "== build $(el)"
 T=${TARGETS:-"test_cuda_stream test_cuda_fuse test_cuda_ops bench_cuda make_random_llama gpu_bench"}
 [ "${FWD:-0}" = 1 ] && T="$T test_gpu_forward"
-cmake -S $S -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
-  -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$OUT/build.log" 2>&1 &&
+cmf_configure $B > "$OUT/build.log" 2>&1 &&
   cmake --build $B -j32 --target $T >> "$OUT/build.log" 2>&1 ||
   { grep -E 'error|Error' "$OUT/build.log" | head -30; exit 1; }
-geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (hf_bench.py's SHAPES)
-  case $1 in
-  qwen3-0.6b) echo 1024 28 3072 151936 16 8 128 1 1 ;;
-  qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
-  llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
-  esac
-}
 ( for m in $MODELS; do
     timeout 200 $B/tests/gpu/make_random_llama /tmp/ab-${m%%:*}-${m##*:}.part ${m##*:} $(geo ${m%%:*}) 24 > /dev/null &&
       mv /tmp/ab-${m%%:*}-${m##*:}.part /tmp/ab-${m%%:*}-${m##*:}.cmf

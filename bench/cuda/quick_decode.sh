@@ -17,18 +17,10 @@ STAGES=build OUT=$OUT bash bench/cuda/run_acceptance.sh || exit 1
 S=/tmp/cmfsrc
 [ -d $S ] || S=$R
 B=$S/build-acc
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s]"; }
+. "$R/bench/cuda/lib.sh" # el, geo
 SHAPES=${SHAPES:-"qwen3-0.6b qwen3-4b llama-8b"}
 DTYPES=${DTYPES:-"q8"}
 FIRST_DTYPES=${FIRST_DTYPES:-"q8 bf16 q4tp"} # dtypes of the first shape
-geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (hf_bench.py's SHAPES)
-  case $1 in
-  qwen3-0.6b) echo 1024 28 3072 151936 16 8 128 1 1 ;;
-  qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
-  llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
-  esac
-}
 first=${SHAPES%% *}
 files=""
 ( for shape in $SHAPES; do
