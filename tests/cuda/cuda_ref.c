@@ -14,6 +14,23 @@ void *ref_dev_poison(size_t bytes) {
     return d;
 }
 
+float *ref_dev_weight(uint64_t *rng, int dt, int64_t rows, int64_t cols, int row_mod, cmf_cuda_weight *w) {
+    float *v = ref_rand_vec(rng, rows * cols, 0.5f);
+    if (row_mod > 0)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t c = 0; c < cols; c++) v[r * cols + c] *= (float)(1 + r % row_mod);
+    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
+    uint64_t nb = 0;
+    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
+    uint8_t *p = malloc((size_t)nb);
+    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, v, p));
+    OK(cmf_dequant(dt, 2, shape, p, nb, v));
+    w->dtype = dt, w->rows = rows, w->cols = cols;
+    w->d_data = ref_dev_from(p, (size_t)nb);
+    free(p);
+    return v;
+}
+
 int ref_have_device(void) {
     int ndev = 0;
     cmf_cuda_device_count(&ndev);

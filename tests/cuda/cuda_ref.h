@@ -33,6 +33,10 @@ int ref_have_device(void);
 void *ref_dev_from(const void *h, size_t bytes);
 /* n floats uniform in [-amp, amp) from the stream *rng (malloc'd; the caller frees). */
 float *ref_rand_vec(uint64_t *rng, int64_t n, float amp);
+/* A random rows x cols matrix (ref_rand_vec amplitude 0.5; row r times 1 + r % row_mod when row_mod > 0, rows of
+ * different magnitude) encoded as dt and uploaded (w->d_data; the caller frees it); returns the decoded floats of
+ * the encoded matrix (malloc'd; the caller frees them). */
+float *ref_dev_weight(uint64_t *rng, int dt, int64_t rows, int64_t cols, int row_mod, cmf_cuda_weight *w);
 
 /* Attention reference: q [n_tok][H][D] at positions pos0.., K/V f16 cache [ctx][KV][D]; out [n_tok][H][D]. */
 void ref_attention(int H, int KV, int D, float scale, float softcap, int window, const float *q,

@@ -18,20 +18,9 @@
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 
-/* A random rows x cols matrix encoded as dt, on the device (w->d_data; the caller frees it), and the decoded floats
- * of the encoded matrix (malloc'd; the caller frees them). */
+/* A random rows x cols matrix encoded as dt, on the device, and its decoded floats (cuda_ref.h). */
 static float *dev_weight_dec(int dt, int64_t rows, int64_t cols, cmf_cuda_weight *w) {
-    float *v = ref_rand_vec(&rng, rows * cols, 0.5f);
-    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
-    uint64_t nb = 0;
-    CHECK(cmf_dtype_nbytes(dt, 2, shape, &nb) == 1);
-    uint8_t *p = malloc((size_t)nb);
-    OK(cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, v, p));
-    OK(cmf_dequant(dt, 2, shape, p, nb, v));
-    w->dtype = dt, w->rows = rows, w->cols = cols;
-    w->d_data = ref_dev_from(p, (size_t)nb);
-    free(p);
-    return v;
+    return ref_dev_weight(&rng, dt, rows, cols, 0, w);
 }
 
 /* dev_weight_dec without the decoded floats. */
