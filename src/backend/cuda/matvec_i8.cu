@@ -1,6 +1,7 @@
 /* matvec_i8.cu — decode products y = x W^T (1..8 tokens) with int8 activations and integer dot products, for the
- * q8_row and q4tp layouts (CMF_FORMAT.md §2.2, §2.6) read in place. The f32-activation kernels of matvec.cu stay
- * for every other dtype and when CMF_CUDA_I8ACT=0 (cmf_cuda_set_i8act).
+ * q8_row and q4tp layouts (CMF_FORMAT.md §2.2, §2.6) read in place: the row-group kernel here, and the entry points
+ * (mv_i8_launch hands rows of >= 4096 / 2048 columns to the streaming kernel of matvec_i8s.cu by default). The
+ * f32-activation kernels of matvec.cu stay for every other dtype and when CMF_CUDA_I8ACT=0 (cmf_cuda_set_i8act).
  *
  * Why: an f32-activation q8 product converts every weight to f32 and reads 4 bytes of activation from L1 per
  * weight byte; on Hopper that (not DRAM) limits it to 41-49 % of the copy bandwidth on 4096-wide rows
@@ -22,7 +23,8 @@
  * ladders) is loaded before the PDL wait (common.cuh: weights are immutable), so the weight stream starts while
  * the previous kernel of the step finishes. Per chunk: an exact int32 sum, then acc += (float)isum * xscale (q4tp:
  * (isum - 8 * block sum) * xscale * tile scale); the row scale (q8) multiplies the warp-reduced sum. Every product
- * (plain, q/k/v multi, gate/up + GLU) runs this one kernel, so the fused outputs keep the plain product's bits. */
+ * (plain, q/k/v multi, gate/up + GLU) of one row width runs one kernel, so the fused outputs keep the plain
+ * product's bits. */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,6 +1,7 @@
 /* matvec_i8s.cu — the streaming form of the int8-activation decode products (q8_row, q4tp; CMF_FORMAT.md §2.2,
- * §2.6), selected by CMF_CUDA_I8_STREAM=1|2 or cmf_cuda_set_i8_stream (the row-group kernel of matvec_i8.cu stays
- * the default until the same-call A/B of bench/cuda/RESULTS.md says otherwise).
+ * §2.6): by default for rows of >= 4096 (q8_row) / >= 2048 (q4tp) columns, the row-group kernel of matvec_i8.cu
+ * below (mv_i8_stream_pick; CMF_CUDA_I8_STREAM / cmf_cuda_set_i8_stream force either; measured in
+ * bench/cuda/RESULTS.md, "streaming int8-activation products").
  *
  * Why: the row-group kernel loads one batch of 16-byte chunks per warp, waits for it, sums, reduces and stores, then
  * starts the next row group: each round trip to DRAM is exposed, and the last round of groups over the resident
@@ -9,7 +10,7 @@
  * warps, to within one row) and walks its rows' 16-byte chunks as one sequence through a ring of P register slots:
  * chunk k + P is loaded as soon as chunk k is summed, so each lane keeps P loads (P * 16 bytes, 2 rows for GLU) in
  * flight across row boundaries, and the next rows' q8 scales / q4tp tile codes arrive with their weights. The first
- * P chunks (and the first row's q4tp ladder) are loaded before the PDL wait.
+ * P chunks (and the ladders of all the warp's q4tp rows) are loaded before the PDL wait.
  *
  * Results: each output row is summed by one warp, lane l taking the row's chunks at columns step * STEP + l * W in
  * step order (q8: acc = fmaf((float)dp4a_sum, xscale, acc); q4tp: fmaf((isum - 8 * block sum) * xscale, tile scale,
