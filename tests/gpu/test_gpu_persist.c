@@ -8,7 +8,8 @@
  *    16 / 8 heads of 128, MLP 3072: o_proj and down_proj rows take matvec_i8.cu's 2-warp split-column sums) and a
  *    Llama-shaped MHA pair (hidden 512, 4 / 4 heads of 128, MLP 1536, no q/k norm).
  * The prompt is 60 tokens and 24 steps follow, so the attention's split count changes inside the run (64 keys per
- * split). A two-session batch step must fall back (not counted) and still match. Without a CUDA device: exit 77. */
+ * split). A two-session batch step must fall back (not counted) and still match. The same with the weights moved
+ * by the bulk-copy engine (CMF_CUDA_PERSIST_TMA=1). Without a CUDA device: exit 77. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +80,22 @@ static void check_file(const char *label, const char *path) {
               (double)cmf_test_rel_diff(off, on, n));
     printf("%s: %llu persistent steps, logits %s\n", label, (unsigned long long)p_on,
            differ ? "DIFFER" : "bit-identical to the graph path");
+    cmf_model_free(m);
+    /* the weights by bulk copies (CMF_CUDA_PERSIST_TMA=1, read when the backend builds its kernel table) */
+    setenv("CMF_CUDA_PERSIST_TMA", "1", 1);
+    m = NULL;
+    if (cmf_model_load_on(path, NULL, "cuda", &m) == CMF_OK) {
+        const uint64_t p_tma = run(label, m, 1, on);
+        differ = 0;
+        for (size_t i = 0; i < n; i++) differ += memcmp(&off[i], &on[i], sizeof(float)) != 0;
+        CHECK_MSG(p_tma == N_STEPS && differ == 0, "%s: bulk copies: %llu persistent steps, %zu logits differ", label,
+                  (unsigned long long)p_tma, differ);
+        printf("%s: bulk copies: %llu persistent steps, logits %s\n", label, (unsigned long long)p_tma,
+               differ ? "DIFFER" : "bit-identical to the graph path");
+    } else {
+        CHECK_MSG(0, "%s: load: %s", label, cmf_last_error());
+    }
+    unsetenv("CMF_CUDA_PERSIST_TMA");
     free(off);
     free(on);
     cmf_model_free(m);
