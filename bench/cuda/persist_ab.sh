@@ -18,28 +18,14 @@ mkdir -p "$OUT"
 LOG=$OUT/persist_ab.txt
 SHAPES=${SHAPES:-"qwen3-0.6b"}
 AB=${AB:-"- CMF_CUDA_PERSIST=1"}
-T0=$(date +%s)
-el() { echo "[$(($(date +%s) - T0)) s]"; }
-if [ -f $DEPS/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf $DEPS/head.tar -C /tmp/cmfsrc && cd /tmp/cmfsrc; fi
+. "$R/bench/cuda/lib.sh" # el, cmf_dev_setup (S: the tree to build, P: libraries), cmf_configure, geo
+cmf_dev_setup
+cd "$S"
 B=$PWD/build-pab
-P=/tmp/cmfdeps
-mkdir -p $P && for f in "$R"/$DEPS/*.deb; do dpkg -x "$f" $P; done
-sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc 2>/dev/null
-export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
-geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (run_acceptance.sh's)
-  case $1 in
-  qwen3-0.6b) echo 1024 28 3072 151936 16 8 128 1 1 ;;
-  qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
-  llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
-  esac
-}
 {
   echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
-  echo "commit: $(cat .commit 2>/dev/null || git rev-parse --short HEAD 2>/dev/null || echo '?')"
   echo "== build $(el)"
-  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
-    -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > /tmp/pab-build.log 2>&1 &&
+  cmf_configure $B > /tmp/pab-build.log 2>&1 &&
     cmake --build $B -j32 --target ${TESTS:-test_gpu_persist} make_random_llama gpu_bench >> /tmp/pab-build.log 2>&1
   brc=$?
   echo "build rc=$brc $(el)"

@@ -43,22 +43,16 @@ EXTRA_TESTS=${EXTRA_TESTS:-}
 CONVERT=${CONVERT-"qwen3-0.6b"} # (set and empty: no conversion)
 REPS=${REPS:-3}
 GEN=${GEN:-64}
-T0=$(date +%s)
-el() { echo "[$(( $(date +%s) - T0 )) s]"; }
 has() { case " $STAGES " in *" $1 "*) return 0 ;; *) return 1 ;; esac; }
-if [ -f $DEPS/head.tar ]; then rm -rf /tmp/cmfsrc && mkdir -p /tmp/cmfsrc && tar -xf $DEPS/head.tar -C /tmp/cmfsrc && cd /tmp/cmfsrc; fi
+. "$R/bench/cuda/lib.sh" # el, cmf_dev_setup (S: the tree to build, P: libraries), cmf_configure, geo
+cmf_dev_setup
+cd "$S"
 B=$PWD/build-acc
-P=/tmp/cmfdeps
-mkdir -p $P && for f in "$R"/$DEPS/*.deb; do dpkg -x "$f" $P; done
-sed -i '/^Requires.private/d' $P/usr/lib/x86_64-linux-gnu/pkgconfig/libmicrohttpd.pc 2>/dev/null
-export LD_LIBRARY_PATH=$P/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export PKG_CONFIG_SYSROOT_DIR=$P PKG_CONFIG_LIBDIR=$P/usr/lib/x86_64-linux-gnu/pkgconfig:$P/usr/share/pkgconfig
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader > "$M/gpu.txt" 2>&1
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(head -1 "$M/gpu.txt")"
 if has build; then
   echo "== build $(el)"
-  cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release -DCMF_WERROR=OFF -DCMF_SHARED_DIR="$R/$DEPS/shared" \
-    -DPKG_CONFIG_EXECUTABLE=$P/usr/bin/pkgconf -DCMAKE_C_FLAGS="-I$P/usr/include" > "$M/build.log" 2>&1 &&
+  cmf_configure $B > "$M/build.log" 2>&1 &&
     cmake --build $B -j32 --target cmf-cli test_gpu_forward test_cuda_ops test_cuda_fuse test_prefill_tc make_random_llama gpu_bench bench_cuda \
       test_gpu_persist $EXTRA_TARGETS \
       $(has dory && echo test_gpu_dory make_random_dory dory_gpu_bench) >> "$M/build.log" 2>&1
@@ -68,13 +62,6 @@ if has build; then
 fi
 TESTENV="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$PWD/tests/data"
 mkdir -p /tmp/gft
-geo() { # hidden layers intermediate vocab n_heads n_kv_heads head_dim qk_norm tied (hf_bench.py's SHAPES)
-  case $1 in
-  qwen3-0.6b) echo 1024 28 3072 151936 16 8 128 1 1 ;;
-  qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
-  llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
-  esac
-}
 PAR=${PAR:-1}
 if [ "$PAR" = 1 ] && has bench; then # the random files, one ahead of the bench loop (which waits for each)
   ( for shape in $SHAPES; do

@@ -38,6 +38,8 @@
 #include "backend/cuda/persist.h"
 #include "backend/cuda/weights.cuh"
 
+int mv_i8_stream_pick(int dtype, int64_t cols); /* matvec_i8.cuh (its header's static helpers are not needed here) */
+
 namespace cmf_cuda_be {
 
 enum { PK_THREADS = 256, PK_WARPS = PK_THREADS / 32, PK_PRE = 4 /* tasks per warp with preloaded row scales */ };
@@ -623,8 +625,11 @@ static int env_on(const char *name, int dflt) {
     return e && e[0] ? atoi(e) : dflt;
 }
 
-/* matvec_i8.cu's warps per row of `cols` columns (its split rule and switches). */
+/* The split-column segments of the graph path's product of q8_row rows of `cols` columns: 1 where it takes the
+ * streaming kernel (matvec_i8s.cu, mv_i8_stream_pick: one warp per whole row), else the row-group kernel's warps
+ * per row (matvec_i8.cu: its split rule and switches). */
 static int ks_of(int64_t cols) {
+    if (mv_i8_stream_pick(CMF_DT_Q8_ROW, cols)) return 1;
     const int split = env_on("CMF_CUDA_I8_SPLIT", 1) != 0;
     const int ks4 = env_on("CMF_CUDA_I8_KS4", 8192) > 0 ? env_on("CMF_CUDA_I8_KS4", 8192) : 8192;
     return !split ? 1 : cols >= ks4 ? 4 : cols >= 2048 ? 2 : 1;
