@@ -22,7 +22,8 @@
 # FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them),
 # PROF_AB (settings for a CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 run of each AB_MODELS file, '-' = none, and
 # "file@settings" for one file: the persistent kernel's per-stage profile line), EXTRA_TARGETS / EXTRA_TESTS (more targets to build / tests to run with
-# the others, PAR=1). test_gpu_persist always runs with the tests.
+# the others, PAR=1), SKIP (files not written nor timed, e.g. "llama-8b-bf16 qwen3-4b-q4tp": a call with less device
+# time). test_gpu_persist always runs with the tests.
 # The device machine lacks cJSON / PCRE2 / utf8proc / microhttpd / pkg-config: their Debian .debs are carried in
 # .devdeps/ (see bench/cuda/run_gpu_forward.sh); .devdeps/shared/data/hf-tiny is the shared test data; with
 # .devdeps/head.tar (`git archive HEAD`) that committed tree is built instead of the working tree.
@@ -67,6 +68,7 @@ if [ "$PAR" = 1 ] && has bench; then # the random files, one ahead of the bench 
   ( for shape in $SHAPES; do
       case " $CONVERT " in *" $shape "*) continue ;; esac
       for dt in $DTYPES; do
+        case " ${SKIP:-} " in *" $shape-$dt "*) continue ;; esac
         while [ "$(ls /tmp/*.cmf 2>/dev/null | wc -l)" -ge 2 ]; do sleep 1; done
         nice -n 19 timeout 300 $B/tests/gpu/make_random_llama /tmp/$shape-$dt.part $dt $(geo $shape) 8 > /dev/null &&
           mv /tmp/$shape-$dt.part /tmp/$shape-$dt.cmf || touch /tmp/$shape-$dt.failed
@@ -164,6 +166,7 @@ if has bench; then
     done
     for p in $cpids; do wait $p; done # (not a bare wait: the file writer runs in the background too)
     for dt in $DTYPES; do
+      case " ${SKIP:-} " in *" $shape-$dt "*) continue ;; esac
       f=/tmp/$shape-$dt.cmf
       if [ -z "$save" ] && [ -n "${GEN_PID:-}" ]; then # written in the background
         while [ ! -f $f ] && [ ! -f /tmp/$shape-$dt.failed ] && kill -0 $GEN_PID 2>/dev/null; do sleep 1; done
