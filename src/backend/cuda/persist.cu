@@ -35,10 +35,9 @@
 
 #include "backend/cuda/attn_decode.cuh"
 #include "backend/cuda/backend_cuda.cuh"
+#include "backend/cuda/matvec_i8.cuh"
 #include "backend/cuda/persist.h"
 #include "backend/cuda/weights.cuh"
-
-int mv_i8_stream_pick(int dtype, int64_t cols); /* matvec_i8.cuh (its header's static helpers are not needed here) */
 
 namespace cmf_cuda_be {
 
@@ -272,24 +271,6 @@ static __device__ __forceinline__ void p_scales(const PSt &s, float (&rs)[PK_PRE
     }
 }
 
-/* Q8_0 of one block of 32 held by 8 lanes (matvec_i8.cu's rule): scale d, packed int8 word p. */
-static __device__ __forceinline__ void p_qblock(const float (&e)[4], float *d_out, uint32_t *p_out) {
-    float a = fmaxf(fmaxf(fabsf(e[0]), fabsf(e[1])), fmaxf(fabsf(e[2]), fabsf(e[3])));
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
-    a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
-    const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
-    uint32_t p = 0;
-#pragma unroll
-    for (int m = 0; m < 4; m++) {
-        const float y = __fmul_rn(e[m], id);
-        int qi = (int)__fadd_rn(y, y >= 0.0f ? 0.5f : -0.5f);
-        qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
-        p |= (uint32_t)(qi & 0xff) << (8 * m);
-    }
-    *d_out = d, *p_out = p;
-}
-
 /* The stage's input (RMSNorm of x when s.norm) quantized into xq [cols] int8 / xs [cols / 32] scales by the whole
  * block: groups of 8 lanes own a block of 32 (a float4 each), as matvec_i8.cu's prologue; the sum of squares in
  * k_rmsnorm's order (thread i: elements i, i + 256, ..., then block_sum256). The first pass's loads are issued
@@ -334,19 +315,15 @@ static __device__ void p_quantize(const PSt &s, const PArgs &p, int8_t *xq, floa
                 }
             }
             float d;
+            int q[4], sum;
             uint32_t pk;
-            p_qblock(e, &d, &pk);
+            i8_qblock<CMF_DT_Q8_ROW>(e, sub, &d, q, &pk, &sum); /* matvec_i8.cuh: the Q8_0 rule of the products */
             if (b < nb) {
                 *(uint32_t *)(xq + b * 32 + sub * 4) = pk;
                 if (sub == 0) xs[b] = d;
             }
         }
     }
-}
-
-/* matvec_i8.cu's GLU activation (SiLU, or GELU with the tanh approximation). */
-static __device__ __forceinline__ float p_act(float a, int gelu) {
-    return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
 }
 
 /* The dot products of one task's two rows (from shared memory when sm, else from global memory) against the
@@ -380,16 +357,8 @@ static __device__ __forceinline__ void p_dot(const PSt &s, const uint8_t *g0, co
                 if (c >= cend) break;
                 const int4 xv = *(const int4 *)(xq + c);
                 const float d = xs[c >> 5];
-                int a = __dp4a((int)w0[u].x, xv.x, 0);
-                a = __dp4a((int)w0[u].y, xv.y, a);
-                a = __dp4a((int)w0[u].z, xv.z, a);
-                a = __dp4a((int)w0[u].w, xv.w, a);
-                acc0 = fmaf((float)a, d, acc0);
-                int b = __dp4a((int)w1[u].x, xv.x, 0);
-                b = __dp4a((int)w1[u].y, xv.y, b);
-                b = __dp4a((int)w1[u].z, xv.z, b);
-                b = __dp4a((int)w1[u].w, xv.w, b);
-                acc1 = fmaf((float)b, d, acc1);
+                acc0 = fmaf((float)i8_chunk_q8(w0[u], xv), d, acc0); /* matvec_i8.cuh's chunk dot */
+                acc1 = fmaf((float)i8_chunk_q8(w1[u], xv), d, acc1);
             }
         }
         const float s0 = warp_sum(acc0), s1 = warp_sum(acc1);
@@ -429,7 +398,7 @@ static __device__ void p_product(const PSt &s, const PArgs &p, const uint8_t *bu
         }
         const float o0 = tot[0] * sc[0], o1 = tot[1] * sc[1];
         if (s.glu) {
-            s.y[0][r0] = p_act(o0, p.gelu) * o1;
+            s.y[0][r0] = i8_act(o0, p.gelu) * o1;
             continue;
         }
         const int64_t rows = s.rows[wi];
