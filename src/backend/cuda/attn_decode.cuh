@@ -107,7 +107,8 @@ static __device__ __forceinline__ void ad_sync(int bar) {
  * L = pow2(D/8) lanes each hold one key row (16 bytes per lane), GH query heads of the group in registers;
  * per-group online softmax, then a merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
  * of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA samples'
- * threadFenceReduction) merges the splits into out. mk: the least keys per split (ad_split_keys). With fr.on (one head chunk: G <= AD_MAXG), the item first
+ * threadFenceReduction) merges the splits into out. mk: the least keys per split (ad_split_keys). With fr.on (one
+ * head chunk: G <= AD_MAXG), the item first
  * normalizes and rotates its query heads into shared memory (warp_head_norm_rope, the code of
  * cmf_cuda_qk_norm_rope_kv), and the item whose split holds the position also does the token's K head, writes K and
  * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the

@@ -12,6 +12,9 @@
  * dependency chain pays the activation hop and the barrier, not the weight stream (the "no bubbles" megakernel idea,
  * Hazy Research 2025, "Look Ma, No Bubbles!").
  *
+ * The host side (which steps it takes, the layer table, the launch, the profile) is persist_host.cu; the types both
+ * share, persist.cuh.
+ *
  * Stages of layer l (a grid barrier before each, except the first of layer 0, whose input the embedding launch
  * wrote):
  *   A  q/k/v products; every block normalizes x (attn_norm, RMSNorm) and quantizes it to Q8_0 in its prologue;
@@ -28,52 +31,11 @@
  * columns (CMF_CUDA_I8_SPLIT, CMF_CUDA_I8_KS4) summed apart and added in segment order, times the row scale.
  * Activations written in the launch are read through L2 (__ldcg); the barrier is a release / acquire pair at gpu
  * scope. A barrier that waits longer than 2 s traps (a launch error at the next sync) rather than hanging. */
-#include <stdlib.h>
-#include <string.h>
-
-#include <new>
-
-#include "backend/cuda/attn_decode.cuh"
-#include "backend/cuda/backend_cuda.cuh"
 #include "backend/cuda/matvec_i8.cuh"
-#include "backend/cuda/persist.h"
+#include "backend/cuda/persist.cuh"
 #include "backend/cuda/weights.cuh"
 
 namespace cmf_cuda_be {
-
-enum { PK_THREADS = 256, PK_WARPS = PK_THREADS / 32, PK_PRE = 4 /* tasks per warp with preloaded row scales */ };
-
-/* One layer's device pointers. */
-struct PLayer {
-    const uint8_t *w[7]; /* q, k, v, o, gate, up, down: q8_row payloads ([rows][cols] int8, then [rows] f16 scales) */
-    const float *attn_norm, *ffn_norm, *q_norm, *k_norm;
-    int64_t kv_off; /* the layer's first element in the session's K / V cache */
-};
-
-/* The launch's arguments. */
-struct PArgs {
-    const PLayer *layers;
-    int n_layers, D, QD, KVD, F;
-    int ks_d, ks_qd, ks_f; /* warps per row of D / QD / F columns in matvec_i8.cu (its split-column segments) */
-    cmf_cuda_attn a;
-    float eps, rope_eps;
-    int gemma, gelu, rot, interleaved;
-    const float *inv_freq;
-    float *x, *q, *k, *v, *att, *hb;
-    uint16_t *kc, *vc;
-    const int32_t *dpos;
-    int nsplit, mk; /* attention: splits of the scratch layout, least keys per split (ad_split_keys) */
-    float *work;
-    int *done;
-    unsigned *bar; /* [0]: arrivals, [32]: the last released barrier (both zero at launch) */
-    int kv_pf;     /* the attention's cache rows prefetched into L2 at the layer's start (CMF_CUDA_PERSIST_KVPF) */
-    unsigned cap;  /* bytes of each of the two weight buffers in shared memory */
-    unsigned xs_off; /* activation scales' offset in the activation area */
-    unsigned long long *prof; /* CMF_CUDA_PERSIST_PROF=1: each block's %globaltimer at the kernel's start and at each
-                                 stage's start (after its barrier) and end, [grid][1 + 10 * n_layers]; NULL: off */
-    int bar_mode;             /* p_arrive / p_wait (CMF_CUDA_PERSIST_BAR, 1 unless =0) */
-    int tma;                  /* weights by bulk copies (p_prefetch_tma; CMF_CUDA_PERSIST_TMA=1), else cp.async */
-};
 
 /* One product stage of a layer. */
 struct PSt {
@@ -194,7 +156,8 @@ static __device__ __forceinline__ void mb_wait(uint64_t *mb, unsigned phase) {
     unsigned done = 0;
     uint64_t t_start = 0;
     for (unsigned it = 0; !done; it++) {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}"
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
                      : "=r"(done)
                      : "r"(smem_u32(mb)), "r"(phase)
                      : "memory");
@@ -241,9 +204,8 @@ static __device__ void p_prefetch_tma(const PSt &s, uint8_t *buf, unsigned cap, 
         for (int i = 0; i < parts; i++) {
             const uint8_t *src = p_w(s, wi, i) + (i ? r1 : r0) * s.cols;
             const unsigned n = (unsigned)((!s.glu && r1 != r0 ? 2 : 1) * s.cols);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                             smem_u32(dst + (uint64_t)i * s.cols)),
-                         "l"(src), "r"(n), "r"(smem_u32(mb))
+            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                         ::"r"(smem_u32(dst + (uint64_t)i * s.cols)), "l"(src), "r"(n), "r"(smem_u32(mb))
                          : "memory");
         }
     }
@@ -569,257 +531,20 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
     }
 }
 
-/* ---- host side ------------------------------------------------------------------------------------------------ */
-
-struct persist_state {
-    const cmf_weights *w; /* the weight set the table was built for (with weight_gen, kv_off hash) */
-    uint64_t gen, kvh;
-    int eligible;          /* of that weight set */
-    PLayer *d_layers;
-    unsigned *d_bar;
-    int grid, threads;
-    size_t smem;
-    unsigned cap, xs_off;
-    void (*fn)(PArgs);
-    uint64_t steps;
-    int kv_pf;                 /* CMF_CUDA_PERSIST_KVPF (1 unless =0) */
-    int bar_mode;              /* CMF_CUDA_PERSIST_BAR (1 unless =0) */
-    int tma;                   /* CMF_CUDA_PERSIST_TMA=1 */
-    unsigned long long *d_prof; /* CMF_CUDA_PERSIST_PROF=1: the stamps (PArgs.prof) of the last step */
-    int prof_n;
-};
-
-static int env_on(const char *name, int dflt) {
-    const char *e = getenv(name);
-    return e && e[0] ? atoi(e) : dflt;
+template <int GH, int L> static void pick(void (**fn)(PArgs), size_t *attn_smem) {
+    *fn = k_persist<GH, L>;
+    *attn_smem = 2 * sizeof(AttnSm<GH, L, true>);
 }
 
-/* The split-column segments of the graph path's product of q8_row rows of `cols` columns: 1 where it takes the
- * streaming kernel (matvec_i8s.cu, mv_i8_stream_pick: one warp per whole row), else the row-group kernel's warps
- * per row (matvec_i8.cu: its split rule and switches). */
-static int ks_of(int64_t cols) {
-    if (mv_i8_stream_pick(CMF_DT_Q8_ROW, cols)) return 1;
-    const int split = env_on("CMF_CUDA_I8_SPLIT", 1) != 0;
-    const int ks4 = env_on("CMF_CUDA_I8_KS4", 8192) > 0 ? env_on("CMF_CUDA_I8_KS4", 8192) : 8192;
-    return !split ? 1 : cols >= ks4 ? 4 : cols >= 2048 ? 2 : 1;
-}
-
-template <int GH, int L> static void pick(persist_state *ps) {
-    ps->fn = k_persist<GH, L>;
-    ps->smem = 2 * sizeof(AttnSm<GH, L, true>); /* the attention halves' part of the activation area */
-}
-
-/* Whether layer l of weight set w fits the kernel (see the file comment); sets the reason otherwise. */
-static bool layer_ok(cuda_impl *I, const cmf_config *c, const cmf_layer *L) {
-    const int64_t D = c->hidden_size, QD = (int64_t)c->n_heads * c->head_dim;
-    const int64_t KVD = (int64_t)c->n_kv_heads * c->head_dim;
-    const int64_t F = L->w_gate.rows;
-    const cmf_weight *m[7] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up, &L->w_down};
-    const int64_t rows[7] = {QD, KVD, KVD, D, F, F, D}, cols[7] = {D, D, D, QD, D, D, F};
-    for (int i = 0; i < 7; i++)
-        if (m[i]->dtype != CMF_DT_Q8_ROW || m[i]->row0 != 0 || m[i]->rows != m[i]->full_rows || m[i]->rows != rows[i] ||
-            m[i]->cols != cols[i] || cols[i] % 32 || !I->payloads.count(m[i]->data))
-            return false;
-    if (L->bq || L->bk || L->bv || L->post_attn_norm || L->post_ffn_norm || !L->attn_norm || !L->ffn_norm) return false;
-    if (!dev_vec(I, L->attn_norm) || !dev_vec(I, L->ffn_norm) || !L->q_norm != !L->k_norm) return false;
-    if (L->q_norm && (!dev_vec(I, L->q_norm) || !dev_vec(I, L->k_norm))) return false;
-    return true;
-}
-
-/* Builds the state for weight set w and the session's layer offsets (a table upload; at the first step of each). */
-static cmf_status persist_build(cuda_impl *I, const cmf_weights *w, const cmf_session *s, uint64_t kvh) {
-    persist_state *ps = I->ps;
-    const cmf_config *c = &I->m->cfg;
-    ps->w = w, ps->gen = I->weight_gen, ps->kvh = kvh, ps->eligible = 0;
-    const int G = c->n_heads / c->n_kv_heads, hd = c->head_dim;
-    bool ok = c->head_dim % 8 == 0 && hd >= 32 && hd <= 256 && G >= 1 && G <= AD_MAXG && c->attn_softcap == 0.0f &&
-              c->rot_dim % 2 == 0 && c->rot_dim <= hd && c->hidden_size % 32 == 0 && I->kv_type == CMF_CUDA_KV_F16 &&
-              (c->act == CMF_ACT_SILU || c->act == CMF_ACT_GELU_TANH) && w->final_norm;
-    for (int l = 0; ok && l < c->n_layers; l++) ok = !c->is_sliding[l] && layer_ok(I, c, &w->layers[l]);
-    const int64_t F = ok ? w->layers[0].w_gate.rows : 0;
-    for (int l = 0; ok && l < c->n_layers; l++) ok = w->layers[l].w_gate.rows == F;
-    if (!ok) return CMF_OK;
-    const int L = hd <= 32 ? 4 : hd <= 64 ? 8 : hd <= 128 ? 16 : 32, GH = G == 1 ? 1 : G == 2 ? 2 : G <= 4 ? 4 : 8;
-#define PK(g, l) else if (GH == g && L == l) pick<g, l>(ps)
+void persist_kernel(int GH, int L, void (**fn)(PArgs), size_t *attn_smem) {
+#define PK(g, l) else if (GH == g && L == l) pick<g, l>(fn, attn_smem)
     if (0) {}
     PK(1, 4); PK(1, 8); PK(1, 16); PK(1, 32);
     PK(2, 4); PK(2, 8); PK(2, 16); PK(2, 32);
     PK(4, 4); PK(4, 8); PK(4, 16); PK(4, 32);
     PK(8, 4); PK(8, 8); PK(8, 16); PK(8, 32);
+    else *fn = nullptr, *attn_smem = 0;
 #undef PK
-    const int64_t QD = (int64_t)c->n_heads * hd, maxc = QD > F ? (QD > c->hidden_size ? QD : c->hidden_size)
-                                                               : (F > c->hidden_size ? F : c->hidden_size);
-    ps->xs_off = (unsigned)((maxc + 15) / 16 * 16);
-    const size_t quant = ps->xs_off + (size_t)maxc / 32 * 4;
-    const size_t act = ((ps->smem > quant ? ps->smem : quant) + 15) / 16 * 16;
-    int dev = 0, optin = 0, sms = 0, occ = 0;
-    CU_TRY(cudaGetDevice(&dev), "persist: device");
-    CU_TRY(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "persist: shared memory");
-    CU_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev), "persist: SM count");
-    const size_t room = (size_t)optin - 1024 - act; /* static shared memory and reserve */
-    if ((size_t)optin < act + 1024 + 2 * 4096) return CMF_OK;
-    ps->cap = (unsigned)(room / 2 / 16 * 16);
-    ps->smem = 2 * (size_t)ps->cap + act;
-    CU_TRY(cudaFuncSetAttribute(ps->fn, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ps->smem),
-           "persist: shared memory attribute");
-    CU_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&occ, ps->fn, PK_THREADS, ps->smem), "persist: occupancy");
-    if (occ < 1) return CMF_OK;
-    ps->grid = sms * occ, ps->threads = PK_THREADS;
-    std::vector<PLayer> tab((size_t)c->n_layers);
-    for (int l = 0; l < c->n_layers; l++) {
-        const cmf_layer *Ly = &w->layers[l];
-        const cmf_weight *m[7] = {&Ly->wq, &Ly->wk, &Ly->wv, &Ly->wo, &Ly->w_gate, &Ly->w_up, &Ly->w_down};
-        for (int i = 0; i < 7; i++) tab[l].w[i] = (const uint8_t *)I->payloads[m[i]->data];
-        tab[l].attn_norm = dev_vec(I, Ly->attn_norm), tab[l].ffn_norm = dev_vec(I, Ly->ffn_norm);
-        tab[l].q_norm = Ly->q_norm ? dev_vec(I, Ly->q_norm) : NULL;
-        tab[l].k_norm = Ly->k_norm ? dev_vec(I, Ly->k_norm) : NULL;
-        tab[l].kv_off = (int64_t)s->kv_off[l];
-    }
-    cmf_cuda_free(ps->d_layers);
-    ps->d_layers = NULL;
-    cmf_status st = cmf_cuda_malloc((void **)&ps->d_layers, tab.size() * sizeof(PLayer));
-    if (st == CMF_OK) CU_TRY(cudaMemcpy(ps->d_layers, tab.data(), tab.size() * sizeof(PLayer), cudaMemcpyHostToDevice),
-                             "persist: layer table");
-    if (st == CMF_OK && !ps->d_bar) st = cmf_cuda_malloc((void **)&ps->d_bar, 64 * sizeof(unsigned));
-    ps->kv_pf = env_on("CMF_CUDA_PERSIST_KVPF", 1) != 0;
-    ps->bar_mode = env_on("CMF_CUDA_PERSIST_BAR", 1) != 0;
-    ps->tma = env_on("CMF_CUDA_PERSIST_TMA", 0) == 1;
-    cmf_cuda_free(ps->d_prof);
-    ps->d_prof = NULL, ps->prof_n = 0;
-    if (st == CMF_OK && env_on("CMF_CUDA_PERSIST_PROF", 0) == 1) {
-        ps->prof_n = 1 + 10 * c->n_layers;
-        st = cmf_cuda_malloc((void **)&ps->d_prof, (size_t)ps->grid * ps->prof_n * sizeof(unsigned long long));
-    }
-    if (st == CMF_OK) ps->eligible = 1;
-    return st;
-}
-
-int persist_env(void) { return env_on("CMF_CUDA_PERSIST", 0) == 1; }
-
-/* At the first kv_write of a G_WAIT forward (see backend_graph.cu): when this one-token step fits the kernel, issues
- * the held embedding and the whole layer stack as one launch and sets *launched (the caller then skips the layers'
- * ops until the final norm); else leaves everything as it was. Errors: CMF_E_NOMEM, CMF_E_IO. */
-cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int n, bool *launched) {
-    *launched = false;
-    if (!I->persist || n != 1 || be->allreduce || cmf_cuda_i8act_on() != 1) return CMF_OK;
-    const cmf_session *s = seqs[0];
-    const cmf_config *c = &b->m->cfg;
-    if (!s->dk || !s->dv || s->mask || s->o1) return CMF_OK;
-    uint64_t h = 1469598103934665603ull; /* FNV-1a over the layer offsets */
-    for (int l = 0; l < c->n_layers; l++) h = (h ^ (uint64_t)s->kv_off[l]) * 1099511628211ull;
-    if (!I->ps) {
-        I->ps = new (std::nothrow) persist_state();
-        if (!I->ps) return cmf_err(CMF_E_NOMEM, "cuda: persist state");
-    }
-    persist_state *ps = I->ps;
-    if (ps->w != s->w || ps->gen != I->weight_gen || ps->kvh != h) {
-        cmf_status st = persist_build(I, s->w, s, h);
-        if (st != CMF_OK) {
-            ps->w = NULL;
-            return st;
-        }
-    }
-    if (!ps->eligible) return CMF_OK;
-    cmf_cuda_attn a;
-    a.n_heads = c->n_heads, a.n_kv_heads = c->n_kv_heads, a.head_dim = c->head_dim, a.scale = c->attn_scale;
-    a.softcap = 0.0f, a.window = 0, a.kv_type = CMF_CUDA_KV_F16;
-    if (cmf_cuda_attn_decode_work_bytes(&a, s->n_ctx) > I->work_bytes) return CMF_OK;
-    PArgs p;
-    memset(&p, 0, sizeof p);
-    p.layers = ps->d_layers, p.n_layers = c->n_layers, p.D = c->hidden_size;
-    p.QD = c->n_heads * c->head_dim, p.KVD = c->n_kv_heads * c->head_dim, p.F = (int)s->w->layers[0].w_gate.rows;
-    p.ks_d = ks_of(p.D), p.ks_qd = ks_of(p.QD), p.ks_f = ks_of(p.F);
-    p.a = a, p.eps = c->rms_norm_eps, p.rope_eps = c->rms_norm_eps, p.gemma = c->gemma_norm;
-    p.gelu = c->act == CMF_ACT_GELU_TANH, p.rot = c->rot_dim > 0 ? c->rot_dim : 0;
-    p.interleaved = c->rope_pairing == CMF_ROPE_INTERLEAVED;
-    p.inv_freq = c->rot_dim > 0 ? dev_vec(I, b->m->rope_inv_freq) : NULL;
-    if (c->rot_dim > 0 && !p.inv_freq) return CMF_OK;
-    p.x = b->x, p.q = b->q, p.k = b->k, p.v = b->v, p.att = b->att, p.hb = b->hb;
-    p.kc = (uint16_t *)s->dk, p.vc = (uint16_t *)s->dv, p.dpos = D_POS(I);
-    const int64_t keys = s->n_ctx;
-    p.nsplit = (int)decode_splits(a.n_kv_heads, keys, ad_split_keys());
-    p.mk = ad_split_keys();
-    p.done = (int *)I->d_work, p.work = (float *)((char *)I->d_work + work_counters(&a));
-    p.bar = ps->d_bar, p.cap = ps->cap, p.xs_off = ps->xs_off, p.kv_pf = ps->kv_pf, p.prof = ps->d_prof;
-    p.bar_mode = ps->bar_mode, p.tma = ps->tma;
-    I->has_pn = 0; /* the kernel normalizes x itself */
-    cmf_status st = held_issue(I); /* the embedding */
-    if (st != CMF_OK) return st;
-    CU_TRY(cudaMemsetAsync(ps->d_bar, 0, 64 * sizeof(unsigned), I->stream), "persist: barrier reset");
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3((unsigned)ps->grid);
-    cfg.blockDim = dim3((unsigned)ps->threads);
-    cfg.dynamicSmemBytes = ps->smem;
-    cfg.stream = I->stream;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
-    CU_TRY(cudaLaunchKernelEx(&cfg, ps->fn, p), "persist: launch");
-    ps->steps++;
-    *launched = true;
-    return CMF_OK;
-}
-
-void persist_free(cuda_impl *I) {
-    if (!I->ps) return;
-    cmf_cuda_free(I->ps->d_layers);
-    cmf_cuda_free(I->ps->d_bar);
-    cmf_cuda_free(I->ps->d_prof);
-    delete I->ps;
-    I->ps = NULL;
 }
 
 } // namespace cmf_cuda_be
-
-using namespace cmf_cuda_be;
-
-extern "C" uint64_t cmf_backend_cuda_persist_steps(cmf_backend *be) {
-    return be && be->kind == CMF_BACKEND_CUDA && IMPL(be)->ps ? IMPL(be)->ps->steps : 0;
-}
-
-extern "C" void cmf_backend_cuda_set_persist(cmf_backend *be, int on) {
-    if (!be || be->kind != CMF_BACKEND_CUDA) return;
-    pthread_mutex_lock(&IMPL(be)->mu);
-    IMPL(be)->persist = on != 0;
-    pthread_mutex_unlock(&IMPL(be)->mu);
-}
-
-extern "C" int cmf_backend_cuda_persist_profile(cmf_backend *be, double *out) {
-    if (!be || be->kind != CMF_BACKEND_CUDA || !IMPL(be)->ps || !IMPL(be)->ps->d_prof) return 0;
-    persist_state *ps = IMPL(be)->ps;
-    const size_t n = (size_t)ps->prof_n, G = (size_t)ps->grid;
-    std::vector<unsigned long long> t(n * G);
-    if (cmf_cuda_sync(IMPL(be)->stream) != CMF_OK ||
-        cudaMemcpy(t.data(), ps->d_prof, t.size() * sizeof(unsigned long long), cudaMemcpyDeviceToHost) != cudaSuccess)
-        return 0;
-    const int nl = (int)((n - 1) / 10);
-    for (int i = 0; i < 21; i++) out[i] = 0.0;
-    int cnt[5] = {0, 0, 0, 0, 0};
-    for (int l = 0; l < nl; l++)
-        for (int s5 = 0; s5 < 5; s5++) {
-            const size_t is = 1 + 10 * (size_t)l + 2 * (size_t)s5, ie = is + 1;
-            if (l == 0 && s5 == 0) continue; /* no barrier before layer 0's A */
-            const size_t ip = is - 1; /* the previous stage's end */
-            unsigned long long max_prev = 0, min_s = ~0ull, max_s = 0;
-            double sum_c = 0, max_c = 0;
-            for (size_t g = 0; g < G; g++) {
-                const unsigned long long *b = &t[g * n];
-                max_prev = b[ip] > max_prev ? b[ip] : max_prev;
-                min_s = b[is] < min_s ? b[is] : min_s;
-                max_s = b[is] > max_s ? b[is] : max_s;
-                const double c = (double)(b[ie] - b[is]) / 1e3;
-                sum_c += c;
-                max_c = c > max_c ? c : max_c;
-            }
-            out[4 * s5 + 0] += sum_c / (double)G;
-            out[4 * s5 + 1] += max_c;
-            out[4 * s5 + 2] += ((double)min_s - (double)max_prev) / 1e3;
-            out[4 * s5 + 3] += (double)(max_s - min_s) / 1e3;
-            cnt[s5]++;
-        }
-    for (int i = 0; i < 20; i++) out[i] /= cnt[i / 4] ? cnt[i / 4] : 1;
-    out[20] = (double)(t[n - 1] - t[0]) / 1e3; /* block 0: the stack */
-    return 1;
-}
