@@ -4,6 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include <string.h>
+
+#include "cmf.h"
 #include "convert/safetensors.h"
 
 int cmf_test_failures = 0;
@@ -69,4 +72,19 @@ int32_t *cmf_test_hf_input_ids(const char *hf_case, const char *name, int *n) {
     int32_t *ids = cmf_test_st_ids(st, name, n);
     cmf_st_close(st);
     return ids;
+}
+
+void cmf_test_decode_alone(cmf_model *m, int n_ctx, int n_seq, const int *lens, int32_t (*tok)(int s, int i, int V),
+                           float **ref) {
+    const int V = cmf_model_vocab_size(m);
+    for (int s = 0; s < n_seq; s++) {
+        cmf_session *ss = NULL;
+        CHECK_MSG(cmf_session_new(m, n_ctx, &ss) == CMF_OK, "%s", cmf_last_error());
+        if (!ss) return;
+        for (int i = 0; i < lens[s]; i++) {
+            CHECK(cmf_session_decode(ss, tok(s, i, V)) == CMF_OK);
+            memcpy(ref[s] + (size_t)i * V, cmf_session_logits(ss), (size_t)V * sizeof(float));
+        }
+        cmf_session_free(ss);
+    }
 }

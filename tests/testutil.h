@@ -53,4 +53,11 @@ int32_t *cmf_test_st_ids(const struct cmf_safetensors *st, const char *name, int
  * is missing. */
 int32_t *cmf_test_hf_input_ids(const char *hf_case, const char *name, int *n);
 
+struct cmf_model;
+/* Batch-invariance reference: n_seq sessions of m (n_ctx positions each), each decoded alone one token at a time;
+ * session s feeds tok(s, i, V) for i < lens[s] and ref[s] + i*V receives the logits after token i (V = the
+ * model's vocabulary). Failures are CHECKs. */
+void cmf_test_decode_alone(struct cmf_model *m, int n_ctx, int n_seq, const int *lens,
+                           int32_t (*tok)(int s, int i, int V), float **ref);
+
 #endif

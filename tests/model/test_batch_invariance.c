@@ -32,17 +32,9 @@ static int32_t tok(int s, int i, int V) { return (int32_t)((s * 131 + i * 17 + 5
 
 /* Each session alone, token by token: ref[s][i] = logits after token i. */
 static void run_alone(cmf_model *m, float *ref[NS]) {
-    const int V = cmf_model_vocab_size(m);
-    for (int s = 0; s < NS; s++) {
-        cmf_session *ss = NULL;
-        CHECK_MSG(cmf_session_new(m, NCTX, &ss) == CMF_OK, "%s", cmf_last_error());
-        if (!ss) return;
-        for (int i = 0; i < len_of(s); i++) {
-            CHECK(cmf_session_decode(ss, tok(s, i, V)) == CMF_OK);
-            memcpy(ref[s] + (size_t)i * V, cmf_session_logits(ss), (size_t)V * sizeof(float));
-        }
-        cmf_session_free(ss);
-    }
+    int lens[NS];
+    for (int s = 0; s < NS; s++) lens[s] = len_of(s);
+    cmf_test_decode_alone(m, NCTX, NS, lens, tok, ref);
 }
 
 static int differ(const float *a, const float *b, int V) { return memcmp(a, b, (size_t)V * sizeof(float)) != 0; }
