@@ -402,12 +402,19 @@ cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text,
     }
     const char *emit = "";
     size_t emit_len = 0;
-    if (s->cur.n > s->prefix.n && !ends_with_fffd(&s->cur)) {
-        if (memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) != 0) {
-            s->ids.n--;
-            return cmf_err(CMF_E_ARG, "detok stream: decode of the window does not extend its prefix");
+    const int rewrites = s->cur.n < s->prefix.n || memcmp(s->cur.p, s->prefix.p ? s->prefix.p : "", s->prefix.n) != 0;
+    if ((s->cur.n > s->prefix.n || rewrites) && !ends_with_fffd(&s->cur)) {
+        size_t from = s->prefix.n;
+        if (rewrites) {
+            /* SentencePiece byte fallback turned a byte run that began in text already streamed into U+FFFD (a
+             * complete character, then bytes cut off by a normal token): a stream cannot take text back, so the
+             * held-back ids are decoded on their own, lossy, as flush does */
+            if ((st = decode_ids(s->t, s->ids.v + s->prefix_index, s->ids.n - s->prefix_index, s->skip_special,
+                                 &s->cur)) != CMF_OK)
+                return st;
+            from = 0;
         }
-        emit = s->cur.p + s->prefix.n, emit_len = s->cur.n - s->prefix.n;
+        emit = s->cur.p + from, emit_len = s->cur.n - from;
         *text = malloc(emit_len + 1);
         if (!*text) return OOM();
         memcpy(*text, emit, emit_len);
@@ -427,6 +434,22 @@ cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text,
     }
     *text = calloc(1, 1);
     return *text ? CMF_OK : OOM();
+}
+
+/* Seeds an empty stream with context ids whose text is not emitted. See cmf.h. */
+cmf_status cmf_detok_stream_prime(cmf_detok_stream *s, const int32_t *ids, size_t n) {
+    if (!s || (n && !ids)) return cmf_err(CMF_E_ARG, "cmf_detok_stream_prime: NULL argument");
+    if (s->ids.n) return cmf_err(CMF_E_ARG, "cmf_detok_stream_prime: the stream already holds ids");
+    for (size_t i = 0; i < n; i++)
+        if (tok_ids_push(&s->ids, ids[i])) return OOM();
+    cmf_status st = decode_ids(s->t, s->ids.v, s->ids.n, s->skip_special, &s->prefix);
+    if (st != CMF_OK) {
+        s->ids.n = 0;
+        s->prefix.n = 0;
+        return st;
+    }
+    s->prefix_index = s->ids.n;
+    return CMF_OK;
 }
 
 /* cmf_detok_stream_push_n without the length. See cmf.h. */
