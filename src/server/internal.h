@@ -115,7 +115,7 @@ typedef struct srv_metrics {
     uint64_t requests[12];      /* by route index (http.c's table) */
     uint64_t responses_2xx, responses_4xx, responses_5xx;
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
-    uint64_t finished_stop, finished_length, finished_tool_calls, cancelled, timed_out, rejected_queue_full;
+    uint64_t finished_stop, finished_length, finished_tool_calls, cancelled, timed_out, failed, rejected_queue_full;
     uint64_t batch_steps, batch_tokens;
     uint64_t decode_steps, decode_tokens; /* steps that ran decode tokens only (no prompt tokens), their tokens */
     /* the scheduler thread's time in seconds: in cmf_batch_run; sampling the rows after it; detokenizing and

@@ -70,10 +70,11 @@ char *srv_metrics_text(const srv_metrics *m, const char *const *route_names, int
                   "cmf_requests_finished_total{reason=\"length\"} %llu\n"
                   "cmf_requests_finished_total{reason=\"tool_calls\"} %llu\n"
                   "cmf_requests_finished_total{reason=\"cancelled\"} %llu\n"
-                  "cmf_requests_finished_total{reason=\"timeout\"} %llu\n",
+                  "cmf_requests_finished_total{reason=\"timeout\"} %llu\n"
+                  "cmf_requests_finished_total{reason=\"error\"} %llu\n",
         (unsigned long long)m->finished_stop, (unsigned long long)m->finished_length,
         (unsigned long long)m->finished_tool_calls, (unsigned long long)m->cancelled,
-        (unsigned long long)m->timed_out);
+        (unsigned long long)m->timed_out, (unsigned long long)m->failed);
     counter(&b, &err, "cmf_requests_rejected_total", "Requests refused because the queue was full.",
             m->rejected_queue_full);
     counter(&b, &err, "cmf_batch_steps_total", "Forward passes (cmf_batch_run calls).", m->batch_steps);

@@ -160,6 +160,8 @@ void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, 
         s->met.timed_out++;
     else if (atomic_load(&r->cancelled))
         s->met.cancelled++;
+    else if (http_status)
+        s->met.failed++;
     else if (reason && !strcmp(reason, "length"))
         s->met.finished_length++;
     else if (reason && !strcmp(reason, "tool_calls"))

@@ -622,6 +622,10 @@ static void test_limits(const char *model) {
         free(ans);
     }
     CHECK(metric_now("cmf_requests_finished_total{reason=\"timeout\"} ") == 2);
+    http_resp mr; /* failed requests (HTTP 500 after admission) have their own reason; a timeout is not one */
+    http_request(g_port, "GET", "/metrics", NULL, NULL, &mr);
+    CHECK(mr.body && strstr(mr.body, "\ncmf_requests_finished_total{reason=\"error\"} 0\n"));
+    http_resp_free(&mr);
     CHECK(metric_now("cmf_requests_rejected_total ") == 1);
     /* CORS: the preflight and the header on answers */
     const char *pre = "OPTIONS /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
