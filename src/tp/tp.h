@@ -57,6 +57,8 @@ typedef struct cmf_tp {
     pthread_cond_t cv;
     int arrived, aborted, fail_rank;
     unsigned gen;
+    CMF_TP_ATOMIC(unsigned) bar_gen; /* gen, readable without mu: a waiting rank polls it first (spin_us) */
+    CMF_TP_ATOMIC(int) bar_abort;    /* aborted, the same way */
     float *bufs[CMF_TP_MAX];
     float *sum;
     size_t sum_cap;
@@ -69,9 +71,10 @@ typedef struct cmf_tp {
     CMF_TP_ATOMIC(unsigned) job_gen; /* bumped per forward: the workers run their rank's job */
     CMF_TP_ATOMIC(int) job_done;     /* workers finished this forward */
     CMF_TP_ATOMIC(int) quit;         /* set by cmf_tp_free */
-    int spin_us;                  /* cuda ranks: a waiting rank thread (and the forward waiting for them) polls
-                                   * these for up to spin_us before sleeping on the condition variable, so the
-                                   * next token's wake-up costs no scheduler round trip; 0 on the cpu */
+    int spin_us;                  /* a waiting rank thread (and the forward waiting for them, and a rank at the
+                                   * all-reduce barrier) polls these for up to spin_us before sleeping on the
+                                   * condition variable, so a wake-up costs no scheduler round trip; on the cpu
+                                   * only when every rank's threads have a core of their own (else 0) */
     void *jobs;                   /* the current forward's per-rank jobs (tp.c rank_job[n]) */
     int dev0;                     /* cuda ranks: rank r runs on device dev0 + r */
     void *nccl;                   /* cuda ranks: the NCCL communicators (tp_nccl.cu); NULL on the cpu */
