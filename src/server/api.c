@@ -87,6 +87,17 @@ static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
                          (size_t)(end - body));
         return NULL;
     }
+    if (!j && len && end && end >= body && (size_t)(end - body) < len) { /* cJSON's end: where parsing stopped */
+        const size_t at = (size_t)(end - body);
+        if (len - at >= 6 && end[0] == '\\' && (end[1] == 'u' || end[1] == 'U') && (end[2] == 'd' || end[2] == 'D') &&
+            strchr("89abcdefABCDEF", end[3]) && end[3])
+            *err = reply_err(400, NULL, "the request body has a lone UTF-16 surrogate escape %.6s at byte offset %zu "
+                             "(not valid Unicode)", end, at);
+        else
+            *err = reply_err(400, NULL, "the request body must be a JSON object (malformed JSON at byte offset %zu)",
+                             at);
+        return NULL;
+    }
     if (!cJSON_IsObject(j)) {
         cJSON_Delete(j);
         *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", len ? "malformed JSON" : "empty");

@@ -189,6 +189,17 @@ static void test_routes_and_auth(void) {
     j = call("POST", "/v1/completions", "{\"prompt\": [1, 99999999]}", 400);
     CHECK(is_error_shape(j, 400) && jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "prompt"));
     cJSON_Delete(j);
+    /* malformed JSON names the byte offset; a lone surrogate escape is named as such */
+    j = call("POST", "/v1/completions", "{\"prompt\": \"\\ud800x\", \"max_tokens\": 3}", 400);
+    CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.message") &&
+                  strstr(jstr(j, "error.message"), "lone UTF-16 surrogate escape \\ud800 at byte offset 12"),
+              "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
+    cJSON_Delete(j);
+    j = call("POST", "/v1/completions", "{\"prompt\": [1, 2,}", 400);
+    CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.message") &&
+                  strstr(jstr(j, "error.message"), "malformed JSON at byte offset 17"),
+              "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
+    cJSON_Delete(j);
     /* a body over the limit (8 MiB) */
     size_t big = (9u << 20);
     char *body = malloc(big + 1);
