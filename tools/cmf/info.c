@@ -261,6 +261,28 @@ static void print_tensors(const cmf_file *f, const char *prefix) {
     printf("%zu tensor(s), %s\n", shown, h);
 }
 
+/* "dtypes:" line: how many tensors of each directory dtype, and their bytes (the label above is file-level only:
+ * the converter writes Q4_BLOCK for q4t / q4tp / q2tp files, CMF_FORMAT.md §1). */
+static void print_dtypes(const cmf_file *f) {
+    size_t count[CMF_DT_COUNT + 1] = {0};
+    uint64_t bytes[CMF_DT_COUNT + 1] = {0};
+    for (size_t i = 0; i < f->n_tensors; i++) {
+        const int d = f->tensors[i].dtype < CMF_DT_COUNT ? (int)f->tensors[i].dtype : CMF_DT_COUNT;
+        count[d]++;
+        bytes[d] += f->tensors[i].nbytes;
+    }
+    printf("dtypes:        ");
+    for (int d = 0, first = 1; d <= CMF_DT_COUNT; d++)
+        if (count[d]) {
+            char sz[64];
+            human(bytes[d], sz, sizeof sz);
+            printf("%s%s x%zu, %s", first ? "" : "; ", d < CMF_DT_COUNT && cmf_dtype_name(d) ? cmf_dtype_name(d) : "?",
+                   count[d], sz);
+            first = 0;
+        }
+    printf("\n");
+}
+
 int cmd_info(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "info", argc, argv);
@@ -301,6 +323,7 @@ int cmd_info(int argc, char **argv) {
     printf("arch:          %s\n", cJSON_IsString(an) ? an->valuestring : "?");
     printf("quant:         %s (file label; each tensor's dtype is in the directory)\n",
            cJSON_IsString(qt) ? qt->valuestring : "?");
+    print_dtypes(f);
     print_geometry(arch);
     print_features(f->env.features);
     print_sections(f);
