@@ -282,10 +282,10 @@ int cmf_tokenizer_vocab_size(const cmf_tokenizer *t);
  * that is complete UTF-8; bytes of a character that spans tokens are held back until it is complete. */
 typedef struct cmf_detok_stream cmf_detok_stream;
 cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_detok_stream **out);
-/* Seeds an empty stream with context ids (e.g. the prompt's last few tokens) whose text is never emitted, so that
- * the first pushed id decodes as it does after them: a SentencePiece word's leading space is kept (" upon" after
- * "Once", not "upon"), as vLLM's incremental detokenizer seeds itself with the prompt. Errors: CMF_E_ARG (NULL, or
- * the stream already holds ids), CMF_E_NOMEM, a decode error. */
+/* Seeds an empty stream with context ids (e.g. the whole prompt; only its last 5 ids are kept) whose text is never
+ * emitted, so that the first pushed id decodes as it does after them: a SentencePiece word's leading space is kept
+ * (" upon" after "Once", not "upon"), as vLLM's incremental detokenizer seeds itself with the prompt's last 5.
+ * Errors: CMF_E_ARG (NULL, or the stream already holds ids), CMF_E_NOMEM, a decode error. */
 cmf_status cmf_detok_stream_prime(cmf_detok_stream *s, const int32_t *ids, size_t n);
 /* Appends id; *text receives a malloc'd NUL-terminated string (possibly "") the caller frees. When the decode of
  * the window would rewrite text already returned (SentencePiece byte fallback turns a whole broken byte run into

@@ -21,9 +21,6 @@
 #include "server/internal.h"
 #include "util/error.h"
 
-/* Prompt tokens that seed a slot's detokenizer (vLLM seeds its incremental detokenizer with 5). */
-enum { DETOK_CONTEXT = 5 };
-
 struct srv_slot {
     cmf_session *sess;
     int32_t *hist; /* tokens in the KV cache, n_hist == cmf_session_pos(sess) */
@@ -228,12 +225,11 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
     const char *err = NULL;
     if (r->tool_prefix && srv_out_force_tool(&sl->out, r->tool_prefix)) err = "out of memory";
-    /* the detokenizer starts after the prompt's last tokens (not emitted), so the first generated word keeps its
-     * SentencePiece leading space (" upon" after "Once"), as vLLM and llama-server return it */
-    const int ctx = r->n_prompt < DETOK_CONTEXT ? r->n_prompt : DETOK_CONTEXT;
+    /* the detokenizer starts after the prompt (not emitted), so the first generated word keeps its SentencePiece
+     * leading space (" upon" after "Once"), as vLLM and llama-server return it */
     if (!err && (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK ||
                  cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK ||
-                 cmf_detok_stream_prime(sl->ds, r->prompt + r->n_prompt - ctx, (size_t)ctx) != CMF_OK))
+                 cmf_detok_stream_prime(sl->ds, r->prompt, (size_t)r->n_prompt) != CMF_OK))
         err = cmf_last_error();
     pthread_mutex_lock(&s->mu);
     s->met.prompt_tokens_cached += (uint64_t)keep;

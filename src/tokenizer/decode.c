@@ -440,6 +440,8 @@ cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text,
 cmf_status cmf_detok_stream_prime(cmf_detok_stream *s, const int32_t *ids, size_t n) {
     if (!s || (n && !ids)) return cmf_err(CMF_E_ARG, "cmf_detok_stream_prime: NULL argument");
     if (s->ids.n) return cmf_err(CMF_E_ARG, "cmf_detok_stream_prime: the stream already holds ids");
+    enum { PRIME_IDS = 5 }; /* context kept: vLLM seeds its incremental detokenizer with 5 prompt tokens */
+    if (n > PRIME_IDS) ids += n - PRIME_IDS, n = PRIME_IDS;
     for (size_t i = 0; i < n; i++)
         if (tok_ids_push(&s->ids, ids[i])) return OOM();
     cmf_status st = decode_ids(s->t, s->ids.v, s->ids.n, s->skip_special, &s->prefix);

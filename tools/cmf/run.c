@@ -221,8 +221,7 @@ int cmd_run(int argc, char **argv) {
             o.print_ids = 1;
         } else if ((st = cmf_detok_stream_new(tok, 1, &ds)) != CMF_OK ||
                    /* after the prompt's last tokens: the first word keeps its leading space, as in the server */
-                   (st = cmf_detok_stream_prime(ds, ids + n_ids - (n_ids < 5 ? n_ids : 5), n_ids < 5 ? n_ids : 5)) !=
-                       CMF_OK) {
+                   (st = cmf_detok_stream_prime(ds, ids, n_ids)) != CMF_OK) {
             rc = cli_lib_error("run", st);
             goto done;
         }
