@@ -307,17 +307,20 @@ static const char *const LIST_METHODS[] = {"index", NULL};
 static const char *const MUTATING_METHODS[] = {"append", "extend", "insert", "pop", "remove", "reverse", "sort",
                                                "clear", "popitem", "setdefault", "update", NULL};
 
-static int in_list(const char *const *l, const char *name) {
+/* The list's own copy of `name` (static storage), or NULL. */
+static const char *in_list(const char *const *l, const char *name) {
     for (; *l; l++)
-        if (!strcmp(*l, name)) return 1;
-    return 0;
+        if (!strcmp(*l, name)) return *l;
+    return NULL;
 }
 
-int jinja_has_method(jv self, const char *name) {
+const char *jinja_method_name(jv self, const char *name) {
+    const char *m = NULL;
     if (self.k == JV_STR) return in_list(STR_METHODS, name);
-    if (self.k == JV_DICT) return in_list(DICT_METHODS, name) || in_list(MUTATING_METHODS, name);
-    if (self.k == JV_LIST) return in_list(LIST_METHODS, name) || in_list(MUTATING_METHODS, name);
-    return 0;
+    if (self.k == JV_DICT) m = in_list(DICT_METHODS, name);
+    if (self.k == JV_LIST) m = in_list(LIST_METHODS, name);
+    if (!m && (self.k == JV_DICT || self.k == JV_LIST)) m = in_list(MUTATING_METHODS, name);
+    return m;
 }
 
 static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out) {

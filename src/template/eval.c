@@ -244,12 +244,13 @@ static cmf_status compare(const jnode *n, jv a, jv b, jv *out) {
 cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out) {
     (void)c;
     if (obj.k == JV_UNDEF) return jinja_undef_err(at, obj);
-    if (obj.k != JV_NS && jinja_has_method(obj, name)) {
+    const char *method = obj.k != JV_NS ? jinja_method_name(obj, name) : NULL;
+    if (method) {
         jv_method *m = malloc(sizeof(*m));
         if (!m) return NOMEM();
         m->rc = 1;
         m->self = jv_retain(obj);
-        m->name = name;
+        m->name = method;
         out->k = JV_METHOD;
         out->u.meth = m;
         return CMF_OK;
@@ -265,12 +266,25 @@ cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv 
 
 static int64_t norm_index(int64_t i, size_t n) { return i < 0 ? i + (int64_t)n : i; }
 
+/* getattr with a computed string key: the Undefined it may return borrows the key's text, so the key is kept
+ * alive in c->kept until the render ends (the fuzzer found `{{ d[k ~ 'x'] + 1 }}`-shaped reads after free). */
+static cmf_status getattr_key(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
+    TRY(jinja_getattr(c, at, obj, key.u.s->s, out));
+    if (out->k != JV_UNDEF || out->u.name != key.u.s->s) return CMF_OK;
+    if (c->kept.k != JV_LIST) {
+        c->kept = jv_list_new(0);
+        if (jv_is_oom(c->kept)) { c->kept = jv_none(); return NOMEM(); }
+    }
+    if (jv_list_push(c->kept, jv_retain(key))) return NOMEM();
+    return CMF_OK;
+}
+
 cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
     if (obj.k == JV_UNDEF) return jinja_undef_err(at, obj);
     if ((obj.k == JV_DICT || obj.k == JV_NS) && key.k == JV_STR) {
         const jv *v = jv_dict_get(obj, key.u.s->s, key.u.s->len);
         if (v) { *out = jv_retain(*v); return CMF_OK; }
-        return jinja_getattr(c, at, obj, key.u.s->s, out);
+        return getattr_key(c, at, obj, key, out);
     }
     if (obj.k == JV_LIST && is_intlike(key)) {
         int64_t i = norm_index(ival(key), obj.u.l->n);
@@ -285,7 +299,7 @@ cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
         *out = jv_strn(obj.u.s->s + b, e - b);
         return jv_is_oom(*out) ? NOMEM() : CMF_OK;
     }
-    if (key.k == JV_STR) return jinja_getattr(c, at, obj, key.u.s->s, out);
+    if (key.k == JV_STR) return getattr_key(c, at, obj, key, out);
     *out = jv_undef(NULL);
     return CMF_OK;
 }

@@ -20,6 +20,8 @@ typedef struct jctx {
     int flow;            /* FLOW_* after break/continue */
     jv filter_input;     /* the rendered body of a {% filter %} block */
     jv pending_caller;   /* the caller() of a {% call %} block, for the next macro call */
+    jv kept;             /* JV_LIST (or JV_NONE until needed): computed key strings that an Undefined names; they
+                          * live until the render ends, since JV_UNDEF borrows its name */
 } jctx;
 
 enum { FLOW_NONE, FLOW_BREAK, FLOW_CONTINUE };
@@ -44,9 +46,10 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *name, jv in, const
 cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, int *result);
 cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *name, const jargs *a, jv *out);
 cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, jv *out);
-/* 1 when `self` has a method `name` we implement (dict.items, str.strip, ...), or a list/dict method that
- * modifies it in place (append, update, ...), which jinja_method refuses as transformers' sandbox does. */
-int jinja_has_method(jv self, const char *name);
+/* When `self` has a method `name` we implement (dict.items, str.strip, ...), or a list/dict method that
+ * modifies it in place (append, update, ...), which jinja_method refuses as transformers' sandbox does: the
+ * method's name in static storage (so a bound method outlives a computed key string); else NULL. */
+const char *jinja_method_name(jv self, const char *name);
 /* The id of a global function (range, namespace, dict, raise_exception, strftime_now), or -1. */
 int jinja_global_id(const char *name);
 

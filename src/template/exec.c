@@ -265,7 +265,7 @@ cmf_status cmf_template_render(const cmf_template *t, const cJSON *ctx, const cm
     *out = NULL;
     if (ctx && !cJSON_IsObject(ctx)) return cmf_err(CMF_E_ARG, "cmf_template_render: context must be a JSON object");
     jctx c = {.lim = lim ? *lim : cmf_template_default_limits(), .filter_input = jv_undef(NULL),
-              .pending_caller = jv_undef(NULL)};
+              .pending_caller = jv_undef(NULL), .kept = jv_none()};
     jbuf buf = {.limit = c.lim.max_output};
     jframe root = {.vars = ctx ? jv_from_cjson(ctx) : jv_dict_new()};
     if (jv_is_oom(root.vars)) return NOMEM();
@@ -274,6 +274,7 @@ cmf_status cmf_template_render(const cmf_template *t, const cJSON *ctx, const cm
     cmf_status st = jinja_exec_body(&c, &root, t->root->l1, t->root->n1);
     jv_release(root.vars);
     jv_release(c.pending_caller);
+    jv_release(c.kept);
     if (st) { jbuf_free(&buf); return st; }
     if (!buf.p) { buf.p = malloc(1); if (!buf.p) return NOMEM(); buf.p[0] = 0; }
     *out = buf.p;

@@ -52,6 +52,13 @@ int main(void) {
 
     /* runtime errors name the position */
     expect_err("{{ nothing.attr }}", CMF_E_FORMAT, "template:1:11: 'nothing' is undefined");
+    /* an Undefined from a computed key names that key after the key string itself is gone (CI's fuzzer found a
+     * read after free here), and a method fetched by a computed name outlives the name */
+    expect_err("{% set d = {} %}{% for k in ['ab'] %}{% set x = d[k ~ 'c'] %}{{ x + 1 }}{% endfor %}", CMF_E_FORMAT,
+               "'abc' is undefined");
+    expect_err("{% set x = (1)['fo' ~ 'o'] %}{{ 2 * x }}", CMF_E_FORMAT, "'foo' is undefined");
+    CHECK(run("{% set m = 'ab'['up' ~ 'per'] %}{{ m() }}", NULL, NULL, &out) == CMF_OK && out && !strcmp(out, "AB"));
+    free(out);
     expect_err("{{ 1 + 'a' }}", CMF_E_FORMAT, "unsupported operand types for '+': 'int' and 'str'");
     expect_err("{{ 1 // 0 }}", CMF_E_FORMAT, "division or modulo by zero");
     expect_err("{{ 1 | nosuchfilter }}", CMF_E_UNSUPPORTED, "unknown filter 'nosuchfilter'");
