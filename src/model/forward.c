@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/threadpool.h"
 #include "model/model.h"
 #include "skills/skills.h"
 #include "tp/tp.h"
@@ -39,6 +40,29 @@ static cmf_status tp_fold(cmf_backend *be, cmf_batch *b, float *x, float *scratc
         TRY(be->matmul(be, b, x, D, in, n, W, NULL));
     }
     return be->allreduce(be, b, x, (int64_t)n * D);
+}
+
+/* The head rows' logits into their sessions (each session's ->logits). */
+typedef struct logits_copy {
+    cmf_session *const *seqs;
+    const int *last_of;      /* [rows]: the token of each head row */
+    const float *all_logits; /* [n][V] every token's logits, or NULL: the rows are in head_out */
+    const float *head_out;   /* [rows][V] */
+    int rows, V;
+} logits_copy;
+
+/* Rows of 16 streams are 16 x vocab floats (2 MB at a 32k vocabulary, ~0.15 ms on one thread, while the pool's
+ * worker waits): from this many rows on, the batch's pool copies them, thread ith taking rows ith, ith + nth, ... */
+#define LOGITS_POOL_ROWS 4
+
+/* cmf_task_fn (threadpool.h): copies rows ith, ith + nth, ... of c (a logits_copy). */
+static void copy_logits(void *ctx, int ith, int nth) {
+    const logits_copy *c = ctx;
+    for (int r = ith; r < c->rows; r += nth) {
+        const int t = c->last_of[r];
+        const float *src = c->all_logits ? c->all_logits + (size_t)t * c->V : c->head_out + (size_t)r * c->V;
+        memcpy(c->seqs[t]->logits, src, (size_t)c->V * sizeof(float));
+    }
 }
 
 /* The layers and the head, op by op through the backend; b->pos is set. */
@@ -120,11 +144,11 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
     } else {
         TRY(be->head(be, b, b->head_out, b->head_in, rows, &W->lm_head, c->final_softcap));
     }
-    for (int r = 0; r < rows; r++) {
-        const int t = last_of[r];
-        const float *src = all_logits ? all_logits + (size_t)t * V : b->head_out + (size_t)r * V;
-        memcpy(seqs[t]->logits, src, (size_t)V * sizeof(float));
-    }
+    logits_copy lc = {seqs, last_of, all_logits, b->head_out, rows, V};
+    if (b->pool && rows >= LOGITS_POOL_ROWS && cmf_pool_size(b->pool) > 1)
+        cmf_pool_run(b->pool, copy_logits, &lc);
+    else
+        copy_logits(&lc, 0, 1);
     return CMF_OK;
 }
 

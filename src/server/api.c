@@ -4,6 +4,7 @@
  * {"content"|"prompt", "add_special"} -> {"tokens", "count"}, /detokenize {"tokens"} -> {"content"},
  * /apply-template {"messages", "tools"?, ...} -> {"prompt"}. Errors: {"error":{"message","type","code","param"}}
  * (OpenAI's error object). */
+#include <limits.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -210,10 +211,19 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     sp->repeat_penalty = (float)d;
     static atomic_ulong counter;
     sp->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)atomic_fetch_add(&counter, 1);
+    /* "seed": an int64 in OpenAI's API reference (-2^63 .. 2^63 - 1, negative seeds valid; vLLM takes the same
+     * range), an unsigned 64-bit number for cmf run / cmf bench --seed. Accepted here: an integer in [-2^63, 2^64);
+     * a negative seed s draws as the unsigned seed 2^64 + s (its two's complement bits: "seed": -1 gives the
+     * tokens of cmf run --seed 18446744073709551615). The JSON number passes through a double (cJSON), so a seed
+     * beyond 2^53 in magnitude is rounded to the nearest double first. */
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (seed && !cJSON_IsNull(seed)) {
-        if (int_field(j, "seed", -9.3e18, 1.8e19, &ll, err)) return -1;
-        sp->seed = seed->valuedouble < 0 ? (uint64_t)ll : (uint64_t)seed->valuedouble;
+        const double v = cJSON_IsNumber(seed) ? seed->valuedouble : NAN;
+        if (!(v >= -0x1p63 && v < 0x1p64) || v != floor(v)) { /* NaN fails both */
+            *err = reply_err(400, "seed", "'seed' must be an integer in [-9223372036854775808, 18446744073709551615]");
+            return -1;
+        }
+        sp->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     }
     ll = 1;
     if (int_field(j, "n", 1, 1e9, &ll, err)) return -1;
@@ -685,14 +695,55 @@ int srv_result_piece(srv_req *r, enum srv_event kind, const char *text, size_t n
     return 0;
 }
 
-/* Appends "data: <json>\n\n" and frees j. */
-static int sse_add(srv_req *r, cJSON *j) {
+/* Appends "data: <json>\n\n" to out and frees j. */
+static int sse_add_to(srv_buf *out, cJSON *j) {
     char *s = cJSON_PrintUnformatted(j);
     cJSON_Delete(j);
     if (!s) return -1;
-    int rc = srv_buf_adds(&r->sse, "data: ") || srv_buf_adds(&r->sse, s) || srv_buf_adds(&r->sse, "\n\n");
+    int rc = srv_buf_adds(out, "data: ") || srv_buf_adds(out, s) || srv_buf_adds(out, "\n\n");
     free(s);
     return rc ? -1 : 0;
+}
+
+static int sse_add(srv_req *r, cJSON *j) { return sse_add_to(&r->sse, j); }
+
+/* Appends s[0..n) as a JSON string (quoted and escaped by cJSON; like cJSON_AddStringToObject, the text ends at a
+ * NUL byte). Returns 0, or -1 when out of memory. */
+static int json_str(srv_buf *b, const char *s, size_t n) {
+    char small[1024];
+    const size_t cap = 6 * n + 16; /* cJSON writes at most 6 bytes per input byte (\u00XX), 2 quotes and a NUL */
+    if (cap > (size_t)INT_MAX) return -1;
+    char *buf = n + 1 + cap <= sizeof small ? small : malloc(n + 1 + cap);
+    if (!buf) return -1;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    cJSON item;
+    memset(&item, 0, sizeof item);
+    item.type = cJSON_String | cJSON_IsReference;
+    item.valuestring = buf;
+    char *out = buf + n + 1;
+    int rc = cJSON_PrintPreallocated(&item, out, (int)cap, 0) ? srv_buf_adds(b, out) : -1;
+    if (buf != small) free(buf);
+    return rc;
+}
+
+/* The bytes every streamed text piece of r starts with, up to the piece's key (a completion: ..."text":, a chat
+ * chunk: ..."delta":{), built on r's first piece: the same object as chunk() + envelope() print, without building
+ * and printing a cJSON tree per token. */
+static int sse_head(srv_req *r) {
+    if (r->sse_head.len) return 0;
+    srv_buf *h = &r->sse_head;
+    const int chat = r->kind == SRV_CHAT;
+    char created[32];
+    snprintf(created, sizeof created, "%ld", r->created);
+    int bad = srv_buf_adds(h, "data: {\"id\":") || json_str(h, r->id, strlen(r->id)) ||
+              srv_buf_adds(h, chat ? ",\"object\":\"chat.completion.chunk\"" : ",\"object\":\"text_completion\"") ||
+              srv_buf_adds(h, ",\"created\":") || srv_buf_adds(h, created) || srv_buf_adds(h, ",\"model\":") ||
+              json_str(h, r->model_name, strlen(r->model_name)) ||
+              srv_buf_adds(h, chat ? ",\"choices\":[{\"index\":0,\"finish_reason\":null,\"delta\":{"
+                                   : ",\"choices\":[{\"index\":0,\"logprobs\":null,\"finish_reason\":null,\"text\":");
+    if (bad) srv_buf_free(h);
+    return bad ? -1 : 0;
 }
 
 /* A chunk with one choice; returns the choice (its delta / text is added by the caller). */
@@ -718,27 +769,30 @@ int srv_sse_role(srv_req *r) {
     return sse_add(r, j);
 }
 
-int srv_sse_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args) {
-    cJSON *j, *c = chunk(r, &j, NULL);
-    char *t = kind == SRV_EV_TOOL ? NULL : strndup(text, n);
-    if (kind != SRV_EV_TOOL && !t) {
-        cJSON_Delete(j);
-        return -1;
-    }
-    if (r->kind != SRV_CHAT) {
-        cJSON_AddStringToObject(c, "text", t);
+int srv_sse_piece_to(srv_buf *out, srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args) {
+    const size_t len0 = out->len;
+    const int chat = r->kind == SRV_CHAT;
+    int bad;
+    if (kind == SRV_EV_TOOL && chat) { /* rare: the whole chunk through cJSON */
+        cJSON *j, *d = cJSON_AddObjectToObject(chunk(r, &j, NULL), "delta");
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"),
+                             tool_call_json(r, r->n_tool_calls++, text, n, args, 1));
+        bad = sse_add_to(out, j) != 0;
     } else {
-        cJSON *d = cJSON_AddObjectToObject(c, "delta");
-        if (kind == SRV_EV_CONTENT)
-            cJSON_AddStringToObject(d, "content", t);
-        else if (kind == SRV_EV_REASONING)
-            cJSON_AddStringToObject(d, "reasoning_content", t);
-        else
-            cJSON_AddItemToArray(cJSON_AddArrayToObject(d, "tool_calls"),
-                                 tool_call_json(r, r->n_tool_calls++, text, n, args, 1));
+        const char *key = !chat ? "" : kind == SRV_EV_REASONING ? "\"reasoning_content\":" : "\"content\":";
+        bad = sse_head(r) || srv_buf_add(out, r->sse_head.p, r->sse_head.len) || srv_buf_adds(out, key) ||
+              json_str(out, kind == SRV_EV_TOOL ? "" : text, kind == SRV_EV_TOOL ? 0 : n) ||
+              srv_buf_adds(out, chat ? "}}]}\n\n" : "}]}\n\n");
     }
-    free(t);
-    return sse_add(r, j);
+    if (bad) { /* nothing half-written stays */
+        out->len = len0;
+        if (out->p) out->p[len0] = 0;
+    }
+    return bad ? -1 : 0;
+}
+
+int srv_sse_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args) {
+    return srv_sse_piece_to(&r->sse, r, kind, text, n, args);
 }
 
 int srv_sse_end(srv_req *r) {

@@ -91,9 +91,11 @@ struct srv_req {
     int http_status;   /* 0 while fine; else an error to report (message in error) */
     char error[256];
     const char *finish_reason;
-    int n_gen, n_cached; /* completion tokens; prompt tokens whose KV came from the slot's previous request */
+    int n_gen, n_cached; /* completion tokens (written by the scheduler thread only, without mu: others read it
+                          * after done); prompt tokens whose KV came from the slot's previous request */
     int role_sent;
-    int n_tool_calls; /* tool calls sent so far (stream) */
+    int n_tool_calls; /* tool calls sent so far (stream; the scheduler thread's) */
+    srv_buf sse_head; /* the scheduler thread's: start of every streamed text piece (api.c sse_head), or empty */
     pthread_cond_t cv; /* signalled on new output and on done */
 
     atomic_int cancelled; /* set by the connection (client gone) */
@@ -184,6 +186,11 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
 srv_reply srv_generation_reply(cmf_server *s, srv_req *r);
 /* Streaming: appends to r->sse (caller holds mu) an SSE event for one output piece / the role / the end. */
 int srv_sse_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args);
+/* The SSE event of one output piece ("data: <chat.completion.chunk or text_completion JSON>\n\n", as
+ * srv_sse_piece) appended to `out` instead: reads only r's fields fixed at submission and the scheduler thread's
+ * (n_tool_calls, sse_head), so the scheduler builds it without holding mu. Returns 0, or -1 when out of memory
+ * (out unchanged). */
+int srv_sse_piece_to(srv_buf *out, srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args);
 int srv_sse_role(srv_req *r);
 int srv_sse_end(srv_req *r);
 /* Non-stream: appends a piece to the request's result (caller holds mu). */

@@ -6,10 +6,12 @@
  * with its prompt, which is truncated to that prefix (cmf_session_truncate) so only the rest is prefilled.
  * Sampling is per request (its own cmf_sampler with its own seed), so batching never changes a request's tokens
  * beyond the batch kernels' rounding (test_batch bounds it). After a forward the rows are sampled first (when two
- * or more rows draw with a temperature, on the forward's own thread pool: a draw over a 32k vocabulary costs ~0.2
- * ms, 16 of them 16% of a step on one thread; for a backend without a pool, on helper threads), then each slot in
- * turn detokenizes and queues its events (on the scheduler thread: the HTTP threads it wakes send on the other
- * core meanwhile; emitting on two threads measured slower). Which thread samples a row does not change its token. */
+ * or more rows draw with a temperature or four or more are greedy, on the forward's own thread pool: a draw over a
+ * 32k vocabulary costs ~0.2 ms, 16 of them 16% of a step on one thread; for a backend without a pool, on helper
+ * threads), then each slot in turn detokenizes and builds its SSE events in a buffer of its own, without the
+ * server mutex (on the scheduler thread; emitting on two threads measured slower), and one locked pass hands all
+ * slots' events to their connections, whose HTTP threads are signalled after the unlock. Which thread samples a
+ * row does not change its token. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,12 @@ struct srv_slot {
     cmf_sampler *smp;
     cmf_detok_stream *ds;
     srv_out out;
+    /* a streaming request's events of this step, built without mu and handed to req->sse in one locked pass per
+     * step (slot_flush), with the step's metrics: tokens accepted (n_new), time to the first token (ttft, < 0: none)
+     */
+    srv_buf ev;
+    int n_new, wake, oom;
+    double ttft;
 };
 
 /* Sampling helper threads (n_th of them, possibly 0) and the rows of the current step. The scheduler publishes
@@ -69,6 +77,7 @@ void srv_req_free(srv_req *r) {
     srv_buf_free(&r->sse);
     srv_buf_free(&r->content);
     srv_buf_free(&r->reasoning);
+    srv_buf_free(&r->sse_head);
     cJSON_Delete(r->tool_calls);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -129,17 +138,41 @@ void srv_release(cmf_server *s, srv_req *r) {
 typedef struct emit_ctx {
     cmf_server *s;
     srv_req *r;
+    srv_slot *sl;
 } emit_ctx;
 
-/* The signal comes after the unlock, so the woken HTTP thread does not block at once on the mutex still held (a
- * wake-up and a futex wait more per token, 16 per step at 16 streams). r outlives this: it is freed only after
- * done is set, by the scheduler thread (srv_finish, which signals under the mutex). */
+/* A stream's piece becomes an SSE event in the slot's ev without the mutex (the HTTP threads take it for every
+ * send; building the chunk under it held them off); step() hands all slots' events over under the mutex once per
+ * step. A non-stream piece goes to the request's result (its HTTP thread reads it after done). */
 static int on_piece(void *ctx, enum srv_event kind, const char *text, size_t n, const char *args) {
     emit_ctx *e = ctx;
+    if (e->r->stream) return srv_sse_piece_to(&e->sl->ev, e->r, kind, text, n, args);
     pthread_mutex_lock(&e->s->mu);
-    int rc = e->r->stream ? srv_sse_piece(e->r, kind, text, n, args) : srv_result_piece(e->r, kind, text, n, args);
+    int rc = srv_result_piece(e->r, kind, text, n, args);
     pthread_mutex_unlock(&e->s->mu);
-    pthread_cond_signal(&e->r->cv);
+    return rc;
+}
+
+/* (mu held) Moves the slot's events of this step to its request's sse (the buffers swap when the connection has
+ * sent everything, the common case) and adds its metrics. Returns 1 when events were handed over (the caller
+ * signals req->cv after unlocking: r outlives that, it is freed only after done is set, by this thread), 0 when
+ * none, -1 when out of memory (the events are dropped). */
+static int slot_flush(cmf_server *s, srv_slot *sl) {
+    srv_req *r = sl->req;
+    s->met.generated_tokens += (uint64_t)sl->n_new;
+    sl->n_new = 0;
+    if (sl->ttft >= 0) srv_hist_add(&s->met.ttft, sl->ttft);
+    sl->ttft = -1;
+    if (sl->ev.len == 0) return 0;
+    int rc = 1;
+    if (r->sse.len == 0) {
+        srv_buf t = r->sse;
+        r->sse = sl->ev;
+        sl->ev = t;
+    } else if (srv_buf_add(&r->sse, sl->ev.p, sl->ev.len)) {
+        rc = -1;
+    }
+    srv_buf_consume(&sl->ev, sl->ev.len);
     return rc;
 }
 
@@ -173,7 +206,7 @@ void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, 
 /* Ends the slot's request; `final_flush` emits text still held back (not after a stop string matched). */
 static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_status, const char *error) {
     srv_req *r = sl->req;
-    emit_ctx e = {s, r};
+    emit_ctx e = {s, r, sl};
     char *rest = NULL; /* bytes the streaming decoder still holds (an unfinished character: U+FFFD as HF decodes) */
     if (!http_status && !sl->out.stopped && sl->ds && cmf_detok_stream_flush(sl->ds, &rest) != CMF_OK) {
         http_status = 500;
@@ -186,6 +219,12 @@ static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_s
     }
     free(rest);
     if (reason && !strcmp(reason, "stop") && sl->out.n_tools > 0) reason = "tool_calls";
+    pthread_mutex_lock(&s->mu); /* this step's events before the end's */
+    if (slot_flush(s, sl) < 0 && !http_status) {
+        http_status = 500;
+        error = "out of memory";
+    }
+    pthread_mutex_unlock(&s->mu);
     srv_finish(s, r, reason, http_status, error);
     srv_out_free(&sl->out);
     cmf_sampler_free(sl->smp);
@@ -277,14 +316,17 @@ static void pool_sample(void *ctx, int ith, int nth) {
 }
 
 /* Samples rows[0..n) (each slot's own sampler on its session's logits) into their drawn/st: when two or more rows
- * draw with a temperature, on all threads of the batch's pool (or, without one, on the helpers too); else on the
- * scheduler thread (a greedy row, an argmax of ~20 us, is not worth a wake-up). */
+ * draw with a temperature, or SAMPLE_POOL_ROWS or more rows are greedy, on all threads of the batch's pool (its
+ * worker still spins from the forward, so this costs no wake-up); without a pool, when two or more draw with a
+ * temperature, on the helpers too; else on the scheduler thread (one greedy row, an argmax over the vocabulary of
+ * ~5-20 us, is not worth a wake-up). */
+#define SAMPLE_POOL_ROWS 4
 static void sample_all(srv_par *p, int n) {
     int heavy = 0;
     for (int i = 0; i < n; i++) heavy += p->rows[i]->req->sp.temperature > 0.0f;
     p->n_rows = n;
     atomic_store(&p->next, 0);
-    if (p->pool && heavy >= 2) {
+    if (p->pool && (heavy >= 2 || n >= SAMPLE_POOL_ROWS)) {
         cmf_pool_run(p->pool, pool_sample, p);
         return;
     }
@@ -303,8 +345,9 @@ static void sample_all(srv_par *p, int n) {
     pthread_mutex_unlock(&p->mu);
 }
 
-/* After sample_all, the slot's drawn token: stream it, decide whether the request goes on. */
-static void slot_emit(cmf_server *s, srv_slot *sl) {
+/* After sample_all, the slot's drawn token: its events into sl->ev (handed over by step()), decide whether the
+ * request goes on. now: the step's clock for the time to the first token. */
+static void slot_emit(cmf_server *s, srv_slot *sl, double now) {
     srv_req *r = sl->req;
     const int32_t tok = sl->drawn;
     if (sl->st != CMF_OK) {
@@ -312,11 +355,9 @@ static void slot_emit(cmf_server *s, srv_slot *sl) {
         return;
     }
     cmf_sampler_accept(sl->smp, tok);
-    pthread_mutex_lock(&s->mu);
-    if (r->n_gen == 0) srv_hist_add(&s->met.ttft, srv_now() - r->t_arrival);
-    r->n_gen++;
-    s->met.generated_tokens++;
-    pthread_mutex_unlock(&s->mu);
+    if (r->n_gen == 0) sl->ttft = now - r->t_arrival;
+    r->n_gen++; /* written by this thread only; read by others after done */
+    sl->n_new++;
     for (int i = 0; i < s->n_eos; i++)
         if (tok == s->eos[i]) {
             slot_end(s, sl, "stop", 0, NULL);
@@ -327,7 +368,7 @@ static void slot_emit(cmf_server *s, srv_slot *sl) {
         slot_end(s, sl, NULL, 500, cmf_last_error());
         return;
     }
-    emit_ctx e = {s, r};
+    emit_ctx e = {s, r, sl};
     int rc = srv_out_push(&sl->out, text, strlen(text), 0, on_piece, &e);
     free(text);
     if (rc < 0) {
@@ -402,9 +443,16 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
     }
     sample_all(p, nr);
     const double t2 = srv_now();
-    for (int i = 0; i < nr; i++) slot_emit(s, p->rows[i]);
+    for (int i = 0; i < nr; i++) slot_emit(s, p->rows[i], t2);
+    pthread_mutex_lock(&s->mu); /* one hand-over of every slot's events */
+    for (int i = 0; i < nr; i++) {
+        srv_slot *sl = p->rows[i];
+        if (!sl->req) continue; /* ended in slot_emit (flushed there) */
+        const int f = slot_flush(s, sl);
+        sl->wake = f > 0;
+        sl->oom = f < 0;
+    }
     const double t3 = srv_now();
-    pthread_mutex_lock(&s->mu);
     s->met.batch_steps++;
     s->met.batch_tokens += (uint64_t)n;
     if (n == n_decode) {
@@ -415,6 +463,11 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
     s->met.t_sample += t2 - t1;
     s->met.t_emit += t3 - t2;
     pthread_mutex_unlock(&s->mu);
+    for (int i = 0; i < nr; i++) {
+        srv_slot *sl = p->rows[i];
+        if (sl->req && sl->wake) pthread_cond_signal(&sl->req->cv);
+        if (sl->req && sl->oom) slot_end(s, sl, NULL, 500, "out of memory");
+    }
     return n;
 }
 
@@ -496,6 +549,7 @@ cmf_status srv_sched_start(cmf_server *s) {
         if (st != CMF_OK) return cmf_err_prefix(st, "serve: slot %d: ", i);
         sl->hist = malloc((size_t)s->n_ctx * sizeof *sl->hist);
         if (!sl->hist) return cmf_err(CMF_E_NOMEM, "serve: slot %d: out of memory", i);
+        sl->ttft = -1;
     }
     int bt = s->o.batch_tokens > s->o.n_slots ? s->o.batch_tokens : s->o.n_slots;
     cmf_status st = cmf_batch_new(s->m, bt, s->o.n_slots, &s->batch);
@@ -558,6 +612,7 @@ void srv_sched_stop(cmf_server *s) {
         for (int i = 0; i < s->o.n_slots; i++) {
             cmf_session_free(s->slots[i].sess);
             free(s->slots[i].hist);
+            srv_buf_free(&s->slots[i].ev);
         }
         free(s->slots);
         s->slots = NULL;

@@ -411,6 +411,50 @@ static void test_stream_utf8(void) {
     free(prompt);
 }
 
+/* "seed" (api.c): OpenAI's is an int64, negative seeds included. A negative seed s draws as the unsigned seed 2^64 + s
+ * (what cmf run --seed takes), both ends of [-2^63, 2^64) are accepted (as the tokens of the in-process sampler with
+ * that seed show), and the doubles just outside, fractions and huge values get a 400 naming "seed". */
+static void test_seed(void) {
+    int np = 0;
+    int32_t *prompt = tokenize("Once upon a time", 1, &np);
+    char *ij = ids_json(prompt, np), body[2048];
+    static const struct {
+        const char *json;
+        uint64_t as;
+    } ok[] = {
+        {"5", 5},
+        {"-5", 18446744073709551611ULL},                   /* 2^64 - 5 */
+        {"-9223372036854775808", 9223372036854775808ULL},  /* -2^63 */
+        {"18446744073709549568", 18446744073709549568ULL}, /* the largest double below 2^64 */
+    };
+    char first[2][8 * CTX * 8];
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        gen g;
+        cmf_sampler_params sp = params(1.5f, ok[i].as);
+        local_generate(prompt, np, &sp, 12, &g);
+        if (i < 2) snprintf(first[i], sizeof first[i], "%s", g.text);
+        snprintf(body, sizeof body, "{\"prompt\": %s, \"temperature\": 1.5, \"seed\": %s, \"max_tokens\": 12}", ij,
+                 ok[i].json);
+        cJSON *j = call("POST", "/v1/completions", body, 200);
+        CHECK_MSG(jstr(j, "choices.0.text") && !strcmp(jstr(j, "choices.0.text"), g.text),
+                  "seed %s: server '%s' vs local (seed %llu) '%s'", ok[i].json, jstr(j, "choices.0.text"),
+                  (unsigned long long)ok[i].as, g.text);
+        cJSON_Delete(j);
+        gen_free(&g);
+    }
+    CHECK_MSG(strcmp(first[0], first[1]) != 0, "seeds 5 and 2^64 - 5 drew the same text: the check above is blind");
+    static const char *const bad[] = {"-9223372036854777856", "18446744073709551616", "-1.5", "1e300", "-1e19"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(body, sizeof body, "{\"prompt\": %s, \"seed\": %s, \"max_tokens\": 4}", ij, bad[i]);
+        cJSON *j = call("POST", "/v1/completions", body, 400);
+        CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "seed"),
+                  "seed %s: not a 400 naming 'seed'", bad[i]);
+        cJSON_Delete(j);
+    }
+    free(ij);
+    free(prompt);
+}
+
 /* tool_choice "required" / a named function: the prompt ends with "<tool_call>\n" and the call's JSON start (the
  * server's forcing scheme), so the model's tokens continue the call; with this random model the block is not valid
  * JSON, so the reply gives it back verbatim as content: "<tool_call>" + JSON start + the generated text. */
@@ -685,6 +729,7 @@ int main(void) {
     gen_free(&g);
     free(prompt);
     test_stream_utf8();
+    test_seed();
     test_chat();
     test_tool_choice();
     test_concurrency();
