@@ -57,14 +57,15 @@ typedef struct {
 } rope_queue;
 static _Thread_local rope_queue g_rope;
 
-static void rope_token(cmf_batch *b, const cmf_layer *L, int layer, int t);
-static void kv_write_token(cmf_batch *b, cmf_session *const *seqs, int l, int t);
+static void rope_heads(cmf_batch *b, const cmf_layer *L, int layer, int t, int g0, int g1);
+static void kv_write_heads(cmf_batch *b, cmf_session *const *seqs, int l, int t, int g0, int g1);
 
 /* Runs the pending RoPE (and KV write) of every token, on the calling thread. */
 static void flush_rope(void) {
     rope_queue *r = &g_rope;
-    for (int t = 0; r->rope && t < r->n; t++) rope_token(r->b, r->L, r->layer, t);
-    for (int t = 0; r->kv && t < r->n; t++) kv_write_token(r->b, r->seqs, r->layer, t);
+    const int nkv = r->rope || r->kv ? r->b->m->cfg.n_kv_heads : 0; /* r->b: stale when nothing is pending */
+    for (int t = 0; r->rope && t < r->n; t++) rope_heads(r->b, r->L, r->layer, t, 0, nkv);
+    for (int t = 0; r->kv && t < r->n; t++) kv_write_heads(r->b, r->seqs, r->layer, t, 0, nkv);
     r->rope = r->kv = 0;
 }
 
@@ -228,19 +229,22 @@ static void rope(float *v, const cmf_config *c, int i0, int i1, const float *cs,
 
 enum { ROPE_PAIRS = 256 /* angles computed at a time */ };
 
-/* Token t's optional q/k head norms and RoPE, in place in b->q / b->k. */
-static void rope_token(cmf_batch *b, const cmf_layer *L, int layer, int t) {
+/* Token t's optional q/k head norms and RoPE, in place in b->q / b->k, for the KV heads g0 <= g < g1 and their
+ * query heads (g * group .. (g + 1) * group - 1, group = n_heads / n_kv_heads). Each head vector's operations do not
+ * depend on the range (the angles are the token's, computed the same way by every call), so a token's heads split
+ * over several calls get the bits of one call over all of them. */
+static void rope_heads(cmf_batch *b, const cmf_layer *L, int layer, int t, int g0, int g1) {
     const cmf_model *m = b->m;
     const cmf_config *c = &m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, QD = NH * HD, KVD = NKV * HD;
-    const int half = c->rot_dim / 2;
+    const int half = c->rot_dim / 2, group = NH / NKV, h0 = g0 * group, h1 = g1 * group;
     const float *inv_freq = m->rope_inv_freq + (c->is_sliding[layer] ? half : 0);
     float cs[ROPE_PAIRS], sn[ROPE_PAIRS];
     const int pos = b->pos[t];
     float *qt = b->q + (size_t)t * QD, *kt = b->k + (size_t)t * KVD;
-    for (int h = 0; h < NH && L->q_norm; h++)
+    for (int h = h0; h < h1 && L->q_norm; h++)
         cmf_rmsnorm(qt + (size_t)h * HD, qt + (size_t)h * HD, L->q_norm, HD, c->rms_norm_eps, c->gemma_norm);
-    for (int h = 0; h < NKV && L->k_norm; h++)
+    for (int h = g0; h < g1 && L->k_norm; h++)
         cmf_rmsnorm(kt + (size_t)h * HD, kt + (size_t)h * HD, L->k_norm, HD, c->rms_norm_eps, c->gemma_norm);
     for (int i0 = 0; i0 < half; i0 += ROPE_PAIRS) { /* the angles once per token: every q and k head shares them */
         const int i1 = half - i0 < ROPE_PAIRS ? half : i0 + ROPE_PAIRS;
@@ -249,8 +253,8 @@ static void rope_token(cmf_batch *b, const cmf_layer *L, int layer, int t) {
             cs[i - i0] = cosf(ang);
             sn[i - i0] = sinf(ang);
         }
-        for (int h = 0; h < NH; h++) rope(qt + (size_t)h * HD, c, i0, i1, cs, sn);
-        for (int h = 0; h < NKV; h++) rope(kt + (size_t)h * HD, c, i0, i1, cs, sn);
+        for (int h = h0; h < h1; h++) rope(qt + (size_t)h * HD, c, i0, i1, cs, sn);
+        for (int h = g0; h < g1; h++) rope(kt + (size_t)h * HD, c, i0, i1, cs, sn);
     }
 }
 
@@ -263,19 +267,21 @@ static cmf_status cpu_qk_rope(cmf_backend *be, cmf_batch *b, const cmf_layer *L,
     return CMF_OK;
 }
 
-/* Token t's k/v rows into its session's KV cache (and its q into the far field's query trace). */
-static void kv_write_token(cmf_batch *b, cmf_session *const *seqs, int l, int t) {
+/* Token t's k/v rows of the KV heads g0 <= g < g1 into its session's KV cache (and their query heads' q into the far
+ * field's query trace). */
+static void kv_write_heads(cmf_batch *b, cmf_session *const *seqs, int l, int t, int g0, int g1) {
     const cmf_config *c = &b->m->cfg;
-    const int QD = c->n_heads * c->head_dim, KVD = c->n_kv_heads * c->head_dim;
+    const int HD = c->head_dim, QD = c->n_heads * HD, KVD = c->n_kv_heads * HD, GQ = c->n_heads / c->n_kv_heads * HD;
     cmf_session *s = seqs[t];
     const int pos = b->pos[t];
     if (s->o1 && s->o1->on[l]) {
         if (s->o1->sealed) return; /* the far field takes this row in o1_worker */
-        memcpy(s->o1->qtrace[l] + (size_t)pos * QD, b->q + (size_t)t * QD, (size_t)QD * sizeof(float));
+        memcpy(s->o1->qtrace[l] + (size_t)pos * QD + (size_t)g0 * GQ, b->q + (size_t)t * QD + (size_t)g0 * GQ,
+               (size_t)(g1 - g0) * GQ * sizeof(float));
     }
-    const size_t row = s->kv_off[l] + (size_t)pos * KVD;
-    memcpy(s->k_cache + row, b->k + (size_t)t * KVD, (size_t)KVD * sizeof(float));
-    memcpy(s->v_cache + row, b->v + (size_t)t * KVD, (size_t)KVD * sizeof(float));
+    const size_t row = s->kv_off[l] + (size_t)pos * KVD + (size_t)g0 * HD, in = (size_t)t * KVD + (size_t)g0 * HD;
+    memcpy(s->k_cache + row, b->k + in, (size_t)(g1 - g0) * HD * sizeof(float));
+    memcpy(s->v_cache + row, b->v + in, (size_t)(g1 - g0) * HD * sizeof(float));
 }
 
 /* Whether the pending RoPE and KV write of this batch may run inside the attention's fan-out: a decode step (every
@@ -300,7 +306,7 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
         return CMF_OK;
     }
     flush_rope();
-    for (int t = 0; t < n; t++) kv_write_token(b, seqs, l, t);
+    for (int t = 0; t < n; t++) kv_write_heads(b, seqs, l, t, 0, b->m->cfg.n_kv_heads);
     return CMF_OK;
 }
 
@@ -316,7 +322,11 @@ static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const
  * chunks one after the other in the thread's scratch and merged there (no buffer growing with the context). The
  * threads take jobs by an atomic index (a thread that starts late takes fewer: 16 tokens dealt out in turn left one
  * thread waiting ~0.1 ms per layer for the other); a job per token first prefetches the token's first block of rows
- * (attn_prefetch) and, in a decode step, runs its pending RoPE and KV write (deferred RoPE above). */
+ * (attn_prefetch) and, in a decode step, runs its pending RoPE and KV write (deferred RoPE above). When the tokens
+ * are fewer than two per thread and each is one chunk (a one-token decode step up to 256 positions), a token's job is
+ * cut further by KV head (hsplit jobs per token, each a range of KV heads with their query heads: its RoPE, its
+ * slice of the KV write, its attention), so that every thread works and reads KV rows instead of one: each head's
+ * arithmetic is that of the whole token's job (the heads never mix before the normalization), so the bits stay. */
 enum {
     ATTN_CHUNK_MIN = 256, /* positions per chunk at least */
     ATTN_NCH_MAX = 16,    /* chunks per token at most */
@@ -327,7 +337,9 @@ typedef struct {
     cmf_batch *b;
     cmf_session *const *seqs;
     int layer, n;
-    int per_token;  /* 1: a job per token; 0: a job per (token, chunk) */
+    int per_token;  /* 1: a job per token (or per KV head range, hsplit); 0: a job per (token, chunk) */
+    int hsplit;     /* per_token: jobs per token, each KV heads [n_kv_heads * i / hsplit, n_kv_heads * (i + 1) / hsplit);
+                       > 1 only when every token is one chunk */
     const rope_queue *rq; /* per_token only: each job first runs its token's pending RoPE and KV write (or NULL) */
     const int *off; /* [n + 1]: token t's chunks are jobs off[t] .. off[t+1]-1 of the per-chunk numbering */
     float *part;    /* per chunk: [off[n]][n_heads][2 + head_dim] = (m, l, o) per query head (tokens of >1 chunk) */
@@ -350,21 +362,24 @@ static void attn_range(const cmf_batch *b, int layer, int t, int *start, int *le
     *len = pos - *start + 1;
 }
 
-/* Prefetches (into L2) the KV cache rows [j0, min(j1, j0 + ATTN_BLOCK)) of a layer (kc / vc, KVD floats each): the
- * block's rows for all KV heads as one run of misses; read head by head, they missed one head at a time (a 16-token
- * serve step reads ~20 MB of f32 cache per forward, mostly from memory). */
-static void attn_prefetch(const float *kc, const float *vc, int KVD, int j0, int j1) {
+/* Prefetches (into L2) the KV cache rows [j0, min(j1, j0 + ATTN_BLOCK)) of a layer (kc / vc, KVD floats each), their
+ * floats [i0, i1) (the KV heads a job reads; all of them: [0, KVD)): the block's rows for those heads as one run of
+ * misses; read head by head, they missed one head at a time (a 16-token serve step reads ~20 MB of f32 cache per
+ * forward, mostly from memory). */
+static void attn_prefetch(const float *kc, const float *vc, int KVD, int i0, int i1, int j0, int j1) {
     if (j1 > j0 + ATTN_BLOCK) j1 = j0 + ATTN_BLOCK;
     for (int j = j0; j < j1; j++)
-        for (int i = 0; i < KVD; i += 16) {
+        for (int i = i0; i < i1; i += 16) {
             __builtin_prefetch(kc + (size_t)j * KVD + i, 0, 2);
             __builtin_prefetch(vc + (size_t)j * KVD + i, 0, 2);
         }
 }
 
-/* Chunk ch of nch of token t: into the record rec ((m, l, o) per query head) when nch > 1, else the normalized
- * output row of b->att (with (m, l) in ml2, 2 * n_heads floats). scratch: CMF_ATTN_SB * group floats. */
-static void attn_one(const attn_task *a, int t, int ch, int nch, float *rec, float *ml2, float *scratch) {
+/* Chunk ch of nch of token t, KV heads [g0, g1) and their query heads: into the record rec ((m, l, o) per query head)
+ * when nch > 1, else the normalized output row of b->att (with (m, l) in ml2, 2 * n_heads floats). scratch:
+ * CMF_ATTN_SB * group floats. */
+static void attn_one(const attn_task *a, int t, int ch, int nch, int g0, int g1, float *rec, float *ml2,
+                     float *scratch) {
     cmf_batch *b = a->b;
     const cmf_config *c = &b->m->cfg;
     const int HD = c->head_dim, NH = c->n_heads, NKV = c->n_kv_heads, KVD = NKV * HD, group = NH / NKV;
@@ -375,12 +390,13 @@ static void attn_one(const attn_task *a, int t, int ch, int nch, float *rec, flo
     const float *q = b->q + (size_t)t * NH * HD;
     float *o = nch > 1 ? rec + 2 : b->att + (size_t)t * NH * HD, *ml = nch > 1 ? rec : ml2;
     const int64_t ldo = nch > 1 ? 2 + HD : HD, ldml = nch > 1 ? 2 + HD : 2;
-    cmf_attn_reset(NH, HD, o, ldo, ml, ldml);
+    cmf_attn_reset((g1 - g0) * group, HD, o + (int64_t)g0 * group * ldo, ldo, ml + (int64_t)g0 * group * ldml, ldml);
     const float *kc = s->k_cache + s->kv_off[a->layer], *vc = s->v_cache + s->kv_off[a->layer];
     for (int p0 = j0; p0 < j1; p0 += ATTN_BLOCK) {
         const int np = j1 - p0 < ATTN_BLOCK ? j1 - p0 : ATTN_BLOCK;
-        if (p0 + ATTN_BLOCK < j1) attn_prefetch(kc, vc, KVD, p0 + ATTN_BLOCK, j1); /* the next block's rows */
-        for (int g = 0; g < NKV; g++) {
+        if (p0 + ATTN_BLOCK < j1) /* the next block's rows */
+            attn_prefetch(kc, vc, KVD, g0 * HD, g1 * HD, p0 + ATTN_BLOCK, j1);
+        for (int g = g0; g < g1; g++) {
             const size_t row = (size_t)p0 * KVD + (size_t)g * HD;
             cmf_attn_chunk(q + (size_t)g * group * HD, HD, group, kc + row, vc + row, KVD, np, HD, c->attn_scale,
                            c->attn_softcap, scratch, o + (int64_t)g * group * ldo, ldo, ml + (int64_t)g * group * ldml,
@@ -388,7 +404,7 @@ static void attn_one(const attn_task *a, int t, int ch, int nch, float *rec, flo
         }
     }
     if (nch > 1) return;
-    for (int h = 0; h < NH; h++) {
+    for (int h = g0 * group; h < g1 * group; h++) {
         float *oh = o + (size_t)h * HD;
         const float inv = 1.0f / ml[2 * h + 1];
         for (int i = 0; i < HD; i++) oh[i] *= inv;
@@ -405,12 +421,13 @@ static void attn_merge_token(const attn_task *a, int t, const float *part, int n
                        a->b->att + (size_t)t * NH * HD + (size_t)h * HD);
 }
 
-/* A task mask's dead heads contribute nothing. */
-static void attn_dead_heads(const attn_task *a, int t) {
+/* A task mask's dead heads contribute nothing (the query heads of KV heads [g0, g1)). */
+static void attn_dead_heads(const attn_task *a, int t, int g0, int g1) {
     const cmf_config *c = &a->b->m->cfg;
+    const int group = c->n_heads / c->n_kv_heads;
     const uint8_t *heads =
         a->seqs[0]->mask ? cmf_mask_head_row(a->b->m->masks, a->seqs[0]->mask, (uint32_t)a->layer) : NULL;
-    for (int h = 0; heads && h < c->n_heads; h++)
+    for (int h = g0 * group; heads && h < g1 * group; h++)
         if (!cmf_mask_bit(heads, (uint32_t)h))
             memset(a->b->att + ((size_t)t * c->n_heads + h) * c->head_dim, 0, (size_t)c->head_dim * sizeof(float));
 }
@@ -419,26 +436,28 @@ static void attn_worker(void *ctx, int ith, int nth) {
     (void)nth;
     attn_task *a = ctx;
     const cmf_config *c = &a->b->m->cfg;
-    const int NH = c->n_heads, group = NH / c->n_kv_heads;
-    const size_t rec = (size_t)NH * (2 + c->head_dim);
+    const int NH = c->n_heads, NKV = c->n_kv_heads, HD = c->head_dim, group = NH / NKV;
+    const size_t rec = (size_t)NH * (2 + HD);
     float *scratch = cmf_pool_scratch(a->b->pool, ith, 0); /* reserved by cpu_attention */
     float *ml2 = scratch + (size_t)group * CMF_ATTN_SB, *own = ml2 + 2 * (size_t)NH;
     if (a->per_token) {
-        for (int t; (t = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < a->n;) {
+        for (int job; (job = atomic_fetch_add_explicit(&a->next, 1, memory_order_relaxed)) < a->n * a->hsplit;) {
+            const int t = job / a->hsplit, part = job % a->hsplit;
+            const int g0 = NKV * part / a->hsplit, g1 = NKV * (part + 1) / a->hsplit;
             const cmf_session *s = a->seqs[t];
             int start, len;
             attn_range(a->b, a->layer, t, &start, &len); /* its first rows, in flight during RoPE and the KV write */
-            attn_prefetch(s->k_cache + s->kv_off[a->layer], s->v_cache + s->kv_off[a->layer],
-                          c->n_kv_heads * c->head_dim, start, start + len);
+            attn_prefetch(s->k_cache + s->kv_off[a->layer], s->v_cache + s->kv_off[a->layer], NKV * HD, g0 * HD,
+                          g1 * HD, start, start + len);
             if (a->rq) {
-                rope_token(a->b, a->rq->L, a->layer, t);
-                kv_write_token(a->b, a->seqs, a->layer, t);
+                rope_heads(a->b, a->rq->L, a->layer, t, g0, g1);
+                kv_write_heads(a->b, a->seqs, a->layer, t, g0, g1);
             }
             if (attn_skipped(a->seqs[t], a->layer)) continue;
             const int nch = a->off[t + 1] - a->off[t];
-            for (int ch = 0; ch < nch; ch++) attn_one(a, t, ch, nch, own + (size_t)ch * rec, ml2, scratch);
+            for (int ch = 0; ch < nch; ch++) attn_one(a, t, ch, nch, g0, g1, own + (size_t)ch * rec, ml2, scratch);
             if (nch > 1) attn_merge_token(a, t, own, nch);
-            attn_dead_heads(a, t);
+            attn_dead_heads(a, t, g0, g1);
         }
         return;
     }
@@ -447,8 +466,8 @@ static void attn_worker(void *ctx, int ith, int nth) {
         while (job >= a->off[t + 1]) t++;
         const int nch = a->off[t + 1] - a->off[t];
         if (attn_skipped(a->seqs[t], a->layer)) continue;
-        attn_one(a, t, job - a->off[t], nch, a->part + (size_t)job * rec, ml2, scratch);
-        if (nch == 1) attn_dead_heads(a, t);
+        attn_one(a, t, job - a->off[t], nch, 0, NKV, a->part + (size_t)job * rec, ml2, scratch);
+        if (nch == 1) attn_dead_heads(a, t, 0, NKV);
     }
 }
 
@@ -520,16 +539,19 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     const int fused = g_rope.kv && per_token && rope_in_attention(&g_rope, b, seqs, l, n);
     if (fused) g_rope.rope = g_rope.kv = 0;
     else flush_rope();
-    attn_task at = {b,   seqs, l, n, per_token, fused ? &rq : NULL,
+    /* few single-chunk tokens: a job per (token, range of KV heads), as many ranges as threads (the RoPE angles are
+     * computed by each range's job: more ranges than threads would only repeat them) */
+    const int hsplit = per_token && most == 1 && n < 2 * pool_n ? (NKV < pool_n ? NKV : pool_n) : 1;
+    attn_task at = {b,   seqs, l, n, per_token, hsplit, fused ? &rq : NULL,
                     off, per_token ? NULL : (float *)(void *)(sh + offb), 0};
     atomic_init(&at.next, 0);
-    const int jobs = per_token ? n : off[n];
+    const int jobs = per_token ? n * hsplit : off[n];
     if (work < 65536 || jobs == 1) attn_worker(&at, 0, 1);
     else cmf_pool_run(b->pool, attn_worker, &at);
     for (int t = 0; t < n && !per_token; t++) /* per chunk: the merge of the tokens of several chunks */
         if (off[t + 1] - off[t] > 1 && !attn_skipped(seqs[t], l)) {
             attn_merge_token(&at, t, at.part + (size_t)off[t] * (rec / sizeof(float)), off[t + 1] - off[t]);
-            attn_dead_heads(&at, t);
+            attn_dead_heads(&at, t, 0, NKV);
         }
     o1_task ot = {b, seqs, l, n, b->sealed, 0};
     for (int t = 0; t < n; t++) {
