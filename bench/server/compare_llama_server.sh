@@ -12,6 +12,11 @@
 #              cmake -S llama.cpp -B build -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_UI=OFF; cmake --build build
 #              --target llama-server)
 #   CMF_BIN    the cmf binary (default: a Release build made in $WORK/build)
+#   CMF_BEFORE another cmf binary (optional; e.g. a Release build of a git archive of the commit before a change):
+#              measured in the same run, right before CMF_BIN, as a "cmf serve (before)" row, with before/after and
+#              after/llama-server ratio rows: the before/after form of bench/server/RESULTS.md
+#   LOAD_ARGS  extra arguments of load.py (--threads: the client of runs 1-7, one Python thread per stream and a
+#              json.loads per event; default: load.py's one-thread client)
 #   WORK       models, build and logs (default /tmp/cmf-vs-llama-server); nothing is written to the repository
 # Prints a markdown table on stdout (bench/server/RESULTS.md holds a copy of one run); on stderr load.py adds cmf's
 # scheduler split per concurrency from /metrics (tokens per forward; forward / sampling / events shares).
@@ -22,7 +27,7 @@ while [ $# -gt 0 ]; do
     -t) THREADS=$2; shift 2 ;;
     -n) N=$2; shift 2 ;;
     --no-random) RANDOM_MODEL=0; shift ;;
-    -h | --help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,25p' "$0"; exit 0 ;;
     *) echo "compare_llama_server.sh: unknown argument '$1'" >&2; exit 2 ;;
     esac
 done
@@ -51,7 +56,7 @@ bench_side() {
     local port=$1 out=""
     for c in 1 4 16; do
         local j
-        j=$(python3 "$ROOT/bench/server/load.py" "http://127.0.0.1:$port" "$c" "$N" 2)
+        j=$(python3 "$ROOT/bench/server/load.py" ${LOAD_ARGS:-} "http://127.0.0.1:$port" "$c" "$N" 2)
         echo "$j" >>"$WORK/load.jsonl"
         out="$out $(python3 -c 'import json,sys; j=json.loads(sys.argv[1]); print(j["tok_s"], j["errors"])' "$j")"
     done
@@ -71,27 +76,35 @@ for m in "${models[@]}"; do
     cmfm="$WORK/$(basename "$gguf" .gguf).cmf"
     [ -f "$cmfm" ] || "$CMF_BIN" convert "$gguf" -o "$cmfm" --no-progress >/dev/null
     declare -A res=()
-    for side in cmf llama; do
+    sides="cmf llama"
+    [ -n "${CMF_BEFORE:-}" ] && sides="before cmf llama"
+    for side in $sides; do
         port=$(free_port)
-        if [ $side = cmf ]; then
-            "$CMF_BIN" serve "$cmfm" --port "$port" --parallel 16 -c 256 -t "$THREADS" >"$WORK/$side.log" 2>&1 &
+        if [ $side = cmf ] || [ $side = before ]; then
+            bin=$CMF_BIN
+            [ $side = before ] && bin=$CMF_BEFORE
+            "$bin" serve "$cmfm" --port "$port" --parallel 16 -c 256 -t "$THREADS" >"$WORK/$side.log" 2>&1 &
         else
             "$LS" -m "$gguf" --port "$port" --parallel 16 -c $((16 * 256)) -t "$THREADS" -tb "$THREADS" \
                 --no-warmup >"$WORK/$side.log" 2>&1 &
         fi
         pid=$!; pids+=("$pid")
         wait_up "$port" || { log "$side did not start (see $WORK/$side.log)"; exit 1; }
-        python3 "$ROOT/bench/server/load.py" "http://127.0.0.1:$port" 2 8 1 >/dev/null # warm-up
+        python3 "$ROOT/bench/server/load.py" ${LOAD_ARGS:-} "http://127.0.0.1:$port" 2 8 1 >/dev/null # warm-up
         res[$side]=$(bench_side "$port")
         kill "$pid"; wait "$pid" 2>/dev/null || true
     done
-    for side in cmf llama; do
+    for side in $sides; do
         read -r t1 e1 t4 e4 t16 e16 <<<"${res[$side]}"
-        label=$([ $side = cmf ] && echo "cmf serve" || echo "llama-server")
+        case $side in cmf) label="cmf serve" ;; before) label="cmf serve (before)" ;; *) label="llama-server" ;; esac
         echo "| $name | $label | $t1 | $t4 | $t16 | $(python3 -c "print(f'{$t16/$t1:.1f}x')") | $((e1 + e4 + e16)) |"
     done
     read -r c1 _ c4 _ c16 _ <<<"${res[cmf]}"
     read -r l1 _ l4 _ l16 _ <<<"${res[llama]}"
     echo "| $name | cmf / llama-server | $(python3 -c "print(f'{$c1/$l1:.2f}')") | $(python3 -c "print(f'{$c4/$l4:.2f}')") | $(python3 -c "print(f'{$c16/$l16:.2f}')") | | |"
+    if [ -n "${CMF_BEFORE:-}" ]; then
+        read -r b1 _ b4 _ b16 _ <<<"${res[before]}"
+        echo "| $name | cmf after / before | $(python3 -c "print(f'{$c1/$b1:.2f}')") | $(python3 -c "print(f'{$c4/$b4:.2f}')") | $(python3 -c "print(f'{$c16/$b16:.2f}')") | | |"
+    fi
     unset res
 done
