@@ -546,8 +546,10 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
                     off, per_token ? NULL : (float *)(void *)(sh + offb), 0};
     atomic_init(&at.next, 0);
     const int jobs = per_token ? n * hsplit : off[n];
-    if (work < 65536 || jobs == 1) attn_worker(&at, 0, 1);
-    else cmf_pool_run(b->pool, attn_worker, &at);
+    /* a one-token step's KV-head jobs go to the pool from a quarter of the work: a worker that is late is skipped
+     * (cmf_pool_run_dyn), so the fan-out costs little more than a call when the caller ends up doing both jobs */
+    if (work < (hsplit > 1 ? 16384 : 65536) || jobs == 1) attn_worker(&at, 0, 1);
+    else cmf_pool_run_dyn(b->pool, attn_worker, &at);
     for (int t = 0; t < n && !per_token; t++) /* per chunk: the merge of the tokens of several chunks */
         if (off[t + 1] - off[t] > 1 && !attn_skipped(seqs[t], l)) {
             attn_merge_token(&at, t, at.part + (size_t)off[t] * (rec / sizeof(float)), off[t + 1] - off[t]);

@@ -370,7 +370,7 @@ static void rp_launch(mm_task *t) {
         t->gpi = (ng + items - 1) / items;
         atomic_init(&t->next, 0);
         if (small) rp_gemv_worker(t, 0, 1);
-        else cmf_pool_run(t->pool, rp_gemv_worker, t);
+        else cmf_pool_run_dyn(t->pool, rp_gemv_worker, t);
         return;
     }
     const int64_t nb = t->a.nb, panels = (w->rows + 31) / 32, chunks = (nb + KERN_GEMM_KB - 1) / KERN_GEMM_KB;
@@ -380,7 +380,7 @@ static void rp_launch(mm_task *t) {
     t->runs = rp_runs_make(panels, t->tchunks, n, nth);
     atomic_init(&t->next, 0);
     if (small) rp_gemm_worker(t, 0, 1);
-    else cmf_pool_run(t->pool, rp_gemm_worker, t);
+    else cmf_pool_run_dyn(t->pool, rp_gemm_worker, t);
 }
 
 /* A view with a split repacked copy (kern.h cmf_rp: q4_block / q4_tiled with cols % 32 != 0): the copy's two rows
@@ -479,14 +479,14 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
         if (t.tchunks > n / 8) t.tchunks = n / 8 > 1 ? n / 8 : 1;
         atomic_init(&t.next, 0);
         if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) gemm_worker(&t, 0, 1);
-        else cmf_pool_run(pool, gemm_worker, &t);
+        else cmf_pool_run_dyn(pool, gemm_worker, &t);
         return;
     }
     int64_t rpi = (w->rows / (4 * nth) + KERN_RB - 1) / KERN_RB * KERN_RB;
     t.rows_per_item = rpi < KERN_RB ? KERN_RB : rpi > MAX_ROWS_PER_ITEM ? MAX_ROWS_PER_ITEM : rpi;
     atomic_init(&t.next, 0);
     if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) mm_worker(&t, 0, 1);
-    else cmf_pool_run(pool, mm_worker, &t);
+    else cmf_pool_run_dyn(pool, mm_worker, &t);
 }
 
 /* ---- products of one input as one fan-out (cmf_matmul_group) -------------------------------------------------- */
@@ -660,5 +660,5 @@ void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *m
     t->units = glu ? t->p[0].units : t->p[count - 1].u0 + t->p[count - 1].units;
     atomic_init(&t->next, 0);
     if (work < MM_PAR_MIN) grp_worker(t, 0, 1);
-    else cmf_pool_run(pool, grp_worker, t);
+    else cmf_pool_run_dyn(pool, grp_worker, t);
 }

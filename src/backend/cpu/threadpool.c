@@ -1,6 +1,11 @@
 /* threadpool.c — persistent workers woken per operation with a generation counter. A worker spins briefly on
  * the counter before sleeping on the condition variable, so back-to-back matmuls of one token do not pay the
- * wake-up latency of a futex each time. */
+ * wake-up latency of a futex each time. The mutex and condition variables are touched only when a thread really
+ * sleeps (counted in `sleepers` / `waiting`; each side publishes its flag and then reads the other's counter, both
+ * sequentially consistent, so one of them always sees the other: Dekker's pattern). Each operation (generation g)
+ * is claimed once per worker, by the worker itself (it runs fn) or, for cmf_pool_run_dyn, by the caller when the
+ * worker has not started by the time the caller's own share is done (the worker then skips it): a preempted or
+ * sleeping worker no longer holds up a fan-out whose items the caller has already taken. */
 #include "backend/cpu/threadpool.h"
 
 #include <pthread.h>
@@ -10,13 +15,21 @@
 
 #include "util/error.h"
 
+/* One worker's claim: the last generation it ran or the caller took from it; a cache line of its own. */
+typedef struct {
+    _Alignas(64) atomic_uint gen;
+} claim_slot;
+
 struct cmf_pool {
     int n;
     pthread_t *threads;
     pthread_mutex_t mu;
     pthread_cond_t wake, done;
-    atomic_uint gen;     /* bumped for each operation */
-    atomic_int pending;  /* workers still running the current operation */
+    _Alignas(64) atomic_uint gen; /* bumped for each operation (workers spin on this line) */
+    _Alignas(64) atomic_int pending; /* workers still to finish the current operation */
+    atomic_int sleepers; /* workers asleep (or going to sleep) on `wake` */
+    atomic_int waiting;  /* 1 while the caller sleeps on `done` */
+    claim_slot *claim;   /* [n]: per worker (index 0 unused) */
     int stop;
     cmf_task_fn fn;
     void *ctx;
@@ -49,15 +62,21 @@ static void *worker(void *arg) {
         while ((g = atomic_load_explicit(&p->gen, memory_order_acquire)) == seen && spins < SPIN_ITERS) spins++;
         if (g == seen) {
             pthread_mutex_lock(&p->mu);
+            atomic_fetch_add(&p->sleepers, 1); /* then read gen: the caller bumps gen, then reads sleepers */
             while ((g = atomic_load(&p->gen)) == seen && !p->stop) pthread_cond_wait(&p->wake, &p->mu);
+            atomic_fetch_sub(&p->sleepers, 1);
             int stop = p->stop;
             pthread_mutex_unlock(&p->mu);
             if (stop) return NULL;
         }
         seen = g;
         if (p->stop) return NULL;
+        /* every earlier generation was claimed (the caller returns only then), so the slot holds g - 1 unless the
+         * caller took g already (cmf_pool_run_dyn: then fn and ctx may belong to a later operation: not touched) */
+        unsigned expect = g - 1;
+        if (!atomic_compare_exchange_strong(&p->claim[ith].gen, &expect, g)) continue;
         p->fn(p->ctx, ith, p->n);
-        if (atomic_fetch_sub_explicit(&p->pending, 1, memory_order_acq_rel) == 1) {
+        if (atomic_fetch_sub(&p->pending, 1) == 1 && atomic_load(&p->waiting)) {
             pthread_mutex_lock(&p->mu);
             pthread_cond_signal(&p->done);
             pthread_mutex_unlock(&p->mu);
@@ -83,7 +102,12 @@ cmf_status cmf_pool_new(int n_threads, cmf_pool **out) {
     p->threads = calloc((size_t)n_threads, sizeof *p->threads);
     p->scratch = calloc((size_t)n_threads, sizeof *p->scratch);
     p->scratch_len = calloc((size_t)n_threads, sizeof *p->scratch_len);
-    if (!p->threads || !p->scratch || !p->scratch_len) {
+    if (posix_memalign((void **)&p->claim, 64, (size_t)n_threads * sizeof *p->claim) != 0) p->claim = NULL;
+    for (int i = 0; p->claim && i < n_threads; i++) atomic_init(&p->claim[i].gen, 0);
+    atomic_init(&p->sleepers, 0);
+    atomic_init(&p->waiting, 0);
+    if (!p->threads || !p->scratch || !p->scratch_len || !p->claim) {
+        free(p->claim);
         free(p->threads);
         free(p->scratch);
         free(p->scratch_len);
@@ -119,6 +143,7 @@ void cmf_pool_free(cmf_pool *p) {
     free(p->scratch);
     free(p->scratch_len);
     free(p->threads);
+    free(p->claim);
     free(p);
 }
 
@@ -150,7 +175,7 @@ void *cmf_pool_shared(cmf_pool *p, size_t bytes) {
 
 int cmf_pool_size(const cmf_pool *p) { return p ? p->n : 1; }
 
-void cmf_pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx) {
+static void pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx, int dyn) {
     if (!p || p->n == 1) {
         fn(ctx, 0, 1);
         return;
@@ -158,19 +183,35 @@ void cmf_pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx) {
     p->fn = fn;
     p->ctx = ctx;
     atomic_store(&p->pending, p->n - 1);
-    pthread_mutex_lock(&p->mu);
-    atomic_fetch_add_explicit(&p->gen, 1, memory_order_release);
-    pthread_cond_broadcast(&p->wake);
-    pthread_mutex_unlock(&p->mu);
+    const unsigned g = atomic_fetch_add(&p->gen, 1) + 1; /* then read sleepers (worker: sleepers, then gen) */
+    if (atomic_load(&p->sleepers) > 0) {
+        pthread_mutex_lock(&p->mu);
+        pthread_cond_broadcast(&p->wake);
+        pthread_mutex_unlock(&p->mu);
+    }
     fn(ctx, 0, p->n);
+    if (dyn) { /* the items are all taken: a worker that has not started yet skips this operation */
+        int taken = 0;
+        for (int i = 1; i < p->n; i++) {
+            unsigned expect = g - 1;
+            taken += atomic_compare_exchange_strong(&p->claim[i].gen, &expect, g);
+        }
+        if (taken) atomic_fetch_sub(&p->pending, taken);
+    }
     int spins = 0;
     while (atomic_load_explicit(&p->pending, memory_order_acquire) > 0 && spins < SPIN_ITERS) spins++;
     if (atomic_load(&p->pending) > 0) {
         pthread_mutex_lock(&p->mu);
+        atomic_store(&p->waiting, 1); /* then read pending (worker: pending, then waiting) */
         while (atomic_load(&p->pending) > 0) pthread_cond_wait(&p->done, &p->mu);
+        atomic_store(&p->waiting, 0);
         pthread_mutex_unlock(&p->mu);
     }
 }
+
+void cmf_pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx) { pool_run(p, fn, ctx, 0); }
+
+void cmf_pool_run_dyn(cmf_pool *p, cmf_task_fn fn, void *ctx) { pool_run(p, fn, ctx, 1); }
 
 cmf_status cmf_pool_reserve(cmf_pool *p, size_t bytes) {
     for (int i = 0; i < p->n; i++)

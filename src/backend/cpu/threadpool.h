@@ -18,6 +18,12 @@ void cmf_pool_free(cmf_pool *p);
 int cmf_pool_size(const cmf_pool *p);
 /* Runs fn on all threads and waits. With a NULL pool, runs fn(ctx, 0, 1) on the caller. */
 void cmf_pool_run(cmf_pool *p, cmf_task_fn fn, void *ctx);
+/* cmf_pool_run for a task whose threads take its work items from a shared counter until none is left (never by
+ * ith): once the caller's fn(ctx, 0, nth) returns, every item has been taken, so a worker that has not started fn
+ * yet is skipped (it never runs fn for this operation and never touches ctx) and only the workers already inside fn
+ * are waited for. Saves the wake-up of a sleeping or preempted worker whose share the caller did. The task must not
+ * need every ith to run (no per-thread outputs, no ith / nth partition). */
+void cmf_pool_run_dyn(cmf_pool *p, cmf_task_fn fn, void *ctx);
 
 /* Per-thread scratch memory owned by the pool, for use inside a task by thread ith: at least `bytes` bytes,
  * 64-byte aligned, kept between operations (grown only when a larger size is asked for). Returns NULL when
