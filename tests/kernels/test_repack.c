@@ -3,7 +3,8 @@
  * panel, one row, several column chunks, q8 also cols % 32 != 0) on every path of this CPU that has repacked kernels
  * (scalar always; AVX2 and AVX-512 VNNI when the CPU has them; under qemu on arm64 the scalar one):
  *  - the layout: every element (u - 8) * scale read back from the copy equals cmf_weight_row_f32's value of the
- *    stored tensor bit for bit (q4tp's ladder rungs included, CMF_FORMAT.md §2.6), pad rows are zero; q8: every
+ *    stored tensor bit for bit (q4tp: the rung of the stored code on the ladder rebuilt from the copy's t0 and r by
+ *    the sequential multiplies of CMF_FORMAT.md §2.6, 17 bytes per 32 values), pad rows are zero; q8: every
  *    u - 128 equals the stored int8 (0 past cols), every row scale the stored f16;
  *  - the decode kernel (rp_gemv) for 1 and 2 tokens over every group range, and the prefill kernel (rp_gemm) by
  *    panels with column chunks and accumulation (first = 0), against cmf_gemm_ref_i8 (double sums of the scalar
@@ -47,6 +48,14 @@ static int compare(const float *got, const float *ref, const double *mag, int64_
     return bad;
 }
 
+/* Outputs of rows [r0, rows) of n tokens (stride ld) whose bits differ between got and want. */
+static int64_t diff_bits(const float *got, const float *want, int64_t n, int64_t r0, int64_t rows, int64_t ld) {
+    int64_t d = 0;
+    for (int64_t t = 0; t < n; t++)
+        for (int64_t r = r0; r < rows; r++) d += memcmp(got + t * ld + r, want + t * ld + r, 4) != 0;
+    return d;
+}
+
 /* q8 layout: every u - 128 against the stored int8 (0 past cols and in pad rows), every row scale against the
  * stored f16. */
 static int check_layout_q8(const cmf_weight *w, const cmf_rp *rp) {
@@ -77,15 +86,25 @@ static int check_layout(const cmf_weight *w, const cmf_rp *rp) {
         const uint8_t *gp = rp->buf + (size_t)(R / 16) * rp->gstride, *sc = gp + rp->nb * 256;
         const int i = (int)(R % 16);
         if (R < w->full_rows) cmf_weight_row_f32(w, R, row);
+        float lad[32]; /* q4tp: row i's ladder from its t0 and r (§2.6 step 3: t[c] = t[c-1] * r in f32) */
+        if (rp->sbytes == 1) {
+            float r;
+            memcpy(&lad[0], sc + 4 * i, 4);
+            memcpy(&r, sc + 64 + 4 * i, 4);
+            for (int c = 1; c < 32; c++) lad[c] = lad[c - 1] * r;
+        }
         for (int64_t c = 0; c < w->cols; c++) {
             const int64_t b = c / 32, k = c % 32, m = (k % 16) / 4, j = k % 4;
             const uint8_t byte = gp[b * 256 + 64 * m + 4 * i + j];
             const int u = k < 16 ? byte & 15 : byte >> 4;
             float s;
-            if (rp->sbytes == 2)
+            if (rp->sbytes == 2) {
                 s = cmf_f16_to_f32((uint16_t)(sc[2 * (b * 16 + i)] | sc[2 * (b * 16 + i) + 1] << 8));
-            else
-                memcpy(&s, sc + 4 * (b * 16 + i), 4);
+            } else {
+                const uint8_t code = sc[128 + i * rp->nb + b];
+                if (code > 31) bad++;
+                s = lad[code & 31];
+            }
             const float v = (float)(u - 8) * s, want = R < w->full_rows ? row[c] : 0.0f;
             if (memcmp(&v, &want, 4) != 0 && !(v == 0 && want == 0)) bad++;
         }
@@ -111,6 +130,9 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         return;
     }
     CHECK(cmf_cpu_repack_bytes() == before + rp->gstride * (size_t)rp->ngroups);
+    if (dtype == CMF_DT_Q4TP) /* 16 nibble bytes + 1 code byte per 32 values, 8 bytes of ladder per row (kern.h) */
+        CHECK_MSG(rp->sbytes == 1 && rp->gstride == (((size_t)rp->nb * 272 + 128 + 63) & ~(size_t)63),
+                  "q4tp gstride %zu for %lld blocks", rp->gstride, (long long)rp->nb);
     float *col = NULL;
     if (dtype == CMF_DT_Q8_2F) { /* its f16 column scales (§2.3) */
         col = malloc((size_t)cols * sizeof(float));
@@ -128,7 +150,7 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand() * (i % 13 == 0 ? 5.0f : 1.0f);
         for (int64_t r = 0; r < rows; r++) bias[r] = kt_frand();
         float *ref = malloc((size_t)(n * ld) * sizeof(float)), *got = malloc((size_t)(n * ld) * sizeof(float));
-        float *ref0 = malloc((size_t)(n * ld) * sizeof(float));
+        float *ref0 = malloc((size_t)(n * ld) * sizeof(float)), *sref = malloc((size_t)(n * ld) * sizeof(float));
         double *mag = malloc((size_t)(n * ld) * sizeof(double)), *mag0 = malloc((size_t)(n * ld) * sizeof(double));
         void *abuf = malloc(cmf_qact_bytes(n, cols));
         cmf_qact a;
@@ -160,21 +182,37 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
                 const int bad = compare(got, ref0, mag0, n, rows, ld);
                 CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld rp_gemv from group %lld: %d off", cmf_cpu_path_name(path),
                           cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, (long long)g0, bad);
+                /* the one summation chain of kern.h: the scalar reference's bits (q4tp: its ladders' bits too) */
+                for (int64_t i = 0; i < n * ld; i++) sref[i] = NAN;
+                cmf_rp_gemv_scalar(rp, g0, rows - 16 * g0, &a, (int)n, sref + 16 * g0, ld);
+                const int64_t dif = diff_bits(got, sref, n, 16 * g0, rows, ld);
+                CHECK_MSG(dif == 0, "%s %s %lldx%lld n=%lld rp_gemv from group %lld: %lld outputs not the scalar bits",
+                          cmf_cpu_path_name(path), cmf_dtype_name(dtype), (long long)rows, (long long)cols,
+                          (long long)n, (long long)g0, (long long)dif);
             }
         }
-        { /* prefill kernel by panels of 32 rows, chunks of 3 blocks (accumulating) */
-            for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
+        for (int ci = 0; ci < 2; ci++) { /* prefill kernel by panels of 32 rows, chunks of 3 blocks (accumulating),
+                                            then each row in one chunk (q4tp past 64 blocks: the kernels' sub-chunks) */
+            const int64_t ck = ci ? a.nb : 3;
+            for (int64_t i = 0; i < n * ld; i++) got[i] = sref[i] = NAN;
             for (int64_t r = 0; r < rows; r += 32) {
                 const int nr = rows - r < 32 ? (int)(rows - r) : 32;
-                for (int64_t b0 = 0; b0 < a.nb; b0 += 3) {
-                    const int64_t kb = a.nb - b0 < 3 ? a.nb - b0 : 3;
+                for (int64_t b0 = 0; b0 < a.nb; b0 += ck) {
+                    const int64_t kb = a.nb - b0 < ck ? a.nb - b0 : ck;
                     k->rp_gemm(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, got + r, ld, bias + r, b0 == 0,
                               b0 + kb == rp->nb);
+                    cmf_rp_gemm_scalar(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, sref + r, ld, bias + r,
+                                       b0 == 0, b0 + kb == rp->nb);
                 }
             }
             const int bad = compare(got, ref, mag, n, rows, ld);
-            CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld rp_gemm: %d off", cmf_cpu_path_name(path),
-                      cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n, bad);
+            CHECK_MSG(bad == 0, "%s %s %lldx%lld n=%lld rp_gemm (chunks of %lld blocks): %d off",
+                      cmf_cpu_path_name(path), cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n,
+                      (long long)ck, bad);
+            const int64_t dif = diff_bits(got, sref, n, 0, rows, ld);
+            CHECK_MSG(dif == 0, "%s %s %lldx%lld n=%lld rp_gemm (chunks of %lld blocks): %lld outputs not the scalar bits",
+                      cmf_cpu_path_name(path), cmf_dtype_name(dtype), (long long)rows, (long long)cols, (long long)n,
+                      (long long)ck, (long long)dif);
         }
         { /* cmf_matmul with the copy, on the pool */
             for (int64_t i = 0; i < n * ld; i++) got[i] = NAN;
@@ -211,6 +249,7 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         free(bias);
         free(ref);
         free(ref0);
+        free(sref);
         free(got);
         free(mag);
         free(mag0);
@@ -451,7 +490,7 @@ int main(void) {
     const int paths[] = {CMF_CPU_SCALAR, CMF_CPU_AVX2, CMF_CPU_AVX512, CMF_CPU_NEON};
     const int dts[] = {CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q8_ROW, CMF_DT_Q8_2F};
     const int64_t shapes[][2] = {{1, 32},      {15, 64},      {16, 96}, {17, 32}, {33, 160},
-                                 {77, 32 * 9}, {50, 32 * 45}, {19, 40}, {33, 77}};
+                                 {77, 32 * 9}, {50, 32 * 45}, {19, 40}, {33, 77}, {18, 32 * 150}};
     int tested = 0;
     for (size_t pi = 0; pi < sizeof paths / sizeof paths[0]; pi++) {
         if (!cmf_cpu_path_supported(paths[pi])) continue;

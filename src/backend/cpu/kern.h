@@ -19,6 +19,7 @@
 #define CMF_CPU_KERN_H
 
 #include <stdint.h>
+#include <string.h>
 
 #include "backend/cpu/ops.h"
 #include "quant/dtype.h"
@@ -129,9 +130,16 @@ void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *o
  *     holds in its low nibble u = v + 8 of column 32b + 4m + j and in its high nibble that of column
  *     32b + 16 + 4m + j, so (x & 15) and (x >> 4) & 15 of one 64-byte vector are the VNNI operands (16 rows x 4
  *     columns) of quarters m and m + 4;
- *   sc[nb][16]: the block scales of the 16 rows, f16 as stored for q4_block / q4_tiled (sbytes 2: exact), f32 for
- *     q4tp (sbytes 4: the rung t[code] of each row's ladder, §2.6, computed once with cmf_kern_ladder: bit-exact).
- * gstride = nb * (256 + 16 * sbytes) rounded up to 64 bytes; buf is 64-byte aligned. The value of an element is
+ *   q4_block / q4_tiled (sbytes 2): sc[nb][16], the block scales of the 16 rows, f16 as stored (exact);
+ *     gstride = nb * 288 rounded up to 64 bytes;
+ *   q4tp (sbytes 1: 16 + 1 bytes per 32 values): lad[2][16] f32, the 16 rows' t0 = exp2f(lo) then r = exp2f(step)
+ *     (§2.6 step 2, from the stored f16 lo / step), then code[16][nb]: byte i * nb + b is the 5-bit code of row i's
+ *     block b (§2.6). The block scale is rung t[code] of the row's ladder t[0] = t0, t[c] = t[c-1] * r (§2.6 step
+ *     3: the same f32 multiplies, so the same bits as cmf_kern_ladder); the kernels rebuild the 16 ladders of a group
+ *     lane-wise (lane i = row i; cmf_rp_tp_ladders) into 2 KiB of scratch and look the rungs up there (AVX-512: one
+ *     vpermt2ps per row and 16 blocks, then a transpose). Pad rows: t0 = r = 0 (every rung 0).
+ *     gstride = nb * 272 + 128 rounded up to 64 bytes.
+ * buf is 64-byte aligned. The value of an element is
  * (u - 8) * scale exactly as the stored tensor's (CMF_FORMAT.md §2.4-2.6). Kernels take the activations of one
  * level (cmf_qact, slot = token) and use the block sums s for the -8 offset: dot(v, x) = dot(u, x) - 8 * s.
  * q8_row / q8_2f (q8 = 1; any cols, nb = ceil(cols / 32)): q[nb][8][64] bytes, for block b and column quad g (0..7)
@@ -155,7 +163,7 @@ typedef struct cmf_rp {
     int dtype;
     int64_t full_rows, cols;
     int64_t nb, ngroups; /* blocks of 32 per row; row groups = ceil(full_rows / 16) */
-    int sbytes;          /* 2: f16 scales, 4: f32 scales */
+    int sbytes;          /* q4: 2: f16 scales (q4_block / q4_tiled), 1: ladder codes (q4tp); q8: 4 */
     int q8;              /* 1: the q8 layout (one scale per row) */
     int split;           /* 1: q4_block / q4_tiled with cols % 32 != 0: stored row R is copy rows 2R and 2R + 1
                             (below); ngroups counts the copy's 2 * full_rows rows */
@@ -198,6 +206,21 @@ void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0
 void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                       int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+/* q4tp copy (sbytes 1): the 32-rung ladders of the 16 rows of group gp (a group of rp, nb blocks per row) as
+ * L[32][16] f32: L[16c + i] = rung c of row i = t0_i * r_i * ... * r_i (c sequential f32 multiplies, §2.6 step 3),
+ * the values the SIMD kernels build lane-wise; the scalar reference and the tests' view of the layout. */
+static inline void cmf_rp_tp_ladders(const uint8_t *gp, int64_t nb, float L[512]) {
+    float r[16];
+    memcpy(L, gp + (size_t)nb * 256, 64);
+    memcpy(r, gp + (size_t)nb * 256 + 64, 64);
+    for (int c = 1; c < 32; c++)
+        for (int i = 0; i < 16; i++) L[16 * c + i] = L[16 * (c - 1) + i] * r[i];
+}
+/* q4tp copy: the code plane of group gp (byte i * nb + b: row i, block b). */
+static inline const uint8_t *cmf_rp_tp_codes(const uint8_t *gp, int64_t nb) {
+    return gp + (size_t)nb * 256 + 128;
+}
+
 /* The repacked copy a view can use: w->rp when it was made from w's stored tensor (same data, dtype, full_rows,
  * cols) and the view starts on a group boundary of the copy (row0 % 16 == 0; split: row0 % 8 == 0); else NULL (the
  * view is read from the mapping). */

@@ -115,12 +115,16 @@ static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
     memset(&tp, 0, sizeof tp);
     if (w->dtype == CMF_DT_Q4TP) cmf_kern_tp(w, &tp);
     memset(nib, 0x88, (size_t)nb * 256); /* rows past the copy's rows: u = 8, v = 0 */
-    memset(sc, 0, (size_t)nb * 16 * (size_t)rp->sbytes);
+    memset(sc, 0, rp->gstride - (size_t)nb * 256); /* scales 0; q4tp: t0 = r = 0, codes 0, the tail pad 0 */
+    float *lad = (float *)(void *)sc; /* q4tp: t0[16], r[16] (kern.h) */
+    uint8_t *code = sc + 128;
     for (int i = 0; i < KERN_RP_R; i++) {
         const int64_t Rc = g * KERN_RP_R + i, R = Rc >> rp->split;
         if (Rc >= copy_rows) break;
-        float lad[32];
-        if (w->dtype == CMF_DT_Q4TP) cmf_kern_ladder(w, &tp, R, lad);
+        if (w->dtype == CMF_DT_Q4TP) { /* §2.6 step 2, as cmf_kern_ladder; the rungs are rebuilt by the kernels */
+            lad[i] = exp2f(cmf_f16_table[cmf_rd16(tp.params + 4 * R)]);
+            lad[16 + i] = exp2f(cmf_f16_table[cmf_rd16(tp.params + 4 * R + 2)]);
+        }
         for (int64_t b = 0; b < nb; b++) {
             uint8_t u[32];
             const uint8_t *h = NULL;
@@ -139,8 +143,7 @@ static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
             if (rp->sbytes == 2) {
                 if (h) memcpy(sc + 2 * (b * 16 + i), h, 2);
             } else {
-                const float s = lad[cmf_kern_code(&tp, R, b)];
-                memcpy(sc + 4 * (b * 16 + i), &s, 4);
+                code[i * nb + b] = (uint8_t)cmf_kern_code(&tp, R, b);
             }
         }
     }
@@ -231,9 +234,10 @@ static cmf_rp *new_entry(const cmf_weight *w, uint64_t fp) {
     rp->split = is_q4(w->dtype) && w->cols % 32 != 0;
     rp->nb = (w->cols + 31) / 32;
     rp->ngroups = ((w->full_rows << rp->split) + KERN_RP_R - 1) / KERN_RP_R;
-    rp->sbytes = w->dtype == CMF_DT_Q4TP || rp->q8 ? 4 : 2;
-    rp->gstride =
-        rp->q8 ? (size_t)rp->nb * 512 + 64 : ((size_t)rp->nb * (256 + 16 * (size_t)rp->sbytes) + 63) & ~(size_t)63;
+    rp->sbytes = rp->q8 ? 4 : w->dtype == CMF_DT_Q4TP ? 1 : 2;
+    const size_t nbs = (size_t)rp->nb;
+    rp->gstride = rp->q8 ? nbs * 512 + 64 : ((nbs * (256 + 16 * (size_t)rp->sbytes) + (rp->sbytes == 1 ? 128 : 0) + 63) &
+                                              ~(size_t)63);
     rp->refs = 1;
     rp->fp = fp;
     return rp;
@@ -396,8 +400,9 @@ void cmf_cpu_repack_release(cmf_weight *w) {
 
 /* ---- scalar reference kernels --------------------------------------------------------------------------------- */
 
-/* The block scale of row i of group gp's block b (q8: the row scale). */
-static float rp_scale(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i) {
+/* The block scale of row i of group gp's block b (q8: the row scale); q4tp: rung code of the row's ladder, from L
+ * (cmf_rp_tp_ladders of the group). */
+static float rp_scale(const cmf_rp *rp, const uint8_t *gp, const float *L, int64_t b, int i) {
     if (rp->q8) {
         float s;
         memcpy(&s, gp + (size_t)rp->nb * 512 + 4 * i, 4);
@@ -405,9 +410,7 @@ static float rp_scale(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i) {
     }
     const uint8_t *sc = gp + (size_t)rp->nb * 256;
     if (rp->sbytes == 2) return cmf_f16_table[cmf_rd16(sc + 2 * (b * 16 + i))];
-    float s;
-    memcpy(&s, sc + 4 * (b * 16 + i), 4);
-    return s;
+    return L[16 * (cmf_rp_tp_codes(gp, rp->nb)[i * rp->nb + b] & 31) + i];
 }
 
 /* The exact int32 dot of row i's block b (v = u - 8) with the 32 int8 values x. */
@@ -430,24 +433,27 @@ static int32_t rp_dot(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i, con
 
 /* One step of the kernels' summation chain (kern.h): block b of row i (in its group gp) for the token whose
  * activations are x (scale d); fmaf keeps one rounding per step as the SIMD paths' fused multiply-adds. */
-static float rp_step(const cmf_rp *rp, const uint8_t *gp, int64_t b, int i, const int8_t *x, float d, float acc) {
+static float rp_step(const cmf_rp *rp, const uint8_t *gp, const float *L, int64_t b, int i, const int8_t *x, float d,
+                     float acc) {
     const float isum = (float)rp_dot(rp, gp, b, i, x);
-    return fmaf(isum, rp->q8 ? d : rp_scale(rp, gp, b, i) * d, acc);
+    return fmaf(isum, rp->q8 ? d : rp_scale(rp, gp, L, b, i) * d, acc);
 }
 
 /* The end of the chain: q8's row scale (kern.h). */
 static float rp_final(const cmf_rp *rp, const uint8_t *gp, int i, float acc) {
-    return rp->q8 ? acc * rp_scale(rp, gp, 0, i) : acc;
+    return rp->q8 ? acc * rp_scale(rp, gp, NULL, 0, i) : acc;
 }
 
 void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy) {
+    float L[512]; /* q4tp: the group's ladders */
     for (int64_t r = 0; r < nrows; r++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
         const int i = (int)(r % 16);
+        if (rp->sbytes == 1 && (r == 0 || i == 0)) cmf_rp_tp_ladders(gp, rp->nb, L);
         for (int j = 0; j < nt; j++) {
             float acc = 0;
             for (int64_t b = 0; b < rp->nb; b++)
-                acc = rp_step(rp, gp, b, i, a->q + (j * a->nb + b) * 32, a->d[j * a->nb + b], acc);
+                acc = rp_step(rp, gp, L, b, i, a->q + (j * a->nb + b) * 32, a->d[j * a->nb + b], acc);
             y[j * ldy + r] = rp_final(rp, gp, i, acc);
         }
     }
@@ -455,13 +461,16 @@ void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_q
 
 void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                         int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last) {
+    float L[2][512]; /* q4tp: the groups' ladders */
+    if (rp->sbytes == 1)
+        for (int h = 0; h < ng && h < 2; h++) cmf_rp_tp_ladders(rp->buf + (size_t)(g0 + h) * rp->gstride, rp->nb, L[h]);
     for (int64_t t = t0; t < t1; t++)
-        for (int r = 0; r < nr && r < 16 * ng; r++) {
+        for (int r = 0; r < nr && r < 16 * ng && r < 32; r++) {
             const uint8_t *gp = rp->buf + (size_t)(g0 + r / 16) * rp->gstride;
             float *o = out + t * ld_out + r;
             float acc = first ? 0.0f : *o;
             for (int64_t b = b0; b < b0 + kb; b++)
-                acc = rp_step(rp, gp, b, r % 16, a->q + (t * a->nb + b) * 32, a->d[t * a->nb + b], acc);
+                acc = rp_step(rp, gp, L[r / 16], b, r % 16, a->q + (t * a->nb + b) * 32, a->d[t * a->nb + b], acc);
             if (last) {
                 acc = rp_final(rp, gp, r % 16, acc);
                 if (bias) acc += bias[r];

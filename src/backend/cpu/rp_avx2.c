@@ -2,7 +2,8 @@
  * 64-byte quarter of a group is two ymm of 8 rows x 4 columns; (x & 15) and (x >> 4) & 15 are the unsigned operands
  * of vpmaddubsw against 4 int8 activations broadcast to every lane (u <= 15, |x| <= 127: each pair sum fits int16,
  * and so do the 8 of a block: at most 8 * 2 * 15 * 127 = 30480), one vpmaddwd with ones per block widens to int32,
- * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm. Decode streams
+ * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm (q4tp: the
+ * block scales are rungs of the rows' ladders, rebuilt per group in L1 scratch and gathered with vgatherdps). Decode streams
  * its groups front to back with a software prefetch KERN_PF_BYTES ahead (each line once); prefill takes 8 rows x up
  * to 4 tokens per microkernel. Instructions: Intel SDM (VPMADDUBSW, VPMADDWD, VCVTPH2PS). */
 #include "backend/cpu/kern.h"
@@ -15,10 +16,23 @@
 #define TGT __attribute__((target("avx2,fma,f16c"))) RP_NOSAN
 #define TGT_INLINE static inline __attribute__((always_inline)) TGT
 
-/* The 8 block scales of rows 8h..8h+7 of block b (scale plane sc). */
-TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h, const int S4) {
-    if (S4) return _mm256_load_ps((const float *)(const void *)(sc + 64 * b + 32 * h));
+enum { TP_KB = 64 };  /* q4tp GEMM: blocks of a chunk whose rungs are looked up per call (4 KiB of stack) */
+enum { TP_NB = 512 }; /* q4tp decode: blocks per row of the rung plane on the stack (32 KiB); longer rows: the GEMM */
+
+/* The 8 block scales of rows 8h..8h+7 of block b (f16 scale plane sc; q4_block / q4_tiled). */
+TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h) {
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sc + 32 * b + 16 * h)));
+}
+
+/* q4tp: the rungs of blocks [b0, b0 + kb) of group gp (nb blocks per row) as S[16(b - b0) + i] (row i, block b): the
+ * 16 rows' ladders built lane-wise (cmf_rp_tp_ladders: §2.6 step 3's multiplies, the same bits), then one scalar
+ * lookup per row and block (AVX2 has no 32-entry permute; a vgatherdps per block is slow on AMD cores). */
+TGT_INLINE void tp_plane(const uint8_t *gp, int64_t nb, int64_t b0, int64_t kb, float *S) {
+    float L[512];
+    cmf_rp_tp_ladders(gp, nb, L);
+    const uint8_t *cd = cmf_rp_tp_codes(gp, nb);
+    for (int i = 0; i < 16; i++)
+        for (int64_t b = 0; b < kb; b++) S[16 * b + i] = L[16 * (cd[i * nb + b0 + b] & 31) + i];
 }
 
 /* The int32 sums v * x of rows 8h..8h+7 of block b (u at gp + 256 b) with the token's 32 values x, s their sum. */
@@ -51,12 +65,17 @@ TGT_INLINE __m256i dot8_q8(const uint8_t *u, int h, const int8_t *x) {
 
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
+void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
+                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
-                       const int T, const int S4, const int Q8) {
+                       const int T, const int TP, const int Q8) {
     const int64_t ng = (nrows + 15) / 16, nb = rp->nb, lines = (int64_t)rp->gstride / 64;
     const uint8_t *end = rp->pf_end; /* the arena's end: past this matrix, the next one of the set */
+    _Alignas(32) float S[TP_NB * 16]; /* q4tp: the group's rung plane */
     for (int64_t k = 0; k < ng; k++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride, *sc = gp + nb * (Q8 ? 512 : 256);
+        if (TP) tp_plane(gp, nb, 0, nb, S);
         __m256 F[2][KERN_GEMV_T];
         for (int h = 0; h < 2; h++)
             for (int j = 0; j < T; j++) F[h][j] = _mm256_setzero_ps();
@@ -65,13 +84,15 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
             for (int64_t l = b * lines / nb, l1 = (b + 1) * lines / nb; l < l1 && pf + 64 * l < end; l++)
                 _mm_prefetch((const char *)(pf + 64 * l), _MM_HINT_T1);
             for (int h = 0; h < 2; h++) {
-                const __m256 S = Q8 ? _mm256_set1_ps(1.0f) : scales8(sc, b, h, S4);
+                const __m256 Sb = Q8   ? _mm256_set1_ps(1.0f)
+                                  : TP ? _mm256_load_ps(S + 16 * b + 8 * h)
+                                       : scales8(sc, b, h);
                 for (int j = 0; j < T; j++) {
                     const int64_t o = j * a->nb + b;
                     const __m256i I =
                         Q8 ? dot8_q8(gp + b * 512, h, a->q + o * 32) : dot8(gp + b * 256, h, a->q + o * 32, a->s[o]);
                     F[h][j] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(I),
-                                              Q8 ? _mm256_set1_ps(a->d[o]) : _mm256_mul_ps(S, _mm256_set1_ps(a->d[o])),
+                                              Q8 ? _mm256_set1_ps(a->d[o]) : _mm256_mul_ps(Sb, _mm256_set1_ps(a->d[o])),
                                               F[h][j]);
                 }
             }
@@ -93,14 +114,18 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
                           int64_t ldy) {
     if (rp->q8) {
         if (nt == 1)
-            gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 1);
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 1);
         else
-            gemv_t(rp, g0, nrows, a, y, ldy, 2, 1, 1);
-    } else if (rp->sbytes == 4) {
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 0, 1);
+    } else if (rp->sbytes == 1 && rp->nb <= TP_NB) {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 0);
         else
             gemv_t(rp, g0, nrows, a, y, ldy, 2, 1, 0);
+    } else if (rp->sbytes == 1) { /* q4tp rows of more than TP_NB blocks: the prefill kernel (the same chain) */
+        for (int64_t k = 0; 16 * k < nrows; k++)
+            cmf_rp_gemm_avx2(rp, g0 + k, 1, nrows - 16 * k < 16 ? (int)(nrows - 16 * k) : 16, 0, rp->nb, a, 0, nt,
+                             y + 16 * k, ldy, NULL, 1, 1);
     } else {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 0);
@@ -113,8 +138,8 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
 
 /* 8 rows (half h of group g) x T tokens from t0, blocks [b0, b0+kb); n rows of them stored. */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
-                   float *out, int64_t ldo, const float *bias, int first, int last, const int T, const int S4,
-                   const int Q8) {
+                   float *out, int64_t ldo, const float *bias, int first, int last, const float *scl, const int T,
+                   const int TP, const int Q8) {
     const int64_t nb = a->nb;
     const uint8_t *gp = rp->buf + (size_t)g * rp->gstride, *sc = gp + rp->nb * (Q8 ? 512 : 256);
     __m256 F[4]; /* the chain of kern.h: from 0, or from a previous chunk's partial sums in out */
@@ -124,7 +149,9 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_
         F[j] = _mm256_loadu_ps(p);
     }
     for (int64_t b = b0; b < b0 + kb; b++) {
-        const __m256 S = Q8 ? _mm256_set1_ps(1.0f) : scales8(sc, b, h, S4);
+        const __m256 S = Q8   ? _mm256_set1_ps(1.0f)
+                         : TP ? _mm256_load_ps(scl + (b - b0) * 16 + 8 * h)
+                              : scales8(sc, b, h);
         for (int j = 0; j < T; j++) {
             const int64_t o = (t0 + j) * nb + b;
             const __m256i I =
@@ -145,17 +172,28 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_
 TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                           int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
                           int last) {
-    const int S4 = rp->sbytes == 4 && !rp->q8;
+    const int TP = rp->sbytes == 1 && !rp->q8;
+    if (TP && kb > TP_KB) { /* q4tp: chunks of TP_KB blocks, the chain continued in out */
+        for (int64_t c = b0; c < b0 + kb; c += TP_KB) {
+            const int64_t m = b0 + kb - c < TP_KB ? b0 + kb - c : TP_KB;
+            cmf_rp_gemm_avx2(rp, g0, ng, nr, c, m, a, t0, t1, out, ld_out, bias, first && c == b0,
+                             last && c + m == b0 + kb);
+        }
+        return;
+    }
+    _Alignas(32) float scl[TP_KB * 16]; /* q4tp: a group's rungs of the chunk's blocks, [b - b0][16] */
     for (int q = 0; q < 2 * ng && 8 * q < nr; q++) {
         const int n = nr - 8 * q < 8 ? nr - 8 * q : 8;
         float *o = out + 8 * q;
         const float *bq = bias ? bias + 8 * q : NULL;
+        if (TP && q % 2 == 0) /* a new group: its rungs, looked up once for all token tiles */
+            tp_plane(rp->buf + (size_t)(g0 + q / 2) * rp->gstride, rp->nb, b0, kb, scl);
         for (int64_t t = t0; t < t1; t += 4) {
             const int T = t1 - t < 4 ? (int)(t1 - t) : 4;
 #define RP_MK(TT)                                                                                                      \
-    (rp->q8 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, TT, 1, 1)                         \
-     : S4   ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, TT, 1, 0)                         \
-            : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, TT, 0, 0))
+    (rp->q8 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 0, 1)                    \
+     : TP   ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 1, 0)                    \
+            : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 0, 0))
             switch (T) {
             case 1: RP_MK(1); break;
             case 2: RP_MK(2); break;
