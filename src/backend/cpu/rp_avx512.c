@@ -224,7 +224,8 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         for (int j = 0; j < T; j++)
             F[h][j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(k[h], out + (t0 + j) * ldo + 16 * h);
     const int64_t bw = Q8 ? 512 : 256; /* nibble (q8: int8) bytes per block and group */
-    for (int64_t b = b0; b < b0 + kb; b++) {
+    const float *sp = scl;               /* q4tp: block b's rungs of group h at sp + h * TP_KB * 16 */
+    for (int64_t b = b0; b < b0 + kb; b++, sp += 16) {
         if (pfd) /* the same blocks pfd bytes on: 4 (q8: 8) lines, half a line of scales (q8: none) */
             for (int h = 0; h < R; h++) {
                 const uint8_t *p = gp[h] + pfd + b * bw;
@@ -275,7 +276,7 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         }
         __m512 S[2];
         for (int h = 0; h < R; h++)
-            S[h] = TP ? _mm512_load_ps(scl + (h * TP_KB + b - b0) * 16) : scales16(sc[h], b);
+            S[h] = TP ? _mm512_load_ps(sp + h * TP_KB * 16) : scales16(sc[h], b);
         for (int j = 0; j < T; j++) {
             const __m512 D = _mm512_set1_ps(a->d[(t0 + j) * nb + b]);
             for (int h = 0; h < R; h++)
