@@ -346,6 +346,13 @@ typedef struct {
     atomic_int next; /* the next job (threads take jobs in order: one that starts late takes fewer) */
 } attn_task;
 
+/* cmf_cpu_set_attn_serial_max (ops.h): -1 = the defaults above */
+static atomic_llong g_attn_serial_max = -1;
+
+void cmf_cpu_set_attn_serial_max(long long work) {
+    atomic_store_explicit(&g_attn_serial_max, work < 0 ? -1 : work, memory_order_relaxed);
+}
+
 static int attn_nch(int len) {
     const int nch = (len + ATTN_CHUNK_MIN - 1) / ATTN_CHUNK_MIN;
     return nch < 1 ? 1 : nch > ATTN_NCH_MAX ? ATTN_NCH_MAX : nch;
@@ -548,7 +555,8 @@ static cmf_status cpu_attention(cmf_backend *be, cmf_batch *b, cmf_session *cons
     const int jobs = per_token ? n * hsplit : off[n];
     /* a one-token step's KV-head jobs go to the pool from a quarter of the work: a worker that is late is skipped
      * (cmf_pool_run_dyn), so the fan-out costs little more than a call when the caller ends up doing both jobs */
-    if (work < (hsplit > 1 ? 16384 : 65536) || jobs == 1) attn_worker(&at, 0, 1);
+    const long long smax = atomic_load_explicit(&g_attn_serial_max, memory_order_relaxed);
+    if (work < (smax >= 0 ? (double)smax : hsplit > 1 ? 16384 : 65536) || jobs == 1) attn_worker(&at, 0, 1);
     else cmf_pool_run_dyn(b->pool, attn_worker, &at);
     for (int t = 0; t < n && !per_token; t++) /* per chunk: the merge of the tokens of several chunks */
         if (off[t + 1] - off[t] > 1 && !attn_skipped(seqs[t], l)) {

@@ -160,6 +160,13 @@ size_t cmf_cpu_repack_page_out(const cmf_weight *w);
  * each set the cpu backend loaded, before the set's views or the file mapping go away. */
 struct cmf_weights;
 void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers);
+/* The cpu backend's attention (backend_cpu.c) runs a step on the calling thread when its work (positions x n_heads x
+ * head_dim, summed over the tokens) is below a threshold (16384 for a one-token step split by KV head, 65536
+ * otherwise: waking the pool costs more), else on the pool. cmf_cpu_set_attn_serial_max(w) sets that threshold to w
+ * multiply-adds for every step (0: always the pool; -1: the defaults again). Process-wide, for tests (the tiny test
+ * models never reach the defaults) and A/B runs; never changes a result (the jobs' arithmetic does not depend on
+ * the thread). */
+void cmf_cpu_set_attn_serial_max(long long work);
 void cmf_cpu_repack_release(cmf_weight *w);
 int cmf_cpu_repack_enabled(void);
 void cmf_cpu_set_repack(int on);
