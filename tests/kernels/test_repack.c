@@ -511,6 +511,8 @@ int main(void) {
                     check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
                 else if (dts[d] != CMF_DT_Q4TP) /* q4_block / q4_tiled: a split copy */
                     check_split_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
+        /* q4tp rows longer than the decode kernels' rung plane (TP_NB = 512 blocks): their GEMM fallback */
+        check_case(pool, paths[pi], CMF_DT_Q4TP, 17, 32 * 520);
         const int64_t split_shapes[][2] = {{64, 172}, {5, 12}, {1, 33}, {40, 200}, {21, 1000}};
         for (size_t s = 0; s < sizeof split_shapes / sizeof split_shapes[0]; s++) {
             check_split_case(pool, paths[pi], CMF_DT_Q4_BLOCK, split_shapes[s][0], split_shapes[s][1]);
