@@ -8,7 +8,8 @@
  *    u - 128 equals the stored int8 (0 past cols), every row scale the stored f16;
  *  - the decode kernel (rp_gemv) for 1 and 2 tokens over every group range, and the prefill kernel (rp_gemm) by
  *    panels with column chunks and accumulation (first = 0), against cmf_gemm_ref_i8 (double sums of the scalar
- *    path's decoded blocks): within 1e-5 of the sum of |terms|, nothing written past the rows asked for;
+ *    path's decoded blocks): within 1e-5 of the sum of |terms|, nothing written past the rows asked for, and bit
+ *    for bit equal to the scalar reference kernels (kern.h's one summation order; q4tp's rebuilt ladder rungs);
  *  - q4_block / q4_tiled with cols % 32 != 0 (stored groups straddling rows, §2.4): the split copy's layout (two copy
  *    rows per stored row, exact), cmf_matmul against a double product, and the same bits for a token whatever the
  *    number of tokens in the call (check_split_case);
