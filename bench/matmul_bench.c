@@ -15,7 +15,10 @@
  *   backend's load_weights does (cmf_cpu_repack_set), then `tokens` (default 64) one-token passes over all of them
  *   in order: the products alone (no attention, norms, residuals), from memory (278 MB at q4_block > the L3). Prints
  *   tokens/s and the copy's GB/s, to set against bench/readbw.c's read bandwidth of the same minute and against
- *   `cmf bench -n 128` of the whole model. DTYPE: q4_block, q4_tiled, q4tp or q8_row. */
+ *   `cmf bench -n 128` of the whole model. DTYPE: q4_block, q4_tiled, q4tp or q8_row.
+ *
+ *   CMF_BENCH_TP_LAYOUT=1 or 4 (this program only): q4tp copies with ladder codes (1) or f32 rungs (4) whatever the
+ *   path (kern.h cmf_rp_set_tp_layout; default: codes on avx512-vnni, f32 rungs on avx2 / scalar), for A/B runs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -166,10 +169,13 @@ int main(int argc, char **argv) {
                 return 1;
             }
     }
+    const char *tpl = getenv("CMF_BENCH_TP_LAYOUT");
+    if (tpl) cmf_rp_set_tp_layout(atoi(tpl));
     cmf_pool *pool = NULL;
     if (cmf_pool_new(threads, &pool) != CMF_OK) return 1;
-    printf("path: %s, threads %d, q4 repack %s (CMF_CPU_REPACK)\n", cmf_cpu_features_str(), cmf_pool_size(pool),
-           cmf_cpu_repack_enabled() ? "on" : "off");
+    printf("path: %s, threads %d, q4 repack %s (CMF_CPU_REPACK), q4tp copy: %s\n", cmf_cpu_features_str(),
+           cmf_pool_size(pool), cmf_cpu_repack_enabled() ? "on" : "off",
+           cmf_rp_tp_layout() == 1 ? "ladder codes, 17 B / 32 values" : "f32 rungs, 20 B / 32 values");
     printf("reproduce: cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench %d %s %s%s%s\n",
            cmf_pool_size(pool), cmf_cpu_path_name(cmf_cpu_path()), argc > 3 ? argv[3] : "all", argc > 4 ? " " : "",
            argc > 4 ? argv[4] : "");

@@ -3,8 +3,10 @@
  * panel, one row, several column chunks, q8 also cols % 32 != 0) on every path of this CPU that has repacked kernels
  * (scalar always; AVX2 and AVX-512 VNNI when the CPU has them; under qemu on arm64 the scalar one):
  *  - the layout: every element (u - 8) * scale read back from the copy equals cmf_weight_row_f32's value of the
- *    stored tensor bit for bit (q4tp: the rung of the stored code on the ladder rebuilt from the copy's t0 and r by
- *    the sequential multiplies of CMF_FORMAT.md §2.6, 17 bytes per 32 values), pad rows are zero; q8: every
+ *    stored tensor bit for bit (q4tp, both layouts of kern.h on every path: the ladder-code copy's rung of the stored
+ *    code on the ladder rebuilt from the copy's t0 and r by the sequential multiplies of CMF_FORMAT.md §2.6, 17 bytes
+ *    per 32 values; the f32 copy's stored rung, 20 bytes per 32 values; a new copy takes the codes on the AVX-512 path
+ *    and the f32 rungs on the others), pad rows are zero; q8: every
  *    u - 128 equals the stored int8 (0 past cols), every row scale the stored f16;
  *  - the decode kernel (rp_gemv) for 1 and 2 tokens over every group range, and the prefill kernel (rp_gemm) by
  *    panels with column chunks and accumulation (first = 0), against cmf_gemm_ref_i8 (double sums of the scalar
@@ -101,6 +103,8 @@ static int check_layout(const cmf_weight *w, const cmf_rp *rp) {
             float s;
             if (rp->sbytes == 2) {
                 s = cmf_f16_to_f32((uint16_t)(sc[2 * (b * 16 + i)] | sc[2 * (b * 16 + i) + 1] << 8));
+            } else if (rp->sbytes == 4) {
+                memcpy(&s, sc + 4 * (b * 16 + i), 4);
             } else {
                 const uint8_t code = sc[128 + i * rp->nb + b];
                 if (code > 31) bad++;
@@ -131,9 +135,13 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
         return;
     }
     CHECK(cmf_cpu_repack_bytes() == before + rp->gstride * (size_t)rp->ngroups);
-    if (dtype == CMF_DT_Q4TP) /* 16 nibble bytes + 1 code byte per 32 values, 8 bytes of ladder per row (kern.h) */
+    if (dtype == CMF_DT_Q4TP && cmf_rp_tp_layout() == 1) /* 16 nibble bytes + 1 code byte per 32 values, 8 bytes of
+                                                            ladder per row (kern.h) */
         CHECK_MSG(rp->sbytes == 1 && rp->gstride == (((size_t)rp->nb * 272 + 128 + 63) & ~(size_t)63),
                   "q4tp gstride %zu for %lld blocks", rp->gstride, (long long)rp->nb);
+    if (dtype == CMF_DT_Q4TP && cmf_rp_tp_layout() == 4) /* 16 nibble bytes + 4 bytes of f32 rung per 32 values */
+        CHECK_MSG(rp->sbytes == 4 && rp->gstride == (size_t)rp->nb * 320, "q4tp f32 gstride %zu for %lld blocks",
+                  rp->gstride, (long long)rp->nb);
     float *col = NULL;
     if (dtype == CMF_DT_Q8_2F) { /* its f16 column scales (§2.3) */
         col = malloc((size_t)cols * sizeof(float));
@@ -506,14 +514,35 @@ int main(void) {
             free(p);
             continue;
         }
+        { /* the q4tp layout a new copy gets: ladder codes on the AVX-512 path, f32 rungs on the others (kern.h) */
+            uint64_t nbytes;
+            cmf_weight w;
+            uint8_t *p = kt_payload(CMF_DT_Q4TP, 16, 64, &nbytes);
+            CHECK(p && kt_view(CMF_DT_Q4TP, 16, 64, p, nbytes, &w) && cmf_cpu_repack_weight(&w) == CMF_OK && w.rp);
+            const int want = paths[pi] == CMF_CPU_AVX512 ? 1 : 4;
+            CHECK_MSG(w.rp && w.rp->sbytes == want && cmf_rp_tp_layout() == want, "%s: q4tp copy layout %d, not %d",
+                      cmf_cpu_path_name(paths[pi]), w.rp ? w.rp->sbytes : -1, want);
+            cmf_cpu_repack_release(&w);
+            free(p);
+        }
         for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
             for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++)
-                if (shapes[s][1] % 32 == 0 || dts[d] == CMF_DT_Q8_ROW || dts[d] == CMF_DT_Q8_2F)
+                if (dts[d] == CMF_DT_Q4TP && shapes[s][1] % 32 == 0) /* both layouts on every path */
+                    for (int l = 1; l <= 4; l += 3) {
+                        cmf_rp_set_tp_layout(l);
+                        check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
+                        cmf_rp_set_tp_layout(0);
+                    }
+                else if (shapes[s][1] % 32 == 0 || dts[d] == CMF_DT_Q8_ROW || dts[d] == CMF_DT_Q8_2F)
                     check_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
                 else if (dts[d] != CMF_DT_Q4TP) /* q4_block / q4_tiled: a split copy */
                     check_split_case(pool, paths[pi], dts[d], shapes[s][0], shapes[s][1]);
         /* q4tp rows longer than the decode kernels' rung plane (TP_NB = 512 blocks): their GEMM fallback */
-        check_case(pool, paths[pi], CMF_DT_Q4TP, 17, 32 * 520);
+        for (int l = 1; l <= 4; l += 3) {
+            cmf_rp_set_tp_layout(l);
+            check_case(pool, paths[pi], CMF_DT_Q4TP, 17, 32 * 520);
+            cmf_rp_set_tp_layout(0);
+        }
         const int64_t split_shapes[][2] = {{64, 172}, {5, 12}, {1, 33}, {40, 200}, {21, 1000}};
         for (size_t s = 0; s < sizeof split_shapes / sizeof split_shapes[0]; s++) {
             check_split_case(pool, paths[pi], CMF_DT_Q4_BLOCK, split_shapes[s][0], split_shapes[s][1]);

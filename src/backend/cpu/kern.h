@@ -132,7 +132,12 @@ void cmf_gemm_ref_i8(const cmf_weight *w, const cmf_qact *a, int64_t n, float *o
  *     columns) of quarters m and m + 4;
  *   q4_block / q4_tiled (sbytes 2): sc[nb][16], the block scales of the 16 rows, f16 as stored (exact);
  *     gstride = nb * 288 rounded up to 64 bytes;
- *   q4tp (sbytes 1: 16 + 1 bytes per 32 values): lad[2][16] f32, the 16 rows' t0 = exp2f(lo) then r = exp2f(step)
+ *   q4tp has two layouts, chosen when the copy is made by the kernel path then active (cmf_rp_tp_layout):
+ *   q4tp, f32 rungs (sbytes 4: 16 + 4 bytes per 32 values; the AVX2 and scalar paths): sc[nb][16] f32, rung
+ *     t[code] of each row's ladder per block (§2.6 steps 2-3, cmf_kern_ladder: the same bits as below);
+ *     gstride = nb * 320. AVX2 has no 32-entry permute: looking the rungs up from codes cost its compute-bound
+ *     decode ~27% (bench/RESULTS.md, issue 4 session 7), reading the f32 rung costs nothing.
+ *   q4tp, ladder codes (sbytes 1: 16 + 1 bytes per 32 values; the AVX-512 path): lad[2][16] f32, the 16 rows' t0 = exp2f(lo) then r = exp2f(step)
  *     (§2.6 step 2, from the stored f16 lo / step), then code[16][nb]: byte i * nb + b is the 5-bit code of row i's
  *     block b (§2.6). The block scale is rung t[code] of the row's ladder t[0] = t0, t[c] = t[c-1] * r (§2.6 step
  *     3: the same f32 multiplies, so the same bits as cmf_kern_ladder); the kernels rebuild the 16 ladders of a group
@@ -163,7 +168,7 @@ typedef struct cmf_rp {
     int dtype;
     int64_t full_rows, cols;
     int64_t nb, ngroups; /* blocks of 32 per row; row groups = ceil(full_rows / 16) */
-    int sbytes;          /* q4: 2: f16 scales (q4_block / q4_tiled), 1: ladder codes (q4tp); q8: 4 */
+    int sbytes;          /* q4: 2: f16 scales (q4_block / q4_tiled); q4tp: 4: f32 rungs, 1: ladder codes; q8: 4 */
     int q8;              /* 1: the q8 layout (one scale per row) */
     int split;           /* 1: q4_block / q4_tiled with cols % 32 != 0: stored row R is copy rows 2R and 2R + 1
                             (below); ngroups counts the copy's 2 * full_rows rows */
@@ -206,6 +211,12 @@ void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0
 void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                       int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+/* The q4tp layout a new copy gets (repack.c): sbytes 1 (ladder codes) when the active kernel path is AVX-512, else 4
+ * (f32 rungs); cmf_rp_set_tp_layout(1 or 4) forces one for copies made after it (tests, bench A/B runs), 0 restores
+ * the choice by path. Every path's kernels read both layouts (a copy outlives a path switch). Copies already made are
+ * not changed; the registry shares a copy whatever its layout. */
+int cmf_rp_tp_layout(void);
+void cmf_rp_set_tp_layout(int sbytes);
 /* q4tp copy (sbytes 1): the 32-rung ladders of the 16 rows of group gp (a group of rp, nb blocks per row) as
  * L[32][16] f32: L[16c + i] = rung c of row i = t0_i * r_i * ... * r_i (c sequential f32 multiplies, §2.6 step 3),
  * the values the SIMD kernels build lane-wise; the scalar reference and the tests' view of the layout. */

@@ -38,6 +38,20 @@ void cmf_cpu_set_repack(int on) {
     atomic_store_explicit(&g_repack, on ? 1 : 0, memory_order_release);
 }
 
+/* ---- the q4tp layout (kern.h cmf_rp_tp_layout) ------------------------------------------------------------------ */
+
+static atomic_int g_tp_layout; /* 0: by the active path; 1 or 4: forced */
+
+int cmf_rp_tp_layout(void) {
+    const int f = atomic_load_explicit(&g_tp_layout, memory_order_acquire);
+    if (f == 1 || f == 4) return f;
+    return cmf_kern_avx512 && cmf_kern_active() == cmf_kern_avx512 ? 1 : 4;
+}
+
+void cmf_rp_set_tp_layout(int sbytes) {
+    atomic_store_explicit(&g_tp_layout, sbytes == 1 || sbytes == 4 ? sbytes : 0, memory_order_release);
+}
+
 /* ---- the layout writer --------------------------------------------------------------------------------------- */
 
 static int is_q8(int dtype) {
@@ -116,14 +130,17 @@ static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
     if (w->dtype == CMF_DT_Q4TP) cmf_kern_tp(w, &tp);
     memset(nib, 0x88, (size_t)nb * 256); /* rows past the copy's rows: u = 8, v = 0 */
     memset(sc, 0, rp->gstride - (size_t)nb * 256); /* scales 0; q4tp: t0 = r = 0, codes 0, the tail pad 0 */
-    float *lad = (float *)(void *)sc; /* q4tp: t0[16], r[16] (kern.h) */
+    float *lad = (float *)(void *)sc; /* q4tp codes: t0[16], r[16] (kern.h); q4tp f32: the rung plane */
     uint8_t *code = sc + 128;
     for (int i = 0; i < KERN_RP_R; i++) {
         const int64_t Rc = g * KERN_RP_R + i, R = Rc >> rp->split;
         if (Rc >= copy_rows) break;
-        if (w->dtype == CMF_DT_Q4TP) { /* §2.6 step 2, as cmf_kern_ladder; the rungs are rebuilt by the kernels */
+        float t[32] = {0}; /* q4tp f32 layout: the row's ladder (§2.6 steps 2-3) */
+        if (w->dtype == CMF_DT_Q4TP && rp->sbytes == 1) { /* §2.6 step 2, as cmf_kern_ladder; rungs: the kernels */
             lad[i] = exp2f(cmf_f16_table[cmf_rd16(tp.params + 4 * R)]);
             lad[16 + i] = exp2f(cmf_f16_table[cmf_rd16(tp.params + 4 * R + 2)]);
+        } else if (w->dtype == CMF_DT_Q4TP) {
+            cmf_kern_ladder(w, &tp, R, t);
         }
         for (int64_t b = 0; b < nb; b++) {
             uint8_t u[32];
@@ -142,6 +159,8 @@ static void write_group(const cmf_weight *w, cmf_rp *rp, int64_t g) {
                 for (int j = 0; j < 4; j++) dst[64 * m + j] = (uint8_t)(u[4 * m + j] | u[16 + 4 * m + j] << 4);
             if (rp->sbytes == 2) {
                 if (h) memcpy(sc + 2 * (b * 16 + i), h, 2);
+            } else if (rp->sbytes == 4) {
+                lad[b * 16 + i] = t[cmf_kern_code(&tp, R, b)];
             } else {
                 code[i * nb + b] = (uint8_t)cmf_kern_code(&tp, R, b);
             }
@@ -234,7 +253,7 @@ static cmf_rp *new_entry(const cmf_weight *w, uint64_t fp) {
     rp->split = is_q4(w->dtype) && w->cols % 32 != 0;
     rp->nb = (w->cols + 31) / 32;
     rp->ngroups = ((w->full_rows << rp->split) + KERN_RP_R - 1) / KERN_RP_R;
-    rp->sbytes = rp->q8 ? 4 : w->dtype == CMF_DT_Q4TP ? 1 : 2;
+    rp->sbytes = rp->q8 ? 4 : w->dtype == CMF_DT_Q4TP ? cmf_rp_tp_layout() : 2;
     const size_t nbs = (size_t)rp->nb;
     rp->gstride = rp->q8 ? nbs * 512 + 64 : ((nbs * (256 + 16 * (size_t)rp->sbytes) + (rp->sbytes == 1 ? 128 : 0) + 63) &
                                               ~(size_t)63);
@@ -400,8 +419,8 @@ void cmf_cpu_repack_release(cmf_weight *w) {
 
 /* ---- scalar reference kernels --------------------------------------------------------------------------------- */
 
-/* The block scale of row i of group gp's block b (q8: the row scale); q4tp: rung code of the row's ladder, from L
- * (cmf_rp_tp_ladders of the group). */
+/* The block scale of row i of group gp's block b (q8: the row scale); q4tp f32 layout: the stored rung; q4tp codes:
+ * rung code of the row's ladder, from L (cmf_rp_tp_ladders of the group). */
 static float rp_scale(const cmf_rp *rp, const uint8_t *gp, const float *L, int64_t b, int i) {
     if (rp->q8) {
         float s;
@@ -410,6 +429,11 @@ static float rp_scale(const cmf_rp *rp, const uint8_t *gp, const float *L, int64
     }
     const uint8_t *sc = gp + (size_t)rp->nb * 256;
     if (rp->sbytes == 2) return cmf_f16_table[cmf_rd16(sc + 2 * (b * 16 + i))];
+    if (rp->sbytes == 4) { /* q4tp f32 layout */
+        float s;
+        memcpy(&s, sc + 4 * (b * 16 + i), 4);
+        return s;
+    }
     return L[16 * (cmf_rp_tp_codes(gp, rp->nb)[i * rp->nb + b] & 31) + i];
 }
 

@@ -2,8 +2,9 @@
  * 64-byte quarter of a group is two ymm of 8 rows x 4 columns; (x & 15) and (x >> 4) & 15 are the unsigned operands
  * of vpmaddubsw against 4 int8 activations broadcast to every lane (u <= 15, |x| <= 127: each pair sum fits int16,
  * and so do the 8 of a block: at most 8 * 2 * 15 * 127 = 30480), one vpmaddwd with ones per block widens to int32,
- * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm (q4tp: the
- * block scales are rungs of the rows' ladders, rebuilt per group in L1 scratch and gathered with vgatherdps). Decode streams
+ * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm (q4tp: the copy
+ * made for this path holds the f32 rung per block, read as is; a copy with ladder codes, made while the AVX-512 path
+ * was active, has its rungs looked up per group into L1 scratch, tp_plane). Decode streams
  * its groups front to back with a software prefetch KERN_PF_BYTES ahead (each line once); prefill takes 8 rows x up
  * to 4 tokens per microkernel. Instructions: Intel SDM (VPMADDUBSW, VPMADDWD, VCVTPH2PS). */
 #include "backend/cpu/kern.h"
@@ -19,8 +20,10 @@
 enum { TP_KB = 64 };  /* q4tp GEMM: blocks of a chunk whose rungs are looked up per call (4 KiB of stack) */
 enum { TP_NB = 512 }; /* q4tp decode: blocks per row of the rung plane on the stack (32 KiB); longer rows: the GEMM */
 
-/* The 8 block scales of rows 8h..8h+7 of block b (f16 scale plane sc; q4_block / q4_tiled). */
-TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h) {
+/* The 8 block scales of rows 8h..8h+7 of block b: scale plane sc of f16 (SB 2: q4_block / q4_tiled) or f32 (SB 4:
+ * q4tp's f32 rungs). */
+TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h, const int SB) {
+    if (SB == 4) return _mm256_load_ps((const float *)(const void *)(sc + 64 * b + 32 * h));
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sc + 32 * b + 16 * h)));
 }
 
@@ -69,7 +72,8 @@ void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, 
                       int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
-                       const int T, const int TP, const int Q8) {
+                       const int T, const int SB, const int Q8) {
+    const int TP = SB == 1; /* q4tp ladder codes: the rungs from the group's plane S */
     const int64_t ng = (nrows + 15) / 16, nb = rp->nb, lines = (int64_t)rp->gstride / 64;
     const uint8_t *end = rp->pf_end; /* the arena's end: past this matrix, the next one of the set */
     _Alignas(32) float S[TP_NB * 16]; /* q4tp: the group's rung plane */
@@ -86,7 +90,7 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
             for (int h = 0; h < 2; h++) {
                 const __m256 Sb = Q8   ? _mm256_set1_ps(1.0f)
                                   : TP ? _mm256_load_ps(S + 16 * b + 8 * h)
-                                       : scales8(sc, b, h);
+                                       : scales8(sc, b, h, SB);
                 for (int j = 0; j < T; j++) {
                     const int64_t o = j * a->nb + b;
                     const __m256i I =
@@ -114,9 +118,14 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
                           int64_t ldy) {
     if (rp->q8) {
         if (nt == 1)
-            gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 1);
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 2, 1);
         else
-            gemv_t(rp, g0, nrows, a, y, ldy, 2, 0, 1);
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 2, 1);
+    } else if (rp->sbytes == 4) { /* q4tp, f32 rungs */
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 4, 0);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 4, 0);
     } else if (rp->sbytes == 1 && rp->nb <= TP_NB) {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 0);
@@ -128,9 +137,9 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
                              y + 16 * k, ldy, NULL, 1, 1);
     } else {
         if (nt == 1)
-            gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 0);
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 2, 0);
         else
-            gemv_t(rp, g0, nrows, a, y, ldy, 2, 0, 0);
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 2, 0);
     }
 }
 
@@ -139,7 +148,8 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
 /* 8 rows (half h of group g) x T tokens from t0, blocks [b0, b0+kb); n rows of them stored. */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
                    float *out, int64_t ldo, const float *bias, int first, int last, const float *scl, const int T,
-                   const int TP, const int Q8) {
+                   const int SB, const int Q8) {
+    const int TP = SB == 1; /* q4tp ladder codes: the rungs from the chunk's plane scl */
     const int64_t nb = a->nb;
     const uint8_t *gp = rp->buf + (size_t)g * rp->gstride, *sc = gp + rp->nb * (Q8 ? 512 : 256);
     __m256 F[4]; /* the chain of kern.h: from 0, or from a previous chunk's partial sums in out */
@@ -151,7 +161,7 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_
     for (int64_t b = b0; b < b0 + kb; b++) {
         const __m256 S = Q8   ? _mm256_set1_ps(1.0f)
                          : TP ? _mm256_load_ps(scl + (b - b0) * 16 + 8 * h)
-                              : scales8(sc, b, h);
+                              : scales8(sc, b, h, SB);
         for (int j = 0; j < T; j++) {
             const int64_t o = (t0 + j) * nb + b;
             const __m256i I =
@@ -191,9 +201,10 @@ TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t 
         for (int64_t t = t0; t < t1; t += 4) {
             const int T = t1 - t < 4 ? (int)(t1 - t) : 4;
 #define RP_MK(TT)                                                                                                      \
-    (rp->q8 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 0, 1)                    \
-     : TP   ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 1, 0)                    \
-            : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 0, 0))
+    (rp->q8              ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 2, 1)       \
+     : TP                ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 1, 0)       \
+     : rp->sbytes == 4 ? mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 4, 0)         \
+                         : mk(rp, g0 + q / 2, q % 2, n, b0, kb, a, t, o, ld_out, bq, first, last, scl, TT, 2, 0))
             switch (T) {
             case 1: RP_MK(1); break;
             case 2: RP_MK(2); break;

@@ -1,8 +1,10 @@
 /* rp_avx512.c — AVX-512 VNNI kernels over the repacked q4 layout (kern.h cmf_rp: row groups of 16 rows, per block
  * four 64-byte vectors whose low / high nibbles are the u = v + 8 of columns 4m..4m+3 / 16+4m..16+4m+3 of the 16
- * rows, then the 16 block scales: f16, or for q4tp one 5-bit ladder code per row and block, the rungs rebuilt per
- * group into 2 KiB of L1 scratch with 31 lane-wise f32 multiplies (lane = row, CMF_FORMAT.md §2.6) and gathered per
- * block with vgatherdps; the GEMM gathers a chunk's rungs once per call). One vector load feeds 16 rows: (x & 15) and (x >> 4) & 15 are the unsigned
+ * rows, then the 16 block scales: f16, or for q4tp one 5-bit ladder code per row and block (the copy this path
+ * makes), the rungs rebuilt per group with 31 lane-wise f32 multiplies (lane = row, CMF_FORMAT.md §2.6) and looked up
+ * once per group (decode) or chunk (GEMM) with a vpermt2ps per row and transposes; or q4tp's f32 rungs (a copy made
+ * while the AVX2 or scalar path was active), read as is). One vector load feeds 16 rows: (x & 15) and (x >> 4) & 15
+ * are the unsigned
  * operands of two vpdpbusd, each against 4 int8 activations broadcast to every lane; the lanes start at -8 * s (the
  * block's activation sum), so they end at the exact sum v * x of their row, and F += I * (scale * d) in f32 (16
  * rows per zmm: no horizontal reductions). Decode walks its groups front to back (one sequential stream per
@@ -23,8 +25,10 @@
 enum { TP_KB = 64 };  /* q4tp GEMM: blocks of a chunk whose rungs are looked up per call (8 KiB of stack, 2 groups) */
 enum { TP_NB = 512 }; /* q4tp decode: blocks per row of the rung plane on the stack (32 KiB); longer rows: the GEMM */
 
-/* The 16 block scales of block b of a group (f16 scale plane sc; q4_block / q4_tiled). */
-TGT_INLINE __m512 scales16(const uint8_t *sc, int64_t b) {
+/* The 16 block scales of block b of a group: scale plane sc of f16 (q4_block / q4_tiled) or, F32, f32 (q4tp's f32
+ * rungs). */
+TGT_INLINE __m512 scales16(const uint8_t *sc, int64_t b, const int F32) {
+    if (F32) return _mm512_load_ps((const float *)(const void *)(sc + 64 * b));
     return _mm512_cvtph_ps(_mm256_load_si256((const __m256i *)(const void *)(sc + 32 * b)));
 }
 
@@ -97,8 +101,8 @@ void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0
 
 /* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches the gstride bytes from pf (stopping
  * at pf_end) as it goes, each 64-byte line once, spread evenly over the blocks (one prefetch per line: more of
- * them stalled on full miss buffers in perf). Q8: the q8 layout (kern.h). TP (q4tp): the block scales are read from
- * S, the group's rung plane (tp_plane). */
+ * them stalled on full miss buffers in perf). Q8: the q8 layout (kern.h). TP 1 (q4tp codes): the block scales are
+ * read from S, the group's rung plane (tp_plane); TP 4: q4tp's f32 rungs from the copy; 0: f16 scales. */
 TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, int64_t gstride, const cmf_qact *a, const uint8_t *pf,
                            const uint8_t *pf_end, __m512 F[KERN_GEMV_T], const float *S, const int T, const int TP,
                            const int Q8) {
@@ -146,7 +150,7 @@ TGT_INLINE void gemv_group(const uint8_t *gp, int64_t nb, int64_t gstride, const
                 I1[j] = _mm512_dpbusd_epi32(I1[j], hi, _mm512_set1_epi32(rd32(x[j] + 16 + 4 * m)));
             }
         }
-        const __m512 Sb = TP ? _mm512_load_ps(S + 16 * b) : scales16(sc, b);
+        const __m512 Sb = TP == 1 ? _mm512_load_ps(S + 16 * b) : scales16(sc, b, TP == 4);
         for (int j = 0; j < T; j++)
             F[j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(I0[j], I1[j])),
                                    _mm512_mul_ps(Sb, _mm512_set1_ps(a->d[j * a->nb + b])), F[j]);
@@ -164,7 +168,7 @@ TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qa
     _Alignas(64) float RL[512], S[TP_NB * 16]; /* q4tp: the group's row ladders and rung plane */
     for (int64_t k = 0; k < ng; k++) {
         const uint8_t *gp = rp->buf + (size_t)(g0 + k) * rp->gstride;
-        if (TP) {
+        if (TP == 1) {
             ladders_rows(gp + nb * 256, RL);
             tp_plane(cmf_rp_tp_codes(gp, nb), nb, RL, 0, nb, S);
         }
@@ -183,6 +187,11 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 1);
         else
             gemv_t(rp, g0, nrows, a, y, ldy, 2, 0, 1);
+    } else if (rp->sbytes == 4) { /* q4tp, f32 rungs */
+        if (nt == 1)
+            gemv_t(rp, g0, nrows, a, y, ldy, 1, 4, 0);
+        else
+            gemv_t(rp, g0, nrows, a, y, ldy, 2, 4, 0);
     } else if (rp->sbytes == 1 && rp->nb <= TP_NB) {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 1, 0);
@@ -231,9 +240,10 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
                 const uint8_t *p = gp[h] + pfd + b * bw;
                 if (gp[h] + pfd + rp->gstride > rp->pf_end) break; /* past the arena */
                 for (int l = 0; l < bw; l += 64) _mm_prefetch((const char *)(p + l), _MM_HINT_T1);
-                if (!Q8 && (b == b0 || !((b * 16 * (TP ? 1 : 2)) & 63)))
-                    _mm_prefetch((const char *)(sc[h] + pfd + (TP ? 128 + 16 * b : 32 * b)), _MM_HINT_T1);
-                if (TP && b == b0) { /* the ladder parameters */
+                if (!Q8 && (b == b0 || !((b * 16 * (TP == 1 ? 1 : TP == 4 ? 4 : 2)) & 63)))
+                    _mm_prefetch((const char *)(sc[h] + pfd + (TP == 1 ? 128 + 16 * b : TP == 4 ? 64 * b : 32 * b)),
+                                 _MM_HINT_T1);
+                if (TP == 1 && b == b0) { /* the ladder parameters */
                     _mm_prefetch((const char *)(sc[h] + pfd), _MM_HINT_T1);
                     _mm_prefetch((const char *)(sc[h] + pfd + 64), _MM_HINT_T1);
                 }
@@ -276,7 +286,7 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         }
         __m512 S[2];
         for (int h = 0; h < R; h++)
-            S[h] = TP ? _mm512_load_ps(sp + h * TP_KB * 16) : scales16(sc[h], b);
+            S[h] = TP == 1 ? _mm512_load_ps(sp + h * TP_KB * 16) : scales16(sc[h], b, TP == 4);
         for (int j = 0; j < T; j++) {
             const __m512 D = _mm512_set1_ps(a->d[(t0 + j) * nb + b]);
             for (int h = 0; h < R; h++)
@@ -338,10 +348,14 @@ TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_
             RP_TOKENS(1, 0, 1)
         else if (two && rp->sbytes == 1)
             RP_TOKENS(2, 1, 0)
+        else if (two && rp->sbytes == 4)
+            RP_TOKENS(2, 4, 0)
         else if (two)
             RP_TOKENS(2, 0, 0)
         else if (rp->sbytes == 1)
             RP_TOKENS(1, 1, 0)
+        else if (rp->sbytes == 4)
+            RP_TOKENS(1, 4, 0)
         else
             RP_TOKENS(1, 0, 0)
     }
