@@ -4,7 +4,8 @@
  * and so do the 8 of a block: at most 8 * 2 * 15 * 127 = 30480), one vpmaddwd with ones per block widens to int32,
  * the lanes get -8 * s (the block's activation sum) and F += I * (scale * d) in f32, 8 rows per ymm (q4tp: the copy
  * made for this path holds the f32 rung per block, read as is; a copy with ladder codes, made while the AVX-512 path
- * was active, has its rungs looked up per group into L1 scratch, tp_plane). Decode streams
+ * was active, has its rungs looked up per group into L1 scratch with vpermps, tp_plane: ~0.94x the f32 copy's decode
+ * speed on a compute-bound 2-core Zen 4, bench/RESULTS.md issue 4 session 7 cpu7). Decode streams
  * its groups front to back with a software prefetch KERN_PF_BYTES ahead (each line once); prefill takes 8 rows x up
  * to 4 tokens per microkernel. Instructions: Intel SDM (VPMADDUBSW, VPMADDWD, VCVTPH2PS). */
 #include "backend/cpu/kern.h"
@@ -27,15 +28,65 @@ TGT_INLINE __m256 scales8(const uint8_t *sc, int64_t b, int h, const int SB) {
     return _mm256_cvtph_ps(_mm_load_si128((const __m128i *)(const void *)(sc + 32 * b + 16 * h)));
 }
 
-/* q4tp: the rungs of blocks [b0, b0 + kb) of group gp (nb blocks per row) as S[16(b - b0) + i] (row i, block b): the
- * 16 rows' ladders built lane-wise (cmf_rp_tp_ladders: §2.6 step 3's multiplies, the same bits), then one scalar
- * lookup per row and block (AVX2 has no 32-entry permute; a vgatherdps per block is slow on AMD cores). */
+/* In-register transpose of 8 x 8 floats: r[j] lane i <- r[i] lane j (unpack, shuffle, 128-bit lane permute). */
+TGT_INLINE void tr8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int k = 0; k < 4; k++) {
+        t[2 * k] = _mm256_unpacklo_ps(r[2 * k], r[2 * k + 1]);
+        t[2 * k + 1] = _mm256_unpackhi_ps(r[2 * k], r[2 * k + 1]);
+    }
+    for (int k = 0; k < 2; k++) {
+        u[4 * k] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0x44);
+        u[4 * k + 1] = _mm256_shuffle_ps(t[4 * k], t[4 * k + 2], 0xEE);
+        u[4 * k + 2] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0x44);
+        u[4 * k + 3] = _mm256_shuffle_ps(t[4 * k + 1], t[4 * k + 3], 0xEE);
+    }
+    for (int k = 0; k < 4; k++) {
+        r[k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x20);
+        r[4 + k] = _mm256_permute2f128_ps(u[k], u[4 + k], 0x31);
+    }
+}
+
+/* q4tp codes layout: the rungs of blocks [b0, b0 + kb) of group gp (nb blocks per row) as S[16(b - b0) + i] (row i,
+ * block b; kb rounded up to 8 entries are written). Per half of 8 rows: the ladders built lane-wise (lane = row:
+ * t[c] = t[c-1] * r, §2.6 step 3, the multiplies of cmf_rp_tp_ladders: the same bits), transposed to 4 ymm of rungs
+ * per row; per row and 8 blocks, vpermps of the 8 codes into each quarter of the ladder and two blends by code bits
+ * 3 and 4, then a transpose back to rows in lanes. */
 TGT_INLINE void tp_plane(const uint8_t *gp, int64_t nb, int64_t b0, int64_t kb, float *S) {
-    float L[512];
-    cmf_rp_tp_ladders(gp, nb, L);
+    const float *lad = (const float *)(const void *)(gp + (size_t)nb * 256);
     const uint8_t *cd = cmf_rp_tp_codes(gp, nb);
-    for (int i = 0; i < 16; i++)
-        for (int64_t b = 0; b < kb; b++) S[16 * b + i] = L[16 * (cd[i * nb + b0 + b] & 31) + i];
+    _Alignas(32) float RL[8 * 32]; /* RL[32i + c]: rung c of row 8h + i */
+    for (int h = 0; h < 2; h++) {
+        const __m256 r = _mm256_loadu_ps(lad + 16 + 8 * h);
+        __m256 v[8], V = _mm256_loadu_ps(lad + 8 * h);
+        for (int q = 0; q < 4; q++) {
+            for (int c = 0; c < 8; c++) {
+                if (q || c) V = _mm256_mul_ps(V, r);
+                v[c] = V;
+            }
+            tr8(v);
+            for (int i = 0; i < 8; i++) _mm256_store_ps(RL + 32 * i + 8 * q, v[i]);
+        }
+        for (int64_t c = 0; c < kb; c += 8) {
+            __m256 w[8];
+            for (int i = 0; i < 8; i++) {
+                const uint8_t *p = cd + (8 * h + i) * nb + b0 + c;
+                uint64_t b8 = 0;
+                memcpy(&b8, p, (size_t)(kb - c < 8 ? kb - c : 8));
+                const __m256i idx = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b8));
+                const float *L = RL + 32 * i;
+                const __m256 a0 = _mm256_permutevar8x32_ps(_mm256_load_ps(L), idx);
+                const __m256 a1 = _mm256_permutevar8x32_ps(_mm256_load_ps(L + 8), idx);
+                const __m256 a2 = _mm256_permutevar8x32_ps(_mm256_load_ps(L + 16), idx);
+                const __m256 a3 = _mm256_permutevar8x32_ps(_mm256_load_ps(L + 24), idx);
+                const __m256 m3 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28));
+                const __m256 m4 = _mm256_castsi256_ps(_mm256_slli_epi32(idx, 27));
+                w[i] = _mm256_blendv_ps(_mm256_blendv_ps(a0, a1, m3), _mm256_blendv_ps(a2, a3, m3), m4);
+            }
+            tr8(w);
+            for (int k = 0; k < 8; k++) _mm256_store_ps(S + 16 * (c + k) + 8 * h, w[k]);
+        }
+    }
 }
 
 /* The int32 sums v * x of rows 8h..8h+7 of block b (u at gp + 256 b) with the token's 32 values x, s their sum. */
