@@ -12,6 +12,7 @@
  * Family differences are the config flags and the optional tensors; there is one forward for all.
  * Every operation goes through the model's backend (src/backend/backend.h): the same code runs on the CPU and on
  * a CUDA device. */
+#include <stdatomic.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -49,16 +50,19 @@ typedef struct logits_copy {
     const float *all_logits; /* [n][V] every token's logits, or NULL: the rows are in head_out */
     const float *head_out;   /* [rows][V] */
     int rows, V;
+    atomic_int next;         /* the next row to copy (threads take rows by this index) */
 } logits_copy;
 
 /* Rows of 16 streams are 16 x vocab floats (2 MB at a 32k vocabulary, ~0.15 ms on one thread, while the pool's
- * worker waits): from this many rows on, the batch's pool copies them, thread ith taking rows ith, ith + nth, ... */
+ * worker waits): from this many rows on, the batch's pool copies them (cmf_pool_run_dyn: rows by an atomic index,
+ * so a worker that starts late is skipped). */
 #define LOGITS_POOL_ROWS 4
 
-/* cmf_task_fn (threadpool.h): copies rows ith, ith + nth, ... of c (a logits_copy). */
+/* cmf_task_fn (threadpool.h): copies the rows of c (a logits_copy) that this thread takes. */
 static void copy_logits(void *ctx, int ith, int nth) {
-    const logits_copy *c = ctx;
-    for (int r = ith; r < c->rows; r += nth) {
+    (void)ith, (void)nth;
+    logits_copy *c = ctx;
+    for (int r; (r = atomic_fetch_add(&c->next, 1)) < c->rows;) {
         const int t = c->last_of[r];
         const float *src = c->all_logits ? c->all_logits + (size_t)t * c->V : c->head_out + (size_t)r * c->V;
         memcpy(c->seqs[t]->logits, src, (size_t)c->V * sizeof(float));
@@ -144,9 +148,9 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
     } else {
         TRY(be->head(be, b, b->head_out, b->head_in, rows, &W->lm_head, c->final_softcap));
     }
-    logits_copy lc = {seqs, last_of, all_logits, b->head_out, rows, V};
+    logits_copy lc = {seqs, last_of, all_logits, b->head_out, rows, V, 0};
     if (b->pool && rows >= LOGITS_POOL_ROWS && cmf_pool_size(b->pool) > 1)
-        cmf_pool_run(b->pool, copy_logits, &lc);
+        cmf_pool_run_dyn(b->pool, copy_logits, &lc);
     else
         copy_logits(&lc, 0, 1);
     return CMF_OK;

@@ -327,7 +327,7 @@ static void sample_all(srv_par *p, int n) {
     p->n_rows = n;
     atomic_store(&p->next, 0);
     if (p->pool && (heavy >= 2 || n >= SAMPLE_POOL_ROWS)) {
-        cmf_pool_run(p->pool, pool_sample, p);
+        cmf_pool_run_dyn(p->pool, pool_sample, p); /* rows by an atomic index: a late worker is skipped */
         return;
     }
     if (p->n_th == 0 || heavy < 2) {
