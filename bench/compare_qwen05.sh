@@ -119,6 +119,6 @@ print("model bytes/token: Q4_0 GGUF %.1f MB, cmf q4_block %.1f MB; Q8_0 GGUF %.1
       os.path.getsize("%s/qwen05-q4_0.gguf" % work) / 1e6, os.path.getsize("%s/qwen05-q4_0.cmf" % work) / 1e6,
       os.path.getsize("%s/qwen05-q8_0.gguf" % work) / 1e6, os.path.getsize("%s/qwen05-q8_0.cmf" % work) / 1e6))
 if os.environ.get("HAVE_Q4TP"):
-    print("cmf q4tp %.1f MB (decode reads its load-time repacked copy: 20 bytes per 32 values)" % (
+    print("cmf q4tp %.1f MB (decode reads its load-time repacked copy: 17 bytes per 32 values + 8 per row on AVX-512, 20 on AVX2)" % (
           os.path.getsize("%s/qwen05-q4tp.cmf" % work) / 1e6))
 EOF2
