@@ -232,18 +232,21 @@ int cli_float(cli_args *a, double min, double max, double *out) {
     return 0;
 }
 
-int cli_u64(cli_args *a, uint64_t *out) {
+int cli_seed(cli_args *a, uint64_t *out) {
     const char *v = NULL;
     int rc = cli_value(a, &v);
     if (rc) return rc;
+    const int neg = v[0] == '-';
+    const char *d = v + neg;
     char *end;
     errno = 0;
-    unsigned long long x = isdigit((unsigned char)v[0]) ? strtoull(v, &end, 10) : 0;
-    if (!isdigit((unsigned char)v[0]) || *end != '\0')
-        return cli_usage_error(a->cmd, "invalid value '%s' for %s (expected a non-negative integer)", v, a->arg);
-    if (errno == ERANGE)
-        return cli_usage_error(a->cmd, "invalid value '%s' for %s (must be at most %llu)", v, a->arg, ULLONG_MAX);
-    *out = (uint64_t)x;
+    unsigned long long x = isdigit((unsigned char)d[0]) ? strtoull(d, &end, 10) : 0;
+    if (!isdigit((unsigned char)d[0]) || *end != '\0')
+        return cli_usage_error(a->cmd, "invalid value '%s' for %s (expected an integer)", v, a->arg);
+    if (errno == ERANGE || (neg && x > (1ull << 63)))
+        return cli_usage_error(a->cmd, "invalid value '%s' for %s (must be in [-%llu, %llu])", v, a->arg,
+                               1ull << 63, ULLONG_MAX);
+    *out = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x; /* two's complement: serve's "seed" maps the same way */
     return 0;
 }
 

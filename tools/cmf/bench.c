@@ -121,7 +121,7 @@ int cmd_bench(int argc, char **argv) {
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &threads);
         } else if (cli_is(&a, "--seed", NULL)) {
-            rc = cli_u64(&a, &seed);
+            rc = cli_seed(&a, &seed);
         } else if (cli_is(&a, "--json", NULL)) {
             json = 1;
         } else if (!cli_is_flag(&a) && !path) {

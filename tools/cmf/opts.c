@@ -74,7 +74,7 @@ int cli_sampling_opt(cli_args *a, cli_sampling *s, int *rc) {
     } else if (cli_is(a, "--repeat-last-n", NULL)) {
         if (!(*rc = cli_int(a, 0, 1 << 20, &l))) sp->penalty_last_n = (int)l;
     } else if (cli_is(a, "--seed", NULL)) {
-        if (!(*rc = cli_u64(a, &sp->seed))) s->seed_given = 1;
+        if (!(*rc = cli_seed(a, &sp->seed))) s->seed_given = 1;
     } else {
         return 0;
     }
