@@ -212,18 +212,20 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     static atomic_ulong counter;
     sp->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)atomic_fetch_add(&counter, 1);
     /* "seed": an int64 in OpenAI's API reference (-2^63 .. 2^63 - 1, negative seeds valid; vLLM takes the same
-     * range), an unsigned 64-bit number for cmf run / cmf bench --seed. Accepted here: an integer in [-2^63, 2^64);
-     * a negative seed s draws as the unsigned seed 2^64 + s (its two's complement bits: "seed": -1 gives the
-     * tokens of cmf run --seed 18446744073709551615). The JSON number passes through a double (cJSON), so a seed
-     * beyond 2^53 in magnitude is rounded to the nearest double first. */
+     * range), an unsigned 64-bit number for cmf run / cmf bench --seed. Accepted here: an integer in [-2^63, 2^64).
+     * -1 asks for a random seed, as in llama-server (its default seed) and cmf run --seed -1; another negative seed s
+     * draws as the unsigned seed 2^64 + s (its two's complement bits: "seed": -5 gives the tokens of cmf run --seed
+     * -5). The JSON number passes through a double (cJSON), so a seed beyond 2^53 in magnitude is rounded to the
+     * nearest double first: the largest accepted is 2^64 - 2048. */
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (seed && !cJSON_IsNull(seed)) {
         const double v = cJSON_IsNumber(seed) ? seed->valuedouble : NAN;
         if (!(v >= -0x1p63 && v < 0x1p64) || v != floor(v)) { /* NaN fails both */
-            *err = reply_err(400, "seed", "'seed' must be an integer in [-9223372036854775808, 18446744073709551615]");
+            *err = reply_err(400, "seed", "'seed' must be an integer in [-2^63, 2^64) (-1: a random seed; JSON numbers "
+                                          "beyond 2^53 are rounded to a double)");
             return -1;
         }
-        sp->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
+        if (v != -1) sp->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
     }
     ll = 1;
     if (int_field(j, "n", 1, 1e9, &ll, err)) return -1;

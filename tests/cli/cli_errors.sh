@@ -25,7 +25,7 @@ expect_error 2 "$CMF_BIN" run "$M" -p hi --temp=1.5x
 expect_error 2 "$CMF_BIN" run "$M" -p hi -n 12abc
 expect_error 2 "$CMF_BIN" run "$M" -p hi -n -3
 expect_error 2 "$CMF_BIN" run "$M" -p hi --top-p 1.5 && grep -q -- "--top-p" "$T/err" || fail "--top-p range text"
-expect_error 2 "$CMF_BIN" run "$M" -p hi --seed -1
+expect_error 2 "$CMF_BIN" run "$M" -p hi --seed -1x
 expect_error 2 "$CMF_BIN" run "$M"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --tokens 1,2
 expect_error 2 "$CMF_BIN" run "$M" --tokens 1,,2

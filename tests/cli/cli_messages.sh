@@ -41,18 +41,24 @@ expect_error 2 "$CMF_BIN" run "$M" -p hi -n -3 && want_line "cmf run: invalid va
 expect_error 2 "$CMF_BIN" run "$M" -p hi -c 0 && want_line "cmf run: invalid value '0' for -c (expected a positive integer)"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --temp abc && want_line "cmf run: invalid value 'abc' for --temp (expected a number in [0, 1000000])"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --top-p 1.5 && want_line "cmf run: invalid value '1.5' for --top-p (expected a number > 0 and <= 1)"
-# --seed: an integer in [-2^63, 2^64 - 1]; a negative s samples as 2^64 + s (serve's OpenAI "seed" maps the same way)
+# --seed: an integer in [-2^63, 2^64 - 1]; -1 is a seed from the clock (llama.cpp's convention), another negative s
+# samples as 2^64 + s (serve's OpenAI "seed" maps the same way)
 expect_error 2 "$CMF_BIN" run "$M" -p hi --seed 1.5 && want_line "cmf run: invalid value '1.5' for --seed (expected an integer)"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --seed -x && want_line "cmf run: invalid value '-x' for --seed (expected an integer)"
 for v in 99999999999999999999 -9223372036854775809; do
     expect_error 2 "$CMF_BIN" run "$M" -p hi --seed $v &&
         want_line "cmf run: invalid value '$v' for --seed (must be in [-9223372036854775808, 18446744073709551615])"
 done
-expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed -1 && cp "$T/out" "$T/seed_neg"
-expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed 18446744073709551615 &&
-    { cmp -s "$T/out" "$T/seed_neg" || fail "--seed -1 and --seed 2^64-1 sample different text"; }
+expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed -2 && cp "$T/out" "$T/seed_neg"
+expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed 18446744073709551614 &&
+    { cmp -s "$T/out" "$T/seed_neg" || fail "--seed -2 and --seed 2^64-2 sample different text"; }
 expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed 1 &&
-    { ! cmp -s "$T/out" "$T/seed_neg" || fail "--seed -1 and --seed 1 sample the same text (is the seed used?)"; }
+    { ! cmp -s "$T/out" "$T/seed_neg" || fail "--seed -2 and --seed 1 sample the same text (is the seed used?)"; }
+# -1: from the clock, so two runs differ (12 tokens at temperature 1 over this vocabulary: equal by chance ~never)
+expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed -1 && cp "$T/out" "$T/seed_r1"
+sleep 0.01
+expect_ok "$CMF_BIN" run "$M" -p hi -n 12 --temp 1 --seed -1 &&
+    { ! cmp -s "$T/out" "$T/seed_r1" || fail "--seed -1 twice sampled the same text (not a random seed?)"; }
 expect_error 2 "$CMF_BIN" run "$M" -p hi --o1-m 3 && want_line "cmf run: invalid value '3' for --o1-m (must be in [4, 65536])"
 expect_error 2 "$CMF_BIN" serve "$M" --port 70000 && want_line "cmf serve: invalid value '70000' for --port (must be in [0, 65535])"
 expect_error 2 "$CMF_BIN" bench "$M" -r 0 && want_line "cmf bench: invalid value '0' for -r (must be in [1, 100000])"

@@ -411,7 +411,8 @@ static void test_stream_utf8(void) {
     free(prompt);
 }
 
-/* "seed" (api.c): OpenAI's is an int64, negative seeds included. A negative seed s draws as the unsigned seed 2^64 + s
+/* "seed" (api.c): OpenAI's is an int64, negative seeds included. -1 is a random seed (llama-server's convention, and
+ * cmf run --seed -1): two requests draw different texts. Another negative seed s draws as the unsigned seed 2^64 + s
  * (what cmf run --seed takes), both ends of [-2^63, 2^64) are accepted (as the tokens of the in-process sampler with
  * that seed show), and the doubles just outside, fractions and huge values get a 400 naming "seed". */
 static void test_seed(void) {
@@ -443,6 +444,18 @@ static void test_seed(void) {
         gen_free(&g);
     }
     CHECK_MSG(strcmp(first[0], first[1]) != 0, "seeds 5 and 2^64 - 5 drew the same text: the check above is blind");
+    char *rnd[2] = {NULL, NULL};
+    for (int r = 0; r < 2; r++) {
+        snprintf(body, sizeof body, "{\"prompt\": %s, \"temperature\": 1.5, \"seed\": -1, \"max_tokens\": 12}", ij);
+        cJSON *j = call("POST", "/v1/completions", body, 200);
+        const char *t = jstr(j, "choices.0.text");
+        rnd[r] = strdup(t ? t : "");
+        cJSON_Delete(j);
+    }
+    CHECK_MSG(rnd[0] && rnd[1] && strcmp(rnd[0], rnd[1]) != 0, "seed -1 twice drew the same text '%s': not random",
+              rnd[0] ? rnd[0] : "");
+    free(rnd[0]);
+    free(rnd[1]);
     static const char *const bad[] = {"-9223372036854777856", "18446744073709551616", "-1.5", "1e300", "-1e19"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(body, sizeof body, "{\"prompt\": %s, \"seed\": %s, \"max_tokens\": 4}", ij, bad[i]);

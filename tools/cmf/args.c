@@ -232,7 +232,7 @@ int cli_float(cli_args *a, double min, double max, double *out) {
     return 0;
 }
 
-int cli_seed(cli_args *a, uint64_t *out) {
+int cli_seed(cli_args *a, uint64_t *out, int *random) {
     const char *v = NULL;
     int rc = cli_value(a, &v);
     if (rc) return rc;
@@ -247,6 +247,7 @@ int cli_seed(cli_args *a, uint64_t *out) {
         return cli_usage_error(a->cmd, "invalid value '%s' for %s (must be in [-%llu, %llu])", v, a->arg,
                                1ull << 63, ULLONG_MAX);
     *out = neg ? (uint64_t)0 - (uint64_t)x : (uint64_t)x; /* two's complement: serve's "seed" maps the same way */
+    *random = neg && x == 1; /* -1: llama.cpp's "random seed" */
     return 0;
 }
 

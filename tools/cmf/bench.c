@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -36,7 +37,7 @@ static const char *USAGE =
     "  -n, --n-gen N       generated tokens of the tg test (default 128; 0 skips it)\n"
     "  -r, --repetitions R timed repetitions of each test (default 5)\n"
     "  -t, --threads T     worker threads (default 0: all online CPUs)\n"
-    "  --seed S            seed of the random token ids (default 1234)\n"
+    "  --seed S            seed of the random token ids (default 1234; -1: from the clock)\n"
     "  --json              print a JSON array (one object per test) instead of the markdown table\n"
     "%s";
 
@@ -121,7 +122,8 @@ int cmd_bench(int argc, char **argv) {
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &threads);
         } else if (cli_is(&a, "--seed", NULL)) {
-            rc = cli_seed(&a, &seed);
+            int random = 0;
+            if (!(rc = cli_seed(&a, &seed, &random)) && random) seed = (uint64_t)time(NULL);
         } else if (cli_is(&a, "--json", NULL)) {
             json = 1;
         } else if (!cli_is_flag(&a) && !path) {

@@ -89,12 +89,12 @@ int cli_is(const cli_args *a, const char *name, const char *alt);
 int cli_value(cli_args *a, const char **val);
 /* Value parsers with full validation: the whole string must be a number in [min, max] (cli_int: a decimal
  * integer; cli_seed: an integer in [-2^63, 2^64 - 1], a negative s stored as 2^64 + s, as `cmf serve` maps OpenAI's
- * int64 "seed"). Every bad value gives one message shape and CLI_USAGE:
+ * int64 "seed"; *random = 1 for -1, which asks for a seed from the clock as in llama.cpp and llama-server). Every bad value gives one message shape and CLI_USAGE:
  * "cmf <cmd>: invalid value '1.5' for -t (expected an integer in [0, 4096])", or "(must be in [4, 1024])" for a
  * number of the right kind out of its range, "(expected a positive integer)" when max >= INT_MAX. */
 int cli_int(cli_args *a, long min, long max, long *out);
 int cli_float(cli_args *a, double min, double max, double *out);
-int cli_seed(cli_args *a, uint64_t *out);
+int cli_seed(cli_args *a, uint64_t *out, int *random);
 /* Unknown flag / unexpected argument: prints and returns CLI_USAGE. */
 int cli_unknown(const cli_args *a);
 

@@ -21,7 +21,7 @@ const char *const CLI_SAMPLING_USAGE =
     "  --presence-penalty X     subtract X from the logits of recent tokens (default 0)\n"
     "  --frequency-penalty X    subtract X * count from the logits of recent tokens (default 0)\n"
     "  --repeat-last-n N        the window of recent tokens (prompt included) the penalties see (default 64)\n"
-    "  --seed S                 PRNG seed (default: from the clock); the same seed gives the same tokens\n";
+    "  --seed S                 PRNG seed (default, or -1: from the clock); the same seed gives the same tokens\n";
 
 #define BACKEND_USAGE_LINES                                                                                   \
     "  --gpu                    run the forward on CUDA device 0 (an error when there is none); = CMF_GPU=1\n"   \
@@ -74,7 +74,8 @@ int cli_sampling_opt(cli_args *a, cli_sampling *s, int *rc) {
     } else if (cli_is(a, "--repeat-last-n", NULL)) {
         if (!(*rc = cli_int(a, 0, 1 << 20, &l))) sp->penalty_last_n = (int)l;
     } else if (cli_is(a, "--seed", NULL)) {
-        if (!(*rc = cli_seed(a, &sp->seed))) s->seed_given = 1;
+        int random = 0;
+        if (!(*rc = cli_seed(a, &sp->seed, &random))) s->seed_given = !random;
     } else {
         return 0;
     }
