@@ -416,9 +416,9 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         if (v[2] == 0) return jinja_rt_err(at, "range() step must not be zero");
         double count = ceil(((double)v[1] - (double)v[0]) / (double)v[2]);
         if (count < 0) count = 0;
-        if (count + (double)c->iterations > (double)c->lim.max_iterations)
-            return jinja_limit_err(at, "range() size", c->lim.max_iterations);
-        c->iterations += (size_t)count;
+        if (count + (double)c->items > (double)c->lim.max_iterations)
+            return jinja_limit_err(at, "list items made by range() and +", c->lim.max_iterations);
+        c->items += (size_t)count;
         jv l = jv_list_new((size_t)count);
         if (jv_is_oom(l)) return NOMEM();
         for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) jv_list_push(l, jv_int(x));

@@ -98,7 +98,13 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         return CMF_OK;
     }
     if (op == '+' && a.k == JV_LIST && b.k == JV_LIST) {
-        jv r = jv_list_new(a.u.l->n + b.u.l->n);
+        /* every list made by + counts its items against the iteration budget (as range() does): doubling a list in
+         * a loop took 11 GB, and `l = l + [i]` over 100,000 iterations 52 s of copying */
+        const size_t len = a.u.l->n + b.u.l->n;
+        if (len > c->lim.max_iterations - (c->items < c->lim.max_iterations ? c->items : c->lim.max_iterations))
+            return jinja_limit_err(n, "list items made by range() and +", c->lim.max_iterations);
+        c->items += len;
+        jv r = jv_list_new(len);
         if (jv_is_oom(r)) return NOMEM();
         for (size_t i = 0; i < a.u.l->n; i++) jv_list_push(r, jv_retain(a.u.l->v[i]));
         for (size_t i = 0; i < b.u.l->n; i++) jv_list_push(r, jv_retain(b.u.l->v[i]));
@@ -517,6 +523,13 @@ cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out) {
         if ((st = jinja_eval_args(c, f, n, &args))) break;
         if (n->type == N_FILTER) {
             st = jinja_filter(c, n, n->name, a, &args, out);
+            /* replace / tojson / indent / upper / title ... build their strings themselves: the string size limit
+             * of `~` and `*` holds for their results too (a chain of replace() grew a 1e9-byte string) */
+            if (!st && out->k == JV_STR && out->u.s->len > c->lim.max_output) {
+                jv_release(*out);
+                *out = jv_undef(NULL);
+                st = jinja_limit_err(n, "string size", c->lim.max_output);
+            }
         } else {
             int r = 0;
             st = jinja_test(c, n, n->name, a, &args, &r);

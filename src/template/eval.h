@@ -16,6 +16,7 @@ typedef struct jctx {
     jframe *root;        /* context variables + top-level assignments + macros */
     cmf_template_limits lim;
     size_t iterations;   /* loop iterations so far (all loops) */
+    size_t items;        /* list items made by range() and list + so far (limit: lim.max_iterations) */
     int depth;           /* macro call depth */
     int flow;            /* FLOW_* after break/continue */
     jv filter_input;     /* the rendered body of a {% filter %} block */

@@ -13,8 +13,9 @@
  * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); recursive for loops, template
  * inheritance/includes and autoescaping are not supported (an error names the construct).
  *
- * Sandbox: output size, total loop iterations (range() sizes included) and macro call depth are bounded;
- * exceeding a limit is an error, never a hang or a crash. */
+ * Sandbox: output size and each string's size (max_output), total loop iterations, the items of the lists made by
+ * range() and list + (max_iterations each), macro call depth, expression nesting and the operators of one tag are
+ * bounded; exceeding a limit is an error, never a hang or a crash. */
 #ifndef CMF_TEMPLATE_TEMPLATE_H
 #define CMF_TEMPLATE_TEMPLATE_H
 

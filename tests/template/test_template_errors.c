@@ -66,7 +66,34 @@ int main(void) {
     expect_err("{% set x = 1 %}{% set x.a = 2 %}", CMF_E_FORMAT, "non-namespace");
 
     /* sandbox: huge ranges, nested loops, unbounded recursion, output and string bombs, deep nesting */
-    expect_err("{% for i in range(10**9) %}{% endfor %}", CMF_E_UNSUPPORTED, "sandbox limit exceeded: range() size");
+    expect_err("{% for i in range(10**9) %}{% endfor %}", CMF_E_UNSUPPORTED, "sandbox limit exceeded: list items made");
+    /* the iteration budget (1,000,000) counts loop iterations once: range() charges a budget of its own */
+    CHECK(run("{% for i in range(999999) %}{% endfor %}ok", NULL, NULL, &out) == CMF_OK && out && !strcmp(out, "ok"));
+    free(out);
+    /* lists made by + count against that budget: doubling (was 11 GB) and quadratic appends (was 52 s) stop early */
+    expect_err("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l + ns.l %}{% endfor %}",
+               CMF_E_UNSUPPORTED, "sandbox limit exceeded: list items made");
+    expect_err("{% set ns = namespace(d=[]) %}{% for i in range(100000) %}{% set ns.d = ns.d + [i] %}{% endfor %}",
+               CMF_E_UNSUPPORTED, "sandbox limit exceeded: list items made");
+    CHECK(run("{% set ns = namespace(d=[]) %}{% for i in range(500) %}{% set ns.d = ns.d + [i] %}{% endfor %}"
+              "{{ ns.d | length }}", NULL, NULL, &out) == CMF_OK && out && !strcmp(out, "500"));
+    free(out);
+    /* filters that build strings keep the string size limit (a replace() chain made 1e9 bytes) */
+    expect_err("{{ ('x' * 16000000) | replace('x', 'yy') | length }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err("{{ ('\"' * 9000000) | tojson | length }}", CMF_E_UNSUPPORTED, "string size");
+    /* a long chain of left-associative operators is refused at parse time (30,000 '+' overflowed the stack) */
+    {
+        enum { TERMS = 30000 };
+        const char *ops[] = {" + 1", " ~ 'a'", "|upper", ".a", "[0]", " and 1"};
+        for (size_t k = 0; k < sizeof ops / sizeof ops[0]; k++) {
+            char *chain = malloc(TERMS * 8 + 16), *p = chain;
+            p += sprintf(p, "{{ 1");
+            for (int i = 0; i < TERMS; i++) p += sprintf(p, "%s", ops[k]);
+            sprintf(p, " }}");
+            expect_err(chain, CMF_E_FORMAT, "expression too long");
+            free(chain);
+        }
+    }
     expect_err("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
                "{% endfor %}", CMF_E_UNSUPPORTED, "sandbox limit exceeded");
     expect_err("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}{{ f(0) }}", CMF_E_UNSUPPORTED, "macro call depth");
