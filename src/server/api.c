@@ -100,8 +100,9 @@ static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
         return NULL;
     }
     if (!cJSON_IsObject(j)) {
+        const char *what = !len ? "empty" : cJSON_IsArray(j) ? "got an array" : "got a JSON value that is not an object";
         cJSON_Delete(j);
-        *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", len ? "malformed JSON" : "empty");
+        *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", what);
         return NULL;
     }
     size_t nul = escaped_nul_at(body, len);

@@ -200,6 +200,12 @@ static void test_routes_and_auth(void) {
                   strstr(jstr(j, "error.message"), "malformed JSON at byte offset 17"),
               "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
     cJSON_Delete(j);
+    /* valid JSON that is not an object is named as such, not as malformed (review nit) */
+    j = call("POST", "/v1/completions", "[1]", 400);
+    CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.message") &&
+                  strstr(jstr(j, "error.message"), "must be a JSON object (got an array)"),
+              "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
+    cJSON_Delete(j);
     /* a body over the limit (8 MiB) */
     size_t big = (9u << 20);
     char *body = malloc(big + 1);

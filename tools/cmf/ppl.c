@@ -225,6 +225,12 @@ int cmd_ppl(int argc, char **argv) {
                pm[k].acc.count);
     if (baseline)
         printf("ratio PPL(%s) / PPL(%s) = %.6f\n", model, baseline, acc_ppl(&pm[0].acc) / acc_ppl(&pm[1].acc));
+    for (int k = 0; k < n_models; k++)
+        if (!isfinite(acc_ppl(&pm[k].acc))) { /* NaN / inf logits: a broken model, not a score (review: exit 0) */
+            rc = cli_fail("ppl", "%s: the perplexity is not finite (the model produced NaN or infinite logits)",
+                          pm[k].path);
+            goto done;
+        }
     fprintf(stderr, "cmf ppl: %.2f s (%.1f tokens/s)\n", dt, (double)(n_win * c * n_models) / (dt > 0 ? dt : 1e-9));
 
 done:
