@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include <cjson/cJSON.h>
+#include <utf8proc.h>
 
 #include "template/eval.h"
 #include "util/error.h"
@@ -242,6 +243,14 @@ cmf_template_limits cmf_template_default_limits(void) {
 cmf_status cmf_template_parse(const char *src, size_t len, cmf_template **out) {
     if (!src || !out) return cmf_err(CMF_E_ARG, "cmf_template_parse: NULL argument");
     *out = NULL;
+    /* Python's jinja2 gets the template as str: bytes that are not UTF-8 never reach it (review: they went into the
+     * prompt) */
+    for (size_t i = 0; i < len;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)src + i, (utf8proc_ssize_t)(len - i), &cp);
+        if (k <= 0) return cmf_err(CMF_E_FORMAT, "template: not valid UTF-8 at byte offset %zu", i);
+        i += (size_t)k;
+    }
     cmf_template *t = calloc(1, sizeof(*t));
     if (!t) return NOMEM();
     jtok *toks;

@@ -76,6 +76,13 @@ expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-templ
 printf '{%% if x %%}unclosed' >"$T/broken.jinja"
 expect_error 1 "$CMF_BIN" template "$TOK/qwen3/tokenizer_config.json" --messages "$T/system.json" \
     --chat-template-file "$T/broken.jinja" && { grep -q "template:1:" "$T/err" || fail "syntax: $(cat "$T/err")"; }
+# an empty (or blank) template file and one that is not UTF-8 are errors, not a prompt without the messages
+printf ' \n' >"$T/empty.jinja"
+expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-template-file "$T/empty.jinja" &&
+    { grep -q "the chat template file is empty" "$T/err" || fail "empty template: $(cat "$T/err")"; }
+printf '{{ messages[0].content }}\xff' >"$T/bad8.jinja"
+expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-template-file "$T/bad8.jinja" &&
+    { grep -q "not valid UTF-8 at byte offset 25" "$T/err" || fail "invalid UTF-8 template: $(cat "$T/err")"; }
 printf '[{"content": "no role"}]' >"$T/norole.json"
 expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/norole.json"
 printf '{"role": "user"}' >"$T/notarray.json"

@@ -324,6 +324,19 @@ int cli_read_text(const char *cmd, const char *path, char **text, size_t *len) {
     return 0;
 }
 
+int cli_read_template(const char *cmd, const char *path, char **text, size_t *len) {
+    int rc = cli_read_text(cmd, path, text, len);
+    if (rc) return rc;
+    size_t i = 0;
+    while (i < *len && isspace((unsigned char)(*text)[i])) i++;
+    if (i == *len) { /* an empty template renders no message at all: the model would answer a bare BOS */
+        free(*text);
+        *text = NULL;
+        return cli_fail(cmd, "%s: the chat template file is empty", path);
+    }
+    return 0;
+}
+
 double cli_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);

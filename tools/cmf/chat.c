@@ -489,7 +489,7 @@ int cmd_chat(int argc, char **argv) {
         return cli_fail("chat", "out of memory");
     if (o.template_file) {
         size_t len;
-        if ((rc = cli_read_text("chat", o.template_file, &tpl, &len))) {
+        if ((rc = cli_read_template("chat", o.template_file, &tpl, &len))) {
             free(c.system);
             return rc;
         }

@@ -105,6 +105,8 @@ int cli_parse_ids(const char *cmd, const char *what, const char *s, int32_t **id
 
 /* Reads a whole file (text) into a malloc'd NUL-terminated buffer; on error prints and returns CLI_FAIL. */
 int cli_read_text(const char *cmd, const char *path, char **text, size_t *len);
+/* As cli_read_text, for a --chat-template-file: a file that is empty or only whitespace is an error (exit 1). */
+int cli_read_template(const char *cmd, const char *path, char **text, size_t *len);
 
 /* Seconds on a monotonic clock. */
 double cli_now(void);

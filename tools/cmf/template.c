@@ -152,7 +152,7 @@ int cmd_template(int argc, char **argv) {
     cmf_model *m = NULL;
     if ((rc = read_json_array("--messages", o.messages, &msgs))) goto done;
     if (o.tools && (rc = read_json_array("--tools", o.tools, &tools))) goto done;
-    if (o.template_file && (rc = cli_read_text("template", o.template_file, &tpl, &tpl_len))) goto done;
+    if (o.template_file && (rc = cli_read_template("template", o.template_file, &tpl, &tpl_len))) goto done;
     cmf_chat_params p = cmf_chat_default_params();
     p.messages_json = msgs;
     p.tools_json = tools;
