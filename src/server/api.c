@@ -904,6 +904,10 @@ srv_reply srv_api_apply_template(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
     cJSON *j = parse_body(body, len, &err);
     if (!j) return err;
+    if (known_fields(j, &err)) { /* as /v1/chat/completions: a field it would refuse is not silently ignored here */
+        cJSON_Delete(j);
+        return err;
+    }
     char *text = NULL;
     int bad = render_chat(s, j, 1, &text, &err);
     cJSON_Delete(j);

@@ -245,6 +245,11 @@ static void test_tokenize_template(void) {
     CHECK(want && strstr(want, "<|im_start|>assistant\n")); /* Qwen3's template, generation prompt */
     cJSON_Delete(j);
     free(want);
+    /* a field chat/completions refuses (e.g. a custom chat_template) is refused here too, not ignored */
+    snprintf(body, sizeof body, "{\"messages\": %s, \"chat_template\": \"{{ 1 }}\"}", msgs);
+    j = call("POST", "/apply-template", body, 400);
+    CHECK(is_error_shape(j, 400) && jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "chat_template"));
+    cJSON_Delete(j);
 
     /* tools and chat_template_kwargs reach the template as cmf_chat_render passes them */
     const char *tools = "[{\"type\":\"function\",\"function\":{\"name\":\"get_weather\",\"description\":\"Weather of a city\","
