@@ -142,7 +142,8 @@ one_bos "$(turn_ids 1)" 1 || fail "mistral: not exactly one BOS: $(turn_ids 1)"
 # Ctrl-C: stops the reply (the program goes on), then two at the prompt quit with status 0
 mkfifo "$T/fifo"
 rm -f "$T/err" # wait_for must not see the previous command's lines
-(exec "$CMF_BIN" chat "$M" -n 1000000 -c 4096 --show-ids <"$T/fifo" >"$T/out" 2>"$T/err") &
+# (a fixed seed at temperature 1.5: the clock's seed let the reply end by EOS after 392 tokens, before the signal)
+(exec "$CMF_BIN" chat "$M" -n 1000000 -c 4096 --temp 1.5 --seed 1 --show-ids <"$T/fifo" >"$T/out" 2>"$T/err") &
 pid=$! # the subshell execs cmf: $pid is cmf itself
 exec 3>"$T/fifo"
 echo "tell me a long story" >&3
