@@ -101,7 +101,7 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         /* every list made by + counts its items against the iteration budget (as range() does): doubling a list in
          * a loop took 11 GB, and `l = l + [i]` over 100,000 iterations 52 s of copying */
         const size_t len = a.u.l->n + b.u.l->n;
-        if (len > c->lim.max_iterations - (c->items < c->lim.max_iterations ? c->items : c->lim.max_iterations))
+        if (len > c->lim.max_iterations - c->items) /* items <= max_iterations: both makers check before adding */
             return jinja_limit_err(n, "list items made by range() and +", c->lim.max_iterations);
         c->items += len;
         jv r = jv_list_new(len);

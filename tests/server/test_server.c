@@ -126,6 +126,15 @@ static int is_error_shape(const cJSON *j, int code) {
     return j && jstr(j, "error.message") && jstr(j, "error.type") && (int)jnum(j, "error.code") == code;
 }
 
+/* POST `body` to `route` expecting a 400 in OpenAI's error shape whose message contains `part`. */
+static void expect_400_message(const char *route, const char *body, const char *part) {
+    cJSON *j = call("POST", route, body, 400);
+    const char *m = jstr(j, "error.message");
+    CHECK_MSG(is_error_shape(j, 400) && m && strstr(m, part), "%s %s: message '%s', want '%s'", route, body,
+              m ? m : "?", part);
+    cJSON_Delete(j);
+}
+
 /* Splits an SSE body into its data payloads (checks the framing: every event is one "data: " line). */
 static int sse_events(const char *body, char **ev, int max) {
     int n = 0;
@@ -189,23 +198,12 @@ static void test_routes_and_auth(void) {
     j = call("POST", "/v1/completions", "{\"prompt\": [1, 99999999]}", 400);
     CHECK(is_error_shape(j, 400) && jstr(j, "error.param") && !strcmp(jstr(j, "error.param"), "prompt"));
     cJSON_Delete(j);
-    /* malformed JSON names the byte offset; a lone surrogate escape is named as such */
-    j = call("POST", "/v1/completions", "{\"prompt\": \"\\ud800x\", \"max_tokens\": 3}", 400);
-    CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.message") &&
-                  strstr(jstr(j, "error.message"), "lone UTF-16 surrogate escape \\ud800 at byte offset 12"),
-              "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
-    cJSON_Delete(j);
-    j = call("POST", "/v1/completions", "{\"prompt\": [1, 2,}", 400);
-    CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.message") &&
-                  strstr(jstr(j, "error.message"), "malformed JSON at byte offset 17"),
-              "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
-    cJSON_Delete(j);
-    /* valid JSON that is not an object is named as such, not as malformed (review nit) */
-    j = call("POST", "/v1/completions", "[1]", 400);
-    CHECK_MSG(is_error_shape(j, 400) && jstr(j, "error.message") &&
-                  strstr(jstr(j, "error.message"), "must be a JSON object (got an array)"),
-              "%s", j && jstr(j, "error.message") ? jstr(j, "error.message") : "?");
-    cJSON_Delete(j);
+    /* malformed JSON names the byte offset; a lone surrogate escape is named as such; valid JSON that is not an
+     * object is named as such, not as malformed (review nit) */
+    expect_400_message("/v1/completions", "{\"prompt\": \"\\ud800x\", \"max_tokens\": 3}",
+                       "lone UTF-16 surrogate escape \\ud800 at byte offset 12");
+    expect_400_message("/v1/completions", "{\"prompt\": [1, 2,}", "malformed JSON at byte offset 17");
+    expect_400_message("/v1/completions", "[1]", "must be a JSON object (got an array)");
     /* a body over the limit (8 MiB) */
     size_t big = (9u << 20);
     char *body = malloc(big + 1);
