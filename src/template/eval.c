@@ -378,6 +378,10 @@ cmf_status jinja_eval_args(jctx *c, jframe *f, const jnode *n, jargs *a) {
 cmf_status jinja_call_macro(jctx *c, const jnode *at, jv mv, const jargs *a, jv *out) {
     const jnode *def = mv.u.m->def;
     if (c->depth >= c->lim.max_depth) return jinja_limit_err(at, "macro call depth", (size_t)c->lim.max_depth);
+    /* every call is a step of the iteration budget: a macro calling itself twice 60 deep stays under the depth limit
+     * and made 2^61 calls */
+    if (++c->iterations > c->lim.max_iterations)
+        return jinja_limit_err(at, "loop iterations and macro calls", c->lim.max_iterations);
     jframe fr = {.vars = jv_dict_new(), .parent = c->root};
     if (jv_is_oom(fr.vars)) return NOMEM();
     jv varargs = jv_list_new(0), kwargs = jv_dict_new();

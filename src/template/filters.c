@@ -11,6 +11,14 @@
 #define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
 #define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
 
+/* str(in) into *s, within the string size limit. */
+static cmf_status to_string(jctx *c, const jnode *at, jv in, jv *s) {
+    int over;
+    *s = jv_stringify(in, c->lim.max_output, &over);
+    if (over) return jinja_limit_err(at, "string size", c->lim.max_output);
+    return jv_is_oom(*s) ? NOMEM() : CMF_OK;
+}
+
 static cmf_status need_str(const jnode *at, const char *f, jv in) {
     return jinja_rt_err(at, "filter '%s' needs a string, got '%s'", f, jv_kind_name(in));
 }
@@ -137,8 +145,9 @@ static cmf_status indent(jctx *c, const jnode *at, jv in, const jargs *a, jv *ou
     jbuf pad = {0}, b = {.limit = c->lim.max_output};
     if (w && w->k == JV_STR) jbuf_put(&pad, w->u.s->s, w->u.s->len);
     else for (int64_t i = 0; i < (w && w->k == JV_INT ? w->u.i : 4) && i < 256; i++) jbuf_put(&pad, " ", 1);
-    jv s = jv_stringify(in);
-    if (jv_is_oom(s)) { jbuf_free(&pad); return NOMEM(); }
+    jv s;
+    cmf_status st = to_string(c, at, in, &s);
+    if (st) { jbuf_free(&pad); return st; }
     const char *p = s.u.s->s, *end = p + s.u.s->len;
     int line = 0;
     while (p <= end) {
@@ -198,9 +207,9 @@ static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in,
     return CMF_OK;
 }
 
-static cmf_status html_escape(jv in, jv *out) {
-    jv s = jv_stringify(in);
-    if (jv_is_oom(s)) return NOMEM();
+static cmf_status html_escape(jctx *c, const jnode *at, jv in, jv *out) {
+    jv s;
+    TRY(to_string(c, at, in, &s));
     jbuf b = {0};
     for (size_t i = 0; i < s.u.s->len; i++) {
         char ch = s.u.s->s[i];
@@ -241,9 +250,9 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
         return jb_ret_buf(out, &b);
     }
-    if (!strcmp(f, "string")) { *out = jv_stringify(in); return jv_is_oom(*out) ? NOMEM() : CMF_OK; }
+    if (!strcmp(f, "string")) return to_string(c, at, in, out);
     if (!strcmp(f, "safe")) { *out = jv_retain(in); return CMF_OK; }
-    if (!strcmp(f, "escape") || !strcmp(f, "e")) return html_escape(in, out);
+    if (!strcmp(f, "escape") || !strcmp(f, "e")) return html_escape(c, at, in, out);
     if (!strcmp(f, "list")) return jb_to_list(at, in, out);
     if (!strcmp(f, "items")) {
         if (in.k != JV_DICT) return jinja_rt_err(at, "filter 'items' needs a mapping, got '%s'", jv_kind_name(in));
@@ -357,8 +366,8 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     /* string filters */
     if (!strcmp(f, "trim") || !strcmp(f, "upper") || !strcmp(f, "lower") || !strcmp(f, "title") ||
         !strcmp(f, "capitalize") || !strcmp(f, "replace") || !strcmp(f, "wordcount")) {
-        jv s = jv_stringify(in);
-        if (jv_is_oom(s)) return NOMEM();
+        jv s;
+        TRY(to_string(c, at, in, &s));
         if (in.k != JV_STR && in.k != JV_UNDEF && strcmp(f, "trim")) { jv_release(s); return need_str(at, f, in); }
         cmf_status st;
         if (!strcmp(f, "trim")) st = jb_strip(s, jargs_get(a, 0, "chars"), 1, 1, out);

@@ -13,9 +13,9 @@
  * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); recursive for loops, template
  * inheritance/includes and autoescaping are not supported (an error names the construct).
  *
- * Sandbox: output size and each string's size (max_output), total loop iterations, the items of the lists made by
- * range() and list + (max_iterations each), macro call depth, expression nesting and the operators of one tag are
- * bounded; exceeding a limit is an error, never a hang or a crash. */
+ * Sandbox: output size and each string's size (max_output), total loop iterations and macro calls, the items of
+ * the lists made by range() and list + (max_iterations each), macro call depth, expression nesting and the
+ * operators of one tag are bounded; exceeding a limit is an error, never a hang or a crash. */
 #ifndef CMF_TEMPLATE_TEMPLATE_H
 #define CMF_TEMPLATE_TEMPLATE_H
 
@@ -29,7 +29,8 @@ typedef struct cmf_template cmf_template;
 
 typedef struct cmf_template_limits {
     size_t max_output;     /* bytes of rendered text (default 16 MiB) */
-    size_t max_iterations; /* loop iterations plus range() items over one render (default 1,000,000) */
+    size_t max_iterations; /* loop iterations plus macro calls over one render, and separately the items of the
+                            * lists made by range() and + (default 1,000,000 each) */
     int max_depth;         /* nested macro calls (default 64) */
 } cmf_template_limits;
 

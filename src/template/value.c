@@ -167,6 +167,9 @@ int jv_equal(jv a, jv b) {
         return jv_num(a) == jv_num(b);
     }
     if (a.k != b.k) return 0;
+    /* the same list or dict: equal without a walk, as Python's identity shortcut (x == x for a list holding x twice,
+     * N levels deep, walked 2^N elements) */
+    if ((a.k == JV_LIST && a.u.l == b.u.l) || ((a.k == JV_DICT || a.k == JV_NS) && a.u.d == b.u.d)) return 1;
     switch (a.k) {
     case JV_UNDEF: case JV_NONE: return 1;
     case JV_STR: return a.u.s->len == b.u.s->len && memcmp(a.u.s->s, b.u.s->s, a.u.s->len) == 0;
@@ -276,6 +279,7 @@ static void put_str_repr(jbuf *b, const char *s, size_t n) {
 
 void jv_repr(jbuf *b, jv v) {
     char tmp[32];
+    if (b->over || b->oom) return; /* nothing more gets in: a list that holds one list many times is not walked on */
     switch (v.k) {
     case JV_STR: put_str_repr(b, v.u.s->s, v.u.s->len); break;
     case JV_LIST:
@@ -318,10 +322,12 @@ void jv_to_str(jbuf *b, jv v) {
     }
 }
 
-jv jv_stringify(jv v) {
+jv jv_stringify(jv v, size_t limit, int *over) {
+    *over = 0;
     if (v.k == JV_STR) return jv_retain(v);
-    jbuf b = {0};
+    jbuf b = {.limit = limit};
     jv_to_str(&b, v);
+    if (b.over) { jbuf_free(&b); *over = 1; return jv_none(); }
     if (b.oom) { jbuf_free(&b); return jv_undef(OOM_NAME); }
     jv r = jv_strn(b.p ? b.p : "", b.n);
     jbuf_free(&b);
@@ -373,6 +379,7 @@ static int key_cmp(const void *a, const void *b) {
 static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **bad) {
     char tmp[32];
     if (level > 200) { *bad = "nesting deeper than 200"; return -1; }
+    if (b->over || b->oom) return 0; /* as jv_repr: the caller reports the limit or the lack of memory */
     switch (v.k) {
     case JV_NONE: jbuf_puts(b, "null"); return 0;
     case JV_BOOL: jbuf_puts(b, v.u.b ? "true" : "false"); return 0;

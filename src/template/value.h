@@ -123,8 +123,9 @@ void jv_float_repr(jbuf *b, double f);
 /* json.dumps(v, ensure_ascii=False, indent=indent (<0: None), sort_keys=sort) appended to b; returns 0, or -1
  * for a value JSON cannot hold (undefined, macro): *bad names its kind. */
 int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad);
-/* str(v) as a new string value. */
-jv jv_stringify(jv v);
+/* str(v) as a new string value, at most `limit` bytes (0: no limit); longer: *over = 1 and JV_NONE (the walk stops
+ * there). Out of memory: the OOM Undefined (jv_is_oom). */
+jv jv_stringify(jv v, size_t limit, int *over);
 
 /* Number of Unicode code points of a UTF-8 string (invalid bytes count one each). */
 size_t utf8_count(const char *s, size_t n);
