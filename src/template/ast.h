@@ -10,7 +10,14 @@
 #include <stdint.h>
 
 #include "cmf.h"
+#include "template/template.h"
 #include "template/value.h"
+
+/* The parse-time caps of template.h, for the lexer's and parser's messages. */
+#define JINJA_MAX_STRING_LITERAL CMF_TEMPLATE_MAX_STRING_LITERAL
+#define JINJA_MAX_BRACKETS CMF_TEMPLATE_MAX_BRACKETS
+#define JINJA_STR_(x) #x
+#define JINJA_STR(x) JINJA_STR_(x)
 
 typedef enum jtok_type {
     T_TEXT, T_VBEGIN, T_VEND, T_BBEGIN, T_BEND, T_NAME, T_STR, T_INT, T_FLOAT, T_OP, T_EOF
@@ -60,6 +67,7 @@ typedef struct jnode {
     struct jnode **l2; size_t n2; /* else bodies / keyword arg values / macro defaults */
     const char **names;           /* keyword arg names (parallel to l2) / macro parameter names (n2 of them) */
     jv cval;                      /* N_CONST (arena templates keep these alive until free) */
+    int recursive;                /* N_FOR: `{% for ... recursive %}` (the body may call loop(items)) */
 } jnode;
 
 /* Parses a token stream into a tree (root: N_BODY). Errors: CMF_E_FORMAT "template:LINE:COL: message" for

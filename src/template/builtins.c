@@ -2,6 +2,7 @@
  * chat templates call, and the globals range/namespace/dict plus Hugging Face's raise_exception and
  * strftime_now (transformers chat_template_utils.py). tojson follows transformers: json.dumps with
  * ensure_ascii=False, no key sorting, optional indent. */
+#define _GNU_SOURCE /* memmem */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,8 +17,9 @@
 #define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
 #define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
 
-enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME, G_COUNT };
-static const char *const GLOBALS[G_COUNT] = {"range", "namespace", "dict", "raise_exception", "strftime_now"};
+enum { G_RANGE, G_NAMESPACE, G_DICT, G_RAISE, G_STRFTIME, G_CYCLER, G_JOINER, G_COUNT };
+static const char *const GLOBALS[G_COUNT] = {"range", "namespace", "dict", "raise_exception", "strftime_now",
+                                             "cycler", "joiner"};
 
 int jinja_global_id(const char *name) {
     for (int i = 0; i < G_COUNT; i++)
@@ -94,9 +96,9 @@ cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out) {
 
 const char *jb_find_sub(const char *h, size_t hn, const char *n, size_t nn) {
     if (nn == 0) return h;
-    for (size_t i = 0; i + nn <= hn; i++)
-        if (!memcmp(h + i, n, nn)) return h + i;
-    return NULL;
+    if (nn > hn) return NULL;
+    /* glibc's memmem is linear (two-way); a naive search of an 8 MB needle in a 16 MB string is 10^13 steps */
+    return memmem(h, hn, n, nn);
 }
 
 cmf_status jb_split(const jnode *at, jv s, const jv *sep, const jv *maxv, jv *out) {
@@ -233,7 +235,6 @@ cmf_status jb_attr_path(jctx *c, const jnode *at, jv v, const char *path, jv *ou
 /* ---- tests ---- */
 
 cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *arg, int *r) {
-    (void)c;
     if (!strcmp(name, "defined")) *r = v.k != JV_UNDEF;
     else if (!strcmp(name, "undefined")) *r = v.k == JV_UNDEF;
     else if (!strcmp(name, "none")) *r = v.k == JV_NONE;
@@ -255,7 +256,7 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
         if (v.k != JV_STR) { *r = 0; return CMF_OK; }
         jv m;
         TRY(jb_map_case(v, name[0] == 'l' ? CASE_LOWER : CASE_UPPER, &m));
-        *r = jv_equal(m, v);
+        *r = m.u.s->len == v.u.s->len && !memcmp(m.u.s->s, v.u.s->s, v.u.s->len);
         jv_release(m);
     } else {
         if (!arg) {
@@ -267,17 +268,23 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
         if (!strcmp(name, "divisibleby")) {
             if (!jv_is_number(v) || !jv_is_number(*arg) || jv_num(*arg) == 0) return jinja_rt_err(at, "divisibleby needs non-zero numbers");
             *r = fmod(jv_num(v), jv_num(*arg)) == 0;
-        } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) *r = jv_equal(v, *arg);
-        else if (!strcmp(name, "ne") || !strcmp(name, "!=")) *r = !jv_equal(v, *arg);
-        else if (!strcmp(name, "sameas")) *r = v.k == arg->k && (jv_equal(v, *arg) && (v.k <= JV_FLOAT || v.u.s == arg->u.s));
-        else if (!strcmp(name, "in")) {
+        } else if (!strcmp(name, "eq") || !strcmp(name, "equalto") || !strcmp(name, "==")) TRY(jinja_equal(c, at, v, *arg, r));
+        else if (!strcmp(name, "ne") || !strcmp(name, "!=")) { TRY(jinja_equal(c, at, v, *arg, r)); *r = !*r; }
+        else if (!strcmp(name, "sameas")) {
+            TRY(jinja_equal(c, at, v, *arg, r));
+            *r = *r && v.k == arg->k && (v.k <= JV_FLOAT || v.u.s == arg->u.s);
+        } else if (!strcmp(name, "in")) {
             jv hay = *arg;
             if (hay.k == JV_STR && v.k == JV_STR) *r = jb_find_sub(hay.u.s->s, hay.u.s->len, v.u.s->s, v.u.s->len) != NULL;
-            else if (hay.k == JV_LIST) { *r = 0; for (size_t i = 0; i < hay.u.l->n; i++) *r |= jv_equal(hay.u.l->v[i], v); }
+            else if (hay.k == JV_LIST) {
+                *r = 0;
+                for (size_t i = 0; i < hay.u.l->n && !*r; i++) TRY(jinja_equal(c, at, hay.u.l->v[i], v, r));
+            }
             else if (hay.k == JV_DICT && v.k == JV_STR) *r = jv_dict_get(hay, v.u.s->s, v.u.s->len) != NULL;
             else return jinja_rt_err(at, "test 'in' cannot search a '%s'", jv_kind_name(hay));
         } else {
-            int cmp = jinja_compare(v, *arg, 0, &err);
+            int cmp = jinja_compare(c, v, *arg, 0, &err);
+            if (err == 2) return jinja_walk_err(c, at);
             if (!strcmp(name, "lt") || !strcmp(name, "<") || !strcmp(name, "lessthan")) *r = cmp < 0;
             else if (!strcmp(name, "gt") || !strcmp(name, ">") || !strcmp(name, "greaterthan")) *r = cmp > 0;
             else if (!strcmp(name, "le") || !strcmp(name, "<=")) *r = cmp <= 0;
@@ -314,8 +321,14 @@ static const char *in_list(const char *const *l, const char *name) {
     return NULL;
 }
 
+static const char *const CYCLER_METHODS[] = {"cycler.next", "cycler.reset", NULL};
+
 const char *jinja_method_name(jv self, const char *name) {
     const char *m = NULL;
+    if (self.k == JV_NS) { /* a cycler's next() and reset() */
+        if (!jv_dict_get(self, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS))) return NULL;
+        return !strcmp(name, "next") ? CYCLER_METHODS[0] : !strcmp(name, "reset") ? CYCLER_METHODS[1] : NULL;
+    }
     if (self.k == JV_STR) return in_list(STR_METHODS, name);
     if (self.k == JV_DICT) m = in_list(DICT_METHODS, name);
     if (self.k == JV_LIST) m = in_list(LIST_METHODS, name);
@@ -370,7 +383,28 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
 }
 
 cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const jargs *a, jv *out) {
-    const jv *a0 = jargs_get(a, 0, NULL);
+    const jv *a0 = a ? jargs_get(a, 0, NULL) : NULL;
+    if (!strcmp(m, JINJA_LOOP_CYCLE)) { /* loop.cycle(a, b, ...): the argument at index0 modulo their number */
+        if (!a || a->npos == 0) return jinja_rt_err(at, "no items for cycling given");
+        *out = jv_retain(a->pos[(size_t)self.u.i % a->npos]);
+        return CMF_OK;
+    }
+    if (self.k == JV_NS && !strncmp(m, "cycler.", 7)) { /* jinja2.utils.Cycler: next(), reset(), .current */
+        const jv *items = jv_dict_get(self, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS));
+        const jv *pos = jv_dict_get(self, JINJA_CYCLER_POS, strlen(JINJA_CYCLER_POS));
+        if (!items || !pos || items->k != JV_LIST || pos->k != JV_INT || items->u.l->n == 0)
+            return jinja_rt_err(at, "not a cycler");
+        size_t p = (size_t)pos->u.i % items->u.l->n;
+        if (!strcmp(m, "cycler.reset")) {
+            *out = jv_none();
+            p = 0;
+        } else {
+            *out = jv_retain(items->u.l->v[p]);
+            if (!strcmp(m, "cycler.next")) p = (p + 1) % items->u.l->n;
+        }
+        if (jv_dict_set(self, JINJA_CYCLER_POS, strlen(JINJA_CYCLER_POS), jv_int((int64_t)p))) { jv_release(*out); return NOMEM(); }
+        return CMF_OK;
+    }
     if (self.k == JV_STR) return str_method(c, at, self, m, a, out);
     if (self.k == JV_DICT) {
         if (!strcmp(m, "items")) return jb_dict_items(self, out);
@@ -394,8 +428,11 @@ cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const 
                             self.k == JV_LIST ? "list" : "dict");
     if (self.k == JV_LIST) {
         if (!strcmp(m, "index")) {
-            for (size_t i = 0; a0 && i < self.u.l->n; i++)
-                if (jv_equal(self.u.l->v[i], *a0)) { *out = jv_int((int64_t)i); return CMF_OK; }
+            for (size_t i = 0; a0 && i < self.u.l->n; i++) {
+                int eq;
+                TRY(jinja_equal(c, at, self.u.l->v[i], *a0, &eq));
+                if (eq) { *out = jv_int((int64_t)i); return CMF_OK; }
+            }
             return jinja_rt_err(at, "index(): value is not in list");
         }
     }
@@ -403,6 +440,20 @@ cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const 
 }
 
 /* ---- global functions ---- */
+
+cmf_status jinja_call_object(jctx *c, const jnode *at, jv obj, const jargs *a, jv *out) {
+    (void)c;
+    const jv *sep = obj.k == JV_NS ? jv_dict_get(obj, JINJA_JOINER_SEP, strlen(JINJA_JOINER_SEP)) : NULL;
+    const jv *used = obj.k == JV_NS ? jv_dict_get(obj, JINJA_JOINER_USED, strlen(JINJA_JOINER_USED)) : NULL;
+    if (!sep || !used) return jinja_rt_err(at, "'%s' object is not callable", jv_kind_name(obj));
+    if (a->npos || a->nkw) return jinja_rt_err(at, "a joiner takes no arguments");
+    if (!jv_truthy(*used)) {
+        if (jv_dict_set(obj, JINJA_JOINER_USED, strlen(JINJA_JOINER_USED), jv_bool(1))) return NOMEM();
+        return jb_ret_str(out, "", 0);
+    }
+    *out = jv_retain(*sep);
+    return CMF_OK;
+}
 
 cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, jv *out) {
     switch (fid) {
@@ -417,7 +468,7 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         double count = ceil(((double)v[1] - (double)v[0]) / (double)v[2]);
         if (count < 0) count = 0;
         if (count + (double)c->items > (double)c->lim.max_iterations)
-            return jinja_limit_err(at, "list items made by range() and +", c->lim.max_iterations);
+            return jinja_limit_err(at, "list items made by range(), + and *", c->lim.max_iterations);
         c->items += (size_t)count;
         jv l = jv_list_new((size_t)count);
         if (jv_is_oom(l)) return NOMEM();
@@ -444,6 +495,22 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         cmf_status st = cmf_err(CMF_E_ARG, "%s", b.p ? b.p : "");
         jbuf_free(&b);
         return st;
+    }
+    case G_CYCLER: case G_JOINER: {
+        if (fid == G_CYCLER && (a->npos == 0 || a->nkw)) return jinja_rt_err(at, "cycler() needs at least one item");
+        const jv *sep = fid == G_JOINER ? jargs_get(a, 0, "sep") : NULL;
+        jv d = jv_dict_new(), items = fid == G_CYCLER ? jv_list_new(a->npos) : jv_none();
+        if (jv_is_oom(d) || jv_is_oom(items)) { jv_release(d); jv_release(items); return NOMEM(); }
+        for (size_t i = 0; fid == G_CYCLER && i < a->npos; i++) jv_list_push(items, jv_retain(a->pos[i])); /* reserved */
+        int bad = fid == G_CYCLER
+            ? jv_dict_set(d, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS), items) |
+              jv_dict_set(d, JINJA_CYCLER_POS, strlen(JINJA_CYCLER_POS), jv_int(0))
+            : jv_dict_set(d, JINJA_JOINER_SEP, strlen(JINJA_JOINER_SEP), sep ? jv_retain(*sep) : jv_cstr(", ")) |
+              jv_dict_set(d, JINJA_JOINER_USED, strlen(JINJA_JOINER_USED), jv_bool(0));
+        d.k = JV_NS;
+        if (bad) { jv_release(d); return NOMEM(); }
+        *out = d;
+        return CMF_OK;
     }
     case G_STRFTIME: {
         const jv *f = jargs_get(a, 0, NULL);

@@ -102,7 +102,7 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
          * a loop took 11 GB, and `l = l + [i]` over 100,000 iterations 52 s of copying */
         const size_t len = a.u.l->n + b.u.l->n;
         if (len > c->lim.max_iterations - c->items) /* items <= max_iterations: both makers check before adding */
-            return jinja_limit_err(n, "list items made by range() and +", c->lim.max_iterations);
+            return jinja_limit_err(n, "list items made by range(), + and *", c->lim.max_iterations);
         c->items += len;
         jv r = jv_list_new(len);
         if (jv_is_oom(r)) return NOMEM();
@@ -123,6 +123,23 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         *out = r;
         return CMF_OK;
     }
+    if (op == '*' && ((a.k == JV_LIST && is_intlike(b)) || (b.k == JV_LIST && is_intlike(a)))) {
+        /* list * int: the copies count against the list-items budget, as + does */
+        jv l = a.k == JV_LIST ? a : b;
+        int64_t k = a.k == JV_LIST ? ival(b) : ival(a);
+        if (k < 0) k = 0;
+        if (l.u.l->n && (uint64_t)k > (c->lim.max_iterations - c->items) / l.u.l->n)
+            return jinja_limit_err(n, "list items made by range(), + and *", c->lim.max_iterations);
+        const size_t len = l.u.l->n * (size_t)k;
+        c->items += len;
+        jv r = jv_list_new(len);
+        if (jv_is_oom(r)) return NOMEM();
+        for (int64_t i = 0; i < k; i++)
+            for (size_t j = 0; j < l.u.l->n; j++) jv_list_push(r, jv_retain(l.u.l->v[j])); /* capacity reserved */
+        *out = r;
+        return CMF_OK;
+    }
+    if (op == '%' && a.k == JV_STR) return jinja_percent_format(c, n, a, b, out);
     if (!jv_is_number(a) || !jv_is_number(b))
         return jinja_rt_err(n, "unsupported operand types for '%s': '%s' and '%s'",
                             op == 'F' ? "//" : op == 'P' ? "**" : (char[]){(char)op, 0}, jv_kind_name(a), jv_kind_name(b));
@@ -167,19 +184,30 @@ flt : {
 }
 }
 
-static int contains(jv hay, jv needle, int *err) {
+cmf_status jinja_walk_err(jctx *c, const jnode *at) {
+    return jinja_limit_err(at, "value comparison steps (==, in, sort)", JINJA_WALK_STEPS(c->lim));
+}
+
+cmf_status jinja_equal(jctx *c, const jnode *at, jv a, jv b, int *eq) {
+    int r = jv_equal(a, b, &c->steps);
+    if (r < 0) return jinja_walk_err(c, at);
+    *eq = r;
+    return CMF_OK;
+}
+
+/* `needle in hay`; *err: 1 for types that cannot be searched, 2 when the walk budget is spent. */
+static int contains(jctx *c, jv hay, jv needle, int *err) {
     *err = 0;
     if (hay.k == JV_STR) {
         if (needle.k != JV_STR) { *err = 1; return 0; }
-        if (needle.u.s->len == 0) return 1;
-        if (needle.u.s->len > hay.u.s->len) return 0;
-        for (size_t i = 0; i + needle.u.s->len <= hay.u.s->len; i++)
-            if (!memcmp(hay.u.s->s + i, needle.u.s->s, needle.u.s->len)) return 1;
-        return 0;
+        return jb_find_sub(hay.u.s->s, hay.u.s->len, needle.u.s->s, needle.u.s->len) != NULL;
     }
     if (hay.k == JV_LIST) {
-        for (size_t i = 0; i < hay.u.l->n; i++)
-            if (jv_equal(hay.u.l->v[i], needle)) return 1;
+        for (size_t i = 0; i < hay.u.l->n; i++) {
+            int r = jv_equal(hay.u.l->v[i], needle, &c->steps);
+            if (r < 0) *err = 2;
+            if (r) return r > 0;
+        }
         return 0;
     }
     if (hay.k == JV_DICT || hay.k == JV_NS) {
@@ -191,8 +219,10 @@ static int contains(jv hay, jv needle, int *err) {
     return 0;
 }
 
-int jinja_compare(jv a, jv b, int ci, int *err) {
+int jinja_compare(jctx *c, jv a, jv b, int ci, int *err) {
     *err = 0;
+    if (c->steps == 0) { *err = 2; return 0; }
+    c->steps--;
     if (jv_is_number(a) && jv_is_number(b)) {
         if (is_intlike(a) && is_intlike(b)) return (ival(a) > ival(b)) - (ival(a) < ival(b));
         double x = jv_num(a), y = jv_num(b);
@@ -215,7 +245,7 @@ int jinja_compare(jv a, jv b, int ci, int *err) {
     }
     if (a.k == JV_LIST && b.k == JV_LIST) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-            int r = jinja_compare(a.u.l->v[i], b.u.l->v[i], ci, err);
+            int r = jinja_compare(c, a.u.l->v[i], b.u.l->v[i], ci, err);
             if (r || *err) return r;
         }
         return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
@@ -224,18 +254,22 @@ int jinja_compare(jv a, jv b, int ci, int *err) {
     return 0;
 }
 
-static cmf_status compare(const jnode *n, jv a, jv b, jv *out) {
+static cmf_status compare(jctx *c, const jnode *n, jv a, jv b, jv *out) {
     int err = 0, r = 0;
     switch (n->op) {
-    case 'e': r = jv_equal(a, b); break;
-    case 'n': r = !jv_equal(a, b); break;
-    case 'i': r = contains(b, a, &err); break;
-    case 'I': r = !contains(b, a, &err); break;
+    case 'e': case 'n':
+        r = jv_equal(a, b, &c->steps);
+        if (r < 0) err = 2;
+        else if (n->op == 'n') r = !r;
+        break;
+    case 'i': r = contains(c, b, a, &err); break;
+    case 'I': r = !contains(c, b, a, &err); break;
     default: {
-        int cmp = jinja_compare(a, b, 0, &err);
+        int cmp = jinja_compare(c, a, b, 0, &err);
         r = n->op == '<' ? cmp < 0 : n->op == '>' ? cmp > 0 : n->op == 'l' ? cmp <= 0 : cmp >= 0;
     }
     }
+    if (err == 2) return jinja_walk_err(c, n);
     if (err) {
         if (a.k == JV_UNDEF) return jinja_undef_err(n->a, a);
         if (b.k == JV_UNDEF) return jinja_undef_err(n->b, b);
@@ -250,7 +284,7 @@ static cmf_status compare(const jnode *n, jv a, jv b, jv *out) {
 cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out) {
     (void)c;
     if (obj.k == JV_UNDEF) return jinja_undef_err(at, obj);
-    const char *method = obj.k != JV_NS ? jinja_method_name(obj, name) : NULL;
+    const char *method = jinja_method_name(obj, name); /* (a namespace has none, a cycler next and reset) */
     if (method) {
         jv_method *m = malloc(sizeof(*m));
         if (!m) return NOMEM();
@@ -261,6 +295,8 @@ cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv 
         out->u.meth = m;
         return CMF_OK;
     }
+    if (obj.k == JV_NS && !strcmp(name, "current") && jv_dict_get(obj, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS)))
+        return jinja_method(c, at, obj, "cycler.current", NULL, out);
     if (obj.k == JV_DICT || obj.k == JV_NS) {
         const jv *v = jv_dict_get(obj, name, strlen(name));
         *out = v ? jv_retain(*v) : jv_undef(name);
@@ -451,6 +487,8 @@ static cmf_status call(jctx *c, jframe *f, const jnode *n, jv *out) {
     case JV_FUNC: st = jinja_call_global(c, n, (int)fn.u.i, &a, out); break;
     case JV_METHOD: st = jinja_method(c, n, fn.u.meth->self, fn.u.meth->name, &a, out); break;
     case JV_UNDEF: st = jinja_undef_err(n->a, fn); break;
+    case JV_DICT: st = jinja_call_loop(c, n, fn, &a, out); break; /* loop(items), else "not callable" */
+    case JV_NS: st = jinja_call_object(c, n, fn, &a, out); break; /* a joiner() */
     default: st = jinja_rt_err(n, "'%s' object is not callable", jv_kind_name(fn));
     }
     jargs_free(&a);
@@ -501,7 +539,7 @@ cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out) {
         jv_release(a);
         return ev(c, f, n->b, out);
     case N_COMPARE:
-        if (!(st = ev(c, f, n->a, &a)) && !(st = ev(c, f, n->b, &b))) st = compare(n, a, b, out);
+        if (!(st = ev(c, f, n->a, &a)) && !(st = ev(c, f, n->b, &b))) st = compare(c, n, a, b, out);
         break;
     case N_CONDEXPR:
         if ((st = ev(c, f, n->a, &a))) break;

@@ -11,16 +11,28 @@ typedef struct jframe {
     struct jframe *parent;
 } jframe;
 
+/* An active `{% for ... recursive %}` loop (on the C stack of exec.c's loop runner): loop(items) inside its body runs
+ * the same loop over items, one level deeper. */
+typedef struct jrloop {
+    const jnode *n;       /* the N_FOR node */
+    jframe *f;            /* the frame the for statement runs in */
+    int depth;            /* loop.depth of this run */
+    const jv_dict *cur;   /* the loop object of the iteration running now (NULL between iterations) */
+    struct jrloop *up;    /* the enclosing active recursive loop */
+} jrloop;
+
 typedef struct jctx {
     jbuf *out;           /* where output goes now (swapped for set blocks, macros and filter blocks) */
     jframe *root;        /* context variables + top-level assignments + macros */
     cmf_template_limits lim;
     size_t iterations;   /* loop iterations so far (all loops) */
     size_t items;        /* list items made by range() and list + so far (limit: lim.max_iterations) */
+    size_t steps;        /* value-walk steps left (==, in, sort/min/max/unique keys): JINJA_WALK_STEPS(lim) */
     int depth;           /* macro call depth */
     int flow;            /* FLOW_* after break/continue */
     jv filter_input;     /* the rendered body of a {% filter %} block */
     jv pending_caller;   /* the caller() of a {% call %} block, for the next macro call */
+    jrloop *rloops;      /* innermost active recursive for loop, or NULL */
     jv kept;             /* JV_LIST (or JV_NONE until needed): computed key strings that an Undefined names; they
                           * live until the render ends, since JV_UNDEF borrows its name */
 } jctx;
@@ -51,7 +63,17 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
  * modifies it in place (append, update, ...), which jinja_method refuses as transformers' sandbox does: the
  * method's name in static storage (so a bound method outlives a computed key string); else NULL. */
 const char *jinja_method_name(jv self, const char *name);
-/* The id of a global function (range, namespace, dict, raise_exception, strftime_now), or -1. */
+/* cycler(...) and joiner(sep) objects are namespaces marked by these keys (a template cannot name them: they are
+ * not identifiers), holding their state: the cycler's items and position, the joiner's separator and whether it
+ * has been called. */
+#define JINJA_CYCLER_ITEMS "\x01items"
+#define JINJA_CYCLER_POS "\x01pos"
+#define JINJA_JOINER_SEP "\x01sep"
+#define JINJA_JOINER_USED "\x01used"
+/* Calls a namespace value: a joiner() returns "" the first time and its separator after; other values are not
+ * callable (CMF_E_FORMAT). */
+cmf_status jinja_call_object(jctx *c, const jnode *at, jv obj, const jargs *a, jv *out);
+/* The id of a global function (range, namespace, dict, raise_exception, strftime_now, cycler, joiner), or -1. */
 int jinja_global_id(const char *name);
 
 /* Expression / statement evaluation (eval.c, exec.c). jinja_eval returns an owned value in *out. */
@@ -68,11 +90,29 @@ cmf_status jinja_undef_err(const jnode *at, jv v);
 /* A sandbox limit error (CMF_E_UNSUPPORTED). */
 cmf_status jinja_limit_err(const jnode *at, const char *what, size_t lim);
 
+/* The method name of loop.cycle (bound to the iteration's index0). */
+#define JINJA_LOOP_CYCLE "loop.cycle"
+/* 1 when `v` is the loop object of an iteration of an active recursive loop (calling it runs loop(items)). */
+int jinja_is_loop(const jctx *c, jv v);
+/* loop(items) in a recursive for loop (exec.c): renders the loop body over items one level deeper, the text as a
+ * new string in *out. Errors: not a recursive loop's object, not one argument, the macro depth limit. */
+cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv *out);
+
 /* Calls a macro value with arguments (eval.c). */
 cmf_status jinja_call_macro(jctx *c, const jnode *at, jv macro, const jargs *a, jv *out);
-/* Python ordering for sort/min/max: numbers with numbers, strings with strings (optionally case-folded);
- * sets *err for other pairs. Returns <0, 0, >0. */
-int jinja_compare(jv a, jv b, int case_insensitive, int *err);
+/* The budget of value-walk steps of one render: each pair of values that ==, in, a test, list.index, or the key
+ * comparisons of sort/unique/min/max/dictsort visit is a step (a list holding one list twice, 40 deep, made == walk
+ * 2^40 pairs; unique is quadratic in the items). */
+#define JINJA_WALK_STEPS(lim) ((lim).max_iterations > SIZE_MAX / 16 ? SIZE_MAX : (lim).max_iterations * 16)
+/* Python's a == b within c->steps: *eq gets 1 or 0; CMF_E_UNSUPPORTED (sandbox limit, reported at `at`) once the
+ * steps are spent. */
+cmf_status jinja_equal(jctx *c, const jnode *at, jv a, jv b, int *eq);
+/* Python ordering for sort/min/max: numbers with numbers, strings with strings (optionally case-folded), lists
+ * item by item; sets *err = 1 for other pairs, *err = 2 once c->steps is spent (jinja_walk_err reports it).
+ * Returns <0, 0, >0. */
+int jinja_compare(jctx *c, jv a, jv b, int case_insensitive, int *err);
+/* The sandbox limit error of a spent value-walk budget. */
+cmf_status jinja_walk_err(jctx *c, const jnode *at);
 /* obj.attr / obj[key] with Jinja's lookup rules; returns owned value (undefined when missing). */
 cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out);
 cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);
@@ -93,5 +133,20 @@ cmf_status jb_to_list(const jnode *at, jv v, jv *out);
 cmf_status jb_dict_items(jv d, jv *out);
 cmf_status jb_attr_path(jctx *c, const jnode *at, jv v, const char *path, jv *out);
 cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *arg, int *r);
+
+/* format.c. Python's int(s, base) on the ASCII text s[0..n) (surrounding whitespace, sign, base prefixes 0x/0o/0b,
+ * single underscores between digits; base 0: from the prefix): 0 and *out, -1 when it is not an integer of that
+ * base, -2 when it is one outside int64. */
+int jinja_parse_int(const char *s, size_t n, int base, int64_t *out);
+/* `fmt % args` as Python's printf-style formatting (%s %r %c %d %i %u %x %X %o %e %E %f %F %g %G %%, flags -+ #0,
+ * width and precision, `*`, %(key)s from a dict); a tuple gives the arguments, another value is the one argument.
+ * Errors (CMF_E_FORMAT) carry CPython's TypeError texts; results keep the string size limit. */
+cmf_status jinja_percent_format(jctx *c, const jnode *at, jv fmt, jv args, jv *out);
+/* The filters int(default=0, base=10), float(default=0.0), center(width=80) and format(*args, **kwargs) of
+ * jinja2 3.1 (filters.py do_int, do_float, do_center, do_format). center gets a string. */
+cmf_status jinja_filter_int(jctx *c, const jnode *at, jv in, const jargs *a, jv *out);
+cmf_status jinja_filter_float(jctx *c, const jnode *at, jv in, const jargs *a, jv *out);
+cmf_status jinja_filter_center(jctx *c, const jnode *at, jv s, const jargs *a, jv *out);
+cmf_status jinja_filter_format(jctx *c, const jnode *at, jv in, const jargs *a, jv *out);
 
 #endif

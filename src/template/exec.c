@@ -2,6 +2,7 @@
  * blocks, break/continue) and the render entry points of template.h. Scoping follows jinja2 3.1: each loop
  * iteration and each macro call runs in a fresh frame, so `set` inside a loop does not leak out (templates use
  * namespace() for that). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,7 +54,9 @@ static cmf_status bind_targets(jframe *f, const jnode *n, jv v) {
     return CMF_OK;
 }
 
-static cmf_status set_loop_var(jframe *fr, jv items, size_t i) {
+/* The loop object of iteration i (0-based) of `items` at recursion depth `depth` (1 = the outermost): jinja2's
+ * LoopContext fields as dict entries, and loop.cycle(...) as a method bound to index0 (*loop_out: a new reference). */
+static cmf_status set_loop_var(jframe *fr, jv items, size_t i, int depth, jv *loop_out) {
     size_t len = items.u.l->n;
     jv loop = jv_dict_new();
     if (jv_is_oom(loop)) return NOMEM();
@@ -65,20 +68,30 @@ static cmf_status set_loop_var(jframe *fr, jv items, size_t i) {
     bad |= jv_dict_set(loop, "first", 5, jv_bool(i == 0));
     bad |= jv_dict_set(loop, "last", 4, jv_bool(i + 1 == len));
     bad |= jv_dict_set(loop, "length", 6, jv_int((int64_t)len));
-    bad |= jv_dict_set(loop, "depth", 5, jv_int(1));
-    bad |= jv_dict_set(loop, "depth0", 6, jv_int(0));
+    bad |= jv_dict_set(loop, "depth", 5, jv_int(depth));
+    bad |= jv_dict_set(loop, "depth0", 6, jv_int(depth - 1));
     if (i > 0) bad |= jv_dict_set(loop, "previtem", 8, jv_retain(items.u.l->v[i - 1]));
     if (i + 1 < len) bad |= jv_dict_set(loop, "nextitem", 8, jv_retain(items.u.l->v[i + 1]));
-    if (bad) { jv_release(loop); return NOMEM(); }
-    return jinja_assign(fr, "loop", loop);
+    jv_method *m = malloc(sizeof(*m));
+    if (m) {
+        m->rc = 1;
+        m->self = jv_int((int64_t)i); /* the index, not the loop: a loop holding itself would never be freed */
+        m->name = JINJA_LOOP_CYCLE;
+        jv mv = {.k = JV_METHOD};
+        mv.u.meth = m;
+        bad |= jv_dict_set(loop, "cycle", 5, mv);
+    }
+    if (bad || !m) { jv_release(loop); return NOMEM(); }
+    *loop_out = loop;
+    return jinja_assign(fr, "loop", jv_retain(loop));
 }
 
-static cmf_status exec_for(jctx *c, jframe *f, const jnode *n) {
-    jv src, all, items = jv_undef(NULL);
-    TRY(jinja_eval(c, f, n->a, &src));
-    cmf_status st = iter_items(n->a, src, &all);
-    jv_release(src);
-    if (st) return st;
+/* The for loop `n` over value `src` at recursion depth `depth` (the statement itself: 1; loop(...) in a recursive
+ * loop: one more than the caller's), its body run in frames under `f`. */
+static cmf_status exec_for_over(jctx *c, jframe *f, const jnode *n, jv src, int depth) {
+    jv all, items = jv_undef(NULL);
+    TRY(iter_items(n->a, src, &all));
+    cmf_status st = CMF_OK;
     if (n->b) { /* `for x in y if cond`: filter first, so loop.length counts what remains */
         items = jv_list_new(0);
         if (jv_is_oom(items)) st = NOMEM();
@@ -94,21 +107,62 @@ static cmf_status exec_for(jctx *c, jframe *f, const jnode *n) {
             jv_release(tf.vars);
         }
         jv_release(all);
+        if (st) { jv_release(items); return st; }
     } else {
         items = all;
     }
+    jrloop rec = {.n = n, .f = f, .depth = depth, .up = c->rloops};
+    if (n->recursive) c->rloops = &rec;
     for (size_t i = 0; !st && i < items.u.l->n; i++) {
         if (++c->iterations > c->lim.max_iterations) { st = jinja_limit_err(n, "loop iterations", c->lim.max_iterations); break; }
         jframe fr = {.vars = jv_dict_new(), .parent = f};
         if (jv_is_oom(fr.vars)) { st = NOMEM(); break; }
-        if (!(st = bind_targets(&fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i)))
+        jv loop = jv_undef(NULL);
+        if (!(st = bind_targets(&fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i, depth, &loop))) {
+            rec.cur = loop.u.d;
             st = jinja_exec_body(c, &fr, n->l1, n->n1);
+        }
+        rec.cur = NULL;
+        jv_release(loop);
         jv_release(fr.vars);
         if (c->flow == FLOW_CONTINUE) c->flow = FLOW_NONE;
         if (c->flow == FLOW_BREAK) { c->flow = FLOW_NONE; break; }
     }
+    if (n->recursive) c->rloops = rec.up;
     if (!st && items.u.l->n == 0 && n->n2) st = jinja_exec_body(c, f, n->l2, n->n2);
     jv_release(items);
+    return st;
+}
+
+static cmf_status exec_for(jctx *c, jframe *f, const jnode *n) {
+    jv src;
+    TRY(jinja_eval(c, f, n->a, &src));
+    cmf_status st = exec_for_over(c, f, n, src, 1);
+    jv_release(src);
+    return st;
+}
+
+int jinja_is_loop(const jctx *c, jv v) {
+    for (const jrloop *r = c->rloops; v.k == JV_DICT && r; r = r->up)
+        if (r->cur == v.u.d) return 1;
+    return 0;
+}
+
+cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv *out) {
+    const jrloop *r = c->rloops;
+    while (r && (loop.k != JV_DICT || r->cur != loop.u.d)) r = r->up;
+    if (!r) return jinja_rt_err(at, "'%s' object is not callable", jv_kind_name(loop));
+    if (a->npos != 1 || a->nkw) return jinja_rt_err(at, "loop() takes exactly one argument (the items)");
+    if (c->depth >= c->lim.max_depth) return jinja_limit_err(at, "macro call depth", (size_t)c->lim.max_depth);
+    jbuf buf = {.limit = c->lim.max_output}, *saved = c->out;
+    c->out = &buf;
+    c->depth++;
+    cmf_status st = exec_for_over(c, r->f, r->n, a->pos[0], r->depth + 1);
+    c->depth--;
+    c->out = saved;
+    c->flow = FLOW_NONE;
+    if (!st) st = jb_ret_str(out, buf.p, buf.n);
+    jbuf_free(&buf);
     return st;
 }
 
@@ -243,6 +297,8 @@ cmf_template_limits cmf_template_default_limits(void) {
 cmf_status cmf_template_parse(const char *src, size_t len, cmf_template **out) {
     if (!src || !out) return cmf_err(CMF_E_ARG, "cmf_template_parse: NULL argument");
     *out = NULL;
+    if (len > CMF_TEMPLATE_MAX_SOURCE)
+        return cmf_err(CMF_E_FORMAT, "template: too long: %zu bytes (limit %d)", len, CMF_TEMPLATE_MAX_SOURCE);
     /* Python's jinja2 gets the template as str: bytes that are not UTF-8 never reach it (review: they went into the
      * prompt) */
     for (size_t i = 0; i < len;) {
@@ -268,13 +324,45 @@ void cmf_template_free(cmf_template *t) {
     free(t);
 }
 
+/* Every string (and key) of the context is UTF-8, else CMF_E_FORMAT naming its path and the byte offset: Python's
+ * json decoding refuses such text before transformers renders anything. `path` holds the path so far (len bytes). */
+static cmf_status check_context_utf8(const cJSON *j, char *path, size_t len, size_t cap) {
+    int idx = 0;
+    for (const cJSON *e = j->child; e; e = e->next) {
+        size_t n = len;
+        if (cJSON_IsObject(j)) {
+            const char *k = e->string ? e->string : "";
+            size_t bad = utf8_invalid_at(k, strlen(k));
+            if (bad < strlen(k))
+                return cmf_err(CMF_E_FORMAT, "template context: a key of %s is not valid UTF-8 (byte offset %zu)",
+                               len ? path : "the context", bad);
+            n += (size_t)snprintf(path + len, cap - len, len ? ".%.40s" : "%.40s", k);
+        } else {
+            n += (size_t)snprintf(path + len, cap - len, "[%d]", idx);
+        }
+        if (n >= cap) n = cap - 1;
+        if (cJSON_IsString(e) && e->valuestring) {
+            size_t sl = strlen(e->valuestring), bad = utf8_invalid_at(e->valuestring, sl);
+            if (bad < sl)
+                return cmf_err(CMF_E_FORMAT, "template context: %s is not valid UTF-8 (byte offset %zu)", path, bad);
+        }
+        if (e->child) TRY(check_context_utf8(e, path, n, cap));
+        path[len] = 0;
+        idx++;
+    }
+    return CMF_OK;
+}
+
 cmf_status cmf_template_render(const cmf_template *t, const cJSON *ctx, const cmf_template_limits *lim, char **out,
                                size_t *out_len) {
     if (!t || !out) return cmf_err(CMF_E_ARG, "cmf_template_render: NULL argument");
     *out = NULL;
     if (ctx && !cJSON_IsObject(ctx)) return cmf_err(CMF_E_ARG, "cmf_template_render: context must be a JSON object");
+    char path[512] = "";
+    if (ctx) TRY(check_context_utf8(ctx, path, 0, sizeof path));
     jctx c = {.lim = lim ? *lim : cmf_template_default_limits(), .filter_input = jv_undef(NULL),
               .pending_caller = jv_undef(NULL), .kept = jv_none()};
+    c.steps = JINJA_WALK_STEPS(c.lim);
     jbuf buf = {.limit = c.lim.max_output};
     jframe root = {.vars = ctx ? jv_from_cjson(ctx) : jv_dict_new()};
     if (jv_is_oom(root.vars)) return NOMEM();
@@ -284,6 +372,11 @@ cmf_status cmf_template_render(const cmf_template *t, const cJSON *ctx, const cm
     jv_release(root.vars);
     jv_release(c.pending_caller);
     jv_release(c.kept);
+    size_t bad = st ? 0 : utf8_invalid_at(buf.p ? buf.p : "", buf.n);
+    if (!st && bad < buf.n) /* only string escapes can make such text now (a lone surrogate: Python renders it and
+                             * then cannot encode it) */
+        st = cmf_err(CMF_E_FORMAT, "template: the rendered text is not valid UTF-8 at byte offset %zu (a lone "
+                     "surrogate such as '\\ud800' from a string escape cannot be encoded)", bad);
     if (st) { jbuf_free(&buf); return st; }
     if (!buf.p) { buf.p = malloc(1); if (!buf.p) return NOMEM(); buf.p[0] = 0; }
     *out = buf.p;

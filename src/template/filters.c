@@ -83,15 +83,17 @@ static cmf_status map_items(jctx *c, const jnode *at, jv in, const jargs *a, jv 
 
 typedef struct sort_ent { jv key, item; } sort_ent;
 
-/* Stable merge sort of items by key (Python's sorted is stable). Returns 0, or -1 when keys are not comparable. */
-static int msort(sort_ent *v, sort_ent *tmp, size_t n, int ci, int rev) {
+/* Stable merge sort of items by key (Python's sorted is stable). Returns 0, -1 when keys are not comparable, -2 when
+ * the value-walk budget is spent. */
+static int msort(jctx *c, sort_ent *v, sort_ent *tmp, size_t n, int ci, int rev) {
     if (n < 2) return 0;
     size_t h = n / 2;
-    if (msort(v, tmp, h, ci, rev) || msort(v + h, tmp, n - h, ci, rev)) return -1;
+    int e;
+    if ((e = msort(c, v, tmp, h, ci, rev)) || (e = msort(c, v + h, tmp, n - h, ci, rev))) return e;
     size_t i = 0, j = h, k = 0;
     while (i < h && j < n) {
-        int err, cmp = jinja_compare(v[j].key, v[i].key, ci, &err);
-        if (err) return -1;
+        int err, cmp = jinja_compare(c, v[j].key, v[i].key, ci, &err);
+        if (err) return -err;
         if (rev ? cmp > 0 : cmp < 0) tmp[k++] = v[j++];
         else tmp[k++] = v[i++];
     }
@@ -120,15 +122,19 @@ static cmf_status sort_items(jctx *c, const jnode *at, jv in, const jargs *a, in
     if (!st && unique) {
         for (size_t i = 0; i < n; i++) {
             int dup = 0;
-            for (size_t j = 0; j < i && !dup; j++) {
-                int err;
-                dup = v[i].key.k == JV_STR && v[j].key.k == JV_STR ? jinja_compare(v[i].key, v[j].key, ci, &err) == 0
-                                                                   : jv_equal(v[i].key, v[j].key);
+            for (size_t j = 0; j < i && !dup && !st; j++) { /* quadratic, each pair a step of the walk budget */
+                int err = 0;
+                if (v[i].key.k == JV_STR && v[j].key.k == JV_STR) dup = jinja_compare(c, v[i].key, v[j].key, ci, &err) == 0;
+                else if ((dup = jv_equal(v[i].key, v[j].key, &c->steps)) < 0) err = 2;
+                if (err) st = jinja_walk_err(c, at);
             }
+            if (st) break;
             if (!dup) jv_list_push(r, jv_retain(v[i].item));
         }
     } else if (!st) {
-        if (msort(v, tmp, n, ci, rev && jv_truthy(*rev))) st = jinja_rt_err(at, "sort: values cannot be compared");
+        int e = msort(c, v, tmp, n, ci, rev && jv_truthy(*rev));
+        if (e == -2) st = jinja_walk_err(c, at);
+        else if (e) st = jinja_rt_err(at, "sort: values cannot be compared");
         for (size_t i = 0; !st && i < n; i++) jv_list_push(r, jv_retain(v[i].item));
     }
     for (size_t i = 0; v && i < got && i < n; i++) jv_release(v[i].key);
@@ -195,8 +201,9 @@ static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in,
     for (size_t i = 0; !st && i < items.u.l->n; i++) {
         jv k;
         if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
-        int err = 0, cmp = best.k == JV_UNDEF ? want : jinja_compare(k, bestk, ci, &err);
-        if (err) st = jinja_rt_err(at, "%s: values cannot be compared", name);
+        int err = 0, cmp = best.k == JV_UNDEF ? want : jinja_compare(c, k, bestk, ci, &err);
+        if (err == 2) st = jinja_walk_err(c, at);
+        else if (err) st = jinja_rt_err(at, "%s: values cannot be compared", name);
         if (!st && cmp * want > 0) { jv_release(bestk); jv_release(best); bestk = k; best = jv_retain(items.u.l->v[i]); }
         else jv_release(k);
     }
@@ -324,16 +331,18 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         *out = in.k == JV_FLOAT ? jv_float(fabs(in.u.f)) : jv_int(llabs((long long)jv_num(in)));
         return CMF_OK;
     }
-    if (!strcmp(f, "int") || !strcmp(f, "float")) {
-        const jv *def = jargs_get(a, 0, "default");
-        double d = 0;
-        int ok = 1;
-        if (jv_is_number(in)) d = jv_num(in);
-        else if (in.k == JV_STR) { char *e; d = strtod(in.u.s->s, &e); ok = e != in.u.s->s && *e == 0; }
-        else ok = 0;
-        if (f[0] == 'i') *out = ok ? jv_int((int64_t)d) : def ? jv_retain(*def) : jv_int(0);
-        else *out = ok ? jv_float(d) : def ? jv_retain(*def) : jv_float(0.0);
-        return CMF_OK;
+    if (!strcmp(f, "int")) return jinja_filter_int(c, at, in, a, out);
+    if (!strcmp(f, "float")) return jinja_filter_float(c, at, in, a, out);
+    if (!strcmp(f, "format")) return jinja_filter_format(c, at, in, a, out);
+    if (!strcmp(f, "attr")) { /* jinja2 do_attr: an attribute (a method, a namespace's value), never an item */
+        if (!a0 || a0->k != JV_STR) return jinja_rt_err(at, "attr: the attribute name must be a string");
+        if (in.k == JV_NS) {
+            const jv *v = jv_dict_get(in, a0->u.s->s, a0->u.s->len);
+            *out = v ? jv_retain(*v) : jv_undef(NULL);
+            return CMF_OK;
+        }
+        if (!jinja_method_name(in, a0->u.s->s)) { *out = jv_undef(NULL); return CMF_OK; }
+        return jinja_getattr(c, at, in, a0->u.s->s, out);
     }
     if (!strcmp(f, "round")) {
         const jv *prec = jargs_get(a, 0, "precision"), *meth = jargs_get(a, 1, "method");
@@ -365,16 +374,17 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     }
     /* string filters */
     if (!strcmp(f, "trim") || !strcmp(f, "upper") || !strcmp(f, "lower") || !strcmp(f, "title") ||
-        !strcmp(f, "capitalize") || !strcmp(f, "replace") || !strcmp(f, "wordcount")) {
+        !strcmp(f, "capitalize") || !strcmp(f, "replace") || !strcmp(f, "wordcount") || !strcmp(f, "center")) {
         jv s;
         TRY(to_string(c, at, in, &s));
-        if (in.k != JV_STR && in.k != JV_UNDEF && strcmp(f, "trim")) { jv_release(s); return need_str(at, f, in); }
+        if (in.k != JV_STR && in.k != JV_UNDEF && strcmp(f, "trim") && strcmp(f, "center")) { jv_release(s); return need_str(at, f, in); }
         cmf_status st;
         if (!strcmp(f, "trim")) st = jb_strip(s, jargs_get(a, 0, "chars"), 1, 1, out);
         else if (!strcmp(f, "upper")) st = jb_map_case(s, CASE_UPPER, out);
         else if (!strcmp(f, "lower")) st = jb_map_case(s, CASE_LOWER, out);
         else if (!strcmp(f, "title")) st = jb_map_case(s, CASE_JTITLE, out);
         else if (!strcmp(f, "capitalize")) st = jb_map_case(s, CASE_CAPITALIZE, out);
+        else if (!strcmp(f, "center")) st = jinja_filter_center(c, at, s, a, out);
         else if (!strcmp(f, "replace")) st = jb_replace(at, s, a0, jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
         else {
             jv parts;

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "template/ast.h"
+#include "template/eval.h"
 #include "util/error.h"
 
 struct jchunk {
@@ -73,6 +73,7 @@ typedef struct lexer {
     jtok *toks;
     size_t ntoks, cap;
     size_t lc_pos; /* line/column cache: position lc_pos is at lc_line:lc_col */
+    int too_many;  /* push refused a token: more than CMF_TEMPLATE_MAX_TOKENS */
     int lc_line, lc_col;
 } lexer;
 
@@ -93,7 +94,15 @@ static cmf_status lex_err(lexer *L, size_t at, const char *msg) {
     return cmf_err(CMF_E_FORMAT, "template:%d:%d: %s", line, col, msg);
 }
 
+/* A failed push or allocation: the token cap, else out of memory. */
+static cmf_status lex_nomem(const lexer *L) {
+    if (L->too_many)
+        return cmf_err(CMF_E_FORMAT, "template: too long: more than " JINJA_STR(CMF_TEMPLATE_MAX_TOKENS) " tokens");
+    return cmf_err(CMF_E_NOMEM, "template");
+}
+
 static jtok *push(lexer *L, jtok_type t, size_t at, const char *s, size_t len) {
+    if (L->ntoks >= CMF_TEMPLATE_MAX_TOKENS) { L->too_many = 1; return NULL; }
     if (L->ntoks == L->cap) {
         size_t nc = L->cap ? L->cap * 2 : 256;
         jtok *p = realloc(L->toks, nc * sizeof(jtok));
@@ -116,6 +125,24 @@ static jtok *push(lexer *L, jtok_type t, size_t at, const char *s, size_t len) {
 static int is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 static int is_name0(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_digit_of(char c, int base) {
+    int d = is_digit(c) ? c - '0' : (c | 0x20) >= 'a' && (c | 0x20) <= 'f' ? (c | 0x20) - 'a' + 10 : 99;
+    return d < base;
+}
+
+/* End of a run of digits of `base` from `at`, with single underscores between digits (jinja2's `(\d+_)*\d+`);
+ * `at` when there is no digit there. */
+static size_t digits_run(const lexer *L, size_t at, int base) {
+    size_t j = at;
+    for (;;) {
+        size_t k = j;
+        while (k < L->n && is_digit_of(L->s[k], base)) k++;
+        if (k == j) return j == at ? at : j - 1; /* no digit: drop the underscore that led here */
+        j = k;
+        if (j + 1 < L->n && L->s[j] == '_' && is_digit_of(L->s[j + 1], base)) { j++; continue; }
+        return j;
+    }
+}
 
 /* Emits s[from,to) as text after the strip rules for the tag at `to` (kind '{', '%' or '#', marker c2). */
 static cmf_status emit_text(lexer *L, size_t from, size_t to, char kind, char c2) {
@@ -127,7 +154,7 @@ static cmf_status emit_text(lexer *L, size_t from, size_t to, char kind, char c2
         while (l > from && (L->s[l - 1] == ' ' || L->s[l - 1] == '\t')) l--;
         if (l == 0 || L->s[l - 1] == '\n') end = l;
     }
-    if (end > from && !push(L, T_TEXT, from, L->s + from, end - from)) return cmf_err(CMF_E_NOMEM, "template");
+    if (end > from && !push(L, T_TEXT, from, L->s + from, end - from)) return lex_nomem(L);
     return CMF_OK;
 }
 
@@ -142,12 +169,30 @@ static size_t after_tag(lexer *L, size_t close, size_t len, int minus, int plus,
     return p;
 }
 
+/* Appends code point cp as UTF-8; a surrogate (a lone "\ud800" in a literal: Python keeps it in the str and fails
+ * only when the text is encoded) becomes its 3-byte generalized form, which cmf_template_render refuses if it
+ * reaches the output. */
+static size_t put_cp(char *buf, uint32_t cp) {
+    if (cp < 0x80) { buf[0] = (char)cp; return 1; }
+    if (cp < 0x800) { buf[0] = (char)(0xC0 | (cp >> 6)); buf[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
+    if (cp < 0x10000) {
+        buf[0] = (char)(0xE0 | (cp >> 12)); buf[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    buf[0] = (char)(0xF0 | (cp >> 18)); buf[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    buf[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Decodes the string literal opening with quote q at `at` (Python's unicode-escape rules as jinja2's lexer applies
+ * them). Returns 0, -1 when malformed or unterminated, -2 out of memory, -3 longer than JINJA_MAX_STRING_LITERAL. */
 static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, size_t *endp) {
     size_t i = at + 1;
     char *buf = malloc(L->n - at + 1);
     if (!buf) return -2;
     size_t o = 0;
     while (i < L->n && L->s[i] != q) {
+        if (o > JINJA_MAX_STRING_LITERAL) { free(buf); return -3; }
         char c = L->s[i];
         if (c != '\\' || i + 1 >= L->n) { buf[o++] = c; i++; continue; }
         char e = L->s[i + 1];
@@ -174,22 +219,14 @@ static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, 
                 cp = cp * 16 + (uint32_t)d;
             }
             if (cp > 0x10FFFF) { free(buf); return -1; }
-            if (cp < 0x80) buf[o++] = (char)cp;
-            else if (cp < 0x800) { buf[o++] = (char)(0xC0 | (cp >> 6)); buf[o++] = (char)(0x80 | (cp & 0x3F)); }
-            else if (cp < 0x10000) {
-                buf[o++] = (char)(0xE0 | (cp >> 12)); buf[o++] = (char)(0x80 | ((cp >> 6) & 0x3F));
-                buf[o++] = (char)(0x80 | (cp & 0x3F));
-            } else {
-                buf[o++] = (char)(0xF0 | (cp >> 18)); buf[o++] = (char)(0x80 | ((cp >> 12) & 0x3F));
-                buf[o++] = (char)(0x80 | ((cp >> 6) & 0x3F)); buf[o++] = (char)(0x80 | (cp & 0x3F));
-            }
+            o += put_cp(buf + o, cp); /* (at most 4 bytes from the 6 to 10 bytes of the escape) */
             break;
         }
         default:
-            if (e >= '0' && e <= '7') { /* octal, up to 3 digits */
-                int v = e - '0';
-                for (int k = 0; k < 2 && i < L->n && L->s[i] >= '0' && L->s[i] <= '7'; k++, i++) v = v * 8 + (L->s[i] - '0');
-                buf[o++] = (char)v;
+            if (e >= '0' && e <= '7') { /* octal, up to 3 digits: a code point (\377 is U+00FF, not a byte) */
+                uint32_t v = (uint32_t)(e - '0');
+                for (int k = 0; k < 2 && i < L->n && L->s[i] >= '0' && L->s[i] <= '7'; k++, i++) v = v * 8 + (uint32_t)(L->s[i] - '0');
+                o += put_cp(buf + o, v); /* (at most 2 bytes from 2 to 4) */
             } else {
                 buf[o++] = '\\';
                 buf[o++] = e;
@@ -209,6 +246,7 @@ static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, 
  * closing marker (strip rules applied). */
 static cmf_status lex_tag(lexer *L, int block, size_t open_at) {
     int depth = 0;
+    char open[JINJA_MAX_BRACKETS]; /* the closing bracket each open one expects */
     size_t i = L->pos;
     for (;;) {
         while (i < L->n && is_ws(L->s[i])) i++;
@@ -220,12 +258,12 @@ static cmf_status lex_tag(lexer *L, int block, size_t open_at) {
         size_t m = 0;
         if ((p[0] == '-' || p[0] == '+') && rest >= 3) { minus = p[0] == '-'; plus = p[0] == '+'; m = 1; }
         if (block && rest >= m + 2 && p[m] == '%' && p[m + 1] == '}' && (m == 0 || p[0] != '+' || block)) {
-            if (!push(L, T_BEND, i, NULL, 0)) return cmf_err(CMF_E_NOMEM, "template");
+            if (!push(L, T_BEND, i, NULL, 0)) return lex_nomem(L);
             L->pos = after_tag(L, i, m + 2, minus, plus, 1);
             return CMF_OK;
         }
         if (!block && depth == 0 && !plus && rest >= m + 2 && p[m] == '}' && p[m + 1] == '}') {
-            if (!push(L, T_VEND, i, NULL, 0)) return cmf_err(CMF_E_NOMEM, "template");
+            if (!push(L, T_VEND, i, NULL, 0)) return lex_nomem(L);
             L->pos = after_tag(L, i, m + 2, minus, 0, 0);
             return CMF_OK;
         }
@@ -233,49 +271,58 @@ static cmf_status lex_tag(lexer *L, int block, size_t open_at) {
         if (is_name0(c)) {
             size_t j = i;
             while (j < L->n && (is_name0(L->s[j]) || is_digit(L->s[j]))) j++;
-            if (!push(L, T_NAME, i, p, j - i)) return cmf_err(CMF_E_NOMEM, "template");
+            if (!push(L, T_NAME, i, p, j - i)) return lex_nomem(L);
             i = j;
         } else if (is_digit(c)) {
-            size_t j = i;
+            /* jinja2 3.1 lexer: a float is digits[_digits] then .digits and/or e[+-]digits; an integer is 0b / 0o / 0x
+             * with digits of that base, [1-9] digits, or zeros (underscores single, between digits) */
+            size_t j = digits_run(L, i, 10), k;
             int isf = 0;
-            while (j < L->n && (is_digit(L->s[j]) || L->s[j] == '_')) j++;
-            if (j + 1 < L->n && L->s[j] == '.' && is_digit(L->s[j + 1])) {
-                isf = 1;
-                j++;
-                while (j < L->n && (is_digit(L->s[j]) || L->s[j] == '_')) j++;
+            if (j < L->n && L->s[j] == '.' && (k = digits_run(L, j + 1, 10)) > j + 1) { isf = 1; j = k; }
+            if (j > i && j < L->n && (L->s[j] == 'e' || L->s[j] == 'E')) {
+                k = j + 1 + (j + 1 < L->n && (L->s[j + 1] == '+' || L->s[j + 1] == '-'));
+                size_t e = digits_run(L, k, 10);
+                if (e > k) { isf = 1; j = e; }
             }
-            if (j < L->n && (L->s[j] == 'e' || L->s[j] == 'E')) {
-                size_t k = j + 1;
-                if (k < L->n && (L->s[k] == '+' || L->s[k] == '-')) k++;
-                if (k < L->n && is_digit(L->s[k])) {
-                    isf = 1;
-                    j = k;
-                    while (j < L->n && is_digit(L->s[j])) j++;
+            int base = 10;
+            if (!isf) {
+                char p = i + 1 < L->n ? (char)(L->s[i + 1] | 0x20) : 0;
+                base = c == '0' && p == 'x' ? 16 : c == '0' && p == 'o' ? 8 : c == '0' && p == 'b' ? 2 : 10;
+                if (base != 10) {
+                    k = i + 2 + (i + 2 < L->n && L->s[i + 2] == '_');
+                    j = digits_run(L, k, base);
+                    if (j == k) { base = 10; j = i + 1; } /* "0x" alone: the integer 0, then a name */
+                } else if (c == '0') {
+                    j = i + 1;
+                    while (j + 1 < L->n && L->s[j] == '_' && L->s[j + 1] == '0') j += 2;
+                    while (j < L->n && L->s[j] == '0') j++;
                 }
             }
-            char num[64];
+            char num[80];
             size_t o = 0;
-            for (size_t k = i; k < j && o < sizeof(num) - 1; k++)
-                if (L->s[k] != '_') num[o++] = L->s[k];
+            if (j - i >= sizeof(num)) return lex_err(L, i, "number literal too long");
+            for (size_t q = i; q < j; q++) num[o++] = L->s[q];
             num[o] = 0;
             jtok *t = push(L, isf ? T_FLOAT : T_INT, i, num, o);
-            if (!t) return cmf_err(CMF_E_NOMEM, "template");
-            if (isf) t->fval = strtod(num, NULL);
-            else {
-                char *e;
-                unsigned long long v = strtoull(num, &e, 10);
-                if (o > 18 || v > (unsigned long long)INT64_MAX) return lex_err(L, i, "integer literal too large");
-                t->ival = (int64_t)v;
+            if (!t) return lex_nomem(L);
+            if (isf) {
+                size_t w = 0;
+                for (size_t q = 0; q < o; q++) if (num[q] != '_') num[w++] = num[q];
+                num[w] = 0;
+                t->fval = strtod(num, NULL);
+            } else if (jinja_parse_int(num, o, base == 10 ? 10 : 0, &t->ival)) {
+                return lex_err(L, i, "integer literal too large (the engine's integers are 64-bit: at most 9223372036854775807)");
             }
             i = j;
         } else if (c == '\'' || c == '"') {
             char *s;
             size_t len, end;
             int r = decode_string(L, i, c, &s, &len, &end);
-            if (r == -2) return cmf_err(CMF_E_NOMEM, "template");
+            if (r == -2) return lex_nomem(L);
+            if (r == -3) return lex_err(L, i, "string literal too long (limit " JINJA_STR(JINJA_MAX_STRING_LITERAL) " bytes)");
             if (r) return lex_err(L, i, "unterminated or malformed string literal");
             jtok *t = push(L, T_STR, i, NULL, 0);
-            if (!t) return cmf_err(CMF_E_NOMEM, "template");
+            if (!t) return lex_nomem(L);
             t->s = s;
             t->len = len;
             i = end;
@@ -290,9 +337,20 @@ static cmf_status lex_tag(lexer *L, int block, size_t open_at) {
                 snprintf(msg, sizeof(msg), "unexpected character '%c' in tag", c);
                 return lex_err(L, i, msg);
             }
-            if (c == '(' || c == '[' || c == '{') depth++;
-            if ((c == ')' || c == ']' || c == '}') && depth > 0) depth--;
-            if (!push(L, T_OP, i, p, len)) return cmf_err(CMF_E_NOMEM, "template");
+            if (c == '(' || c == '[' || c == '{') { /* jinja2's lexer balances brackets too */
+                if (depth == JINJA_MAX_BRACKETS)
+                    return lex_err(L, i, "expression nested too deeply (more than " JINJA_STR(JINJA_MAX_BRACKETS) " open brackets)");
+                open[depth++] = c == '(' ? ')' : c == '[' ? ']' : '}';
+            }
+            if ((c == ')' || c == ']' || c == '}') && depth > 0) {
+                if (c != open[depth - 1]) {
+                    char msg[64];
+                    snprintf(msg, sizeof(msg), "unexpected '%c', expected '%c'", c, open[depth - 1]);
+                    return lex_err(L, i, msg);
+                }
+                depth--;
+            }
+            if (!push(L, T_OP, i, p, len)) return lex_nomem(L);
             i += len;
         }
     }
@@ -349,7 +407,7 @@ cmf_status jinja_lex(jarena *a, const char *src, size_t n, jtok **toks, size_t *
         size_t i = L.pos;
         while (i + 1 < L.n && !(L.s[i] == '{' && (L.s[i + 1] == '{' || L.s[i + 1] == '%' || L.s[i + 1] == '#'))) i++;
         if (i + 1 >= L.n) { /* no more tags */
-            if (!push(&L, T_TEXT, L.pos, L.s + L.pos, L.n - L.pos)) st = cmf_err(CMF_E_NOMEM, "template");
+            if (!push(&L, T_TEXT, L.pos, L.s + L.pos, L.n - L.pos)) st = lex_nomem(&L);
             break;
         }
         char kind = L.s[i + 1];
@@ -366,13 +424,13 @@ cmf_status jinja_lex(jarena *a, const char *src, size_t n, jtok **toks, size_t *
             continue;
         }
         L.pos = i + 2 + (c2 == '-' || c2 == '+');
-        if (!push(&L, kind == '%' ? T_BBEGIN : T_VBEGIN, i, NULL, 0)) { st = cmf_err(CMF_E_NOMEM, "template"); break; }
+        if (!push(&L, kind == '%' ? T_BBEGIN : T_VBEGIN, i, NULL, 0)) { st = lex_nomem(&L); break; }
         st = lex_tag(&L, kind == '%', i);
     }
-    if (st == CMF_OK && !push(&L, T_EOF, L.n, NULL, 0)) st = cmf_err(CMF_E_NOMEM, "template");
+    if (st == CMF_OK && !push(&L, T_EOF, L.n, NULL, 0)) st = lex_nomem(&L);
     if (st) { free(L.toks); return st; }
     *toks = jarena_alloc(a, L.ntoks * sizeof(jtok));
-    if (!*toks) { free(L.toks); return cmf_err(CMF_E_NOMEM, "template"); }
+    if (!*toks) { free(L.toks); return lex_nomem(&L); }
     memcpy(*toks, L.toks, L.ntoks * sizeof(jtok));
     *ntoks = L.ntoks;
     free(L.toks);

@@ -24,6 +24,7 @@ typedef struct parser {
     int depth;
     int expr_nodes; /* nodes made since the current print tag or statement began (MAX_EXPR_NODES) */
     int too_long;   /* mk refused a node for MAX_EXPR_NODES: NOMEM() reports that instead */
+    size_t nodes;   /* nodes of the whole template (CMF_TEMPLATE_MAX_NODES) */
 } parser;
 
 typedef struct nvec {
@@ -99,6 +100,7 @@ static cmf_status expect_end(parser *P) {
 
 static jnode *mk(parser *P, jnode_type type, const jtok *at) {
     if (++P->expr_nodes > MAX_EXPR_NODES) { P->too_long = 1; return NULL; }
+    if (++P->nodes > CMF_TEMPLATE_MAX_NODES) { P->too_long = 2; return NULL; }
     jnode *n = jarena_alloc(P->a, sizeof(jnode));
     if (n) {
         n->type = type;
@@ -109,7 +111,8 @@ static jnode *mk(parser *P, jnode_type type, const jtok *at) {
 }
 
 #define NOMEM()                                                                                                   \
-    (P->too_long ? perr(P, cur(P), "%s", "expression too long (more than 4000 operators and operands in one tag)") \
+    (P->too_long == 1 ? perr(P, cur(P), "%s", "expression too long (more than 4000 operators and operands in one tag)") \
+     : P->too_long ? perr(P, cur(P), "%s", "template too long (more than " JINJA_STR(CMF_TEMPLATE_MAX_NODES) " syntax nodes)") \
                  : cmf_err(CMF_E_NOMEM, "template parser"))
 #define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
 
@@ -658,7 +661,7 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
         P->pos++;
         TRY(parse_or(P, &n->a));
         if (is_name(cur(P), "if")) { P->pos++; TRY(parse_expr(P, &n->b)); }
-        if (is_name(cur(P), "recursive")) return perr(P, cur(P), "%s", "recursive for loops are not supported");
+        if (is_name(cur(P), "recursive")) { n->recursive = 1; P->pos++; }
         TRY(expect_end(P));
         TRY(parse_body(P, stops, &n->l1, &n->n1, &stopped));
         if (!strcmp(stopped, "else")) { TRY(expect_end(P)); TRY(parse_body(P, stop_end, &n->l2, &n->n2, &stopped)); }

@@ -6,16 +6,22 @@
  * {% generation %} blocks rendering their body). The context is a JSON object: messages, tools,
  * add_generation_prompt, bos_token, eos_token, enable_thinking and any extra variables.
  *
- * Supported: the statements if/elif/else, for (loop.*, `for x in y if c`, else, unpacking), break/continue,
- * set (names, tuples, namespace attributes, blocks), macro/call, filter blocks, raw, comments; Python-like
- * expressions, filters, tests and str/dict/list methods as used by real chat templates.
- * Known differences from Python jinja2: tuples behave as lists (and print as [a, b]); JSON numbers without a
- * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); recursive for loops, template
+ * Supported: the statements if/elif/else, for (loop.*, loop.cycle, `for x in y if c`, else, unpacking, `recursive`
+ * with loop(items)), break/continue, set (names, tuples, namespace attributes, blocks), macro/call, filter blocks,
+ * raw, comments; Python-like expressions (`str % args` formatting, list/str * int), filters (format, center, attr,
+ * int/float as Python parses numbers, ...), tests, cycler/joiner/namespace, and str/dict/list methods as used by
+ * real chat templates.
+ * Known differences from Python jinja2: tuples behave as lists (and print as (a, b)); JSON numbers without a
+ * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); integers are 64-bit (Python's are unbounded: a literal or an int filter result outside int64 is an error); template
  * inheritance/includes and autoescaping are not supported (an error names the construct).
  *
  * Sandbox: output size and each string's size (max_output), total loop iterations and macro calls, the items of
- * the lists made by range() and list + (max_iterations each), macro call depth, expression nesting and the
- * operators of one tag are bounded; exceeding a limit is an error, never a hang or a crash. */
+ * the lists made by range(), list + and list * (max_iterations each), the value-walk steps of ==, in, tests and the
+ * key comparisons of sort/unique/min/max/dictsort (16 x max_iterations), macro call depth (also recursive loop()
+ * depth), expression nesting, the operators of one tag and the parse-time caps below are bounded; exceeding a limit
+ * is an error, never a hang or a crash. The rendered text is valid UTF-8 or an error: a string escape that makes a
+ * lone surrogate ("\ud800", which Python cannot encode) reaching the output, or context strings that are not
+ * UTF-8, fail with a message naming the offset or the variable. */
 #ifndef CMF_TEMPLATE_TEMPLATE_H
 #define CMF_TEMPLATE_TEMPLATE_H
 
@@ -26,6 +32,16 @@
 struct cJSON;
 
 typedef struct cmf_template cmf_template;
+
+/* Parse-time caps (a template is untrusted input, parsed once per model or request; real chat templates are a few
+ * KB with a few thousand nodes): the source size, one string literal (after escapes, adjacent literals counted
+ * apart), the tokens and the syntax-tree nodes of one template, and open brackets in one tag. Exceeding one is a
+ * CMF_E_FORMAT error naming it. */
+#define CMF_TEMPLATE_MAX_SOURCE 1048576        /* bytes */
+#define CMF_TEMPLATE_MAX_STRING_LITERAL 262144 /* bytes */
+#define CMF_TEMPLATE_MAX_TOKENS 250000
+#define CMF_TEMPLATE_MAX_NODES 100000
+#define CMF_TEMPLATE_MAX_BRACKETS 200
 
 typedef struct cmf_template_limits {
     size_t max_output;     /* bytes of rendered text (default 16 MiB) */

@@ -158,31 +158,41 @@ double jv_num(jv v) {
     return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.k == JV_BOOL ? v.u.b : 0.0;
 }
 
-int jv_equal(jv a, jv b) {
+int jv_equal(jv a, jv b, size_t *steps) {
+    if (*steps == 0) return -1;
+    (*steps)--;
     if (jv_is_number(a) && jv_is_number(b)) {
         if (a.k != JV_FLOAT && b.k != JV_FLOAT) {
             int64_t x = a.k == JV_INT ? a.u.i : a.u.b, y = b.k == JV_INT ? b.u.i : b.u.b;
             return x == y;
         }
-        return jv_num(a) == jv_num(b);
+        if (a.k == JV_FLOAT && b.k == JV_FLOAT) return a.u.f == b.u.f;
+        /* int vs float: exact, as Python compares them (2^53 + 1 != 2^53 as a float) */
+        double f = a.k == JV_FLOAT ? a.u.f : b.u.f;
+        int64_t i = a.k == JV_FLOAT ? (b.k == JV_INT ? b.u.i : b.u.b) : (a.k == JV_INT ? a.u.i : a.u.b);
+        if (!(f >= -9.223372036854775808e18 && f < 9.223372036854775808e18) || f != floor(f)) return 0;
+        return (int64_t)f == i;
     }
     if (a.k != b.k) return 0;
-    /* the same list or dict: equal without a walk, as Python's identity shortcut (x == x for a list holding x twice,
-     * N levels deep, walked 2^N elements) */
+    /* the same list or dict: equal without a walk, as Python's identity shortcut */
     if ((a.k == JV_LIST && a.u.l == b.u.l) || ((a.k == JV_DICT || a.k == JV_NS) && a.u.d == b.u.d)) return 1;
     switch (a.k) {
     case JV_UNDEF: case JV_NONE: return 1;
     case JV_STR: return a.u.s->len == b.u.s->len && memcmp(a.u.s->s, b.u.s->s, a.u.s->len) == 0;
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
-        for (size_t i = 0; i < a.u.l->n; i++)
-            if (!jv_equal(a.u.l->v[i], b.u.l->v[i])) return 0;
+        for (size_t i = 0; i < a.u.l->n; i++) {
+            int r = jv_equal(a.u.l->v[i], b.u.l->v[i], steps);
+            if (r != 1) return r;
+        }
         return 1;
     case JV_DICT: case JV_NS:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
             const jv *o = jv_dict_get(b, a.u.d->k[i]->s, a.u.d->k[i]->len);
-            if (!o || !jv_equal(a.u.d->v[i], *o)) return 0;
+            if (!o) return 0;
+            int r = jv_equal(a.u.d->v[i], *o, steps);
+            if (r != 1) return r;
         }
         return 1;
     case JV_MACRO: return a.u.m == b.u.m;
@@ -369,8 +379,9 @@ static void put_indent(jbuf *b, int indent, int level) {
     for (int i = 0; i < indent * level; i++) jbuf_put(b, " ", 1);
 }
 
+typedef struct key_ix { const jv_str *k; size_t i; } key_ix; /* a dict key and its slot */
 static int key_cmp(const void *a, const void *b) {
-    const jv_str *x = *(jv_str *const *)a, *y = *(jv_str *const *)b;
+    const jv_str *x = ((const key_ix *)a)->k, *y = ((const key_ix *)b)->k;
     size_t n = x->len < y->len ? x->len : y->len;
     int c = memcmp(x->s, y->s, n);
     return c ? c : (x->len > y->len) - (x->len < y->len);
@@ -404,22 +415,19 @@ static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **
     case JV_DICT: {
         jv_dict *d = v.u.d;
         if (d->n == 0) { jbuf_puts(b, "{}"); return 0; }
-        size_t *order = malloc(d->n * sizeof(size_t));
+        /* order[i]: the i-th key to write; with sort_keys, qsort by key (the keys of a dict are distinct, so its lack
+         * of stability does not show; an insertion sort here was quadratic in the keys of a message's dict) */
+        key_ix *order = malloc(d->n * sizeof(*order));
         if (!order) { *bad = "out of memory"; return -1; }
-        for (size_t i = 0; i < d->n; i++) order[i] = i;
-        if (sort) { /* stable selection by key: n is small in chat contexts */
-            for (size_t i = 1; i < d->n; i++)
-                for (size_t j = i; j > 0 && key_cmp(&d->k[order[j - 1]], &d->k[order[j]]) > 0; j--) {
-                    size_t t = order[j]; order[j] = order[j - 1]; order[j - 1] = t;
-                }
-        }
+        for (size_t i = 0; i < d->n; i++) { order[i].k = d->k[i]; order[i].i = i; }
+        if (sort) qsort(order, d->n, sizeof(*order), key_cmp);
         jbuf_put(b, "{", 1);
         for (size_t i = 0; i < d->n; i++) {
             if (i) jbuf_puts(b, indent >= 0 ? "," : ", ");
             if (indent >= 0) put_indent(b, indent, level + 1);
-            put_json_str(b, d->k[order[i]]->s, d->k[order[i]]->len);
+            put_json_str(b, order[i].k->s, order[i].k->len);
             jbuf_puts(b, ": ");
-            if (to_json(b, d->v[order[i]], indent, sort, level + 1, bad)) { free(order); return -1; }
+            if (to_json(b, d->v[order[i].i], indent, sort, level + 1, bad)) { free(order); return -1; }
         }
         free(order);
         if (indent >= 0) put_indent(b, indent, level);
@@ -432,6 +440,26 @@ static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **
 
 int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad) {
     return to_json(b, v, indent, sort, 0, bad);
+}
+
+size_t utf8_invalid_at(const char *s, size_t n) {
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        if (c < 0x80) { i++; continue; }
+        size_t k = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+        if (!k || n - i < k) return i;
+        unsigned lo = 0x80, hi = 0xBF; /* the second byte's range (RFC 3629 table) */
+        if (c == 0xE0) lo = 0xA0;
+        else if (c == 0xED) hi = 0x9F; /* surrogates */
+        else if (c == 0xF0) lo = 0x90;
+        else if (c == 0xF4) hi = 0x8F;
+        if (p[i + 1] < lo || p[i + 1] > hi) return i;
+        for (size_t j = 2; j < k; j++)
+            if ((p[i + j] & 0xC0) != 0x80) return i;
+        i += k;
+    }
+    return n;
 }
 
 size_t utf8_count(const char *s, size_t n) {

@@ -99,7 +99,9 @@ const jv *jv_dict_get(jv d, const char *key, size_t klen);
 
 /* ---- Python semantics ---- */
 int jv_truthy(jv v);
-int jv_equal(jv a, jv b);
+/* Python's a == b. Each pair of values visited costs one of *steps (a list holding one list twice, 40 deep, is 2^40
+ * pairs); returns 1 or 0, or -1 once *steps is spent (the caller reports the sandbox limit). */
+int jv_equal(jv a, jv b, size_t *steps);
 int jv_is_number(jv v); /* bool, int or float (Python's bool is an int) */
 double jv_num(jv v);
 const char *jv_kind_name(jv v);
@@ -127,6 +129,9 @@ int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad);
  * there). Out of memory: the OOM Undefined (jv_is_oom). */
 jv jv_stringify(jv v, size_t limit, int *over);
 
+/* Offset of the first byte of `s` (n bytes) that does not belong to a well-formed UTF-8 sequence (overlong forms,
+ * surrogates U+D800..U+DFFF and values above U+10FFFF are not well formed), or n when all of it is valid. */
+size_t utf8_invalid_at(const char *s, size_t n);
 /* Number of Unicode code points of a UTF-8 string (invalid bytes count one each). */
 size_t utf8_count(const char *s, size_t n);
 /* Byte offset of code point `cp` (clamped to n). */
