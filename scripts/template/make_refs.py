@@ -195,6 +195,8 @@ FEATURES = [
                    "{{ s.endswith(('x', 'World')) }}|{{ s.upper() }}|{{ s.lower() }}|{{ s.replace('o', '0') }}|"
                    "{{ 'hello wORLD' .title() }}|{{ 'hELLO' .capitalize() }}|{{ s.find('o') }}|{{ s.find('zz') }}|"
                    "{{ s.count('l') }}|{{ '-'.join(['a', 'b']) }}|{{ u.split('ö')[0] }}", V),
+    ("method/strip_unicode", "{{ 'é'.strip('\\xa9') }}|{{ 'ééxé©'.rstrip('é©') }}|{{ '©©aé'.lstrip('©') }}|"
+                             "{{ '«x»' | trim('«»') }}|{{ '日本日' .strip('日') }}", {}),
     ("stmt/for_loop", "{% for x in l %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}"
                       "{{ loop.first }}{{ loop.last }}{{ loop.length }}[{{ loop.previtem }}|{{ loop.nextitem }}];"
                       "{% endfor %}", V),
@@ -220,6 +222,58 @@ FEATURES = [
                         "{% macro rec(k) %}{% if k > 0 %}{{ k }}{{ rec(k - 1) }}{% endif %}{% endmacro %}{{ rec(4) }}|"
                         "{% macro va() %}{{ varargs }}{{ kwargs }}{% endmacro %}{{ va(1, 2, z=3) }}", V),
     ("stmt/generation", "{% for m in ['a', 'b'] %}{% generation %}[{{ m }}]{% endgeneration %}{% endfor %}", {}),
+    # printf-style formatting (`str % args` and the format filter), center, attr, repetition (tmpl8)
+    ("format/percent", "{{ '%5s|%-5s|%.2s|%05d|%+d|% d|%x|%#x|%X|%o|%#o|%e|%E|%g|%G|%10.3f|%-8.2e|%c|%c|%%|%i|%u|%d' % "
+                       "('ab', 'cd', 'xyz', 42, 5, 6, 255, 255, 255, 8, 8, 12345.678, 0.5, 0.00001234, 1e20, 3.14159, -2.5, "
+                       "65, 'z', 7, 8, 3.99) }}|{{ '%s %r' % ([1, 'a'], {'k': 'v'}) }}|{{ '%s' % ((1, 2),) }}|"
+                       "{{ '%(a)s %(b)05.1f' % {'a': 'x', 'b': 2.25} }}|{{ '%*d|%-*s|%.*f' % (5, 42, 4, 'a', 2, 3.14159) }}|"
+                       "{{ 'abc' % [] }}|{{ '%s' % none }}|{{ '%5.1s|' % 'héllo' }}|{{ '%d%%' % 50 }}|{{ '%c' % 233 }}|"
+                       "{{ '%5c|' % 'é' }}|{{ '%.0f %.0f' % (0.5, 1.5) }}|{{ '%d %s' % (true, true) }}|"
+                       "{{ '%.3d|%+.2x|%-+6d|%06.2f|% .1e' % (5, 10, 3, -1.5, 12.0) }}|{{ '%#g|%#.0f|%#X' % (1.0, 2.0, 255) }}|"
+                       "{{ '%x|%o|%d' % (-255, -8, -7) }}|{{ '%s' % missing }}|{{ '%-6r|' % 'q' }}|{{ 'n=%d' % n }}", V),
+    ("format/filter", "{{ '%s|%d|%.3f' | format('a', 2, 1.5) }}|{{ '%(x)s-%(y)s' | format(x=1, y='b') }}|"
+                      "{{ '%s' | format(x=1) }}|{{ 'plain' | format }}|{{ n | format }}|"
+                      "{% for m in users %}{{ '%-5s is %3d' | format(m.name, m.age) }};{% endfor %}", V),
+    ("filter/center_attr", "[{{ 'héllo' | center(11) }}][{{ 'ab' | center(5) }}][{{ 'abc' | center(6) }}][{{ 'abc' | center }}]"
+                           "[{{ 'abcdef' | center(3) }}][{{ 7 | center(5) }}]|{{ d | attr('b') }}|{{ (d | attr('items'))() | list }}|"
+                           "{{ (s | attr('upper'))() }}|{% set ns = namespace(k=3) %}{{ ns | attr('k') }}|{{ l | attr('x') is defined }}", V),
+    ("op/repeat", "{{ [1, 2] * 3 }} {{ 2 * [0] }} {{ [1] * -1 }} {{ 'ab' * 0 }} {{ true * [1] }} {{ 3 * 'xy' }} "
+                  "{{ ([none] * 2) | length }} {{ [[1]] * 2 }}", {}),
+    # Python's int()/float() parsing in the int and float filters, and 64-bit integer literals (tmpl8)
+    ("filter/int_exact", "{{ '9007199254740993' | int }} {{ '9223372036854775807' | int }} {{ '-9223372036854775808' | int }} "
+                         "{{ '  42  ' | int }} {{ '1_000' | int }} {{ '+5' | int }} {{ '-0' | int }} {{ '42.9' | int }} "
+                         "{{ '-42.9' | int }} {{ '1e3' | int }} {{ 'nan' | int }} {{ 'inf' | int }} {{ '0x1A' | int }} "
+                         "{{ '0x1A' | int(base=16) }} {{ '1A' | int(0, 16) }} {{ '010' | int }} {{ '0b11' | int(base=0) }} "
+                         "{{ none | int }} {{ true | int }} {{ '' | int }} {{ '1__0' | int }} {{ '_1' | int }} {{ '\t7\n' | int }} "
+                         "{{ 2.5e18 | int }} {{ -2.9 | int }} {{ [1, 2] | int }} {{ '1.5e400' | int }} {{ '12abc' | int }} "
+                         "{{ '0x_1f' | int(base=16) }} {{ 'z' | int(base=36) }} {{ '12' | int(base=1) }} {{ '007' | int(0, 0) }} "
+                         "{{ '0o17' | int(0, 0) }} {{ '1.5' | int(base=16) }} {{ 'a' | int('x') }} {{ '9223372036854775807' | int + 0 }}", {}),
+    ("filter/float_parse", "{{ 'nan' | float }} {{ '1_0.5' | float }} {{ ' inf ' | float }} {{ '0x10' | float }} "
+                           "{{ 'Infinity' | float }} {{ '-nan' | float }} {{ '1e' | float }} {{ '.5' | float }} {{ '5.' | float }} "
+                           "{{ '1_.5' | float }} {{ '-1E-3' | float }} {{ 3 | float('x') }} {{ 'a' | float('x') }} {{ true | float }} "
+                           "{{ none | float }} {{ '  2.5\n' | float }}", {}),
+    ("lit/int64", "{{ 9223372036854775807 }} {{ -9223372036854775807 }} {{ 4611686018427387904 + 4611686018427387903 }} {{ 0x1f }} "
+                  "{{ 0X1F }} {{ 0o17 }} {{ 0o_17 }} {{ 0b101 }} {{ 0b1_01 }} {{ 00 }} {{ 1_0.5 }} {{ 1e1_0 }} {{ 1_000_000 }} "
+                  "{{ 9007199254740993 == 9007199254740992.0 }} {{ 9007199254740992 == 9007199254740992.0 }}", {}),
+    ("lit/escapes", r"""{{ '\101\102' }}|{{ '\377' }}|{{ '\0' | length }}|{{ '\u00e9\U0001F600' }}|{{ '\x41' }}|{{ '\q' }}""", {}),
+    # cycler / joiner / loop.cycle / recursive loops (tmpl8)
+    ("global/cycler_joiner", "{% set cy = cycler('r', 'g', 'b') %}{% for x in range(4) %}{{ cy.next() }}{% endfor %}"
+                             "{{ cy.current }}{{ cy.reset() }}{{ cy.current }}|{% set j = joiner('; ') %}"
+                             "{% for x in l %}{{ j() }}{{ x }}{% endfor %}|{% set j2 = joiner() %}{% for x in l %}{{ j2() }}{{ x }}{% endfor %}|"
+                             "{% set c1 = cycler(1) %}{{ c1.next() }}{{ c1.next() }}", V),
+    ("stmt/loop_cycle", "{% for x in l %}{{ loop.cycle('odd', 'even') }} {% endfor %}|"
+                        "{% for x in l if x > 1 %}{{ loop.cycle('a', 'b', 'c') }}{% endfor %}|"
+                        "{% for m in users %}<tr class=\"{{ loop.cycle('x', 'y') }}\">{{ m.name }}</tr>{% endfor %}", V),
+    ("stmt/recursive", "{% for item in tree recursive %}[{{ loop.depth }}/{{ loop.depth0 }}:{{ item.name }}"
+                       "{% if item.kids %}{{ loop(item.kids) }}{% endif %}]{% endfor %}|"
+                       "{% for item in tree recursive %}{{ loop.index }}{{ item.name }}{% if item.kids %}({{ loop(item.kids) | upper }})"
+                       "{% endif %}{% if not loop.last %},{% endif %}{% endfor %}|"
+                       "{% for item in tree if item.name != 'e' recursive %}{{ item.name }}{{ loop.length }}"
+                       "{% if item.kids %}<{{ loop(item.kids) }}>{% endif %}{% endfor %}|"
+                       "{% for item in tree recursive %}{% for k in [1] %}{{ loop.depth }}{% endfor %}{{ loop.depth }}"
+                       "{% if item.kids %}{{ loop(item.kids) }}{% endif %}{% endfor %}|"
+                       "{% for item in [] recursive %}x{% else %}empty{% endfor %}",
+     {"tree": [{"name": "a", "kids": [{"name": "b", "kids": [{"name": "c"}]}, {"name": "d"}]}, {"name": "e"}]}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
 ]
@@ -236,12 +290,30 @@ ERRORS = [
     ("error/sandbox_list_append", "{% set acc = [] %}{% for i in l %}{% set _ = acc.append(i) %}{% endfor %}{{ acc }}",
      {"l": [1, 2]}),
     ("error/sandbox_list_pop", "{{ l.pop() }}", {"l": [1, 2]}),
+    # printf-style formatting errors (TypeError / KeyError in Python) and the int filter on a float infinity
+    ("error/format_type", "{{ '%d' % 'x' }}", {}),
+    ("error/format_int_float", "{{ '%x' % 2.5 }}", {}),
+    ("error/format_not_enough", "{{ '%s %s' % (1,) }}", {}),
+    ("error/format_not_all", "{{ '%s' % (1, 2) }}", {}),
+    ("error/format_not_all_single", "{{ 'abc' % 5 }}", {}),
+    ("error/format_key", "{{ '%(a)s' % {'b': 1} }}", {}),
+    ("error/format_filter_mixed", "{{ '%s' | format(1, x=2) }}", {}),
+    ("error/format_float_str", "{{ '%f' % 'x' }}", {}),
+    ("error/int_inf", "{% set x = 1e308 %}{{ (x * 10) | int }}", {}),
+    ("error/loop_not_recursive", "{% for x in [1] %}{{ loop([2]) }}{% endfor %}", {}),
+    ("error/bracket_mismatch", "{{ [[[ }}", {}),
+    # a lone surrogate from a string escape renders in Python but the prompt cannot be encoded (transformers then
+    # tokenizes str -> UTF-8): an error for us too
+    ("error/lone_surrogate", "x{{ '\\ud800' }}y", {}),
+    ("error/surrogate_pair_escapes", "{{ '\\ud83d\\ude00' }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 
 
 def render(env, src, ctx):
-    return env.from_string(src).render(**ctx)
+    out = env.from_string(src).render(**ctx)
+    out.encode("utf-8")  # the prompt is tokenized as UTF-8: a lone surrogate fails here (UnicodeEncodeError)
+    return out
 
 
 def main():
@@ -275,6 +347,9 @@ def main():
         except jinja2.TemplateSyntaxError as e:
             case.update(error="syntax", line=e.lineno)
         except jinja2.exceptions.SecurityError as e:
+            case.update(error="runtime", message=str(e))
+        except (TypeError, KeyError, ValueError, OverflowError, UnicodeEncodeError,
+                jinja2.exceptions.TemplateRuntimeError) as e:
             case.update(error="runtime", message=str(e))
         cases.append(case)
     os.makedirs(DATA, exist_ok=True)

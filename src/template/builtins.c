@@ -79,14 +79,40 @@ cmf_status jb_map_case(jv s, int mode, jv *out) {
 
 /* ---- string helpers ---- */
 
+/* Length of the UTF-8 sequence starting at p[0] (1 for a stray byte), within n bytes. */
+static size_t cp_len(const char *p, size_t n) {
+    size_t k = 1;
+    while (k < n && ((unsigned char)p[k] & 0xC0) == 0x80 && k < 4) k++;
+    return k;
+}
+
+/* Whether the code point p[0..k) is one of the code points of set[0..sl). */
+static int in_cp_set(const char *set, size_t sl, const char *p, size_t k) {
+    for (size_t i = 0; i < sl;) {
+        size_t m = cp_len(set + i, sl - i);
+        if (m == k && !memcmp(set + i, p, k)) return 1;
+        i += m;
+    }
+    return 0;
+}
+
 cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out) {
     const char *p = s.u.s->s;
     size_t a = 0, e = s.u.s->len;
-    if (chars && chars->k == JV_STR) {
+    if (chars && chars->k == JV_STR) { /* by code point, as Python: 'é'.strip('©') keeps both bytes of é */
         const char *set = chars->u.s->s;
         size_t sl = chars->u.s->len;
-        while (left && a < e && memchr(set, p[a], sl)) a++;
-        while (right && e > a && memchr(set, p[e - 1], sl)) e--;
+        while (left && a < e) {
+            size_t k = cp_len(p + a, e - a);
+            if (!in_cp_set(set, sl, p + a, k)) break;
+            a += k;
+        }
+        while (right && e > a) {
+            size_t b = e - 1;
+            while (b > a && ((unsigned char)p[b] & 0xC0) == 0x80 && e - b < 4) b--;
+            if (!in_cp_set(set, sl, p + b, e - b)) break;
+            e = b;
+        }
     } else {
         while (left && a < e && jb_is_space((unsigned char)p[a])) a++;
         while (right && e > a && jb_is_space((unsigned char)p[e - 1])) e--;

@@ -84,6 +84,7 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         jbuf_free(&buf);
         return jv_is_oom(*out) ? NOMEM() : CMF_OK;
     }
+    if (op == '%' && a.k == JV_STR) return jinja_percent_format(c, n, a, b, out); /* ('%s' % undefined is '') */
     if (a.k == JV_UNDEF) return jinja_undef_err(n->a, a);
     if (b.k == JV_UNDEF) return jinja_undef_err(n->b, b);
     if (op == '+' && a.k == JV_STR && b.k == JV_STR) {
@@ -139,7 +140,6 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         *out = r;
         return CMF_OK;
     }
-    if (op == '%' && a.k == JV_STR) return jinja_percent_format(c, n, a, b, out);
     if (!jv_is_number(a) || !jv_is_number(b))
         return jinja_rt_err(n, "unsupported operand types for '%s': '%s' and '%s'",
                             op == 'F' ? "//" : op == 'P' ? "**" : (char[]){(char)op, 0}, jv_kind_name(a), jv_kind_name(b));

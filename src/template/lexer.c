@@ -192,7 +192,6 @@ static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, 
     if (!buf) return -2;
     size_t o = 0;
     while (i < L->n && L->s[i] != q) {
-        if (o > JINJA_MAX_STRING_LITERAL) { free(buf); return -3; }
         char c = L->s[i];
         if (c != '\\' || i + 1 >= L->n) { buf[o++] = c; i++; continue; }
         char e = L->s[i + 1];
@@ -234,6 +233,7 @@ static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, 
         }
     }
     if (i >= L->n) { free(buf); return -1; }
+    if (o > JINJA_MAX_STRING_LITERAL) { free(buf); return -3; } /* (the source cap bounds the loop above) */
     *out = jarena_strdup(L->a, buf, o);
     free(buf);
     if (!*out) return -2;

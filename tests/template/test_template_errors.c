@@ -22,13 +22,130 @@ static cmf_status run(const char *src, const char *ctx, const cmf_template_limit
     return st;
 }
 
-static void expect_err(const char *src, cmf_status want, const char *msg_part) {
+static void expect_err_lim(const char *src, const cmf_template_limits *lim, cmf_status want, const char *msg_part) {
     char *out;
-    cmf_status st = run(src, NULL, NULL, &out);
+    cmf_status st = run(src, NULL, lim, &out);
     CHECK_MSG(st == want && strstr(cmf_last_error(), msg_part) != NULL && out == NULL,
               "template \"%.60s\": status %d message \"%s\"; want %d containing \"%s\"", src, st, cmf_last_error(),
               want, msg_part);
     free(out);
+}
+
+static void expect_err(const char *src, cmf_status want, const char *msg_part) {
+    expect_err_lim(src, NULL, want, msg_part);
+}
+
+/* Renders src (no context, default limits) and checks the exact output. */
+static void expect_out(const char *src, const char *want) {
+    char *out;
+    cmf_status st = run(src, NULL, NULL, &out);
+    CHECK_MSG(st == CMF_OK && out && !strcmp(out, want), "template \"%.60s\": status %d (%s), output \"%.80s\"; want \"%s\"",
+              src, st, st ? cmf_last_error() : "", out ? out : "", want);
+    free(out);
+}
+
+/* A template of `reps` copies of `unit` between `pre` and `post` (malloc'd). */
+static char *repeat(const char *pre, const char *unit, size_t reps, const char *post) {
+    size_t u = strlen(unit), p = strlen(pre);
+    char *s = malloc(p + u * reps + strlen(post) + 1);
+    memcpy(s, pre, p);
+    for (size_t i = 0; i < reps; i++) memcpy(s + p + i * u, unit, u);
+    strcpy(s + p + u * reps, post);
+    return s;
+}
+
+/* The limits and errors of the eighth review (tmpl8): value-walk budget, exact int64 integers, parse caps,
+ * UTF-8 output, recursive loops. */
+static void review8(void) {
+    cmf_template_limits small = cmf_template_default_limits();
+    small.max_iterations = 10000; /* walk budget 160,000 steps: fast under ASan */
+    /* two distinct lists, each holding one list twice, 40 deep: ==, in, tests, index, sort, unique, min stop at the
+     * walk budget (== walked 2^40 pairs) */
+    const char *walks[] = {"{{ ns.a == ns.b }}", "{{ ns.a != ns.b }}", "{{ ns.a in [ns.b] }}", "{{ ns.a is eq(ns.b) }}",
+                           "{{ ns.a is in([ns.b]) }}", "{{ [ns.b].index(ns.a) }}", "{{ [ns.a, ns.b] | sort }}",
+                           "{{ [ns.a, ns.b] | unique | list }}", "{{ [ns.a, ns.b] | min }}", "{{ ns.a < ns.b }}",
+                           "{{ [ns.a, ns.b] | select('eq', ns.b) | list }}"};
+    for (size_t k = 0; k < sizeof walks / sizeof walks[0]; k++) {
+        char src[512];
+        snprintf(src, sizeof src, "{%% set ns = namespace(a=[1], b=[1]) %%}{%% for i in range(40) %%}"
+                                  "{%% set ns.a = [ns.a, ns.a] %%}{%% set ns.b = [ns.b, ns.b] %%}{%% endfor %%}%s", walks[k]);
+        expect_err_lim(src, &small, CMF_E_UNSUPPORTED, "sandbox limit exceeded: value comparison steps");
+    }
+    /* unique is quadratic in the items; a dict's sort_keys is not */
+    expect_err_lim("{{ range(5000) | unique | list | length }}", &small, CMF_E_UNSUPPORTED, "value comparison steps");
+    expect_out("{{ [[1, [2]], [1, [2]], [1, [3]]] | unique | list }}|{{ [[1, [2]]] == [[1, [2]]] }}",
+               "[[1, [2]], [1, [3]]]|True");
+    /* a substring search is linear: an 8 MB needle in a 16 MB string (naively 10^13 steps) */
+    expect_out("{% set s = 'a' * 4000000 %}{{ (s ~ 'b') in (s ~ s) }}{{ (s ~ 'b') in (s ~ 'ab') }}"
+               "{{ (s ~ s).find(s ~ 'b') }}{{ (s ~ s).count(s ~ 'b') }}", "FalseTrue-10");
+
+    /* integers: exact strings within int64, a clear error outside it; literals over the whole int64 range */
+    expect_out("{{ '9007199254740993' | int }} {{ '9223372036854775807' | int }} {{ '-9223372036854775808' | int }} "
+               "{{ 9223372036854775807 }} {{ 0x7fffffffffffffff }} {{ -9223372036854775807 - 1 }} {{ 2 ** 62 * 2 - 1 }}",
+               "9007199254740993 9223372036854775807 -9223372036854775808 9223372036854775807 9223372036854775807 "
+               "-9223372036854775808 9.223372036854776e+18");
+    expect_err("{{ '9223372036854775808' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
+    expect_err("{{ '-99999999999999999999' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
+    expect_err("{{ '1e19' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
+    expect_err("{{ 1e19 | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
+    expect_err("{{ '%d' % 1e19 }}", CMF_E_FORMAT, "outside the 64-bit integer range");
+    expect_err("{{ 9223372036854775808 }}", CMF_E_FORMAT, "template:1:4: integer literal too large");
+    expect_err("{{ 0x10000000000000000 }}", CMF_E_FORMAT, "integer literal too large");
+
+    /* parse caps: source size, one string literal, tokens, nodes, open brackets */
+    char *big = repeat("", " ", CMF_TEMPLATE_MAX_SOURCE + 1, "");
+    expect_err(big, CMF_E_FORMAT, "template: too long: 1048577 bytes (limit 1048576)");
+    free(big);
+    big = repeat("{{ '", "x", CMF_TEMPLATE_MAX_STRING_LITERAL + 1, "' }}");
+    expect_err(big, CMF_E_FORMAT, "template:1:4: string literal too long (limit 262144 bytes)");
+    free(big);
+    big = repeat("{{ '", "x", CMF_TEMPLATE_MAX_STRING_LITERAL, "' | length }}");
+    expect_out(big, "262144");
+    free(big);
+    big = repeat("", "{{ 1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1 }}", 4000, "");
+    expect_err(big, CMF_E_FORMAT, "too long: more than 250000 tokens");
+    free(big);
+    big = repeat("", "{{1}}", 60000, "");
+    expect_err(big, CMF_E_FORMAT, "template too long (more than 100000 syntax nodes)");
+    free(big);
+    const char *opens[] = {"[", "(", "{'a':"};
+    for (size_t k = 0; k < 3; k++) {
+        big = repeat("{{ ", opens[k], 5000, " }}"); /* unclosed: said "unclosed variable tag" */
+        expect_err(big, CMF_E_FORMAT, "nested too deeply");
+        free(big);
+    }
+    big = repeat("{{ ", "[", 5000, "1");
+    char *tail = repeat(big, "]", 5000, " }}");
+    expect_err(tail, CMF_E_FORMAT, "template:1:204: expression nested too deeply (more than 200 open brackets)");
+    free(tail);
+    free(big);
+    expect_err("{{ [1, (2] }}", CMF_E_FORMAT, "template:1:10: unexpected ']', expected ')'");
+
+    /* UTF-8: a lone surrogate escape renders only where Python could encode the prompt; context strings are checked */
+    expect_err("x{{ '\\ud800' }}y", CMF_E_FORMAT, "rendered text is not valid UTF-8 at byte offset 1");
+    expect_err("{{ '\\ud83d\\ude00' }}", CMF_E_FORMAT, "not valid UTF-8 at byte offset 0");
+    expect_err("{{ '%c' % 0xdfff }}", CMF_E_FORMAT, "not valid UTF-8");
+    expect_out("{% if 'a' != '\\ud800' %}ok {{ '\\ud800' | length }}{% endif %}{{ '\\377\\u00e9' }}", "ok 1\xc3\xbf\xc3\xa9");
+    char *out;
+    CHECK(run("{{ messages[1].content }}", "{\"messages\":[{\"content\":\"ok\"},{\"content\":\"ab\xff\"}]}", NULL, &out) ==
+          CMF_E_FORMAT && !out);
+    CHECK_MSG(strstr(cmf_last_error(), "template context: messages[1].content is not valid UTF-8 (byte offset 2)"), "%s",
+              cmf_last_error());
+    CHECK(run("x", "{\"k\xc3\":1}", NULL, &out) == CMF_E_FORMAT && !out);
+    CHECK_MSG(strstr(cmf_last_error(), "a key of the context is not valid UTF-8"), "%s", cmf_last_error());
+    CHECK(run("x", "{\"tools\":[{\"d\":\"\xed\xa0\x80\"}]}", NULL, &out) == CMF_E_FORMAT && !out); /* encoded surrogate */
+    CHECK_MSG(strstr(cmf_last_error(), "tools[0].d is not valid UTF-8"), "%s", cmf_last_error());
+
+    /* recursive loops are bounded by the macro depth; list * int by the list-items budget */
+    expect_err("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}", CMF_E_UNSUPPORTED, "macro call depth");
+    expect_err("{{ ([1, 2] * 1000000000) | length }}", CMF_E_UNSUPPORTED, "list items made by range(), + and *");
+    expect_err("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l * 2 %}{% endfor %}",
+               CMF_E_UNSUPPORTED, "list items made");
+    expect_err("{{ '%999999999s' % 'x' }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err("{{ 'x' | center(999999999) }}", CMF_E_UNSUPPORTED, "string size");
+    /* a loop object kept past its loop is not callable */
+    expect_err("{% set ns = namespace() %}{% for x in [1] recursive %}{% set ns.l = loop %}{% endfor %}{{ ns.l([1]) }}",
+               CMF_E_FORMAT, "'dict' object is not callable");
 }
 
 int main(void) {
@@ -146,6 +263,8 @@ int main(void) {
         expect_err(deep, CMF_E_FORMAT, "nested too deeply");
         free(deep);
     }
+
+    review8();
 
     /* bad arguments */
     CHECK(cmf_template_parse(NULL, 0, NULL) == CMF_E_ARG);
