@@ -5,7 +5,8 @@
  * zeros. The matvec table uses the default activations (int8 for q8_row / q4tp unless CMF_CUDA_I8ACT=0); a second
  * table times q8_row and q4tp with int8 and with f32 activations side by side, and the streaming int8 kernel
  * (matvec_i8s.cu, modes 1 / 2); a third, one Llama-8B layer's fused decode products per kernel. Prints a table (stdout).
- * Usage: bench_cuda [quick | matvec | i8]   (matvec: only the matvec tables; i8: only the int8-activation ones) */
+ * Usage: bench_cuda [quick | matvec | i8 | attn]   (matvec: only the matvec tables; i8: only the int8-activation
+ * ones; attn: decode attention alone per kernel variant) */
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -67,6 +68,13 @@ static void op_gemm(void *p, int rep) { struct mv_arg *m = p; OKC(cmf_cuda_gemm(
 
 struct at_arg { cmf_cuda_attn a; float *q, *o; uint16_t *k, *v; void *work; int64_t pos; };
 static void op_attn(void *p, int rep) { struct at_arg *t = p; (void)rep; OKC(cmf_cuda_attn_decode(&t->a, t->q, t->k, t->v, t->pos, t->o, t->work, NULL)); }
+/* decode attention over the rep-th of nl layers' caches (each ctx rows) */
+struct at_rot { struct at_arg *at; uint16_t *k, *v; int64_t nl, ctx; };
+static void op_attn_rot(void *p, int rep) {
+    struct at_rot *r = p;
+    const size_t off = (size_t)(rep % r->nl) * (size_t)r->ctx * 8 * 128;
+    OKC(cmf_cuda_attn_decode(&r->at->a, r->at->q, r->k + off, r->v + off, r->at->pos, r->at->o, r->at->work, NULL));
+}
 static void op_prefill(void *p, int rep) { struct at_arg *t = p; (void)rep; OKC(cmf_cuda_attn_prefill(&t->a, t->q, t->k, t->v, 0, t->pos, t->o, NULL)); }
 
 static uint8_t *g_host; /* random bytes, big enough for the largest payload */
@@ -101,6 +109,55 @@ static void *upload_weight(int dt, int64_t rows, int64_t cols, size_t nb) {
     return d;
 }
 
+/* "attn": decode attention alone, per tile / L2-prefetch variant (cmf_cuda_set_attn_tile; CMF_CUDA_ATTN_SPLIT_KEYS
+ * from the environment), Llama-3-8B (32 / 8 heads) and Qwen3-0.6B (16 / 8) shapes, head_dim 128, f16 cache, at
+ * contexts 128 .. 32768; the caches rotate over >= 256 MiB of layers so that L2 does not serve them. GB/s: K + V
+ * bytes read / time (the copy's ceiling is `copy` GB/s read + write). */
+static int attn_only(double copy_gbs) {
+    const int64_t cap = 131072; /* positions x layers of the rotating caches: 256 MiB each for K and V */
+    const size_t kvb = (size_t)cap * 8 * 128 * 2;
+    struct at_arg at = {.a = {32, 8, 128, 0.08838834764831845f, 0.0f, 0, CMF_CUDA_KV_F16}};
+    uint16_t *k0, *v0;
+    OKC(cmf_cuda_malloc((void **)&k0, kvb));
+    OKC(cmf_cuda_malloc((void **)&v0, kvb));
+    for (size_t i = 0; i < kvb; i += 2) { uint16_t h = (uint16_t)(next64() & 0x3bff); memcpy(g_host + i, &h, 2); }
+    OKC(cmf_cuda_upload(k0, g_host, kvb, NULL));
+    OKC(cmf_cuda_upload(v0, g_host + 2, kvb - 2, NULL));
+    float *qh = malloc(sizeof(float) * 32 * 128);
+    for (int i = 0; i < 32 * 128; i++) qh[i] = (float)((int)(next64() % 2001) - 1000) / 500.0f;
+    OKC(cmf_cuda_malloc((void **)&at.q, sizeof(float) * 32 * 128));
+    OKC(cmf_cuda_malloc((void **)&at.o, sizeof(float) * 32 * 128));
+    OKC(cmf_cuda_upload(at.q, qh, sizeof(float) * 32 * 128, NULL));
+    free(qh);
+    OKC(cmf_cuda_malloc(&at.work, cmf_cuda_attn_decode_work_bytes(&at.a, 32768)));
+    OKC(cmf_cuda_memset(at.work, 0, cmf_cuda_attn_decode_work_bytes(&at.a, 32768), NULL));
+    static const int64_t ctxs[] = {128, 1024, 4096, 32768};
+    static const int heads[] = {32, 16};
+    static const int var[][2] = {{1, 0}, {2, 0}, {4, 0}, {1, 1}, {4, 1}};
+    const char *sk = getenv("CMF_CUDA_ATTN_SPLIT_KEYS");
+    printf("\n== decode attention alone (KV 8 x 128, f16 cache, CMF_CUDA_ATTN_SPLIT_KEYS=%s; copy %.0f GB/s): us (KV GB/s)\n",
+           sk ? sk : "default", copy_gbs);
+    printf("%-8s %-7s", "heads", "ctx");
+    for (size_t v = 0; v < sizeof var / sizeof *var; v++) printf("  tile %d pf %d     ", var[v][0], var[v][1]);
+    printf("\n");
+    for (int hi = 0; hi < 2; hi++)
+        for (int c = 0; c < 4; c++) {
+            at.a.n_heads = heads[hi];
+            at.pos = ctxs[c] - 1;
+            printf("%-8d %-7lld", heads[hi], (long long)ctxs[c]);
+            for (size_t v = 0; v < sizeof var / sizeof *var; v++) {
+                cmf_cuda_set_attn_tile(var[v][0], var[v][1]);
+                struct at_rot r = {&at, k0, v0, cap / ctxs[c] < 1024 ? cap / ctxs[c] : 1024, ctxs[c]};
+                double t = time_op(op_attn_rot, &r, 20);
+                double bytes = 2.0 * (double)ctxs[c] * 8 * 128 * 2;
+                printf("  %7.2f (%5.0f)   ", t * 1e3, bytes / (t * 1e-3) / 1e9);
+            }
+            printf("\n");
+        }
+    cmf_cuda_set_attn_tile(0, -1);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int quick = argc > 1 && strcmp(argv[1], "quick") == 0, only_mv = argc > 1 && strcmp(argv[1], "matvec") == 0;
     int only_i8 = argc > 1 && strcmp(argv[1], "i8") == 0; /* the int8-activation tables alone */
@@ -123,6 +180,7 @@ int main(int argc, char **argv) {
     double copy_gbs = 2.0 * (double)ca.n / (tc * 1e-3) / 1e9;
     printf("d2d copy: %.3f ms for 2 GiB -> %.0f GB/s (read + write)\n", tc, copy_gbs);
     cmf_cuda_free(ca.a), cmf_cuda_free(ca.b);
+    if (argc > 1 && strcmp(argv[1], "attn") == 0) return attn_only(copy_gbs);
 
     static const int dts[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16, CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_TILED, CMF_DT_Q4TP};
     static const int64_t shp[][2] = {{4096, 4096}, {4096, 14336}, {14336, 4096}, {128256, 4096}};

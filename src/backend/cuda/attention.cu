@@ -21,19 +21,78 @@ size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
     return work_counters(a) + (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
 }
 
+static int g_tile = 0; /* 0: not read yet */
+static int g_pf = -1;  /* -1: not read yet */
+
+int ad_split_keys(void) {
+    static int mk = 0; /* read once per process (a benign race: every thread reads the same value) */
+    if (!mk) {
+        const char *e = getenv("CMF_CUDA_ATTN_SPLIT_KEYS");
+        const int v = e && e[0] ? atoi(e) : 64;
+        mk = v >= 1 && v <= 4096 ? v : 64;
+    }
+    return mk;
+}
+
+int ad_tile(void) {
+    if (!g_tile) {
+        const char *e = getenv("CMF_CUDA_ATTN_TILE");
+        const int v = e && e[0] ? atoi(e) : AD_KT;
+        g_tile = v == 1 || v == 2 || v == 4 ? v : AD_KT;
+    }
+    return g_tile;
+}
+
+/* 1 when CMF_CUDA_ATTN_PF=1 (or cmf_cuda_set_attn_tile's pf): the decode kernel prefetches its split's K / V rows
+ * into L2 before the PDL wait. */
+static int ad_pf(void) {
+    if (g_pf < 0) {
+        const char *e = getenv("CMF_CUDA_ATTN_PF");
+        g_pf = e && e[0] == '1';
+    }
+    return g_pf;
+}
+
+extern "C" void cmf_cuda_set_attn_tile(int tile, int pf) {
+    g_tile = tile == 1 || tile == 2 || tile == 4 ? tile : 0;
+    g_pf = pf == 0 || pf == 1 ? pf : -1;
+}
+
+/* The L2 prefetch of the K / V rows (kv head kvh) of the split `split` of a query at pos (hints only: the rows below
+ * pos are complete, since the kernel that wrote them ended long before this one's predecessor passed its PDL wait;
+ * a line the step still writes only costs the hint). */
+static __device__ __forceinline__ void attn_prefetch(const cmf_cuda_attn &a, const uint16_t *kc, const uint16_t *vc,
+                                                     int64_t pos, int kvh, int split, int mk, bool kf) {
+    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos, mk);
+    if (split >= geo.ns) return;
+    const int64_t j0 = geo.kf + (int64_t)split * geo.len;
+    int64_t j1 = j0 + geo.len;
+    if (j1 > pos + 1) j1 = pos + 1;
+    const int es = kf ? 4 : 2, lines = (a.head_dim * es + 127) / 128;
+    const int64_t rowb = (int64_t)a.n_kv_heads * a.head_dim * es, n = (j1 - j0) * lines;
+    const char *kb = (const char *)kc + (int64_t)kvh * a.head_dim * es, *vb = (const char *)vc + (int64_t)kvh * a.head_dim * es;
+    for (int64_t e = threadIdx.x; e < 2 * n; e += AD_THREADS) {
+        const int64_t i = e < n ? e : e - n, off = (j0 + i / lines) * rowb + (i % lines) * 128;
+        prefetch_l2((e < n ? kb : vb) + off);
+    }
+}
+
 /* Block (kv head, split, head chunk): one work item of attn_decode.cuh (attn_split_item) by the whole block. */
-template <int GH, int L, bool KF, bool FR>
+template <int GH, int L, bool KF, bool FR, int KT>
 static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn a, const float *__restrict__ q,
                                                                   const uint16_t *__restrict__ kc,
                                                                   const uint16_t *__restrict__ vc, int64_t pos_h,
                                                                   const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work, int *__restrict__ done,
-                                                                  float *__restrict__ out, AttnRope fr, int mk) {
+                                                                  float *__restrict__ out, AttnRope fr, int mk,
+                                                                  int pf) {
+    /* the position is written before the step's first kernel (complete by the PDL rule's chain) */
+    const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
+    if (pf) attn_prefetch(a, kc, vc, pos, blockIdx.x, blockIdx.y, mk, KF);
     pdl_enter();
     __shared__ AttnSm<GH, L, FR> S;
-    const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
-    attn_split_item<GH, L, KF, FR>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y, blockIdx.z,
-                                   gridDim.z, threadIdx.x, 0, mk, S);
+    attn_split_item<GH, L, KF, FR, KT>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y,
+                                       blockIdx.z, gridDim.z, threadIdx.x, 0, mk, S);
 }
 
 static cmf_status attn_check(const cmf_cuda_attn *a) {
@@ -48,28 +107,39 @@ static cmf_status attn_check(const cmf_cuda_attn *a) {
     return CMF_OK;
 }
 
-template <int GH, bool KF>
+template <int GH, bool KF, int KT>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
                          float *out, const AttnRope &fr, cudaStream_t s) {
 #define AS(LL, F)                                                                                               \
-    cu_launch(k_attn_split<GH, LL, KF, F>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, fr, \
-              ad_split_keys())
+    cu_launch(k_attn_split<GH, LL, KF, F, KT>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, \
+              fr, ad_split_keys(), ad_pf())
     if (fr.on) { /* head_dim 40..256 (cmf_cuda_attn_decode_rope_ok) */
         if (L == 8) AS(8, true);
         else if (L == 16) AS(16, true);
         else AS(32, true);
         return;
     }
-    switch (L) {
-    case 1: AS(1, false); break;
-    case 2: AS(2, false); break;
-    case 4: AS(4, false); break;
-    case 8: AS(8, false); break;
-    case 16: AS(16, false); break;
-    default: AS(32, false); break;
+    if constexpr (KT == 1) { /* head_dim <= 32 runs untiled (launch_tile) */
+        if (L == 1) return (void)AS(1, false);
+        if (L == 2) return (void)AS(2, false);
+        if (L == 4) return (void)AS(4, false);
     }
+    if (L == 8) AS(8, false);
+    else if (L == 16) AS(16, false);
+    else AS(32, false);
 #undef AS
+}
+
+/* launch_split at the tile of ad_tile() (1 for head_dim <= 32) */
+template <int GH, bool KF>
+static void launch_tile(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
+                        const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
+                        float *out, const AttnRope &fr, cudaStream_t s) {
+    const int t = L < 8 ? 1 : ad_tile();
+    if (t == 4) launch_split<GH, KF, 4>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
+    else if (t == 2) launch_split<GH, KF, 2>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
+    else launch_split<GH, KF, 1>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
 }
 
 /* Both decode entry points: grid.y = ns splits (the most any position up to the cache's end needs when dpos is
@@ -84,15 +154,15 @@ static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const 
     float *work = (float *)((char *)d_work + work_counters(a));
     int gh = G < AD_MAXG ? G : AD_MAXG;
     if (a->kv_type == CMF_CUDA_KV_F32) {
-        if (gh == 1) launch_split<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh == 2) launch_split<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh <= 4) launch_split<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else launch_split<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        if (gh == 1) launch_tile<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh == 2) launch_tile<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh <= 4) launch_tile<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else launch_tile<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
     } else {
-        if (gh == 1) launch_split<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh == 2) launch_split<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh <= 4) launch_split<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else launch_split<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        if (gh == 1) launch_tile<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh == 2) launch_tile<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else if (gh <= 4) launch_tile<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        else launch_tile<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
     }
     CU_LAUNCHED("attention decode kernel");
     return CMF_OK;

@@ -15,18 +15,20 @@
 
 static __device__ __forceinline__ float capped(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 
-/* Least keys per split (mk below): 64, or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096; read once per process, a benign race):
- * fewer keys per split give short contexts more, shorter splits (more blocks, fewer dependent key rounds each) at
- * the price of a longer merge. Host side only; the kernels get the value as an argument. */
-static inline int ad_split_keys(void) {
-    static int mk = 0;
-    if (!mk) {
-        const char *e = getenv("CMF_CUDA_ATTN_SPLIT_KEYS");
-        const int v = e && e[0] ? atoi(e) : 64;
-        mk = v >= 1 && v <= 4096 ? v : 64;
-    }
-    return mk;
-}
+/* Least keys per split (mk below): 64, or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096; read once per process): fewer keys
+ * per split give short contexts more, shorter splits (more blocks, fewer dependent key rounds each) at the price of
+ * a longer merge. Host side only (attention.cu; persist_host.cu uses it too); the kernels get the value as an
+ * argument. It sizes the decode scratch (cmf_cuda_attn_decode_work_bytes), so it never changes after the first
+ * read. */
+int ad_split_keys(void);
+/* Keys per lane group and online-softmax update in the decode kernel (the KT of attn_split_item): AD_KT, or
+ * CMF_CUDA_ATTN_TILE (1, 2 or 4), or cmf_cuda_set_attn_tile (tests, A/B). Host side only (attention.cu). */
+int ad_tile(void);
+
+/* The default tile, which persist.cu's items use too (they must give the graph path's bits). */
+#ifndef AD_KT
+#define AD_KT 1
+#endif
 
 /* Splits of a decode over n_keys keys: about two blocks per SM of an H100/H200 over all KV heads, at least mk keys
  * each. The same formula runs on the host (grid size) and in the kernels (device positions). */
@@ -103,17 +105,59 @@ static __device__ __forceinline__ void ad_sync(int bar) {
     else asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
 }
 
+/* One key row's 8 values of lane `sub` (16 bytes of an f16 cache, 32 of an f32 one) as raw words, loaded
+ * without use so that a tile's loads are all in flight before the first is needed. */
+template <bool KF> struct KvRaw {
+    uint4 w[KF ? 2 : 1];
+};
+template <bool KF>
+static __device__ __forceinline__ void kv_raw_load(KvRaw<KF> &r, const uint16_t *__restrict__ c, int64_t e) {
+    if (KF) {
+        const uint4 *p = (const uint4 *)((const float *)c + e);
+        r.w[0] = __ldg(p), r.w[KF ? 1 : 0] = __ldg(p + 1);
+    } else {
+        r.w[0] = __ldg((const uint4 *)(c + e));
+    }
+}
+template <bool KF> static __device__ __forceinline__ float kv_raw_at(const KvRaw<KF> &r, int i) {
+    if (KF) {
+        const uint4 &u = r.w[i >> 2];
+        const uint32_t x = (i & 3) == 0 ? u.x : (i & 3) == 1 ? u.y : (i & 3) == 2 ? u.z : u.w;
+        return __uint_as_float(x);
+    }
+    const uint32_t x = (i >> 1) == 0 ? r.w[0].x : (i >> 1) == 1 ? r.w[0].y : (i >> 1) == 2 ? r.w[0].z : r.w[0].w;
+    const __half2 h = *(const __half2 *)&x;
+    return (i & 1) ? __high2float(h) : __low2float(h);
+}
+static __device__ __forceinline__ void kv_raw_set(KvRaw<false> &r, const float *v) { /* the own key (f16 values) */
+    uint32_t x[4];
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const __half2 h = __floats2half2_rn(v[2 * i], v[2 * i + 1]);
+        x[i] = *(const uint32_t *)&h;
+    }
+    r.w[0] = make_uint4(x[0], x[1], x[2], x[3]);
+}
+static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v) {
+    r.w[0] = make_uint4(__float_as_uint(v[0]), __float_as_uint(v[1]), __float_as_uint(v[2]), __float_as_uint(v[3]));
+    r.w[1] = make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7]));
+}
+
 /* Work item (kv head kvh, split, head chunk hz of nz) by 128 threads (tid 0..127; bar: ad_sync): lane groups of
- * L = pow2(D/8) lanes each hold one key row (16 bytes per lane), GH query heads of the group in registers;
- * per-group online softmax, then a merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
+ * L = pow2(D/8) lanes each hold key rows (16 bytes per lane and row), GH query heads of the group in registers.
+ * A group takes KT keys per round (tile: KT rows of K and V loaded before the first is used; KT is lowered to 2 for
+ * GH = 8 to stay in registers), scores them for every head, and does one online-softmax update per head and tile
+ * (the tile's max, one rescale of the running sum and output, Milakov & Gimelshein 2018); with KT = 1 this is the
+ * per-key update. Then the groups merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
  * of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA samples'
  * threadFenceReduction) merges the splits into out. mk: the least keys per split (ad_split_keys). With fr.on (one
  * head chunk: G <= AD_MAXG), the item first
  * normalizes and rotates its query heads into shared memory (warp_head_norm_rope, the code of
  * cmf_cuda_qk_norm_rope_kv), and the item whose split holds the position also does the token's K head, writes K and
  * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the
- * bits of qk_norm_rope_kv followed by the plain kernel. The caller has waited for q (and fr's k, v). */
-template <int GH, int L, bool KF, bool FR>
+ * bits of qk_norm_rope_kv followed by the plain kernel. The caller has waited for q (and fr's k, v). Every caller
+ * with the same KT gives the same bits (the key order within a group, the groups' merge order are fixed). */
+template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
 static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, const float *__restrict__ q,
                                                        const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
                                                        int64_t pos, int nsplit, float *__restrict__ work,
@@ -121,6 +165,7 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
                                                        const AttnRope &fr, int kvh, int split, int hz, int nz, int tid,
                                                        int bar, int mk, AttnSm<GH, L, FR> &S) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per item */
+    constexpr int T = GH >= 8 && KT > 2 ? 2 : KT; /* keys per group and round */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int h0 = hz * AD_MAXG;
     const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos, mk);
@@ -165,48 +210,58 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
         }
     }
     const int64_t row = (int64_t)a.n_kv_heads * D;
-    /* warp-uniform trip count: every lane of a warp joins each shuffle; lanes past the split's end score zeros and
-     * skip the update */
-    for (int64_t jb = j0 + (int64_t)(tid >> 5) * GPW; jb < j1; jb += NG) {
-        const int64_t j = jb + lane / L;
-        const bool valid = j < j1;
-        float kf[8], vf[8];
-        if (FR && has_d && valid && own && j == pos) { /* the token's own key (fr.on): from shared memory */
+    /* warp-uniform trip count: every lane of a warp joins each shuffle; keys past the split's end score zeros and
+     * take no part in the update. Key t of group g in the round at jb: jb + t * GPW + g (a warp's keys adjacent). */
+    for (int64_t jb = j0 + (int64_t)(tid >> 5) * GPW * T; jb < j1; jb += (int64_t)NG * T) {
+        KvRaw<KF> kr[T], vr[T];
+        bool valid[T];
 #pragma unroll
-            for (int i = 0; i < 8; i++) kf[i] = S.rk[sub * 8 + i], vf[i] = S.rv[sub * 8 + i];
-        } else if (has_d && valid && KF) { /* f32 cache: two 16-byte loads per row */
-            const float4 *kp = (const float4 *)((const float *)kc + j * row + (int64_t)kvh * D + sub * 8);
-            const float4 *vp = (const float4 *)((const float *)vc + j * row + (int64_t)kvh * D + sub * 8);
-            const float4 k0 = __ldg(kp), k1 = __ldg(kp + 1), v0 = __ldg(vp), v1 = __ldg(vp + 1);
-            kf[0] = k0.x, kf[1] = k0.y, kf[2] = k0.z, kf[3] = k0.w, kf[4] = k1.x, kf[5] = k1.y, kf[6] = k1.z, kf[7] = k1.w;
-            vf[0] = v0.x, vf[1] = v0.y, vf[2] = v0.z, vf[3] = v0.w, vf[4] = v1.x, vf[5] = v1.y, vf[6] = v1.z, vf[7] = v1.w;
-        } else if (has_d && valid) {
-            uint4 kr = __ldg((const uint4 *)(kc + j * row + (int64_t)kvh * D + sub * 8));
-            uint4 vr = __ldg((const uint4 *)(vc + j * row + (int64_t)kvh * D + sub * 8));
-            const __half2 *kh = (const __half2 *)&kr, *vh = (const __half2 *)&vr;
+        for (int t = 0; t < T; t++) {
+            const int64_t j = jb + t * GPW + lane / L;
+            valid[t] = j < j1;
+            if (has_d && valid[t] && !(FR && own && j == pos)) {
+                const int64_t e = j * row + (int64_t)kvh * D + sub * 8;
+                kv_raw_load<KF>(kr[t], kc, e);
+                kv_raw_load<KF>(vr[t], vc, e);
+            } else if (FR && has_d && valid[t]) { /* the token's own key (fr.on): from shared memory */
+                kv_raw_set(kr[t], S.rk + sub * 8);
+                kv_raw_set(vr[t], S.rv + sub * 8);
+            } else {
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                float2 f = __half22float2(kh[i]), g = __half22float2(vh[i]);
-                kf[2 * i] = f.x, kf[2 * i + 1] = f.y, vf[2 * i] = g.x, vf[2 * i + 1] = g.y;
+                for (int w = 0; w < (KF ? 2 : 1); w++) kr[t].w[w] = vr[t].w[w] = make_uint4(0u, 0u, 0u, 0u);
             }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 8; i++) kf[i] = vf[i] = 0.0f;
         }
 #pragma unroll
         for (int h = 0; h < GH; h++) {
-            float s = 0.0f;
+            float s[T];
 #pragma unroll
-            for (int i = 0; i < 8; i++) s = fmaf(qv[h][i], kf[i], s);
+            for (int t = 0; t < T; t++) {
+                float d = 0.0f;
 #pragma unroll
-            for (int o = L / 2; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
-            if (!valid) continue;
-            s = capped(s, a.softcap);
-            float mn = fmaxf(m[h], s), corr = expf(m[h] - mn), p = expf(s - mn);
-            l[h] = l[h] * corr + p;
+                for (int i = 0; i < 8; i++) d = fmaf(qv[h][i], kv_raw_at<KF>(kr[t], i), d);
 #pragma unroll
-            for (int i = 0; i < 8; i++) acc[h][i] = acc[h][i] * corr + p * vf[i];
-            m[h] = mn;
+                for (int o = L / 2; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+                s[t] = capped(d, a.softcap);
+            }
+            float mt = -INFINITY;
+#pragma unroll
+            for (int t = 0; t < T; t++)
+                if (valid[t]) mt = fmaxf(mt, s[t]);
+            if (mt == -INFINITY) continue; /* no key of this group in the round */
+            const float mn = fmaxf(m[h], mt), corr = expf(m[h] - mn);
+            float ls = __fmul_rn(l[h], corr), ac[8];
+#pragma unroll
+            for (int i = 0; i < 8; i++) ac[i] = __fmul_rn(acc[h][i], corr);
+#pragma unroll
+            for (int t = 0; t < T; t++) {
+                const float p = valid[t] ? expf(s[t] - mn) : 0.0f;
+                ls = __fadd_rn(ls, p);
+#pragma unroll
+                for (int i = 0; i < 8; i++) ac[i] = fmaf(p, kv_raw_at<KF>(vr[t], i), ac[i]);
+            }
+            l[h] = ls, m[h] = mn;
+#pragma unroll
+            for (int i = 0; i < 8; i++) acc[h][i] = ac[i];
         }
     }
 #pragma unroll

@@ -325,6 +325,12 @@ cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const float *d_q, c
                                      const cmf_cuda_qk_rope *r, void *d_kc, void *d_vc, const int32_t *d_pos,
                                      int64_t n_ctx, float *d_out, void *d_work, cmf_cuda_stream stream);
 int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope *r);
+/* The decode attention kernels' variant (every decode entry point above; an A/B and test switch, read at each
+ * launch): tile = keys per lane group and online-softmax update (1, 2 or 4; anything else: CMF_CUDA_ATTN_TILE or
+ * the default), pf = 1 to prefetch each split's K / V rows into L2 before the kernel's PDL wait, 0 not (-1:
+ * CMF_CUDA_ATTN_PF). Results depend on the tile only through the order of the softmax updates (each tile is as
+ * exact as the others; graph replays keep the tile they were captured with). No errors. */
+void cmf_cuda_set_attn_tile(int tile, int pf);
 /* Scratch needed by cmf_cuda_attn_decode for contexts up to n_ctx positions. */
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx);
 
