@@ -51,6 +51,19 @@ echo "== bench_cuda attn $(el)"
 timeout 90 $B/tests/cuda/bench_cuda attn 2>&1 | tee "$OUT/bench_attn.txt" | tail -12
 [ -n "${ATTN_SK:-}" ] && CMF_CUDA_ATTN_SPLIT_KEYS=$ATTN_SK timeout 90 $B/tests/cuda/bench_cuda attn 2>&1 | tee -a "$OUT/bench_attn.txt" | tail -10
 wait
+echo "== gpu_bench tg@$CTX $(el)"
+for m in $MODELS; do
+  f=/tmp/ab-${m%%:*}-${m##*:}.cmf
+  [ -f $f ] || { echo "no $f"; continue; }
+  for v in $VARIANTS; do
+    case " ${VMODELS:-$MODELS} " in *" $m "*) ;; *) [ "$v" != - ] && continue ;; esac
+    e=""; [ "$v" != - ] && e=${v//,/ }
+    tag=""; [ "$v" != - ] && tag="-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')"
+    env $e timeout 150 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-32} -c $CTX -r ${REPS:-2} 2>&1 |
+      sed "s|model=$f|model=${m%%:*}-${m##*:}|" | grep -E 'test=|copy' | sed "s/\(test=[a-z]*@*[0-9]*\)/\1$tag/" |
+      tee -a "$OUT/results.txt"
+  done
+done
 if [ "${NCU:-1}" = 1 ] && command -v ncu > /dev/null && [ -f /tmp/ab-l4.cmf ]; then
   echo "== ncu: decode steps of a 4-layer llama-8b q8 file at ctx 128 $(el)"
   NC="ncu --metrics gpu__time_duration.sum --csv --cache-control none --clock-control none"
@@ -73,17 +86,4 @@ for lab, part in (("ctx 128", ks[:n]), ("ctx 4096", ks[n:])):
 PY
   done
 fi
-echo "== gpu_bench tg@$CTX $(el)"
-for m in $MODELS; do
-  f=/tmp/ab-${m%%:*}-${m##*:}.cmf
-  [ -f $f ] || { echo "no $f"; continue; }
-  for v in $VARIANTS; do
-    case " ${VMODELS:-$MODELS} " in *" $m "*) ;; *) [ "$v" != - ] && continue ;; esac
-    e=""; [ "$v" != - ] && e=${v//,/ }
-    tag=""; [ "$v" != - ] && tag="-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')"
-    env $e timeout 150 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-32} -c $CTX -r ${REPS:-2} 2>&1 |
-      sed "s|model=$f|model=${m%%:*}-${m##*:}|" | grep -E 'test=|copy' | sed "s/\(test=[a-z]*@*[0-9]*\)/\1$tag/" |
-      tee -a "$OUT/results.txt"
-  done
-done
 echo "== done $(el)"
