@@ -284,6 +284,11 @@ static int completion_prompt(cmf_server *s, const cJSON *j, srv_req *r, srv_repl
         (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
         p = p->child; /* a batch of one prompt */
     if (cJSON_IsString(p)) return tokenize_text(s, p->valuestring, 1, r, err);
+    if (cJSON_IsArray(p) && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
+        *err = reply_err(400, "prompt", "'prompt' holds a batch of %d prompts; this server takes one prompt per "
+                         "request (send each prompt in its own request)", cJSON_GetArraySize(p));
+        return -1;
+    }
     if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0) {
         *err = reply_err(400, "prompt", "'prompt' must be a string or a non-empty array of token ids");
         return -1;

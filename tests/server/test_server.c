@@ -204,6 +204,10 @@ static void test_routes_and_auth(void) {
                        "lone UTF-16 surrogate escape \\ud800 at byte offset 12");
     expect_400_message("/v1/completions", "{\"prompt\": [1, 2,}", "malformed JSON at byte offset 17");
     expect_400_message("/v1/completions", "[1]", "must be a JSON object (got an array)");
+    expect_400_message("/v1/completions", "{\"prompt\": [\"a\", \"b\"], \"max_tokens\": 3}",
+                       "holds a batch of 2 prompts");
+    expect_400_message("/v1/completions", "{\"prompt\": [[1], [2, 3]], \"max_tokens\": 3}",
+                       "holds a batch of 2 prompts");
     /* a body over the limit (8 MiB) */
     size_t big = (9u << 20);
     char *body = malloc(big + 1);
