@@ -80,6 +80,7 @@ void jv_release(jv v) {
     case JV_DICT: case JV_NS:
         if (--v.u.d->rc == 0) {
             for (size_t i = 0; i < v.u.d->n; i++) { free(v.u.d->k[i]); jv_release(v.u.d->v[i]); }
+            free(v.u.d->h);
             free(v.u.d->k);
             free(v.u.d->v);
             free(v.u.d);
@@ -108,8 +109,42 @@ int jv_list_push(jv lv, jv item) {
     return 0;
 }
 
+static size_t key_hash(const char *key, size_t klen) { /* FNV-1a */
+    uint64_t h = 1469598103934665603ull;
+    for (size_t i = 0; i < klen; i++) h = (h ^ (unsigned char)key[i]) * 1099511628211ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+/* Puts entry i into the hash index (which has a free slot: hcap >= 2 n). */
+static void hash_put(jv_dict *d, size_t i) {
+    size_t m = d->hcap - 1, j = key_hash(d->k[i]->s, d->k[i]->len) & m;
+    while (d->h[j]) j = (j + 1) & m;
+    d->h[j] = i + 1;
+}
+
+/* (Re)builds the index for at least `n` entries; -1 on allocation failure (the dict stays valid, unindexed). */
+static int hash_build(jv_dict *d, size_t n) {
+    size_t cap = 64;
+    while (cap < 2 * n) cap *= 2;
+    size_t *h = calloc(cap, sizeof(size_t));
+    if (!h) return -1;
+    free(d->h);
+    d->h = h;
+    d->hcap = cap;
+    for (size_t i = 0; i < d->n; i++) hash_put(d, i);
+    return 0;
+}
+
 const jv *jv_dict_get(jv dv, const char *key, size_t klen) {
     jv_dict *d = dv.u.d;
+    if (d->h) {
+        size_t m = d->hcap - 1;
+        for (size_t j = key_hash(key, klen) & m; d->h[j]; j = (j + 1) & m) {
+            const jv_str *k = d->k[d->h[j] - 1];
+            if (k->len == klen && memcmp(k->s, key, klen) == 0) return &d->v[d->h[j] - 1];
+        }
+        return NULL;
+    }
     for (size_t i = 0; i < d->n; i++)
         if (d->k[i]->len == klen && memcmp(d->k[i]->s, key, klen) == 0) return &d->v[i];
     return NULL;
@@ -137,6 +172,17 @@ int jv_dict_set(jv dv, const char *key, size_t klen, jv val) {
     k->s[klen] = 0;
     d->k[d->n] = k;
     d->v[d->n++] = val;
+    if (d->n > JV_DICT_LINEAR) {
+        if (!d->h || 2 * d->n > d->hcap) {
+            if (hash_build(d, d->n)) { /* no index: lookups stay linear, still correct */
+                free(d->h);
+                d->h = NULL;
+                d->hcap = 0;
+            }
+        } else {
+            hash_put(d, d->n - 1);
+        }
+    }
     return 0;
 }
 

@@ -61,7 +61,11 @@ struct jv_dict {
     size_t n, cap;
     jv_str **k;
     jv *v;
+    size_t *h;   /* hash index once n > JV_DICT_LINEAR: open addressing, slot i + 1 (0 = empty), hcap slots; NULL
+                  * below (a 1M-key object in a request made every lookup, and so building it, linear) */
+    size_t hcap;
 };
+#define JV_DICT_LINEAR 16
 struct jnode;
 struct jv_macro {
     int rc;
@@ -94,7 +98,7 @@ void jv_release(jv v);
 int jv_list_push(jv l, jv item);
 /* Sets d[key] = val (val's ownership taken; key copied); returns 0 or -1 on allocation failure. */
 int jv_dict_set(jv d, const char *key, size_t klen, jv val);
-/* Borrowed d[key] or NULL. */
+/* Borrowed d[key] or NULL (a hash lookup in large dicts). */
 const jv *jv_dict_get(jv d, const char *key, size_t klen);
 
 /* ---- Python semantics ---- */

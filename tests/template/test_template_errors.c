@@ -79,6 +79,24 @@ static void review8(void) {
     expect_out("{% set s = 'a' * 4000000 %}{{ (s ~ 'b') in (s ~ s) }}{{ (s ~ 'b') in (s ~ 'ab') }}"
                "{{ (s ~ s).find(s ~ 'b') }}{{ (s ~ s).count(s ~ 'b') }}", "FalseTrue-10");
 
+    /* a context object with 200,000 keys (a request's tool-call arguments): building it, lookups, iteration and
+     * sort_keys stay near linear (each was linear per key: 2 * 10^10 key comparisons) */
+    {
+        enum { KEYS = 200000 };
+        char *ctx = malloc((size_t)KEYS * 24 + 64), *p = ctx;
+        p += sprintf(p, "{\"d\":{");
+        for (int i = KEYS - 1; i >= 0; i--) p += sprintf(p, "%s\"k%d\":%d", i == KEYS - 1 ? "" : ",", i, i);
+        sprintf(p, ",\"k7\":-7}}"); /* a duplicate key: the last value wins, in the first one's place (Python) */
+        char *out;
+        cmf_template_limits lim = cmf_template_default_limits();
+        CHECK(run("{{ d | length }} {{ d['k199999'] }} {{ d.k7 }} {{ (d | list)[199992] }} {% set ns = namespace(bad=0) %}"
+                  "{% for k in d %}{% if d[k] != k[1:] | int and k != 'k7' %}{% set ns.bad = ns.bad + 1 %}{% endif %}"
+                  "{% endfor %}{{ ns.bad }} {{ (d | tojson(sort_keys=true))[:26] }}", ctx, &lim, &out) == CMF_OK &&
+              out && !strcmp(out, "200000 199999 -7 k7 0 {\"k0\": 0, \"k1\": 1, \"k10\": "));
+        free(out);
+        free(ctx);
+    }
+
     /* integers: exact strings within int64, a clear error outside it; literals over the whole int64 range */
     expect_out("{{ '9007199254740993' | int }} {{ '9223372036854775807' | int }} {{ '-9223372036854775808' | int }} "
                "{{ 9223372036854775807 }} {{ 0x7fffffffffffffff }} {{ -9223372036854775807 - 1 }} {{ 2 ** 62 * 2 - 1 }}",
