@@ -127,10 +127,21 @@ const char *jb_find_sub(const char *h, size_t hn, const char *n, size_t nn) {
     return memmem(h, hn, n, nn);
 }
 
-cmf_status jb_split(const jnode *at, jv s, const jv *sep, const jv *maxv, jv *out) {
+static cmf_status split_into(const jnode *at, jv s, const jv *sep, int64_t max, jv l);
+
+cmf_status jb_split(jctx *c, const jnode *at, jv s, const jv *sep, const jv *maxv, jv *out) {
     int64_t max = maxv && maxv->k == JV_INT ? maxv->u.i : -1;
     jv l = jv_list_new(0);
     if (jv_is_oom(l)) return NOMEM();
+    cmf_status st = split_into(at, s, sep, max, l);
+    if (!st) st = jinja_charge_items(c, at, l.u.l->n);
+    if (st) { jv_release(l); return st; }
+    *out = l;
+    return CMF_OK;
+}
+
+/* jb_split's pieces into list l (errors: l keeps what it has; the caller releases it). */
+static cmf_status split_into(const jnode *at, jv s, const jv *sep, int64_t max, jv l) {
     const char *p = s.u.s->s, *end = p + s.u.s->len;
     if (!sep || sep->k == JV_NONE) {
         while (p < end) {
@@ -140,43 +151,43 @@ cmf_status jb_split(const jnode *at, jv s, const jv *sep, const jv *maxv, jv *ou
             if (max == 0) q = end;
             else while (q < end && !jb_is_space((unsigned char)*q)) q++;
             if (max == 0) { while (q > p && jb_is_space((unsigned char)q[-1])) q--; }
-            if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) { jv_release(l); return NOMEM(); }
+            if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) return NOMEM();
             if (max > 0) max--;
             p = q;
             if (max == 0 && p < end) max = 0;
         }
     } else {
-        if (sep->k != JV_STR || sep->u.s->len == 0) { jv_release(l); return jinja_rt_err(at, "split: empty or non-string separator"); }
+        if (sep->k != JV_STR || sep->u.s->len == 0) return jinja_rt_err(at, "split: empty or non-string separator");
         for (;;) {
             const char *q = max == 0 ? NULL : jb_find_sub(p, (size_t)(end - p), sep->u.s->s, sep->u.s->len);
             if (!q) q = end;
-            if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) { jv_release(l); return NOMEM(); }
+            if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) return NOMEM();
             if (q == end) break;
             p = q + sep->u.s->len;
             if (max > 0) max--;
         }
     }
-    *out = l;
     return CMF_OK;
 }
 
-cmf_status jb_replace(const jnode *at, jv s, const jv *old, const jv *new, const jv *count, jv *out) {
-    if (!old || !new || old->k != JV_STR || new->k != JV_STR) return jinja_rt_err(at, "jb_replace() needs two strings");
+cmf_status jb_replace(jctx *c, const jnode *at, jv s, const jv *old, const jv *new, const jv *count, jv *out) {
+    if (!old || !new || old->k != JV_STR || new->k != JV_STR) return jinja_rt_err(at, "replace() needs two strings");
     int64_t max = count && count->k == JV_INT ? count->u.i : -1;
-    jbuf b = {0};
+    jbuf b = {.limit = c->lim.max_output}; /* ('a' * 16000000).replace('a', 'b' * 16000000) stops at the limit */
     const char *p = s.u.s->s, *end = p + s.u.s->len;
     if (old->u.s->len == 0) { /* Python inserts `new` between every character */
         for (size_t i = 0; p <= end; i++) {
             if (max < 0 || (int64_t)i < max) jbuf_put(&b, new->u.s->s, new->u.s->len);
-            if (p == end) break;
+            if (p == end || b.over) break;
             const char *q = p + 1;
             while (q < end && ((unsigned char)*q & 0xC0) == 0x80) q++;
             jbuf_put(&b, p, (size_t)(q - p));
             p = q;
         }
+        if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
         return jb_ret_buf(out, &b);
     }
-    while (p < end) {
+    while (p < end && !b.over) {
         const char *q = max == 0 ? NULL : jb_find_sub(p, (size_t)(end - p), old->u.s->s, old->u.s->len);
         if (!q) break;
         jbuf_put(&b, p, (size_t)(q - p));
@@ -185,6 +196,7 @@ cmf_status jb_replace(const jnode *at, jv s, const jv *old, const jv *new, const
         if (max > 0) max--;
     }
     jbuf_put(&b, p, (size_t)(end - p));
+    if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
     return jb_ret_buf(out, &b);
 }
 
@@ -198,8 +210,16 @@ int jb_prefix_match(jv s, jv pre, int suffix) {
     return !memcmp(s.u.s->s + (suffix ? s.u.s->len - pre.u.s->len : 0), pre.u.s->s, pre.u.s->len);
 }
 
-cmf_status jb_to_list(const jnode *at, jv v, jv *out) {
+cmf_status jinja_charge_items(jctx *c, const jnode *at, size_t n) {
+    if (n > c->lim.max_iterations - c->items) /* items <= max_iterations: every maker checks before adding */
+        return jinja_limit_err(at, JINJA_ITEMS_WHAT, c->lim.max_iterations);
+    c->items += n;
+    return CMF_OK;
+}
+
+cmf_status jb_to_list(jctx *c, const jnode *at, jv v, jv *out) {
     if (v.k == JV_LIST && !v.u.l->tuple) { *out = jv_retain(v); return CMF_OK; }
+    if (v.k == JV_STR) TRY(jinja_charge_items(c, at, utf8_count(v.u.s->s, v.u.s->len)));
     jv l = jv_list_new(0);
     if (jv_is_oom(l)) return NOMEM();
     if (v.k == JV_LIST) {
@@ -367,7 +387,7 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
     if (!strcmp(m, "strip")) return jb_strip(s, a0, 1, 1, out);
     if (!strcmp(m, "lstrip")) return jb_strip(s, a0, 1, 0, out);
     if (!strcmp(m, "rstrip")) return jb_strip(s, a0, 0, 1, out);
-    if (!strcmp(m, "split")) return jb_split(at, s, jargs_get(a, 0, "sep"), jargs_get(a, 1, "maxsplit"), out);
+    if (!strcmp(m, "split")) return jb_split(c, at, s, jargs_get(a, 0, "sep"), jargs_get(a, 1, "maxsplit"), out);
     if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
         if (!a0 || (a0->k != JV_STR && a0->k != JV_LIST)) return jinja_rt_err(at, "%s() needs a string or tuple", m);
         *out = jv_bool(jb_prefix_match(s, *a0, m[0] == 'e'));
@@ -377,7 +397,7 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
     if (!strcmp(m, "lower")) return jb_map_case(s, CASE_LOWER, out);
     if (!strcmp(m, "title")) return jb_map_case(s, CASE_PYTITLE, out);
     if (!strcmp(m, "capitalize")) return jb_map_case(s, CASE_CAPITALIZE, out);
-    if (!strcmp(m, "replace")) return jb_replace(at, s, a0, a1, jargs_get(a, 2, "count"), out);
+    if (!strcmp(m, "replace")) return jb_replace(c, at, s, a0, a1, jargs_get(a, 2, "count"), out);
     if (!strcmp(m, "find") || !strcmp(m, "count")) {
         if (!a0 || a0->k != JV_STR) return jinja_rt_err(at, "%s() needs a string", m);
         const char *p = s.u.s->s, *end = p + s.u.s->len;
@@ -395,7 +415,7 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
     if (!strcmp(m, "join")) {
         jv items;
         if (!a0) return jinja_rt_err(at, "join() needs an iterable");
-        TRY(jb_to_list(at, *a0, &items));
+        TRY(jb_to_list(c, at, *a0, &items));
         jbuf b = {.limit = c->lim.max_output};
         for (size_t i = 0; i < items.u.l->n; i++) {
             if (i) jbuf_put(&b, s.u.s->s, s.u.s->len);
@@ -494,7 +514,7 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         double count = ceil(((double)v[1] - (double)v[0]) / (double)v[2]);
         if (count < 0) count = 0;
         if (count + (double)c->items > (double)c->lim.max_iterations)
-            return jinja_limit_err(at, "list items made by range(), + and *", c->lim.max_iterations);
+            return jinja_limit_err(at, JINJA_ITEMS_WHAT, c->lim.max_iterations);
         c->items += (size_t)count;
         jv l = jv_list_new((size_t)count);
         if (jv_is_oom(l)) return NOMEM();

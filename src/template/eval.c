@@ -103,7 +103,7 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
          * a loop took 11 GB, and `l = l + [i]` over 100,000 iterations 52 s of copying */
         const size_t len = a.u.l->n + b.u.l->n;
         if (len > c->lim.max_iterations - c->items) /* items <= max_iterations: both makers check before adding */
-            return jinja_limit_err(n, "list items made by range(), + and *", c->lim.max_iterations);
+            return jinja_limit_err(n, JINJA_ITEMS_WHAT, c->lim.max_iterations);
         c->items += len;
         jv r = jv_list_new(len);
         if (jv_is_oom(r)) return NOMEM();
@@ -130,7 +130,7 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         int64_t k = a.k == JV_LIST ? ival(b) : ival(a);
         if (k < 0) k = 0;
         if (l.u.l->n && (uint64_t)k > (c->lim.max_iterations - c->items) / l.u.l->n)
-            return jinja_limit_err(n, "list items made by range(), + and *", c->lim.max_iterations);
+            return jinja_limit_err(n, JINJA_ITEMS_WHAT, c->lim.max_iterations);
         const size_t len = l.u.l->n * (size_t)k;
         c->items += len;
         jv r = jv_list_new(len);

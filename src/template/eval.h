@@ -126,10 +126,18 @@ int jb_is_space(unsigned char c);
 cmf_status jb_map_case(jv s, int mode, jv *out);
 cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out);
 const char *jb_find_sub(const char *h, size_t hn, const char *n, size_t nn);
-cmf_status jb_split(const jnode *at, jv s, const jv *sep, const jv *maxsplit, jv *out);
-cmf_status jb_replace(const jnode *at, jv s, const jv *old, const jv *new_, const jv *count, jv *out);
+/* str.split / str.replace: the pieces of split count against the list-items budget (c->items); replace's result
+ * keeps the string size limit while it is built. */
+cmf_status jb_split(jctx *c, const jnode *at, jv s, const jv *sep, const jv *maxsplit, jv *out);
+cmf_status jb_replace(jctx *c, const jnode *at, jv s, const jv *old, const jv *new_, const jv *count, jv *out);
 int jb_prefix_match(jv s, jv prefix, int suffix);
-cmf_status jb_to_list(const jnode *at, jv v, jv *out);
+/* list(v): a list as is (a tuple copied), a dict's keys, a string's characters (which count against the list-items
+ * budget: 'x' * 16000000 | list made 16 million strings), undefined: []; others are an error. */
+cmf_status jb_to_list(jctx *c, const jnode *at, jv v, jv *out);
+/* What the list-items budget counts, for its sandbox error. */
+#define JINJA_ITEMS_WHAT "list items made by range(), +, *, list() and split()"
+/* Charges n list items against c->items (lim.max_iterations); the sandbox error when that is spent. */
+cmf_status jinja_charge_items(jctx *c, const jnode *at, size_t n);
 cmf_status jb_dict_items(jv d, jv *out);
 cmf_status jb_attr_path(jctx *c, const jnode *at, jv v, const char *path, jv *out);
 cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *arg, int *r);

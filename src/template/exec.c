@@ -21,8 +21,9 @@ struct cmf_template {
 #define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
 
 /* Items of a value as a for loop sees them (owned list): list items, dict keys, string characters. */
-static cmf_status iter_items(const jnode *at, jv v, jv *out) {
+static cmf_status iter_items(jctx *c, const jnode *at, jv v, jv *out) {
     if (v.k == JV_LIST) { *out = jv_retain(v); return CMF_OK; }
+    if (v.k == JV_STR) TRY(jinja_charge_items(c, at, utf8_count(v.u.s->s, v.u.s->len))); /* one string per char */
     jv l = jv_list_new(0);
     if (jv_is_oom(l)) return NOMEM();
     if (v.k == JV_DICT || v.k == JV_NS) {
@@ -90,7 +91,7 @@ static cmf_status set_loop_var(jframe *fr, jv items, size_t i, int depth, jv *lo
  * loop: one more than the caller's), its body run in frames under `f`. */
 static cmf_status exec_for_over(jctx *c, jframe *f, const jnode *n, jv src, int depth) {
     jv all, items = jv_undef(NULL);
-    TRY(iter_items(n->a, src, &all));
+    TRY(iter_items(c, n->a, src, &all));
     cmf_status st = CMF_OK;
     if (n->b) { /* `for x in y if cond`: filter first, so loop.length counts what remains */
         items = jv_list_new(0);

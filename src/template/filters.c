@@ -34,7 +34,7 @@ static cmf_status item_key(jctx *c, const jnode *at, jv item, const jv *attr, jv
 /* select / reject / selectattr / rejectattr. */
 static cmf_status select_items(jctx *c, const jnode *at, jv in, const jargs *a, int by_attr, int keep, jv *out) {
     jv items;
-    TRY(jb_to_list(at, in, &items));
+    TRY(jb_to_list(c, at, in, &items));
     size_t ti = by_attr ? 1 : 0;
     const jv *attr = by_attr ? jargs_get(a, 0, NULL) : NULL, *tname = jargs_get(a, (int)ti, NULL);
     const jv *targ = jargs_get(a, (int)ti + 1, NULL);
@@ -59,7 +59,7 @@ static cmf_status select_items(jctx *c, const jnode *at, jv in, const jargs *a, 
 
 static cmf_status map_items(jctx *c, const jnode *at, jv in, const jargs *a, jv *out) {
     jv items;
-    TRY(jb_to_list(at, in, &items));
+    TRY(jb_to_list(c, at, in, &items));
     const jv *attr = jargs_get(a, -1, "attribute"), *def = jargs_get(a, -1, "default"), *fname = jargs_get(a, 0, NULL);
     if (!attr && (!fname || fname->k != JV_STR)) { jv_release(items); return jinja_rt_err(at, "map needs attribute= or a filter name"); }
     jargs rest = {.pos = a->npos > 1 ? a->pos + 1 : NULL, .npos = a->npos > 1 ? a->npos - 1 : 0};
@@ -105,7 +105,7 @@ static int msort(jctx *c, sort_ent *v, sort_ent *tmp, size_t n, int ci, int rev)
 
 static cmf_status sort_items(jctx *c, const jnode *at, jv in, const jargs *a, int unique, jv *out) {
     jv items;
-    TRY(jb_to_list(at, in, &items));
+    TRY(jb_to_list(c, at, in, &items));
     const jv *rev = unique ? NULL : jargs_get(a, 0, "reverse"), *cs = jargs_get(a, unique ? 0 : 1, "case_sensitive");
     const jv *attr = jargs_get(a, unique ? 1 : 2, "attribute");
     int ci = !(cs && jv_truthy(*cs));
@@ -176,7 +176,7 @@ static cmf_status indent(jctx *c, const jnode *at, jv in, const jargs *a, jv *ou
 
 static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, jv *out) {
     jv items;
-    TRY(jb_to_list(at, in, &items));
+    TRY(jb_to_list(c, at, in, &items));
     const jv *attr = jargs_get(a, name[1] == 'u' ? 0 : 1, "attribute");
     cmf_status st = CMF_OK;
     if (name[1] == 'u') { /* sum(attribute=None, start=0) */
@@ -260,7 +260,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "string")) return to_string(c, at, in, out);
     if (!strcmp(f, "safe")) { *out = jv_retain(in); return CMF_OK; }
     if (!strcmp(f, "escape") || !strcmp(f, "e")) return html_escape(c, at, in, out);
-    if (!strcmp(f, "list")) return jb_to_list(at, in, out);
+    if (!strcmp(f, "list")) return jb_to_list(c, at, in, out);
     if (!strcmp(f, "items")) {
         if (in.k != JV_DICT) return jinja_rt_err(at, "filter 'items' needs a mapping, got '%s'", jv_kind_name(in));
         return jb_dict_items(in, out);
@@ -277,7 +277,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     }
     if (!strcmp(f, "join")) {
         jv items;
-        TRY(jb_to_list(at, in, &items));
+        TRY(jb_to_list(c, at, in, &items));
         const jv *sep = jargs_get(a, 0, "d"), *attr = jargs_get(a, 1, "attribute");
         jbuf b = {.limit = c->lim.max_output};
         cmf_status st = CMF_OK;
@@ -295,7 +295,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     }
     if (!strcmp(f, "first") || !strcmp(f, "last")) {
         jv items;
-        TRY(jb_to_list(at, in, &items));
+        TRY(jb_to_list(c, at, in, &items));
         size_t n = items.u.l->n;
         *out = n ? jv_retain(items.u.l->v[f[0] == 'f' ? 0 : n - 1]) : jv_undef(NULL);
         jv_release(items);
@@ -304,14 +304,14 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "reverse")) {
         if (in.k == JV_STR) {
             jv l;
-            TRY(jb_to_list(at, in, &l));
+            TRY(jb_to_list(c, at, in, &l));
             jbuf b = {0};
             for (size_t i = l.u.l->n; i-- > 0;) jbuf_put(&b, l.u.l->v[i].u.s->s, l.u.l->v[i].u.s->len);
             jv_release(l);
             return jb_ret_buf(out, &b);
         }
         jv l;
-        TRY(jb_to_list(at, in, &l));
+        TRY(jb_to_list(c, at, in, &l));
         jv r = jv_list_new(l.u.l->n);
         if (jv_is_oom(r)) { jv_release(l); return NOMEM(); }
         for (size_t i = l.u.l->n; i-- > 0;) jv_list_push(r, jv_retain(l.u.l->v[i]));
@@ -355,7 +355,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     }
     if (!strcmp(f, "batch")) {
         jv items;
-        TRY(jb_to_list(at, in, &items));
+        TRY(jb_to_list(c, at, in, &items));
         if (!a0 || a0->k != JV_INT || a0->u.i <= 0) { jv_release(items); return jinja_rt_err(at, "batch needs a positive size"); }
         const jv *fill = jargs_get(a, 1, "fill_with");
         jv r = jv_list_new(0), cur = jv_undef(NULL);
@@ -385,10 +385,10 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         else if (!strcmp(f, "title")) st = jb_map_case(s, CASE_JTITLE, out);
         else if (!strcmp(f, "capitalize")) st = jb_map_case(s, CASE_CAPITALIZE, out);
         else if (!strcmp(f, "center")) st = jinja_filter_center(c, at, s, a, out);
-        else if (!strcmp(f, "replace")) st = jb_replace(at, s, a0, jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
+        else if (!strcmp(f, "replace")) st = jb_replace(c, at, s, a0, jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
         else {
             jv parts;
-            st = jb_split(at, s, NULL, NULL, &parts);
+            st = jb_split(c, at, s, NULL, NULL, &parts);
             if (!st) { *out = jv_int((int64_t)parts.u.l->n); jv_release(parts); }
         }
         jv_release(s);

@@ -156,9 +156,18 @@ static void review8(void) {
 
     /* recursive loops are bounded by the macro depth; list * int by the list-items budget */
     expect_err("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}", CMF_E_UNSUPPORTED, "macro call depth");
-    expect_err("{{ ([1, 2] * 1000000000) | length }}", CMF_E_UNSUPPORTED, "list items made by range(), + and *");
+    expect_err("{{ ([1, 2] * 1000000000) | length }}", CMF_E_UNSUPPORTED, "list items made by range(), +, *, list() and split()");
     expect_err("{% set ns = namespace(l=[1]) %}{% for i in range(64) %}{% set ns.l = ns.l * 2 %}{% endfor %}",
                CMF_E_UNSUPPORTED, "list items made");
+    /* a string's characters and split pieces count as list items; replace keeps the size limit while it builds */
+    expect_err_lim("{% set s = 'x' * 20000 %}{% for ch in s %}{% endfor %}", &small, CMF_E_UNSUPPORTED, "list items made");
+    expect_err_lim("{{ ('x' * 20000) | list | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
+    expect_err_lim("{{ ('x ' * 20000).split() | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
+    expect_err_lim("{{ ('x,' * 20000).split(',') | length }} {{ ('x ' * 20000) | wordcount }}", &small, CMF_E_UNSUPPORTED,
+                   "list items made");
+    expect_out("{{ ('x,' * 2000).split(',') | length }} {{ ('ab' * 3000) | list | length }}", "2001 6000");
+    expect_err("{{ ('a' * 16000000).replace('a', 'b' * 16000000) | length }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err("{{ ('a' * 4000) | replace('', 'b' * 8000) | length }}", CMF_E_UNSUPPORTED, "string size");
     expect_err("{{ '%999999999s' % 'x' }}", CMF_E_UNSUPPORTED, "string size");
     expect_err("{{ 'x' | center(999999999) }}", CMF_E_UNSUPPORTED, "string size");
     /* a loop object kept past its loop is not callable */
