@@ -197,6 +197,8 @@ FEATURES = [
                    "{{ s.count('l') }}|{{ '-'.join(['a', 'b']) }}|{{ u.split('ö')[0] }}", V),
     ("method/strip_unicode", "{{ 'é'.strip('\\xa9') }}|{{ 'ééxé©'.rstrip('é©') }}|{{ '©©aé'.lstrip('©') }}|"
                              "{{ '«x»' | trim('«»') }}|{{ '日本日' .strip('日') }}", {}),
+    ("filter/str_chars", "{{ 'héllo' | first }}{{ 'héllo' | last }}{{ '日本' | last }}{{ '' | first is defined }}|"
+                         "{{ 'añb€😀' | reverse }}|{{ 'a-b c_d, é9 ½ x.y' | wordcount }}|{{ '' | wordcount }}|{{ '  ' | wordcount }}", {}),
     ("stmt/for_loop", "{% for x in l %}{{ loop.index }}{{ loop.index0 }}{{ loop.revindex }}{{ loop.revindex0 }}"
                       "{{ loop.first }}{{ loop.last }}{{ loop.length }}[{{ loop.previtem }}|{{ loop.nextitem }}];"
                       "{% endfor %}", V),

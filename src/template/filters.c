@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <utf8proc.h>
+
 #include "template/eval.h"
 #include "util/error.h"
 
@@ -214,6 +216,26 @@ static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in,
     return CMF_OK;
 }
 
+/* jinja2's wordcount: the number of runs of \\w (Python: letters, numbers, '_'). */
+static int64_t word_count(jv s) {
+    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s.u.s->s;
+    utf8proc_ssize_t n = (utf8proc_ssize_t)s.u.s->len, i = 0;
+    int64_t words = 0;
+    int in_word = 0;
+    while (i < n) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t k = utf8proc_iterate(p + i, n - i, &cp);
+        if (k <= 0) { k = 1; cp = -1; }
+        utf8proc_category_t cat = cp < 0 ? UTF8PROC_CATEGORY_CN : utf8proc_category(cp);
+        int w = cp == '_' || (cat >= UTF8PROC_CATEGORY_LU && cat <= UTF8PROC_CATEGORY_LO) ||
+                (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+        if (w && !in_word) words++;
+        in_word = w;
+        i += k;
+    }
+    return words;
+}
+
 static cmf_status html_escape(jctx *c, const jnode *at, jv in, jv *out) {
     jv s;
     TRY(to_string(c, at, in, &s));
@@ -293,6 +315,13 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         if (st) { jbuf_free(&b); return st; }
         return jb_ret_buf(out, &b);
     }
+    if ((!strcmp(f, "first") || !strcmp(f, "last")) && in.k == JV_STR) { /* a character, without listing them all */
+        size_t n = in.u.s->len, b = 0, e = n;
+        if (n == 0) { *out = jv_undef(NULL); return CMF_OK; }
+        if (f[0] == 'f') e = utf8_offset(in.u.s->s, n, 1);
+        else for (b = n - 1; b > 0 && ((unsigned char)in.u.s->s[b] & 0xC0) == 0x80 && n - b < 4; b--) {}
+        return jb_ret_str(out, in.u.s->s + b, e - b);
+    }
     if (!strcmp(f, "first") || !strcmp(f, "last")) {
         jv items;
         TRY(jb_to_list(c, at, in, &items));
@@ -302,12 +331,16 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         return CMF_OK;
     }
     if (!strcmp(f, "reverse")) {
-        if (in.k == JV_STR) {
-            jv l;
-            TRY(jb_to_list(c, at, in, &l));
+        if (in.k == JV_STR) { /* by code point, from the end */
+            const char *p = in.u.s->s;
+            size_t e = in.u.s->len;
             jbuf b = {0};
-            for (size_t i = l.u.l->n; i-- > 0;) jbuf_put(&b, l.u.l->v[i].u.s->s, l.u.l->v[i].u.s->len);
-            jv_release(l);
+            while (e > 0) {
+                size_t q = e - 1;
+                while (q > 0 && ((unsigned char)p[q] & 0xC0) == 0x80 && e - q < 4) q--;
+                jbuf_put(&b, p + q, e - q);
+                e = q;
+            }
             return jb_ret_buf(out, &b);
         }
         jv l;
@@ -386,11 +419,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         else if (!strcmp(f, "capitalize")) st = jb_map_case(s, CASE_CAPITALIZE, out);
         else if (!strcmp(f, "center")) st = jinja_filter_center(c, at, s, a, out);
         else if (!strcmp(f, "replace")) st = jb_replace(c, at, s, a0, jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
-        else {
-            jv parts;
-            st = jb_split(c, at, s, NULL, NULL, &parts);
-            if (!st) { *out = jv_int((int64_t)parts.u.l->n); jv_release(parts); }
-        }
+        else *out = jv_int(word_count(s)), st = CMF_OK;
         jv_release(s);
         return st;
     }
