@@ -92,8 +92,6 @@ cmf_status jinja_limit_err(const jnode *at, const char *what, size_t lim);
 
 /* The method name of loop.cycle (bound to the iteration's index0). */
 #define JINJA_LOOP_CYCLE "loop.cycle"
-/* 1 when `v` is the loop object of an iteration of an active recursive loop (calling it runs loop(items)). */
-int jinja_is_loop(const jctx *c, jv v);
 /* loop(items) in a recursive for loop (exec.c): renders the loop body over items one level deeper, the text as a
  * new string in *out. Errors: not a recursive loop's object, not one argument, the macro depth limit. */
 cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv *out);

@@ -143,12 +143,6 @@ static cmf_status exec_for(jctx *c, jframe *f, const jnode *n) {
     return st;
 }
 
-int jinja_is_loop(const jctx *c, jv v) {
-    for (const jrloop *r = c->rloops; v.k == JV_DICT && r; r = r->up)
-        if (r->cur == v.u.d) return 1;
-    return 0;
-}
-
 cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv *out) {
     const jrloop *r = c->rloops;
     while (r && (loop.k != JV_DICT || r->cur != loop.u.d)) r = r->up;
