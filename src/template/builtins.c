@@ -331,6 +331,7 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
         } else {
             int cmp = jinja_compare(c, v, *arg, 0, &err);
             if (err == 2) return jinja_walk_err(c, at);
+            if (err == 3) return jinja_deep_err(at);
             if (!strcmp(name, "lt") || !strcmp(name, "<") || !strcmp(name, "lessthan")) *r = cmp < 0;
             else if (!strcmp(name, "gt") || !strcmp(name, ">") || !strcmp(name, "greaterthan")) *r = cmp > 0;
             else if (!strcmp(name, "le") || !strcmp(name, "<=")) *r = cmp <= 0;
@@ -422,7 +423,8 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
             jv_to_str(&b, items.u.l->v[i]);
         }
         jv_release(items);
-        if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
+        cmf_status st = jinja_buf_status(c, at, &b, "string size");
+        if (st) { jbuf_free(&b); return st; }
         return jb_ret_buf(out, &b);
     }
     return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown str method '%s'", at->line, at->col, m);
@@ -536,8 +538,9 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
     }
     case G_RAISE: {
         const jv *m = jargs_get(a, 0, NULL);
-        jbuf b = {0};
+        jbuf b = {.limit = 4096}; /* (the message of an error; a value holding one list many times stops here) */
         if (m) jv_to_str(&b, *m);
+        if (b.deep) { jbuf_free(&b); return jinja_deep_err(at); }
         cmf_status st = cmf_err(CMF_E_ARG, "%s", b.p ? b.p : "");
         jbuf_free(&b);
         return st;

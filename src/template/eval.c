@@ -79,7 +79,8 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         jbuf buf = {.limit = c->lim.max_output};
         jv_to_str(&buf, a);
         jv_to_str(&buf, b);
-        if (buf.over) { jbuf_free(&buf); return jinja_limit_err(n, "string size", c->lim.max_output); }
+        cmf_status st = jinja_buf_status(c, n, &buf, "string size");
+        if (st) { jbuf_free(&buf); return st; }
         *out = jv_strn(buf.p ? buf.p : "", buf.n);
         jbuf_free(&buf);
         return jv_is_oom(*out) ? NOMEM() : CMF_OK;
@@ -188,8 +189,20 @@ cmf_status jinja_walk_err(jctx *c, const jnode *at) {
     return jinja_limit_err(at, "value comparison steps (==, in, sort)", JINJA_WALK_STEPS(c->lim));
 }
 
+cmf_status jinja_deep_err(const jnode *at) {
+    return jinja_rt_err(at, "maximum recursion depth exceeded: a value nested more than %d levels deep", JV_MAX_DEPTH);
+}
+
+cmf_status jinja_buf_status(jctx *c, const jnode *at, const jbuf *b, const char *what) {
+    if (b->deep) return jinja_deep_err(at);
+    if (b->over) return jinja_limit_err(at, what, c->lim.max_output);
+    if (b->oom) return NOMEM();
+    return CMF_OK;
+}
+
 cmf_status jinja_equal(jctx *c, const jnode *at, jv a, jv b, int *eq) {
     int r = jv_equal(a, b, &c->steps);
+    if (r == -2) return jinja_deep_err(at);
     if (r < 0) return jinja_walk_err(c, at);
     *eq = r;
     return CMF_OK;
@@ -205,7 +218,7 @@ static int contains(jctx *c, jv hay, jv needle, int *err) {
     if (hay.k == JV_LIST) {
         for (size_t i = 0; i < hay.u.l->n; i++) {
             int r = jv_equal(hay.u.l->v[i], needle, &c->steps);
-            if (r < 0) *err = 2;
+            if (r < 0) *err = r == -2 ? 3 : 2;
             if (r) return r > 0;
         }
         return 0;
@@ -219,9 +232,10 @@ static int contains(jctx *c, jv hay, jv needle, int *err) {
     return 0;
 }
 
-int jinja_compare(jctx *c, jv a, jv b, int ci, int *err) {
+static int compare_at(jctx *c, jv a, jv b, int ci, int *err, int depth) {
     *err = 0;
     if (c->steps == 0) { *err = 2; return 0; }
+    if (depth > JV_MAX_DEPTH) { *err = 3; return 0; }
     c->steps--;
     if (jv_is_number(a) && jv_is_number(b)) {
         if (is_intlike(a) && is_intlike(b)) return (ival(a) > ival(b)) - (ival(a) < ival(b));
@@ -245,7 +259,7 @@ int jinja_compare(jctx *c, jv a, jv b, int ci, int *err) {
     }
     if (a.k == JV_LIST && b.k == JV_LIST) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-            int r = jinja_compare(c, a.u.l->v[i], b.u.l->v[i], ci, err);
+            int r = compare_at(c, a.u.l->v[i], b.u.l->v[i], ci, err, depth + 1);
             if (r || *err) return r;
         }
         return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
@@ -254,12 +268,14 @@ int jinja_compare(jctx *c, jv a, jv b, int ci, int *err) {
     return 0;
 }
 
+int jinja_compare(jctx *c, jv a, jv b, int ci, int *err) { return compare_at(c, a, b, ci, err, 0); }
+
 static cmf_status compare(jctx *c, const jnode *n, jv a, jv b, jv *out) {
     int err = 0, r = 0;
     switch (n->op) {
     case 'e': case 'n':
         r = jv_equal(a, b, &c->steps);
-        if (r < 0) err = 2;
+        if (r < 0) err = r == -2 ? 3 : 2;
         else if (n->op == 'n') r = !r;
         break;
     case 'i': r = contains(c, b, a, &err); break;
@@ -270,6 +286,7 @@ static cmf_status compare(jctx *c, const jnode *n, jv a, jv b, jv *out) {
     }
     }
     if (err == 2) return jinja_walk_err(c, n);
+    if (err == 3) return jinja_deep_err(n);
     if (err) {
         if (a.k == JV_UNDEF) return jinja_undef_err(n->a, a);
         if (b.k == JV_UNDEF) return jinja_undef_err(n->b, b);

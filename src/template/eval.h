@@ -106,11 +106,17 @@ cmf_status jinja_call_macro(jctx *c, const jnode *at, jv macro, const jargs *a, 
  * steps are spent. */
 cmf_status jinja_equal(jctx *c, const jnode *at, jv a, jv b, int *eq);
 /* Python ordering for sort/min/max: numbers with numbers, strings with strings (optionally case-folded), lists
- * item by item; sets *err = 1 for other pairs, *err = 2 once c->steps is spent (jinja_walk_err reports it).
+ * item by item; sets *err = 1 for other pairs, *err = 2 once c->steps is spent (jinja_walk_err reports it), 3 when
+ * nested deeper than JV_MAX_DEPTH (jinja_deep_err).
  * Returns <0, 0, >0. */
 int jinja_compare(jctx *c, jv a, jv b, int case_insensitive, int *err);
 /* The sandbox limit error of a spent value-walk budget. */
 cmf_status jinja_walk_err(jctx *c, const jnode *at);
+/* A walk met a value nested deeper than JV_MAX_DEPTH (CMF_E_FORMAT, Python's RecursionError). */
+cmf_status jinja_deep_err(const jnode *at);
+/* The error of a buffer a value was printed into: too deep, over its size limit (`what` names the limit), out of
+ * memory; CMF_OK when none. */
+cmf_status jinja_buf_status(jctx *c, const jnode *at, const jbuf *b, const char *what);
 /* obj.attr / obj[key] with Jinja's lookup rules; returns owned value (undefined when missing). */
 cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out);
 cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);

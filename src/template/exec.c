@@ -167,7 +167,12 @@ static cmf_status exec_set(jctx *c, jframe *f, const jnode *n) {
     cmf_status st;
     if (n->name) { /* set ns.attr = v */
         jv ns = jinja_lookup(c, f, n->names[0]);
+        int cyc = 0;
         if (ns.k != JV_NS) st = jinja_rt_err(n, "cannot assign attribute on non-namespace object '%s'", n->names[0]);
+        else if ((cyc = jv_reaches(v, ns.u.d, &c->steps)) == 1) /* reference counts never free a cycle */
+            st = jinja_rt_err(n, "a namespace cannot hold itself ('%s.%s' would reach '%s')", n->names[0], n->name, n->names[0]);
+        else if (cyc == -1) st = jinja_walk_err(c, n);
+        else if (cyc == -2) st = jinja_deep_err(n);
         else st = jv_dict_set(ns, n->name, strlen(n->name), jv_retain(v)) ? NOMEM() : CMF_OK;
         jv_release(ns);
     } else {
@@ -209,7 +214,8 @@ static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
         if (v.k == JV_STR) st = emit(c, n, v.u.s->s, v.u.s->len);
         else {
             jv_to_str(&tmp, v);
-            st = tmp.over ? jinja_limit_err(n, "output bytes", c->lim.max_output) : emit(c, n, tmp.p, tmp.n);
+            st = jinja_buf_status(c, n, &tmp, "output bytes");
+            if (!st) st = emit(c, n, tmp.p, tmp.n);
         }
         jbuf_free(&tmp);
         jv_release(v);
@@ -262,7 +268,8 @@ static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
         if (st) return st;
         jbuf tmp = {.limit = c->lim.max_output};
         jv_to_str(&tmp, v);
-        st = emit(c, n, tmp.p, tmp.n);
+        st = jinja_buf_status(c, n, &tmp, "output bytes");
+        if (!st) st = emit(c, n, tmp.p, tmp.n);
         jbuf_free(&tmp);
         jv_release(v);
         return st;

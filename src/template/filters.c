@@ -17,6 +17,7 @@
 static cmf_status to_string(jctx *c, const jnode *at, jv in, jv *s) {
     int over;
     *s = jv_stringify(in, c->lim.max_output, &over);
+    if (over == 2) return jinja_deep_err(at);
     if (over) return jinja_limit_err(at, "string size", c->lim.max_output);
     return jv_is_oom(*s) ? NOMEM() : CMF_OK;
 }
@@ -86,7 +87,7 @@ static cmf_status map_items(jctx *c, const jnode *at, jv in, const jargs *a, jv 
 typedef struct sort_ent { jv key, item; } sort_ent;
 
 /* Stable merge sort of items by key (Python's sorted is stable). Returns 0, -1 when keys are not comparable, -2 when
- * the value-walk budget is spent. */
+ * the value-walk budget is spent, -3 when keys are nested too deeply. */
 static int msort(jctx *c, sort_ent *v, sort_ent *tmp, size_t n, int ci, int rev) {
     if (n < 2) return 0;
     size_t h = n / 2;
@@ -127,8 +128,8 @@ static cmf_status sort_items(jctx *c, const jnode *at, jv in, const jargs *a, in
             for (size_t j = 0; j < i && !dup && !st; j++) { /* quadratic, each pair a step of the walk budget */
                 int err = 0;
                 if (v[i].key.k == JV_STR && v[j].key.k == JV_STR) dup = jinja_compare(c, v[i].key, v[j].key, ci, &err) == 0;
-                else if ((dup = jv_equal(v[i].key, v[j].key, &c->steps)) < 0) err = 2;
-                if (err) st = jinja_walk_err(c, at);
+                else if ((dup = jv_equal(v[i].key, v[j].key, &c->steps)) < 0) err = dup == -2 ? 3 : 2;
+                if (err) st = err == 3 ? jinja_deep_err(at) : jinja_walk_err(c, at);
             }
             if (st) break;
             if (!dup) jv_list_push(r, jv_retain(v[i].item));
@@ -136,6 +137,7 @@ static cmf_status sort_items(jctx *c, const jnode *at, jv in, const jargs *a, in
     } else if (!st) {
         int e = msort(c, v, tmp, n, ci, rev && jv_truthy(*rev));
         if (e == -2) st = jinja_walk_err(c, at);
+        else if (e == -3) st = jinja_deep_err(at);
         else if (e) st = jinja_rt_err(at, "sort: values cannot be compared");
         for (size_t i = 0; !st && i < n; i++) jv_list_push(r, jv_retain(v[i].item));
     }
@@ -205,6 +207,7 @@ static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in,
         if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
         int err = 0, cmp = best.k == JV_UNDEF ? want : jinja_compare(c, k, bestk, ci, &err);
         if (err == 2) st = jinja_walk_err(c, at);
+        else if (err == 3) st = jinja_deep_err(at);
         else if (err) st = jinja_rt_err(at, "%s: values cannot be compared", name);
         if (!st && cmp * want > 0) { jv_release(bestk); jv_release(best); bestk = k; best = jv_retain(items.u.l->v[i]); }
         else jv_release(k);
@@ -311,7 +314,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
             jv_release(k);
         }
         jv_release(items);
-        if (!st && b.over) st = jinja_limit_err(at, "string size", c->lim.max_output);
+        if (!st) st = jinja_buf_status(c, at, &b, "string size");
         if (st) { jbuf_free(&b); return st; }
         return jb_ret_buf(out, &b);
     }

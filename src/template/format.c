@@ -280,7 +280,7 @@ static cmf_status fmt_text(jctx *c, const jnode *at, jbuf *b, const fspec *f, jv
     } else {
         jv_to_str(&t, arg);
     }
-    cmf_status st = t.over ? jinja_limit_err(at, "string size", c->lim.max_output) : t.oom ? NOMEM() : CMF_OK;
+    cmf_status st = jinja_buf_status(c, at, &t, "string size");
     if (!st) {
         const char *p = t.p ? t.p : "";
         size_t n = t.n, cp = utf8_count(p, n);
@@ -383,7 +383,8 @@ cmf_status jinja_filter_format(jctx *c, const jnode *at, jv in, const jargs *a, 
     if (args.k == JV_LIST) args.u.l->tuple = 1;
     int over;
     s = jv_stringify(in, c->lim.max_output, &over);
-    cmf_status st = over ? jinja_limit_err(at, "string size", c->lim.max_output) : jv_is_oom(s) ? NOMEM() : CMF_OK;
+    cmf_status st = over == 2 ? jinja_deep_err(at) : over ? jinja_limit_err(at, "string size", c->lim.max_output)
+                  : jv_is_oom(s) ? NOMEM() : CMF_OK;
     if (!st) st = jinja_percent_format(c, at, s, args, out);
     if (!over) jv_release(s);
     jv_release(args);

@@ -65,39 +65,70 @@ jv jv_retain(jv v) {
     return v;
 }
 
+/* Drops one reference; a container whose count reaches zero releases its items from a work list, not by recursion
+ * (freeing a list nested 300,000 deep recursed that deep). */
 void jv_release(jv v) {
-    switch (v.k) {
-    case JV_STR:
-        if (--v.u.s->rc == 0) free(v.u.s);
-        break;
-    case JV_LIST:
-        if (--v.u.l->rc == 0) {
-            for (size_t i = 0; i < v.u.l->n; i++) jv_release(v.u.l->v[i]);
-            free(v.u.l->v);
-            free(v.u.l);
+    jv stack[64], *st = stack; /* grows onto the heap for wide or deep values */
+    size_t n = 0, cap = 64;
+    for (;;) {
+        switch (v.k) {
+        case JV_STR:
+            if (--v.u.s->rc == 0) free(v.u.s);
+            break;
+        case JV_LIST: case JV_DICT: case JV_NS: {
+            int list = v.k == JV_LIST;
+            int *rc = list ? &v.u.l->rc : &v.u.d->rc;
+            if (--*rc != 0) break;
+            size_t cnt = list ? v.u.l->n : v.u.d->n;
+            jv *items = list ? v.u.l->v : v.u.d->v;
+            if (n + cnt > cap) {
+                size_t nc = cap * 2;
+                while (nc < n + cnt) nc *= 2;
+                jv *ns = st == stack ? malloc(nc * sizeof(jv)) : realloc(st, nc * sizeof(jv));
+                if (!ns) { /* no memory for the work list: release these items by recursion instead */
+                    for (size_t i = 0; i < cnt; i++) jv_release(items[i]);
+                    cnt = 0;
+                } else {
+                    if (st == stack) memcpy(ns, stack, n * sizeof(jv));
+                    st = ns;
+                    cap = nc;
+                }
+            }
+            for (size_t i = 0; i < cnt; i++) st[n++] = items[i];
+            if (list) {
+                free(v.u.l->v);
+                free(v.u.l);
+            } else {
+                for (size_t i = 0; i < v.u.d->n; i++) free(v.u.d->k[i]);
+                free(v.u.d->h);
+                free(v.u.d->k);
+                free(v.u.d->v);
+                free(v.u.d);
+            }
+            break;
         }
-        break;
-    case JV_DICT: case JV_NS:
-        if (--v.u.d->rc == 0) {
-            for (size_t i = 0; i < v.u.d->n; i++) { free(v.u.d->k[i]); jv_release(v.u.d->v[i]); }
-            free(v.u.d->h);
-            free(v.u.d->k);
-            free(v.u.d->v);
-            free(v.u.d);
+        case JV_MACRO:
+            if (--v.u.m->rc == 0) { jv_release(v.u.m->caller); free(v.u.m); }
+            break;
+        case JV_METHOD:
+            if (--v.u.meth->rc == 0) { jv_release(v.u.meth->self); free(v.u.meth); }
+            break;
+        default: break;
         }
-        break;
-    case JV_MACRO:
-        if (--v.u.m->rc == 0) { jv_release(v.u.m->caller); free(v.u.m); }
-        break;
-    case JV_METHOD:
-        if (--v.u.meth->rc == 0) { jv_release(v.u.meth->self); free(v.u.meth); }
-        break;
-    default: break;
+        if (n == 0) break;
+        v = st[--n];
     }
+    if (st != stack) free(st);
+}
+
+/* Whether v is, or may hold, a namespace (the cycle check's filter). */
+static int may_hold_ns(jv v) {
+    return v.k == JV_NS || v.k == JV_METHOD || (v.k == JV_LIST && v.u.l->has_ns) || (v.k == JV_DICT && v.u.d->has_ns);
 }
 
 int jv_list_push(jv lv, jv item) {
     jv_list *l = lv.u.l;
+    if (may_hold_ns(item)) l->has_ns = 1;
     if (l->n == l->cap) {
         size_t nc = l->cap ? l->cap * 2 : 8;
         jv *nv = realloc(l->v, nc * sizeof(jv));
@@ -152,6 +183,7 @@ const jv *jv_dict_get(jv dv, const char *key, size_t klen) {
 
 int jv_dict_set(jv dv, const char *key, size_t klen, jv val) {
     jv_dict *d = dv.u.d;
+    if (may_hold_ns(val)) d->has_ns = 1;
     jv *slot = (jv *)jv_dict_get(dv, key, klen);
     if (slot) { jv_release(*slot); *slot = val; return 0; }
     if (d->n == d->cap) {
@@ -204,8 +236,9 @@ double jv_num(jv v) {
     return v.k == JV_FLOAT ? v.u.f : v.k == JV_INT ? (double)v.u.i : v.k == JV_BOOL ? v.u.b : 0.0;
 }
 
-int jv_equal(jv a, jv b, size_t *steps) {
+static int equal_at(jv a, jv b, size_t *steps, int depth) {
     if (*steps == 0) return -1;
+    if (depth > JV_MAX_DEPTH) return -2;
     (*steps)--;
     if (jv_is_number(a) && jv_is_number(b)) {
         if (a.k != JV_FLOAT && b.k != JV_FLOAT) {
@@ -228,7 +261,7 @@ int jv_equal(jv a, jv b, size_t *steps) {
     case JV_LIST:
         if (a.u.l->n != b.u.l->n) return 0;
         for (size_t i = 0; i < a.u.l->n; i++) {
-            int r = jv_equal(a.u.l->v[i], b.u.l->v[i], steps);
+            int r = equal_at(a.u.l->v[i], b.u.l->v[i], steps, depth + 1);
             if (r != 1) return r;
         }
         return 1;
@@ -237,7 +270,7 @@ int jv_equal(jv a, jv b, size_t *steps) {
         for (size_t i = 0; i < a.u.d->n; i++) {
             const jv *o = jv_dict_get(b, a.u.d->k[i]->s, a.u.d->k[i]->len);
             if (!o) return 0;
-            int r = jv_equal(a.u.d->v[i], *o, steps);
+            int r = equal_at(a.u.d->v[i], *o, steps, depth + 1);
             if (r != 1) return r;
         }
         return 1;
@@ -247,6 +280,25 @@ int jv_equal(jv a, jv b, size_t *steps) {
     default: return 0;
     }
 }
+
+int jv_equal(jv a, jv b, size_t *steps) { return equal_at(a, b, steps, 0); }
+
+static int reaches_at(jv v, const jv_dict *target, size_t *steps, int depth) {
+    if (*steps == 0) return -1;
+    (*steps)--;
+    if (depth > JV_MAX_DEPTH) return -2;
+    if ((v.k == JV_DICT || v.k == JV_NS) && v.u.d == target) return 1;
+    if (!may_hold_ns(v) && !(v.k == JV_NS && v.u.d->has_ns)) return 0; /* nothing below can be a namespace */
+    size_t cnt = v.k == JV_LIST ? v.u.l->n : v.k == JV_DICT || v.k == JV_NS ? v.u.d->n : 0;
+    for (size_t i = 0; i < cnt; i++) {
+        int r = reaches_at(v.k == JV_LIST ? v.u.l->v[i] : v.u.d->v[i], target, steps, depth + 1);
+        if (r) return r;
+    }
+    if (v.k == JV_METHOD) return reaches_at(v.u.meth->self, target, steps, depth + 1);
+    return 0;
+}
+
+int jv_reaches(jv v, const jv_dict *target, size_t *steps) { return reaches_at(v, target, steps, 0); }
 
 const char *jv_kind_name(jv v) {
     static const char *names[] = {"undefined", "NoneType", "bool",      "int",      "float",  "str",
@@ -333,16 +385,23 @@ static void put_str_repr(jbuf *b, const char *s, size_t n) {
     jbuf_put(b, &q, 1);
 }
 
-void jv_repr(jbuf *b, jv v) {
+static void repr_at(jbuf *b, jv v, int depth);
+static void to_str_at(jbuf *b, jv v, int depth);
+
+void jv_repr(jbuf *b, jv v) { repr_at(b, v, 0); }
+void jv_to_str(jbuf *b, jv v) { to_str_at(b, v, 0); }
+
+static void repr_at(jbuf *b, jv v, int depth) {
     char tmp[32];
     if (b->over || b->oom) return; /* nothing more gets in: a list that holds one list many times is not walked on */
+    if (depth > JV_MAX_DEPTH) { b->deep = b->over = 1; return; }
     switch (v.k) {
     case JV_STR: put_str_repr(b, v.u.s->s, v.u.s->len); break;
     case JV_LIST:
         jbuf_put(b, v.u.l->tuple ? "(" : "[", 1);
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_put(b, ", ", 2);
-            jv_repr(b, v.u.l->v[i]);
+            repr_at(b, v.u.l->v[i], depth + 1);
         }
         if (v.u.l->tuple && v.u.l->n == 1) jbuf_put(b, ",", 1);
         jbuf_put(b, v.u.l->tuple ? ")" : "]", 1);
@@ -353,18 +412,18 @@ void jv_repr(jbuf *b, jv v) {
             if (i) jbuf_put(b, ", ", 2);
             put_str_repr(b, v.u.d->k[i]->s, v.u.d->k[i]->len);
             jbuf_put(b, ": ", 2);
-            jv_repr(b, v.u.d->v[i]);
+            repr_at(b, v.u.d->v[i], depth + 1);
         }
         jbuf_put(b, "}", 1);
         break;
     case JV_NS: jbuf_puts(b, "<Namespace>"); break;
     case JV_UNDEF: jbuf_puts(b, "Undefined"); break;
     case JV_INT: snprintf(tmp, sizeof(tmp), "%lld", (long long)v.u.i); jbuf_puts(b, tmp); break;
-    default: jv_to_str(b, v); break;
+    default: to_str_at(b, v, depth); break;
     }
 }
 
-void jv_to_str(jbuf *b, jv v) {
+static void to_str_at(jbuf *b, jv v, int depth) {
     switch (v.k) {
     case JV_UNDEF: break;
     case JV_NONE: jbuf_puts(b, "None"); break;
@@ -374,7 +433,7 @@ void jv_to_str(jbuf *b, jv v) {
     case JV_MACRO: jbuf_puts(b, "<Macro>"); break;
     case JV_FUNC: jbuf_puts(b, "<built-in function>"); break;
     case JV_METHOD: jbuf_puts(b, "<built-in method>"); break;
-    default: jv_repr(b, v); break;
+    default: repr_at(b, v, depth); break;
     }
 }
 
@@ -383,7 +442,7 @@ jv jv_stringify(jv v, size_t limit, int *over) {
     if (v.k == JV_STR) return jv_retain(v);
     jbuf b = {.limit = limit};
     jv_to_str(&b, v);
-    if (b.over) { jbuf_free(&b); *over = 1; return jv_none(); }
+    if (b.over) { jbuf_free(&b); *over = b.deep ? 2 : 1; return jv_none(); }
     if (b.oom) { jbuf_free(&b); return jv_undef(OOM_NAME); }
     jv r = jv_strn(b.p ? b.p : "", b.n);
     jbuf_free(&b);

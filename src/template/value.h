@@ -52,12 +52,15 @@ struct jv_str {
 };
 struct jv_list {
     int rc;
-    int tuple; /* printed as (a, b) */
+    int tuple;  /* printed as (a, b) */
+    int has_ns; /* an item is a namespace or a bound method, or holds one (kept by jv_list_push: the cycle check of
+                 * `set ns.x = v` walks only such values) */
     size_t n, cap;
     jv *v;
 };
 struct jv_dict {
     int rc;
+    int has_ns; /* as jv_list's, kept by jv_dict_set (it only grows: conservative after a value is replaced) */
     size_t n, cap;
     jv_str **k;
     jv *v;
@@ -103,9 +106,16 @@ const jv *jv_dict_get(jv d, const char *key, size_t klen);
 
 /* ---- Python semantics ---- */
 int jv_truthy(jv v);
+/* How deep the recursive walks (==, ordering, str()/repr(), the namespace cycle check) follow nested lists and
+ * dicts: deeper is an error, as Python's recursion limit makes it one (a list nested 300,000 deep, made in a loop,
+ * overflowed the C stack). */
+#define JV_MAX_DEPTH 1000
 /* Python's a == b. Each pair of values visited costs one of *steps (a list holding one list twice, 40 deep, is 2^40
- * pairs); returns 1 or 0, or -1 once *steps is spent (the caller reports the sandbox limit). */
+ * pairs); returns 1 or 0, -1 once *steps is spent, -2 when nested deeper than JV_MAX_DEPTH (the caller reports). */
 int jv_equal(jv a, jv b, size_t *steps);
+/* 1 when `target` (a namespace) is `v` or is reachable from v through lists, dicts and namespaces (set ns.x = v
+ * would make a cycle, which reference counting never frees), else 0; -1 once *steps is spent, -2 too deep. */
+int jv_reaches(jv v, const jv_dict *target, size_t *steps);
 int jv_is_number(jv v); /* bool, int or float (Python's bool is an int) */
 double jv_num(jv v);
 const char *jv_kind_name(jv v);
@@ -115,6 +125,7 @@ typedef struct jbuf {
     char *p;
     size_t n, cap, limit;
     int over, oom;
+    int deep; /* a value printed into it was nested deeper than JV_MAX_DEPTH (over is set too: writing stops) */
 } jbuf;
 void jbuf_put(jbuf *b, const char *s, size_t n);
 void jbuf_puts(jbuf *b, const char *s);
@@ -130,7 +141,7 @@ void jv_float_repr(jbuf *b, double f);
  * for a value JSON cannot hold (undefined, macro): *bad names its kind. */
 int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad);
 /* str(v) as a new string value, at most `limit` bytes (0: no limit); longer: *over = 1 and JV_NONE (the walk stops
- * there). Out of memory: the OOM Undefined (jv_is_oom). */
+ * there), nested deeper than JV_MAX_DEPTH: *over = 2 and JV_NONE. Out of memory: the OOM Undefined (jv_is_oom). */
 jv jv_stringify(jv v, size_t limit, int *over);
 
 /* Offset of the first byte of `s` (n bytes) that does not belong to a well-formed UTF-8 sequence (overlong forms,

@@ -154,6 +154,34 @@ static void review8(void) {
     CHECK(run("x", "{\"tools\":[{\"d\":\"\xed\xa0\x80\"}]}", NULL, &out) == CMF_E_FORMAT && !out); /* encoded surrogate */
     CHECK_MSG(strstr(cmf_last_error(), "tools[0].d is not valid UTF-8"), "%s", cmf_last_error());
 
+    /* a list nested 300,000 deep (one level per loop iteration) is made and freed without recursion; walks that
+     * follow one 3,000 deep stop at JV_MAX_DEPTH with Python's RecursionError text (they overflowed the C stack) */
+    {
+        const char *deep_ends[] = {"{{ ns.l }}", "{{ ns.l == ns.m }}", "{{ ns.l < ns.m }}", "{{ ns.l ~ '' }}",
+                                   "{{ [ns.l, ns.m] | sort | length }}", "{{ ns.l | string | length }}",
+                                   "{{ ns.l in [ns.m] }}", "{{ [ns.l, ns.m] | unique | list | length }}",
+                                   "{{ '%s' % [ns.l] }}", "{{ [ns.l] | join }}", "{% filter upper %}{{ ns.l }}{% endfilter %}",
+                                   "{{ raise_exception(ns.l) }}", "{{ ns.l | tojson }}"};
+        for (size_t k = 0; k < sizeof deep_ends / sizeof deep_ends[0]; k++) {
+            char src[512];
+            snprintf(src, sizeof src, "{%% set ns = namespace(l=[], m=[]) %%}{%% for i in range(3000) %%}"
+                                      "{%% set ns.l = [ns.l] %%}{%% set ns.m = [ns.m] %%}{%% endfor %%}%s", deep_ends[k]);
+            expect_err(src, CMF_E_FORMAT, k == 12 ? "not JSON serializable" : "maximum recursion depth exceeded");
+        }
+        expect_out("{% set ns = namespace(l=[]) %}{% for i in range(300000) %}{% set ns.l = [ns.l] %}{% endfor %}"
+                   "{{ ns.l | length }}{{ ns.l[0][0][0] | length }}", "11");
+    }
+    /* a namespace cannot hold itself, directly or through lists, dicts, other namespaces or a bound method
+     * (reference counting would never free the cycle; Python's collector does) */
+    expect_err("{% set ns = namespace(a=1) %}{% set ns.me = [1, {'x': ns}] %}", CMF_E_FORMAT,
+               "a namespace cannot hold itself ('ns.me' would reach 'ns')");
+    expect_err("{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}", CMF_E_FORMAT,
+               "'a.b' would reach 'a'");
+    expect_err("{% set cy = cycler(1, 2) %}{% set cy.f = cy.next %}", CMF_E_FORMAT, "cannot hold itself");
+    expect_out("{% set a = namespace(n=0) %}{% set b = namespace(a=a) %}{% set ns = namespace(l=[]) %}"
+               "{% for i in range(1000) %}{% set ns.l = ns.l + [b] %}{% set a.n = a.n + 1 %}{% endfor %}"
+               "{{ ns.l | length }} {{ ns.l[999].a.n }}", "1000 1000");
+
     /* recursive loops are bounded by the macro depth; list * int by the list-items budget */
     expect_err("{% for x in [1] recursive %}{{ loop([1]) }}{% endfor %}", CMF_E_UNSUPPORTED, "macro call depth");
     expect_err("{{ ([1, 2] * 1000000000) | length }}", CMF_E_UNSUPPORTED, "list items made by range(), +, *, list() and split()");
