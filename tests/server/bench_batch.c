@@ -8,7 +8,8 @@
  * Each session is prefilled with 8 distinct tokens, then runs `steps` greedy decode steps per n (the sessions are
  * truncated back to their prompt between the n values, so every n sees the same context lengths 8..8+steps).
  * Prints one line per n: ms per forward (the median step and the mean), aggregate tok/s by the median, and that
- * over the n = 1 rate; then the per-token costs of sampling and detokenizing in microseconds, and each product of
+ * over the n = 1 rate, and the caller thread's CPU time per forward (the median; with 1 thread the forward's own
+ * running time, robust to other processes' load); then the per-token costs of sampling and detokenizing in microseconds, and each product of
  * layer 0 and the head alone (cmf_matmul on the batch's pool, cpu backend; the best of 5 batches of calls) at n = 1
  * and at the largest n. Run under perf for the per-op split, e.g.
  *   perf record -g -- tests/server/bench_batch model.cmf 2 64 16 */
@@ -28,6 +29,14 @@ enum { MAX_SEQ = 64, PROMPT = 8 };
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* CPU time of the calling thread: with 1 thread the forward's own running time, which other processes' load on the
+ * machine does not stretch (they still share the caches and the memory bus). */
+static double thread_cpu(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
@@ -158,7 +167,8 @@ int main(int argc, char **argv) {
     int32_t next[MAX_SEQ], ids[MAX_SEQ];
     int32_t *gen = malloc((size_t)(steps > 0 ? steps : 1) * sizeof *gen); /* session 0's greedy tokens */
     double *step_t = malloc((size_t)(steps > 0 ? steps : 1) * sizeof *step_t);
-    if (!gen || !step_t) return 2;
+    double *step_c = malloc((size_t)(steps > 0 ? steps : 1) * sizeof *step_c); /* the caller's CPU time */
+    if (!gen || !step_t || !step_c) return 2;
     for (int i = 0; i < max_n; i++) {
         if (cmf_session_new(m, ctx, &sess[i]) != CMF_OK) return fail("session");
         int32_t prompt[PROMPT];
@@ -178,20 +188,22 @@ int main(int argc, char **argv) {
         double fwd = 0;
         for (int s = 0; s < steps; s++) {
             for (int i = 0; i < n; i++) ids[i] = next[i];
-            double t0 = now();
+            double t0 = now(), c0 = thread_cpu();
             if (cmf_batch_run(b, sess, ids, n) != CMF_OK) return fail("forward");
             step_t[s] = now() - t0;
+            step_c[s] = thread_cpu() - c0;
             fwd += step_t[s];
             for (int i = 0; i < n; i++) next[i] = cmf_argmax(cmf_session_logits(sess[i]), V);
             gen[s] = next[0];
         }
         /* the median step too: on a shared machine it moves less with other processes' bursts than the mean */
         qsort(step_t, (size_t)steps, sizeof *step_t, cmp_double);
+        qsort(step_c, (size_t)steps, sizeof *step_c, cmp_double);
         const double med = step_t[steps / 2], tps = n / med;
         if (n == 1) base = tps;
         printf("n %2d: %7.2f ms per forward (median; mean %.2f), %8.1f tok/s", n, 1e3 * med, 1e3 * fwd / steps, tps);
         if (base > 0) printf(", %.2fx the n=1 rate", tps / base);
-        printf("\n");
+        printf("; caller CPU %.2f ms (median)\n", 1e3 * step_c[steps / 2]);
     }
     int rc = 0;
     if (!(argc > 5 && !strcmp(argv[5], "forward"))) { /* `forward`: the forwards only */
@@ -203,5 +215,6 @@ int main(int argc, char **argv) {
     cmf_model_free(m);
     free(gen);
     free(step_t);
+    free(step_c);
     return rc;
 }

@@ -388,9 +388,14 @@ TGT void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int6
     const __m512 zero = _mm512_setzero_ps(), half = _mm512_set1_ps(0.5f), mhalf = _mm512_set1_ps(-0.5f);
     const __m512i lo = _mm512_set1_epi32(-127), hi = _mm512_set1_epi32(127);
     const __m512 absmask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    /* the arrays once: the int8 stores may alias a, which made every block reload its pointers */
+    int8_t *const aq = a->q;
+    float *const ad = a->d, *const adx = a->dx;
+    int32_t *const as = a->s, *const acx = a->cx;
+    const int64_t nb = a->nb;
     for (int64_t t = t0; t < t1; t++) {
         const float *xt = x + t * ldx;
-        for (int64_t b = 0; b < a->nb; b++) {
+        for (int64_t b = 0; b < nb; b++) {
             const int64_t c0 = 32 * b, m = cols - c0 < 32 ? cols - c0 : 32;
             const __mmask16 k0 = m >= 16 ? 0xffff : (__mmask16)((1u << m) - 1u);
             const __mmask16 k1 = m >= 32 ? 0xffff : m <= 16 ? 0 : (__mmask16)((1u << (m - 16)) - 1u);
@@ -411,15 +416,16 @@ TGT void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int6
             const __m512 r1 = _mm512_add_ps(y1, _mm512_mask_blend_ps(p1, mhalf, half));
             const __m512i q0 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(r0), lo), hi);
             const __m512i q1 = _mm512_min_epi32(_mm512_max_epi32(_mm512_cvttps_epi32(r1), lo), hi);
-            const int64_t o = t * a->nb + b;
+            const int64_t o = t * nb + b;
             const __m256i q8 = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm512_cvtepi32_epi8(q0)),
                                                        _mm512_cvtepi32_epi8(q1), 1);
-            _mm256_storeu_si256((__m256i *)(void *)(a->q + 32 * o), q8);
-            a->d[o] = d;
-            a->s[o] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-            _mm256_storeu_ps(a->dx + 8 * o, _mm256_set1_ps(d));
+            _mm256_storeu_si256((__m256i *)(void *)(aq + 32 * o), q8);
+            ad[o] = d;
+            as[o] = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+            if (!adx) continue; /* dx / cx not wanted (kern.h cmf_qact) */
+            _mm256_storeu_ps(adx + 8 * o, _mm256_set1_ps(d));
             const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm256_set1_epi8(1), q8);
-            _mm256_storeu_si256((__m256i *)(void *)(a->cx + 8 * o), _mm256_mullo_epi32(s4, _mm256_set1_epi32(-128)));
+            _mm256_storeu_si256((__m256i *)(void *)(acx + 8 * o), _mm256_mullo_epi32(s4, _mm256_set1_epi32(-128)));
         }
     }
 }

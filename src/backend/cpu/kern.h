@@ -30,7 +30,10 @@ enum { KERN_RB = 4, KERN_TB = 4, KERN_KB = 32 /* blocks of 32 columns per column
  * q: [n][nb*32] int8, zero-padded past cols; d: [n][nb] scales; s: [n][nb] sums of q;
  * dx: [n][nb*8] each d repeated 8 times (the per-lane scale vectors of the SIMD paths);
  * cx: [n][nb*8] lane k of block b = -128 * (sum of q[4k..4k+3]): the exact per-lane correction of a dot
- * product taken with weights stored as v + 128 (lane k then holds sum v*x over its 4 columns). */
+ * product taken with weights stored as v + 128 (lane k then holds sum v*x over its 4 columns).
+ * dx and cx may be NULL (both): the quantizers then skip them. matmul.c clears them for the repacked kernels (kern.h
+ * cmf_rp), which read only q, d and s: at a serve step's 16 tokens their 32 KB per product were written into the
+ * pool's shared buffer, line by line taken over from the other core that had read it in the previous product. */
 typedef struct cmf_qact {
     int64_t n, nb;
     int8_t *q;
@@ -194,23 +197,26 @@ typedef struct cmf_rp {
  * Prefill (n > KERN_GEMV_T): for groups g0 .. g0 + ng - 1 (ng 1 or 2; nr <= 16 * ng rows stored), blocks [b0, b0+kb)
  * and tokens t in [t0, t1), rows i < nr (out and bias point at the group's first row): the chain acc above continued
  * over those blocks from acc = 0 (first) or from out[t * ld_out + i] (a previous call's partial acc, stored raw);
- * when last (b0 + kb == nb) out = y (+ bias[i] when bias), else out = acc. NULL: no repacked path. */
+ * when last (b0 + kb == nb) out = y (+ bias[i] when bias), else out = acc. spf_lines > 0: the 64-byte lines
+ * [spf, spf + 64 * spf_lines) are prefetched into L2 during the call, spread over its blocks (other memory a
+ * compute-bound call can bring in meanwhile: matmul.c cmf_matmul_group_pf); a path may ignore them (AVX2, scalar
+ * do). NULL: no repacked path. */
 typedef void (*kern_rp_gemv)(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
                              int64_t ldy);
 typedef void (*kern_rp_gemm)(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                              int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
-                             int last);
+                             int last, const char *spf, int64_t spf_lines);
 /* The scalar reference of both (repack.c; also the scalar table's entries) and the SIMD ones (rp_avx512.c,
  * rp_avx2.c). */
 void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last, const char *spf, int64_t spf_lines);
 void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last, const char *spf, int64_t spf_lines);
 void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last, const char *spf, int64_t spf_lines);
 /* The q4tp layout a new copy gets (repack.c): sbytes 1 (ladder codes) when the active kernel path is AVX-512, else 4
  * (f32 rungs); cmf_rp_set_tp_layout(1 or 4) forces one for copies made after it (tests, bench A/B runs), 0 restores
  * the choice by path. Every path's kernels read both layouts (a copy outlives a path switch). Copies already made are

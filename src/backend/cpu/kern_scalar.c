@@ -50,7 +50,7 @@ static void quant_block(cmf_qact *a, int64_t vt, int64_t b, const float *v) {
     }
     a->d[vt * a->nb + b] = d;
     a->s[vt * a->nb + b] = sum;
-    for (int k = 0; k < 8; k++) {
+    for (int k = 0; k < 8 && a->dx; k++) { /* NULL: not wanted (kern.h cmf_qact) */
         a->dx[(vt * a->nb + b) * 8 + k] = d;
         a->cx[(vt * a->nb + b) * 8 + k] = -128 * (q[4 * k] + q[4 * k + 1] + q[4 * k + 2] + q[4 * k + 3]);
     }

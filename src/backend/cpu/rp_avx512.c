@@ -97,7 +97,8 @@ TGT_INLINE void tp_plane(const uint8_t *cd, int64_t nb, const float *RL, int64_t
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
 void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
+                        const char *spf, int64_t spf_lines);
 
 /* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches the gstride bytes from pf (stopping
  * at pf_end) as it goes, each 64-byte line once, spread evenly over the blocks (one prefetch per line: more of
@@ -200,7 +201,7 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
     } else if (rp->sbytes == 1) { /* q4tp rows of more than TP_NB blocks: the prefill kernel (the same chain) */
         for (int64_t k = 0; 16 * k < nrows; k++)
             cmf_rp_gemm_avx512(rp, g0 + k, 1, nrows - 16 * k < 16 ? (int)(nrows - 16 * k) : 16, 0, rp->nb, a, 0, nt,
-                               y + 16 * k, ldy, NULL, 1, 1);
+                               y + 16 * k, ldy, NULL, 1, 1, NULL, 0);
     } else {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 0);
@@ -215,8 +216,12 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
  * (24 of 32 zmm for R = 2, T = 6), the unpacked nibbles of one quarter (2R). */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
                    float *out, int64_t ldo, const float *bias, int first, int last, int64_t pfd, const float *scl,
-                   const int R, const int T, const int TP, const int Q8) {
+                   const char *sp, int64_t sl, const int R, const int T, const int TP, const int Q8) {
     const int64_t nb = a->nb;
+    /* the side lines [sp, sp + 64 sl) spread over the blocks: lines [l, l1) at block b, l1 = floor((b - b0 + 1) * sl
+     * / kb) kept as l1 + frac / kb (no division per block) */
+    const int64_t sstep = sl / kb, sfrac = sl % kb;
+    int64_t sln = 0, sl1 = 0, sfr = 0;
     const uint8_t *gp[2], *sc[2];
     for (int h = 0; h < R; h++) {
         gp[h] = rp->buf + (size_t)(g0 + h) * rp->gstride;
@@ -233,8 +238,13 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         for (int j = 0; j < T; j++)
             F[h][j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(k[h], out + (t0 + j) * ldo + 16 * h);
     const int64_t bw = Q8 ? 512 : 256; /* nibble (q8: int8) bytes per block and group */
-    const float *sp = scl;               /* q4tp: block b's rungs of group h at sp + h * TP_KB * 16 */
-    for (int64_t b = b0; b < b0 + kb; b++, sp += 16) {
+    const float *scp = scl;              /* q4tp: block b's rungs of group h at scp + h * TP_KB * 16 */
+    for (int64_t b = b0; b < b0 + kb; b++, scp += 16) {
+        if (sl) {
+            sl1 += sstep, sfr += sfrac;
+            if (sfr >= kb) sl1++, sfr -= kb;
+            for (; sln < sl1; sln++) _mm_prefetch(sp + 64 * sln, _MM_HINT_T1);
+        }
         if (pfd) /* the same blocks pfd bytes on: 4 (q8: 8) lines, half a line of scales (q8: none) */
             for (int h = 0; h < R; h++) {
                 const uint8_t *p = gp[h] + pfd + b * bw;
@@ -286,7 +296,7 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         }
         __m512 S[2];
         for (int h = 0; h < R; h++)
-            S[h] = TP == 1 ? _mm512_load_ps(sp + h * TP_KB * 16) : scales16(sc[h], b, TP == 4);
+            S[h] = TP == 1 ? _mm512_load_ps(scp + h * TP_KB * 16) : scales16(sc[h], b, TP == 4);
         for (int j = 0; j < T; j++) {
             const __m512 D = _mm512_set1_ps(a->d[(t0 + j) * nb + b]);
             for (int h = 0; h < R; h++)
@@ -308,23 +318,24 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
 
 #define RP_TOKENS(R, TP, Q8)                                                                                           \
     switch (t1 - t) {                                                                                                  \
-    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, R, 1, TP, Q8); break;                \
-    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, R, 2, TP, Q8); break;                \
-    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, R, 3, TP, Q8); break;                \
-    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, R, 4, TP, Q8); break;                \
-    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, R, 5, TP, Q8); break;                \
-    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, R, 6, TP, Q8); break;               \
+    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 1, TP, Q8); break;                \
+    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 2, TP, Q8); break;                \
+    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 3, TP, Q8); break;                \
+    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 4, TP, Q8); break;                \
+    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 5, TP, Q8); break;                \
+    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 6, TP, Q8); break;               \
     }
 
 TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                            int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
-                            int last) {
+                            int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
+                            const char *spf, int64_t spf_lines) {
     const int two = ng > 1 && nr > 16;
     if (rp->sbytes == 1 && !rp->q8 && kb > TP_KB) { /* q4tp: chunks of TP_KB blocks, the chain continued in out */
         for (int64_t c = b0; c < b0 + kb; c += TP_KB) {
             const int64_t n = b0 + kb - c < TP_KB ? b0 + kb - c : TP_KB;
+            const int64_t l0 = spf_lines * (c - b0) / kb, l1 = spf_lines * (c + n - b0) / kb; /* their share */
             cmf_rp_gemm_avx512(rp, g0, ng, nr, c, n, a, t0, t1, out, ld_out, bias, first && c == b0,
-                               last && c + n == b0 + kb);
+                               last && c + n == b0 + kb, spf ? spf + 64 * l0 : NULL, l1 - l0);
         }
         return;
     }
@@ -340,8 +351,13 @@ TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_
      * (2 groups on: the next one of this thread's run, matmul.c rp_runs_make). bench_batch random-q4_0 n = 16, 2
      * threads, same run (load 0.9): none 13.0-13.6 ms per forward, 2 groups on 11.5-12.0; 4 groups 12.0 */
     const int64_t pfd = t1 - t0 <= KERN_RP_FEW ? 2 * (int64_t)rp->gstride : 0;
+    const int64_t tiles = (t1 - t0 + 5) / 6;
     for (int64_t t = t0; t < t1; t += 6) {
         const int64_t pt = t == t0 ? pfd : 0;
+        /* this tile's share of the side lines (kern.h spf) */
+        const int64_t k = (t - t0) / 6, s0 = spf_lines * k / tiles, s1 = spf_lines * (k + 1) / tiles;
+        const char *tsp = spf ? spf + 64 * s0 : NULL;
+        const int64_t tsl = s1 - s0;
         if (rp->q8 && two)
             RP_TOKENS(2, 0, 1)
         else if (rp->q8)
