@@ -541,7 +541,15 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         jbuf b = {.limit = 4096}; /* (the message of an error; a value holding one list many times stops here) */
         if (m) jv_to_str(&b, *m);
         if (b.deep) { jbuf_free(&b); return jinja_deep_err(at); }
-        cmf_status st = cmf_err(CMF_E_ARG, "%s", b.p ? b.p : "");
+        /* the message is a C string: a NUL in it is written \x00, and an empty one says so (an error always has a
+         * message) */
+        jbuf m2 = {0};
+        for (size_t i = 0; i < b.n; i++) {
+            if (b.p[i]) jbuf_put(&m2, b.p + i, 1);
+            else jbuf_puts(&m2, "\\x00");
+        }
+        cmf_status st = cmf_err(CMF_E_ARG, "%s", m2.n ? m2.p : "raise_exception() with an empty message");
+        jbuf_free(&m2);
         jbuf_free(&b);
         return st;
     }
