@@ -238,7 +238,9 @@ FEATURES = [
                       "{% for m in users %}{{ '%-5s is %3d' | format(m.name, m.age) }};{% endfor %}", V),
     ("filter/center_attr", "[{{ 'héllo' | center(11) }}][{{ 'ab' | center(5) }}][{{ 'abc' | center(6) }}][{{ 'abc' | center }}]"
                            "[{{ 'abcdef' | center(3) }}][{{ 7 | center(5) }}]|{{ d | attr('b') }}|{{ (d | attr('items'))() | list }}|"
-                           "{{ (s | attr('upper'))() }}|{% set ns = namespace(k=3) %}{{ ns | attr('k') }}|{{ l | attr('x') is defined }}", V),
+                           "{{ (s | attr('upper'))() }}|{% set ns = namespace(k=3) %}{{ ns | attr('k') }}|{{ l | attr('x') is defined }}|"
+                           "{% set cy = cycler(5, 6) %}{{ cy | attr('current') }}{{ (cy | attr('next'))() }}"
+                           "{{ cy.current }}", V),
     ("op/repeat", "{{ [1, 2] * 3 }} {{ 2 * [0] }} {{ [1] * -1 }} {{ 'ab' * 0 }} {{ true * [1] }} {{ 3 * 'xy' }} "
                   "{{ ([none] * 2) | length }} {{ [[1]] * 2 }}", {}),
     # Python's int()/float() parsing in the int and float filters, and 64-bit integer literals (tmpl8)
@@ -302,6 +304,18 @@ ERRORS = [
     ("error/format_filter_mixed", "{{ '%s' | format(1, x=2) }}", {}),
     ("error/format_float_str", "{{ '%f' % 'x' }}", {}),
     ("error/int_inf", "{% set x = 1e308 %}{{ (x * 10) | int }}", {}),
+    ("error/format_incomplete", "{{ '%' % 1 }}", {}),
+    ("error/format_bad_char", "{{ '%y' % 1 }}", {}),
+    ("error/format_mapping_list", "{{ '%(a)s' % [1] }}", {}),
+    ("error/format_c_str", "{{ '%c' % 'ab' }}", {}),
+    ("error/format_c_range", "{{ '%c' % 1114112 }}", {}),
+    ("error/format_star", "{{ '%*d' % ('a', 1) }}", {}),
+    ("error/attr_name_int", "{{ 'a' | attr(1) }}", {}),
+    ("error/center_width", "{{ 'a' | center('x') }}", {}),
+    ("error/loop_cycle_empty", "{% for x in [1] %}{{ loop.cycle() }}{% endfor %}", {}),
+    ("error/cycler_empty", "{{ cycler() }}", {}),
+    ("error/joiner_args", "{% set j = joiner() %}{{ j(1) }}", {}),
+    ("error/loop_call_no_items", "{% for x in [[1]] recursive %}{{ loop() }}{% endfor %}", {}),
     ("error/loop_not_recursive", "{% for x in [1] %}{{ loop([2]) }}{% endfor %}", {}),
     ("error/bracket_mismatch", "{{ [[[ }}", {}),
     # a lone surrogate from a string escape renders in Python but the prompt cannot be encoded (transformers then
@@ -350,7 +364,7 @@ def main():
             case.update(error="syntax", line=e.lineno)
         except jinja2.exceptions.SecurityError as e:
             case.update(error="runtime", message=str(e))
-        except (TypeError, KeyError, ValueError, OverflowError, UnicodeEncodeError,
+        except (TypeError, KeyError, ValueError, OverflowError, UnicodeEncodeError, RuntimeError,
                 jinja2.exceptions.TemplateRuntimeError) as e:
             case.update(error="runtime", message=str(e))
         cases.append(case)

@@ -371,14 +371,21 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "float")) return jinja_filter_float(c, at, in, a, out);
     if (!strcmp(f, "format")) return jinja_filter_format(c, at, in, a, out);
     if (!strcmp(f, "attr")) { /* jinja2 do_attr: an attribute (a method, a namespace's value), never an item */
-        if (!a0 || a0->k != JV_STR) return jinja_rt_err(at, "attr: the attribute name must be a string");
-        if (in.k == JV_NS) {
-            const jv *v = jv_dict_get(in, a0->u.s->s, a0->u.s->len);
+        if (!a0 || a0->k != JV_STR) /* (jinja2 3.1.6: hasattr's TypeError) */
+            return jinja_rt_err(at, "attribute name must be string, not '%s'", a0 ? jv_kind_name(*a0) : "nothing");
+        jv name = jv_retain(*a0);
+        cmf_status st = CMF_OK;
+        if (in.k == JV_NS && !jv_dict_get(in, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS)) &&
+            !jv_dict_get(in, JINJA_JOINER_SEP, strlen(JINJA_JOINER_SEP))) {
+            const jv *v = jv_dict_get(in, name.u.s->s, name.u.s->len);
             *out = v ? jv_retain(*v) : jv_undef(NULL);
-            return CMF_OK;
+        } else if (!jinja_method_name(in, name.u.s->s) && !(in.k == JV_NS && !strcmp(name.u.s->s, "current"))) {
+            *out = jv_undef(NULL);
+        } else {
+            st = jinja_getattr(c, at, in, name.u.s->s, out);
         }
-        if (!jinja_method_name(in, a0->u.s->s)) { *out = jv_undef(NULL); return CMF_OK; }
-        return jinja_getattr(c, at, in, a0->u.s->s, out);
+        jv_release(name);
+        return st;
     }
     if (!strcmp(f, "round")) {
         const jv *prec = jargs_get(a, 0, "precision"), *meth = jargs_get(a, 1, "method");
