@@ -106,7 +106,7 @@ static int parse_float(const char *s, size_t n, double *out) {
 /* double -> int64 truncating toward zero; -1 for NaN, -2 for inf or outside int64. */
 static int trunc_i64(double d, int64_t *out) {
     if (isnan(d)) return -1;
-    if (!(d > -9.223372036854775809e18 && d < 9.223372036854775808e18)) return -2;
+    if (!(d >= -9.223372036854775808e18 && d < 9.223372036854775808e18)) return -2; /* [-2^63, 2^63) */
     *out = (int64_t)d;
     return 0;
 }
@@ -339,6 +339,7 @@ cmf_status jinja_percent_format(jctx *c, const jnode *at, jv fmt, jv args, jv *o
                 ai++;
                 if (w->k != JV_INT && w->k != JV_BOOL) { st = jinja_rt_err(at, "* wants int"); break; }
                 *dst = w->k == JV_INT ? w->u.i : w->u.b;
+                if (*dst < -(int64_t)c->lim.max_output) { st = jinja_limit_err(at, "string size", c->lim.max_output); break; }
                 if (!part && *dst < 0) { f.left = 1; *dst = -*dst; }
                 if (part && *dst < 0) *dst = 0;
             } else {

@@ -198,6 +198,8 @@ static void review8(void) {
     expect_err("{{ ('a' * 4000) | replace('', 'b' * 8000) | length }}", CMF_E_UNSUPPORTED, "string size");
     expect_err("{{ '%999999999s' % 'x' }}", CMF_E_UNSUPPORTED, "string size");
     expect_err("{{ 'x' | center(999999999) }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err("{{ '%*d' % (-9223372036854775807 - 1, 1) }}", CMF_E_UNSUPPORTED, "string size");
+    expect_out("{{ '%*d|' % (-3, 1) }}{{ -9223372036854775808.0 | int }}", "1  |-9223372036854775808");
     expect_err("{{ '%.2000f' % 1.0 }}", CMF_E_UNSUPPORTED, "format precision / width (limit 1000)"); /* (Python: none) */
     expect_out("{{ ('%.1000f' % 1.0) | length }}", "1002");
     /* a loop object kept past its loop is not callable */
