@@ -402,15 +402,24 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         if (!a0 || a0->k != JV_INT || a0->u.i <= 0) { jv_release(items); return jinja_rt_err(at, "batch needs a positive size"); }
         const jv *fill = jargs_get(a, 1, "fill_with");
         jv r = jv_list_new(0), cur = jv_undef(NULL);
+        if (jv_is_oom(r)) { jv_release(items); return NOMEM(); }
         for (size_t i = 0; i < items.u.l->n; i++) {
-            if (cur.k != JV_LIST) cur = jv_list_new((size_t)a0->u.i);
+            if (cur.k != JV_LIST) { /* capacity: what is left, not the asked size (batch(2**60) made a 16-byte array) */
+                size_t left = items.u.l->n - i;
+                cur = jv_list_new((uint64_t)a0->u.i < left ? (size_t)a0->u.i : left);
+                if (jv_is_oom(cur)) { jv_release(items); jv_release(r); return NOMEM(); }
+            }
             jv_list_push(cur, jv_retain(items.u.l->v[i]));
             if ((int64_t)cur.u.l->n == a0->u.i) { jv_list_push(r, cur); cur = jv_undef(NULL); }
         }
-        if (cur.k == JV_LIST) {
-            while (fill && (int64_t)cur.u.l->n < a0->u.i) jv_list_push(cur, jv_retain(*fill));
-            jv_list_push(r, cur);
+        cmf_status st = CMF_OK;
+        if (cur.k == JV_LIST) { /* the fill values count against the list-items budget (batch(10**18, 'x')) */
+            if (fill && (st = jinja_charge_items(c, at, (size_t)((uint64_t)a0->u.i - cur.u.l->n)))) jv_release(cur);
+            while (!st && fill && (int64_t)cur.u.l->n < a0->u.i)
+                if (jv_list_push(cur, jv_retain(*fill))) st = NOMEM();
+            if (!st) jv_list_push(r, cur);
         }
+        if (st) { jv_release(items); jv_release(r); return st; }
         jv_release(items);
         *out = r;
         return CMF_OK;

@@ -34,6 +34,7 @@ jv jv_list_new(size_t cap) {
     jv_list *l = calloc(1, sizeof(*l));
     if (!l) return jv_undef(OOM_NAME);
     l->rc = 1;
+    if (cap > ((size_t)1 << 40) / sizeof(jv)) { free(l); return jv_undef(OOM_NAME); } /* (cap * sizeof(jv) overflowed) */
     if (cap) {
         l->v = malloc(cap * sizeof(jv));
         if (!l->v) { free(l); return jv_undef(OOM_NAME); }

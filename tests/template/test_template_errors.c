@@ -200,6 +200,12 @@ static void review8(void) {
     expect_err("{{ 'x' | center(999999999) }}", CMF_E_UNSUPPORTED, "string size");
     expect_err("{{ '%*d' % (-9223372036854775807 - 1, 1) }}", CMF_E_UNSUPPORTED, "string size");
     expect_out("{{ '%*d|' % (-3, 1) }}{{ -9223372036854775808.0 | int }}", "1  |-9223372036854775808");
+    /* batch: the batch size is no allocation size (batch(2**60 + 1) wrote past a 16-byte array), fill values are
+     * list items */
+    expect_out("{{ [1, 2, 3] | batch(1152921504606846977) | list }}{{ [1, 2, 3] | batch(9223372036854775807) | list }}",
+               "[[1, 2, 3]][[1, 2, 3]]");
+    expect_err("{{ [1] | batch(1000000000000000000, 'x') | list | length }}", CMF_E_UNSUPPORTED, "list items made");
+    expect_out("{{ [1, 2, 3] | batch(2, 'x') | list }}", "[[1, 2], [3, 'x']]");
     expect_err("{{ '%.2000f' % 1.0 }}", CMF_E_UNSUPPORTED, "format precision / width (limit 1000)"); /* (Python: none) */
     expect_out("{{ ('%.1000f' % 1.0) | length }}", "1002");
     /* a loop object kept past its loop is not callable */
