@@ -520,7 +520,10 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         c->items += (size_t)count;
         jv l = jv_list_new((size_t)count);
         if (jv_is_oom(l)) return NOMEM();
-        for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1]; x += v[2]) jv_list_push(l, jv_int(x));
+        for (int64_t x = v[0]; v[2] > 0 ? x < v[1] : x > v[1];) {
+            jv_list_push(l, jv_int(x));
+            if (__builtin_add_overflow(x, v[2], &x)) break; /* (near 2^63: UB) */
+        }
         *out = l;
         return CMF_OK;
     }

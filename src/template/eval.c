@@ -156,11 +156,15 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
             r = op == 'F' ? x / y - ((x % y != 0) && ((x < 0) != (y < 0))) : ((x % y) + y) % y;
             if (op == '%' && x % y == 0) r = 0;
             break;
-        case 'P': {
+        case 'P': { /* by squaring: 1 ** (2**62) looped 2^62 times */
             if (y < 0) goto flt;
+            int64_t base = x, e = y;
             r = 1;
-            for (int64_t i = 0; i < y; i++)
-                if (__builtin_mul_overflow(r, x, &r)) goto flt;
+            while (e) {
+                if ((e & 1) && __builtin_mul_overflow(r, base, &r)) goto flt;
+                e >>= 1;
+                if (e && __builtin_mul_overflow(base, base, &base)) goto flt;
+            }
             break;
         }
         default: goto flt;
@@ -391,16 +395,19 @@ static cmf_status slice(jctx *c, jframe *f, const jnode *n, jv obj, jv *out) {
     if (obj.k == JV_LIST) {
         *out = jv_list_new(0);
         if (jv_is_oom(*out)) return NOMEM();
-        for (int64_t i = a; step > 0 ? i < b : i > b; i += step)
+        for (int64_t i = a; step > 0 ? i < b : i > b;) {
             if (jv_list_push(*out, jv_retain(obj.u.l->v[i]))) return NOMEM();
+            if (__builtin_add_overflow(i, step, &i)) break; /* (a step near 2^63 overflowed: UB) */
+        }
         return CMF_OK;
     }
     jbuf buf = {0};
     const char *s = obj.u.s->s;
     size_t sl = obj.u.s->len;
-    for (int64_t i = a; step > 0 ? i < b : i > b; i += step) {
+    for (int64_t i = a; step > 0 ? i < b : i > b;) {
         size_t x = utf8_offset(s, sl, (size_t)i), y = utf8_offset(s, sl, (size_t)i + 1);
         jbuf_put(&buf, s + x, y - x);
+        if (__builtin_add_overflow(i, step, &i)) break;
     }
     *out = jv_strn(buf.p ? buf.p : "", buf.n);
     jbuf_free(&buf);

@@ -102,6 +102,10 @@ static void review8(void) {
                "{{ 9223372036854775807 }} {{ 0x7fffffffffffffff }} {{ -9223372036854775807 - 1 }} {{ 2 ** 62 * 2 - 1 }}",
                "9007199254740993 9223372036854775807 -9223372036854775808 9223372036854775807 9223372036854775807 "
                "-9223372036854775808 9.223372036854776e+18");
+    /* arithmetic past int64 becomes a float (Python's int would grow), without undefined behaviour */
+    expect_out("{{ 3 ** 40 }} {{ (-9223372036854775807 - 1) | abs }} {{ [9223372036854775807, 1] | sum }} "
+               "{{ 9223372036854775807 + 1 }} {{ -(-9223372036854775807 - 1) }}",
+               "1.2157665459056929e+19 9.223372036854776e+18 9.223372036854776e+18 9.223372036854776e+18 9.223372036854776e+18");
     expect_err("{{ '9223372036854775808' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
     expect_err("{{ '-99999999999999999999' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
     expect_err("{{ '1e19' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
