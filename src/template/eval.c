@@ -153,8 +153,8 @@ static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         case 'F': case '%':
             if (y == 0) return jinja_rt_err(n, "integer division or modulo by zero");
             if (x == INT64_MIN && y == -1) goto flt;
-            r = op == 'F' ? x / y - ((x % y != 0) && ((x < 0) != (y < 0))) : ((x % y) + y) % y;
-            if (op == '%' && x % y == 0) r = 0;
+            if (op == 'F') r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
+            else { r = x % y; if (r != 0 && ((r < 0) != (y < 0))) r += y; } /* (x % y + y overflowed near 2^63) */
             break;
         case 'P': { /* by squaring: 1 ** (2**62) looped 2^62 times */
             if (y < 0) goto flt;
