@@ -199,7 +199,8 @@ typedef struct cmf_rp {
  * over those blocks from acc = 0 (first) or from out[t * ld_out + i] (a previous call's partial acc, stored raw);
  * when last (b0 + kb == nb) out = y (+ bias[i] when bias), else out = acc. spf_lines > 0: the 64-byte lines
  * [spf, spf + 64 * spf_lines) are prefetched into L2 during the call, spread over its blocks (other memory a
- * compute-bound call can bring in meanwhile: matmul.c cmf_matmul_group_pf); a path may ignore them (AVX2, scalar
+ * compute-bound call can bring in meanwhile: matmul.c cmf_matmul_group_pf; AVX-512: during the first token tile);
+ * a path may ignore them (AVX2, scalar
  * do). NULL: no repacked path. */
 typedef void (*kern_rp_gemv)(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
                              int64_t ldy);

@@ -216,7 +216,7 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
  * (24 of 32 zmm for R = 2, T = 6), the unpacked nibbles of one quarter (2R). */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
                    float *out, int64_t ldo, const float *bias, int first, int last, int64_t pfd, const float *scl,
-                   const char *sp, int64_t sl, const int R, const int T, const int TP, const int Q8) {
+                   const char *sp, int64_t sl, const int R, const int T, const int TP, const int Q8, const int PF) {
     const int64_t nb = a->nb;
     /* the side lines [sp, sp + 64 sl) spread over the blocks: lines [l, l1) at block b, l1 = floor((b - b0 + 1) * sl
      * / kb) kept as l1 + frac / kb (no division per block) */
@@ -240,12 +240,12 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
     const int64_t bw = Q8 ? 512 : 256; /* nibble (q8: int8) bytes per block and group */
     const float *scp = scl;              /* q4tp: block b's rungs of group h at scp + h * TP_KB * 16 */
     for (int64_t b = b0; b < b0 + kb; b++, scp += 16) {
-        if (sl) {
+        if (PF && sl) {
             sl1 += sstep, sfr += sfrac;
             if (sfr >= kb) sl1++, sfr -= kb;
             for (; sln < sl1; sln++) _mm_prefetch(sp + 64 * sln, _MM_HINT_T1);
         }
-        if (pfd) /* the same blocks pfd bytes on: 4 (q8: 8) lines, half a line of scales (q8: none) */
+        if (PF && pfd) /* the same blocks pfd bytes on: 4 (q8: 8) lines, half a line of scales (q8: none) */
             for (int h = 0; h < R; h++) {
                 const uint8_t *p = gp[h] + pfd + b * bw;
                 if (gp[h] + pfd + rp->gstride > rp->pf_end) break; /* past the arena */
@@ -316,14 +316,19 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
     }
 }
 
+/* PF: the variant that prefetches (the first token tile of a call, kern.h spf and the next panel); the others carry no
+ * prefetch code (its branches and pointers cost the hot loop registers: spills at 512 tokens) */
+#define RP_MK(R, T, TP, Q8)                                                                                            \
+    (pf ? mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pfd, scl, spf, spf_lines, R, T, TP, Q8, 1)      \
+        : mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, 0, scl, NULL, 0, R, T, TP, Q8, 0))
 #define RP_TOKENS(R, TP, Q8)                                                                                           \
     switch (t1 - t) {                                                                                                  \
-    case 1: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 1, TP, Q8); break;                \
-    case 2: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 2, TP, Q8); break;                \
-    case 3: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 3, TP, Q8); break;                \
-    case 4: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 4, TP, Q8); break;                \
-    case 5: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 5, TP, Q8); break;                \
-    default: mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pt, scl, tsp, tsl, R, 6, TP, Q8); break;               \
+    case 1: RP_MK(R, 1, TP, Q8); break;                                                                                \
+    case 2: RP_MK(R, 2, TP, Q8); break;                                                                                \
+    case 3: RP_MK(R, 3, TP, Q8); break;                                                                                \
+    case 4: RP_MK(R, 4, TP, Q8); break;                                                                                \
+    case 5: RP_MK(R, 5, TP, Q8); break;                                                                                \
+    default: RP_MK(R, 6, TP, Q8); break;                                                                               \
     }
 
 TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
@@ -351,13 +356,8 @@ TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_
      * (2 groups on: the next one of this thread's run, matmul.c rp_runs_make). bench_batch random-q4_0 n = 16, 2
      * threads, same run (load 0.9): none 13.0-13.6 ms per forward, 2 groups on 11.5-12.0; 4 groups 12.0 */
     const int64_t pfd = t1 - t0 <= KERN_RP_FEW ? 2 * (int64_t)rp->gstride : 0;
-    const int64_t tiles = (t1 - t0 + 5) / 6;
     for (int64_t t = t0; t < t1; t += 6) {
-        const int64_t pt = t == t0 ? pfd : 0;
-        /* this tile's share of the side lines (kern.h spf) */
-        const int64_t k = (t - t0) / 6, s0 = spf_lines * k / tiles, s1 = spf_lines * (k + 1) / tiles;
-        const char *tsp = spf ? spf + 64 * s0 : NULL;
-        const int64_t tsl = s1 - s0;
+        const int pf = t == t0 && (pfd || spf_lines); /* the first tile prefetches */
         if (rp->q8 && two)
             RP_TOKENS(2, 0, 1)
         else if (rp->q8)
