@@ -2,12 +2,13 @@
 # One device call for decode attention and the decode step's time split (issue 6, helper cuda8): build (Release; the
 # committed tree when $DEPS/head.tar exists), the attention checks (test_cuda_ops' attention group, test_cuda_fuse,
 # and test_gpu_forward / test_gpu_persist / test_cuda_stream when FWD=1) while the random files are written,
-# bench_cuda's attention table (every tile / prefetch variant at contexts 128 .. 32768), Nsight Compute's kernel
+# bench_cuda's attention table (every tile / prefetch / merge variant at contexts 128 .. 32768; again under each
+# setting of $ATTN_ENV), Nsight Compute's kernel
 # times of decode steps (NCU=1: all kernels of 2 steps of a 4-layer Llama-8B-shaped q8 file at ctx 128, and the
 # attention kernel alone at ctx 4096 for each setting of $NCU_AB; bench/cuda/ncu_steps.py), then gpu_bench decode
 # tg@$CTX (default "128,4096") on random files ($MODELS: shape:dtype) with each variant of $VARIANTS ("-" =
-# defaults, else environment settings with ',' between several; non-default variants only on the files in $VMODELS
-# when set), one fresh process per variant, one after the other.
+# defaults, else environment settings with ',' between several; the files not in $VMODELS, when set, get the first
+# two variants only), one fresh process per variant, one after the other.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME OUT=... bash bench/cuda/attn_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -38,25 +39,35 @@ mk() { # shape:dtype [layers]: the random file /tmp/ab-SHAPE-DTYPE.cmf
 for m in $MODELS; do mk $m "" ${m%%:*}-${m##*:} & done
 echo "== tests $(el)"
 mkdir -p /tmp/gft
+if [ "${FWD:-0}" = 1 ]; then # the model-level parity tests, at the same time as the kernel tests
+  TE="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$S/tests/data"
+  ( env $TE timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/fwd.log" 2>&1; echo "test_gpu_forward rc=$?" ) &
+  ( env $TE timeout 200 $B/tests/gpu/test_gpu_persist > "$OUT/persist.log" 2>&1; echo "test_gpu_persist rc=$?" ) &
+fi
 CMF_CUDA_TEST_ONLY=attention timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/tests.log" 2>&1; echo "test_cuda_ops (attention) rc=$?"
 timeout 200 $B/tests/cuda/test_cuda_fuse >> "$OUT/tests.log" 2>&1; echo "test_cuda_fuse rc=$?"
-if [ "${FWD:-0}" = 1 ]; then
-  TE="CMF_SHARED=$R/$DEPS/shared CMF_TMP=/tmp/gft CMF_TESTDATA=$S/tests/data"
-  env $TE timeout 300 $B/tests/gpu/test_gpu_forward >> "$OUT/tests.log" 2>&1; echo "test_gpu_forward rc=$?"
-  env $TE timeout 200 $B/tests/gpu/test_gpu_persist >> "$OUT/tests.log" 2>&1; echo "test_gpu_persist rc=$?"
-  timeout 120 $B/tests/cuda/test_cuda_stream >> "$OUT/tests.log" 2>&1; echo "test_cuda_stream rc=$?"
-fi
+# many short splits (the merge of up to 257 splits)
+CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16 CMF_CUDA_TEST_ONLY=attention timeout 200 $B/tests/cuda/test_cuda_ops \
+  >> "$OUT/tests.log" 2>&1; echo "test_cuda_ops (attention, CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16) rc=$?"
+CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16 timeout 200 $B/tests/cuda/test_cuda_fuse >> "$OUT/tests.log" 2>&1
+echo "test_cuda_fuse (CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16) rc=$?"
+[ "${FWD:-0}" = 1 ] && { timeout 120 $B/tests/cuda/test_cuda_stream >> "$OUT/tests.log" 2>&1; echo "test_cuda_stream rc=$?"; }
+wait # the files and the parity tests
+cat "$OUT"/fwd.log "$OUT"/persist.log 2>/dev/null >> "$OUT/tests.log"
 grep -E 'FAIL|WORST' "$OUT/tests.log" | head -20
 echo "== bench_cuda attn $(el)"
 timeout 90 $B/tests/cuda/bench_cuda attn 2>&1 | tee "$OUT/bench_attn.txt" | tail -12
-[ -n "${ATTN_SK:-}" ] && CMF_CUDA_ATTN_SPLIT_KEYS=$ATTN_SK timeout 90 $B/tests/cuda/bench_cuda attn 2>&1 | tee -a "$OUT/bench_attn.txt" | tail -10
-wait
+for e in ${ATTN_ENV:-}; do # more tables under other settings (e.g. CMF_CUDA_ATTN_SPLIT_KEYS=16)
+  env ${e//,/ } timeout 90 $B/tests/cuda/bench_cuda attn 2>&1 | tee -a "$OUT/bench_attn.txt" | tail -9
+done
 echo "== gpu_bench tg@$CTX $(el)"
 for m in $MODELS; do
   f=/tmp/ab-${m%%:*}-${m##*:}.cmf
   [ -f $f ] || { echo "no $f"; continue; }
+  vi=0
   for v in $VARIANTS; do
-    case " ${VMODELS:-$MODELS} " in *" $m "*) ;; *) [ "$v" != - ] && continue ;; esac
+    vi=$((${vi:-0} + 1))
+    case " ${VMODELS:-$MODELS} " in *" $m "*) ;; *) [ $vi -gt 2 ] && continue ;; esac
     e=""; [ "$v" != - ] && e=${v//,/ }
     tag=""; [ "$v" != - ] && tag="-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')"
     env $e timeout 150 $B/tests/gpu/gpu_bench $f -p 0 -g ${GEN:-32} -c $CTX -r ${REPS:-2} 2>&1 |

@@ -109,7 +109,7 @@ static void *upload_weight(int dt, int64_t rows, int64_t cols, size_t nb) {
     return d;
 }
 
-/* "attn": decode attention alone, per tile / L2-prefetch variant (cmf_cuda_set_attn_tile; CMF_CUDA_ATTN_SPLIT_KEYS
+/* "attn": decode attention alone, per tile / L2-prefetch / merge variant (cmf_cuda_set_attn_decode; CMF_CUDA_ATTN_SPLIT_KEYS
  * from the environment), Llama-3-8B (32 / 8 heads) and Qwen3-0.6B (16 / 8) shapes, head_dim 128, f16 cache, at
  * contexts 128 .. 32768; the caches rotate over >= 256 MiB of layers so that L2 does not serve them. GB/s: K + V
  * bytes read / time (the copy's ceiling is `copy` GB/s read + write). */
@@ -133,12 +133,12 @@ static int attn_only(double copy_gbs) {
     OKC(cmf_cuda_memset(at.work, 0, cmf_cuda_attn_decode_work_bytes(&at.a, 32768), NULL));
     static const int64_t ctxs[] = {128, 1024, 4096, 32768};
     static const int heads[] = {32, 16};
-    static const int var[][2] = {{1, 0}, {2, 0}, {4, 0}, {1, 1}, {4, 1}};
+    static const int var[][3] = {{1, 0, 0}, {4, 0, 0}, {1, 0, 1}, {4, 0, 1}, {4, 1, 1}}; /* tile, pf, merge */
     const char *sk = getenv("CMF_CUDA_ATTN_SPLIT_KEYS");
     printf("\n== decode attention alone (KV 8 x 128, f16 cache, CMF_CUDA_ATTN_SPLIT_KEYS=%s; copy %.0f GB/s): us (KV GB/s)\n",
            sk ? sk : "default", copy_gbs);
     printf("%-8s %-7s", "heads", "ctx");
-    for (size_t v = 0; v < sizeof var / sizeof *var; v++) printf("  tile %d pf %d     ", var[v][0], var[v][1]);
+    for (size_t v = 0; v < sizeof var / sizeof *var; v++) printf("  t%d pf%d merge%d    ", var[v][0], var[v][1], var[v][2]);
     printf("\n");
     for (int hi = 0; hi < 2; hi++)
         for (int c = 0; c < 4; c++) {
@@ -146,7 +146,7 @@ static int attn_only(double copy_gbs) {
             at.pos = ctxs[c] - 1;
             printf("%-8d %-7lld", heads[hi], (long long)ctxs[c]);
             for (size_t v = 0; v < sizeof var / sizeof *var; v++) {
-                cmf_cuda_set_attn_tile(var[v][0], var[v][1]);
+                cmf_cuda_set_attn_decode(var[v][0], var[v][1], var[v][2]);
                 struct at_rot r = {&at, k0, v0, cap / ctxs[c] < 1024 ? cap / ctxs[c] : 1024, ctxs[c]};
                 double t = time_op(op_attn_rot, &r, 20);
                 double bytes = 2.0 * (double)ctxs[c] * 8 * 128 * 2;
@@ -154,7 +154,7 @@ static int attn_only(double copy_gbs) {
             }
             printf("\n");
         }
-    cmf_cuda_set_attn_tile(0, -1);
+    cmf_cuda_set_attn_decode(-1, -1, -1);
     return 0;
 }
 

@@ -241,19 +241,19 @@ int main(void) {
      * llama-like (no norm), gemma-style norm weights, interleaved partial rotary, no RoPE, a sliding window, f32
      * caches, 8 query heads per KV head; first token, one split, several splits, the cache's end */
     const int64_t poss[4] = {0, 40, 170, 299};
-    /* with every decode kernel variant (cmf_cuda_set_attn_tile: keys per softmax update, L2 prefetch): fused and
-     * separate kernels take the same variant, so they must agree bit for bit in each */
-    static const int tile[4] = {1, 2, 4, 4}, pf[4] = {0, 0, 0, 1};
+    /* with every decode kernel variant (cmf_cuda_set_attn_decode: keys per softmax update, L2 prefetch, merge of
+     * the splits): fused and separate kernels take the same variant, so they must agree bit for bit in each */
+    static const int tile[4] = {1, 4, 4, 4}, pf[4] = {0, 0, 1, 0}, mg[4] = {1, 1, 1, 0};
     for (int pi = 0; pi < 16; pi++) {
         const int64_t p = poss[pi % 4];
-        cmf_cuda_set_attn_tile(tile[pi / 4], pf[pi / 4]);
+        cmf_cuda_set_attn_decode(tile[pi / 4], pf[pi / 4], mg[pi / 4]);
         test_attn_rope(CMF_CUDA_KV_F16, 16, 8, 128, 128, CMF_CUDA_ROPE_HALF, 1, 0, p);
         test_attn_rope(CMF_CUDA_KV_F16, 32, 8, 128, 128, CMF_CUDA_ROPE_HALF, 0, 0, p);
         test_attn_rope(CMF_CUDA_KV_F32, 16, 4, 64, 32, CMF_CUDA_ROPE_INTERLEAVED, 2, 0, p);
         test_attn_rope(CMF_CUDA_KV_F16, 8, 8, 256, 0, CMF_CUDA_ROPE_HALF, 1, 64, p);
         test_attn_rope(CMF_CUDA_KV_F32, 64, 8, 96, 96, CMF_CUDA_ROPE_HALF, 0, 100, p);
     }
-    cmf_cuda_set_attn_tile(0, -1);
+    cmf_cuda_set_attn_decode(-1, -1, -1);
     {
         cmf_cuda_attn a;
         memset(&a, 0, sizeof a);

@@ -21,15 +21,16 @@ size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx) {
     return work_counters(a) + (size_t)a->n_heads * (size_t)s * ((size_t)a->head_dim + 2) * sizeof(float);
 }
 
-static int g_tile = 0; /* 0: not read yet */
-static int g_pf = -1;  /* -1: not read yet */
+static int g_tile = 0;   /* 0: not read yet */
+static int g_pf = -1;    /* -1: not read yet */
+static int g_merge = -1; /* -1: not read yet */
 
 int ad_split_keys(void) {
     static int mk = 0; /* read once per process (a benign race: every thread reads the same value) */
     if (!mk) {
-        const char *e = getenv("CMF_CUDA_ATTN_SPLIT_KEYS");
-        const int v = e && e[0] ? atoi(e) : 64;
-        mk = v >= 1 && v <= 4096 ? v : 64;
+        const char *e = getenv("CMF_CUDA_ATTN_SPLIT_KEYS"), *b = getenv("CMF_CUDA_ATTN_BLOCKS");
+        const int v = e && e[0] ? atoi(e) : 64, nb = b && b[0] ? atoi(b) : 0;
+        mk = (v >= 1 && v <= 4096 ? v : 64) | (nb >= 32 && nb <= 8192 ? nb << 16 : 0);
     }
     return mk;
 }
@@ -38,24 +39,30 @@ int ad_tile(void) {
     if (!g_tile) {
         const char *e = getenv("CMF_CUDA_ATTN_TILE");
         const int v = e && e[0] ? atoi(e) : AD_KT;
-        g_tile = v == 1 || v == 2 || v == 4 ? v : AD_KT;
+        g_tile = v == 1 || v == 4 ? v : AD_KT;
     }
     return g_tile;
 }
 
-/* 1 when CMF_CUDA_ATTN_PF=1 (or cmf_cuda_set_attn_tile's pf): the decode kernel prefetches its split's K / V rows
- * into L2 before the PDL wait. */
-static int ad_pf(void) {
+/* The decode kernel's flags: bit 0 = prefetch its split's K / V rows into L2 before the PDL wait
+ * (CMF_CUDA_ATTN_PF=1), bit 1 = the serial merge of the splits (CMF_CUDA_ATTN_MERGE=0); cmf_cuda_set_attn_decode
+ * overrides either. */
+static int ad_flags(void) {
     if (g_pf < 0) {
         const char *e = getenv("CMF_CUDA_ATTN_PF");
         g_pf = e && e[0] == '1';
     }
-    return g_pf;
+    if (g_merge < 0) {
+        const char *e = getenv("CMF_CUDA_ATTN_MERGE");
+        g_merge = !(e && e[0] == '0');
+    }
+    return g_pf | (g_merge ? 0 : 2);
 }
 
-extern "C" void cmf_cuda_set_attn_tile(int tile, int pf) {
-    g_tile = tile == 1 || tile == 2 || tile == 4 ? tile : 0;
+extern "C" void cmf_cuda_set_attn_decode(int tile, int pf, int merge) {
+    g_tile = tile == 1 || tile == 4 ? tile : 0;
     g_pf = pf == 0 || pf == 1 ? pf : -1;
+    g_merge = merge == 0 || merge == 1 ? merge : -1;
 }
 
 /* The L2 prefetch of the K / V rows (kv head kvh) of the split `split` of a query at pos (hints only: the rows below
@@ -85,14 +92,14 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work, int *__restrict__ done,
                                                                   float *__restrict__ out, AttnRope fr, int mk,
-                                                                  int pf) {
+                                                                  int flags) {
     /* the position is written before the step's first kernel (complete by the PDL rule's chain) */
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
-    if (pf) attn_prefetch(a, kc, vc, pos, blockIdx.x, blockIdx.y, mk, KF);
+    if (flags & 1) attn_prefetch(a, kc, vc, pos, blockIdx.x, blockIdx.y, mk, KF);
     pdl_enter();
     __shared__ AttnSm<GH, L, FR> S;
     attn_split_item<GH, L, KF, FR, KT>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y,
-                                       blockIdx.z, gridDim.z, threadIdx.x, 0, mk, S);
+                                       blockIdx.z, gridDim.z, threadIdx.x, 0, mk, S, flags & 2);
 }
 
 static cmf_status attn_check(const cmf_cuda_attn *a) {
@@ -113,7 +120,7 @@ static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *
                          float *out, const AttnRope &fr, cudaStream_t s) {
 #define AS(LL, F)                                                                                               \
     cu_launch(k_attn_split<GH, LL, KF, F, KT>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, \
-              fr, ad_split_keys(), ad_pf())
+              fr, ad_split_keys(), ad_flags())
     if (fr.on) { /* head_dim 40..256 (cmf_cuda_attn_decode_rope_ok) */
         if (L == 8) AS(8, true);
         else if (L == 16) AS(16, true);
@@ -138,7 +145,6 @@ static void launch_tile(int L, dim3 grid, const cmf_cuda_attn &a, const float *q
                         float *out, const AttnRope &fr, cudaStream_t s) {
     const int t = L < 8 ? 1 : ad_tile();
     if (t == 4) launch_split<GH, KF, 4>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
-    else if (t == 2) launch_split<GH, KF, 2>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
     else launch_split<GH, KF, 1>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
 }
 

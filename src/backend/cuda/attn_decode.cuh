@@ -15,28 +15,32 @@
 
 static __device__ __forceinline__ float capped(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 
-/* Least keys per split (mk below): 64, or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096; read once per process): fewer keys
- * per split give short contexts more, shorter splits (more blocks, fewer dependent key rounds each) at the price of
- * a longer merge. Host side only (attention.cu; persist_host.cu uses it too); the kernels get the value as an
- * argument. It sizes the decode scratch (cmf_cuda_attn_decode_work_bytes), so it never changes after the first
- * read. */
+/* The split rule (mk below): the least keys per split in the low 16 bits, 64 or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096;
+ * fewer keys per split give short contexts more, shorter splits: more blocks, fewer dependent key rounds each, at
+ * the price of a longer merge), and the blocks wanted over all KV heads above them, 0 for 264 (two per SM of an
+ * H100 / H200) or CMF_CUDA_ATTN_BLOCKS (32..8192; more blocks put more loads in flight at long contexts). Read once
+ * per process. Host side only (attention.cu; persist_host.cu uses it too); the kernels get the value as an argument.
+ * It sizes the decode scratch (cmf_cuda_attn_decode_work_bytes), so it never changes after the first read. */
 int ad_split_keys(void);
 /* Keys per lane group and online-softmax update in the decode kernel (the KT of attn_split_item): AD_KT, or
- * CMF_CUDA_ATTN_TILE (1, 2 or 4), or cmf_cuda_set_attn_tile (tests, A/B). Host side only (attention.cu). */
+ * CMF_CUDA_ATTN_TILE (1 or 4), or cmf_cuda_set_attn_decode (tests, A/B). Host side only (attention.cu). */
 int ad_tile(void);
 
-/* The default tile, which persist.cu's items use too (they must give the graph path's bits). */
+/* The default tile, which persist.cu's items use too (they must give the graph path's bits). 4: measured faster than
+ * 1 (the per-key update) on Llama-8B and Qwen3-0.6B q8 at contexts 128 and 4096 (bench/cuda/RESULTS.md, cuda8). */
 #ifndef AD_KT
-#define AD_KT 1
+#define AD_KT 4
 #endif
 
-/* Splits of a decode over n_keys keys: about two blocks per SM of an H100/H200 over all KV heads, at least mk keys
- * each. The same formula runs on the host (grid size) and in the kernels (device positions). */
+/* Splits of a decode over n_keys keys under the split rule mk (ad_split_keys): about the rule's blocks over all KV
+ * heads (264 by default: two per SM of an H100/H200), at least its least keys each, at most 512 (the merge's shared
+ * memory, attn_merge_splits). The same formula runs on the host (grid size) and in the kernels (device positions). */
 static __host__ __device__ __forceinline__ int64_t decode_splits(int n_kv_heads, int64_t n_keys, int mk) {
-    int64_t want = (264 + n_kv_heads - 1) / n_kv_heads;
-    int64_t by_len = (n_keys + mk - 1) / mk;
+    const int keys = mk & 0xffff, blocks = mk >> 16 ? mk >> 16 : 264;
+    int64_t want = (blocks + n_kv_heads - 1) / n_kv_heads;
+    int64_t by_len = (n_keys + keys - 1) / keys;
     int64_t s = want < by_len ? want : by_len;
-    if (s > 1024) s = 1024;
+    if (s > 512) s = 512;
     return s < 1 ? 1 : s;
 }
 
@@ -60,22 +64,6 @@ static __host__ __device__ __forceinline__ split_geo decode_geo(int n_kv_heads, 
 static inline size_t work_counters(const cmf_cuda_attn *a) {
     const size_t chunks = (size_t)((a->n_heads / a->n_kv_heads + AD_MAXG - 1) / AD_MAXG);
     return ((size_t)a->n_kv_heads * chunks * sizeof(int) + 255) / 256 * 256;
-}
-
-/* The merge of `used` splits' partials w[s][D + 2] for output dim d (Flash-Decoding's rescaling by exp(m_s - M));
- * one function for every caller so that they give the same bits. Reads bypass L1 (written by other blocks). */
-static __device__ __forceinline__ float merge_dim(const float *w, int used, int D, int d) {
-    float M = -INFINITY;
-    for (int s = 0; s < used; s++) M = fmaxf(M, __ldcg(w + s * (D + 2)));
-    float o = 0.0f, ls = 0.0f;
-    for (int s = 0; s < used; s++) {
-        const float *ws = w + s * (D + 2);
-        const float m = __ldcg(ws);
-        float f = m > -INFINITY ? expf(m - M) : 0.0f;
-        o += __ldcg(ws + 2 + d) * f;
-        ls += __ldcg(ws + 1) * f;
-    }
-    return o / ls;
 }
 
 /* The q/k norm + RoPE + cache write of the decode token, done inside the attention kernel (on != 0;
@@ -103,6 +91,89 @@ template <int GH, int L, bool FR> struct AttnSm {
 static __device__ __forceinline__ void ad_sync(int bar) {
     if (bar == 0) __syncthreads();
     else asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
+}
+
+/* The previous merge (CMF_CUDA_ATTN_MERGE=0, an A/B switch): output dim d of `used` splits' partials w[s][D + 2],
+ * two passes over the splits per element, each load a dependent L2 round trip. */
+static __device__ __forceinline__ float merge_dim(const float *w, int used, int D, int d) {
+    float M = -INFINITY;
+    for (int s = 0; s < used; s++) M = fmaxf(M, __ldcg(w + s * (D + 2)));
+    float o = 0.0f, ls = 0.0f;
+    for (int s = 0; s < used; s++) {
+        const float *ws = w + s * (D + 2);
+        const float m = __ldcg(ws);
+        float f = m > -INFINITY ? expf(m - M) : 0.0f;
+        o += __ldcg(ws + 2 + d) * f;
+        ls += __ldcg(ws + 1) * f;
+    }
+    return o / ls;
+}
+
+/* The merge of the splits (Flash-Decoding's rescaling by exp(m_s - M)) by the item that finished last: w = the
+ * partials of its gh heads ([gh][nsplit][D + 2]: max, sum, output), ns splits used; out = [gh][D]. Every load of a
+ * phase is independent of the others, so the L2 round trips are a few per phase, not two per split and element:
+ * (1) the (max, sum) pairs into shared memory (the item's acc array, free by now: 1024 * GH floats hold the
+ * 2 * gh * ns <= 2 * GH * 512 values, decode_splits giving at most 512 splits), (2) a warp per head: M, the split
+ * weights f_s = exp(m_s - M) (0 for an empty split) and the sum of l_s f_s, (3) each thread's outputs, four at a
+ * time, summed over the splits four at a time. Reads bypass L1 (written by other blocks). One function for every
+ * caller (same bits). */
+template <int GH, int L, bool FR>
+static __device__ __forceinline__ void attn_merge_splits(const float *__restrict__ w, float *__restrict__ out, int gh,
+                                                         int ns, int nsplit, int D, int tid, int bar,
+                                                         AttnSm<GH, L, FR> &S) {
+    float *f = &S.acc[0][0][0], *lw = f + gh * ns; /* [gh][ns] weights, then [gh][ns] sums */
+    const int64_t st = D + 2;
+    for (int e = tid; e < gh * ns; e += AD_THREADS) {
+        const float *p = w + ((int64_t)(e / ns) * nsplit + e % ns) * st;
+        f[e] = __ldcg(p), lw[e] = __ldcg(p + 1);
+    }
+    ad_sync(bar);
+    const int lane = tid & 31;
+    for (int h = tid >> 5; h < gh; h += AD_THREADS / 32) {
+        float M = -INFINITY;
+        for (int s = lane; s < ns; s += 32) M = fmaxf(M, f[h * ns + s]);
+        M = warp_max(M);
+        float ls = 0.0f;
+        for (int s = lane; s < ns; s += 32) {
+            const float m = f[h * ns + s], fs = m > -INFINITY ? expf(m - M) : 0.0f;
+            f[h * ns + s] = fs;
+            ls = fmaf(lw[h * ns + s], fs, ls);
+        }
+        ls = warp_sum(ls);
+        if (lane == 0) S.ml[0][h][1] = ls;
+    }
+    ad_sync(bar);
+    for (int e0 = tid; e0 < gh * D; e0 += 4 * AD_THREADS) {
+        float o[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        const float *p[4];
+        const float *fh[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int e = e0 + k * AD_THREADS < gh * D ? e0 + k * AD_THREADS : e0;
+            p[k] = w + (int64_t)(e / D) * nsplit * st + 2 + e % D;
+            fh[k] = f + (e / D) * ns;
+        }
+        int s = 0;
+        for (; s + 4 <= ns; s += 4) {
+            float v[4][4];
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) v[k][u] = __ldcg(p[k] + (s + u) * st);
+#pragma unroll
+            for (int k = 0; k < 4; k++)
+#pragma unroll
+                for (int u = 0; u < 4; u++) o[k] = fmaf(v[k][u], fh[k][s + u], o[k]);
+        }
+        for (; s < ns; s++)
+#pragma unroll
+            for (int k = 0; k < 4; k++) o[k] = fmaf(__ldcg(p[k] + s * st), fh[k][s], o[k]);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int e = e0 + k * AD_THREADS;
+            if (e < gh * D) out[(int64_t)(e / D) * D + e % D] = o[k] / S.ml[0][e / D][1];
+        }
+    }
 }
 
 /* One key row's 8 values of lane `sub` (16 bytes of an f16 cache, 32 of an f32 one) as raw words, loaded
@@ -150,20 +221,22 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
  * (the tile's max, one rescale of the running sum and output, Milakov & Gimelshein 2018); with KT = 1 this is the
  * per-key update. Then the groups merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
  * of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA samples'
- * threadFenceReduction) merges the splits into out. mk: the least keys per split (ad_split_keys). With fr.on (one
+ * threadFenceReduction) merges the splits into out. mk: the split rule (ad_split_keys). With fr.on (one
  * head chunk: G <= AD_MAXG), the item first
  * normalizes and rotates its query heads into shared memory (warp_head_norm_rope, the code of
  * cmf_cuda_qk_norm_rope_kv), and the item whose split holds the position also does the token's K head, writes K and
  * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the
  * bits of qk_norm_rope_kv followed by the plain kernel. The caller has waited for q (and fr's k, v). Every caller
- * with the same KT gives the same bits (the key order within a group, the groups' merge order are fixed). */
+ * with the same KT gives the same bits (the key order within a group, the groups' merge order are fixed).
+ * serial_merge: the previous merge of the splits (merge_dim; CMF_CUDA_ATTN_MERGE=0) instead of attn_merge_splits. */
 template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
 static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, const float *__restrict__ q,
                                                        const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
                                                        int64_t pos, int nsplit, float *__restrict__ work,
                                                        int *__restrict__ done, float *__restrict__ out,
                                                        const AttnRope &fr, int kvh, int split, int hz, int nz, int tid,
-                                                       int bar, int mk, AttnSm<GH, L, FR> &S) {
+                                                       int bar, int mk, AttnSm<GH, L, FR> &S,
+                                                       int serial_merge = 0) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per item */
     constexpr int T = GH >= 8 && KT > 2 ? 2 : KT; /* keys per group and round */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
@@ -296,9 +369,14 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
     const bool last = S.last;
     if (!last) return;
     __threadfence();
-    for (int e = tid; e < gh * D; e += AD_THREADS) {
-        const int64_t hh = (int64_t)kvh * G + h0 + e / D;
-        out[hh * D + e % D] = merge_dim(work + hh * nsplit * (int64_t)(D + 2), geo.ns, D, e % D);
+    if (serial_merge) {
+        for (int e = tid; e < gh * D; e += AD_THREADS) {
+            const int64_t hh = (int64_t)kvh * G + h0 + e / D;
+            out[hh * D + e % D] = merge_dim(work + hh * nsplit * (int64_t)(D + 2), geo.ns, D, e % D);
+        }
+    } else {
+        attn_merge_splits<GH, L, FR>(work + ((int64_t)kvh * G + h0) * nsplit * (int64_t)(D + 2), out + ((int64_t)kvh * G + h0) * D,
+                                     gh, geo.ns, nsplit, D, tid, bar, S);
     }
     if (tid == 0) *cnt = 0; /* ready for the next launch / item (stream order; the persistent kernel's barrier) */
 }

@@ -326,11 +326,13 @@ cmf_status cmf_cuda_attn_decode_rope(const cmf_cuda_attn *a, const float *d_q, c
                                      int64_t n_ctx, float *d_out, void *d_work, cmf_cuda_stream stream);
 int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope *r);
 /* The decode attention kernels' variant (every decode entry point above; an A/B and test switch, read at each
- * launch): tile = keys per lane group and online-softmax update (1, 2 or 4; anything else: CMF_CUDA_ATTN_TILE or
- * the default), pf = 1 to prefetch each split's K / V rows into L2 before the kernel's PDL wait, 0 not (-1:
- * CMF_CUDA_ATTN_PF). Results depend on the tile only through the order of the softmax updates (each tile is as
- * exact as the others; graph replays keep the tile they were captured with). No errors. */
-void cmf_cuda_set_attn_tile(int tile, int pf);
+ * launch; -1 or any other value: the environment's choice or the default): tile = keys per lane group and
+ * online-softmax update (4, the default, or 1: the per-key update; CMF_CUDA_ATTN_TILE), pf = 1 to prefetch each
+ * split's K / V rows into L2 before the kernel's PDL wait (default 0; CMF_CUDA_ATTN_PF), merge = 1 for the merge of
+ * the splits with independent loads (the default), 0 for the previous serial one (CMF_CUDA_ATTN_MERGE). Results
+ * depend on tile and merge only through the order of the f32 operations (each as exact as the others); graph
+ * replays keep the variant they were captured with. No errors. */
+void cmf_cuda_set_attn_decode(int tile, int pf, int merge);
 /* Scratch needed by cmf_cuda_attn_decode for contexts up to n_ctx positions. */
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx);
 
