@@ -7,7 +7,8 @@
  *   cmake --build build --target matmul_bench && build/tests/kernels/matmul_bench [threads] [path] [shapes] [dtype]
  *   path: scalar | avx2 | avx512-vnni (default: the best this CPU runs); shapes: all (default) | big | qwen;
  *   dtype: one dtype name (default: all). The q4 family is repacked first (ops.h cmf_cpu_repack_weight) unless
- *   CMF_CPU_REPACK=0; GB/s counts the file's bytes of the matrix either way.
+ *   CMF_CPU_REPACK=0; GB/s counts the file's bytes of the matrix either way. With 1 thread the times are the
+ *   thread's CPU time (other processes' load does not stretch them), else wall time.
  *
  *   matmul_bench [threads] [path] stream DTYPE [tokens]: the decode products of a Qwen2.5-0.5B-shaped model (24
  *   layers of q/k/v 896/128/128 x 896 as one group, o 896x896, gate/up 4864x896 as one group with the SiLU GLU, down
@@ -42,15 +43,18 @@ static double thread_cpu(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* Seconds per product: with 1 thread its CPU time (thread_cpu: other processes' load does not stretch it), else the
+ * wall time. */
 static double bench(cmf_pool *pool, float *out, const float *x, int64_t n, const cmf_weight *w, double min_s) {
+    double (*clock_s)(void) = cmf_pool_size(pool) == 1 ? thread_cpu : now;
     cmf_matmul(pool, out, w->rows, x, n, w, NULL); /* warm-up */
     int reps = 0;
-    const double t0 = now();
+    const double t0 = clock_s();
     double t;
     do {
         cmf_matmul(pool, out, w->rows, x, n, w, NULL);
         reps++;
-        t = now() - t0;
+        t = clock_s() - t0;
     } while (t < min_s);
     return t / reps;
 }
