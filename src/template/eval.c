@@ -73,7 +73,17 @@ cmf_status jinja_undef_err(const jnode *at, jv v) {
 static int is_intlike(jv v) { return v.k == JV_INT || v.k == JV_BOOL; }
 static int64_t ival(jv v) { return v.k == JV_INT ? v.u.i : v.u.b; }
 
+static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out);
+
+/* a op b; a string it makes is work (64 bytes a step: ~ in a loop copied 16 MB a million times) */
 static cmf_status arith(jctx *c, const jnode *n, jv a, jv b, jv *out) {
+    TRY(arith_op(c, n, a, b, out));
+    cmf_status st = out->k == JV_STR ? jinja_charge_work(c, n, jinja_work_of(*out)) : CMF_OK;
+    if (st) { jv_release(*out); *out = jv_undef(NULL); }
+    return st;
+}
+
+static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
     int op = n->op;
     if (op == '~') { /* str(undefined) is "" */
         jbuf buf = {.limit = c->lim.max_output};
@@ -190,7 +200,30 @@ flt : {
 }
 
 cmf_status jinja_walk_err(jctx *c, const jnode *at) {
-    return jinja_limit_err(at, "value comparison steps (==, in, sort)", JINJA_WALK_STEPS(c->lim));
+    return jinja_limit_err(at, "work steps (value comparisons, items and bytes processed)", JINJA_WALK_STEPS(c->lim));
+}
+
+size_t jinja_work_of(jv v) {
+    switch (v.k) {
+    case JV_STR: return 1 + v.u.s->len / JINJA_WORK_BYTES;
+    case JV_LIST: return 1 + v.u.l->n;
+    case JV_DICT: case JV_NS: return 1 + v.u.d->n;
+    default: return 1;
+    }
+}
+
+cmf_status jinja_charge_work(jctx *c, const jnode *at, size_t steps) {
+    if (steps > c->steps) { c->steps = 0; return jinja_walk_err(c, at); }
+    c->steps -= steps;
+    return CMF_OK;
+}
+
+/* The work of a call or filter: its string and container arguments and its result. */
+static size_t args_work(const jargs *a) {
+    size_t w = 0;
+    for (size_t i = 0; i < a->npos; i++) w += jinja_work_of(a->pos[i]);
+    for (size_t i = 0; i < a->nkw; i++) w += jinja_work_of(a->kwv[i]);
+    return w;
 }
 
 cmf_status jinja_deep_err(const jnode *at) {
@@ -217,6 +250,9 @@ static int contains(jctx *c, jv hay, jv needle, int *err) {
     *err = 0;
     if (hay.k == JV_STR) {
         if (needle.k != JV_STR) { *err = 1; return 0; }
+        size_t w = jinja_work_of(hay);
+        if (w > c->steps) { *err = 2; return 0; } /* (a linear search: its bytes are work) */
+        c->steps -= w;
         return jb_find_sub(hay.u.s->s, hay.u.s->len, needle.u.s->s, needle.u.s->len) != NULL;
     }
     if (hay.k == JV_LIST) {
@@ -247,6 +283,9 @@ static int compare_at(jctx *c, jv a, jv b, int ci, int *err, int depth) {
         return (x > y) - (x < y);
     }
     if (a.k == JV_STR && b.k == JV_STR) {
+        size_t w = (a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len) / JINJA_WORK_BYTES; /* (bytes compared) */
+        if (w > c->steps) { *err = 2; return 0; }
+        c->steps -= w;
         if (ci) {
             size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
             for (size_t i = 0; i < n; i++) {
@@ -355,6 +394,7 @@ cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
         return CMF_OK;
     }
     if (obj.k == JV_STR && is_intlike(key)) {
+        TRY(jinja_charge_work(c, at, jinja_work_of(obj))); /* (code points are counted from the start) */
         size_t ncp = utf8_count(obj.u.s->s, obj.u.s->len);
         int64_t i = norm_index(ival(key), ncp);
         if (i < 0 || (size_t)i >= ncp) { *out = jv_undef(NULL); return CMF_OK; }
@@ -390,6 +430,7 @@ static cmf_status slice(jctx *c, jframe *f, const jnode *n, jv obj, jv *out) {
     if (!st && obj.k == JV_UNDEF) st = jinja_undef_err(n->a, obj);
     if (!st && obj.k != JV_LIST && obj.k != JV_STR) st = jinja_rt_err(n, "'%s' object is not subscriptable", jv_kind_name(obj));
     if (st) { for (int k = 0; k < 3; k++) jv_release(parts[k]); return st; }
+    TRY(jinja_charge_work(c, n, jinja_work_of(obj))); /* (a slice reads or copies up to all of it) */
     int64_t len = obj.k == JV_LIST ? (int64_t)obj.u.l->n : (int64_t)utf8_count(obj.u.s->s, obj.u.s->len), a, b;
     slice_indices(&parts[0], &parts[1], step, len, &a, &b);
     if (obj.k == JV_LIST) {
@@ -404,10 +445,25 @@ static cmf_status slice(jctx *c, jframe *f, const jnode *n, jv obj, jv *out) {
     jbuf buf = {0};
     const char *s = obj.u.s->s;
     size_t sl = obj.u.s->len;
-    for (int64_t i = a; step > 0 ? i < b : i > b;) {
-        size_t x = utf8_offset(s, sl, (size_t)i), y = utf8_offset(s, sl, (size_t)i + 1);
-        jbuf_put(&buf, s + x, y - x);
-        if (__builtin_add_overflow(i, step, &i)) break;
+    if (step == 1) { /* s[a:b]: one byte range */
+        if (a < b) {
+            size_t x = utf8_offset(s, sl, (size_t)a), y = utf8_offset(s, sl, (size_t)b);
+            jbuf_put(&buf, s + x, y - x);
+        }
+    } else if (step > 0 ? a < b : a > b) { /* walk the code points once from a (each index from the start was
+                                             * quadratic: s[::2] of 200 KB took a minute) */
+        size_t x = utf8_offset(s, sl, (size_t)a);
+        for (int64_t i = a;;) {
+            size_t y = x + 1;
+            while (y < sl && ((unsigned char)s[y] & 0xC0) == 0x80) y++;
+            jbuf_put(&buf, s + x, y - x);
+            const uint64_t mag = step > 0 ? (uint64_t)step : (uint64_t)0 - (uint64_t)step;
+            for (uint64_t k = 0; k < mag; k++) { /* to the next index, code point by code point (at most to b) */
+                if (step > 0) { i++; if (i >= b) break; x = y; y = x + 1; while (y < sl && ((unsigned char)s[y] & 0xC0) == 0x80) y++; }
+                else { i--; if (i <= b) break; do x--; while (x > 0 && ((unsigned char)s[x] & 0xC0) == 0x80); }
+            }
+            if (step > 0 ? i >= b : i <= b) break;
+        }
     }
     *out = jv_strn(buf.p ? buf.p : "", buf.n);
     jbuf_free(&buf);
@@ -515,6 +571,12 @@ static cmf_status call(jctx *c, jframe *f, const jnode *n, jv *out) {
     case JV_NS: st = jinja_call_object(c, n, fn, &a, out); break; /* a joiner() */
     default: st = jinja_rt_err(n, "'%s' object is not callable", jv_kind_name(fn));
     }
+    /* the work: arguments, a method's receiver (str.find scans it), the result (a dict's items() made n pairs) */
+    if (!st) {
+        size_t w = args_work(&a) + jinja_work_of(*out) + (fn.k == JV_METHOD ? jinja_work_of(fn.u.meth->self) : 0);
+        if (fn.k == JV_METHOD && !strcmp(fn.u.meth->name, "get")) w = args_work(&a) + 1; /* (dict.get: a lookup) */
+        if ((st = jinja_charge_work(c, n, w))) { jv_release(*out); *out = jv_undef(NULL); }
+    }
     jargs_free(&a);
     jv_release(fn);
     return st;
@@ -596,10 +658,20 @@ cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out) {
                 *out = jv_undef(NULL);
                 st = jinja_limit_err(n, "string size", c->lim.max_output);
             }
+            /* the work: what the filter reads and makes (a list or dict read by length/first/last/default/... is
+             * not walked: charged one step) */
+            static const char *const cheap[] = {"length", "count", "first", "last", "default", "d", "safe", "list",
+                                                "attr", NULL};
+            int o1 = 0;
+            for (int k = 0; cheap[k] && !o1; k++) o1 = !strcmp(n->name, cheap[k]);
+            size_t w = (o1 && a.k != JV_STR ? 1 : jinja_work_of(a)) + args_work(&args);
+            if (!st) w += jinja_work_of(*out);
+            if (!st && (st = jinja_charge_work(c, n, w))) { jv_release(*out); *out = jv_undef(NULL); }
         } else {
             int r = 0;
             st = jinja_test(c, n, n->name, a, &args, &r);
             if (!st) *out = jv_bool(n->op ? !r : r);
+            if (!st && (a.k == JV_STR || args.npos)) st = jinja_charge_work(c, n, jinja_work_of(a) + args_work(&args));
         }
         jargs_free(&args);
         break;

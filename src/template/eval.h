@@ -98,10 +98,17 @@ cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv
 
 /* Calls a macro value with arguments (eval.c). */
 cmf_status jinja_call_macro(jctx *c, const jnode *at, jv macro, const jargs *a, jv *out);
-/* The budget of value-walk steps of one render: each pair of values that ==, in, a test, list.index, or the key
+/* The work budget of one render (c->steps): each pair of values that ==, in, a test, list.index, or the key
  * comparisons of sort/unique/min/max/dictsort visit is a step (a list holding one list twice, 40 deep, made == walk
- * 2^40 pairs; unique is quadratic in the items). */
+ * 2^40 pairs; unique is quadratic in the items), and so is each list or dict item a filter or method reads and each
+ * JINJA_WORK_BYTES bytes of text scanned or made (a 16 MB string searched in a loop of a million iterations ran for
+ * hours). Sixteen times max_iterations: about a gigabyte of text. */
 #define JINJA_WALK_STEPS(lim) ((lim).max_iterations > SIZE_MAX / 16 ? SIZE_MAX : (lim).max_iterations * 16)
+#define JINJA_WORK_BYTES 64
+/* Charges `steps` work steps; the sandbox limit error once the budget is spent. */
+cmf_status jinja_charge_work(jctx *c, const jnode *at, size_t steps);
+/* The work of reading value v once: a string's bytes / JINJA_WORK_BYTES, a list's or dict's items, else 1. */
+size_t jinja_work_of(jv v);
 /* Python's a == b within c->steps: *eq gets 1 or 0; CMF_E_UNSUPPORTED (sandbox limit, reported at `at`) once the
  * steps are spent. */
 cmf_status jinja_equal(jctx *c, const jnode *at, jv a, jv b, int *eq);

@@ -23,6 +23,7 @@ struct cmf_template {
 /* Items of a value as a for loop sees them (owned list): list items, dict keys, string characters. */
 static cmf_status iter_items(jctx *c, const jnode *at, jv v, jv *out) {
     if (v.k == JV_LIST) { *out = jv_retain(v); return CMF_OK; }
+    if (v.k == JV_DICT || v.k == JV_NS) TRY(jinja_charge_work(c, at, jinja_work_of(v))); /* (its keys are copied) */
     if (v.k == JV_STR) TRY(jinja_charge_items(c, at, utf8_count(v.u.s->s, v.u.s->len))); /* one string per char */
     jv l = jv_list_new(0);
     if (jv_is_oom(l)) return NOMEM();
@@ -197,6 +198,8 @@ static cmf_status capture(jctx *c, jframe *f, const jnode *n, jv *out) {
 }
 
 static cmf_status emit(jctx *c, const jnode *at, const char *s, size_t n) {
+    /* text written is work too: a macro or set block that captures 16 MB, called a million times, copied 16 TB */
+    TRY(jinja_charge_work(c, at, n / JINJA_WORK_BYTES));
     jbuf_put(c->out, s, n);
     if (c->out->over) return jinja_limit_err(at, "output bytes", c->lim.max_output);
     if (c->out->oom) return NOMEM();

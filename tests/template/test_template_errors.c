@@ -69,12 +69,38 @@ static void review8(void) {
         char src[512];
         snprintf(src, sizeof src, "{%% set ns = namespace(a=[1], b=[1]) %%}{%% for i in range(40) %%}"
                                   "{%% set ns.a = [ns.a, ns.a] %%}{%% set ns.b = [ns.b, ns.b] %%}{%% endfor %%}%s", walks[k]);
-        expect_err_lim(src, &small, CMF_E_UNSUPPORTED, "sandbox limit exceeded: value comparison steps");
+        expect_err_lim(src, &small, CMF_E_UNSUPPORTED, "sandbox limit exceeded: work steps");
     }
     /* unique is quadratic in the items; a dict's sort_keys is not */
-    expect_err_lim("{{ range(5000) | unique | list | length }}", &small, CMF_E_UNSUPPORTED, "value comparison steps");
+    expect_err_lim("{{ range(5000) | unique | list | length }}", &small, CMF_E_UNSUPPORTED, "work steps");
     expect_out("{{ [[1, [2]], [1, [2]], [1, [3]]] | unique | list }}|{{ [[1, [2]]] == [[1, [2]]] }}",
                "[[1, [2]], [1, [3]]]|True");
+    /* work: text scanned or made and items read count (64 bytes or one item a step), so a loop repeating a linear
+     * operation on a big value stops (a 16 MB string searched a million times ran for hours) */
+    {
+        const char *heavy[] = {"{% if 'zz' in s %}{% endif %}", "{% set x = s | length %}", "{% set x = s[5] %}",
+                               "{% set x = s ~ 'x' %}", "{% set x = m() %}", "{% set x = s.find('z') %}",
+                               "{% set x = d.items() %}", "{% set x = l | reverse %}", "{% set x = l | join %}",
+                               "{% set x = s == t %}", "{% set x = s[1:] %}", "{% for k in d %}{% break %}{% endfor %}",
+                               "{% set x = s < t %}", "{% set x = s is lower %}", "{% set x = l | sum %}"};
+        char *ctx = malloc(5000 * 16 + 16), *p = ctx;
+        p += sprintf(p, "{\"d\":{");
+        for (int i = 0; i < 5000; i++) p += sprintf(p, "%s\"k%d\":%d", i ? "," : "", i, i);
+        sprintf(p, "}}");
+        for (size_t k = 0; k < sizeof heavy / sizeof heavy[0]; k++) {
+            char src[512], *out;
+            snprintf(src, sizeof src, "{%% set s = 'a' * 200000 %%}{%% set t = 'a' * 200000 %%}{%% set l = range(4000) | list %%}"
+                                      "{%% macro m() %%}{{ s }}{%% endmacro %%}{%% for i in range(5000) %%}%s{%% endfor %%}", heavy[k]);
+            cmf_status st = run(src, ctx, &small, &out);
+            CHECK_MSG(st == CMF_E_UNSUPPORTED && !out && strstr(cmf_last_error(), "sandbox limit exceeded: work steps"),
+                      "%s: status %d, %s", heavy[k], st, cmf_last_error());
+            free(out);
+        }
+        free(ctx);
+    }
+    /* slicing a string is linear (each code point was found from the start: quadratic) */
+    expect_out("{% set s = 'é' * 1000000 %}{{ s[::2] | length }} {{ s[::-3] | length }} {{ s[1:] | length }} "
+               "{{ s[-2::-1000000] | length }}", "500000 333334 999999 1");
     /* a substring search is linear: an 8 MB needle in a 16 MB string (naively 10^13 steps) */
     expect_out("{% set s = 'a' * 4000000 %}{{ (s ~ 'b') in (s ~ s) }}{{ (s ~ 'b') in (s ~ 'ab') }}"
                "{{ (s ~ s).find(s ~ 'b') }}{{ (s ~ s).count(s ~ 'b') }}", "FalseTrue-10");
