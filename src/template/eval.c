@@ -130,7 +130,8 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         if (s.u.s->len && (uint64_t)k > c->lim.max_output / s.u.s->len) return jinja_limit_err(n, "string size", c->lim.max_output);
         jv r = jv_strn(NULL, s.u.s->len * (size_t)k);
         if (jv_is_oom(r)) return NOMEM();
-        for (int64_t i = 0; i < k; i++) memcpy(r.u.s->s + (size_t)i * s.u.s->len, s.u.s->s, s.u.s->len);
+        for (int64_t i = 0; s.u.s->len && i < k; i++) memcpy(r.u.s->s + (size_t)i * s.u.s->len, s.u.s->s, s.u.s->len);
+        /* ('' * 10**11 looped 10^11 times) */
         r.u.s->s[r.u.s->len] = 0;
         *out = r;
         return CMF_OK;
@@ -146,7 +147,7 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         c->items += len;
         jv r = jv_list_new(len);
         if (jv_is_oom(r)) return NOMEM();
-        for (int64_t i = 0; i < k; i++)
+        for (int64_t i = 0; l.u.l->n && i < k; i++) /* ([] * 10**11: no loop) */
             for (size_t j = 0; j < l.u.l->n; j++) jv_list_push(r, jv_retain(l.u.l->v[j])); /* capacity reserved */
         *out = r;
         return CMF_OK;
