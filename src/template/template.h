@@ -12,14 +12,18 @@
  * int/float as Python parses numbers, ...), tests, cycler/joiner/namespace, and str/dict/list methods as used by
  * real chat templates.
  * Known differences from Python jinja2: tuples behave as lists (and print as (a, b)); JSON numbers without a
- * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); integers are 64-bit (Python's are unbounded: a literal or an int filter result outside int64 is an error); template
- * inheritance/includes and autoescaping are not supported (an error names the construct).
+ * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); integers are 64-bit (Python's are
+ * unbounded: a literal or an int filter result outside int64 is an error, arithmetic past it becomes a float); a
+ * namespace cannot hold itself (reference counting would never free the cycle); values nested deeper than 1000
+ * levels cannot be compared or printed (Python: RecursionError); template inheritance/includes and autoescaping are
+ * not supported (an error names the construct).
  *
  * Sandbox: output size and each string's size (max_output), total loop iterations and macro calls, the items of
- * the lists made by range(), list + and list * (max_iterations each), the value-walk steps of ==, in, tests and the
- * key comparisons of sort/unique/min/max/dictsort (16 x max_iterations), macro call depth (also recursive loop()
- * depth), expression nesting, the operators of one tag and the parse-time caps below are bounded; exceeding a limit
- * is an error, never a hang or a crash. The rendered text is valid UTF-8 or an error: a string escape that makes a
+ * the lists made by range(), list +, list *, list() and split() (max_iterations each), the work of one render (16 x
+ * max_iterations steps: each pair of values ==, in, tests and the sort/unique/min/max keys compare, each list or
+ * dict item a filter or method reads, each 64 bytes of text scanned, compared, sliced, made or written), macro call
+ * depth (also recursive loop() depth), expression nesting, the operators of one tag and the parse-time caps below
+ * are bounded; exceeding a limit is an error, never a hang or a crash. The rendered text is valid UTF-8 or an error: a string escape that makes a
  * lone surrogate ("\ud800", which Python cannot encode) reaching the output, or context strings that are not
  * UTF-8, fail with a message naming the offset or the variable. */
 #ifndef CMF_TEMPLATE_TEMPLATE_H
@@ -46,7 +50,8 @@ typedef struct cmf_template cmf_template;
 typedef struct cmf_template_limits {
     size_t max_output;     /* bytes of rendered text (default 16 MiB) */
     size_t max_iterations; /* loop iterations plus macro calls over one render, and separately the items of the
-                            * lists made by range() and + (default 1,000,000 each) */
+                            * lists made by range(), +, *, list() and split() (default 1,000,000 each); the work
+                            * budget is 16 times this */
     int max_depth;         /* nested macro calls (default 64) */
 } cmf_template_limits;
 
