@@ -47,7 +47,7 @@ fi
 CMF_CUDA_TEST_ONLY=attention timeout 200 $B/tests/cuda/test_cuda_ops > "$OUT/tests.log" 2>&1; echo "test_cuda_ops (attention) rc=$?"
 timeout 200 $B/tests/cuda/test_cuda_fuse >> "$OUT/tests.log" 2>&1; echo "test_cuda_fuse rc=$?"
 # many short splits (the merge of up to 257 splits)
-CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16 CMF_CUDA_TEST_ONLY=attention timeout 200 $B/tests/cuda/test_cuda_ops \
+CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16 CMF_CUDA_TEST_ONLY=attn_decode timeout 200 $B/tests/cuda/test_cuda_ops \
   >> "$OUT/tests.log" 2>&1; echo "test_cuda_ops (attention, CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16) rc=$?"
 CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16 timeout 200 $B/tests/cuda/test_cuda_fuse >> "$OUT/tests.log" 2>&1
 echo "test_cuda_fuse (CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16) rc=$?"

@@ -17,7 +17,8 @@
 # without graphs), MEMCHECK_CASES ("llama,qwen3"), PAR (1: the tests, the memcheck and test_gpu_dory run at the same
 # time, correctness only, while the random files of the shapes not in CONVERT are written in the background, one file
 # ahead of the bench loop, so the timed runs have the GPU alone; 0: one after the other), AB / AB_MODELS (tg@128 rows
-# of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0";
+# of the files AB_MODELS, e.g. "llama-8b-q8", under each environment setting of AB, e.g. "CMF_CUDA_FUSE_PRE=0"; at the
+# contexts AB_CTX, default 128, e.g. "128,4096";
 # "llama-8b-q8@CMF_CUDA_I8_XPRE=1": that file only),
 # FORWARD_ENV (PAR=1: test_gpu_forward and test_cuda_fuse once more with these settings, ',' between them),
 # PROF_AB (settings for a CMF_CUDA_PERSIST=1 CMF_CUDA_PERSIST_PROF=1 run of each AB_MODELS file, '-' = none, and
@@ -97,6 +98,12 @@ if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on 
     ( env $TESTENV CMF_TMP=/tmp/gx-$t timeout 300 $exe > "$M/$t.log" 2>&1; echo "$t rc=$?" >> "$M/extra.rc" ) &
     p10="$p10 $!"; mkdir -p /tmp/gx-$t
   done
+  # decode attention over many short splits (one block merges up to 257; tests/cuda/CMakeLists.txt's *_splits)
+  ( SPL="CMF_CUDA_ATTN_BLOCKS=1056 CMF_CUDA_ATTN_SPLIT_KEYS=16"
+    env $SPL CMF_CUDA_TEST_ONLY=attn_decode timeout 200 $B/tests/cuda/test_cuda_ops > "$M/attn_splits.log" 2>&1
+    echo "test_cuda_attn_splits rc=$?" > "$M/splits.rc"
+    env $SPL timeout 200 $B/tests/cuda/test_cuda_fuse > "$M/fuse_splits.log" 2>&1
+    echo "test_cuda_fuse_splits rc=$?" >> "$M/splits.rc" ) & p11=$!
   if [ -n "${FORWARD_ENV:-}" ]; then # test_gpu_forward once more under these settings (e.g. an opt-in path)
     mkdir -p /tmp/gfe
     env $TESTENV CMF_TMP=/tmp/gfe ${FORWARD_ENV//,/ } timeout 400 $B/tests/gpu/test_gpu_forward > "$M/gpu_forward_env.log" 2>&1 &
@@ -117,6 +124,7 @@ if has test && [ "$PAR" = 1 ]; then # correctness only: concurrent processes on 
   wait $p2; echo "test_prefill_tc rc=$?"; tail -2 "$M/prefill_tc.log"
   wait $p3; echo "test_cuda_fuse rc=$?"; tail -2 "$M/cuda_fuse.log"
   wait $p9; echo "test_gpu_persist rc=$?"; grep -E 'persistent steps|FAIL|differ' "$M/gpu_persist.log" | head -6
+  wait $p11; cat "$M/splits.rc"
   for p in $p10; do wait $p; done; [ -f "$M/extra.rc" ] && cat "$M/extra.rc" && for t in $EXTRA_TESTS; do tail -3 "$M/$t.log"; done
   wait $p4; echo "test_gpu_forward rc=$?"
   grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -20
@@ -184,8 +192,8 @@ if has bench; then
       case " ${AB_MODELS:-} " in *" $shape-$dt "*) # A/B rows: tg@128 under each setting of $AB (',' between variables)
         for v in ${AB:-}; do
           case $v in *@*) [ "${v%%@*}" = "$shape-$dt" ] || continue; v=${v#*@} ;; esac # "file@settings": that file only
-          env ${v//,/ } timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g $GEN -c 128 -r 2 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
-            grep test= | sed "s/test=tg@128/test=tg@128-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')/" | tee -a "$OUT/results.txt"
+          env ${v//,/ } timeout 120 $B/tests/gpu/gpu_bench $f -p 0 -g $GEN -c ${AB_CTX:-128} -r 2 2>&1 | sed "s|model=$f|model=$shape-$dt|" |
+            grep test= | sed "s/\(test=tg@[0-9]*\)/\1-$(echo "$v" | tr -c 'A-Za-z0-9\n' '_')/" | tee -a "$OUT/results.txt"
         done
         for v in ${PROF_AB:-}; do # the persistent kernel's stage profile (CMF_CUDA_PERSIST_PROF=1, persist.h)
           case $v in *@*) [ "${v%%@*}" = "$shape-$dt" ] || continue; v=${v#*@} ;; esac # "file@settings": that file only

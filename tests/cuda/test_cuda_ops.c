@@ -442,7 +442,9 @@ static void test_elementwise(void) {
     free(ref);
 }
 
-static void test_attention(void) {
+/* Decode attention (every kernel variant) against the double reference, and with prefill (the slow reference) the
+ * causal prefill kernel. */
+static void test_attention(int prefill) {
     static const struct {
         int H, KV, D, window;
         float softcap;
@@ -517,34 +519,36 @@ static void test_attention(void) {
         cmf_cuda_set_attn_decode(-1, -1, -1);
         cmf_cuda_free(d_work);
         /* prefill of the last n_tok positions (a cached prefix before them) */
-        int64_t n_tok = ctx > 200 ? 200 : ctx - 5, pos0 = ctx - n_tok;
-        size_t qn = (size_t)(n_tok * H * D);
-        float *q = ref_rand_vec(&rng, (int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
-        double *ref = malloc(sizeof(double) * qn);
-        float *d_q = ref_dev_from(q, sizeof(float) * qn), *d_o = ref_dev_poison(sizeof(float) * qn);
-        OK(cmf_cuda_attn_prefill(&a, d_q, d_k, d_v, pos0, n_tok, d_o, NULL));
-        OK(cmf_cuda_download(o, d_o, sizeof(float) * qn, NULL));
-        OK(cmf_cuda_sync(NULL));
-        ref_attention(H, KV, D, a.scale, a.softcap, a.window, q, k, v, pos0, n_tok, ref);
-        double e = ref_rel_err(o, ref, (int64_t)qn);
-        CHECK_MSG(e < 1e-5, "attn prefill H%d KV%d D%d win%d n_tok %lld: %g", H, KV, D, a.window, (long long)n_tok, e);
-        {
-            float *o2 = malloc(sizeof(float) * qn);
-            OK(cmf_cuda_attn_prefill(&af, d_q, d_kf, d_vf, pos0, n_tok, d_o, NULL));
-            OK(cmf_cuda_download(o2, d_o, sizeof(float) * qn, NULL));
+        if (prefill) {
+            int64_t n_tok = ctx > 200 ? 200 : ctx - 5, pos0 = ctx - n_tok;
+            size_t qn = (size_t)(n_tok * H * D);
+            float *q = ref_rand_vec(&rng, (int64_t)qn, 2.0f), *o = malloc(sizeof(float) * qn);
+            double *ref = malloc(sizeof(double) * qn);
+            float *d_q = ref_dev_from(q, sizeof(float) * qn), *d_o = ref_dev_poison(sizeof(float) * qn);
+            OK(cmf_cuda_attn_prefill(&a, d_q, d_k, d_v, pos0, n_tok, d_o, NULL));
+            OK(cmf_cuda_download(o, d_o, sizeof(float) * qn, NULL));
             OK(cmf_cuda_sync(NULL));
-            CHECK_MSG(!memcmp(o, o2, sizeof(float) * qn), "attn prefill f32 cache H%d KV%d D%d differs", H, KV, D);
-            free(o2);
+            ref_attention(H, KV, D, a.scale, a.softcap, a.window, q, k, v, pos0, n_tok, ref);
+            double e = ref_rel_err(o, ref, (int64_t)qn);
+            CHECK_MSG(e < 1e-5, "attn prefill H%d KV%d D%d win%d n_tok %lld: %g", H, KV, D, a.window, (long long)n_tok, e);
+            {
+                float *o2 = malloc(sizeof(float) * qn);
+                OK(cmf_cuda_attn_prefill(&af, d_q, d_kf, d_vf, pos0, n_tok, d_o, NULL));
+                OK(cmf_cuda_download(o2, d_o, sizeof(float) * qn, NULL));
+                OK(cmf_cuda_sync(NULL));
+                CHECK_MSG(!memcmp(o, o2, sizeof(float) * qn), "attn prefill f32 cache H%d KV%d D%d differs", H, KV, D);
+                free(o2);
+            }
+            cmf_cuda_free(d_q);
+            cmf_cuda_free(d_o);
+            free(q);
+            free(o);
+            free(ref);
         }
         cmf_cuda_free(d_kf);
         cmf_cuda_free(d_vf);
-        cmf_cuda_free(d_q);
-        cmf_cuda_free(d_o);
         cmf_cuda_free(d_k);
         cmf_cuda_free(d_v);
-        free(q);
-        free(o);
-        free(ref);
         free(k);
         free(v);
     }
@@ -622,13 +626,15 @@ int main(void) {
     printf("device: %s\n", info);
     cmf_cuda_ctx *ctx = NULL;
     OK(cmf_cuda_ctx_create(&ctx, 0));
-    /* CMF_CUDA_TEST_ONLY=weights,attention,...: a subset (short device calls); unset: every group */
+    /* CMF_CUDA_TEST_ONLY=weights,attention,...: a subset (short device calls); unset: every group; attn_decode: the
+     * attention group without prefill */
     const char *only = getenv("CMF_CUDA_TEST_ONLY");
 #define GROUP(name) (!only || strstr(only, name))
     if (GROUP("exp2f")) test_exp2f();
     if (GROUP("weights")) test_weights(ctx);
     if (GROUP("elementwise")) test_elementwise();
-    if (GROUP("attention")) test_attention();
+    if (GROUP("attention")) test_attention(1);
+    else if (only && strstr(only, "attn_decode")) test_attention(0); /* decode only: quick variant runs */
     if (GROUP("sampling")) test_sampling();
 #undef GROUP
     cmf_cuda_ctx_free(ctx);

@@ -45,8 +45,8 @@ int ad_tile(void) {
 }
 
 /* The decode kernel's flags: bit 0 = prefetch its split's K / V rows into L2 before the PDL wait
- * (CMF_CUDA_ATTN_PF=1), bit 1 = the serial merge of the splits (CMF_CUDA_ATTN_MERGE=0); cmf_cuda_set_attn_decode
- * overrides either. */
+ * (CMF_CUDA_ATTN_PF=1), bit 1 = the serial merge of the splits (the default; CMF_CUDA_ATTN_MERGE=1: the parallel
+ * one); cmf_cuda_set_attn_decode overrides either. */
 static int ad_flags(void) {
     if (g_pf < 0) {
         const char *e = getenv("CMF_CUDA_ATTN_PF");
@@ -54,7 +54,7 @@ static int ad_flags(void) {
     }
     if (g_merge < 0) {
         const char *e = getenv("CMF_CUDA_ATTN_MERGE");
-        g_merge = !(e && e[0] == '0');
+        g_merge = e && e[0] ? e[0] == '1' : !AD_MERGE_SERIAL;
     }
     return g_pf | (g_merge ? 0 : 2);
 }

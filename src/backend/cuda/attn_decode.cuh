@@ -26,6 +26,12 @@ int ad_split_keys(void);
  * CMF_CUDA_ATTN_TILE (1 or 4), or cmf_cuda_set_attn_decode (tests, A/B). Host side only (attention.cu). */
 int ad_tile(void);
 
+/* The default merge of the splits, which persist.cu's items use too: 1 = the serial merge (merge_dim), 0 = the
+ * parallel one (attn_merge_splits; CMF_CUDA_ATTN_MERGE=1 in attention.cu), opt-in until a same-call A/B. */
+#ifndef AD_MERGE_SERIAL
+#define AD_MERGE_SERIAL 1
+#endif
+
 /* The default tile, which persist.cu's items use too (they must give the graph path's bits). 4: measured faster than
  * 1 (the per-key update) on Llama-8B and Qwen3-0.6B q8 at contexts 128 and 4096 (bench/cuda/RESULTS.md, cuda8). */
 #ifndef AD_KT
@@ -93,8 +99,8 @@ static __device__ __forceinline__ void ad_sync(int bar) {
     else asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
 }
 
-/* The previous merge (CMF_CUDA_ATTN_MERGE=0, an A/B switch): output dim d of `used` splits' partials w[s][D + 2],
- * two passes over the splits per element, each load a dependent L2 round trip. */
+/* The serial merge (the default; CMF_CUDA_ATTN_MERGE=1 takes attn_merge_splits): output dim d of `used` splits'
+ * partials w[s][D + 2], two passes over the splits per element, each load a dependent L2 round trip. */
 static __device__ __forceinline__ float merge_dim(const float *w, int used, int D, int d) {
     float M = -INFINITY;
     for (int s = 0; s < used; s++) M = fmaxf(M, __ldcg(w + s * (D + 2)));
@@ -174,6 +180,7 @@ static __device__ __forceinline__ void attn_merge_splits(const float *__restrict
             if (e < gh * D) out[(int64_t)(e / D) * D + e % D] = o[k] / S.ml[0][e / D][1];
         }
     }
+    ad_sync(bar); /* S is free again for the caller's next item (persist.cu) */
 }
 
 /* One key row's 8 values of lane `sub` (16 bytes of an f16 cache, 32 of an f32 one) as raw words, loaded
@@ -217,7 +224,7 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
 /* Work item (kv head kvh, split, head chunk hz of nz) by 128 threads (tid 0..127; bar: ad_sync): lane groups of
  * L = pow2(D/8) lanes each hold key rows (16 bytes per lane and row), GH query heads of the group in registers.
  * A group takes KT keys per round (tile: KT rows of K and V loaded before the first is used; KT is lowered to 2 for
- * GH = 8 to stay in registers), scores them for every head, and does one online-softmax update per head and tile
+ * GH = 8 to stay in registers, and to 1 for head_dim <= 32, L < 8, as attention.cu launches it), scores them for every head, and does one online-softmax update per head and tile
  * (the tile's max, one rescale of the running sum and output, Milakov & Gimelshein 2018); with KT = 1 this is the
  * per-key update. Then the groups merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
  * of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA samples'
@@ -228,7 +235,8 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
  * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the
  * bits of qk_norm_rope_kv followed by the plain kernel. The caller has waited for q (and fr's k, v). Every caller
  * with the same KT gives the same bits (the key order within a group, the groups' merge order are fixed).
- * serial_merge: the previous merge of the splits (merge_dim; CMF_CUDA_ATTN_MERGE=0) instead of attn_merge_splits. */
+ * serial_merge: the serial merge of the splits (merge_dim; the default) instead of attn_merge_splits
+ * (CMF_CUDA_ATTN_MERGE=1). */
 template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
 static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, const float *__restrict__ q,
                                                        const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
@@ -236,9 +244,9 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
                                                        int *__restrict__ done, float *__restrict__ out,
                                                        const AttnRope &fr, int kvh, int split, int hz, int nz, int tid,
                                                        int bar, int mk, AttnSm<GH, L, FR> &S,
-                                                       int serial_merge = 0) {
+                                                       int serial_merge = AD_MERGE_SERIAL) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per item */
-    constexpr int T = GH >= 8 && KT > 2 ? 2 : KT; /* keys per group and round */
+    constexpr int T = L < 8 ? 1 : GH >= 8 && KT > 2 ? 2 : KT; /* keys per group and round (launch_tile's rule) */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int h0 = hz * AD_MAXG;
     const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos, mk);

@@ -329,7 +329,7 @@ int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope 
  * launch; -1 or any other value: the environment's choice or the default): tile = keys per lane group and
  * online-softmax update (4, the default, or 1: the per-key update; CMF_CUDA_ATTN_TILE), pf = 1 to prefetch each
  * split's K / V rows into L2 before the kernel's PDL wait (default 0; CMF_CUDA_ATTN_PF), merge = 1 for the merge of
- * the splits with independent loads (the default), 0 for the previous serial one (CMF_CUDA_ATTN_MERGE). Results
+ * the splits with independent loads, 0 for the serial one (the default; CMF_CUDA_ATTN_MERGE). Results
  * depend on tile and merge only through the order of the f32 operations (each as exact as the others); graph
  * replays keep the variant they were captured with. No errors. */
 void cmf_cuda_set_attn_decode(int tile, int pf, int merge);
