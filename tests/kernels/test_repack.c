@@ -208,12 +208,10 @@ static void check_case(cmf_pool *pool, int path, int dtype, int64_t rows, int64_
                 const int nr = rows - r < 32 ? (int)(rows - r) : 32;
                 for (int64_t b0 = 0; b0 < a.nb; b0 += ck) {
                     const int64_t kb = a.nb - b0 < ck ? a.nb - b0 : ck;
-                    /* ci 1: with a side prefetch (kern.h spf: lines of the copy itself), which changes nothing */
-                    const int64_t sl = ci ? (int64_t)(rp->gstride / 64) : 0;
                     k->rp_gemm(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, got + r, ld, bias + r, b0 == 0,
-                              b0 + kb == rp->nb, ci ? (const char *)rp->buf : NULL, sl);
+                              b0 + kb == rp->nb);
                     cmf_rp_gemm_scalar(rp, r / 16, nr > 16 ? 2 : 1, nr, b0, kb, &a, 0, n, sref + r, ld, bias + r,
-                                       b0 == 0, b0 + kb == rp->nb, NULL, 0);
+                                       b0 == 0, b0 + kb == rp->nb);
                 }
             }
             const int bad = compare(got, ref, mag, n, rows, ld);

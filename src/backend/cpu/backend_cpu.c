@@ -9,7 +9,6 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/kern.h"
 #include "model/model.h"
 #include "skills/skills.h"
 #include "util/error.h"
@@ -69,24 +68,6 @@ static void flush_rope(void) {
     for (int t = 0; r->kv && t < r->n; t++) kv_write_heads(r->b, r->seqs, r->layer, t, 0, nkv);
     r->rope = r->kv = 0;
 }
-
-/* ---- the next layer's KV rows, prefetched during this layer's gate/up GEMM ----------------------------------------
- * A batched decode step (a serve step: every token from another session) reads each session's cached K/V rows once
- * per layer in its attention, 2-4 MB of f32 per layer at 16 sessions of 32-64 positions, from memory (the step's
- * ~70 MB of weights pass through the caches in between); its int8 GEMMs are compute bound at that token count, so
- * the memory bus is idle during them. The gate/up group of layer l (the longest fan-out of a layer) therefore
- * prefetches layer l + 1's rows (cmf_matmul_group_pf), and the attention then finds them in L2 / L3. Set by kv_write
- * (the batch's sessions, valid until the forward ends), cleared by begin / end; per calling thread, as g_defer. */
-typedef struct {
-    cmf_batch *b;
-    cmf_session *const *seqs;
-    int layer, n;
-} step_ctx;
-static _Thread_local step_ctx g_step;
-
-/* The rows [start, pos) of layer l that token t's attention reads from its session's cache (its own row at pos is
- * written during the step) into pf. */
-static void kv_prefetch_add(cmf_pf *pf, const cmf_batch *b, cmf_session *const *seqs, int l, int t);
 
 /* What every op but kv_write / attention runs first: the pending products, then the pending RoPE / KV write. */
 static void flush_all(void) {
@@ -187,13 +168,11 @@ static void cpu_kv_free(cmf_backend *be, cmf_session *s) {
 static cmf_status cpu_begin(cmf_backend *be, cmf_batch *b, int n) {
     (void)be, (void)b, (void)n;
     flush_all();
-    g_step = (step_ctx){0};
     return CMF_OK;
 }
 static void cpu_end(cmf_backend *be, cmf_batch *b) {
     (void)be, (void)b;
     flush_all();
-    g_step = (step_ctx){0};
 }
 
 static cmf_status cpu_embed(cmf_backend *be, cmf_batch *b, float *x, const cmf_weight *embed, const int32_t *tokens,
@@ -305,8 +284,10 @@ static void kv_write_heads(cmf_batch *b, cmf_session *const *seqs, int l, int t,
     memcpy(s->v_cache + row, b->v + in, (size_t)(g1 - g0) * HD * sizeof(float));
 }
 
-/* Whether the batch is a decode step: every token from another session, none with the O(1) far field. */
-static int decode_step(cmf_session *const *seqs, int n) {
+/* Whether the pending RoPE and KV write of this batch may run inside the attention's fan-out: a decode step (every
+ * token from another session) without the far field. */
+static int rope_in_attention(const rope_queue *r, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
+    if (!r->rope || r->b != b || r->layer != l || r->n != n) return 0;
     for (int t = 0; t < n; t++) {
         if (seqs[t]->o1) return 0;
         for (int u = 0; u < t; u++)
@@ -315,17 +296,9 @@ static int decode_step(cmf_session *const *seqs, int n) {
     return 1;
 }
 
-/* Whether the pending RoPE and KV write of this batch may run inside the attention's fan-out: a decode step (every
- * token from another session) without the far field. */
-static int rope_in_attention(const rope_queue *r, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
-    if (!r->rope || r->b != b || r->layer != l || r->n != n) return 0;
-    return decode_step(seqs, n);
-}
-
 static cmf_status cpu_kv_write(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs, int l, int n) {
     (void)be;
     flush_mm();
-    g_step = (step_ctx){b, seqs, l, n};
     rope_queue *r = &g_rope;
     if (rope_in_attention(r, b, seqs, l, n)) { /* kept pending with the RoPE */
         r->seqs = seqs;
@@ -394,16 +367,6 @@ static void attn_range(const cmf_batch *b, int layer, int t, int *start, int *le
     const int pos = b->pos[t];
     *start = c->is_sliding[layer] && pos - c->sliding_window + 1 > 0 ? pos - c->sliding_window + 1 : 0;
     *len = pos - *start + 1;
-}
-
-static void kv_prefetch_add(cmf_pf *pf, const cmf_batch *b, cmf_session *const *seqs, int l, int t) {
-    const int KVD = b->m->cfg.n_kv_heads * b->m->cfg.head_dim;
-    const cmf_session *s = seqs[t];
-    int start, len;
-    attn_range(b, l, t, &start, &len);
-    const size_t row = s->kv_off[l] + (size_t)start * KVD, bytes = (size_t)(len - 1) * KVD * sizeof(float);
-    cmf_pf_add(pf, s->k_cache + row, bytes);
-    cmf_pf_add(pf, s->v_cache + row, bytes);
 }
 
 /* Prefetches (into L2) the KV cache rows [j0, min(j1, j0 + ATTN_BLOCK)) of a layer (kc / vc, KVD floats each), their
@@ -619,13 +582,7 @@ static cmf_status cpu_glu(cmf_backend *be, cmf_batch *b, float *gate, const floa
         q->mm[0].ld_out == q->w[0].rows && q->mm[1].ld_out == q->w[1].rows && count == (int64_t)q->n * q->w[0].rows) {
         for (int i = 0; i < 2; i++) q->mm[i].w = &q->w[i];
         q->count = 0; /* the pending gate/up products and this GLU as one group */
-        const step_ctx *sc = &g_step;
-        cmf_pf pf; /* the next layer's KV rows of a batched decode step (see g_step above) */
-        pf.n = 0, pf.total = 0;
-        if (sc->b == b && sc->n == q->n && q->n > KERN_GEMV_T && sc->layer + 1 < b->m->cfg.n_layers &&
-            !sc->seqs[0]->mask && decode_step(sc->seqs, sc->n))
-            for (int t = 0; t < sc->n; t++) kv_prefetch_add(&pf, b, sc->seqs, sc->layer + 1, t);
-        cmf_matmul_group_pf(b->pool, q->x, q->n, q->mm, 2, gelu ? 2 : 1, &pf);
+        cmf_matmul_group(b->pool, q->x, q->n, q->mm, 2, gelu ? 2 : 1);
         return CMF_OK;
     }
     flush_all();

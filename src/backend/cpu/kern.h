@@ -197,27 +197,23 @@ typedef struct cmf_rp {
  * Prefill (n > KERN_GEMV_T): for groups g0 .. g0 + ng - 1 (ng 1 or 2; nr <= 16 * ng rows stored), blocks [b0, b0+kb)
  * and tokens t in [t0, t1), rows i < nr (out and bias point at the group's first row): the chain acc above continued
  * over those blocks from acc = 0 (first) or from out[t * ld_out + i] (a previous call's partial acc, stored raw);
- * when last (b0 + kb == nb) out = y (+ bias[i] when bias), else out = acc. spf_lines > 0: the 64-byte lines
- * [spf, spf + 64 * spf_lines) are prefetched into L2 during the call, spread over its blocks (other memory a
- * compute-bound call can bring in meanwhile: matmul.c cmf_matmul_group_pf; AVX-512: during the first token tile);
- * a path may ignore them (AVX2, scalar
- * do). NULL: no repacked path. */
+ * when last (b0 + kb == nb) out = y (+ bias[i] when bias), else out = acc. NULL: no repacked path. */
 typedef void (*kern_rp_gemv)(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y,
                              int64_t ldy);
 typedef void (*kern_rp_gemm)(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
                              int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
-                             int last, const char *spf, int64_t spf_lines);
+                             int last);
 /* The scalar reference of both (repack.c; also the scalar table's entries) and the SIMD ones (rp_avx512.c,
  * rp_avx2.c). */
 void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last, const char *spf, int64_t spf_lines);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last, const char *spf, int64_t spf_lines);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, int nt, float *y, int64_t ldy);
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last, const char *spf, int64_t spf_lines);
+                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 /* The q4tp layout a new copy gets (repack.c): sbytes 1 (ladder codes) when the active kernel path is AVX-512, else 4
  * (f32 rungs); cmf_rp_set_tp_layout(1 or 4) forces one for copies made after it (tests, bench A/B runs), 0 restores
  * the choice by path. Every path's kernels read both layouts (a copy outlives a path switch). Copies already made are

@@ -332,7 +332,7 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
             for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
                 const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
                 t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, t->out + r, t->ld_out,
-                              t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb, NULL, 0);
+                              t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb);
             }
         }
     }
@@ -520,39 +520,11 @@ typedef struct {
     int np;
     int64_t units;   /* all products' units (with glu: the gate's only) */
     atomic_llong next;
-    const cmf_pf *pf;     /* prefill kernel: lines to prefetch meanwhile (cmf_matmul_group_pf), or NULL */
-    int64_t pf_per;       /* lines per kernel call: pf's ranges cut into segments of at most this many */
-    atomic_llong pf_next; /* the next segment (each kernel call takes one) */
 } grp_task;
-
-void cmf_pf_add(cmf_pf *pf, const void *p, size_t bytes) {
-    if (!bytes || pf->n >= CMF_PF_RANGES) return;
-    const uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, e = ((uintptr_t)p + bytes + 63) & ~(uintptr_t)63;
-    pf->p[pf->n] = (const char *)p - ((uintptr_t)p - a);
-    pf->lines[pf->n] = (int64_t)((e - a) / 64);
-    pf->total += pf->lines[pf->n++];
-}
-
-/* The next segment of t->pf (its ranges cut into pieces of at most t->pf_per lines, each piece inside one range) for
- * one kernel call, by an atomic index: every piece once, whichever thread takes it. Returns its lines (0: none left)
- * and its first line in *p. */
-static int64_t pf_claim(grp_task *t, const char **p) {
-    const cmf_pf *pf = t->pf;
-    int64_t k = atomic_fetch_add_explicit(&t->pf_next, 1, memory_order_relaxed);
-    for (int i = 0; i < pf->n; i++) {
-        const int64_t segs = (pf->lines[i] + t->pf_per - 1) / t->pf_per;
-        if (k < segs) {
-            *p = pf->p[i] + 64 * k * t->pf_per;
-            return pf->lines[i] - k * t->pf_per < t->pf_per ? pf->lines[i] - k * t->pf_per : t->pf_per;
-        }
-        k -= segs;
-    }
-    return 0;
-}
 
 /* Unit u of product p: rows [*r, *re) for tokens [*t0, *t1), computed exactly as rp_gemv_worker / rp_gemm_worker
  * compute them (same kernel calls, bias added the same way), so the bits equal cmf_matmul's. */
-static void grp_unit(grp_task *t, const grp_prod *p, int64_t u, int64_t *r, int64_t *re, int64_t *t0,
+static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r, int64_t *re, int64_t *t0,
                      int64_t *t1) {
     const cmf_weight *w = p->w;
     const int64_t G0 = w->row0 / KERN_RP_R;
@@ -577,10 +549,8 @@ static void grp_unit(grp_task *t, const grp_prod *p, int64_t u, int64_t *r, int6
         const int nr = w->rows - r0 < 32 ? (int)(w->rows - r0) : 32;
         for (int64_t b0 = 0; b0 < t->a.nb; b0 += t->kc) {
             const int64_t kb = t->a.nb - b0 < t->kc ? t->a.nb - b0 : t->kc;
-            const char *sp = NULL;
-            const int64_t sl = t->pf ? pf_claim(t, &sp) : 0;
             t->k->rp_gemm(p->rp, G0 + 2 * pn, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, *t0, *t1, p->out + r0, p->ld_out,
-                          p->bias ? p->bias + r0 : NULL, b0 == 0, b0 + kb == t->a.nb, sp, sl);
+                          p->bias ? p->bias + r0 : NULL, b0 == 0, b0 + kb == t->a.nb);
         }
     }
 }
@@ -636,11 +606,6 @@ int cmf_cpu_fuse_enabled(void) {
 void cmf_cpu_set_fuse(int on) { atomic_store_explicit(&g_fuse, on ? 1 : 0, memory_order_release); }
 
 void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *mm, int count, int glu) {
-    cmf_matmul_group_pf(pool, x, n, mm, count, glu, NULL);
-}
-
-void cmf_matmul_group_pf(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *mm, int count, int glu,
-                         const cmf_pf *pf) {
     if (n <= 0 || count <= 0) return;
     const cmf_kern *k = cmf_kern_active();
     const int fuse = pool && cmf_cpu_fuse_enabled() && (count > 1 || glu) && grp_fusable(k, mm, count) &&
@@ -697,16 +662,6 @@ void cmf_matmul_group_pf(cmf_pool *pool, const float *x, int64_t n, const cmf_mm
     }
     t->units = glu ? t->p[0].units : t->p[count - 1].u0 + t->p[count - 1].units;
     atomic_init(&t->next, 0);
-    atomic_init(&t->pf_next, 0);
-    if (pf && pf->total > 0 && !t->gemv) { /* the lines spread over every kernel call of the fan-out */
-        int64_t calls = 0;
-        for (int i = 0; i < count; i++)
-            calls += (t->p[i].w->rows + 31) / 32 * ((t->a.nb + t->kc - 1) / t->kc) * t->tchunks;
-        /* pieces never span two ranges: up to one more piece per range than calls at ceil(total / calls) */
-        const int64_t slots = calls > 2 * (int64_t)pf->n ? calls - pf->n : (calls + 1) / 2;
-        t->pf = pf;
-        t->pf_per = (pf->total + slots - 1) / slots;
-    }
     if (work < MM_PAR_MIN) grp_worker(t, 0, 1);
     else cmf_pool_run_dyn(pool, grp_worker, t);
 }

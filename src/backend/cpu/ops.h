@@ -74,27 +74,6 @@ typedef struct cmf_mm {
     const float *bias;
 } cmf_mm;
 void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *mm, int count, int glu);
-
-/* Memory to bring into the cache (L2, prefetcht1) while a compute-bound product runs: ranges of bytes, at most
- * CMF_PF_RANGES (cmf_pf_add ignores more). The cpu backend fills one with the next layer's KV cache rows of a
- * batched decode step (16 sessions of a serve step read ~2-4 MB of f32 rows per layer, from memory: their
- * attention waited on it while the memory bus sat idle during the step's int8 GEMMs, which are compute bound at 16
- * tokens). Prefetches change no value. Zero-initialize, then add ranges. */
-enum { CMF_PF_RANGES = 128 };
-typedef struct cmf_pf {
-    const char *p[CMF_PF_RANGES]; /* first 64-byte line of each range */
-    int64_t lines[CMF_PF_RANGES]; /* its lines */
-    int n;
-    int64_t total; /* lines of all ranges */
-} cmf_pf;
-/* Adds the bytes [p, p + bytes) (rounded out to whole 64-byte lines) to pf; nothing when pf is full. */
-void cmf_pf_add(cmf_pf *pf, const void *p, size_t bytes);
-/* cmf_matmul_group, and when it runs fused with the GEMM kernel (n > 2 tokens: compute bound), pf's lines spread
- * evenly over its kernel calls (after each call a thread prefetches the next share; every line is issued by the end
- * of the fan-out). pf NULL or empty, a decode-kernel group (n <= 2: its weight stream is bandwidth bound, so nothing
- * is prefetched), or a group run one by one: exactly cmf_matmul_group. Same outputs, same bits. */
-void cmf_matmul_group_pf(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *mm, int count, int glu,
-                         const cmf_pf *pf);
 /* Fusion switch of cmf_matmul_group (and of the cpu backend's deferral of products of one input): 1 unless the
  * environment variable CMF_CPU_FUSE is "0" at the first call, or cmf_cpu_set_fuse(0) was called (process-wide; for
  * A/B runs and the test comparing both; not while a forward runs). */

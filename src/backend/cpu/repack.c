@@ -484,9 +484,7 @@ void cmf_rp_gemv_scalar(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_q
 }
 
 void cmf_rp_gemm_scalar(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
-                        const char *spf, int64_t spf_lines) {
-    (void)spf, (void)spf_lines; /* the reference prefetches nothing (kern.h) */
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last) {
     float L[2][512]; /* q4tp: the groups' ladders */
     if (rp->sbytes == 1)
         for (int h = 0; h < ng && h < 2; h++) cmf_rp_tp_ladders(rp->buf + (size_t)(g0 + h) * rp->gstride, rp->nb, L[h]);

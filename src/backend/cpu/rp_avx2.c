@@ -120,8 +120,7 @@ TGT_INLINE __m256i dot8_q8(const uint8_t *u, int h, const int8_t *x) {
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
 void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
-                      const char *spf, int64_t spf_lines);
+                      int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 
 TGT_INLINE void gemv_t(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf_qact *a, float *y, int64_t ldy,
                        const int T, const int SB, const int Q8) {
@@ -186,7 +185,7 @@ TGT void cmf_rp_gemv_avx2(const cmf_rp *rp, int64_t g0, int64_t nrows, const cmf
     } else if (rp->sbytes == 1) { /* q4tp rows of more than TP_NB blocks: the prefill kernel (the same chain) */
         for (int64_t k = 0; 16 * k < nrows; k++)
             cmf_rp_gemm_avx2(rp, g0 + k, 1, nrows - 16 * k < 16 ? (int)(nrows - 16 * k) : 16, 0, rp->nb, a, 0, nt,
-                             y + 16 * k, ldy, NULL, 1, 1, NULL, 0);
+                             y + 16 * k, ldy, NULL, 1, 1);
     } else {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 2, 0);
@@ -232,15 +231,14 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g, int h, int n, int64_t b0, int64_
 }
 
 TGT void cmf_rp_gemm_avx2(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                          int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
-                          const char *spf, int64_t spf_lines) {
-    (void)spf, (void)spf_lines; /* no prefetch hint on this path (kern.h) */
+                          int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
+                          int last) {
     const int TP = rp->sbytes == 1 && !rp->q8;
     if (TP && kb > TP_KB) { /* q4tp: chunks of TP_KB blocks, the chain continued in out */
         for (int64_t c = b0; c < b0 + kb; c += TP_KB) {
             const int64_t m = b0 + kb - c < TP_KB ? b0 + kb - c : TP_KB;
             cmf_rp_gemm_avx2(rp, g0, ng, nr, c, m, a, t0, t1, out, ld_out, bias, first && c == b0,
-                             last && c + m == b0 + kb, NULL, 0);
+                             last && c + m == b0 + kb);
         }
         return;
     }

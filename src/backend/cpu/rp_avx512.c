@@ -97,8 +97,7 @@ TGT_INLINE void tp_plane(const uint8_t *cd, int64_t nb, const float *RL, int64_t
 /* ---- decode ---------------------------------------------------------------------------------------------------- */
 
 void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
-                        const char *spf, int64_t spf_lines);
+                        int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last);
 
 /* One group against T tokens: F[j] = the 16 rows' sums for token j. Prefetches the gstride bytes from pf (stopping
  * at pf_end) as it goes, each 64-byte line once, spread evenly over the blocks (one prefetch per line: more of
@@ -201,7 +200,7 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
     } else if (rp->sbytes == 1) { /* q4tp rows of more than TP_NB blocks: the prefill kernel (the same chain) */
         for (int64_t k = 0; 16 * k < nrows; k++)
             cmf_rp_gemm_avx512(rp, g0 + k, 1, nrows - 16 * k < 16 ? (int)(nrows - 16 * k) : 16, 0, rp->nb, a, 0, nt,
-                               y + 16 * k, ldy, NULL, 1, 1, NULL, 0);
+                               y + 16 * k, ldy, NULL, 1, 1);
     } else {
         if (nt == 1)
             gemv_t(rp, g0, nrows, a, y, ldy, 1, 0, 0);
@@ -216,12 +215,8 @@ TGT void cmf_rp_gemv_avx512(const cmf_rp *rp, int64_t g0, int64_t nrows, const c
  * (24 of 32 zmm for R = 2, T = 6), the unpacked nibbles of one quarter (2R). */
 TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb, const cmf_qact *a, int64_t t0,
                    float *out, int64_t ldo, const float *bias, int first, int last, int64_t pfd, const float *scl,
-                   const char *sp, int64_t sl, const int R, const int T, const int TP, const int Q8, const int PF) {
+                   const int R, const int T, const int TP, const int Q8, const int PF) {
     const int64_t nb = a->nb;
-    /* the side lines [sp, sp + 64 sl) spread over the blocks: lines [l, l1) at block b, l1 = floor((b - b0 + 1) * sl
-     * / kb) kept as l1 + frac / kb (no division per block) */
-    const int64_t sstep = sl / kb, sfrac = sl % kb;
-    int64_t sln = 0, sl1 = 0, sfr = 0;
     const uint8_t *gp[2], *sc[2];
     for (int h = 0; h < R; h++) {
         gp[h] = rp->buf + (size_t)(g0 + h) * rp->gstride;
@@ -238,13 +233,8 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         for (int j = 0; j < T; j++)
             F[h][j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(k[h], out + (t0 + j) * ldo + 16 * h);
     const int64_t bw = Q8 ? 512 : 256; /* nibble (q8: int8) bytes per block and group */
-    const float *scp = scl;              /* q4tp: block b's rungs of group h at scp + h * TP_KB * 16 */
-    for (int64_t b = b0; b < b0 + kb; b++, scp += 16) {
-        if (PF && sl) {
-            sl1 += sstep, sfr += sfrac;
-            if (sfr >= kb) sl1++, sfr -= kb;
-            for (; sln < sl1; sln++) _mm_prefetch(sp + 64 * sln, _MM_HINT_T1);
-        }
+    const float *sp = scl;               /* q4tp: block b's rungs of group h at sp + h * TP_KB * 16 */
+    for (int64_t b = b0; b < b0 + kb; b++, sp += 16) {
         if (PF && pfd) /* the same blocks pfd bytes on: 4 (q8: 8) lines, half a line of scales (q8: none) */
             for (int h = 0; h < R; h++) {
                 const uint8_t *p = gp[h] + pfd + b * bw;
@@ -296,7 +286,7 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
         }
         __m512 S[2];
         for (int h = 0; h < R; h++)
-            S[h] = TP == 1 ? _mm512_load_ps(scp + h * TP_KB * 16) : scales16(sc[h], b, TP == 4);
+            S[h] = TP == 1 ? _mm512_load_ps(sp + h * TP_KB * 16) : scales16(sc[h], b, TP == 4);
         for (int j = 0; j < T; j++) {
             const __m512 D = _mm512_set1_ps(a->d[(t0 + j) * nb + b]);
             for (int h = 0; h < R; h++)
@@ -316,11 +306,11 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
     }
 }
 
-/* PF: the variant that prefetches (the first token tile of a call, kern.h spf and the next panel); the others carry no
- * prefetch code (its branches and pointers cost the hot loop registers: spills at 512 tokens) */
+/* PF: the instance that prefetches the next panel (the first token tile of a call with a few tokens); the others carry
+ * no prefetch code (its branches and pointers cost the hot loop registers: zmm and pointer spills at 512 tokens) */
 #define RP_MK(R, T, TP, Q8)                                                                                            \
-    (pf ? mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pfd, scl, spf, spf_lines, R, T, TP, Q8, 1)      \
-        : mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, 0, scl, NULL, 0, R, T, TP, Q8, 0))
+    (pf ? mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, pfd, scl, R, T, TP, Q8, 1)                      \
+        : mk(rp, g0, nr, b0, kb, a, t, out, ld_out, bias, first, last, 0, scl, R, T, TP, Q8, 0))
 #define RP_TOKENS(R, TP, Q8)                                                                                           \
     switch (t1 - t) {                                                                                                  \
     case 1: RP_MK(R, 1, TP, Q8); break;                                                                                \
@@ -332,15 +322,14 @@ TGT_INLINE void mk(const cmf_rp *rp, int64_t g0, int nr, int64_t b0, int64_t kb,
     }
 
 TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_t b0, int64_t kb, const cmf_qact *a,
-                            int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first, int last,
-                            const char *spf, int64_t spf_lines) {
+                            int64_t t0, int64_t t1, float *out, int64_t ld_out, const float *bias, int first,
+                            int last) {
     const int two = ng > 1 && nr > 16;
     if (rp->sbytes == 1 && !rp->q8 && kb > TP_KB) { /* q4tp: chunks of TP_KB blocks, the chain continued in out */
         for (int64_t c = b0; c < b0 + kb; c += TP_KB) {
             const int64_t n = b0 + kb - c < TP_KB ? b0 + kb - c : TP_KB;
-            const int64_t l0 = spf_lines * (c - b0) / kb, l1 = spf_lines * (c + n - b0) / kb; /* their share */
             cmf_rp_gemm_avx512(rp, g0, ng, nr, c, n, a, t0, t1, out, ld_out, bias, first && c == b0,
-                               last && c + n == b0 + kb, spf ? spf + 64 * l0 : NULL, l1 - l0);
+                               last && c + n == b0 + kb);
         }
         return;
     }
@@ -357,7 +346,7 @@ TGT void cmf_rp_gemm_avx512(const cmf_rp *rp, int64_t g0, int ng, int nr, int64_
      * threads, same run (load 0.9): none 13.0-13.6 ms per forward, 2 groups on 11.5-12.0; 4 groups 12.0 */
     const int64_t pfd = t1 - t0 <= KERN_RP_FEW ? 2 * (int64_t)rp->gstride : 0;
     for (int64_t t = t0; t < t1; t += 6) {
-        const int pf = t == t0 && (pfd || spf_lines); /* the first tile prefetches */
+        const int pf = t == t0 && pfd; /* the first tile prefetches */
         if (rp->q8 && two)
             RP_TOKENS(2, 0, 1)
         else if (rp->q8)
