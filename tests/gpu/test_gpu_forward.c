@@ -75,7 +75,7 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
     }
     if (a == CMF_OK && b == CMF_OK) {
         float worst = cmf_test_rel_diff(lc, lg, (size_t)n * V);
-        CHECK_MSG(worst <= BOUND, "%s: prefill (%d tokens) max|gpu-cpu|/max|logit| = %.3e > %.0e", label, n, worst,
+        CHECK_MSG(worst <= BOUND, "%s: prefill (%d tokens) max|gpu-cpu|/max|logit| = %.3e > %.1e", label, n, worst,
                   BOUND);
         worst = cmf_test_rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
         CHECK_MSG(worst <= BOUND, "%s: last-token logits %.3e", label, worst);
@@ -103,7 +103,7 @@ static void check_sequence(const char *label, cmf_model *cpu, cmf_model *gpu, co
                 break;
             }
             const float d = cmf_test_rel_diff(cmf_session_logits(sc), cmf_session_logits(sg), (size_t)V);
-            CHECK_MSG(d <= BOUND, "%s: decode step %d: %.3e > %.0e", label, g, d, BOUND);
+            CHECK_MSG(d <= BOUND, "%s: decode step %d: %.3e > %.1e", label, g, d, BOUND);
             if (d > dec_worst) dec_worst = d;
             steps++;
         }
@@ -202,7 +202,7 @@ static void check_batch(const char *label, cmf_model *cpu, cmf_model *gpu, const
     for (int i = 0; i < 2; i++) {
         if (!out[0][i] || !out[1][i]) continue;
         const float d = cmf_test_rel_diff(out[0][i], out[1][i], (size_t)V);
-        CHECK_MSG(d <= BOUND, "%s: batch session %d: %.3e > %.0e", label, i, d, BOUND);
+        CHECK_MSG(d <= BOUND, "%s: batch session %d: %.3e > %.1e", label, i, d, BOUND);
         const int tc = cmf_test_argmax(out[0][i], V), tg = cmf_test_argmax(out[1][i], V);
         float mx = 0; /* a near-tie as in check_sequence: the CPU ranks the GPU's pick within the bound of its best */
         for (int j = 0; j < V; j++) mx = fabsf(out[0][i][j]) > mx ? fabsf(out[0][i][j]) : mx;
@@ -357,7 +357,7 @@ int main(void) {
                             check_sequence(sl, cpu, kf, rnd, rn);
                         }
                         snprintf(sl, sizeof sl, "%s f32-kv", label);
-                        printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.0e)\n", sl, g_worst, BOUND);
+                        printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.1e)\n", sl, g_worst, BOUND);
                         g_worst = keep;
                     } else {
                         CHECK_MSG(0, "%s: load with the f32 KV cache: %s", label, cmf_last_error());
@@ -403,7 +403,7 @@ int main(void) {
                         g_worst = 0;
                         BOUND = gemma2 ? 6e-2f : 1e-2f;
                         check_sequence(sl, cpu, fa, ids0, n0);
-                        printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.0e)\n", sl, g_worst, BOUND);
+                        printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.1e)\n", sl, g_worst, BOUND);
                         g_worst = keep, BOUND = keep_bound;
                     } else {
                         CHECK_MSG(0, "%s: load with activation levels %d: %s", label, lv, cmf_last_error());
@@ -427,7 +427,7 @@ int main(void) {
                     snprintf(sl, sizeof sl, "%s random %d", label, r);
                     check_sequence(sl, cpu, gpu, rnd, rn);
                 }
-                printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.0e)\n", label, g_worst, BOUND);
+                printf("WORST %-20s max|gpu-cpu|/max|logit| = %.2e (bound %.1e)\n", label, g_worst, BOUND);
                 if (qi == 0 && ci == 0) { /* refusals */
                     cmf_session_params sp = {0};
                     sp.n_ctx = 64;
