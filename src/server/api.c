@@ -268,9 +268,23 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
 }
 
 /* ---- prompts --------------------------------------------------------------------------------------------------- */
+/* Texts over this many bytes are tokenized one at a time (cmf_server.big_mu): the peak memory of a burst of huge
+ * prompts is then one tokenization's, not one per HTTP thread. */
+#define SRV_BIG_TEXT (256u << 10)
+
+static void big_lock(cmf_server *s, size_t len) {
+    if (len > SRV_BIG_TEXT) pthread_mutex_lock(&s->big_mu);
+}
+static void big_unlock(cmf_server *s, size_t len) {
+    if (len > SRV_BIG_TEXT) pthread_mutex_unlock(&s->big_mu);
+}
+
 static int tokenize_text(cmf_server *s, const char *text, int add_special, srv_req *r, srv_reply *err) {
-    size_t n = 0;
-    if (cmf_tokenize(s->tok, text, strlen(text), add_special, &r->prompt, &n) != CMF_OK) {
+    size_t n = 0, len = strlen(text);
+    big_lock(s, len);
+    cmf_status st = cmf_tokenize(s->tok, text, len, add_special, &r->prompt, &n);
+    big_unlock(s, len);
+    if (st != CMF_OK) {
         *err = reply_err(400, "prompt", "cannot tokenize the prompt: %s", cmf_last_error());
         return -1;
     }
@@ -858,16 +872,22 @@ srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
         return err;
     }
     int32_t *ids = NULL;
-    size_t n = 0;
-    cmf_status st = cmf_tokenize(s->tok, c->valuestring, strlen(c->valuestring), add_special, &ids, &n);
+    size_t n = 0, tlen = strlen(c->valuestring);
+    big_lock(s, tlen); /* held while the answer is built too: ~70 bytes of cJSON per token */
+    cmf_status st = cmf_tokenize(s->tok, c->valuestring, tlen, add_special, &ids, &n);
     cJSON_Delete(j);
-    if (st != CMF_OK) return reply_err(400, "content", "cannot tokenize: %s", cmf_last_error());
+    if (st != CMF_OK) {
+        big_unlock(s, tlen);
+        return reply_err(400, "content", "cannot tokenize: %s", cmf_last_error());
+    }
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
     for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
     cJSON_AddNumberToObject(o, "count", (double)n);
     cJSON_AddNumberToObject(o, "max_model_len", s->n_ctx);
     free(ids);
-    return reply_json(o);
+    srv_reply rep = reply_json(o);
+    big_unlock(s, tlen);
+    return rep;
 }
 
 srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {

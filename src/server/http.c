@@ -401,6 +401,7 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     o.host = s->host, o.api_key = s->api_key, o.cors = s->cors, o.model_name = s->model_name;
     s->o = o;
     pthread_mutex_init(&s->mu, NULL);
+    pthread_mutex_init(&s->big_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     if (!s->host || !s->model_name || (o.api_key && *opts->api_key && !s->api_key) ||
         (opts->cors && *opts->cors && !s->cors)) {
@@ -452,6 +453,7 @@ void cmf_server_stop(cmf_server *s) {
     if (s->d) MHD_stop_daemon(s->d);
     pthread_cond_destroy(&s->wake);
     pthread_mutex_destroy(&s->mu);
+    pthread_mutex_destroy(&s->big_mu);
     free(s->host);
     free(s->api_key);
     free(s->cors);

@@ -147,6 +147,8 @@ struct cmf_server {
 
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the scheduler waits here for work */
+    pthread_mutex_t big_mu; /* one big text (over SRV_BIG_TEXT bytes) tokenized at a time: the tokenizer's working
+                             * memory is ~30 bytes per input byte, so 16 concurrent 8 MB prompts took 4 GB */
     srv_req *q_head, *q_tail;
     int q_len, busy, quit, sched_started;
     pthread_t sched;

@@ -130,7 +130,7 @@ static int is_error_shape(const cJSON *j, int code) {
 static void expect_400_message(const char *route, const char *body, const char *part) {
     cJSON *j = call("POST", route, body, 400);
     const char *m = jstr(j, "error.message");
-    CHECK_MSG(is_error_shape(j, 400) && m && strstr(m, part), "%s %s: message '%s', want '%s'", route, body,
+    CHECK_MSG(is_error_shape(j, 400) && m && strstr(m, part), "%s %.200s: message '%s', want '%s'", route, body,
               m ? m : "?", part);
     cJSON_Delete(j);
 }
@@ -217,6 +217,22 @@ static void test_routes_and_auth(void) {
     CHECK(http_request(g_port, "POST", "/tokenize", KEY, body, &r) == 0);
     CHECK_MSG(r.status == 413, "status %d", r.status);
     http_resp_free(&r);
+    free(body);
+    /* texts over 256 KiB are tokenized one at a time (a lock): each path that takes it gives it back, so the same
+     * requests answer twice in a row (a leaked lock would hang the second one until the test's timeout) */
+    size_t n_big = 300u << 10;
+    body = malloc(n_big + 64);
+    int off = snprintf(body, 64, "{\"content\": \"");
+    for (size_t i = 0; i < n_big; i += 2) body[off + i] = 'a', body[off + i + 1] = ' ';
+    snprintf(body + off + n_big, 64, "\"}");
+    for (int k = 0; k < 2; k++) {
+        cJSON *j = call("POST", "/tokenize", body, 200);
+        CHECK_MSG(jnum(j, "count") >= 100000, "/tokenize of 300 KiB: count %g", jnum(j, "count"));
+        cJSON_Delete(j);
+        memcpy(body, "{\"prompt\":  \"", (size_t)off); /* same length as the /tokenize prefix */
+        expect_400_message("/v1/completions", body, "the prompt has");
+        memcpy(body, "{\"content\": \"", (size_t)off);
+    }
     free(body);
 }
 
