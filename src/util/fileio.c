@@ -14,16 +14,16 @@
 
 enum { READ_STREAM_MAX = 1 << 30 }; /* pipes and devices: at most 1 GiB */
 
-/* Reads a non-seekable stream (pipe, /dev/stdin) to its end. */
-static cmf_status read_stream(FILE *fp, const char *path, char **data, size_t *len) {
+/* Reads a non-seekable stream (pipe, /dev/stdin) to its end, refusing more than `max` bytes. */
+static cmf_status read_stream(FILE *fp, const char *path, size_t max, char **data, size_t *len) {
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap + 1);
     if (!buf) return cmf_err(CMF_E_NOMEM, "%s: out of memory", path);
     for (;;) {
         if (n == cap) {
-            if (cap >= READ_STREAM_MAX) {
+            if (cap > max) {
                 free(buf);
-                return cmf_err(CMF_E_IO, "%s: more than %d bytes", path, READ_STREAM_MAX);
+                return cmf_err(CMF_E_IO, "%s: more than %zu bytes", path, max);
             }
             char *nb = realloc(buf, 2 * cap + 1);
             if (!nb) {
@@ -35,6 +35,10 @@ static cmf_status read_stream(FILE *fp, const char *path, char **data, size_t *l
         }
         size_t got = fread(buf + n, 1, cap - n, fp);
         n += got;
+        if (n > max) {
+            free(buf);
+            return cmf_err(CMF_E_IO, "%s: more than %zu bytes", path, max);
+        }
         if (got == 0) break;
     }
     if (ferror(fp)) {
@@ -47,7 +51,17 @@ static cmf_status read_stream(FILE *fp, const char *path, char **data, size_t *l
     return CMF_OK;
 }
 
+static cmf_status read_file(const char *path, size_t max_regular, size_t max_stream, char **data, size_t *len);
+
 cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
+    return read_file(path, SIZE_MAX, READ_STREAM_MAX, data, len);
+}
+
+cmf_status cmf_read_file_max(const char *path, size_t max, char **data, size_t *len) {
+    return read_file(path, max, max, data, len);
+}
+
+static cmf_status read_file(const char *path, size_t max_regular, size_t max_stream, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
     struct stat sb;
@@ -56,7 +70,7 @@ cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
     FILE *fp = fopen(path, "rb");
     if (!fp) return cmf_err(CMF_E_IO, "%s: %s", path, strerror(errno));
     if (!S_ISREG(sb.st_mode)) {
-        cmf_status st = read_stream(fp, path, data, len);
+        cmf_status st = read_stream(fp, path, max_stream, data, len);
         fclose(fp);
         return st;
     }
@@ -68,6 +82,10 @@ cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
     if (sz < 0 || fseek(fp, 0, SEEK_SET) != 0) {
         fclose(fp);
         return cmf_err(CMF_E_IO, "%s: cannot determine size", path);
+    }
+    if ((unsigned long)sz > max_regular) {
+        fclose(fp);
+        return cmf_err(CMF_E_IO, "%s: %ld bytes, more than the %zu this file may have", path, sz, max_regular);
     }
     char *buf = malloc((size_t)sz + 1);
     if (!buf) {

@@ -10,6 +10,9 @@
 /* Reads a whole file into a malloc'd buffer with one extra NUL byte after the end (so text can be parsed in
  * place). *len excludes the NUL. Errors: CMF_E_IO (message names the path), CMF_E_NOMEM. */
 cmf_status cmf_read_file(const char *path, char **data, size_t *len);
+/* cmf_read_file refusing a file (or stream) of more than `max` bytes before reading it whole (CMF_E_IO naming the
+ * path and the limit); cmf_read_file is this with 1 GiB. */
+cmf_status cmf_read_file_max(const char *path, size_t max, char **data, size_t *len);
 
 /* A read-only memory map of a whole file. */
 typedef struct cmf_mmap {

@@ -80,6 +80,12 @@ expect_error 1 "$CMF_BIN" template "$TOK/qwen3/tokenizer_config.json" --messages
 printf ' \n' >"$T/empty.jinja"
 expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-template-file "$T/empty.jinja" &&
     { grep -q "the chat template file is empty" "$T/err" || fail "empty template: $(cat "$T/err")"; }
+# a template file over the engine's 1 MiB limit is refused before it is read whole (/dev/zero never ends)
+expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-template-file /dev/zero &&
+    { grep -q "/dev/zero: more than 1048576 bytes" "$T/err" || fail "endless template file: $(cat "$T/err")"; }
+head -c 1048577 /dev/zero | tr '\0' ' ' >"$T/big.jinja"
+expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-template-file "$T/big.jinja" &&
+    { grep -q "1048577 bytes, more than the 1048576" "$T/err" || fail "big template file: $(cat "$T/err")"; }
 printf '{{ messages[0].content }}\xff' >"$T/bad8.jinja"
 expect_error 1 "$CMF_BIN" template "$Q" --messages "$T/system.json" --chat-template-file "$T/bad8.jinja" &&
     { grep -q "not valid UTF-8 at byte offset 25" "$T/err" || fail "invalid UTF-8 template: $(cat "$T/err")"; }

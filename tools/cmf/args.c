@@ -11,6 +11,7 @@
 #include <time.h>
 
 #include "cli.h"
+#include "template/template.h"
 #include "util/fileio.h"
 
 static void vline(const char *cmd, const char *tag, const char *fmt, va_list ap) {
@@ -325,8 +326,9 @@ int cli_read_text(const char *cmd, const char *path, char **text, size_t *len) {
 }
 
 int cli_read_template(const char *cmd, const char *path, char **text, size_t *len) {
-    int rc = cli_read_text(cmd, path, text, len);
-    if (rc) return rc;
+    /* the engine refuses more than CMF_TEMPLATE_MAX_SOURCE bytes anyway: do not read a bigger file whole first */
+    cmf_status st = cmf_read_file_max(path, CMF_TEMPLATE_MAX_SOURCE, text, len);
+    if (st != CMF_OK) return cli_lib_error(cmd, st);
     size_t i = 0;
     while (i < *len && isspace((unsigned char)(*text)[i])) i++;
     if (i == *len) { /* an empty template renders no message at all: the model would answer a bare BOS */
