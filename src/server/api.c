@@ -299,8 +299,12 @@ static int completion_prompt(cmf_server *s, const cJSON *j, srv_req *r, srv_repl
         p = p->child; /* a batch of one prompt */
     if (cJSON_IsString(p)) return tokenize_text(s, p->valuestring, 1, r, err);
     if (cJSON_IsArray(p) && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
-        *err = reply_err(400, "prompt", "'prompt' holds a batch of %d prompts; this server takes one prompt per "
-                         "request (send each prompt in its own request)", cJSON_GetArraySize(p));
+        if (cJSON_GetArraySize(p) == 1) /* [[["a"]]], [[[1]]]: one prompt, nested once too often */
+            *err = reply_err(400, "prompt", "'prompt' is nested too deeply: give a string, an array of token ids, "
+                             "or an array holding one of those");
+        else
+            *err = reply_err(400, "prompt", "'prompt' holds a batch of %d prompts; this server takes one prompt per "
+                             "request (send each prompt in its own request)", cJSON_GetArraySize(p));
         return -1;
     }
     if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0) {

@@ -208,6 +208,8 @@ static void test_routes_and_auth(void) {
                        "holds a batch of 2 prompts");
     expect_400_message("/v1/completions", "{\"prompt\": [[1], [2, 3]], \"max_tokens\": 3}",
                        "holds a batch of 2 prompts");
+    expect_400_message("/v1/completions", "{\"prompt\": [[\"Once\"]], \"max_tokens\": 3}", "nested too deeply");
+    expect_400_message("/v1/completions", "{\"prompt\": [[[1]]], \"max_tokens\": 3}", "nested too deeply");
     /* a body over the limit (8 MiB) */
     size_t big = (9u << 20);
     char *body = malloc(big + 1);
