@@ -212,6 +212,9 @@ FEATURES = [
     ("stmt/break_continue", "{% for x in range(10) %}{% if x == 2 %}{% continue %}{% endif %}{% if x > 5 %}{% break %}"
                             "{% endif %}{{ x }}{% endfor %}|{% for i in range(3) %}{% for j in range(3) %}"
                             "{% if j > i %}{% break %}{% endif %}{{ i }}{{ j }} {% endfor %}{% endfor %}", {}),
+    ("filter/dictsort_args", "{{ {'b': 2, 'a': 1, 'C': 0} | dictsort(reverse=true) }}|{{ {'b': 2, 'a': 1, 'C': 0} | dictsort(by='value') }}|"
+                            "{{ {'b': 2, 'a': 1, 'C': 0} | dictsort(true) }}|{{ {'b': 2, 'a': 1, 'C': 0} | dictsort(false, 'value', true) }}", {}),
+    ("filter/indent_wide", "{{ 'a\nb' | indent(300) | length }}|{{ [1, [2]] | tojson(indent=100) | length }}", {}),
     ("stmt/range", "{{ range(3) | list }} {{ range(1, 7, 2) | list }} {{ range(5, 0, -2) | list }} {{ range(0) | list }}", {}),
     ("stmt/set_scope", "{% set x = 1 %}{% for i in range(3) %}{% set x = x + i %}{{ x }}{% endfor %}{{ x }}|"
                        "{% set a, b = 1, 2 %}{{ a }}{{ b }}|{% if true %}{% set y = 'in-if' %}{% endif %}{{ y }}|"

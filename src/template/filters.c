@@ -154,7 +154,11 @@ static cmf_status indent(jctx *c, const jnode *at, jv in, const jargs *a, jv *ou
     const jv *w = jargs_get(a, 0, "width"), *first = jargs_get(a, 1, "first"), *blank = jargs_get(a, 2, "blank");
     jbuf pad = {0}, b = {.limit = c->lim.max_output};
     if (w && w->k == JV_STR) jbuf_put(&pad, w->u.s->s, w->u.s->len);
-    else for (int64_t i = 0; i < (w && w->k == JV_INT ? w->u.i : 4) && i < 256; i++) jbuf_put(&pad, " ", 1);
+    else {
+        int64_t n = w && w->k == JV_INT ? w->u.i : 4;
+        if (n > (int64_t)c->lim.max_output) return jinja_limit_err(at, "string size", c->lim.max_output);
+        for (int64_t i = 0; i < n; i++) jbuf_put(&pad, " ", 1);
+    }
     jv s;
     cmf_status st = to_string(c, at, in, &s);
     if (st) { jbuf_free(&pad); return st; }
@@ -277,7 +281,8 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         const jv *ind = jargs_get(a, 0, "indent"), *sk = jargs_get(a, -1, "sort_keys");
         jbuf b = {.limit = c->lim.max_output};
         const char *bad = NULL;
-        int indent = ind && ind->k == JV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i > 64 ? 64 : ind->u.i) : -1;
+        if (ind && ind->k == JV_INT && ind->u.i > (1 << 20)) return jinja_limit_err(at, "tojson indent", 1 << 20);
+        int indent = ind && ind->k == JV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i) : -1;
         if (jv_to_json(&b, in, indent, sk && jv_truthy(*sk), &bad)) {
             jbuf_free(&b);
             return jinja_rt_err(at, "tojson: object of type '%s' is not JSON serializable", bad);
@@ -297,8 +302,15 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         if (in.k != JV_DICT) return jinja_rt_err(at, "filter 'dictsort' needs a mapping");
         jv items;
         TRY(jb_dict_items(in, &items));
-        jv k0 = jv_int(0);
-        jargs args = {.kwn = (const char *[]){"attribute"}, .kwv = &k0, .nkw = 1};
+        /* jinja2: dictsort(case_sensitive=False, by='key', reverse=False) */
+        const jv *cs = jargs_get(a, 0, "case_sensitive"), *by = jargs_get(a, 1, "by"), *rev = jargs_get(a, 2, "reverse");
+        int on_value = 0;
+        if (by && !(by->k == JV_STR && (!strcmp(by->u.s->s, "key") || (on_value = !strcmp(by->u.s->s, "value"))))) {
+            jv_release(items);
+            return jinja_rt_err(at, "dictsort: you can only sort by either 'key' or 'value'");
+        }
+        jv kv[3] = {jv_int(on_value), jv_bool(rev && jv_truthy(*rev)), jv_bool(cs && jv_truthy(*cs))};
+        jargs args = {.kwn = (const char *[]){"attribute", "reverse", "case_sensitive"}, .kwv = kv, .nkw = 3};
         cmf_status st = sort_items(c, at, items, &args, 0, out);
         jv_release(items);
         return st;

@@ -486,7 +486,7 @@ static void put_json_str(jbuf *b, const char *s, size_t n) {
 
 static void put_indent(jbuf *b, int indent, int level) {
     jbuf_put(b, "\n", 1);
-    for (int i = 0; i < indent * level; i++) jbuf_put(b, " ", 1);
+    for (long i = 0; i < (long)indent * level && !b->over; i++) jbuf_put(b, " ", 1);
 }
 
 typedef struct key_ix { const jv_str *k; size_t i; } key_ix; /* a dict key and its slot */
