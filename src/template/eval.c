@@ -156,14 +156,19 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         return jinja_rt_err(n, "unsupported operand types for '%s': '%s' and '%s'",
                             op == 'F' ? "//" : op == 'P' ? "**" : (char[]){(char)op, 0}, jv_kind_name(a), jv_kind_name(b));
     if (is_intlike(a) && is_intlike(b) && op != '/') {
+        /* Python's integers are unbounded; ours are 64-bit: a result past int64 is an error (a float would print
+         * other digits than jinja2) */
         int64_t x = ival(a), y = ival(b), r;
         switch (op) {
-        case '+': if (__builtin_add_overflow(x, y, &r)) goto flt; break;
-        case '-': if (__builtin_sub_overflow(x, y, &r)) goto flt; break;
-        case '*': if (__builtin_mul_overflow(x, y, &r)) goto flt; break;
+        case '+': if (__builtin_add_overflow(x, y, &r)) goto ovf; break;
+        case '-': if (__builtin_sub_overflow(x, y, &r)) goto ovf; break;
+        case '*': if (__builtin_mul_overflow(x, y, &r)) goto ovf; break;
         case 'F': case '%':
             if (y == 0) return jinja_rt_err(n, "integer division or modulo by zero");
-            if (x == INT64_MIN && y == -1) goto flt;
+            if (y == -1) { /* (INT64_MIN / -1 is undefined in C) */
+                if (op == '%') { r = 0; break; }
+                if (x == INT64_MIN) goto ovf;
+            }
             if (op == 'F') r = x / y - ((x % y != 0) && ((x < 0) != (y < 0)));
             else { r = x % y; if (r != 0 && ((r < 0) != (y < 0))) r += y; } /* (x % y + y overflowed near 2^63) */
             break;
@@ -172,9 +177,9 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
             int64_t base = x, e = y;
             r = 1;
             while (e) {
-                if ((e & 1) && __builtin_mul_overflow(r, base, &r)) goto flt;
+                if ((e & 1) && __builtin_mul_overflow(r, base, &r)) goto ovf;
                 e >>= 1;
-                if (e && __builtin_mul_overflow(base, base, &base)) goto flt;
+                if (e && __builtin_mul_overflow(base, base, &base)) goto ovf;
             }
             break;
         }
@@ -182,6 +187,9 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         }
         *out = jv_int(r);
         return CMF_OK;
+    ovf:
+        return jinja_rt_err(n, "integer overflow: the result of '%s' does not fit in 64 bits",
+                            op == 'F' ? "//" : op == 'P' ? "**" : (char[]){(char)op, 0});
     }
 flt : {
     double x = jv_num(a), y = jv_num(b), r;
@@ -191,7 +199,12 @@ flt : {
     case '*': r = x * y; break;
     case '/': if (y == 0) return jinja_rt_err(n, "division by zero"); r = x / y; break;
     case 'F': if (y == 0) return jinja_rt_err(n, "division by zero"); r = floor(x / y); break;
-    case '%': if (y == 0) return jinja_rt_err(n, "modulo by zero"); r = fmod(x, y); if (r != 0 && ((r < 0) != (y < 0))) r += y; break;
+    case '%': /* Python: the result takes the divisor's sign, zero included (-5 % 2.5 is 0.0, 5 % -2.5 is -0.0) */
+        if (y == 0) return jinja_rt_err(n, "modulo by zero");
+        r = fmod(x, y);
+        if (r != 0 && ((r < 0) != (y < 0))) r += y;
+        if (r == 0) r = copysign(0.0, y);
+        break;
     case 'P': r = pow(x, y); break;
     default: r = 0;
     }
@@ -615,7 +628,9 @@ cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out) {
         if (a.k == JV_UNDEF) st = jinja_undef_err(n->a, a);
         else if (!jv_is_number(a)) st = jinja_rt_err(n, "bad operand type for unary %c: '%s'", n->type == N_NEG ? '-' : '+', jv_kind_name(a));
         else if (n->type == N_POS) *out = is_intlike(a) ? jv_int(ival(a)) : jv_retain(a);
-        else *out = a.k == JV_FLOAT ? jv_float(-a.u.f) : ival(a) == INT64_MIN ? jv_float(9.223372036854775808e18) : jv_int(-ival(a));
+        else if (a.k != JV_FLOAT && ival(a) == INT64_MIN)
+            st = jinja_rt_err(n, "integer overflow: -(%lld) does not fit in 64 bits", (long long)INT64_MIN);
+        else *out = a.k == JV_FLOAT ? jv_float(-a.u.f) : jv_int(-ival(a));
         break;
     case N_NOT:
         if (!(st = ev(c, f, n->a, &a))) *out = jv_bool(!jv_truthy(a));

@@ -195,9 +195,10 @@ static cmf_status min_max_sum(jctx *c, const jnode *at, const char *name, jv in,
             if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
             if (!jv_is_number(acc) || !jv_is_number(k)) st = jinja_rt_err(at, "sum: non-numeric value");
             else if (acc.k == JV_FLOAT || k.k == JV_FLOAT) r = jv_float(jv_num(acc) + jv_num(k));
-            else { /* int + int exactly, a float past int64 as Python's int would not be: (float fallback) */
+            else { /* int + int exactly; past int64 an error (Python's int is unbounded, ours 64-bit) */
                 int64_t x = acc.k == JV_INT ? acc.u.i : acc.u.b, y = k.k == JV_INT ? k.u.i : k.u.b, z;
-                r = __builtin_add_overflow(x, y, &z) ? jv_float((double)x + (double)y) : jv_int(z);
+                if (__builtin_add_overflow(x, y, &z)) st = jinja_rt_err(at, "sum: integer overflow past 64 bits");
+                else r = jv_int(z);
             }
             jv_release(k);
             if (!st) { jv_release(acc); acc = r; }
@@ -380,8 +381,9 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "abs")) {
         if (!jv_is_number(in)) return jinja_rt_err(at, "filter 'abs' needs a number");
         int64_t i = in.k == JV_INT ? in.u.i : in.k == JV_BOOL ? in.u.b : 0;
-        *out = in.k == JV_FLOAT ? jv_float(fabs(in.u.f)) : i == INT64_MIN ? jv_float(9.223372036854775808e18)
-             : jv_int(i < 0 ? -i : i); /* (through a double it lost digits; llabs(INT64_MIN) is UB) */
+        if (in.k != JV_FLOAT && i == INT64_MIN) /* (llabs(INT64_MIN) is UB; Python's int would hold 2^63) */
+            return jinja_rt_err(at, "abs: integer overflow past 64 bits");
+        *out = in.k == JV_FLOAT ? jv_float(fabs(in.u.f)) : jv_int(i < 0 ? -i : i);
         return CMF_OK;
     }
     if (!strcmp(f, "int")) return jinja_filter_int(c, at, in, a, out);

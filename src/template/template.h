@@ -13,7 +13,7 @@
  * real chat templates.
  * Known differences from Python jinja2: tuples behave as lists (and print as (a, b)); JSON numbers without a
  * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); integers are 64-bit (Python's are
- * unbounded: a literal or an int filter result outside int64 is an error, arithmetic past it becomes a float); a
+ * unbounded: a literal, an int filter result or arithmetic (+ - * // ** abs sum -x) outside int64 is an error); a
  * namespace cannot hold itself (reference counting would never free the cycle); values nested deeper than 1000
  * levels cannot be compared or printed (Python: RecursionError); template inheritance/includes and autoescaping are
  * not supported (an error names the construct).

@@ -128,13 +128,21 @@ static void review8(void) {
 
     /* integers: exact strings within int64, a clear error outside it; literals over the whole int64 range */
     expect_out("{{ '9007199254740993' | int }} {{ '9223372036854775807' | int }} {{ '-9223372036854775808' | int }} "
-               "{{ 9223372036854775807 }} {{ 0x7fffffffffffffff }} {{ -9223372036854775807 - 1 }} {{ 2 ** 62 * 2 - 1 }}",
+               "{{ 9223372036854775807 }} {{ 0x7fffffffffffffff }} {{ -9223372036854775807 - 1 }} {{ 2 ** 62 - 1 + 2 ** 62 }} "
+               "{{ (-9223372036854775807 - 1) % -1 }} {{ -5 % 2.5 }} {{ 5 % -2.5 }} {{ 2 ** -1 }}",
                "9007199254740993 9223372036854775807 -9223372036854775808 9223372036854775807 9223372036854775807 "
-               "-9223372036854775808 9.223372036854776e+18");
-    /* arithmetic past int64 becomes a float (Python's int would grow), without undefined behaviour */
-    expect_out("{{ 3 ** 40 }} {{ (-9223372036854775807 - 1) | abs }} {{ [9223372036854775807, 1] | sum }} "
-               "{{ 9223372036854775807 + 1 }} {{ -(-9223372036854775807 - 1) }}",
-               "1.2157665459056929e+19 9.223372036854776e+18 9.223372036854776e+18 9.223372036854776e+18 9.223372036854776e+18");
+               "-9223372036854775808 9223372036854775807 0 0.0 -0.0 0.5");
+    /* arithmetic past int64 is an error (Python's int would grow; a float would print other digits), without
+     * undefined behaviour */
+    expect_err("{{ 3 ** 40 }}", CMF_E_FORMAT, "integer overflow: the result of '**' does not fit in 64 bits");
+    expect_err("{{ 2 ** 63 }}", CMF_E_FORMAT, "the result of '**' does not fit");
+    expect_err("{{ 9223372036854775807 + 1 }}", CMF_E_FORMAT, "the result of '+' does not fit");
+    expect_err("{{ -9223372036854775807 - 2 }}", CMF_E_FORMAT, "the result of '-' does not fit");
+    expect_err("{{ 4611686018427387904 * 2 }}", CMF_E_FORMAT, "the result of '*' does not fit");
+    expect_err("{{ (-9223372036854775807 - 1) // -1 }}", CMF_E_FORMAT, "the result of '//' does not fit");
+    expect_err("{{ -(-9223372036854775807 - 1) }}", CMF_E_FORMAT, "does not fit in 64 bits");
+    expect_err("{{ (-9223372036854775807 - 1) | abs }}", CMF_E_FORMAT, "abs: integer overflow");
+    expect_err("{{ [9223372036854775807, 1] | sum }}", CMF_E_FORMAT, "sum: integer overflow");
     expect_err("{{ '9223372036854775808' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
     expect_err("{{ '-99999999999999999999' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
     expect_err("{{ '1e19' | int }}", CMF_E_FORMAT, "outside the 64-bit integer range");
