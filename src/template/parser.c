@@ -11,6 +11,8 @@
 #include "util/error.h"
 
 #define MAX_NEST 200 /* expression/statement nesting; a hostile template must not overflow the C stack */
+#define NEST_MSG "blocks and expressions nested too deeply (more than 200 levels: each block, each bracket and each " \
+                 "operator inside an expression counts)"
 /* Nodes of one print tag or statement header. A chain of left-associative operators (`1 + 1 + ...`, `a.b.c...`,
  * `x|f|g...`) nests without parentheses, one tree level per operator, and the evaluator recurses per level: 30,000
  * of them overflowed an 8 MB stack (fresh-user review). 4,000 levels take well under 2 MB; real chat templates use
@@ -346,7 +348,7 @@ static cmf_status parse_filters(parser *P, jnode **io) {
 
 static cmf_status parse_unary(parser *P, jnode **out, int with_filter) {
     const jtok *t = cur(P);
-    if (++P->depth > MAX_NEST) return perr(P, t, "%s", "expression nested too deeply");
+    if (++P->depth > MAX_NEST) return perr(P, t, "%s", NEST_MSG);
     jnode *n;
     if (is_op(t, "-") || is_op(t, "+")) {
         P->pos++;
@@ -444,7 +446,7 @@ static cmf_status parse_not(parser *P, jnode **out) {
     const jtok *t = cur(P);
     if (is_name(t, "not")) {
         P->pos++;
-        if (++P->depth > MAX_NEST) return perr(P, t, "%s", "expression nested too deeply");
+        if (++P->depth > MAX_NEST) return perr(P, t, "%s", NEST_MSG);
         jnode *n = mk(P, N_NOT, t);
         if (!n) return NOMEM();
         TRY(parse_not(P, &n->a));
@@ -483,7 +485,7 @@ static cmf_status parse_or(parser *P, jnode **out) {
 
 /* expr: or ['if' or ['else' expr]] */
 static cmf_status parse_expr(parser *P, jnode **out) {
-    if (++P->depth > MAX_NEST) return perr(P, cur(P), "%s", "expression nested too deeply");
+    if (++P->depth > MAX_NEST) return perr(P, cur(P), "%s", NEST_MSG);
     TRY(parse_or(P, out));
     while (is_name(cur(P), "if")) {
         jnode *n = mk(P, N_CONDEXPR, cur(P));
@@ -595,7 +597,7 @@ static cmf_status parse_if(parser *P, const jtok *t, jnode **out) {
     static const char *const stop_end[] = {"endif", NULL};
     jnode *n = mk(P, N_IF, t);
     if (!n) return NOMEM();
-    if (++P->depth > MAX_NEST) return perr(P, t, "%s", "blocks nested too deeply");
+    if (++P->depth > MAX_NEST) return perr(P, t, "%s", NEST_MSG);
     TRY(parse_expr(P, &n->a));
     TRY(expect_end(P));
     const char *stopped;
@@ -650,7 +652,7 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
     const char *kw = t->s, *stopped;
     jnode *n = NULL;
     P->expr_nodes = 0;
-    if (++P->depth > MAX_NEST) return perr(P, t, "%s", "blocks nested too deeply");
+    if (++P->depth > MAX_NEST) return perr(P, t, "%s", NEST_MSG);
     if (!strcmp(kw, "if")) {
         TRY(parse_if(P, t, &n));
     } else if (!strcmp(kw, "for")) {
