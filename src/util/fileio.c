@@ -20,11 +20,7 @@ static cmf_status read_stream(FILE *fp, const char *path, size_t max, char **dat
     char *buf = malloc(cap + 1);
     if (!buf) return cmf_err(CMF_E_NOMEM, "%s: out of memory", path);
     for (;;) {
-        if (n == cap) {
-            if (cap > max) {
-                free(buf);
-                return cmf_err(CMF_E_IO, "%s: more than %zu bytes", path, max);
-            }
+        if (n == cap) { /* (n <= max here: checked after every read) */
             char *nb = realloc(buf, 2 * cap + 1);
             if (!nb) {
                 free(buf);
@@ -49,16 +45,6 @@ static cmf_status read_stream(FILE *fp, const char *path, size_t max, char **dat
     *data = buf;
     *len = n;
     return CMF_OK;
-}
-
-static cmf_status read_file(const char *path, size_t max_regular, size_t max_stream, char **data, size_t *len);
-
-cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
-    return read_file(path, SIZE_MAX, READ_STREAM_MAX, data, len);
-}
-
-cmf_status cmf_read_file_max(const char *path, size_t max, char **data, size_t *len) {
-    return read_file(path, max, max, data, len);
 }
 
 static cmf_status read_file(const char *path, size_t max_regular, size_t max_stream, char **data, size_t *len) {
@@ -102,6 +88,14 @@ static cmf_status read_file(const char *path, size_t max_regular, size_t max_str
     *data = buf;
     *len = (size_t)sz;
     return CMF_OK;
+}
+
+cmf_status cmf_read_file(const char *path, char **data, size_t *len) {
+    return read_file(path, SIZE_MAX, READ_STREAM_MAX, data, len);
+}
+
+cmf_status cmf_read_file_max(const char *path, size_t max, char **data, size_t *len) {
+    return read_file(path, max, max, data, len);
 }
 
 cmf_status cmf_mmap_open(const char *path, cmf_mmap *m) {
