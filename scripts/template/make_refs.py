@@ -290,6 +290,38 @@ FEATURES = [
                        "{% if item.kids %}{{ loop(item.kids) }}{% endif %}{% endfor %}|"
                        "{% for item in [] recursive %}x{% else %}empty{% endfor %}",
      {"tree": [{"name": "a", "kids": [{"name": "b", "kids": [{"name": "c"}]}, {"name": "d"}]}, {"name": "e"}]}),
+    # loop.changed, str methods, filters, calls (tmpl9)
+    ("stmt/loop_changed", "{% for u in users | sort(attribute='age') %}{% if loop.changed(u.admin) %}[{{ u.admin }}]{% endif %}"
+                          "{{ u.name }} {% endfor %}|{% for x in [1, 1, 2, 1.0, 1] %}{{ loop.changed(x) }}{% endfor %}|"
+                          "{% for x in [1, 2] %}{{ loop.changed() }}{{ loop.changed() }}{% endfor %}|"
+                          "{% for a, b in [[1, 'x'], [1, 'y'], [1, 'y']] %}{{ loop.changed(a, b) }}{% endfor %}|"
+                          "{% for x in [1, 2] %}{% for y in [1, 1] %}{{ loop.changed(y) }}{% endfor %}{% endfor %}|"
+                          "{% for item in tree recursive %}{{ loop.changed(item.k) }}{{ loop.depth }}{% if item.kids %}"
+                          "({{ loop(item.kids) }}){% endif %}{% endfor %}",
+     dict(V, tree=[{"k": 1, "kids": [{"k": 1}, {"k": 2}]}, {"k": 1}])),
+    ("method/str_pad", "[{{ 'ab'.ljust(5) }}][{{ 'ab'.ljust(5, '*') }}][{{ 'ab'.rjust(5, 'é') }}][{{ 'héllo'.center(10, '-') }}]"
+                       "[{{ 'abc'.center(6) }}][{{ 'ab'.center(5) }}][{{ 'abcdef'.ljust(3) }}][{{ '42'.zfill(5) }}]"
+                       "[{{ '-42'.zfill(6) }}][{{ '+7'.zfill(1) }}][{{ ''.zfill(3) }}][{{ 'x'.rjust(-4) }}][{{ 'ab'.ljust(true, 'z') }}]"
+                       "[{{ 'a\tbc\tdef\n\tg'.expandtabs() }}][{{ 'a\tb'.expandtabs(4) }}][{{ 'a\tb'.expandtabs(0) }}]"
+                       "[{{ 'é\tx\r\ty'.expandtabs(tabsize=3) }}]", {}),
+    ("method/str_search", "{{ s.find('o', 5) }} {{ s.find('o', 5, 8) }} {{ s.rfind('o') }} {{ s.rfind('o', 0, 6) }} "
+                          "{{ s.index('W') }} {{ s.rindex('l') }} {{ s.count('l', 4) }} {{ s.count('') }} {{ 'abc'.count('', 1) }} "
+                          "{{ 'abc'.find('', 3) }} {{ 'abc'.find('', 4) }} {{ 'abc'.count('', 4) }} {{ u.find('ö') }} "
+                          "{{ u.rfind('ü', -12) }} {{ u.find('l', -5, -1) }} {{ 'aaaa'.count('aa') }} {{ 'aaaa'.rfind('aa') }} "
+                          "{{ s.find('o', none, none) }} {{ ''.rfind('') }} {{ 'abc'.rfind('', 1, 2) }} {{ s.find('l', -100, 100) }}", V),
+    ("method/str_partition", "{{ 'a=b=c'.partition('=') }} {{ 'a=b=c'.rpartition('=') }} {{ 'abc'.partition('=') }} "
+                             "{{ 'abc'.rpartition('=') }} {% set k, sep, v = 'key: value'.partition(': ') %}{{ v }}|{{ k }} "
+                             "{{ 'x<sep>y'.partition('<sep>')[2] }} {{ ('a=b'.partition('=') | list) }}", {}),
+    ("method/str_lines", "{{ 'a\nb\r\nc\rd'.splitlines() }} {{ 'a\nb\n'.splitlines() }} {{ 'a\nb\n'.splitlines(true) }} "
+                         "{{ ''.splitlines() }} {{ '\n'.splitlines() }} {{ 'x\x0by\x0cz\x1cw\u2028v\x85u'.splitlines() }} "
+                         "{{ 'a\r\n\r\nb'.splitlines(keepends=true) }} {{ 'one'.splitlines() }}", {}),
+    ("method/str_class", "{% for t in ['123', '', '½', '²', '١٢', 'abc', 'aBc', 'ABC', 'é', 'A1', ' \t\n', '\xa0\u3000', "
+                         "'a b', 'ª', 'Ⅻ', 'ǅ', '1a', 'x_y', 'ⓐ', '\u0660'] %}"
+                         "{{ t.isdigit() | int }}{{ t.isdecimal() | int }}{{ t.isalpha() | int }}{{ t.isalnum() | int }}"
+                         "{{ t.isspace() | int }}{{ t.islower() | int }}{{ t.isupper() | int }} {% endfor %}", {}),
+    ("method/str_misc", "{{ 'Straße'.casefold() }} {{ 'ΣΑΣ'.casefold() }} {{ 'ǅ'.casefold() }} {{ 'ﬁ'.casefold() }} "
+                        "{{ 'ABC'.casefold() == 'abc' }} {{ 'prefix-body'.removeprefix('prefix-') }} {{ 'body.txt'.removesuffix('.txt') }} "
+                        "{{ 'abc'.removeprefix('x') }} {{ 'abc'.removesuffix('') }} {{ 'aa'.removeprefix('aaa') }}", {}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
 ]
@@ -334,6 +366,16 @@ ERRORS = [
     # tokenizes str -> UTF-8): an error for us too
     ("error/lone_surrogate", "x{{ '\\ud800' }}y", {}),
     ("error/surrogate_pair_escapes", "{{ '\\ud83d\\ude00' }}", {}),
+    ("error/loop_changed_kwargs", "{% for x in [1] %}{{ loop.changed(a=1) }}{% endfor %}", {}),
+    ("error/str_fill_long", "{{ 'a'.ljust(3, 'xy') }}", {}),
+    ("error/str_fill_type", "{{ 'a'.center(3, 1) }}", {}),
+    ("error/str_width_type", "{{ 'a'.zfill('3') }}", {}),
+    ("error/str_index_missing", "{{ 'abc'.index('z') }}", {}),
+    ("error/str_rindex_missing", "{{ 'abc'.rindex('a', 1) }}", {}),
+    ("error/str_partition_empty", "{{ 'abc'.partition('') }}", {}),
+    ("error/str_find_int", "{{ 'abc'.find(1) }}", {}),
+    ("error/str_find_start_type", "{{ 'abc'.find('a', 'x') }}", {}),
+    ("error/str_removeprefix_int", "{{ 'abc'.removeprefix(1) }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

@@ -351,7 +351,7 @@ cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const j
 /* ---- methods ---- */
 
 static const char *const STR_METHODS[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
-                                          "lower", "replace", "title", "capitalize", "find", "count", "join", NULL};
+                                          "lower", "replace", "title", "capitalize", "join", NULL};
 static const char *const DICT_METHODS[] = {"items", "keys", "values", "get", NULL};
 static const char *const LIST_METHODS[] = {"index", NULL};
 /* Methods that modify a list or dict in place: transformers renders chat templates in jinja2's
@@ -376,7 +376,7 @@ const char *jinja_method_name(jv self, const char *name) {
         if (!jv_dict_get(self, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS))) return NULL;
         return !strcmp(name, "next") ? CYCLER_METHODS[0] : !strcmp(name, "reset") ? CYCLER_METHODS[1] : NULL;
     }
-    if (self.k == JV_STR) return in_list(STR_METHODS, name);
+    if (self.k == JV_STR) return in_list(STR_METHODS, name) ? in_list(STR_METHODS, name) : jinja_str_method_name(name);
     if (self.k == JV_DICT) m = in_list(DICT_METHODS, name);
     if (self.k == JV_LIST) m = in_list(LIST_METHODS, name);
     if (!m && (self.k == JV_DICT || self.k == JV_LIST)) m = in_list(MUTATING_METHODS, name);
@@ -399,20 +399,6 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
     if (!strcmp(m, "title")) return jb_map_case(s, CASE_PYTITLE, out);
     if (!strcmp(m, "capitalize")) return jb_map_case(s, CASE_CAPITALIZE, out);
     if (!strcmp(m, "replace")) return jb_replace(c, at, s, a0, a1, jargs_get(a, 2, "count"), out);
-    if (!strcmp(m, "find") || !strcmp(m, "count")) {
-        if (!a0 || a0->k != JV_STR) return jinja_rt_err(at, "%s() needs a string", m);
-        const char *p = s.u.s->s, *end = p + s.u.s->len;
-        if (m[0] == 'f') {
-            const char *q = jb_find_sub(p, s.u.s->len, a0->u.s->s, a0->u.s->len);
-            *out = jv_int(q ? (int64_t)utf8_count(p, (size_t)(q - p)) : -1);
-            return CMF_OK;
-        }
-        int64_t n = 0;
-        if (a0->u.s->len == 0) { *out = jv_int((int64_t)utf8_count(p, s.u.s->len) + 1); return CMF_OK; }
-        for (const char *q; (q = jb_find_sub(p, (size_t)(end - p), a0->u.s->s, a0->u.s->len)); p = q + a0->u.s->len) n++;
-        *out = jv_int(n);
-        return CMF_OK;
-    }
     if (!strcmp(m, "join")) {
         jv items;
         if (!a0) return jinja_rt_err(at, "join() needs an iterable");
@@ -427,7 +413,8 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
         if (st) { jbuf_free(&b); return st; }
         return jb_ret_buf(out, &b);
     }
-    return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown str method '%s'", at->line, at->col, m);
+    static const jargs none = {0};
+    return jinja_str_method(c, at, s, m, a ? a : &none, out); /* (strmethods.c) */
 }
 
 cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const jargs *a, jv *out) {
@@ -437,6 +424,7 @@ cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const 
         *out = jv_retain(a->pos[(size_t)self.u.i % a->npos]);
         return CMF_OK;
     }
+    if (!strcmp(m, JINJA_LOOP_CHANGED)) return jinja_loop_changed(c, at, self.u.i, a, out);
     if (self.k == JV_NS && !strncmp(m, "cycler.", 7)) { /* jinja2.utils.Cycler: next(), reset(), .current */
         const jv *items = jv_dict_get(self, JINJA_CYCLER_ITEMS, strlen(JINJA_CYCLER_ITEMS));
         const jv *pos = jv_dict_get(self, JINJA_CYCLER_POS, strlen(JINJA_CYCLER_POS));

@@ -11,14 +11,17 @@ typedef struct jframe {
     struct jframe *parent;
 } jframe;
 
-/* An active `{% for ... recursive %}` loop (on the C stack of exec.c's loop runner): loop(items) inside its body runs
- * the same loop over items, one level deeper. */
+/* An active for loop (on the C stack of exec.c's loop runner). In a `{% for ... recursive %}` loop, loop(items)
+ * inside its body runs the same loop over items, one level deeper. loop.changed(*values) keeps its last values here
+ * (not in the loop object: a value may hold the loop object, and reference counts never free such a cycle). */
 typedef struct jrloop {
     const jnode *n;       /* the N_FOR node */
     jframe *f;            /* the frame the for statement runs in */
     int depth;            /* loop.depth of this run */
     const jv_dict *cur;   /* the loop object of the iteration running now (NULL between iterations) */
-    struct jrloop *up;    /* the enclosing active recursive loop */
+    int64_t serial;       /* this run's number (loop.changed is a method bound to it) */
+    jv changed_last;      /* the arguments of the last loop.changed() call (a tuple), JV_UNDEF before the first */
+    struct jrloop *up;    /* the enclosing active loop */
 } jrloop;
 
 typedef struct jctx {
@@ -32,7 +35,8 @@ typedef struct jctx {
     int flow;            /* FLOW_* after break/continue */
     jv filter_input;     /* the rendered body of a {% filter %} block */
     jv pending_caller;   /* the caller() of a {% call %} block, for the next macro call */
-    jrloop *rloops;      /* innermost active recursive for loop, or NULL */
+    jrloop *rloops;      /* innermost active for loop, or NULL */
+    int64_t loop_serial; /* for loops started so far (jrloop.serial) */
     jv kept;             /* JV_LIST (or JV_NONE until needed): computed key strings that an Undefined names; they
                           * live until the render ends, since JV_UNDEF borrows its name */
 } jctx;
@@ -92,6 +96,12 @@ cmf_status jinja_limit_err(const jnode *at, const char *what, size_t lim);
 
 /* The method name of loop.cycle (bound to the iteration's index0). */
 #define JINJA_LOOP_CYCLE "loop.cycle"
+/* The method name of loop.changed (bound to the loop run's serial number). */
+#define JINJA_LOOP_CHANGED "loop.changed"
+/* loop.changed(*values) of the loop run `serial` (jinja2 LoopContext.changed): True when the tuple of values differs
+ * (Python ==) from the previous call's in this run, or on the first call; else False. Errors: the run has ended
+ * (the loop object was kept past its loop), keyword arguments, the walk budget of ==. */
+cmf_status jinja_loop_changed(jctx *c, const jnode *at, int64_t serial, const jargs *a, jv *out);
 /* loop(items) in a recursive for loop (exec.c): renders the loop body over items one level deeper, the text as a
  * new string in *out. Errors: not a recursive loop's object, not one argument, the macro depth limit. */
 cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv *out);
@@ -152,6 +162,15 @@ cmf_status jinja_charge_items(jctx *c, const jnode *at, size_t n);
 cmf_status jb_dict_items(jv d, jv *out);
 cmf_status jb_attr_path(jctx *c, const jnode *at, jv v, const char *path, jv *out);
 cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *arg, int *r);
+
+/* strmethods.c: the str methods ljust rjust center zfill expandtabs find rfind index rindex count partition
+ * rpartition splitlines removeprefix removesuffix casefold isdigit isdecimal isalpha isalnum isspace islower isupper
+ * with CPython 3.11's semantics. jinja_str_method_name: the method's name in static storage, or NULL when it is
+ * none of these. jinja_str_method: its result in *out (owned); errors: Python's TypeError/ValueError texts
+ * (CMF_E_FORMAT), widths past the string size limit (CMF_E_UNSUPPORTED, before any padding is made), an unknown
+ * name (CMF_E_UNSUPPORTED). */
+const char *jinja_str_method_name(const char *name);
+cmf_status jinja_str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out);
 
 /* format.c. Python's int(s, base) on the ASCII text s[0..n) (surrounding whitespace, sign, base prefixes 0x/0o/0b,
  * single underscores between digits; base 0: from the prefix): 0 and *out, -1 when it is not an integer of that

@@ -56,9 +56,22 @@ static cmf_status bind_targets(jframe *f, const jnode *n, jv v) {
     return CMF_OK;
 }
 
-/* The loop object of iteration i (0-based) of `items` at recursion depth `depth` (1 = the outermost): jinja2's
- * LoopContext fields as dict entries, and loop.cycle(...) as a method bound to index0 (*loop_out: a new reference). */
-static cmf_status set_loop_var(jframe *fr, jv items, size_t i, int depth, jv *loop_out) {
+/* A bound method value (self taken, name static). */
+static int set_method(jv loop, const char *key, jv self, const char *name) {
+    jv_method *m = malloc(sizeof(*m));
+    if (!m) return -1;
+    m->rc = 1;
+    m->self = self;
+    m->name = name;
+    jv mv = {.k = JV_METHOD};
+    mv.u.meth = m;
+    return jv_dict_set(loop, key, strlen(key), mv);
+}
+
+/* The loop object of iteration i (0-based) of `items` at recursion depth `depth` (1 = the outermost) of loop run
+ * `serial`: jinja2's LoopContext fields as dict entries, loop.cycle(...) as a method bound to index0 and
+ * loop.changed(...) bound to the run (*loop_out: a new reference). */
+static cmf_status set_loop_var(jframe *fr, jv items, size_t i, int depth, int64_t serial, jv *loop_out) {
     size_t len = items.u.l->n;
     jv loop = jv_dict_new();
     if (jv_is_oom(loop)) return NOMEM();
@@ -74,16 +87,10 @@ static cmf_status set_loop_var(jframe *fr, jv items, size_t i, int depth, jv *lo
     bad |= jv_dict_set(loop, "depth0", 6, jv_int(depth - 1));
     if (i > 0) bad |= jv_dict_set(loop, "previtem", 8, jv_retain(items.u.l->v[i - 1]));
     if (i + 1 < len) bad |= jv_dict_set(loop, "nextitem", 8, jv_retain(items.u.l->v[i + 1]));
-    jv_method *m = malloc(sizeof(*m));
-    if (m) {
-        m->rc = 1;
-        m->self = jv_int((int64_t)i); /* the index, not the loop: a loop holding itself would never be freed */
-        m->name = JINJA_LOOP_CYCLE;
-        jv mv = {.k = JV_METHOD};
-        mv.u.meth = m;
-        bad |= jv_dict_set(loop, "cycle", 5, mv);
-    }
-    if (bad || !m) { jv_release(loop); return NOMEM(); }
+    /* bound to the index and the run's number, not the loop: a loop holding itself would never be freed */
+    bad |= set_method(loop, "cycle", jv_int((int64_t)i), JINJA_LOOP_CYCLE);
+    bad |= set_method(loop, "changed", jv_int(serial), JINJA_LOOP_CHANGED);
+    if (bad) { jv_release(loop); return NOMEM(); }
     *loop_out = loop;
     return jinja_assign(fr, "loop", jv_retain(loop));
 }
@@ -113,14 +120,15 @@ static cmf_status exec_for_over(jctx *c, jframe *f, const jnode *n, jv src, int 
     } else {
         items = all;
     }
-    jrloop rec = {.n = n, .f = f, .depth = depth, .up = c->rloops};
-    if (n->recursive) c->rloops = &rec;
+    jrloop rec = {.n = n, .f = f, .depth = depth, .serial = ++c->loop_serial, .changed_last = jv_undef(NULL),
+                  .up = c->rloops};
+    c->rloops = &rec;
     for (size_t i = 0; !st && i < items.u.l->n; i++) {
         if (++c->iterations > c->lim.max_iterations) { st = jinja_limit_err(n, "loop iterations", c->lim.max_iterations); break; }
         jframe fr = {.vars = jv_dict_new(), .parent = f};
         if (jv_is_oom(fr.vars)) { st = NOMEM(); break; }
         jv loop = jv_undef(NULL);
-        if (!(st = bind_targets(&fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i, depth, &loop))) {
+        if (!(st = bind_targets(&fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i, depth, rec.serial, &loop))) {
             rec.cur = loop.u.d;
             st = jinja_exec_body(c, &fr, n->l1, n->n1);
         }
@@ -130,7 +138,8 @@ static cmf_status exec_for_over(jctx *c, jframe *f, const jnode *n, jv src, int 
         if (c->flow == FLOW_CONTINUE) c->flow = FLOW_NONE;
         if (c->flow == FLOW_BREAK) { c->flow = FLOW_NONE; break; }
     }
-    if (n->recursive) c->rloops = rec.up;
+    c->rloops = rec.up;
+    jv_release(rec.changed_last);
     if (!st && items.u.l->n == 0 && n->n2) st = jinja_exec_body(c, f, n->l2, n->n2);
     jv_release(items);
     return st;
@@ -148,6 +157,8 @@ cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv
     const jrloop *r = c->rloops;
     while (r && (loop.k != JV_DICT || r->cur != loop.u.d)) r = r->up;
     if (!r) return jinja_rt_err(at, "'%s' object is not callable", jv_kind_name(loop));
+    if (!r->n->recursive) /* (jinja2's TypeError) */
+        return jinja_rt_err(at, "Tried to call non recursive loop. Maybe you forgot the 'recursive' modifier.");
     if (a->npos != 1 || a->nkw) return jinja_rt_err(at, "loop() takes exactly one argument (the items)");
     if (c->depth >= c->lim.max_depth) return jinja_limit_err(at, "macro call depth", (size_t)c->lim.max_depth);
     jbuf buf = {.limit = c->lim.max_output}, *saved = c->out;
@@ -160,6 +171,27 @@ cmf_status jinja_call_loop(jctx *c, const jnode *at, jv loop, const jargs *a, jv
     if (!st) st = jb_ret_str(out, buf.p, buf.n);
     jbuf_free(&buf);
     return st;
+}
+
+cmf_status jinja_loop_changed(jctx *c, const jnode *at, int64_t serial, const jargs *a, jv *out) {
+    jrloop *r = c->rloops;
+    while (r && r->serial != serial) r = r->up;
+    if (!r) return jinja_rt_err(at, "loop.changed() called after its loop ended");
+    if (a->nkw) return jinja_rt_err(at, "changed() got an unexpected keyword argument '%s'", a->kwn[0]);
+    jv vals = jv_list_new(a->npos);
+    if (jv_is_oom(vals)) return NOMEM();
+    vals.u.l->tuple = 1;
+    for (size_t i = 0; i < a->npos; i++) jv_list_push(vals, jv_retain(a->pos[i])); /* (capacity reserved) */
+    int eq = 0;
+    if (r->changed_last.k != JV_UNDEF) {
+        cmf_status st = jinja_equal(c, at, r->changed_last, vals, &eq);
+        if (st) { jv_release(vals); return st; }
+    }
+    if (eq) { jv_release(vals); *out = jv_bool(0); return CMF_OK; }
+    jv_release(r->changed_last);
+    r->changed_last = vals;
+    *out = jv_bool(1);
+    return CMF_OK;
 }
 
 static cmf_status exec_set(jctx *c, jframe *f, const jnode *n) {
