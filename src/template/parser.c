@@ -13,10 +13,13 @@
 #define MAX_NEST 200 /* expression/statement nesting; a hostile template must not overflow the C stack */
 #define NEST_MSG "blocks and expressions nested too deeply (more than 200 levels: each block, each bracket and each " \
                  "operator inside an expression counts)"
-/* Nodes of one print tag or statement header. A chain of left-associative operators (`1 + 1 + ...`, `a.b.c...`,
- * `x|f|g...`) nests without parentheses, one tree level per operator, and the evaluator recurses per level: 30,000
- * of them overflowed an 8 MB stack (fresh-user review). 4,000 levels take well under 2 MB; real chat templates use
- * a few dozen nodes per tag. */
+/* Nodes on one path of an expression. A chain of left-associative operators (`1 + 1 + ...`, `a.b.c...`, `x|f|g...`)
+ * nests without parentheses, one tree level per operator, and the evaluator recurses per level: 30,000 of them
+ * overflowed an 8 MB stack (fresh-user review). 4,000 levels take well under 2 MB; real chat templates use a few
+ * dozen nodes per tag. The count restarts at each item of a list, tuple or dict literal and at each call argument
+ * (from the nodes made before the container in its tag): the evaluator takes the items one after another, so a
+ * 20,000-entry dict literal is fine while a chain inside one item still counts everything on its path. The whole
+ * template stays within CMF_TEMPLATE_MAX_NODES. */
 #define MAX_EXPR_NODES 4000 /* (the number is also in NOMEM()'s message) */
 
 typedef struct parser {
@@ -113,13 +116,21 @@ static jnode *mk(parser *P, jnode_type type, const jtok *at) {
 }
 
 #define NOMEM()                                                                                                   \
-    (P->too_long == 1 ? perr(P, cur(P), "%s", "expression too long (more than 4000 operators and operands in one tag)") \
+    (P->too_long == 1 ? perr(P, cur(P), "%s", "expression too long (more than 4000 operators and operands in one chain; items of list, tuple and dict literals and call arguments count apart)") \
      : P->too_long ? perr(P, cur(P), "%s", "template too long (more than " JINJA_STR(CMF_TEMPLATE_MAX_NODES) " syntax nodes)") \
                  : cmf_err(CMF_E_NOMEM, "template parser"))
 #define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
 
 static cmf_status parse_expr(parser *P, jnode **out);
 static cmf_status parse_or(parser *P, jnode **out);
+
+/* One item of a container literal or one call argument: its nodes count from `base` (see MAX_EXPR_NODES). */
+static cmf_status parse_item(parser *P, int base, jnode **out) {
+    P->expr_nodes = base;
+    cmf_status st = parse_expr(P, out);
+    if (!st) P->expr_nodes = base;
+    return st;
+}
 static cmf_status parse_unary(parser *P, jnode **out, int with_filter);
 
 /* ---- expressions ---- */
@@ -130,19 +141,20 @@ static cmf_status parse_args(parser *P, jnode *call) {
     const char **names = NULL;
     size_t nnames = 0;
     cmf_status st = CMF_OK;
+    int base = P->expr_nodes;
     while (!is_op(cur(P), ")")) {
         if (pos.n + kw.n) { if ((st = expect_op(P, ","))) goto fail; if (is_op(cur(P), ")")) break; }
         jnode *e;
         if (cur(P)->type == T_NAME && is_op(&P->t[P->pos + 1], "=")) {
             const char *k = cur(P)->s;
             P->pos += 2;
-            if ((st = parse_expr(P, &e))) goto fail;
+            if ((st = parse_item(P, base, &e))) goto fail;
             const char **nn = realloc(names, (nnames + 1) * sizeof(*nn));
             if (!nn || nvec_push(&kw, e)) { if (nn) names = nn; st = NOMEM(); goto fail; }
             names = nn;
             names[nnames++] = k;
         } else {
-            if ((st = parse_expr(P, &e))) goto fail;
+            if ((st = parse_item(P, base, &e))) goto fail;
             if (nvec_push(&pos, e)) { st = NOMEM(); goto fail; }
         }
     }
@@ -199,6 +211,7 @@ static cmf_status parse_primary(parser *P, jnode **out) {
             if (!(n = mk(P, N_TUPLE, t))) return NOMEM();
         } else {
             jnode *e;
+            int base = P->expr_nodes;
             TRY(parse_expr(P, &e));
             if (is_op(cur(P), ",")) {
                 nvec v = {0};
@@ -206,7 +219,7 @@ static cmf_status parse_primary(parser *P, jnode **out) {
                 while (is_op(cur(P), ",")) {
                     P->pos++;
                     if (is_op(cur(P), ")")) break;
-                    cmf_status st = parse_expr(P, &e);
+                    cmf_status st = parse_item(P, base, &e);
                     if (st) { free(v.v); return st; }
                     if (nvec_push(&v, e)) { free(v.v); return NOMEM(); }
                 }
@@ -222,14 +235,15 @@ static cmf_status parse_primary(parser *P, jnode **out) {
         P->pos++;
         nvec v = {0};
         cmf_status st = CMF_OK;
+        int base = P->expr_nodes;
         while (!is_op(cur(P), close)) {
             jnode *e;
             if (v.n && ((st = expect_op(P, ","))) ) break;
             if (is_op(cur(P), close)) break;
-            if ((st = parse_expr(P, &e))) break;
+            if ((st = parse_item(P, base, &e))) break;
             if (nvec_push(&v, e)) { st = NOMEM(); break; }
             if (dict) {
-                if ((st = expect_op(P, ":")) || (st = parse_expr(P, &e))) break;
+                if ((st = expect_op(P, ":")) || (st = parse_item(P, base, &e))) break;
                 if (nvec_push(&v, e)) { st = NOMEM(); break; }
             }
         }
@@ -503,6 +517,7 @@ static cmf_status parse_expr(parser *P, jnode **out) {
 /* expr [, expr ...] -> a tuple when a comma follows (set values, for iterables). */
 static cmf_status parse_tuple(parser *P, jnode **out) {
     const jtok *t = cur(P);
+    int base = P->expr_nodes;
     TRY(parse_expr(P, out));
     if (!is_op(cur(P), ",")) return CMF_OK;
     nvec v = {0};
@@ -511,7 +526,7 @@ static cmf_status parse_tuple(parser *P, jnode **out) {
         P->pos++;
         if (cur(P)->type == T_BEND || cur(P)->type == T_VEND) break;
         jnode *e;
-        cmf_status st = parse_expr(P, &e);
+        cmf_status st = parse_item(P, base, &e);
         if (st) { free(v.v); return st; }
         if (nvec_push(&v, e)) { free(v.v); return NOMEM(); }
     }

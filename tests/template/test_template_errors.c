@@ -353,6 +353,25 @@ int main(void) {
             free(chain);
         }
     }
+    /* a dict or list literal of 20,000 items is no chain: its items count apart (a 2,500-entry dict said "expression
+     * too long"); a chain inside one item still counts the nodes on its path */
+    {
+        enum { ITEMS = 20000 };
+        char *lit = malloc(ITEMS * 24 + 64), *p = lit;
+        p += sprintf(p, "{%% set d = {");
+        for (int i = 0; i < ITEMS; i++) p += sprintf(p, "%s\"k%d\": %d", i ? ", " : "", i, i);
+        p += sprintf(p, "} %%}{%% set l = [");
+        for (int i = 0; i < ITEMS; i++) p += sprintf(p, "%s%d", i ? "," : "", i);
+        sprintf(p, "] %%}{{ d | length }} {{ d.k19999 }} {{ l | length }} {{ l[-1] }}");
+        expect_out(lit, "20000 19999 20000 19999");
+        free(lit);
+        char *chain = repeat("{{ [1, 1", " + 1", 4100, "] }}");
+        expect_err(chain, CMF_E_FORMAT, "expression too long (more than 4000 operators and operands in one chain");
+        free(chain);
+        chain = repeat("{{ {'a': [f(1", " ~ 1", 4100, ")]} }}");
+        expect_err(chain, CMF_E_FORMAT, "expression too long");
+        free(chain);
+    }
     /* nested loops stop at the iteration budget (a small one: fast under ASan) */
     expect_err_lim("{% for i in range(1000) %}{% for j in range(1000) %}{% for k in range(1000) %}{% endfor %}{% endfor %}"
                    "{% endfor %}", &small, CMF_E_UNSUPPORTED, "sandbox limit exceeded");
