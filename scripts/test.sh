@@ -15,6 +15,9 @@ stage "gcc Release build + ctest"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 (cd build && ctest --output-on-failure -j"$jobs")
+# CI (.ci/run sets CMF_CI_PRUNE=1) drops each build tree once its stage is done: a fresh CI machine's disk can be
+# small, and the CUDA-linked Release tree alone is ~3.5 GB. A developer's run keeps build/ for the next one.
+if [ "${CMF_CI_PRUNE:-0}" = 1 ]; then rm -rf build; fi
 stage "clang -Werror build"
 # The CUDA library is built once, by the gcc build above: nvcc compiles it with the same host compiler whatever CC
 # says, the sanitizers do not see inside it, and each CUDA-linked test binary carries its ~30 MB of kernels (three
@@ -28,6 +31,7 @@ stage "ASan+UBSan build + ctest"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DCMF_SANITIZE=ON -DCMF_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
+if [ "${CMF_CI_PRUNE:-0}" = 1 ]; then rm -rf build-asan; fi
 stage "fuzz (a fixed, seeded number of inputs per target: reproducible)"
 if command -v clang >/dev/null && printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
     | clang -x c -fsanitize=fuzzer,address,undefined - -o /dev/null 2>/dev/null; then
