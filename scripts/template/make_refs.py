@@ -322,6 +322,37 @@ FEATURES = [
     ("method/str_misc", "{{ 'Straße'.casefold() }} {{ 'ΣΑΣ'.casefold() }} {{ 'ǅ'.casefold() }} {{ 'ﬁ'.casefold() }} "
                         "{{ 'ABC'.casefold() == 'abc' }} {{ 'prefix-body'.removeprefix('prefix-') }} {{ 'body.txt'.removesuffix('.txt') }} "
                         "{{ 'abc'.removeprefix('x') }} {{ 'abc'.removesuffix('') }} {{ 'aa'.removeprefix('aaa') }}", {}),
+    ("filter/truncate", "[{{ 'Hello big wide world' | truncate(9) }}][{{ 'Hello big wide world' | truncate(9, true) }}]"
+                        "[{{ 'Hello big wide world' | truncate(17) }}][{{ 'Hello big wide world' | truncate(15) }}]"
+                        "[{{ 'Hello big wide world' | truncate(12, end='…') }}][{{ 'abcdefghijk' | truncate(5, leeway=0) }}]"
+                        "[{{ 'abcdefghijk' | truncate(5) }}][{{ 'héllo wörld ünïcode' | truncate(10, leeway=0) }}]"
+                        "[{{ ('x' * 300) | truncate | length }}][{{ 'a b c d e f' | truncate(3, false, '', 0) }}]"
+                        "[{{ 'abc def' | truncate(3, killwords=false, end='...', leeway=0) }}][{{ '' | truncate(3) }}]", {}),
+    ("filter/wordwrap", "[{{ 'The quick brown fox jumps over the lazy dog' | wordwrap(10) }}]"
+                        "[{{ 'a well-known long-established multi-part-word test' | wordwrap(12) }}]"
+                        "[{{ 'a well-known long-established' | wordwrap(12, break_on_hyphens=false) }}]"
+                        "[{{ 'supercalifragilistic and more' | wordwrap(6) }}][{{ 'supercalifragilistic x' | wordwrap(6, false) }}]"
+                        "[{{ 'one two\n\nthree   four  five' | wordwrap(9) }}][{{ 'a b c d' | wordwrap(3, wrapstring='<br>') }}]"
+                        "[{{ '  lead  and trail  ' | wordwrap(6) }}][{{ 'x--y -- z---w a---' | wordwrap(3) }}]"
+                        "[{{ 'ab-cd-ef-gh' | wordwrap(5) }}][{{ 'héllo wörld ünïcode ça' | wordwrap(7) }}][{{ '' | wordwrap(5) }}]"
+                        "[{{ 'tabs\there\tand there' | wordwrap(8) }}][{{ 'a\r\nb c d e f g' | wordwrap(3) }}]"
+                        "[{{ 'word-with-hyphens-everywhere-in-it' | wordwrap(10) }}][{{ '---- a' | wordwrap(2) }}]", {}),
+    ("filter/groupby", "{% for g in users | groupby('admin', default=false) %}{{ g.grouper }}:{{ g.list | map(attribute='name') | join(',') }};{% endfor %}|"
+                       "{% for key, items in [{'c': 'B', 'n': 1}, {'c': 'a', 'n': 2}, {'c': 'b', 'n': 3}] | groupby('c') %}"
+                       "{{ key }}={{ items | map(attribute='n') | list }};{% endfor %}|"
+                       "{% for key, items in [{'c': 'B', 'n': 1}, {'c': 'a', 'n': 2}, {'c': 'b', 'n': 3}] | groupby('c', case_sensitive=true) %}"
+                       "{{ key }}={{ items | map(attribute='n') | list }};{% endfor %}|"
+                       "{{ [[1, 'a'], [2, 'b'], [1, 'c']] | groupby(0) }}|{{ [{'a': {'b': 2}}, {'a': {'b': 1}}] | groupby('a.b') | map(attribute='grouper') | list }}|"
+                       "{{ (users | groupby('age') | first).list[0].name }}|{{ [] | groupby('x') }}", V),
+    ("filter/slice", "{{ l | slice(2) | list }}|{{ range(10) | slice(3) | list }}|{{ range(10) | slice(3, 'x') | list }}|"
+                     "{{ [1] | slice(3) | list }}|{{ [1] | slice(3, 0) | list }}|{{ range(4) | slice(-1) | list }}|{{ 'abcde' | slice(2) | list }}|"
+                     "{% for col in range(7) | slice(3) %}[{{ col | join(' ') }}]{% endfor %}", V),
+    ("filter/striptags", "[{{ '<p>Hello <b>World</b></p>' | striptags }}][{{ 'a <!-- c <b> -->b' | striptags }}][{{ '  x \n\t y  ' | striptags }}]"
+                         "[{{ 'a < b' | striptags }}][{{ 'a <b c' | striptags }}][{{ 'x<!--y' | striptags }}][{{ '<!--> a -->b' | striptags }}]"
+                         "[{{ '&amp; &lt;x&gt; &#65;&#x42; &quot;q&quot; &apos;' | striptags }}][{{ '<<b>b>' | striptags }}][{{ '<!<!-- x -->-- y -->z' | striptags }}]"
+                         "[{{ 42 | striptags }}][{{ 'é\xa0 ü' | striptags }}][{{ 'a&b' | striptags }}]", {}),
+    ("filter/urlencode", "{{ 'a b/c?d=é&' | urlencode }}|{{ {'q': 'a b', 'n': 1, 'x': 'é/&'} | urlencode }}|"
+                         "{{ [['k', 'v 1'], ['z', none]] | urlencode }}|{{ 42 | urlencode }}|{{ '~_.-' | urlencode }}|{{ {} | urlencode }}", {}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
 ]
@@ -376,6 +407,12 @@ ERRORS = [
     ("error/str_find_int", "{{ 'abc'.find(1) }}", {}),
     ("error/str_find_start_type", "{{ 'abc'.find('a', 'x') }}", {}),
     ("error/str_removeprefix_int", "{{ 'abc'.removeprefix(1) }}", {}),
+    ("error/truncate_length", "{{ 'abcdef' | truncate(2) }}", {}),
+    ("error/truncate_leeway", "{{ 'abcdef' | truncate(4, leeway=-1) }}", {}),
+    ("error/wordwrap_width", "{{ 'abc' | wordwrap(0) }}", {}),
+    ("error/slice_zero", "{{ [1] | slice(0) | list }}", {}),
+    ("error/groupby_mixed", "{{ [{'a': 1}, {'a': 'x'}] | groupby('a') }}", {}),
+    ("error/urlencode_pairs", "{{ [1, 2] | urlencode }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 
@@ -418,8 +455,8 @@ def main():
             case.update(error="syntax", line=e.lineno)
         except jinja2.exceptions.SecurityError as e:
             case.update(error="runtime", message=str(e))
-        except (TypeError, KeyError, ValueError, OverflowError, UnicodeEncodeError, RuntimeError,
-                jinja2.exceptions.TemplateRuntimeError) as e:
+        except (TypeError, KeyError, ValueError, OverflowError, UnicodeEncodeError, RuntimeError, AssertionError,
+                ZeroDivisionError, jinja2.exceptions.TemplateRuntimeError) as e:
             case.update(error="runtime", message=str(e))
         cases.append(case)
     os.makedirs(DATA, exist_ok=True)

@@ -376,6 +376,11 @@ cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv 
         *out = v ? jv_retain(*v) : jv_undef(name);
         return CMF_OK;
     }
+    if (obj.k == JV_LIST && obj.u.l->tuple == JINJA_GROUP_TUPLE && obj.u.l->n == 2 && /* groupby's items */
+        (!strcmp(name, "grouper") || !strcmp(name, "list"))) {
+        *out = jv_retain(obj.u.l->v[name[0] == 'l']);
+        return CMF_OK;
+    }
     *out = jv_undef(name);
     return CMF_OK;
 }

@@ -172,6 +172,17 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
 const char *jinja_str_method_name(const char *name);
 cmf_status jinja_str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out);
 
+/* filters_more.c: the jinja2 3.1 filters truncate, wordwrap (wordwrap.c), groupby, slice, striptags and urlencode.
+ * jinja_filter_more_has: 1 when `f` is one of them. jinja_filter_more: the filter's owned result in *out; errors:
+ * jinja2's argument checks (CMF_E_FORMAT: truncate's length < len(end) or leeway < 0, wordwrap's width <= 0,
+ * slice(0), groupby without an attribute, keys that cannot be compared), the string size and list-items limits
+ * (CMF_E_UNSUPPORTED). groupby gives (grouper, list) tuples marked JINJA_GROUP_TUPLE, whose .grouper and .list
+ * jinja_getattr reads (jinja2's _GroupTuple prints as a plain tuple). */
+#define JINJA_GROUP_TUPLE 2
+int jinja_filter_more_has(const char *f);
+cmf_status jinja_filter_more(jctx *c, const jnode *at, const char *f, jv in, const jargs *a, jv *out);
+cmf_status jinja_wordwrap(jctx *c, const jnode *at, jv in, const jargs *a, jv *out);
+
 /* format.c. Python's int(s, base) on the ASCII text s[0..n) (surrounding whitespace, sign, base prefixes 0x/0o/0b,
  * single underscores between digits; base 0: from the prefix): 0 and *out, -1 when it is not an integer of that
  * base, -2 when it is one outside int64. */

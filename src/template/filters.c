@@ -461,5 +461,6 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         jv_release(s);
         return st;
     }
+    if (jinja_filter_more_has(f)) return jinja_filter_more(c, at, f, in, a, out);
     return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown filter '%s'", at->line, at->col, f);
 }

@@ -253,6 +253,31 @@ static void review8(void) {
     expect_out("{{ [1, 2, 3] | batch(2, 'x') | list }}", "[[1, 2], [3, 'x']]");
     expect_err("{{ '%.2000f' % 1.0 }}", CMF_E_UNSUPPORTED, "format precision / width (limit 1000)"); /* (Python: none) */
     expect_out("{{ ('%.1000f' % 1.0) | length }}", "1002");
+    /* tmpl9: padding widths and tab sizes past the string size limit are refused before any padding is made;
+     * slices, lines and wrapped text keep the list-items and string limits; loop.changed needs its loop */
+    expect_err("{{ 'x'.ljust(99999999999) }}", CMF_E_UNSUPPORTED, "string size (padding width) (limit 16777216)");
+    expect_err("{{ 'x'.center(9223372036854775807, '*') }}", CMF_E_UNSUPPORTED, "padding width");
+    expect_err("{{ '-1'.zfill(16777217) }}", CMF_E_UNSUPPORTED, "padding width");
+    expect_err("{{ 'a\tb'.expandtabs(99999999999) }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err("{{ ('\t' * 1000).expandtabs(100000) }}", CMF_E_UNSUPPORTED, "string size");
+    expect_out("{{ 'x'.rjust(3, 'é') }}{{ 'x'.ljust(-9223372036854775807 - 1) }}{{ 'a\tb'.expandtabs(-5) }}", "ééxxab");
+    expect_err_lim("{{ [1] | slice(1000000000000) | list | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
+    expect_err_lim("{{ ('x\n' * 20000).splitlines() | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
+    {
+        cmf_template_limits kb = cmf_template_default_limits();
+        kb.max_output = 1000;
+        expect_err_lim("{{ ('ab ' * 300) | wordwrap(1) }}", &kb, CMF_E_UNSUPPORTED, "string size");
+        expect_err_lim("{{ ('a' * 600) | wordwrap(1) }}", &kb, CMF_E_UNSUPPORTED, "string size");
+        expect_err_lim("{{ ('é' * 400) | urlencode }}", &kb, CMF_E_UNSUPPORTED, "string size");
+        expect_err_lim("{{ 'x'.center(1001) }}", &kb, CMF_E_UNSUPPORTED, "padding width");
+    }
+    /* striptags and rfind stay linear: 50,000 tags, an unclosed '<' before 300 KB, the last match of an overlapping
+     * needle */
+    expect_out("{{ ('<b>x' * 50000) | striptags | length }} {{ ('<' ~ 'a' * 300000) | striptags | length }} "
+               "{{ ('a' * 300000).rfind('a' * 150000) }} {{ ('a' * 300000).rpartition('a' * 150000)[0] | length }}",
+               "50000 300001 150000 150000");
+    expect_err("{% set ns = namespace() %}{% for x in [1] %}{% set ns.c = loop.changed %}{% endfor %}{{ ns.c(1) }}",
+               CMF_E_FORMAT, "loop.changed() called after its loop ended");
     /* a loop object kept past its loop is not callable */
     expect_err("{% set ns = namespace() %}{% for x in [1] recursive %}{% set ns.l = loop %}{% endfor %}{{ ns.l([1]) }}",
                CMF_E_FORMAT, "'dict' object is not callable");
