@@ -353,6 +353,22 @@ FEATURES = [
                          "[{{ 42 | striptags }}][{{ 'é\xa0 ü' | striptags }}][{{ 'a&b' | striptags }}]", {}),
     ("filter/urlencode", "{{ 'a b/c?d=é&' | urlencode }}|{{ {'q': 'a b', 'n': 1, 'x': 'é/&'} | urlencode }}|"
                          "{{ [['k', 'v 1'], ['z', none]] | urlencode }}|{{ 42 | urlencode }}|{{ '~_.-' | urlencode }}|{{ {} | urlencode }}", {}),
+    ("filter/tojson_args", "{{ d | tojson(separators=(',', ':')) }}|{{ d | tojson(indent=1, separators=(',', ' = ')) }}|"
+                           "{{ 'é😀\\u00ff' | tojson(ensure_ascii=true) }}|{{ {'ключ': 'значение'} | tojson(true) }}|"
+                           "{{ l | tojson(false, 2) }}|{{ d | tojson(false, none, none, true) }}|{{ [1, [2]] | tojson(separators=['; ', '=']) }}|"
+                           "{{ {'b': 1, 'a': 2} | tojson(sort_keys=true, separators=(',', ':')) }}", V),
+    ("call/star_args", "{% macro f(a, b=2) %}{{ a }}/{{ b }}/{{ varargs }}/{{ kwargs }}{% endmacro %}"
+                       "[{{ f(*[1, 2, 3]) }}][{{ f(**{'a': 5}) }}][{{ f(0, *[9], z=1, **{'y': 2}) }}][{{ f(*'xy') }}]"
+                       "[{{ f(*(1,), b=7) }}][{{ f(**{'b': 3, 'a': 4, 'q': 5}) }}][{{ f(*[], **{}) }}]"
+                       "[{{ l | join(*['-']) }}][{{ l | sort(**{'reverse': true}) }}][{{ '%s=%s' | format(*['k', 'v']) }}]"
+                       "[{{ 3 is divisibleby(*[3]) }}][{{ range(*[1, 7, 2]) | list }}][{{ dict(b=2, **{'a': 1}) }}]"
+                       "[{{ namespace(**{'x': 1}).x }}]", V),
+    ("lit/dict_keys", "{% set d = {1: 'one', 2.5: 'f', true: 't', none: 'n', 'a': 'A', 2.0: 'two'} %}{{ d }}|{{ d[1] }}{{ d[true] }}"
+                      "{{ d[1.0] }}{{ d[none] }}{{ d[2] }}{{ d[2.5] }}{{ d['a'] }}{{ d[3] is defined }}|{{ d | length }}|"
+                      "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|{{ d.keys() | list }}|{{ 1 in d }} {{ 7 in d }} {{ none in d }}|"
+                      "{{ d | tojson }}|{{ d.get(2.5) }} {{ d.get(9, 'x') }}|{{ {0: 'a', false: 'b'} }}|{{ {false: 'a', 0.0: 'b'} }}|"
+                      "{{ {1: 'x'} == {1.0: 'x'} }}|{% for k in {3: 'c', 1: 'a'} %}{{ k + 1 }}{% endfor %}|"
+                      "{{ {-0.0: 1, 0: 2} }}|{{ {1e20: 'big', 0.1: 'tenth'} }}|{{ {1: 'a'} | list }}|{{ [{0: 'z'}] | map(attribute='0') | list }}", {}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
 ]
@@ -413,6 +429,16 @@ ERRORS = [
     ("error/slice_zero", "{{ [1] | slice(0) | list }}", {}),
     ("error/groupby_mixed", "{{ [{'a': 1}, {'a': 'x'}] | groupby('a') }}", {}),
     ("error/urlencode_pairs", "{{ [1, 2] | urlencode }}", {}),
+    ("error/tojson_unknown_kwarg", "{{ [1] | tojson(foo=1) }}", {}),
+    ("error/tojson_too_many", "{{ [1] | tojson(false, none, none, false, 1) }}", {}),
+    ("error/tojson_separators", "{{ [1, 2] | tojson(separators=(',',)) }}", {}),
+    ("error/star_kwargs_mapping", "{% macro f() %}{% endmacro %}{{ f(**[1]) }}", {}),
+    ("error/star_kwargs_twice", "{% macro f(a) %}{% endmacro %}{{ f(a=1, **{'a': 2}) }}", {}),
+    ("error/star_args_order", "{{ range(*[1], 2) }}", {}),
+    ("error/star_kwargs_order", "{{ dict(**{'a': 1}, *[1]) }}", {}),
+    ("error/positional_after_keyword", "{{ dict(a=1, 2) }}", {}),
+    ("error/dict_key_unhashable", "{{ {[1]: 2} }}", {}),
+    ("error/dict_key_sort_mixed", "{{ {1: 'a', 'b': 2} | dictsort }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

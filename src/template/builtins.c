@@ -225,7 +225,7 @@ cmf_status jb_to_list(jctx *c, const jnode *at, jv v, jv *out) {
     if (v.k == JV_LIST) {
         for (size_t i = 0; i < v.u.l->n; i++) jv_list_push(l, jv_retain(v.u.l->v[i]));
     } else if (v.k == JV_DICT || v.k == JV_NS) {
-        for (size_t i = 0; i < v.u.d->n; i++) jv_list_push(l, jv_strn(v.u.d->k[i]->s, v.u.d->k[i]->len));
+        for (size_t i = 0; i < v.u.d->n; i++) jv_list_push(l, jv_dict_key(v.u.d, i));
     } else if (v.k == JV_STR) {
         for (size_t i = 0; i < v.u.s->len;) {
             size_t j = i + 1;
@@ -248,7 +248,7 @@ cmf_status jb_dict_items(jv d, jv *out) {
         jv pair = jv_list_new(2);
         if (jv_is_oom(pair)) { jv_release(l); return NOMEM(); }
         pair.u.l->tuple = 1;
-        jv_list_push(pair, jv_strn(d.u.d->k[i]->s, d.u.d->k[i]->len));
+        jv_list_push(pair, jv_dict_key(d.u.d, i));
         jv_list_push(pair, jv_retain(d.u.d->v[i]));
         jv_list_push(l, pair);
     }
@@ -326,7 +326,7 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
                 *r = 0;
                 for (size_t i = 0; i < hay.u.l->n && !*r; i++) TRY(jinja_equal(c, at, hay.u.l->v[i], v, r));
             }
-            else if (hay.k == JV_DICT && v.k == JV_STR) *r = jv_dict_get(hay, v.u.s->s, v.u.s->len) != NULL;
+            else if (hay.k == JV_DICT) *r = jv_dict_get_key(hay, v) != NULL;
             else return jinja_rt_err(at, "test 'in' cannot search a '%s'", jv_kind_name(hay));
         } else {
             int cmp = jinja_compare(c, v, *arg, 0, &err);
@@ -448,12 +448,12 @@ cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const 
             jv l = jv_list_new(self.u.d->n);
             if (jv_is_oom(l)) return NOMEM();
             for (size_t i = 0; i < self.u.d->n; i++)
-                jv_list_push(l, m[0] == 'k' ? jv_strn(self.u.d->k[i]->s, self.u.d->k[i]->len) : jv_retain(self.u.d->v[i]));
+                jv_list_push(l, m[0] == 'k' ? jv_dict_key(self.u.d, i) : jv_retain(self.u.d->v[i]));
             *out = l;
             return CMF_OK;
         }
         if (!strcmp(m, "get")) {
-            const jv *v = a0 && a0->k == JV_STR ? jv_dict_get(self, a0->u.s->s, a0->u.s->len) : NULL;
+            const jv *v = a0 ? jv_dict_get_key(self, *a0) : NULL;
             const jv *d = jargs_get(a, 1, "default");
             *out = v ? jv_retain(*v) : d ? jv_retain(*d) : jv_none();
             return CMF_OK;
@@ -520,7 +520,11 @@ cmf_status jinja_call_global(jctx *c, const jnode *at, int fid, const jargs *a, 
         if (jv_is_oom(d)) return NOMEM();
         if (a->npos == 1 && a->pos[0].k == JV_DICT)
             for (size_t i = 0; i < a->pos[0].u.d->n; i++)
-                jv_dict_set(d, a->pos[0].u.d->k[i]->s, a->pos[0].u.d->k[i]->len, jv_retain(a->pos[0].u.d->v[i]));
+                {
+                    jv k = jv_dict_key(a->pos[0].u.d, i);
+                    jv_dict_set_key(d, k, jv_retain(a->pos[0].u.d->v[i]));
+                    jv_release(k);
+                }
         for (size_t i = 0; i < a->nkw; i++)
             if (jv_dict_set(d, a->kwn[i], strlen(a->kwn[i]), jv_retain(a->kwv[i]))) { jv_release(d); return NOMEM(); }
         if (fid == G_NAMESPACE) d.k = JV_NS;

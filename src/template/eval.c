@@ -41,6 +41,12 @@ void jargs_free(jargs *a) {
     for (size_t i = 0; i < a->nkw; i++) jv_release(a->kwv[i]);
     free(a->pos);
     free(a->kwv);
+    free(a->kwn_own);
+    jv_release(a->hold);
+    a->pos = a->kwv = NULL;
+    a->kwn_own = NULL;
+    a->hold = jv_undef(NULL);
+    a->npos = a->nkw = 0;
 }
 
 /* ---- variables ---- */
@@ -278,8 +284,7 @@ static int contains(jctx *c, jv hay, jv needle, int *err) {
         return 0;
     }
     if (hay.k == JV_DICT || hay.k == JV_NS) {
-        if (needle.k != JV_STR) return 0;
-        return jv_dict_get(hay, needle.u.s->s, needle.u.s->len) != NULL;
+        return jv_dict_get_key(hay, needle) != NULL;
     }
     if (hay.k == JV_UNDEF) return 0;
     *err = 1;
@@ -407,6 +412,11 @@ cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out) {
         if (v) { *out = jv_retain(*v); return CMF_OK; }
         return getattr_key(c, at, obj, key, out);
     }
+    if (obj.k == JV_DICT && (jv_is_number(key) || key.k == JV_NONE)) { /* a dict literal's non-string keys */
+        const jv *v = jv_dict_get_key(obj, key);
+        *out = v ? jv_retain(*v) : jv_undef(NULL);
+        return CMF_OK;
+    }
     if (obj.k == JV_LIST && is_intlike(key)) {
         int64_t i = norm_index(ival(key), obj.u.l->n);
         *out = i >= 0 && (size_t)i < obj.u.l->n ? jv_retain(obj.u.l->v[i]) : jv_undef(NULL);
@@ -491,8 +501,43 @@ static cmf_status slice(jctx *c, jframe *f, const jnode *n, jv obj, jv *out) {
 
 /* ---- calls ---- */
 
+/* f(*items): the items of `v` appended to the positional arguments (any iterable, as Python's call). */
+static cmf_status add_star_args(jctx *c, const jnode *at, jv v, jargs *a) {
+    jv l;
+    TRY(jb_to_list(c, at, v, &l));
+    jv *p = realloc(a->pos, (a->npos + l.u.l->n + 1) * sizeof(jv));
+    if (!p) { jv_release(l); return NOMEM(); }
+    a->pos = p;
+    for (size_t i = 0; i < l.u.l->n; i++) a->pos[a->npos++] = jv_retain(l.u.l->v[i]);
+    jv_release(l);
+    return CMF_OK;
+}
+
+/* f(**mapping): its entries appended to the keyword arguments (a name given twice is Python's TypeError). */
+static cmf_status add_star_kwargs(const jnode *at, jv d, jargs *a) {
+    if (d.k != JV_DICT) return jinja_rt_err(at, "argument after ** must be a mapping, not %s", jv_kind_name(d));
+    size_t n = a->nkw + d.u.d->n;
+    const char **names = malloc((n + 1) * sizeof(*names));
+    jv *v = realloc(a->kwv, (n + 1) * sizeof(jv));
+    if (v) a->kwv = v;
+    if (!names || !v) { free(names); return NOMEM(); }
+    for (size_t i = 0; i < a->nkw; i++) names[i] = a->kwn[i];
+    for (size_t i = 0; i < d.u.d->n; i++) {
+        const char *name = d.u.d->k[i]->s; /* (a string key that starts with \x02 is stored escaped: refused) */
+        if (!jv_dict_key_is_str(d.u.d, i) || name[0] == '\x02') { free(names); return jinja_rt_err(at, "keywords must be strings"); }
+        for (size_t j = 0; j < a->nkw; j++)
+            if (!strcmp(names[j], name)) { free(names); return jinja_rt_err(at, "got multiple values for keyword argument '%s'", name); }
+        names[a->nkw] = name;
+        a->kwv[a->nkw++] = jv_retain(d.u.d->v[i]);
+    }
+    free(a->kwn_own);
+    a->kwn = a->kwn_own = names;
+    return CMF_OK;
+}
+
 cmf_status jinja_eval_args(jctx *c, jframe *f, const jnode *n, jargs *a) {
     memset(a, 0, sizeof(*a));
+    a->hold = jv_undef(NULL);
     a->pos = calloc(n->n1 + 1, sizeof(jv));
     a->kwv = calloc(n->n2 + 1, sizeof(jv));
     if (!a->pos || !a->kwv) { jargs_free(a); return NOMEM(); }
@@ -507,6 +552,20 @@ cmf_status jinja_eval_args(jctx *c, jframe *f, const jnode *n, jargs *a) {
         if (st) { jargs_free(a); return st; }
         a->nkw++;
     }
+    /* (N_CALL, N_FILTER and N_TEST keep *args in c and **kwargs in d) */
+    const jnode *star = n->type == N_CALL || n->type == N_FILTER || n->type == N_TEST ? n->c : NULL;
+    const jnode *dstar = n->type == N_CALL || n->type == N_FILTER || n->type == N_TEST ? n->d : NULL;
+    cmf_status st = CMF_OK;
+    jv v;
+    if (star && !(st = ev(c, f, star, &v))) {
+        st = add_star_args(c, star, v, a);
+        jv_release(v);
+    }
+    if (!st && dstar && !(st = ev(c, f, dstar, &v))) {
+        a->hold = v;
+        st = add_star_kwargs(dstar, v, a);
+    }
+    if (st) { jargs_free(a); return st; }
     return CMF_OK;
 }
 
@@ -615,9 +674,10 @@ cmf_status jinja_eval(jctx *c, jframe *f, const jnode *n, jv *out) {
         for (size_t i = 0; i < n->n1 && !st; i++) {
             if ((st = ev(c, f, n->l1[i], &a))) break;
             if (n->type != N_DICT) { if (jv_list_push(r, a)) st = NOMEM(); continue; }
-            if (a.k != JV_STR) { st = jinja_rt_err(n->l1[i], "dict keys must be strings, not '%s'", jv_kind_name(a)); jv_release(a); break; }
             if ((st = ev(c, f, n->l1[++i], &b))) { jv_release(a); break; }
-            if (jv_dict_set(r, a.u.s->s, a.u.s->len, b)) st = NOMEM();
+            int e = jv_dict_set_key(r, a, b); /* (strings, numbers, bools and None, as Python's hashable keys) */
+            if (e == -2) st = jinja_rt_err(n->l1[i - 1], "unhashable type: '%s'", jv_kind_name(a));
+            else if (e) st = NOMEM();
             jv_release(a);
         }
         if (st) { jv_release(r); return st; }

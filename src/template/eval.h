@@ -53,6 +53,8 @@ typedef struct jargs {
     const char **kwn;
     jv *kwv;
     size_t nkw;
+    const char **kwn_own; /* kwn when a **mapping added names (freed by jargs_free), else NULL */
+    jv hold;              /* the **mapping whose keys kwn borrows (released by jargs_free); JV_UNDEF when none */
 } jargs;
 /* The keyword argument `name`, else positional `i` (i < 0: none), else NULL. */
 const jv *jargs_get(const jargs *a, int i, const char *name);

@@ -29,7 +29,7 @@ static cmf_status iter_items(jctx *c, const jnode *at, jv v, jv *out) {
     if (jv_is_oom(l)) return NOMEM();
     if (v.k == JV_DICT || v.k == JV_NS) {
         for (size_t i = 0; i < v.u.d->n; i++)
-            if (jv_list_push(l, jv_strn(v.u.d->k[i]->s, v.u.d->k[i]->len))) { jv_release(l); return NOMEM(); }
+            if (jv_list_push(l, jv_dict_key(v.u.d, i))) { jv_release(l); return NOMEM(); }
     } else if (v.k == JV_STR) {
         const char *s = v.u.s->s;
         size_t n = v.u.s->len;

@@ -247,6 +247,38 @@ static int64_t word_count(jv s) {
     return words;
 }
 
+/* transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) (chat_template_utils.py:
+ * json.dumps with these arguments; jinja2's own tojson takes only indent). Other keyword arguments or more than four
+ * positional ones are Python's TypeError (CMF_E_FORMAT), as is a separators value that is not two strings. */
+static cmf_status tojson(jctx *c, const jnode *at, jv in, const jargs *a, jv *out) {
+    static const char *const PARAMS[] = {"ensure_ascii", "indent", "separators", "sort_keys"};
+    for (size_t k = 0; k < a->nkw; k++) {
+        int known = 0;
+        for (size_t p = 0; p < 4; p++) known |= !strcmp(a->kwn[k], PARAMS[p]);
+        if (!known) return jinja_rt_err(at, "tojson() got an unexpected keyword argument '%s'", a->kwn[k]);
+    }
+    if (a->npos > 4) return jinja_rt_err(at, "tojson() takes from 1 to 5 positional arguments but %zu were given", a->npos + 1);
+    const jv *asc = jargs_get(a, 0, "ensure_ascii"), *ind = jargs_get(a, 1, "indent"), *sep = jargs_get(a, 2, "separators");
+    const jv *sk = jargs_get(a, 3, "sort_keys");
+    jv_json_opts o = {.indent = -1, .sort = sk && jv_truthy(*sk), .ascii = asc && jv_truthy(*asc)};
+    if (ind && ind->k == JV_INT && ind->u.i > (1 << 20)) return jinja_limit_err(at, "tojson indent", 1 << 20);
+    if (ind && (ind->k == JV_INT || ind->k == JV_BOOL)) o.indent = ind->k == JV_BOOL ? ind->u.b : ind->u.i < 0 ? 0 : (int)ind->u.i;
+    if (sep && sep->k != JV_NONE) {
+        if (sep->k != JV_LIST || sep->u.l->n != 2 || sep->u.l->v[0].k != JV_STR || sep->u.l->v[1].k != JV_STR)
+            return jinja_rt_err(at, "tojson: separators must be an (item_separator, key_separator) pair of strings");
+        o.item_sep = sep->u.l->v[0].u.s->s;
+        o.key_sep = sep->u.l->v[1].u.s->s;
+    }
+    jbuf b = {.limit = c->lim.max_output};
+    const char *bad = NULL;
+    if (jv_to_json(&b, in, &o, &bad)) {
+        jbuf_free(&b);
+        return jinja_rt_err(at, "tojson: object of type '%s' is not JSON serializable", bad);
+    }
+    if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
+    return jb_ret_buf(out, &b);
+}
+
 static cmf_status html_escape(jctx *c, const jnode *at, jv in, jv *out) {
     jv s;
     TRY(to_string(c, at, in, &s));
@@ -278,19 +310,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         *out = jv_int(n);
         return CMF_OK;
     }
-    if (!strcmp(f, "tojson")) {
-        const jv *ind = jargs_get(a, 0, "indent"), *sk = jargs_get(a, -1, "sort_keys");
-        jbuf b = {.limit = c->lim.max_output};
-        const char *bad = NULL;
-        if (ind && ind->k == JV_INT && ind->u.i > (1 << 20)) return jinja_limit_err(at, "tojson indent", 1 << 20);
-        int indent = ind && ind->k == JV_INT ? (int)(ind->u.i < 0 ? 0 : ind->u.i) : -1;
-        if (jv_to_json(&b, in, indent, sk && jv_truthy(*sk), &bad)) {
-            jbuf_free(&b);
-            return jinja_rt_err(at, "tojson: object of type '%s' is not JSON serializable", bad);
-        }
-        if (b.over) { jbuf_free(&b); return jinja_limit_err(at, "string size", c->lim.max_output); }
-        return jb_ret_buf(out, &b);
-    }
+    if (!strcmp(f, "tojson")) return tojson(c, at, in, a, out);
     if (!strcmp(f, "string")) return to_string(c, at, in, out);
     if (!strcmp(f, "safe")) { *out = jv_retain(in); return CMF_OK; }
     if (!strcmp(f, "escape") || !strcmp(f, "e")) return html_escape(c, at, in, out);

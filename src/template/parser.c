@@ -135,18 +135,30 @@ static cmf_status parse_unary(parser *P, jnode **out, int with_filter);
 
 /* ---- expressions ---- */
 
-/* Call arguments after '(' up to ')': positional into l1, keyword into l2/names. */
+/* Call arguments after '(' up to ')': positional into l1, keyword into l2/names, `*expr` into c and `**expr` into d
+ * (jinja2 parse_call_args: positional arguments first, then keywords and one *args, then one **kwargs; another order
+ * is "invalid syntax for function call expression"). */
 static cmf_status parse_args(parser *P, jnode *call) {
     nvec pos = {0}, kw = {0};
     const char **names = NULL;
     size_t nnames = 0;
     cmf_status st = CMF_OK;
     int base = P->expr_nodes;
+    size_t nstar = 0;
     while (!is_op(cur(P), ")")) {
-        if (pos.n + kw.n) { if ((st = expect_op(P, ","))) goto fail; if (is_op(cur(P), ")")) break; }
+        if (pos.n + kw.n + nstar) { if ((st = expect_op(P, ","))) goto fail; if (is_op(cur(P), ")")) break; }
         jnode *e;
-        if (cur(P)->type == T_NAME && is_op(&P->t[P->pos + 1], "=")) {
+        const jtok *at = cur(P);
+        if (is_op(at, "*") || is_op(at, "**")) {
+            int two = is_op(at, "**");
+            if (call->d || (!two && call->c)) { st = perr(P, at, "%s", "invalid syntax for function call expression"); goto fail; }
+            P->pos++;
+            if ((st = parse_item(P, base, &e))) goto fail;
+            if (two) call->d = e; else call->c = e;
+            nstar++;
+        } else if (cur(P)->type == T_NAME && is_op(&P->t[P->pos + 1], "=")) {
             const char *k = cur(P)->s;
+            if (call->d) { st = perr(P, at, "%s", "invalid syntax for function call expression"); goto fail; }
             P->pos += 2;
             if ((st = parse_item(P, base, &e))) goto fail;
             const char **nn = realloc(names, (nnames + 1) * sizeof(*nn));
@@ -154,6 +166,7 @@ static cmf_status parse_args(parser *P, jnode *call) {
             names = nn;
             names[nnames++] = k;
         } else {
+            if (call->c || call->d || kw.n) { st = perr(P, at, "%s", "invalid syntax for function call expression"); goto fail; }
             if ((st = parse_item(P, base, &e))) goto fail;
             if (nvec_push(&pos, e)) { st = NOMEM(); goto fail; }
         }

@@ -167,7 +167,7 @@ static int hash_build(jv_dict *d, size_t n) {
     return 0;
 }
 
-const jv *jv_dict_get(jv dv, const char *key, size_t klen) {
+static const jv *dict_get_raw(jv dv, const char *key, size_t klen) {
     jv_dict *d = dv.u.d;
     if (d->h) {
         size_t m = d->hcap - 1;
@@ -182,10 +182,10 @@ const jv *jv_dict_get(jv dv, const char *key, size_t klen) {
     return NULL;
 }
 
-int jv_dict_set(jv dv, const char *key, size_t klen, jv val) {
+static int dict_set_raw(jv dv, const char *key, size_t klen, jv val) {
     jv_dict *d = dv.u.d;
     if (may_hold_ns(val)) d->has_ns = 1;
-    jv *slot = (jv *)jv_dict_get(dv, key, klen);
+    jv *slot = (jv *)dict_get_raw(dv, key, klen);
     if (slot) { jv_release(*slot); *slot = val; return 0; }
     if (d->n == d->cap) {
         size_t nc = d->cap ? d->cap * 2 : 8;
@@ -217,6 +217,125 @@ int jv_dict_set(jv dv, const char *key, size_t klen, jv val) {
         }
     }
     return 0;
+}
+
+/* ---- keys that are not strings ----
+ * Python dicts take any hashable key; a dict literal may use ints, floats, bools and None. Such a key is stored as
+ * the string TAG + canonical text + type letter: equal numbers (1, 1.0, True) share the canonical text (the decimal
+ * integer, or a float's repr), and the letter keeps the first key's type (i, f, b, z for -0.0; None is TAG "N" n). A string key
+ * that starts with TAG is stored as TAG + key + 's', so that no string collides with an encoded key. */
+#define KEY_TAG '\x02'
+
+/* The canonical text of number/None key `k` into buf (cap >= 48); its letter into *type; 0, or -1 when unhashable. */
+static int key_canon(jv k, char *buf, size_t cap, size_t *n, char *type) {
+    if (k.k == JV_NONE) { *n = (size_t)snprintf(buf, cap, "%cN", KEY_TAG); *type = 'n'; return 0; }
+    if (k.k == JV_BOOL || k.k == JV_INT) {
+        *n = (size_t)snprintf(buf, cap, "%c%lld", KEY_TAG, (long long)(k.k == JV_INT ? k.u.i : k.u.b));
+        *type = k.k == JV_INT ? 'i' : 'b';
+        return 0;
+    }
+    if (k.k != JV_FLOAT) return -1;
+    double f = k.u.f;
+    *type = f == 0 && signbit(f) ? 'z' : 'f'; /* (-0.0 equals 0 but prints as itself) */
+    if (f == floor(f) && fabs(f) < 9.2e18) { *n = (size_t)snprintf(buf, cap, "%c%lld", KEY_TAG, (long long)f); return 0; }
+    jbuf b = {0};
+    jv_float_repr(&b, f);
+    *n = (size_t)snprintf(buf, cap, "%c%.*s", KEY_TAG, (int)(b.n < 40 ? b.n : 40), b.p ? b.p : "");
+    jbuf_free(&b);
+    return 0;
+}
+
+/* The stored slot of number/None key k (any of the equal types), or NULL. */
+static const jv *get_canon(jv d, jv k, int *bad) {
+    char buf[64];
+    size_t n;
+    char type;
+    *bad = key_canon(k, buf, sizeof buf - 1, &n, &type) != 0;
+    if (*bad) return NULL;
+    static const char TYPES[] = "ibfzn";
+    for (const char *t = TYPES; *t; t++) {
+        buf[n] = *t;
+        const jv *v = dict_get_raw(d, buf, n + 1);
+        if (v) return v;
+    }
+    return NULL;
+}
+
+/* A string key's stored form: itself, or TAG + key + 's' when it starts with TAG (*tmp: malloc'd then). */
+static const char *str_key(const char *key, size_t klen, size_t *n, char **tmp) {
+    *tmp = NULL;
+    *n = klen;
+    if (klen == 0 || key[0] != KEY_TAG) return key;
+    *tmp = malloc(klen + 3);
+    if (!*tmp) return NULL;
+    (*tmp)[0] = KEY_TAG;
+    memcpy(*tmp + 1, key, klen);
+    (*tmp)[klen + 1] = 's';
+    *n = klen + 2;
+    return *tmp;
+}
+
+const jv *jv_dict_get(jv dv, const char *key, size_t klen) {
+    size_t n;
+    char *tmp;
+    const char *k = str_key(key, klen, &n, &tmp);
+    const jv *r = k ? dict_get_raw(dv, k, n) : NULL;
+    free(tmp);
+    return r;
+}
+
+int jv_dict_set(jv dv, const char *key, size_t klen, jv val) {
+    size_t n;
+    char *tmp;
+    const char *k = str_key(key, klen, &n, &tmp);
+    if (!k) { jv_release(val); return -1; }
+    int r = dict_set_raw(dv, k, n, val);
+    free(tmp);
+    return r;
+}
+
+const jv *jv_dict_get_key(jv d, jv key) {
+    if (key.k == JV_STR) return jv_dict_get(d, key.u.s->s, key.u.s->len);
+    int bad;
+    return get_canon(d, key, &bad);
+}
+
+int jv_dict_set_key(jv d, jv key, jv val) {
+    if (key.k == JV_STR) return jv_dict_set(d, key.u.s->s, key.u.s->len, val);
+    int bad;
+    jv *slot = (jv *)get_canon(d, key, &bad);
+    if (bad) { jv_release(val); return -2; }
+    if (slot) { /* an equal key keeps its type (Python: {1: 'a', True: 'b'} is {1: 'b'}) */
+        if (may_hold_ns(val)) d.u.d->has_ns = 1;
+        jv_release(*slot);
+        *slot = val;
+        return 0;
+    }
+    char buf[64];
+    size_t n;
+    char type;
+    key_canon(key, buf, sizeof buf - 1, &n, &type);
+    buf[n] = type;
+    return dict_set_raw(d, buf, n + 1, val);
+}
+
+int jv_dict_key_is_str(const jv_dict *d, size_t i) {
+    const jv_str *k = d->k[i];
+    return k->len == 0 || k->s[0] != KEY_TAG || k->s[k->len - 1] == 's';
+}
+
+jv jv_dict_key(const jv_dict *d, size_t i) {
+    const jv_str *k = d->k[i];
+    if (k->len == 0 || k->s[0] != KEY_TAG) return jv_strn(k->s, k->len);
+    const char *body = k->s + 1;
+    switch (k->s[k->len - 1]) {
+    case 's': return jv_strn(body, k->len - 2);
+    case 'n': return jv_none();
+    case 'b': return jv_bool(body[0] == '1');
+    case 'i': return jv_int(strtoll(body, NULL, 10));
+    case 'z': return jv_float(-0.0);
+    default: return jv_float(strtod(body, NULL)); /* (the text ends at the type letter: strtod stops there) */
+    }
 }
 
 int jv_truthy(jv v) {
@@ -273,7 +392,12 @@ static int equal_at(jv a, jv b, size_t *steps, int depth) {
     case JV_DICT: case JV_NS:
         if (a.u.d->n != b.u.d->n) return 0;
         for (size_t i = 0; i < a.u.d->n; i++) {
-            const jv *o = jv_dict_get(b, a.u.d->k[i]->s, a.u.d->k[i]->len);
+            const jv *o = dict_get_raw(b, a.u.d->k[i]->s, a.u.d->k[i]->len);
+            if (!o && !jv_dict_key_is_str(a.u.d, i)) { /* 1 and 1.0 are equal keys of another type letter */
+                jv k = jv_dict_key(a.u.d, i);
+                o = jv_dict_get_key(b, k);
+                jv_release(k);
+            }
             if (!o) return 0;
             int r = equal_at(a.u.d->v[i], *o, steps, depth + 1);
             if (r != 1) return r;
@@ -415,7 +539,15 @@ static void repr_at(jbuf *b, jv v, int depth) {
         jbuf_put(b, "{", 1);
         for (size_t i = 0; i < v.u.d->n; i++) {
             if (i) jbuf_put(b, ", ", 2);
-            put_str_repr(b, v.u.d->k[i]->s, v.u.d->k[i]->len);
+            if (jv_dict_key_is_str(v.u.d, i)) {
+                jv k = jv_dict_key(v.u.d, i);
+                put_str_repr(b, k.k == JV_STR ? k.u.s->s : "", k.k == JV_STR ? k.u.s->len : 0);
+                jv_release(k);
+            } else {
+                jv k = jv_dict_key(v.u.d, i);
+                repr_at(b, k, depth + 1);
+                jv_release(k);
+            }
             jbuf_put(b, ": ", 2);
             repr_at(b, v.u.d->v[i], depth + 1);
         }
@@ -454,13 +586,41 @@ jv jv_stringify(jv v, size_t limit, int *over) {
     return r;
 }
 
-static void put_json_str(jbuf *b, const char *s, size_t n) {
+/* The code point of the UTF-8 sequence at s[0..n) (surrogates too, as the escapes "\ud800" make them), its length in
+ * *k; a byte that starts no sequence: itself. */
+static uint32_t decode_cp(const unsigned char *s, size_t n, size_t *k) {
+    unsigned c = s[0];
+    size_t len = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 && c < 0xE0 ? 2 : 1;
+    if (c >= 0xF5 || len > n) len = 1;
+    for (size_t j = 1; j < len; j++)
+        if ((s[j] & 0xC0) != 0x80) len = 1;
+    *k = len;
+    if (len == 1) return c;
+    uint32_t cp = c & (0x7F >> len);
+    for (size_t j = 1; j < len; j++) cp = cp << 6 | (s[j] & 0x3F);
+    return cp;
+}
+
+static void put_json_str(jbuf *b, const char *s, size_t n, int ascii) {
     jbuf_put(b, "\"", 1);
     size_t run = 0;
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
         const char *e = NULL;
-        char u[8];
+        char u[16];
+        if (ascii && c >= 0x80) { /* json.dumps(ensure_ascii=True): \uXXXX, a surrogate pair above U+FFFF */
+            size_t k;
+            uint32_t cp = decode_cp((const unsigned char *)s + i, n - i, &k);
+            if (cp > 0xFFFF)
+                snprintf(u, sizeof(u), "\\u%04x\\u%04x", 0xD800 + ((cp - 0x10000) >> 10), 0xDC00 + ((cp - 0x10000) & 0x3FF));
+            else
+                snprintf(u, sizeof(u), "\\u%04x", cp);
+            jbuf_put(b, s + i - run, run);
+            run = 0;
+            jbuf_puts(b, u);
+            i += k - 1;
+            continue;
+        }
         switch (c) {
         case '"': e = "\\\""; break;
         case '\\': e = "\\\\"; break;
@@ -497,7 +657,8 @@ static int key_cmp(const void *a, const void *b) {
     return c ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **bad) {
+static int to_json(jbuf *b, jv v, const jv_json_opts *o, int level, const char **bad) {
+    int indent = o->indent;
     char tmp[32];
     if (level > 200) { *bad = "nesting deeper than 200"; return -1; }
     if (b->over || b->oom) return 0; /* as jv_repr: the caller reports the limit or the lack of memory */
@@ -510,14 +671,14 @@ static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **
         else if (isinf(v.u.f)) jbuf_puts(b, v.u.f < 0 ? "-Infinity" : "Infinity");
         else jv_float_repr(b, v.u.f);
         return 0;
-    case JV_STR: put_json_str(b, v.u.s->s, v.u.s->len); return 0;
+    case JV_STR: put_json_str(b, v.u.s->s, v.u.s->len, o->ascii); return 0;
     case JV_LIST:
         if (v.u.l->n == 0) { jbuf_puts(b, "[]"); return 0; }
         jbuf_put(b, "[", 1);
         for (size_t i = 0; i < v.u.l->n; i++) {
-            if (i) jbuf_puts(b, indent >= 0 ? "," : ", ");
+            if (i) jbuf_puts(b, o->item_sep ? o->item_sep : indent >= 0 ? "," : ", ");
             if (indent >= 0) put_indent(b, indent, level + 1);
-            if (to_json(b, v.u.l->v[i], indent, sort, level + 1, bad)) return -1;
+            if (to_json(b, v.u.l->v[i], o, level + 1, bad)) return -1;
         }
         if (indent >= 0) put_indent(b, indent, level);
         jbuf_put(b, "]", 1);
@@ -529,15 +690,26 @@ static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **
          * of stability does not show; an insertion sort here was quadratic in the keys of a message's dict) */
         key_ix *order = malloc(d->n * sizeof(*order));
         if (!order) { *bad = "out of memory"; return -1; }
-        for (size_t i = 0; i < d->n; i++) { order[i].k = d->k[i]; order[i].i = i; }
-        if (sort) qsort(order, d->n, sizeof(*order), key_cmp);
+        int all_str = 1;
+        for (size_t i = 0; i < d->n; i++) { order[i].k = d->k[i]; order[i].i = i; all_str &= jv_dict_key_is_str(d, i); }
+        if (o->sort && !all_str) { free(order); *bad = "dict with non-string keys (sort_keys)"; return -1; }
+        if (o->sort) qsort(order, d->n, sizeof(*order), key_cmp);
         jbuf_put(b, "{", 1);
         for (size_t i = 0; i < d->n; i++) {
-            if (i) jbuf_puts(b, indent >= 0 ? "," : ", ");
+            if (i) jbuf_puts(b, o->item_sep ? o->item_sep : indent >= 0 ? "," : ", ");
             if (indent >= 0) put_indent(b, indent, level + 1);
-            put_json_str(b, order[i].k->s, order[i].k->len);
-            jbuf_puts(b, ": ");
-            if (to_json(b, d->v[order[i].i], indent, sort, level + 1, bad)) { free(order); return -1; }
+            jv k = jv_dict_key(d, order[i].i); /* json.dumps writes a number / bool / None key as its JSON text */
+            if (k.k == JV_STR) put_json_str(b, k.u.s->s, k.u.s->len, o->ascii);
+            else {
+                jbuf_put(b, "\"", 1);
+                if (k.k == JV_FLOAT && (isnan(k.u.f) || isinf(k.u.f))) to_json(b, k, o, level + 1, bad);
+                else if (k.k == JV_FLOAT) jv_float_repr(b, k.u.f);
+                else to_json(b, k, o, level + 1, bad);
+                jbuf_put(b, "\"", 1);
+            }
+            jv_release(k);
+            jbuf_puts(b, o->key_sep ? o->key_sep : ": ");
+            if (to_json(b, d->v[order[i].i], o, level + 1, bad)) { free(order); return -1; }
         }
         free(order);
         if (indent >= 0) put_indent(b, indent, level);
@@ -548,9 +720,7 @@ static int to_json(jbuf *b, jv v, int indent, int sort, int level, const char **
     }
 }
 
-int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad) {
-    return to_json(b, v, indent, sort, 0, bad);
-}
+int jv_to_json(jbuf *b, jv v, const jv_json_opts *o, const char **bad) { return to_json(b, v, o, 0, bad); }
 
 size_t utf8_invalid_at(const char *s, size_t n) {
     const unsigned char *p = (const unsigned char *)s;

@@ -103,6 +103,16 @@ int jv_list_push(jv l, jv item);
 int jv_dict_set(jv d, const char *key, size_t klen, jv val);
 /* Borrowed d[key] or NULL (a hash lookup in large dicts). */
 const jv *jv_dict_get(jv d, const char *key, size_t klen);
+/* Keys that are not strings (dict literals such as {1: 'a', none: 'b'}, as Python dicts): d[key] for a string,
+ * int, float, bool or None key (equal numbers are one key: 1, 1.0 and True), borrowed, or NULL (also for an
+ * unhashable key). jv_dict_set_key sets d[key] = val (val taken; an equal key keeps its first type); returns 0, -1 on
+ * allocation failure, -2 when the key is unhashable (a list, dict, namespace, callable or Undefined). */
+const jv *jv_dict_get_key(jv d, jv key);
+int jv_dict_set_key(jv d, jv key, jv val);
+/* Entry i's key as the template sees it (owned: a string, or the int/float/bool/None it was); 1 when it is a
+ * string. Code that lists a dict's keys (iteration, items(), keys(), list) must use these, not d->k[i]. */
+jv jv_dict_key(const jv_dict *d, size_t i);
+int jv_dict_key_is_str(const jv_dict *d, size_t i);
 
 /* ---- Python semantics ---- */
 int jv_truthy(jv v);
@@ -137,9 +147,15 @@ void jv_to_str(jbuf *b, jv v);
 void jv_repr(jbuf *b, jv v);
 /* Python repr of a float (shortest round-trip digits, "1.0", "1e+20", "inf", "nan"). */
 void jv_float_repr(jbuf *b, double f);
-/* json.dumps(v, ensure_ascii=False, indent=indent (<0: None), sort_keys=sort) appended to b; returns 0, or -1
- * for a value JSON cannot hold (undefined, macro): *bad names its kind. */
-int jv_to_json(jbuf *b, jv v, int indent, int sort, const char **bad);
+/* json.dumps options: indent (<0: None), sort_keys, separators (NULL: json's defaults ", " / ": ", or "," with an
+ * indent), ensure_ascii (non-ASCII as \uXXXX escapes, surrogate pairs above U+FFFF). */
+typedef struct jv_json_opts {
+    int indent, sort, ascii;
+    const char *item_sep, *key_sep; /* NUL-terminated */
+} jv_json_opts;
+/* json.dumps(v, **o) appended to b; returns 0, or -1 for a value JSON cannot hold (undefined, macro): *bad names
+ * its kind. */
+int jv_to_json(jbuf *b, jv v, const jv_json_opts *o, const char **bad);
 /* str(v) as a new string value, at most `limit` bytes (0: no limit); longer: *over = 1 and JV_NONE (the walk stops
  * there), nested deeper than JV_MAX_DEPTH: *over = 2 and JV_NONE. Out of memory: the OOM Undefined (jv_is_oom). */
 jv jv_stringify(jv v, size_t limit, int *over);
