@@ -278,6 +278,19 @@ static void review8(void) {
                "50000 300001 150000 150000");
     expect_err("{% set ns = namespace() %}{% for x in [1] %}{% set ns.c = loop.changed %}{% endfor %}{{ ns.c(1) }}",
                CMF_E_FORMAT, "loop.changed() called after its loop ended");
+    /* **kwargs needs a mapping with string keys; a dict with number keys cannot be written with sort_keys (Python
+     * compares the keys: int with str is a TypeError; we refuse every non-string key there); keys that Python cannot
+     * hash are an error; a string key that starts with \x02 (the tag of stored number keys) stays a string */
+    expect_err("{% macro f() %}{% endmacro %}{{ f(**{1: 2}) }}", CMF_E_FORMAT, "keywords must be strings");
+    expect_err("{{ dict(**{'\\x02': 1}) }}", CMF_E_FORMAT, "keywords must be strings");
+    expect_err("{{ {1: 'a'} | tojson(sort_keys=true) }}", CMF_E_FORMAT, "non-string keys (sort_keys)");
+    expect_err("{{ {{'a': 1}: 2} }}", CMF_E_FORMAT, "unhashable type: 'dict'");
+    expect_err("{{ {missing: 2} }}", CMF_E_FORMAT, "unhashable type: 'undefined'");
+    expect_out("{% set d = {'\\x021i': 'str', 1: 'int', '\\x02': 'tag'} %}{{ d['\\x021i'] }} {{ d[1] }} {{ d['\\x02'] }} "
+               "{{ d | length }} {{ (d | list)[0] == '\\x021i' }} {{ (d | list)[0] | length }}{{ (d | list)[2] | length }}",
+               "str int tag 3 True 31");
+    expect_err("{{ f(*1) }}", CMF_E_FORMAT, "'int' object is not iterable");
+    expect_err("{{ range(**{'a': 1}, *[1]) }}", CMF_E_FORMAT, "invalid syntax for function call expression");
     /* a loop object kept past its loop is not callable */
     expect_err("{% set ns = namespace() %}{% for x in [1] recursive %}{% set ns.l = loop %}{% endfor %}{{ ns.l([1]) }}",
                CMF_E_FORMAT, "'dict' object is not callable");
