@@ -6,12 +6,20 @@
  * {% generation %} blocks rendering their body). The context is a JSON object: messages, tools,
  * add_generation_prompt, bos_token, eos_token, enable_thinking and any extra variables.
  *
- * Supported: the statements if/elif/else, for (loop.*, loop.cycle, `for x in y if c`, else, unpacking, `recursive`
- * with loop(items)), break/continue, set (names, tuples, namespace attributes, blocks), macro/call, filter blocks,
- * raw, comments; Python-like expressions (`str % args` formatting, list/str * int), filters (format, center, attr,
- * int/float as Python parses numbers, ...), tests, cycler/joiner/namespace, and str/dict/list methods as used by
- * real chat templates.
- * Known differences from Python jinja2: tuples behave as lists (and print as (a, b)); JSON numbers without a
+ * Supported: the statements if/elif/else, for (loop.*, loop.cycle, loop.changed, `for x in y if c`, else, unpacking,
+ * `recursive` with loop(items) and loop.depth), break/continue, set (names, tuples, namespace attributes, blocks),
+ * macro/call, filter blocks, raw, comments; Python-like expressions (`str % args` formatting, list/str * int, dict
+ * literals with string/int/float/bool/None keys, f(*args, **kwargs) calls of macros, filters, tests and globals);
+ * filters (format, center, attr, int/float as Python parses numbers, truncate, wordwrap, groupby, slice, striptags,
+ * urlencode, tojson with transformers' ensure_ascii/indent/separators/sort_keys, ...), tests, cycler/joiner/namespace,
+ * and str methods (strip/split/replace/..., ljust/rjust/center/zfill/expandtabs, find/rfind/index/rindex/count with
+ * start/end, partition/rpartition, splitlines, removeprefix/removesuffix, casefold, isdigit/isalpha/isalnum/isspace/
+ * islower/isupper/isdecimal) and dict/list methods as used by real chat templates.
+ * Known differences from Python jinja2: tuples behave as lists (and print as (a, b); a tuple cannot be a dict key);
+ * filter results that jinja2 returns as generators (slice, batch, ...) are lists; striptags unescapes numeric
+ * character references and amp/lt/gt/quot/apos/nbsp only (Python: all HTML5 names); the str class tests use
+ * utf8proc's Unicode version (Python 3.11: Unicode 14); tojson(sort_keys=true) refuses non-string keys; a **kwargs key
+ * that starts with the byte 0x02 is refused; JSON numbers without a
  * fraction become ints (cJSON keeps no literal text, so 1.0 prints as 1); integers are 64-bit (Python's are
  * unbounded: a literal, an int filter result or arithmetic (+ - * // ** abs sum -x) outside int64 is an error); a
  * namespace cannot hold itself (reference counting would never free the cycle); values nested deeper than 1000
@@ -22,7 +30,10 @@
  * the lists made by range(), list +, list *, list() and split() (max_iterations each), the work of one render (16 x
  * max_iterations steps: each pair of values ==, in, tests and the sort/unique/min/max keys compare, each list or
  * dict item a filter or method reads, each 64 bytes of text scanned, compared, sliced, made or written), macro call
- * depth (also recursive loop() depth), expression nesting, the operators of one tag and the parse-time caps below
+ * depth (also recursive loop() depth), expression nesting, the operators on one path of an expression (4,000; the
+ * items of a list/dict literal and the arguments of a call count apart, so a 20,000-entry dict literal parses),
+ * padding widths (ljust/rjust/center/zfill/expandtabs: past the string size limit an error before any padding is
+ * made) and the parse-time caps below
  * are bounded; exceeding a limit is an error, never a hang or a crash. The rendered text is valid UTF-8 or an error: a string escape that makes a
  * lone surrogate ("\ud800", which Python cannot encode) reaching the output, or context strings that are not
  * UTF-8, fail with a message naming the offset or the variable. */
