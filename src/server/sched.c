@@ -43,6 +43,7 @@ struct srv_slot {
     srv_buf ev;
     int n_new, wake, oom;
     double ttft;
+    double handed; /* srv_now() of the last hand-over of events to the connection (0: none yet) */
 };
 
 /* Sampling helper threads (n_th of them, possibly 0) and the rows of the current step. The scheduler publishes
@@ -60,6 +61,8 @@ struct srv_par {
     int n_rows;
     atomic_int next;
     cmf_pool *pool; /* the batch's thread pool when the rows are sampled on it (then n_th == 0) */
+    double hold_s;  /* stream coalescing (see step()): a stream's events are handed over at most this often... */
+    int hold_min;   /* ...while at least this many streams generate; 0: never held */
 };
 
 double srv_now(void) {
@@ -153,24 +156,27 @@ static int on_piece(void *ctx, enum srv_event kind, const char *text, size_t n, 
     return rc;
 }
 
-/* (mu held) Moves the slot's events of this step to its request's sse (the buffers swap when the connection has
- * sent everything, the common case) and adds its metrics. Returns 1 when events were handed over (the caller
- * signals req->cv after unlocking: r outlives that, it is freed only after done is set, by this thread), 0 when
- * none, -1 when out of memory (the events are dropped). */
-static int slot_flush(cmf_server *s, srv_slot *sl) {
+/* (mu held) Adds the slot's metrics of this step and, when `events`, moves its events (of this step and any held
+ * back, see step()) to its request's sse (the buffers swap when the connection has sent everything, the common
+ * case). Returns 1 when events were handed to an empty sse (the connection's thread may be waiting for them: the
+ * caller signals req->cv after unlocking; r outlives that, it is freed only after done is set, by this thread), 2
+ * when they were appended to events the connection has not taken yet (its thread is not waiting: it takes sse
+ * whenever it is not empty, under mu, before it waits), 0 when none were handed over, -1 when out of memory (the
+ * events are dropped). */
+static int slot_flush(cmf_server *s, srv_slot *sl, int events) {
     srv_req *r = sl->req;
     s->met.generated_tokens += (uint64_t)sl->n_new;
     sl->n_new = 0;
     if (sl->ttft >= 0) srv_hist_add(&s->met.ttft, sl->ttft);
     sl->ttft = -1;
-    if (sl->ev.len == 0) return 0;
+    if (!events || sl->ev.len == 0) return 0;
     int rc = 1;
     if (r->sse.len == 0) {
         srv_buf t = r->sse;
         r->sse = sl->ev;
         sl->ev = t;
-    } else if (srv_buf_add(&r->sse, sl->ev.p, sl->ev.len)) {
-        rc = -1;
+    } else {
+        rc = srv_buf_add(&r->sse, sl->ev.p, sl->ev.len) ? -1 : 2;
     }
     srv_buf_consume(&sl->ev, sl->ev.len);
     return rc;
@@ -220,7 +226,7 @@ static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_s
     free(rest);
     if (reason && !strcmp(reason, "stop") && sl->out.n_tools > 0) reason = "tool_calls";
     pthread_mutex_lock(&s->mu); /* this step's events before the end's */
-    if (slot_flush(s, sl) < 0 && !http_status) {
+    if (slot_flush(s, sl, 1) < 0 && !http_status) {
         http_status = 500;
         error = "out of memory";
     }
@@ -260,6 +266,7 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     sl->n_fed = keep;
     sl->req = r;
     sl->has_next = 0;
+    sl->handed = 0; /* its first events are handed over at once */
     r->n_cached = keep;
     srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
     const char *err = NULL;
@@ -443,13 +450,23 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
     }
     sample_all(p, nr);
     const double t2 = srv_now();
+    int streams = 0;
+    for (int i = 0; i < nr; i++) streams += p->rows[i]->req->stream;
     for (int i = 0; i < nr; i++) slot_emit(s, p->rows[i], t2);
+    /* Stream coalescing: while hold_min or more streams generate, a stream's events are handed to its connection at
+     * most every hold_s seconds (its first ones at once; all of them when it ends, in slot_end), the rest kept in
+     * sl->ev. Each hand-over wakes the connection's thread, which copies the events out, sends them (a syscall, and
+     * a wake-up of the client) and polls: ~30-45 us of CPU per hand-over (bench/server/RESULTS.md run 8), run on
+     * the cores that compute the next forward, 16 of them per step at 16 streams. The events and their order do
+     * not change, only how many arrive per send. */
+    const int hold = p->hold_min > 0 && streams >= p->hold_min;
     pthread_mutex_lock(&s->mu); /* one hand-over of every slot's events */
     for (int i = 0; i < nr; i++) {
         srv_slot *sl = p->rows[i];
         if (!sl->req) continue; /* ended in slot_emit (flushed there) */
-        const int f = slot_flush(s, sl);
-        sl->wake = f > 0;
+        const int f = slot_flush(s, sl, !hold || t2 - sl->handed >= p->hold_s);
+        if (f > 0) sl->handed = t2;
+        sl->wake = f == 1;
         sl->oom = f < 0;
     }
     const double t3 = srv_now();
@@ -540,6 +557,11 @@ static void *sched_main(void *arg) {
     return NULL;
 }
 
+/* Stream coalescing defaults: from 4 generating streams on, each stream's events are handed to its connection at
+ * most every 40 ms (a reader sees tokens in bursts of a few, well under what a person notices; one to three streams
+ * get every token at once, as before). bench/server/RESULTS.md run 10 has the A/B. */
+enum { HOLD_MS = 40, HOLD_STREAMS = 4 };
+
 cmf_status srv_sched_start(cmf_server *s) {
     s->slots = calloc((size_t)s->o.n_slots, sizeof *s->slots);
     if (!s->slots) return cmf_err(CMF_E_NOMEM, "serve: out of memory for %d slots", s->o.n_slots);
@@ -570,6 +592,12 @@ cmf_status srv_sched_start(cmf_server *s) {
     long nt = s->m->n_threads > 0 ? s->m->n_threads : sysconf(_SC_NPROCESSORS_ONLN);
     nt = nt - 1 < 7 ? nt - 1 : 7;
     if (nt > s->o.n_slots - 1) nt = s->o.n_slots - 1;
+    /* stream coalescing (step()): CMF_SERVE_HOLD_MS (0: off) and CMF_SERVE_HOLD_STREAMS override the defaults, the
+     * A/B switches of bench/server */
+    const char *hm = getenv("CMF_SERVE_HOLD_MS"), *hn = getenv("CMF_SERVE_HOLD_STREAMS");
+    p->hold_s = (hm && *hm ? atof(hm) : HOLD_MS) / 1000.0;
+    p->hold_min = hn && *hn ? atoi(hn) : HOLD_STREAMS;
+    if (!(p->hold_s > 0)) p->hold_min = 0;
     const char *env = getenv("CMF_SERVE_SAMPLE_HELPERS");
     if (env && !strcmp(env, "0")) nt = 0;
     else if (s->batch->pool && cmf_pool_size(s->batch->pool) > 1) p->pool = s->batch->pool, nt = 0;
