@@ -61,7 +61,7 @@ static cmf_status split_chunks(const jnode *at, const pcre2_code *re, pcre2_matc
                                size_t n, chunks *cs) {
     size_t pos = 0;
     while (pos < n) {
-        int rc = pcre2_match(re, (PCRE2_SPTR)line, n, pos, 0, md, NULL);
+        int rc = pcre2_match(re, (PCRE2_SPTR)line, n, pos, PCRE2_NO_UTF_CHECK, md, NULL); /* (checked once) */
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) return jinja_rt_err(at, "wordwrap: splitting a line failed (PCRE2 error %d)", rc);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
@@ -137,6 +137,11 @@ static void fill_lines(const char *line, chunks *cs, const wrapopt *o, jbuf *b) 
 
 cmf_status jinja_wordwrap(jctx *c, const jnode *at, jv in, const jargs *a, jv *out) {
     if (in.k != JV_STR) return jinja_rt_err(at, "filter 'wordwrap' needs a string, got '%s'", jv_kind_name(in));
+    /* PCRE2 needs well-formed UTF-8 (checked here once, not per match: that was quadratic); only a lone surrogate
+     * from a string escape is not, and Python could not encode the prompt holding one either */
+    size_t bad = utf8_invalid_at(in.u.s->s, in.u.s->len);
+    if (bad < in.u.s->len)
+        return jinja_rt_err(at, "wordwrap: the text is not valid UTF-8 at byte offset %zu (a lone surrogate)", bad);
     const jv *w = jargs_get(a, 0, "width"), *bl = jargs_get(a, 1, "break_long_words");
     const jv *ws = jargs_get(a, 2, "wrapstring"), *bh = jargs_get(a, 3, "break_on_hyphens");
     wrapopt o = {.width = 79, .break_long = !bl || jv_truthy(*bl), .break_hyphens = !bh || jv_truthy(*bh),

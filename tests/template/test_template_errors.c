@@ -271,6 +271,9 @@ static void review8(void) {
         expect_err_lim("{{ ('é' * 400) | urlencode }}", &kb, CMF_E_UNSUPPORTED, "string size");
         expect_err_lim("{{ 'x'.center(1001) }}", &kb, CMF_E_UNSUPPORTED, "padding width");
     }
+    /* wordwrap is linear in the text (200,000 words); a lone surrogate (not UTF-8 for PCRE2) is an error */
+    expect_out("{{ ('word ' * 200000) | wordwrap(11) | length }}", "999999");
+    expect_err("{{ 'a \\ud800 b' | wordwrap(2) }}", CMF_E_FORMAT, "wordwrap: the text is not valid UTF-8 at byte offset 2");
     /* striptags and rfind stay linear: 50,000 tags, an unclosed '<' before 300 KB, the last match of an overlapping
      * needle */
     expect_out("{{ ('<b>x' * 50000) | striptags | length }} {{ ('<' ~ 'a' * 300000) | striptags | length }} "
