@@ -439,6 +439,10 @@ ERRORS = [
     ("error/positional_after_keyword", "{{ dict(a=1, 2) }}", {}),
     ("error/dict_key_unhashable", "{{ {[1]: 2} }}", {}),
     ("error/dict_key_sort_mixed", "{{ {1: 'a', 'b': 2} | dictsort }}", {}),
+    ("error/truncate_unknown_kwarg", "{{ 'abc' | truncate(killword=true) }}", {}),
+    ("error/wordwrap_too_many", "{{ 'abc' | wordwrap(5, true, '-', true, 1) }}", {}),
+    ("error/groupby_twice", "{{ [] | groupby('a', attribute='b') }}", {}),
+    ("error/striptags_arg", "{{ 'abc' | striptags(1) }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

@@ -333,7 +333,34 @@ static cmf_status urlencode(jctx *c, const jnode *at, jv in, jv *out) {
     return jb_ret_buf(out, &b);
 }
 
+/* Python's TypeError for a keyword the filter does not take or too many positional arguments (jinja2 calls the
+ * filter function with them). */
+static cmf_status check_params(const jnode *at, const char *f, const jargs *a) {
+    static const struct { const char *f, *params[5]; } P[] = {
+        {"truncate", {"length", "killwords", "end", "leeway", NULL}},
+        {"wordwrap", {"width", "break_long_words", "wrapstring", "break_on_hyphens", NULL}},
+        {"groupby", {"attribute", "default", "case_sensitive", NULL}},
+        {"slice", {"slices", "fill_with", NULL}},
+        {"striptags", {NULL}},
+        {"urlencode", {NULL}},
+    };
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        if (strcmp(P[i].f, f)) continue;
+        size_t np = 0;
+        while (P[i].params[np]) np++;
+        if (a->npos > np) return jinja_rt_err(at, "%s() takes %zu positional arguments but %zu were given", f, np + 1, a->npos + 1);
+        for (size_t k = 0; k < a->nkw; k++) {
+            size_t j = 0;
+            while (j < np && strcmp(P[i].params[j], a->kwn[k])) j++;
+            if (j == np) return jinja_rt_err(at, "%s() got an unexpected keyword argument '%s'", f, a->kwn[k]);
+            if (j < a->npos) return jinja_rt_err(at, "%s() got multiple values for argument '%s'", f, a->kwn[k]);
+        }
+    }
+    return CMF_OK;
+}
+
 cmf_status jinja_filter_more(jctx *c, const jnode *at, const char *f, jv in, const jargs *a, jv *out) {
+    TRY(check_params(at, f, a));
     if (!strcmp(f, "truncate")) return truncate(c, at, in, a, out);
     if (!strcmp(f, "wordwrap")) return jinja_wordwrap(c, at, in, a, out);
     if (!strcmp(f, "groupby")) return groupby(c, at, in, a, out);
