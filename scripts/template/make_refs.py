@@ -369,6 +369,8 @@ FEATURES = [
                       "{{ d | tojson }}|{{ d.get(2.5) }} {{ d.get(9, 'x') }}|{{ {0: 'a', false: 'b'} }}|{{ {false: 'a', 0.0: 'b'} }}|"
                       "{{ {1: 'x'} == {1.0: 'x'} }}|{% for k in {3: 'c', 1: 'a'} %}{{ k + 1 }}{% endfor %}|"
                       "{{ {-0.0: 1, 0: 2} }}|{{ {1e20: 'big', 0.1: 'tenth'} }}|{{ {1: 'a'} | list }}|{{ [{0: 'z'}] | map(attribute='0') | list }}", {}),
+    ("undefined/filters9", "[{{ missing | truncate }}][{{ missing | groupby('a') }}][{{ missing | slice(2) | list }}]"
+                           "[{{ missing | striptags }}][{{ missing | urlencode }}]", {}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
 ]

@@ -301,7 +301,8 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         return jv_is_oom(*out) ? NOMEM() : CMF_OK;
     }
     if (in.k == JV_UNDEF && strcmp(f, "length") && strcmp(f, "count") && strcmp(f, "string") && strcmp(f, "list") &&
-        strcmp(f, "tojson") && strcmp(f, "trim") && strcmp(f, "join"))
+        strcmp(f, "tojson") && strcmp(f, "trim") && strcmp(f, "join") && strcmp(f, "truncate") && strcmp(f, "groupby") &&
+        strcmp(f, "slice") && strcmp(f, "striptags") && strcmp(f, "urlencode")) /* (lenient Undefined: len 0, empty) */
         return jinja_undef_err(at, in);
     if (!strcmp(f, "length") || !strcmp(f, "count")) {
         int64_t n = in.k == JV_STR ? (int64_t)utf8_count(in.u.s->s, in.u.s->len) : in.k == JV_LIST ? (int64_t)in.u.l->n

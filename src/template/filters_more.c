@@ -49,6 +49,7 @@ static cmf_status stringify(jctx *c, const jnode *at, jv v, jv *out) {
 
 static cmf_status truncate(jctx *c, const jnode *at, jv s, const jargs *a, jv *out) {
     (void)c;
+    if (s.k == JV_UNDEF) { *out = jv_retain(s); return CMF_OK; } /* (its length is 0: returned as it is) */
     TRY(need_string(at, "truncate", s));
     int64_t length = 255, leeway = 5;
     const jv *kw = jargs_get(a, 1, "killwords"), *endv = jargs_get(a, 2, "end");
