@@ -76,7 +76,7 @@ static cJSON *header(void) {
     cJSON_AddStringToObject(h, "quant_type", "F32");
     cJSON *sk = cJSON_AddArrayToObject(h, "skills");
     for (int s = 1; s <= N_SKILLS; s++) {
-        char id[8];
+        char id[16];
         snprintf(id, sizeof id, "s%d", s);
         cJSON *r = cJSON_CreateObject();
         cJSON_AddStringToObject(r, "id", id);
