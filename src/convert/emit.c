@@ -76,6 +76,35 @@ int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t
     return cmf_quant_policy(e->quant, name, ndim, shape, e->has_moe);
 }
 
+cmf_status cmf_emit_check_values(const cmf_convert_opts *opts, const char *name, int dt, const float *data,
+                                 uint64_t n) {
+    uint64_t bad = 0, first_bad = 0;
+    float maxabs = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        float a = fabsf(data[i]);
+        if (!isfinite(a)) {
+            if (!bad++) first_bad = i;
+        } else if (a > maxabs) {
+            maxabs = a;
+        }
+    }
+    const int is_float = dt == CMF_DT_F32 || dt == CMF_DT_F16 || dt == CMF_DT_BF16;
+    if (bad && !is_float)
+        return cmf_err(CMF_E_FORMAT, "tensor '%s': the source holds %llu NaN/inf value(s) (first at element %llu), "
+                                     "which %s cannot encode",
+                       name, (unsigned long long)bad, (unsigned long long)first_bad, cmf_dtype_name(dt));
+    if (bad)
+        cmf_convert_warn(opts, "tensor '%s': the source holds %llu NaN/inf value(s) (first at element %llu); they are "
+                               "stored as they are",
+                         name, (unsigned long long)bad, (unsigned long long)first_bad);
+    /* 65520 = 65504 + half an f16 ulp at the top binade: from there round-to-nearest-even gives inf */
+    if (dt == CMF_DT_F16 && maxabs >= 65520.0f)
+        return cmf_err(CMF_E_ARG, "tensor '%s': max |x| = %g is past the f16 range (largest finite f16 65504) and "
+                                  "would become inf; use --quant bf16 or --quant f32",
+                       name, (double)maxabs);
+    return CMF_OK;
+}
+
 cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64_t *shape, const float *data,
                            uint64_t src_bytes) {
     if (ndim > CMF_MAX_DIMS) return cmf_err(CMF_E_ARG, "tensor '%s': %d dimensions (CMF allows 6)", name, ndim);
@@ -98,7 +127,8 @@ cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64
         e->enc = nb;
         e->enc_n = nbytes;
     }
-    cmf_status s = CMF_OK;
+    cmf_status s = cmf_emit_check_values(e->opts, name, dt, data, n);
+    if (s) return s;
     uint8_t *o = e->enc;
     switch (dt) {
     case CMF_DT_F32:
@@ -192,6 +222,36 @@ static cmf_status o1_hint(cJSON *header, const cmf_convert_opts *o) {
     return st;
 }
 
+/* tokenizer_config ids the runtime silently drops (model.c keeps only ids < vocab_size): a warning, as the file
+ * still runs (the model can never emit such an eos id, and such a bos is never added) */
+static void warn_token_ids(const cmf_convert_opts *opts, const cJSON *header) {
+    const cJSON *vs = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(header, "arch"), "vocab_size");
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(header, "tokenizer_config");
+    if (!cJSON_IsNumber(vs) || !cJSON_IsObject(tc)) return;
+    static const char *const KEYS[] = {"eos_token_ids", "bos_token_id", "pad_token_id"};
+    for (int k = 0; k < 3; k++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(tc, KEYS[k]), *e;
+        if (cJSON_IsNumber(v) && v->valuedouble >= vs->valuedouble)
+            cmf_convert_warn(opts, "%s %.0f is not below vocab_size %.0f: the runtime ignores it", KEYS[k],
+                             v->valuedouble, vs->valuedouble);
+        for (e = cJSON_IsArray(v) ? v->child : NULL; e; e = e->next)
+            if (cJSON_IsNumber(e) && e->valuedouble >= vs->valuedouble)
+                cmf_convert_warn(opts, "eos token id %.0f is not below vocab_size %.0f: the runtime ignores it",
+                                 e->valuedouble, vs->valuedouble);
+    }
+}
+
+/* emit.h */
+cmf_status cmf_emit_check_output(void *ctx, const char *tmp_path) {
+    (void)ctx;
+    cmf_file *f = NULL;
+    cmf_status st = cmf_file_open(tmp_path, &f);
+    if (!st) st = cmf_model_check_file(f);
+    cmf_file_close(f);
+    if (st) return cmf_err_prefix(st, "the written file would not load (nothing was written): ");
+    return CMF_OK;
+}
+
 cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *vocab, size_t vocab_len) {
     free(e->buf);
     free(e->enc);
@@ -210,7 +270,9 @@ cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *v
         cJSON_Delete(header);
         return st;
     }
+    warn_token_ids(e->opts, header);
     cmf_writer_set_header(e->w, header);
+    cmf_writer_set_check(e->w, cmf_emit_check_output, NULL);
     st = cmf_writer_finish(e->w);
     e->w = NULL;
     if (!st && e->opts->progress && e->opts->on_progress)

@@ -33,13 +33,30 @@ float *cmf_emit_scratch(cmf_emit *e, uint64_t n);
 /* The dtype a tensor gets (§2.0): cmf_quant_policy (quant/policy.h) with e->quant and e->has_moe. */
 int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t *shape);
 
+/* Checks n source values before they are encoded as `dt` (an enum cmf_dtype): NaN/inf values are an error for
+ * quantized dtypes and a warning (opts->warn; opts may be NULL) for f32/f16/bf16, which store them as they are; for
+ * f16 a finite value that rounds to inf (|x| >= 65520; the largest finite f16 is 65504, IEEE 754 binary16) is
+ * an error naming the tensor and max |x|, suggesting bf16 or f32. The §2.0 policy gives a tensor its dtype by name
+ * and shape only, so no per-tensor fallback is made. Errors: CMF_E_FORMAT (non-finite for a quantized dtype),
+ * CMF_E_ARG (f16 overflow). */
+cmf_status cmf_emit_check_values(const cmf_convert_opts *opts, const char *name, int dt, const float *data,
+                                 uint64_t n);
+
 /* Encodes n = prod(shape) floats (row-major) with the policy dtype and adds the tensor to the writer, then reports
  * progress (src_bytes more of the total). Errors: CMF_E_ARG (a dimension over u32, more than 6 dims, non-finite
  * values for quantized dtypes), CMF_E_NOMEM, writer errors; each message names the tensor. */
 cmf_status cmf_emit_tensor(cmf_emit *e, const char *name, int ndim, const uint64_t *shape, const float *data,
                            uint64_t src_bytes);
 
-/* Sets header and vocab (may be NULL) and finishes the file (or aborts it when st != CMF_OK); frees scratch.
+/* The pre-rename check the converters and requant give cmf_writer_set_check (ctx unused): the temporary file is
+ * opened as the runtime does (cmf_file_open, then the loader's cmf_model_check_file: config ranges, every tensor
+ * present with its shape). Errors: those, prefixed
+ * with "the written file would not load (nothing was written): ". */
+cmf_status cmf_emit_check_output(void *ctx, const char *tmp_path);
+
+/* Sets header and vocab (may be NULL) and finishes the file (warning through opts->warn about tokenizer_config
+ * eos/bos/pad ids at or past arch.vocab_size, which the runtime ignores; checking the result with
+ * cmf_emit_check_output before it is renamed into place) (or aborts it when st != CMF_OK); frees scratch.
  * Returns st, or the writer's error. */
 cmf_status cmf_emit_end(cmf_emit *e, cmf_status st, cJSON *header, const char *vocab, size_t vocab_len);
 

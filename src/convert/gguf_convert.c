@@ -19,6 +19,7 @@
  * target is f32 (the GGUF default; relative rounding error <= 2^-11 per value), or re-quantized to the target
  * (f16, bf16, q8_row, q8_2f) otherwise. The embedded tokenizer becomes a tokenizer.json in the vocab section
  * (gguf_tokenizer.c). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,8 +122,17 @@ static cmf_status build_arch(const cmf_gguf *g, size_t ai, int tied, cJSON **out
         return cmf_err(CMF_E_FORMAT, "%s: token_embd.weight missing or not [vocab, %lld]", g->path, (long long)hidden);
     if (!cmf_gguf_get_int(g, akey(key, sizeof key, an, "vocab_size"), &vocab)) vocab = (int64_t)emb->ne[1];
     double eps = 1e-5, theta = 10000.0;
-    cmf_gguf_get_float(g, akey(key, sizeof key, an, "attention.layer_norm_rms_epsilon"), &eps);
-    cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.freq_base"), &theta);
+    /* present but not a number (a string, an array) is an error, not the default */
+    static const char *const FKEYS[2] = {"attention.layer_norm_rms_epsilon", "rope.freq_base"};
+    double *fvals[2] = {&eps, &theta};
+    for (int i = 0; i < 2; i++) {
+        const char *k = akey(key, sizeof key, an, FKEYS[i]);
+        if (cmf_gguf_kv_find(g, k) && !cmf_gguf_get_float(g, k, fvals[i]))
+            return cmf_err(CMF_E_FORMAT, "%s: metadata '%s' is not a number", g->path, k);
+        if (!(*fvals[i] > 0) || !isfinite(*fvals[i]))
+            return cmf_err(CMF_E_FORMAT, "%s: metadata '%s' = %g must be a positive finite number", g->path, k,
+                           *fvals[i]);
+    }
     cJSON *a = cJSON_CreateObject();
     if (!a) return cmf_err(CMF_E_NOMEM, "out of memory");
     cJSON_AddStringToObject(a, "arch_name", an);

@@ -172,6 +172,103 @@ static cmf_status collect(const cmf_safetensors *st, entry **out, size_t *n_out)
     return CMF_OK;
 }
 
+/* ---- the output must not be an input ------------------------------------------------------------------------- */
+
+static cmf_status same_as(const char *out, const char *src) {
+    if (!cmf_same_file(out, src)) return CMF_OK;
+    return cmf_err(CMF_E_ARG, "-o %s would replace %s, which this conversion reads; write the CMF file elsewhere",
+                   out, src);
+}
+
+cmf_status cmf_hf_check_output(const char *dir, const char *out_path, const cmf_safetensors *st) {
+    static const char *const FILES[] = {"config.json", "generation_config.json", "tokenizer_config.json",
+                                        "tokenizer.json", "chat_template.jinja", "model.safetensors",
+                                        "model.safetensors.index.json", "dory_recon.safetensors"};
+    static const char *const SUFFIX[] = {"", ".tmp", ".blob.tmp"}; /* the writer's temporary files (format.h) */
+    size_t ol = strlen(out_path);
+    char *out = malloc(ol + 16);
+    if (!out) return cmf_err(CMF_E_NOMEM, "out of memory");
+    cmf_status s = CMF_OK;
+    for (size_t k = 0; k < sizeof SUFFIX / sizeof SUFFIX[0] && !s; k++) {
+        memcpy(out, out_path, ol);
+        strcpy(out + ol, SUFFIX[k]);
+        for (size_t i = 0; i < sizeof FILES / sizeof FILES[0] && !s; i++) {
+            char *p = cmf_path_join(dir, FILES[i]);
+            s = p ? same_as(out, p) : cmf_err(CMF_E_NOMEM, "out of memory");
+            free(p);
+        }
+        for (size_t i = 0; i < cmf_st_shard_count(st) && !s; i++) s = same_as(out, cmf_st_shard_path(st, i));
+    }
+    free(out);
+    return s;
+}
+
+char *cmf_hf_dir_copy(const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    char *d = malloc(n + 1);
+    if (d) {
+        memcpy(d, dir, n);
+        d[n] = 0;
+    }
+    return d;
+}
+
+/* ---- checkpoint contents the config promises or the runtime ignores ---------------------------------------- */
+
+static int has_entry(const entry *es, size_t n, const char *name) {
+    for (size_t i = 0; i < n; i++)
+        if (!strcmp(es[i].name, name)) return 1;
+    return 0;
+}
+
+static int has_suffix_entry(const entry *es, size_t n, const char *suffix, const char **which) {
+    size_t k = strlen(suffix);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(es[i].name);
+        if (l >= k && !strcmp(es[i].name + l - k, suffix)) {
+            *which = es[i].name;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* attention_bias / mlp_bias against the tensors (the runtime uses q/k/v biases only, §5.1), and layers past
+ * num_hidden_layers (which the runtime never reads: a warning). */
+static cmf_status check_contents(const cJSON *config, const cJSON *arch, const entry *es, size_t n,
+                                 const cmf_convert_opts *opts) {
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(config, "text_config");
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : config, "attention_bias");
+    const cJSON *mb = cJSON_GetObjectItemCaseSensitive(cJSON_IsObject(tc) ? tc : config, "mlp_bias");
+    if (!ab) ab = cJSON_GetObjectItemCaseSensitive(config, "attention_bias");
+    if (!mb) mb = cJSON_GetObjectItemCaseSensitive(config, "mlp_bias");
+    const char *which = NULL;
+    if (cJSON_IsTrue(ab) && !has_entry(es, n, "model.layers.0.self_attn.q_proj.bias") &&
+        !has_entry(es, n, "model.layers.0.self_attn.qkv_proj.bias"))
+        return cmf_err(CMF_E_FORMAT, "config.json: attention_bias is true but the checkpoint has no "
+                                     "model.layers.0.self_attn.q_proj.bias");
+    if (has_suffix_entry(es, n, ".self_attn.o_proj.bias", &which) || has_suffix_entry(es, n, ".qkv_proj.bias", &which))
+        return cmf_err(CMF_E_UNSUPPORTED, "tensor '%s': this bias is not supported by the runtime (q/k/v biases only)",
+                       which);
+    if (cJSON_IsTrue(mb) && !has_suffix_entry(es, n, "_proj.bias", &which))
+        return cmf_err(CMF_E_FORMAT, "config.json: mlp_bias is true but the checkpoint has no MLP bias tensors");
+    for (size_t i = 0; i < n; i++) {
+        const char *nm = es[i].name;
+        if (es[i].group == 1 && strstr(nm, ".mlp.") && strlen(nm) > 5 && !strcmp(nm + strlen(nm) - 5, ".bias"))
+            return cmf_err(CMF_E_UNSUPPORTED, "tensor '%s': MLP biases (mlp_bias) are not supported by the runtime", nm);
+    }
+    const cJSON *nl = cJSON_GetObjectItemCaseSensitive(arch, "num_layers");
+    long max_layer = -1;
+    for (size_t i = 0; i < n; i++)
+        if (es[i].group == 1 && es[i].layer > max_layer) max_layer = es[i].layer;
+    if (cJSON_IsNumber(nl) && max_layer >= (long)nl->valuedouble)
+        cmf_convert_warn(opts, "the checkpoint has weights for %ld layers but num_hidden_layers is %.0f: layers %.0f..%ld "
+                               "are written but never run",
+                         max_layer + 1, nl->valuedouble, nl->valuedouble, max_layer);
+    return CMF_OK;
+}
+
 static cmf_status emit_all(cmf_emit *em, const entry *es, size_t n, int skip_lm_head) {
     for (size_t i = 0; i < n; i++) {
         const cmf_st_tensor *t = es[i].t;
@@ -188,8 +285,18 @@ static cmf_status emit_all(cmf_emit *em, const entry *es, size_t n, int skip_lm_
     return CMF_OK;
 }
 
-cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts) {
-    if (!dir || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_hf: NULL argument");
+static cmf_status convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts);
+
+cmf_status cmf_convert_hf(const char *dir_in, const char *out_path, const cmf_convert_opts *opts) {
+    if (!dir_in || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_hf: NULL argument");
+    char *dir = cmf_hf_dir_copy(dir_in);
+    if (!dir) return cmf_err(CMF_E_NOMEM, "out of memory");
+    cmf_status s = convert_hf(dir, out_path, opts);
+    free(dir);
+    return s;
+}
+
+static cmf_status convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts) {
     cJSON *config = NULL, *gen = NULL, *tok_cfg = NULL, *tok_json = NULL, *arch = NULL, *tc = NULL, *header = NULL;
     char *vocab = NULL, *tpl = NULL;
     size_t vocab_len = 0, tpl_len = 0;
@@ -237,6 +344,8 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
     if (!s) s = cmf_hf_tokenizer_config(config, gen, tok_cfg, tok_json, tpl, &tc);
     if (!s) s = cmf_st_open(dir, &st);
     if (!s) s = collect(st, &es, &n);
+    if (!s) s = cmf_hf_check_output(dir, out_path, st);
+    if (!s) s = check_contents(config, arch, es, n, opts);
     int skip_lm_head = 0;
     if (!s) {
         cJSON *tie = cJSON_GetObjectItemCaseSensitive(arch, "tie_word_embeddings");
@@ -247,17 +356,18 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
         }
         if (!has_embed) s = cmf_err(CMF_E_FORMAT, "%s: the checkpoint has no model.embed_tokens.weight", dir);
         if (!s && cJSON_IsTrue(tie) && has_lm) {
-            /* A tied checkpoint that still stores lm_head: the runtime reuses the embedding (§1.4), so the copy is
-             * dropped when it is identical, and kept (untied) otherwise. */
+            /* A tied checkpoint that still stores lm_head: HF transformers ties the head to embed_tokens
+             * (tie_weights) and ignores the stored copy, so it is dropped; a warning when it differs. */
             const cmf_st_tensor *a = NULL, *b = NULL;
             for (size_t i = 0; i < n; i++) {
                 if (!strcmp(es[i].name, "model.embed_tokens.weight")) a = es[i].t;
                 if (!strcmp(es[i].name, "lm_head.weight")) b = es[i].t;
             }
-            if (a && b && a->nbytes == b->nbytes && a->dtype == b->dtype && !memcmp(a->data, b->data, a->nbytes))
-                skip_lm_head = 1;
-            else
-                cJSON_ReplaceItemInObject(arch, "tie_word_embeddings", cJSON_CreateBool(0));
+            if (!(a && b && a->nbytes == b->nbytes && a->dtype == b->dtype && !memcmp(a->data, b->data, a->nbytes)))
+                cmf_convert_warn(opts, "tie_word_embeddings is true but the checkpoint's lm_head.weight differs from "
+                                       "model.embed_tokens.weight: as in HF transformers the head is tied to the "
+                                       "embedding and lm_head.weight is dropped");
+            skip_lm_head = 1;
         } else if (!s && !cJSON_IsTrue(tie) && !has_lm) {
             cmf_convert_warn(opts, "no lm_head.weight in the checkpoint: tie_word_embeddings set to true");
             cJSON_ReplaceItemInObject(arch, "tie_word_embeddings", cJSON_CreateBool(1));
@@ -296,6 +406,7 @@ cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_conve
     cJSON_Delete(tc);
     free(vocab);
     free(tpl);
-    if (s) return cmf_err_prefix(s, "convert %s: ", dir);
-    return CMF_OK;
+    /* messages that already start with the directory (dir/file: ...) are not prefixed with it again */
+    if (s && strncmp(cmf_last_error(), dir, strlen(dir)) != 0) return cmf_err_prefix(s, "convert %s: ", dir);
+    return s;
 }

@@ -6,6 +6,7 @@
 #include <cjson/cJSON.h>
 
 #include "convert/convert.h"
+#include "convert/safetensors.h"
 
 /* Builds header.arch from a parsed config.json (transformers 4 or 5; a nested text_config is read first).
  * Supported model_type: llama, mistral, qwen2, qwen3, gemma, gemma2, gemma3, gemma3_text, phi3, smollm.
@@ -29,5 +30,16 @@ cmf_status cmf_hf_read_opt(const char *dir, const char *name, char **text, size_
 /* Parses dir/name when present (*json NULL when absent; the caller deletes it). Errors: CMF_E_FORMAT for malformed
  * JSON, naming the file and the byte offset; those of cmf_hf_read_opt. */
 cmf_status cmf_hf_parse_opt(const char *dir, const char *name, cJSON **json);
+
+/* Refuses an output that would replace a file the conversion of `dir` reads: out_path, or the writer's
+ * out_path.tmp / out_path.blob.tmp, is (same device and inode, so symlinks and hard links count) one of dir's
+ * config.json, generation_config.json, tokenizer_config.json, tokenizer.json, chat_template.jinja,
+ * model.safetensors[.index.json], dory_recon.safetensors, or a shard of `st` (may be NULL). Errors: CMF_E_ARG
+ * naming both paths. */
+cmf_status cmf_hf_check_output(const char *dir, const char *out_path, const cmf_safetensors *st);
+
+/* A malloc'd copy of dir without trailing slashes ("/" stays "/"), so messages do not show "dir//file". NULL when
+ * out of memory. */
+char *cmf_hf_dir_copy(const char *dir);
 
 #endif

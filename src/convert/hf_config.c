@@ -34,8 +34,10 @@ static int get_num(const hfcfg *c, const char *key, double *out) {
 static cmf_status get_pos_int(const hfcfg *c, const char *key, int *out) {
     double d;
     if (!get_num(c, key, &d)) return cmf_err(CMF_E_FORMAT, "config.json: '%s' is missing or not a number", key);
-    if (!(d >= 1 && d < 2147483648.0) || floor(d) != d)
+    if (floor(d) != d || d < 1)
         return cmf_err(CMF_E_FORMAT, "config.json: '%s' = %g is not a positive integer", key, d);
+    if (d > 2147483647.0)
+        return cmf_err(CMF_E_FORMAT, "config.json: '%s' = %.0f is out of range [1, 2147483647]", key, d);
     *out = (int)d;
     return CMF_OK;
 }
@@ -48,6 +50,26 @@ static const char *get_str(const hfcfg *c, const char *key) {
 static int get_bool(const hfcfg *c, const char *key, int dflt) {
     const cJSON *v = get(c, key);
     return cJSON_IsBool(v) ? cJSON_IsTrue(v) : dflt;
+}
+
+/* A bool key that must be true/false when present (HF reads it as a Python bool; "yes" would be truthy there but
+ * is a typo here): *out = dflt when absent. */
+static cmf_status get_strict_bool(const hfcfg *c, const char *key, int dflt, int *out) {
+    const cJSON *v = get(c, key);
+    if (v && !cJSON_IsBool(v)) return cmf_err(CMF_E_FORMAT, "config.json: '%s' is not true or false", key);
+    *out = v ? cJSON_IsTrue(v) : dflt;
+    return CMF_OK;
+}
+
+/* An optional number that must be positive and finite when present (and not another JSON type). */
+static cmf_status get_pos_num(const hfcfg *c, const char *key, int *present, double *out) {
+    const cJSON *v = get(c, key);
+    *present = v != NULL;
+    if (!v) return CMF_OK;
+    if (!cJSON_IsNumber(v) || !(v->valuedouble > 0) || !isfinite(v->valuedouble))
+        return cmf_err(CMF_E_FORMAT, "config.json: '%s' must be a positive finite number", key);
+    *out = v->valuedouble;
+    return CMF_OK;
 }
 
 static const cJSON *obj_num(const cJSON *o, const char *key) {
@@ -92,6 +114,8 @@ static cmf_status add_rope_scaling(const hfcfg *c, cJSON *arch, const cmf_conver
     if (!rs) return CMF_OK;
     const char *type = rope_type_of(rs);
     const cJSON *factor = obj_num(rs, "factor");
+    if (cJSON_GetObjectItemCaseSensitive(rs, "factor") && (!factor || !(factor->valuedouble > 0)))
+        return cmf_err(CMF_E_FORMAT, "config.json: rope scaling '%s': 'factor' must be a positive number", type);
     if (!strcmp(type, "llama3")) {
         static const char *KEYS[] = {"factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"};
         cJSON *o = cJSON_AddObjectToObject(arch, "rope_scaling");
@@ -211,10 +235,24 @@ cmf_status cmf_hf_arch(const cJSON *config, const cmf_convert_opts *opts, cJSON 
                            hidden, heads);
         head_dim = hidden / heads;
     }
-    double eps;
-    if (!get_num(&c, "rms_norm_eps", &eps) && !get_num(&c, "norm_eps", &eps)) eps = 1e-6;
-    int gemma = is_gemma(mt);
+    double eps = 1e-6, theta_in;
+    int have;
+    if ((s = get_pos_num(&c, "rms_norm_eps", &have, &eps))) return s;
+    if (!have && (s = get_pos_num(&c, "norm_eps", &have, &eps))) return s;
+    if ((s = get_pos_num(&c, "rope_theta", &have, &theta_in))) return s;
+    if (!(rope_theta(&c) > 0) || !isfinite(rope_theta(&c)))
+        return cmf_err(CMF_E_FORMAT, "config.json: rope_parameters.rope_theta %g must be a positive finite number",
+                       rope_theta(&c));
+    int gemma = is_gemma(mt), tie;
+    if ((s = get_strict_bool(&c, "tie_word_embeddings", gemma, &tie))) return s;
     const char *act = get_str(&c, "hidden_activation");
+    /* HF Gemma/Gemma2/Gemma3 MLPs apply ACT2FN[hidden_activation]; "gelu" there is the exact erf GELU, which this
+     * runtime does not implement. (A legacy Gemma config with only hidden_act "gelu" gets gelu_pytorch_tanh in HF,
+     * so that case is mapped to gelu_tanh below.) */
+    if (act && !strcmp(act, "gelu"))
+        return cmf_err(CMF_E_UNSUPPORTED, "config.json: hidden_activation 'gelu' is the exact (erf) GELU in HF "
+                                          "transformers; the runtime implements only silu and gelu_tanh "
+                                          "(gelu_pytorch_tanh)");
     if (!act) act = get_str(&c, "hidden_act");
     if (!act) act = gemma ? "gelu_pytorch_tanh" : "silu";
     const char *act_out;
@@ -243,7 +281,7 @@ cmf_status cmf_hf_arch(const cJSON *config, const cmf_convert_opts *opts, cJSON 
     cJSON_AddStringToObject(arch, "norm_style", gemma ? "gemma" : "qwen");
     cJSON_AddNumberToObject(arch, "rope_theta", rope_theta(&c));
     cJSON_AddStringToObject(arch, "rope_pairing", "half");
-    cJSON_AddBoolToObject(arch, "tie_word_embeddings", get_bool(&c, "tie_word_embeddings", gemma));
+    cJSON_AddBoolToObject(arch, "tie_word_embeddings", tie);
     cJSON_AddStringToObject(arch, "hidden_act", act_out);
     double d;
     if (get_num(&c, "partial_rotary_factor", &d) && d != 1.0) {
@@ -254,7 +292,10 @@ cmf_status cmf_hf_arch(const cJSON *config, const cmf_convert_opts *opts, cJSON 
         cJSON_AddNumberToObject(arch, "partial_rotary_factor", d);
     }
     if (gemma) cJSON_AddNumberToObject(arch, "embed_multiplier", sqrt((double)hidden));
-    if (get_num(&c, "query_pre_attn_scalar", &d)) cJSON_AddNumberToObject(arch, "query_pre_attn_scalar", d);
+    if (get_num(&c, "query_pre_attn_scalar", &d))
+        cJSON_AddNumberToObject(arch, "query_pre_attn_scalar", d);
+    else if (!strcmp(mt, "gemma2") || !strcmp(mt, "gemma3") || !strcmp(mt, "gemma3_text"))
+        cJSON_AddNumberToObject(arch, "query_pre_attn_scalar", 256); /* Gemma2Config / Gemma3TextConfig default */
     if (get_num(&c, "final_logit_softcapping", &d)) cJSON_AddNumberToObject(arch, "final_logit_softcapping", d);
     if (get_num(&c, "attn_logit_softcapping", &d)) cJSON_AddNumberToObject(arch, "attn_logit_softcapping", d);
     if (!strcmp(mt, "gemma3") || !strcmp(mt, "gemma3_text")) {

@@ -365,6 +365,7 @@ cmf_status cmf_convert_hf_dory(const char *dir, const char *out_path, const cmf_
     if (!s) s = cmf_hf_read_opt(dir, "chat_template.jinja", &tpl, &tpl_len);
     if (!s) s = cmf_hf_tokenizer_config(config, gen, tok_cfg, tok_json, tpl, &tc);
     if (!s) s = cmf_st_open(dir, &st);
+    if (!s) s = cmf_hf_check_output(dir, out_path, st);
     if (!s) {
         uint64_t total = 0;
         for (size_t i = 0; i < cmf_st_count(st); i++) total += cmf_st_get(st, i)->nbytes;

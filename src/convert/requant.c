@@ -37,6 +37,7 @@ static cmf_status reencode(cmf_writer *w, const cmf_tensor *t, int dt, float **b
         *enc = p, *enc_n = nb;
     }
     cmf_status s = cmf_dequant(t->dtype, t->ndim, t->shape, t->data, t->nbytes, *buf);
+    if (!s) s = cmf_emit_check_values(NULL, t->name, dt, *buf, n);
     if (!s) s = cmf_quantize(dt, rows, cols, *buf, *enc);
     if (!s) s = cmf_writer_add(w, t->name, dt, 2, t->shape, *enc, nb);
     return s;
@@ -65,6 +66,15 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
     for (size_t i = 0; i < f->n_tensors && !s; i++) {
         const cmf_tensor *t = &f->tensors[i];
         int dt = t->dtype;
+        /* the recorded hash (§1.5, §1.10) is checked before a tensor is copied or re-encoded: the writer re-hashes
+         * what it is given, so a corrupt input would otherwise come out with a valid hash */
+        uint64_t h = cmf_hash64(t->data, t->nbytes);
+        if (h != t->hash) {
+            s = cmf_err(CMF_E_INTEGRITY, "requant %s: tensor '%s': hash64 %016llx does not match the recorded %016llx "
+                                         "(the input is corrupt; `cmf verify` lists every problem)",
+                        in_path, t->name, (unsigned long long)h, (unsigned long long)t->hash);
+            break;
+        }
         if (is_matrix(t)) {
             uint64_t sh[2] = {t->shape[0], t->shape[1]};
             dt = cmf_quant_policy(quant, t->name, 2, sh, has_moe);
@@ -103,6 +113,7 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
         return s;
     }
     cmf_writer_set_header(w, header);
+    cmf_writer_set_check(w, cmf_emit_check_output, NULL);
     s = cmf_writer_finish(w);
     cmf_file_close(f);
     if (s) return cmf_err_prefix(s, "requant %s: ", out_path);

@@ -282,9 +282,11 @@ static cmf_status open_index(cmf_safetensors *st, const char *dir, const char *i
     int nf = 0;
     for (const cJSON *e = wm->child; e; e = e->next) {
         if (!cJSON_IsString(e) || !e->valuestring[0] || strstr(e->valuestring, "..") || e->valuestring[0] == '/') {
+            /* the message names e->string, which cJSON_Delete frees: format it first */
+            s = cmf_err(CMF_E_FORMAT, "%s: weight_map['%s'] is not a shard file name", index_path, e->string);
             free(files);
             cJSON_Delete(root);
-            return cmf_err(CMF_E_FORMAT, "%s: weight_map['%s'] is not a shard file name", index_path, e->string);
+            return s;
         }
         files[nf++] = e->valuestring;
     }
@@ -370,6 +372,12 @@ cmf_status cmf_st_open(const char *path, cmf_safetensors **out) {
     }
     *out = st;
     return CMF_OK;
+}
+
+size_t cmf_st_shard_count(const cmf_safetensors *st) { return st ? st->n_shards : 0; }
+
+const char *cmf_st_shard_path(const cmf_safetensors *st, size_t i) {
+    return st && i < st->n_shards ? st->shards[i].path : NULL;
 }
 
 cmf_status cmf_st_to_f32(const cmf_st_tensor *t, float *out) {

@@ -34,6 +34,10 @@ size_t cmf_st_count(const cmf_safetensors *st);
 const cmf_st_tensor *cmf_st_get(const cmf_safetensors *st, size_t i);
 const cmf_st_tensor *cmf_st_find(const cmf_safetensors *st, const char *name);
 
+/* The opened shard files (one for a single model.safetensors): their paths as opened, i < cmf_st_shard_count. */
+size_t cmf_st_shard_count(const cmf_safetensors *st);
+const char *cmf_st_shard_path(const cmf_safetensors *st, size_t i);
+
 /* Element count. */
 uint64_t cmf_st_numel(const cmf_st_tensor *t);
 

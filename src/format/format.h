@@ -135,6 +135,11 @@ void cmf_writer_set_header(cmf_writer *w, cJSON *header);
 cmf_status cmf_writer_set_vocab(cmf_writer *w, const void *data, size_t len);
 cmf_status cmf_writer_set_masks(cmf_writer *w, const void *data, size_t len, int loop_masks);
 
+/* Sets a check run by finish on the complete temporary file (its path is passed; the file is closed and synced)
+ * before it is renamed into place: a non-zero status aborts the finish (the temporary is removed, `path` is
+ * untouched) and is returned by it. The converters use it to open the result as the runtime would. */
+void cmf_writer_set_check(cmf_writer *w, cmf_status (*check)(void *ctx, const char *tmp_path), void *ctx);
+
 /* Lays out and writes the file (§1.12 steps 3–8), computes feature bits, fsyncs and renames it into place.
  * Frees the writer whatever the outcome; on failure the temporary files are removed and `path` is untouched. */
 cmf_status cmf_writer_finish(cmf_writer *w);

@@ -34,6 +34,8 @@ struct cmf_writer {
     uint8_t *vocab, *masks;
     size_t vocab_len, masks_len;
     int loop_masks, any_2f;
+    cmf_status (*check)(void *ctx, const char *tmp_path); /* cmf_writer_set_check */
+    void *check_ctx;
 };
 
 static char *concat(const char *a, const char *b) {
@@ -129,7 +131,7 @@ static cmf_status write_zeros(FILE *fp, uint64_t n) {
     static const uint8_t z[4096];
     while (n) {
         size_t k = n < sizeof z ? (size_t)n : sizeof z;
-        if (fwrite(z, 1, k, fp) != k) return cmf_err(CMF_E_IO, "write failed");
+        if (fwrite(z, 1, k, fp) != k) return cmf_err(CMF_E_IO, "write failed: %s", strerror(errno));
         n -= k;
     }
     return CMF_OK;
@@ -163,8 +165,10 @@ cmf_status cmf_writer_add(cmf_writer *w, const char *name, int dtype, int ndim, 
     if (st) return st;
     uint64_t align = nbytes >= 16384 ? 4096 : 64;
     uint64_t off = (w->cursor + align - 1) / align * align;
+    errno = 0;
     if (write_zeros(w->blob, off - w->cursor) || (nbytes && fwrite(data, 1, (size_t)nbytes, w->blob) != nbytes))
-        return cmf_err(CMF_E_IO, "cmf_writer_add: writing %s.blob.tmp failed", w->path);
+        return cmf_err(CMF_E_IO, "cmf_writer_add: writing %s.blob.tmp failed: %s", w->path,
+                       errno ? strerror(errno) : "short write");
     wrec *r = &w->recs[w->n];
     memset(r, 0, sizeof *r);
     r->name = concat(name, "");
@@ -259,7 +263,10 @@ static cmf_status put_hash(cJSON *obj, const char *key, const void *p, size_t n)
 }
 
 static cmf_status write_all(FILE *fp, const void *p, size_t n, const char *what) {
-    if (n && fwrite(p, 1, n, fp) != n) return cmf_err(CMF_E_IO, "cmf_writer_finish: writing the %s failed", what);
+    errno = 0;
+    if (n && fwrite(p, 1, n, fp) != n)
+        return cmf_err(CMF_E_IO, "cmf_writer_finish: writing the %s failed: %s", what,
+                       errno ? strerror(errno) : "short write");
     return CMF_OK;
 }
 
@@ -355,12 +362,20 @@ static cmf_status finish(cmf_writer *w, FILE **fpp) {
     if (st) return st;
     if ((st = write_all(fp, w->masks, w->masks_len, "masks section"))) return st;
     if ((st = write_all(fp, w->vocab, w->vocab_len, "vocab section"))) return st;
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) return cmf_err(CMF_E_IO, "cmf_writer_finish: flushing %s failed", w->tmp);
+    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0)
+        return cmf_err(CMF_E_IO, "cmf_writer_finish: flushing %s failed: %s", w->tmp, strerror(errno));
     *fpp = NULL;
-    if (fclose(fp) != 0) return cmf_err(CMF_E_IO, "cmf_writer_finish: closing %s failed", w->tmp);
+    if (fclose(fp) != 0) return cmf_err(CMF_E_IO, "cmf_writer_finish: closing %s failed: %s", w->tmp, strerror(errno));
+    if (w->check && (st = w->check(w->check_ctx, w->tmp)) != CMF_OK) return st;
     if (rename(w->tmp, w->path) != 0)
         return cmf_err(CMF_E_IO, "cannot rename %s to %s: %s", w->tmp, w->path, strerror(errno));
     return CMF_OK;
+}
+
+void cmf_writer_set_check(cmf_writer *w, cmf_status (*check)(void *ctx, const char *tmp_path), void *ctx) {
+    if (!w) return;
+    w->check = check;
+    w->check_ctx = ctx;
 }
 
 cmf_status cmf_writer_finish(cmf_writer *w) {

@@ -203,6 +203,23 @@ static void free_weights(cmf_weights *w) {
     free(w->small);
 }
 
+cmf_status cmf_model_check_file(const cmf_file *f) {
+    if (!f) return cmf_err(CMF_E_ARG, "cmf_model_check_file: NULL file");
+    if (f->env.features & CMF_FEAT_SKILL_FILE) return CMF_OK; /* a skill file is checked against its base */
+    const cJSON *an = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->header, "arch"), "arch_name");
+    if (cJSON_IsString(an) && !strcmp(an->valuestring, "dory")) return CMF_OK; /* dory.c has its own loader */
+    cmf_model m;
+    memset(&m, 0, sizeof m);
+    m.file = (cmf_file *)f; /* build_weights only reads the file */
+    cmf_weights w;
+    memset(&w, 0, sizeof w);
+    cmf_status st = cmf_config_from_header(f->header, &m.cfg);
+    if (st == CMF_OK) st = build_weights(&m, &w);
+    free_weights(&w);
+    cmf_config_free(&m.cfg);
+    return st;
+}
+
 static cmf_status build(cmf_model *m) {
     const cmf_file *f = m->file;
     if (f->env.features & CMF_FEAT_SKILL_FILE)

@@ -156,6 +156,13 @@ struct cmf_session {
  * (or of the sliding window) for its whole life. Used by batch_run (session.c) and the TP forward (tp.c). */
 int cmf_session_attn_rows(const cmf_session *s, int count, int sealing);
 
+/* The loader's own checks without building a model: the header's arch (cmf_config_from_header) and every tensor
+ * the forward reads present with its expected shape (build_weights: 2-D weights are only viewed, 1-D tensors are
+ * decoded into a scratch arena that is freed), with no backend, repacking or tokenizer. Dory files and standalone
+ * skill files are not checked here (CMF_OK). Used by the converters before a file is renamed into place, so that
+ * convert and load cannot disagree. Errors: those cmf_model_load would report for the same file. */
+cmf_status cmf_model_check_file(const cmf_file *f);
+
 /* Reads and validates `arch` (and tokenizer_config) of a header into cfg. Errors: CMF_E_FORMAT naming the key. */
 cmf_status cmf_config_from_header(const cJSON *header, cmf_config *cfg);
 void cmf_config_free(cmf_config *cfg);
