@@ -235,15 +235,15 @@ cmf_status cmf_hf_arch(const cJSON *config, const cmf_convert_opts *opts, cJSON 
                            hidden, heads);
         head_dim = hidden / heads;
     }
-    double eps = 1e-6, theta_in;
-    int have;
+    double eps = 1e-6, theta_in = 0;
+    int have = 0;
     if ((s = get_pos_num(&c, "rms_norm_eps", &have, &eps))) return s;
     if (!have && (s = get_pos_num(&c, "norm_eps", &have, &eps))) return s;
     if ((s = get_pos_num(&c, "rope_theta", &have, &theta_in))) return s;
     if (!(rope_theta(&c) > 0) || !isfinite(rope_theta(&c)))
         return cmf_err(CMF_E_FORMAT, "config.json: rope_parameters.rope_theta %g must be a positive finite number",
                        rope_theta(&c));
-    int gemma = is_gemma(mt), tie;
+    int gemma = is_gemma(mt), tie = 0;
     if ((s = get_strict_bool(&c, "tie_word_embeddings", gemma, &tie))) return s;
     const char *act = get_str(&c, "hidden_activation");
     /* HF Gemma/Gemma2/Gemma3 MLPs apply ACT2FN[hidden_activation]; "gelu" there is the exact erf GELU, which this
