@@ -127,6 +127,15 @@ static void test_sharded(void) {
     fputs("{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\",\"x\":\"model-00002-of-00002.safetensors\"}}", f);
     fclose(f);
     expect_fail("duplicate across shards", dir, "twice");
+    /* a weight_map value that is not a plain shard name: the message names the tensor (it was read after the
+     * index JSON was freed: garbage, or an ASan heap-use-after-free) */
+    static const char *const BAD[] = {"../../../etc/passwd", "/etc/passwd"};
+    for (int i = 0; i < 2; i++) {
+        f = fopen(p, "w");
+        fprintf(f, "{\"weight_map\":{\"a\":\"model-00001-of-00002.safetensors\",\"lm_head.weight\":\"%s\"}}", BAD[i]);
+        fclose(f);
+        expect_fail("shard path outside the directory", dir, "weight_map['lm_head.weight'] is not a shard file name");
+    }
 }
 
 static void test_malformed(void) {
