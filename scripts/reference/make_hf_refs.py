@@ -5,10 +5,10 @@
    it again with the same BF16 weights upcast to float32 (eager attention) for the same input_i, so the f32
    parity bound (1e-4 x max|logit|) is meaningful.
 2. Extra tiny random checkpoints for families the shared set lacks (Phi-3 with fused projections and partial
-   rotary, Gemma 3 with q/k norms and a local RoPE base, Llama 3.1 rope_scaling "llama3"): config.json,
+   rotary, Gemma 3 with q/k norms and a local RoPE base, Llama 3.1 rope_scaling "llama3", YaRN): config.json,
    generation_config.json, model.safetensors and ref.safetensors (input_i, logits_i, greedy_i) like hf-tiny.
 
-usage: python3 make_hf_refs.py SHARED_HF_TINY_DIR OUT_DIR
+usage: python3 make_hf_refs.py SHARED_HF_TINY_DIR OUT_DIR [CASE,CASE,...]   (only those cases; default all)
 """
 import json
 import os
@@ -61,15 +61,17 @@ def write_case(out, name, model, inputs, note):
 
 def main():
     shared, out = sys.argv[1], sys.argv[2]
+    only = set(sys.argv[3].split(",")) if len(sys.argv) > 3 else None
     os.makedirs(out, exist_ok=True)
 
     # 1. bf16-llama recomputed in float32
-    src = os.path.join(shared, "bf16-llama")
-    old = load_file(os.path.join(src, "ref.safetensors"))
-    inputs = [old[f"input_{i}"] for i in range(3)]
-    model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
-    write_case(out, "bf16-llama-f32ref", model, inputs,
-               "shared/data/hf-tiny/bf16-llama weights (BF16) upcast to float32; same input_i as its ref")
+    if only is None or "bf16-llama-f32ref" in only:
+        src = os.path.join(shared, "bf16-llama")
+        old = load_file(os.path.join(src, "ref.safetensors"))
+        inputs = [old[f"input_{i}"] for i in range(3)]
+        model = AutoModelForCausalLM.from_pretrained(src, dtype=torch.float32, attn_implementation="eager").eval()
+        write_case(out, "bf16-llama-f32ref", model, inputs,
+                   "shared/data/hf-tiny/bf16-llama weights (BF16) upcast to float32; same input_i as its ref")
 
     # 2. extra tiny random checkpoints
     cases = {
@@ -87,8 +89,23 @@ def main():
                              rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 8.0,
                                               "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                                               "original_max_position_embeddings": 32}),
+        # YaRN (rope_type "yarn"): the default attention factor (1 + 0.1 ln 4) and explicit betas / factor; the
+        # inputs run past the original window of 32.
+        "qwen2-yarn": dict(model_type="qwen2", hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                           num_attention_heads=4, num_key_value_heads=2, vocab_size=1024,
+                           max_position_embeddings=128, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+                           rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                            "original_max_position_embeddings": 32}),
+        "llama-yarn-af": dict(model_type="llama", hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                              num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=1024,
+                              max_position_embeddings=256, bos_token_id=1, eos_token_id=2,
+                              rope_parameters={"rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0,
+                                               "original_max_position_embeddings": 32, "beta_fast": 16.0,
+                                               "beta_slow": 2.0, "attention_factor": 1.2}),
     }
     for i, (name, kw) in enumerate(cases.items()):
+        if only is not None and name not in only:
+            continue
         torch.manual_seed(200 + i)
         mt = kw.pop("model_type")
         cfg = AutoConfig.for_model(mt, **kw)

@@ -136,14 +136,30 @@ static cmf_status add_rope_scaling(const hfcfg *c, cJSON *arch, const cmf_conver
     const cJSON *orig = obj_num(rs, "original_max_position_embeddings");
     if (!orig) orig = obj_num(c->text ? c->text : c->root, "original_max_position_embeddings");
     if (!strcmp(type, "yarn")) {
-        if (!factor || !orig)
-            return cmf_err(CMF_E_FORMAT, "config.json: yarn rope scaling needs 'factor' and 'original_max_position_embeddings'");
+        /* transformers _compute_yarn_parameters: factor defaults to max_position_embeddings / original; the
+         * attention factor, when not given, is mscale(factor, mscale) / mscale(factor, mscale_all_dim) if both are
+         * set, else mscale(factor) = 1 + 0.1 ln(factor). It is written explicitly: arch.yarn's default is 1. */
+        if (!orig || !(orig->valuedouble >= 1))
+            return cmf_err(CMF_E_FORMAT, "config.json: yarn rope scaling needs 'original_max_position_embeddings' >= 1");
+        double f = factor ? factor->valuedouble : (double)*max_pos / orig->valuedouble;
+        if (!(f >= 1 && f <= 1e6))
+            return cmf_err(CMF_E_FORMAT, "config.json: yarn rope scaling factor %g is out of range [1, 1e6]", f);
+        const cJSON *af = obj_num(rs, "attention_factor"), *ms = obj_num(rs, "mscale"),
+                    *msa = obj_num(rs, "mscale_all_dim");
+        double a;
+        if (af) a = af->valuedouble;
+        else if (ms && msa && ms->valuedouble != 0 && msa->valuedouble != 0)
+            a = (0.1 * ms->valuedouble * log(f) + 1.0) / (0.1 * msa->valuedouble * log(f) + 1.0);
+        else a = f <= 1 ? 1.0 : 0.1 * log(f) + 1.0;
         cJSON *y = cJSON_AddObjectToObject(arch, "yarn");
-        cJSON_AddNumberToObject(y, "factor", factor->valuedouble);
+        cJSON_AddNumberToObject(y, "factor", f);
         cJSON_AddNumberToObject(y, "original_max_position_embeddings", orig->valuedouble);
-        static const char *OPT[] = {"beta_fast", "beta_slow", "attention_factor", "mscale_all_dim"};
-        for (int i = 0; i < 4; i++)
+        cJSON_AddNumberToObject(y, "attention_factor", a);
+        static const char *OPT[] = {"beta_fast", "beta_slow", "mscale_all_dim"};
+        for (int i = 0; i < 3; i++)
             if (obj_num(rs, OPT[i])) cJSON_AddNumberToObject(y, OPT[i], obj_num(rs, OPT[i])->valuedouble);
+        const cJSON *tr = cJSON_GetObjectItemCaseSensitive(rs, "truncate");
+        if (cJSON_IsBool(tr)) cJSON_AddBoolToObject(y, "truncate", cJSON_IsTrue(tr));
         return CMF_OK;
     }
     /* longrope, su, dynamic, mrope, ...: not applied (§5.2); the context is capped at the original window. */

@@ -41,6 +41,48 @@ static cmf_status get_float(const cJSON *o, const char *key, double def, double 
         if (st_ != CMF_OK) return st_;                                                                           \
     } while (0)
 
+/* arch.yarn (CMF_FORMAT.md §1.4): {factor, original_max_position_embeddings, beta_fast = 32, beta_slow = 1,
+ * attention_factor = 1, truncate = true (transformers' key)}. The attention factor multiplies cos and sin, so every
+ * score q.k of the rotated dims by its square: folded into attn_scale, exact when all dims rotate. */
+static cmf_status parse_yarn(const cJSON *a, cmf_config *c) {
+    const cJSON *y = cJSON_GetObjectItemCaseSensitive(a, "yarn");
+    if (!y || cJSON_IsNull(y)) return CMF_OK;
+    if (!cJSON_IsObject(y)) return cmf_err(CMF_E_FORMAT, "header: arch.yarn is not an object");
+    if (c->rope_factor > 0) return cmf_err(CMF_E_FORMAT, "header: arch.yarn together with arch.rope_scaling");
+    double f = 0, bf = 0, bs = 0, af = 0;
+    int orig = 0;
+    const cJSON *fv = cJSON_GetObjectItemCaseSensitive(y, "factor");
+    if (!cJSON_IsNumber(fv)) return cmf_err(CMF_E_FORMAT, "header: arch.yarn.factor is missing or not a number");
+    TRY(get_float(y, "factor", 0, &f));
+    TRY(get_float(y, "beta_fast", 32.0, &bf));
+    TRY(get_float(y, "beta_slow", 1.0, &bs));
+    TRY(get_float(y, "attention_factor", 1.0, &af));
+    TRY(get_int(y, "original_max_position_embeddings", 1, 0, 1, 1 << 30, &orig));
+    if (!(f >= 1 && f <= 1e6))
+        return cmf_err(CMF_E_FORMAT, "header: arch.yarn.factor = %g is out of range [1, 1e6]", f);
+    if (!(bf > 0 && bs > 0 && bf <= 1e6 && bs <= 1e6))
+        return cmf_err(CMF_E_FORMAT, "header: arch.yarn.beta_fast = %g / beta_slow = %g must be in (0, 1e6]", bf, bs);
+    if (!(af > 0 && af <= 100))
+        return cmf_err(CMF_E_FORMAT, "header: arch.yarn.attention_factor = %g is out of range (0, 100]", af);
+    const cJSON *tr = cJSON_GetObjectItemCaseSensitive(y, "truncate");
+    if (tr && !cJSON_IsNull(tr) && !cJSON_IsBool(tr))
+        return cmf_err(CMF_E_FORMAT, "header: arch.yarn.truncate is not a boolean");
+    if (af != 1.0 && c->rot_dim != c->head_dim)
+        return cmf_err(CMF_E_UNSUPPORTED, "header: arch.yarn.attention_factor %g with partial rotary dims (%d of %d) "
+                       "is not supported", af, c->rot_dim, c->head_dim);
+    if (af != 1.0 && c->local_rope_unscaled)
+        return cmf_err(CMF_E_UNSUPPORTED, "header: arch.yarn.attention_factor with a separate local RoPE base "
+                       "(rope_local_base_freq) is not supported");
+    c->yarn_factor = (float)f;
+    c->yarn_beta_fast = (float)bf;
+    c->yarn_beta_slow = (float)bs;
+    c->yarn_attention_factor = (float)af;
+    c->yarn_original_max_pos = orig;
+    c->yarn_truncate = !cJSON_IsFalse(tr);
+    c->attn_scale = (float)((double)c->attn_scale * af * af);
+    return CMF_OK;
+}
+
 cmf_status cmf_config_from_header(const cJSON *header, cmf_config *c) {
     memset(c, 0, sizeof *c);
     const cJSON *a = cJSON_GetObjectItemCaseSensitive(header, "arch");
@@ -136,6 +178,11 @@ cmf_status cmf_config_from_header(const cJSON *header, cmf_config *c) {
         }
     }
 
+    /* Gemma 3's local layers use plain RoPE with rope_local_base_freq (transformers: rotary_emb_local has no
+     * rope_scaling); every other model applies its scaling to all layers. */
+    c->local_rope_unscaled = cJSON_GetObjectItemCaseSensitive(a, "rope_local_base_freq") != NULL;
+    TRY(parse_yarn(a, c));
+
     const cJSON *lt = cJSON_GetObjectItemCaseSensitive(a, "layer_types");
     if (!cJSON_IsArray(lt)) return cmf_err(CMF_E_FORMAT, "header: arch.layer_types is missing");
     c->is_sliding = calloc((size_t)c->n_layers, 1);
@@ -183,12 +230,34 @@ void cmf_config_free(cmf_config *c) {
     c->is_sliding = NULL;
 }
 
-void cmf_rope_inv_freq(const cmf_config *c, float theta, float *inv_freq) {
+/* YaRN's dimension whose wavelength turns n_rot times over the original window (transformers
+ * find_correction_dim; the YaRN paper, Peng et al. 2023, eq. 17). */
+static double yarn_corr_dim(double n_rot, int dim, double base, int orig) {
+    return dim * log(orig / (n_rot * 2 * 3.141592653589793)) / (2 * log(base));
+}
+
+void cmf_rope_inv_freq(const cmf_config *c, float theta, int scaled, float *inv_freq) {
     const int half = c->rot_dim / 2;
+    double lo = 0, hi = 0;
+    if (scaled && c->yarn_factor > 0) {
+        /* transformers _compute_yarn_parameters: the ramp runs over dims [low, high] (floored / ceiled unless
+         * truncate is false), clamped to [0, rot_dim - 1]. */
+        lo = yarn_corr_dim(c->yarn_beta_fast, c->rot_dim, theta, c->yarn_original_max_pos);
+        hi = yarn_corr_dim(c->yarn_beta_slow, c->rot_dim, theta, c->yarn_original_max_pos);
+        if (c->yarn_truncate) lo = floor(lo), hi = ceil(hi);
+        if (lo < 0) lo = 0;
+        if (hi > c->rot_dim - 1) hi = c->rot_dim - 1;
+        if (lo == hi) hi += 0.001;
+    }
     for (int i = 0; i < half; i++) {
         /* As HF: 1 / theta^(2i/rot), the exponent computed in float. */
         double f = 1.0 / pow((double)theta, (double)(float)(2.0 * i / c->rot_dim));
-        if (c->rope_scaling_llama3) {
+        if (scaled && c->yarn_factor > 0) {
+            /* Extrapolated (original) frequencies where the ramp is 0, interpolated (f / factor) where it is 1. */
+            double ramp = (i - lo) / (hi - lo);
+            ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+            f = f / c->yarn_factor * ramp + f * (1 - ramp);
+        } else if (scaled && c->rope_scaling_llama3) {
             /* Llama 3.1 (transformers _compute_llama3_parameters): long wavelengths are divided by factor,
              * short ones kept, the band between smoothly interpolated. */
             const double two_pi = 6.283185307179586;
@@ -202,7 +271,7 @@ void cmf_rope_inv_freq(const cmf_config *c, float theta, float *inv_freq) {
                                 (c->rope_high_freq_factor - c->rope_low_freq_factor);
                 f = (1 - smooth) * f / c->rope_factor + smooth * f;
             }
-        } else if (c->rope_factor > 0) {
+        } else if (scaled && c->rope_factor > 0) {
             f = f / c->rope_factor;
         }
         inv_freq[i] = (float)f;

@@ -248,8 +248,8 @@ static cmf_status build(cmf_model *m) {
     }
     m->rope_inv_freq = malloc((size_t)c->rot_dim * sizeof(float));
     if (!m->rope_inv_freq) return cmf_err(CMF_E_NOMEM, "model: out of memory");
-    cmf_rope_inv_freq(c, c->rope_theta, m->rope_inv_freq);
-    cmf_rope_inv_freq(c, c->rope_local_theta, m->rope_inv_freq + c->rot_dim / 2);
+    cmf_rope_inv_freq(c, c->rope_theta, 1, m->rope_inv_freq);
+    cmf_rope_inv_freq(c, c->rope_local_theta, !c->local_rope_unscaled, m->rope_inv_freq + c->rot_dim / 2);
     return load_tokenizer(m);
 }
 

@@ -36,6 +36,13 @@ typedef struct cmf_config {
     int rope_scaling_llama3;
     float rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_pos;
+    /* arch.yarn (CMF_FORMAT.md §1.4; transformers _compute_yarn_parameters): YaRN inverse frequencies, a ramp
+     * between interpolated (divided by yarn_factor) and original frequencies over the dims whose rotation count in
+     * the original window lies between beta_slow and beta_fast; yarn_factor 0 = none. yarn_attention_factor
+     * scales cos/sin (folded into attn_scale as its square: needs rot_dim == head_dim unless it is 1). */
+    float yarn_factor, yarn_beta_fast, yarn_beta_slow, yarn_attention_factor;
+    int yarn_original_max_pos, yarn_truncate;
+    int local_rope_unscaled;      /* Gemma 3: rope_local_base_freq set, sliding layers use plain RoPE (as HF) */
     float embed_multiplier;       /* Gemma: sqrt(hidden_size) */
     float attn_scale;             /* 1/sqrt(query_pre_attn_scalar or head_dim) */
     float attn_softcap, final_softcap; /* 0 = off; else C·tanh(x/C) */
@@ -167,9 +174,10 @@ cmf_status cmf_model_check_file(const cmf_file *f);
 cmf_status cmf_config_from_header(const cJSON *header, cmf_config *cfg);
 void cmf_config_free(cmf_config *cfg);
 
-/* RoPE inverse frequencies for rot_dim dims and base theta, with the config's rope_scaling applied
- * (llama3: Meta's Llama 3.1 frequency smoothing; linear: divide by factor). inv_freq has rot_dim/2 entries. */
-void cmf_rope_inv_freq(const cmf_config *cfg, float theta, float *inv_freq);
+/* RoPE inverse frequencies for rot_dim dims and base theta; inv_freq has rot_dim/2 entries. With scaled != 0 the
+ * config's scaling is applied (llama3: Meta's Llama 3.1 frequency smoothing; linear: divide by factor; yarn: the
+ * YaRN ramp of transformers' _compute_yarn_parameters), else plain theta^(-2i/rot_dim) (Gemma 3's local layers). */
+void cmf_rope_inv_freq(const cmf_config *cfg, float theta, int scaled, float *inv_freq);
 
 /* The forward pass (forward.c): token i goes to session seqs[i] at that session's next position (tokens of one
  * session in order; sessions may interleave). Appends every token's k/v to its session's KV cache, advances each
