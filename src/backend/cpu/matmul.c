@@ -147,14 +147,16 @@ static inline void spin_pause(void) {
 }
 
 /* The quantization of a product's activations as the first phase of the product's own fan-out (one fan-out instead of
- * two, and the caller's serial set-up between them gone): every thread of the fan-out takes token rows of q by an
- * atomic index and quantizes them (each row on its own, as quant_worker's ranges do: the same bits), then waits until
- * all n rows are done before it multiplies. A worker that never starts (cmf_pool_run_dyn) is never waited for: the
- * wait is on rows, and the threads that run take every row. */
-static void quant_phase(mm_task *q, atomic_llong *next, atomic_llong *done, int64_t n) {
-    for (int64_t r; (r = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < n;) {
-        quantize(q, r, r + 1);
-        atomic_fetch_add_explicit(done, 1, memory_order_release);
+ * two, and the caller's serial set-up between them gone): the n token rows are cut into nth ranges as quant_worker
+ * cuts them (contiguous rows per thread: no cache line of the outputs written by two threads but at range ends);
+ * every thread of the fan-out takes ranges by an atomic index and quantizes them (each row on its own: the same
+ * bits), then waits until all n rows are done before it multiplies. A worker that never starts (cmf_pool_run_dyn) is
+ * never waited for: the wait is on rows, and the threads that run take every range. */
+static void quant_phase(mm_task *q, atomic_llong *next, atomic_llong *done, int64_t n, int nth) {
+    for (int64_t c; (c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < nth;) {
+        const int64_t r0 = n * c / nth, r1 = n * (c + 1) / nth;
+        quantize(q, r0, r1);
+        atomic_fetch_add_explicit(done, r1 - r0, memory_order_release);
     }
     while (atomic_load_explicit(done, memory_order_acquire) < n) spin_pause();
 }
@@ -324,7 +326,7 @@ static void rp_gemv_worker(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
     const int64_t G0 = w->row0 / KERN_RP_R, ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R;
-    if (t->qn) quant_phase(t, &t->qnext, &t->qdone, t->qn);
+    if (t->qn) quant_phase(t, &t->qnext, &t->qdone, t->qn, nth);
     for (;;) {
         const int64_t g = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->gpi;
         if (g >= ng) break;
@@ -344,7 +346,7 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
     const cmf_weight *w = t->w;
     const int64_t G0 = w->row0 / KERN_RP_R, panels = (w->rows + 31) / 32, nb = t->a.nb;
     const int64_t items = t->runs.items * t->tchunks;
-    if (t->qn) quant_phase(t, &t->qnext, &t->qdone, t->qn);
+    if (t->qn) quant_phase(t, &t->qnext, &t->qdone, t->qn, nth);
     /* cmf_matmul_rows: each panel into this thread's scratch (n x 32 floats, reserved by it), then its rows out */
     float *panel = t->dst ? cmf_pool_scratch(t->pool, ith, 0) : NULL;
     for (;;) {
@@ -619,7 +621,7 @@ static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r
 static void grp_worker(void *ctx, int ith, int nth) {
     (void)ith, (void)nth;
     grp_task *t = ctx;
-    if (t->qn) quant_phase(t->q, &t->qnext, &t->qdone, t->qn);
+    if (t->qn) quant_phase(t->q, &t->qnext, &t->qdone, t->qn, nth);
     for (;;) {
         const int64_t u = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         if (u >= t->units) break;
