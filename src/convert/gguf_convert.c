@@ -81,6 +81,45 @@ static cmf_status req_int(const cmf_gguf *g, const char *arch, const char *suffi
     return CMF_OK;
 }
 
+/* <a>.rope.scaling.* (llama.cpp's keys) -> arch.rope_scaling (linear) or arch.yarn (§1.4). YaRN's attention factor
+ * is rope.scaling.attn_factor when the file has it, else 1 + 0.1 ln factor as llama.cpp and transformers use; any
+ * other type is refused rather than silently run unscaled. */
+static cmf_status rope_scaling(const cmf_gguf *g, const char *an, const char *type, cJSON *a) {
+    char key[160];
+    double factor = 0, v;
+    int64_t orig = 0;
+    if (!strcmp(type, "none")) return CMF_OK;
+    int has_factor = cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.scaling.factor"), &factor);
+    if (!has_factor || !(factor > 0) || !isfinite(factor))
+        return cmf_err(CMF_E_FORMAT, "%s: rope.scaling.type '%s' without a positive rope.scaling.factor", g->path, type);
+    if (!strcmp(type, "linear")) {
+        cJSON *rs = cJSON_AddObjectToObject(a, "rope_scaling");
+        cJSON_AddStringToObject(rs, "rope_type", "linear");
+        cJSON_AddNumberToObject(rs, "factor", factor);
+        return CMF_OK;
+    }
+    if (strcmp(type, "yarn") != 0)
+        return cmf_err(CMF_E_UNSUPPORTED, "%s: rope.scaling.type '%s' is not supported (none, linear, yarn)", g->path,
+                       type);
+    if (!cmf_gguf_get_int(g, akey(key, sizeof key, an, "rope.scaling.original_context_length"), &orig) ||
+        orig < 1 || orig > 1 << 30)
+        return cmf_err(CMF_E_FORMAT, "%s: yarn rope scaling without a valid rope.scaling.original_context_length",
+                       g->path);
+    if (!(factor >= 1 && factor <= 1e6))
+        return cmf_err(CMF_E_FORMAT, "%s: yarn rope.scaling.factor %g is out of range [1, 1e6]", g->path, factor);
+    cJSON *y = cJSON_AddObjectToObject(a, "yarn");
+    cJSON_AddNumberToObject(y, "factor", factor);
+    cJSON_AddNumberToObject(y, "original_max_position_embeddings", (double)orig);
+    double af = 0.1 * log(factor) + 1.0;
+    if (cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.scaling.attn_factor"), &v) && v > 0 && isfinite(v)) af = v;
+    cJSON_AddNumberToObject(y, "attention_factor", af);
+    if (cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.scaling.yarn_beta_fast"), &v) && v > 0 && isfinite(v))
+        cJSON_AddNumberToObject(y, "beta_fast", v);
+    if (cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.scaling.yarn_beta_slow"), &v) && v > 0 && isfinite(v))
+        cJSON_AddNumberToObject(y, "beta_slow", v);
+    return CMF_OK;
+}
+
 /* header.arch from <arch>.* metadata; ai indexes ARCHS. */
 static cmf_status build_arch(const cmf_gguf *g, size_t ai, int tied, cJSON **out) {
     const char *an = ARCHS[ai].name;
@@ -161,14 +200,12 @@ static cmf_status build_arch(const cmf_gguf *g, size_t ai, int tied, cJSON **out
         cJSON_AddNumberToObject(a, "partial_rotary_factor", (double)rot / (double)head_dim);
     }
     char *stype = cmf_gguf_get_str(g, akey(key, sizeof key, an, "rope.scaling.type"));
-    double factor;
-    if (stype && !strcmp(stype, "linear") &&
-        cmf_gguf_get_float(g, akey(key, sizeof key, an, "rope.scaling.factor"), &factor) && factor > 0) {
-        cJSON *rs = cJSON_AddObjectToObject(a, "rope_scaling");
-        cJSON_AddStringToObject(rs, "rope_type", "linear");
-        cJSON_AddNumberToObject(rs, "factor", factor);
-    }
+    cmf_status st = stype ? rope_scaling(g, an, stype, a) : CMF_OK;
     free(stype);
+    if (st != CMF_OK) {
+        cJSON_Delete(a);
+        return st;
+    }
     *out = a;
     return CMF_OK;
 }

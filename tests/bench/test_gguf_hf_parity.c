@@ -4,7 +4,9 @@
  * for llama only the Q/K rows permuted per head from HF's rotate-half order into the interleaved order (row 2i+j of
  * a head = HF row j·head_dim/2 + i) — then imported with cmf_convert_gguf. The logits at every position of the
  * three reference sequences must match logits_i within 1e-4 x max|logit| (the f32 bound of test_hf_parity), which
- * holds only when the importer records "interleaved" for llama and "half" for qwen2/qwen3. */
+ * holds only when the importer records "interleaved" for llama and "half" for qwen2/qwen3.
+ * The same qwen2 GGUF with llama.cpp's rope.scaling.* keys: type yarn must become arch.yarn with transformers'
+ * default attention factor 1 + 0.1 ln(factor) (and change the logits), any other type but none/linear is refused. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +17,7 @@
 #include "cmf.h"
 #include "convert/convert.h"
 #include "convert/safetensors.h"
+#include "format/format.h"
 #include "gguf_writer.h"
 #include "testutil.h"
 #include "util/fileio.h"
@@ -43,6 +46,25 @@ static void permute_rows(float *w, int rows, int cols, int hd) {
                        (size_t)cols * sizeof(float));
     memcpy(w, tmp, (size_t)rows * cols * sizeof(float));
     free(tmp);
+}
+
+/* NULL: plain; "yarn" / "longrope": that rope.scaling.type (factor 4, original context 32). */
+static const char *g_scaling;
+
+/* The converted file's arch.yarn: factor 4, original window 32, attention factor 1 + 0.1 ln 4. */
+static void check_yarn_header(const char *out) {
+    cmf_file *f = NULL;
+    CHECK(cmf_file_open(out, &f) == CMF_OK);
+    if (!f) return;
+    const cJSON *y = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(f->header, "arch"), "yarn");
+    const cJSON *fa = cJSON_GetObjectItemCaseSensitive(y, "factor"),
+                *om = cJSON_GetObjectItemCaseSensitive(y, "original_max_position_embeddings"),
+                *af = cJSON_GetObjectItemCaseSensitive(y, "attention_factor");
+    CHECK_MSG(cJSON_IsNumber(fa) && fa->valuedouble == 4.0, "yarn factor");
+    CHECK_MSG(cJSON_IsNumber(om) && om->valuedouble == 32.0, "yarn original window");
+    CHECK_MSG(cJSON_IsNumber(af) && fabs(af->valuedouble - (1 + 0.1 * log(4.0))) < 1e-12, "yarn attention factor %g",
+              cJSON_IsNumber(af) ? af->valuedouble : -1.0);
+    cmf_file_close(f);
 }
 
 static void check_case(const char *arch) {
@@ -75,6 +97,11 @@ static void check_case(const char *arch) {
     gw_u32(w, KEY("context_length"), (uint32_t)cfg_int(cfg, "max_position_embeddings", 512));
     gw_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)eps->valuedouble);
     gw_f32(w, KEY("rope.freq_base"), cJSON_IsNumber(th) ? (float)th->valuedouble : 10000.0f);
+    if (g_scaling) {
+        gw_str(w, KEY("rope.scaling.type"), g_scaling);
+        gw_f32(w, KEY("rope.scaling.factor"), 4.0f);
+        gw_u32(w, KEY("rope.scaling.original_context_length"), 32);
+    }
 #undef KEY
     snprintf(rel, sizeof rel, "data/hf-tiny/%s/model.safetensors", arch);
     cmf_safetensors *st = NULL;
@@ -118,7 +145,14 @@ static void check_case(const char *arch) {
     memset(&o, 0, sizeof o);
     o.quant = 0; /* f32 */
     cmf_status s = cmf_convert_gguf(gg, out, &o);
+    if (g_scaling && strcmp(g_scaling, "yarn") != 0) {
+        CHECK_MSG(s == CMF_E_UNSUPPORTED && strstr(cmf_last_error(), g_scaling), "%s: status %d (%s)", g_scaling, s,
+                  cmf_last_error());
+        remove(gg);
+        return;
+    }
     CHECK_MSG(s == CMF_OK, "%s: %s", arch, cmf_last_error());
+    if (g_scaling && s == CMF_OK) check_yarn_header(out);
     cmf_model *m = NULL;
     if (s || cmf_model_load(out, NULL, &m) != CMF_OK) {
         CHECK_MSG(0, "%s: load: %s", arch, cmf_last_error());
@@ -153,7 +187,11 @@ static void check_case(const char *arch) {
             maxabs = fmax(maxabs, fabs(want[i]));
             maxdiff = fmax(maxdiff, fabs(want[i] - got[i]));
         }
-        CHECK_MSG(maxdiff <= 1e-4 * maxabs, "%s seq %d: max |diff| %g vs max |logit| %g", arch, seq, maxdiff, maxabs);
+        if (!g_scaling)
+            CHECK_MSG(maxdiff <= 1e-4 * maxabs, "%s seq %d: max |diff| %g vs max |logit| %g", arch, seq, maxdiff,
+                      maxabs);
+        else /* YaRN changes the frequencies at every position: the unscaled reference must not match */
+            CHECK_MSG(maxdiff > 1e-3 * maxabs, "%s yarn seq %d: logits equal the unscaled ones", arch, seq);
         cmf_session_free(ss);
         free(fi);
         free(want);
@@ -170,5 +208,9 @@ int main(void) {
     check_case("llama");
     check_case("qwen2");
     check_case("qwen3");
+    g_scaling = "yarn";
+    check_case("qwen2");
+    g_scaling = "longrope";
+    check_case("qwen2");
     CMF_TEST_END();
 }
