@@ -305,7 +305,8 @@ static cmf_status convert_hf(const char *dir, const char *out_path, const cmf_co
     size_t n = 0;
     cmf_emit em;
     memset(&em, 0, sizeof em);
-    cmf_status s = cmf_hf_parse_opt(dir, "config.json", &config);
+    cmf_status s = cmf_hf_check_output(dir, out_path, NULL); /* the shards are checked once they are opened */
+    if (!s) s = cmf_hf_parse_opt(dir, "config.json", &config);
     if (!s && !config) s = cmf_err(CMF_E_NOT_FOUND, "%s: no config.json", dir);
     const cJSON *mt = s ? NULL : cJSON_GetObjectItemCaseSensitive(config, "model_type");
     if (cJSON_IsString(mt) && !strcmp(mt->valuestring, "dory")) { /* Dory has its own schema (hf_dory.c) */

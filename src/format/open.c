@@ -85,6 +85,9 @@ static cmf_status check_envelope(cmf_file *f) {
     size_t size = f->map.size;
     if (size < CMF_ENVELOPE_SIZE)
         return cmf_err(CMF_E_FORMAT, "envelope@0x0: file is %zu bytes, shorter than the 128-byte envelope", size);
+    if (memcmp(p, "GGUF", 4) == 0)
+        return cmf_err(CMF_E_FORMAT, "envelope@0x0: bad magic 47 47 55 46 (\"GGUF\"): this is a GGUF file, not CMF; "
+                                     "convert it first with `cmf convert FILE.gguf -o FILE.cmf`");
     if (memcmp(p, "CMF\x01", 4) != 0)
         return cmf_err(CMF_E_FORMAT, "envelope@0x0: bad magic %02x %02x %02x %02x (expected 43 4d 46 01)", p[0],
                        p[1], p[2], p[3]);

@@ -106,3 +106,60 @@ cmf_status cmf_file_verify(const cmf_file *f, char **out) {
     if (r.n) return cmf_err(CMF_E_INTEGRITY, "verify %s: %d problem(s); first: %s", f->path, r.n, r.first);
     return CMF_OK;
 }
+
+/* ---- layout notes (not integrity problems) ------------------------------------------------------------------ */
+
+typedef struct span {
+    uint64_t a, b; /* [a, b) */
+} span;
+
+static int cmp_span(const void *x, const void *y) {
+    const span *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+cmf_status cmf_file_layout_notes(const cmf_file *f, char **out) {
+    if (out) *out = NULL;
+    if (!f || !out) return cmf_err(CMF_E_ARG, "cmf_file_layout_notes: NULL argument");
+    const cmf_envelope *e = &f->env;
+    size_t n = f->n_tensors + 6;
+    span *s = malloc(n * sizeof *s);
+    if (!s) return cmf_err(CMF_E_NOMEM, "verify %s: out of memory", f->path);
+    size_t k = 0;
+    s[k++] = (span){0, CMF_ENVELOPE_SIZE};
+    s[k++] = (span){e->header_off, e->header_off + e->header_len};
+    s[k++] = (span){e->dir_off, e->dir_off + e->dir_len};
+    if (e->masks_len) s[k++] = (span){e->masks_off, e->masks_off + e->masks_len};
+    if (e->vocab_len) s[k++] = (span){e->vocab_off, e->vocab_off + e->vocab_len};
+    if (e->index_len) s[k++] = (span){e->index_off, e->index_off + e->index_len};
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].nbytes)
+            s[k++] = (span){e->data_off + f->tensors[i].off, e->data_off + f->tensors[i].off + f->tensors[i].nbytes};
+    qsort(s, k, sizeof *s, cmp_span);
+    /* the open checks put every span inside the file; a gap is what no span covers */
+    const uint8_t *m = f->map.data;
+    uint64_t size = f->map.size, end = 0, nz = 0, first_nz = 0, last_end = 0;
+    for (size_t i = 0; i <= k; i++) {
+        uint64_t a = i < k ? s[i].a : size;
+        if (i == k) last_end = end;
+        for (uint64_t x = end; x < a && x < size; x++)
+            if (m[x] && i < k && !nz++) first_nz = x;
+        if (i < k && s[i].b > end) end = s[i].b;
+    }
+    free(s);
+    report r = {0};
+    if (nz)
+        add(&r, "%llu non-zero byte(s) in the padding between sections or tensors (first at 0x%llx); the writer "
+                "zero-fills gaps (CMF_FORMAT.md 1.6) but readers do not require it",
+            (unsigned long long)nz, (unsigned long long)first_nz);
+    if (size > last_end)
+        add(&r, "%llu byte(s) after the last section (from 0x%llx to the end of the file), which no reader uses",
+            (unsigned long long)(size - last_end), (unsigned long long)last_end);
+    if (r.oom) {
+        free(r.buf);
+        return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the notes", f->path);
+    }
+    *out = r.buf ? r.buf : calloc(1, 1);
+    if (!*out) return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the notes", f->path);
+    return CMF_OK;
+}

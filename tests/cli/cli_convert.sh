@@ -31,6 +31,17 @@ expect_error 1 "$CMF_BIN" convert "$T/empty" -o "$T/none.cmf"
 expect_error 1 "$CMF_BIN" convert "$HF/llama" -o "$T/no-such-dir/x.cmf"
 ls "$T" | grep -q 'tmp' && fail "a failed conversion left a temporary file: $(ls "$T")"
 
+# the output may not be a file the conversion reads (review 9: -o DIR/model.safetensors replaced the checkpoint);
+# the directory given with a trailing slash gives no doubled slash in messages
+mkdir -p "$T/src"
+cp "$HF/llama/config.json" "$HF/llama/model.safetensors" "$T/src/" && chmod -R u+w "$T/src"
+expect_error 1 "$CMF_BIN" convert "$T/src/" -o "$T/src/model.safetensors" --no-progress
+grep -q "which this conversion reads" "$T/err" || fail "-o = the checkpoint: $(cat "$T/err")"
+grep -q "//" "$T/err" && fail "doubled slash: $(cat "$T/err")"
+cmp -s "$T/src/model.safetensors" "$HF/llama/model.safetensors" || fail "the checkpoint was changed"
+expect_error 1 "$CMF_BIN" convert "$T/empty/" -o "$T/none.cmf"
+grep -q "//" "$T/err" && fail "doubled slash: $(cat "$T/err")"
+
 # GGUF: default f32; greedy run reproduces the documented stories260K text
 expect_ok "$CMF_BIN" convert "$GGUF" -o "$T/s.cmf"
 expect_ok "$CMF_BIN" info "$T/s.cmf" && grep -qE '^quant: +F32' "$T/out" || fail "GGUF default quant label F32"

@@ -100,4 +100,26 @@ printf 'T' | dd of="$T/hdr.cmf" bs=1 seek="$pos" conv=notrunc status=none
 grep -qi "header" "$T/err" || fail "verify does not name the header: $(cat "$T/err")"
 [ "$pos" -gt "$hdr_off" ] || fail "header edit position"
 
+# --- verify: bytes after the last section and non-zero padding are warnings (CMF_FORMAT.md 1.6: the writer
+# zero-fills gaps, readers only require alignment), the file is still OK ---
+cp "$M" "$T/junk.cmf"
+printf 'JUNK!' >>"$T/junk.cmf"
+expect_ok "$CMF_BIN" verify "$T/junk.cmf"
+grep -q "^OK: " "$T/out" || fail "verify with trailing bytes: $(cat "$T/out")"
+grep -q "warning: 5 byte(s) after the last section" "$T/err" || fail "verify: no trailing-bytes warning: $(cat "$T/err")"
+dir_len=$(u64 "$M" 40)
+if [ $((dir_off + dir_len)) -lt "$data_off" ]; then
+    cp "$M" "$T/pad.cmf"
+    flip_byte "$T/pad.cmf" $((dir_off + dir_len))
+    expect_ok "$CMF_BIN" verify "$T/pad.cmf"
+    grep -q "warning: 1 non-zero byte(s) in the padding .*first at 0x$(printf %x $((dir_off + dir_len))))" "$T/err" ||
+        fail "verify: no padding warning: $(cat "$T/err")"
+else
+    fail "the reference file has no gap between its directory and its blob (test needs one)"
+fi
+
+# --- a GGUF given where a CMF file is expected: the error says how to convert it ---
+expect_error 1 "$CMF_BIN" info "$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
+grep -q "cmf convert" "$T/err" || fail "GGUF magic: no hint to cmf convert: $(cat "$T/err")"
+
 finish

@@ -14,7 +14,8 @@ static const char *USAGE =
     "Opens the file (envelope, header, directory, section bounds), then recomputes the header hash, the\n"
     "directory hash, the section hashes and every tensor's hash64.\n"
     "Prints \"OK: N tensors, header and directory hashes match\" and exits 0 when intact; otherwise prints each\n"
-    "problem on stderr and exits 1.\n";
+    "problem on stderr and exits 1. Non-zero bytes in the padding between sections or tensors and bytes after the\n"
+    "last section are reported as warnings on stderr (the writer never leaves them; readers ignore them).\n";
 
 int cmd_verify(int argc, char **argv) {
     cli_args a;
@@ -37,6 +38,17 @@ int cmd_verify(int argc, char **argv) {
     cmf_status st = cmf_file_open(path, &f);
     if (st != CMF_OK) return cli_lib_error("verify", st);
 
+    /* layout notes (non-zero padding, bytes after the last section) are warnings: the spec does not forbid them */
+    char *notes = NULL;
+    if (cmf_file_layout_notes(f, &notes) == CMF_OK) {
+        for (char *line = notes; line && *line;) {
+            char *nl = strchr(line, '\n');
+            if (nl) *nl = '\0';
+            if (*line) fprintf(stderr, "cmf verify: %s: warning: %s\n", path, line);
+            line = nl ? nl + 1 : NULL;
+        }
+    }
+    free(notes);
     char *report = NULL;
     st = cmf_file_verify(f, &report);
     int rc;
