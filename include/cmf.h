@@ -14,6 +14,27 @@
  * the calling thread is returned by cmf_last_error() (SQLite's errmsg convention, kept per thread). The library
  * never prints, never exits and never aborts on bad input.
  *
+ * NULL arguments: a call returning cmf_status answers CMF_E_ARG (message naming the call) for a NULL pointer that
+ * is not documented as optional, and then writes NULL to its output pointer when that one is given. The *_free /
+ * *_close calls accept NULL. Getters given a NULL object return a neutral value and touch nothing: 0 for counts
+ * and sizes (vocab size, n_ctx_train, tp, task masks, state bytes, o1 layers, batch max tokens, gate share),
+ * -1 for ids and positions (bos id, session pos, session n_ctx, token id), NULL for pointers (strings,
+ * tokenizer, logits, eos ids); void calls do nothing. tests/api/test_api_null.c calls every function of this
+ * header with each pointer argument NULL.
+ *
+ * Lifetimes and free order: a model owns what its getters return (strings, tokenizer, eos ids). Sessions,
+ * batches and detok streams over its tokenizer keep pointers into the model: free them all BEFORE
+ * cmf_model_free (using any of them after the model is freed is undefined behavior, as is freeing an object
+ * twice). A sampler is independent of the model. Strings and id arrays returned through char ** / int32_t **
+ * outputs are malloc'd and owned by the caller (free()). A tokenizer from cmf_tokenizer_load is freed with
+ * cmf_tokenizer_free after its streams.
+ *
+ * Linking: `cmake --install BUILD --prefix P` installs P/include/cmf.h, P/lib/libcmf.a, P/bin/cmf and
+ * P/lib/pkgconfig/cmf.pc; then `cc app.c $(pkg-config --cflags --libs cmf)` (with PKG_CONFIG_PATH=P/lib/pkgconfig
+ * for a private prefix). Without pkg-config: `cc app.c -IP/include P/lib/libcmf.a -lcjson -lpcre2-8 -lutf8proc -lm
+ * -lpthread -ldl` (a CUDA build adds the CUDA libraries that cmf.pc lists). The library is C11; this header also
+ * compiles as C++ (extern "C").
+ *
  * Thread safety: a cmf_model is read-only after load and may be shared by sessions on several threads; a
  * cmf_session is used by one thread at a time.
  */
@@ -73,20 +94,22 @@ typedef struct cmf_model cmf_model;
 typedef struct cmf_session cmf_session;
 
 typedef struct cmf_model_params {
-    int n_threads; /* worker threads for matrix products; 0 = number of online CPUs */
+    /* Every field is checked at load: a value outside its range below is CMF_E_ARG naming the field. */
+    int n_threads; /* worker threads for matrix products, 0..4096; 0 = number of online CPUs */
     /* Tensor parallelism (Megatron-LM style, src/tp/tp.h): split every layer's heads, FFN neurons and the lm_head
      * vocabulary over `tp` ranks with one all-reduce after each attention and MLP block. 0 = the environment
      * variable CMF_TP (unset or empty: 1; anything but a whole integer in [1, 64] is CMF_E_ARG); 1 = not split (the plain path). With the backend "cpu" the ranks are threads of
      * this process (n_threads shared among them); with "cuda" / "cuda:k" rank r runs on device k+r (NCCL
      * all-reduce; needs a build with CMF_NCCL). n_heads and intermediate_size must divide by tp, and n_kv_heads and
      * tp must divide one another (CMF_E_UNSUPPORTED naming the size otherwise); the O(1) far field, task masks,
-     * skills and Dory models are not split (CMF_E_UNSUPPORTED). */
+     * skills and Dory models are not split (CMF_E_UNSUPPORTED). Range 0..64. */
     int tp;
     /* KV cache element type on a GPU backend (as llama.cpp's --cache-type-k / -v), enum cmf_cache_type:
      * CMF_CACHE_DEFAULT (0) = f16; CMF_CACHE_F32 keeps K and V as computed (twice the cache memory and bandwidth)
      * and computes the prefill products of f32/f16/bf16 weights with f32 activations instead of the f16-operand
      * GEMM (slower prefill), so the GPU follows the CPU closely. The CPU backend always keeps an f32 cache and
-     * ignores this field; so do Dory models (their own f32 cache). Tensor-parallel CUDA ranks follow it. */
+     * ignores this field; so do Dory models (their own f32 cache). Tensor-parallel CUDA ranks follow it. Any value
+     * other than the three of enum cmf_cache_type is CMF_E_ARG. */
     int cache_type;
 } cmf_model_params;
 
@@ -96,8 +119,10 @@ enum cmf_cache_type { CMF_CACHE_DEFAULT = 0, CMF_CACHE_F16 = 1, CMF_CACHE_F32 = 
 /* Opens a CMF file and builds a model on the CPU: weights are read in place from the mapping, except q4-family and
  * q8 matrices, which are rewritten once into the CPU kernels' interleaved layout (anonymous memory about the size
  * of those tensors; CMF_CPU_REPACK=0 reads them in place too).
- * `params` may be NULL for defaults. Errors: those of cmf_file_open, plus CMF_E_UNSUPPORTED for an architecture
- * or dtype the runtime cannot run and CMF_E_FORMAT for missing or mis-shaped tensors (message names the tensor). */
+ * `params` may be NULL for defaults. On success *out owns the model; free it with cmf_model_free after every
+ * session, batch and detok stream made from it. Errors: CMF_E_ARG (NULL path or out, a params field out of
+ * range), those of cmf_file_open, plus CMF_E_UNSUPPORTED for an architecture or dtype the runtime cannot run and
+ * CMF_E_FORMAT for missing or mis-shaped tensors (message names the tensor). */
 cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_model **out);
 
 /* cmf_model_load on a chosen backend: "cpu"; "cuda" or "cuda:N" (device N; a CUDA device is required: no device,
@@ -110,32 +135,39 @@ cmf_status cmf_model_load(const char *path, const cmf_model_params *params, cmf_
 cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, const char *backend,
                              cmf_model **out);
 
+/* Frees the model and its file mapping. NULL is allowed. Sessions, batches and detok streams made from it must be
+ * freed first (see "Lifetimes" above). */
 void cmf_model_free(cmf_model *m);
 
-/* Geometry of a loaded model. */
-int cmf_model_vocab_size(const cmf_model *m);
-int cmf_model_n_ctx_train(const cmf_model *m); /* arch.max_position_embeddings */
-const char *cmf_model_arch(const cmf_model *m);
+/* Geometry of a loaded model (NULL model: 0 / NULL). Strings are owned by the model. */
+int cmf_model_vocab_size(const cmf_model *m);   /* rows of the lm_head (logits per position) */
+int cmf_model_n_ctx_train(const cmf_model *m);  /* arch.max_position_embeddings */
+const char *cmf_model_arch(const cmf_model *m); /* header arch.arch_name ("llama", "qwen3", ...) */
 /* The backend the model runs on: "cpu" or "cuda" (cmf_model_load_on). */
 const char *cmf_model_backend(const cmf_model *m);
 /* One line describing it ("cpu", "cuda: NVIDIA H200, cc 9.0, ..."); owned by the model. */
 const char *cmf_model_backend_desc(const cmf_model *m);
-/* The tensor-parallel ranks the model runs on (cmf_model_params.tp / CMF_TP after validation); 1 without TP. */
+/* The tensor-parallel ranks the model runs on (cmf_model_params.tp / CMF_TP after validation); 1 without TP,
+ * 0 for a NULL model. */
 int cmf_model_tp(const cmf_model *m);
 
-/* End-of-sequence ids from header.tokenizer_config.eos_token_ids (§1.8). *n receives the count. */
+/* End-of-sequence ids from header.tokenizer_config.eos_token_ids (§1.8), owned by the model. *n (when `n` is not
+ * NULL) receives the count. NULL model: returns NULL and *n = 0. */
 const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n);
 
-/* BOS id, or -1 when the file has none. */
+/* BOS id, or -1 when the file has none (or m is NULL). */
 int32_t cmf_model_bos_id(const cmf_model *m);
 
 /* Creates a session with a KV cache for `n_ctx` positions (allocated here, once). n_ctx <= 0 uses the model's
- * trained context. Errors: CMF_E_NOMEM, CMF_E_ARG. */
+ * trained context. The session points into `m`: free it before the model. Errors: CMF_E_NOMEM, CMF_E_ARG (NULL m
+ * or out, n_ctx over 2^24). */
 cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out);
 
+/* Frees the session (KV cache, its own workspace). NULL is allowed. */
 void cmf_session_free(cmf_session *s);
 
-/* Session options. Zero-initialize, then set what you need. */
+/* Session options. Zero-initialize, then set what you need. Numeric fields out of range (a negative o1_* count,
+ * loops outside 0..16, gate not in [0, 1] or NaN, a NaN gate_recon_bias) are CMF_E_ARG naming the field. */
 typedef struct cmf_session_params {
     int n_ctx;           /* KV positions; <= 0: the model's trained context */
     /* The O(1) far field (DORY.md §3.1): constant-memory attention for long contexts on full-attention layers:
@@ -150,7 +182,7 @@ typedef struct cmf_session_params {
     int o1_window;       /* exact window rows; 0 = 128 */
     int o1_sink;         /* exact sink rows (used when o1_sink_set); default 4 */
     int o1_sink_set;
-    int o1_seal;         /* seal length; 0 = 32768 */
+    int o1_seal;         /* seal length; 0 = 32768; negative: CMF_E_ARG */
     const char *o1_rect; /* "agg" (default) or "fm" */
     /* Looped models (Dory, DORY.md §1.7–§2); an error for other models when set. */
     int loops;                /* recurrent passes per token, 1..16; 0 = the config's n_recurrent_loops */
@@ -162,7 +194,7 @@ typedef struct cmf_session_params {
      * skipped, dead heads are not computed, dead FFN neurons' gate/up rows are not computed. */
     const char *task;
     /* Recon early-exit gate of looped models (DORY.md §2 "Recon(probe, bias)"; the probe is a linear score of the
-     * state after the first recurrent pass, its form and storage are defined in src/model/dory.h): every decode
+     * state h after the first recurrent pass, score = dot(w, h) with w = dory_recon.weight [hidden_size]): every decode
      * step (a single-token cmf_session_prefill/decode call) runs one recurrent pass when score >= bias, else two;
      * prompts (calls of several tokens) run `loops`. NULL = off; "model" = the file's own probe (tensor
      * dory_recon.weight and header arch.dory.recon_bias, docs/HEADER_KEYS.md; CMF_E_NOT_FOUND when the file has
@@ -180,49 +212,52 @@ typedef struct cmf_session_params {
  * "model" has none, CMF_E_ARG with gate also set or under the per_loop KV mode. */
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out);
 
-/* Name of the session's active task mask ("" = dense), and the number of task masks in the model's file. */
+/* Name of the session's active task mask ("" = dense; NULL session: NULL), and the number of task masks in the
+ * model's file (NULL model: 0). */
 const char *cmf_session_task(const cmf_session *s);
 int cmf_model_n_task_masks(const cmf_model *m);
 
-/* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace. */
+/* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace (NULL session: 0). */
 size_t cmf_session_state_bytes(const cmf_session *s);
 
 /* Number of attention KV caches running the O(1) far field (0 = exact attention everywhere): one per converted
- * layer; for Dory one per converted (full layer, loop slot): loops x layers under per_loop. */
+ * layer; for Dory one per converted (full layer, loop slot): loops x layers under per_loop. NULL session: 0. */
 int cmf_session_o1_layers(const cmf_session *s);
 
 /* Looped models with the early-exit gate: share of gated decode tokens that took one pass, in [0, 1];
- * *n_tokens (may be NULL) receives how many were gated. 0 for other sessions. */
+ * *n_tokens (may be NULL) receives how many were gated. 0 for other sessions and for NULL. */
 double cmf_session_gate_one_pass_share(const cmf_session *s, long *n_tokens);
 
 /* Selects the skill whose weights this session uses from now on (CMF_FORMAT.md §3.1: each tensor N is replaced
  * by `skill.<id>.N` when the file has it). "none" or NULL = the backbone. A skill's weight views are built on
  * first use and shared by all sessions; switching needs no reload, and an unused skill's tensors are never
  * touched. The KV cache is kept: call cmf_session_reset when the new skill should not see the old positions.
- * Errors: CMF_E_NOT_FOUND for an id neither in header.skills nor as a tensor prefix, CMF_E_ARG for a malformed
- * id, CMF_E_FORMAT for a skill tensor of the wrong shape (message names it). */
+ * Errors: CMF_E_NOT_FOUND for an id neither in header.skills nor as a tensor prefix, CMF_E_ARG for a NULL session
+ * or a malformed id, CMF_E_FORMAT for a skill tensor of the wrong shape (message names it). */
 cmf_status cmf_session_set_skill(cmf_session *s, const char *skill);
 
-/* The session's active skill id ("" for the backbone). */
+/* The session's active skill id ("" for the backbone; NULL session: NULL). */
 const char *cmf_session_skill(const cmf_session *s);
 
-/* Forgets all positions (the KV cache is reused). */
+/* Forgets all positions (the KV cache is reused); cmf_session_logits is NULL until the next prefill. NULL: no-op. */
 void cmf_session_reset(cmf_session *s);
 
-/* Number of positions already in the KV cache, and the session's capacity. */
+/* Number of positions already in the KV cache, and the session's capacity (NULL session: -1). */
 int cmf_session_pos(const cmf_session *s);
 int cmf_session_n_ctx(const cmf_session *s);
 
 /* Runs `n` tokens through the model at positions pos..pos+n-1 as one batch (prefill) and appends them to the KV
  * cache. If `all_logits` is not NULL it receives n*vocab floats (row-major, one row per position); the last
- * row is always available from cmf_session_logits. Errors: CMF_E_ARG when pos+n exceeds n_ctx or an id is out
- * of range (nothing is appended then). */
+ * row is always available from cmf_session_logits. Errors: CMF_E_ARG for a NULL session, NULL tokens, n <= 0,
+ * pos+n over n_ctx or an id out of range (nothing is appended then; messages start with "prefill:"). */
 cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, float *all_logits);
 
-/* One decode step: prefill of a single token. */
+/* One decode step: prefill of a single token (errors as cmf_session_prefill, messages start with "decode:"). */
 cmf_status cmf_session_decode(cmf_session *s, int32_t token);
 
-/* Logits of the last processed position: vocab floats owned by the session, valid until the next call. */
+/* Logits of the last processed position: vocab floats owned by the session, valid until the next call that
+ * changes the session. NULL (and cmf_last_error() says why) for a NULL session and while the session holds no
+ * position: before its first prefill/decode, after cmf_session_reset or a truncate to 0. */
 const float *cmf_session_logits(const cmf_session *s);
 
 /* Keeps the first `n_keep` positions of the KV cache and forgets the rest, so that a new sequence sharing that
@@ -238,15 +273,18 @@ cmf_status cmf_session_truncate(cmf_session *s, int n_keep);
 typedef struct cmf_batch cmf_batch;
 
 /* A workspace (activations for max_tokens tokens from up to max_seqs sessions, and worker threads; allocated
- * here, once). Errors: CMF_E_ARG (need 1 <= max_seqs <= max_tokens <= 65536), CMF_E_NOMEM. */
+ * here, once). The batch points into `m`: free it before the model. Errors: CMF_E_ARG (NULL m or out; need
+ * 1 <= max_seqs <= max_tokens <= 65536), CMF_E_NOMEM. */
 cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_batch **out);
+/* Frees the workspace. NULL is allowed. */
 void cmf_batch_free(cmf_batch *b);
+/* The max_tokens given to cmf_batch_new (NULL: 0). */
 int cmf_batch_max_tokens(const cmf_batch *b);
 
 /* Runs tokens[i] for session seqs[i] at that session's next position, for i < n (a session's tokens in order;
  * sessions may repeat and interleave, e.g. one decode token each for 8 sessions plus a 100-token prompt chunk of
  * a ninth). Afterwards each session's pos has advanced and cmf_session_logits(s) holds the logits after its last
- * token of the batch. Errors (nothing changes then): CMF_E_ARG when n exceeds max_tokens, more than max_seqs
+ * token of the batch. Errors (nothing changes then): CMF_E_ARG for NULL b (or NULL seqs / tokens with n > 0), when n exceeds max_tokens, more than max_seqs
  * sessions appear, a session lacks room, an id is out of the vocabulary, or a session belongs to another model.
  * A batch is used by one thread at a time; its sessions must not be used elsewhere during the call. */
 cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n);
@@ -256,41 +294,54 @@ cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *
  * ------------------------------------------------------------------------------------------------------------- */
 typedef struct cmf_tokenizer cmf_tokenizer;
 
-/* The model's tokenizer, or NULL when the file has no vocab section. Owned by the model. */
+/* The model's tokenizer, or NULL when the file has no vocab section (or m is NULL). Owned by the model. */
 const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m);
 
-/* Why cmf_model_tokenizer returned NULL: the tokenizer's load error, or "" when the file has no vocab section. */
+/* Why cmf_model_tokenizer returned NULL: the tokenizer's load error, or "" when the file has no vocab section
+ * (NULL model: NULL). */
 const char *cmf_model_tokenizer_error(const cmf_model *m);
 
 /* Parses a Hugging Face tokenizer.json (`json` need not be NUL-terminated). Errors: CMF_E_FORMAT for malformed
- * JSON, CMF_E_UNSUPPORTED for a component the tokenizer does not implement (the message names it). */
+ * JSON, CMF_E_UNSUPPORTED for a component the tokenizer does not implement (the message names it), CMF_E_ARG for
+ * NULL json or out. */
 cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out);
+/* Frees a tokenizer from cmf_tokenizer_load (never the model's own). NULL is allowed. */
 void cmf_tokenizer_free(cmf_tokenizer *t);
 
 /* Encodes UTF-8 text as HF tokenizers' encode(text, add_special_tokens) does: added tokens matched first, then
  * normalizer, pre-tokenizer, model, and (when add_special) the post-processor's template. *ids receives a
- * malloc'd array the caller frees; *n its length. */
+ * malloc'd array the caller frees; *n its length. Errors: CMF_E_ARG (NULL t, ids or n; NULL text with len > 0;
+ * text that is not UTF-8, the message names the byte offset), CMF_E_NOMEM. */
 cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, int add_special, int32_t **ids,
                         size_t *n);
 
-/* Decodes ids to UTF-8 text (HF decode with skip_special_tokens as given). *text is malloc'd, NUL-terminated. */
+/* Decodes ids to UTF-8 text (HF decode with skip_special_tokens as given). *text is malloc'd, NUL-terminated.
+ * An id outside [0, cmf_tokenizer_vocab_size) is CMF_E_ARG naming the id and its index (as `cmf detokenize`);
+ * an id inside that range that has no token (a gap in the vocabulary) is skipped as HF decode does.
+ * Errors: CMF_E_ARG (NULL t or text, NULL ids with n > 0, an id out of range), CMF_E_NOMEM. */
 cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text);
 
+/* Ids the tokenizer knows: max(model ids, added ids) + 1 (NULL: 0). May be smaller than cmf_model_vocab_size
+ * when the model's lm_head is padded. */
 int cmf_tokenizer_vocab_size(const cmf_tokenizer *t);
 
 /* Streaming decode (as HF tokenizers' DecodeStream): feed generated ids one at a time and get back only text
  * that is complete UTF-8; bytes of a character that spans tokens are held back until it is complete. */
 typedef struct cmf_detok_stream cmf_detok_stream;
+/* A stream over `t` (which must outlive it). Errors: CMF_E_ARG (NULL t or out), CMF_E_NOMEM. */
 cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_detok_stream **out);
 /* Seeds an empty stream with context ids (e.g. the whole prompt; only its last 5 ids are kept) whose text is never
  * emitted, so that the first pushed id decodes as it does after them: a SentencePiece word's leading space is kept
  * (" upon" after "Once", not "upon"), as vLLM's incremental detokenizer seeds itself with the prompt's last 5.
- * Errors: CMF_E_ARG (NULL, or the stream already holds ids), CMF_E_NOMEM, a decode error. */
+ * Errors: CMF_E_ARG (NULL, the stream already holds ids, an id outside [0, vocab size)), CMF_E_NOMEM, a decode
+ * error. */
 cmf_status cmf_detok_stream_prime(cmf_detok_stream *s, const int32_t *ids, size_t n);
 /* Appends id; *text receives a malloc'd NUL-terminated string (possibly "") the caller frees. When the decode of
  * the window would rewrite text already returned (SentencePiece byte fallback turns a whole broken byte run into
  * U+FFFD, also a complete character streamed before it), the held-back ids are decoded on their own (lossy, as
- * flush does) instead: no error. */
+ * flush does) instead: no error. A negative id is CMF_E_ARG; an id at or past cmf_tokenizer_vocab_size decodes to
+ * nothing (a sampled id of a padded lm_head has no text, and a generation loop must not fail on it; HF decode
+ * skips it too). Errors: CMF_E_ARG (NULL s or text, negative id), CMF_E_NOMEM. */
 cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text);
 /* Ends a stream: *text receives the bytes still held back (a character that never completed, decoded as HF's
  * lossy decode does, with U+FFFD), so that the concatenation of every push and the flush equals cmf_detokenize of
@@ -299,9 +350,10 @@ cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text);
  * and may be reused. *text is malloc'd (possibly ""); the caller frees it.
  * Errors: CMF_E_ARG (NULL), CMF_E_NOMEM. */
 cmf_status cmf_detok_stream_flush(cmf_detok_stream *s, char **text);
+/* Frees a stream. NULL is allowed. */
 void cmf_detok_stream_free(cmf_detok_stream *s);
 
-/* Id of a token string (exact vocabulary or added-token match), or -1. */
+/* Id of a token string (exact vocabulary or added-token match), or -1 (also for NULL t or token). */
 int32_t cmf_tokenizer_token_id(const cmf_tokenizer *t, const char *token);
 
 /* ---------------------------------------------------------------------------------------------------------------
@@ -311,7 +363,8 @@ int32_t cmf_tokenizer_token_id(const cmf_tokenizer *t, const char *token);
  * strftime_now and a json.dumps tojson; see src/template/template.h).
  * ------------------------------------------------------------------------------------------------------------- */
 
-/* The file's chat template (header.tokenizer_config.chat_template), or NULL when it has none. Owned by the model. */
+/* The file's chat template (header.tokenizer_config.chat_template), or NULL when it has none (or m is NULL).
+ * Owned by the model. */
 const char *cmf_model_chat_template(const cmf_model *m);
 
 /* The template used when a file has none (CMF_FORMAT.md §1.8: the runtime falls back to ChatML): every message as
@@ -366,6 +419,65 @@ cmf_status cmf_detokenize_n(const cmf_tokenizer *t, const int32_t *ids, size_t n
                             size_t *len);
 cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text, size_t *len);
 cmf_status cmf_detok_stream_flush_n(cmf_detok_stream *s, char **text, size_t *len);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Sampling: choosing the next token from a row of logits, as `cmf run` / `cmf chat` / `cmf serve` do
+ * (src/sample/sample.h gives the algorithm and its sources). Order of operations (Hugging Face transformers'
+ * generate(): logits processors, then warpers):
+ *   1. penalties over the last penalty_last_n accepted tokens, each distinct token once with its count c:
+ *      repetition (CTRL, Keskar et al. 2019; HF RepetitionPenaltyLogitsProcessor) l = l > 0 ? l / r : l * r;
+ *      presence / frequency (OpenAI API) l -= presence + c * frequency;
+ *   2. temperature <= 0: greedy argmax (ties -> the lowest id), stop here; else z = l / temperature;
+ *   3. top-k (k largest z), 4. top-p (smallest most-probable set with probability >= top_p, renormalized over
+ *      what top-k kept, at least one token), 5. min-p (p >= min_p * p_max), 6. one draw from softmax(z) over the
+ *      kept tokens with a seeded PCG32 generator (the same seed gives the same tokens on every platform).
+ * A generation loop:
+ *   cmf_sampler_params sp = cmf_sampler_default_params(); sp.seed = 42;
+ *   cmf_sampler *smp; cmf_sampler_new(cmf_model_vocab_size(m), &sp, &smp);
+ *   for (i < n_prompt) cmf_sampler_accept(smp, prompt[i]);   // the prompt counts for the penalties
+ *   cmf_session_prefill(s, prompt, n_prompt, NULL);
+ *   for (;;) { int32_t t; if (cmf_sampler_sample(smp, cmf_session_logits(s), &t)) break;
+ *              cmf_sampler_accept(smp, t); ...stop on an eos id...; cmf_session_decode(s, t); }
+ *   cmf_sampler_free(smp);
+ * A sampler is independent of any model (it only knows the vocabulary size) and is used by one thread at a time.
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cmf_sampler_params {
+    float temperature;       /* <= 0: greedy; not NaN */
+    int top_k;               /* keep the k most likely; 0: off; >= 0 */
+    float top_p;             /* nucleus mass in (0, 1]; 1: off */
+    float min_p;             /* in [0, 1]; 0: off */
+    float repeat_penalty;    /* > 0 and finite; 1: off */
+    float presence_penalty;  /* finite; 0: off */
+    float frequency_penalty; /* finite; 0: off */
+    int penalty_last_n;      /* window of recent accepted tokens the penalties look at, >= 0; 0: penalties off */
+    uint64_t seed;           /* PCG32 seed; any value */
+} cmf_sampler_params;
+
+typedef struct cmf_sampler cmf_sampler;
+
+/* The defaults (llama.cpp's, except min_p): temperature 0.8, top_k 40, top_p 0.95, min_p 0, repeat_penalty 1,
+ * presence/frequency 0, penalty_last_n 64, seed 0. */
+cmf_sampler_params cmf_sampler_default_params(void);
+
+/* Creates a sampler for `vocab` ids (use cmf_model_vocab_size: logits rows have that length); buffers of
+ * O(vocab + penalty_last_n) are allocated here, once, and sampling allocates nothing. *out is freed with
+ * cmf_sampler_free. Errors: CMF_E_ARG (NULL p or out, vocab <= 0, a field outside the range given in
+ * cmf_sampler_params, a NaN), CMF_E_NOMEM. */
+cmf_status cmf_sampler_new(int vocab, const cmf_sampler_params *p, cmf_sampler **out);
+
+/* Frees the sampler. NULL is allowed. */
+void cmf_sampler_free(cmf_sampler *s);
+
+/* Forgets the penalty window and restarts the generator from the seed (a new conversation). NULL: no-op. */
+void cmf_sampler_reset(cmf_sampler *s);
+
+/* Records a token (prompt or generated) in the penalty window. Ids outside [0, vocab) and a NULL s are ignored. */
+void cmf_sampler_accept(cmf_sampler *s, int32_t token);
+
+/* Chooses the next token from `logits` (vocab floats, not modified) into *token; it does not accept it (call
+ * cmf_sampler_accept). Errors: CMF_E_ARG for a NULL argument (e.g. cmf_session_logits of a session without a
+ * position) or when every logit is NaN or -inf after the penalties (no token can be drawn). */
+cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token);
 
 #ifdef __cplusplus
 }

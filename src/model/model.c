@@ -305,6 +305,7 @@ static cmf_status weights_for(cmf_model *m, const char *id, const cmf_weights **
 }
 
 cmf_status cmf_session_set_skill(cmf_session *s, const char *skill) {
+    if (!s) return cmf_err(CMF_E_ARG, "cmf_session_set_skill: NULL session");
     if (s->m->tp && skill && strcmp(skill, "none"))
         return cmf_err(CMF_E_UNSUPPORTED, "tp: skills are not split across ranks (load without --tp)");
     const cmf_weights *w = NULL;
@@ -313,7 +314,7 @@ cmf_status cmf_session_set_skill(cmf_session *s, const char *skill) {
     return st;
 }
 
-const char *cmf_session_skill(const cmf_session *s) { return s->w->skill; }
+const char *cmf_session_skill(const cmf_session *s) { return s ? s->w->skill : NULL; }
 
 /* Puts m on the backend named `name` (NULL: from CMF_GPU) and makes the backbone resident there. */
 static cmf_status choose_backend(cmf_model *m, const char *name) {
@@ -353,9 +354,27 @@ static cmf_status choose_backend(cmf_model *m, const char *name) {
     return st;
 }
 
+/* The caller's cmf_model_params: every field inside its documented range (cmf.h), else CMF_E_ARG naming it. */
+static cmf_status check_params(const cmf_model_params *p) {
+    if (!p) return CMF_OK;
+    if (p->n_threads < 0 || p->n_threads > 4096)
+        return cmf_err(CMF_E_ARG, "model params: n_threads = %d is outside [0, 4096] (0 = every online CPU)",
+                       p->n_threads);
+    if (p->tp < 0 || p->tp > 64)
+        return cmf_err(CMF_E_ARG, "model params: tp = %d is outside [0, 64] (0 = CMF_TP, 1 = not split)", p->tp);
+    if (p->cache_type != CMF_CACHE_DEFAULT && p->cache_type != CMF_CACHE_F16 && p->cache_type != CMF_CACHE_F32)
+        return cmf_err(CMF_E_ARG, "model params: cache_type = %d is not a cmf_cache_type (0 default, 1 f16, 2 f32)",
+                       p->cache_type);
+    return CMF_OK;
+}
+
 cmf_status cmf_model_load_on(const char *path, const cmf_model_params *params, const char *backend,
                              cmf_model **out) {
+    if (!out) return cmf_err(CMF_E_ARG, "cmf_model_load: NULL output pointer");
     *out = NULL;
+    if (!path) return cmf_err(CMF_E_ARG, "cmf_model_load: NULL path");
+    cmf_status pst = check_params(params);
+    if (pst != CMF_OK) return pst;
     cmf_model *m = calloc(1, sizeof *m);
     if (!m) return cmf_err(CMF_E_NOMEM, "model: out of memory");
     pthread_mutex_init(&m->skill_mu, NULL);
@@ -417,27 +436,33 @@ void cmf_model_free(cmf_model *m) {
     free(m);
 }
 
-int cmf_model_vocab_size(const cmf_model *m) { return m->cfg.vocab_size; }
-int cmf_model_n_ctx_train(const cmf_model *m) { return m->cfg.max_position_embeddings; }
-const char *cmf_model_arch(const cmf_model *m) { return m->cfg.arch_name; }
+/* Getters: a NULL model gives the neutral value documented in cmf.h (0, NULL or -1), never a crash. */
+int cmf_model_vocab_size(const cmf_model *m) { return m ? m->cfg.vocab_size : 0; }
+int cmf_model_n_ctx_train(const cmf_model *m) { return m ? m->cfg.max_position_embeddings : 0; }
+const char *cmf_model_arch(const cmf_model *m) { return m ? m->cfg.arch_name : NULL; }
 const char *cmf_model_backend(const cmf_model *m) {
+    if (!m) return NULL;
     if (m->dory) return cmf_dory_backend(m->dory);
     return m->tp ? m->tp->rank[0]->be->name : m->be->name;
 }
 const char *cmf_model_backend_desc(const cmf_model *m) {
+    if (!m) return NULL;
     if (m->dory && strcmp(cmf_dory_backend(m->dory), "cpu") != 0) return "cuda (Dory op table, backend/cuda/dory_ops.cu)";
     return m->tp ? m->tp->desc : m->be->desc;
 }
 
-int cmf_model_tp(const cmf_model *m) { return m->tp ? m->tp->n : 1; }
-int cmf_model_n_task_masks(const cmf_model *m) { return m->masks ? (int)m->masks->n : 0; }
-int32_t cmf_model_bos_id(const cmf_model *m) { return m->bos_id; }
-const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m) { return m->tokenizer; }
+int cmf_model_tp(const cmf_model *m) { return !m ? 0 : m->tp ? m->tp->n : 1; }
+int cmf_model_n_task_masks(const cmf_model *m) { return m && m->masks ? (int)m->masks->n : 0; }
+int32_t cmf_model_bos_id(const cmf_model *m) { return m ? m->bos_id : -1; }
+const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m) { return m ? m->tokenizer : NULL; }
 
 const int32_t *cmf_model_eos_ids(const cmf_model *m, int *n) {
-    *n = m->n_eos;
-    return m->eos_ids;
+    if (n) *n = m ? m->n_eos : 0;
+    return m ? m->eos_ids : NULL;
 }
 
 /* Why cmf_model_tokenizer returned NULL ("" when the file simply has no vocab section). */
-const char *cmf_model_tokenizer_error(const cmf_model *m) { return m->tokenizer_error ? m->tokenizer_error : ""; }
+const char *cmf_model_tokenizer_error(const cmf_model *m) {
+    if (!m) return NULL;
+    return m->tokenizer_error ? m->tokenizer_error : "";
+}

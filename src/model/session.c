@@ -1,5 +1,6 @@
 /* session.c — sessions (a sequence's KV cache and position), batches (workspaces for one forward over tokens of
  * several sessions: continuous batching), and the O(1) far field's wiring into sessions (DORY.md §3.1–3.2). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +17,9 @@ static cmf_status o1_trace(cmf_session *s);
 /* ---- batches (workspaces) ----------------------------------------------------------------------------------- */
 
 cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_batch **out) {
+    if (!out) return cmf_err(CMF_E_ARG, "cmf_batch_new: NULL output pointer");
     *out = NULL;
+    if (!m) return cmf_err(CMF_E_ARG, "cmf_batch_new: NULL model");
     if (max_tokens < 1 || max_seqs < 1 || max_tokens > (1 << 16) || max_seqs > max_tokens)
         return cmf_err(CMF_E_ARG, "batch: need 1 <= max_seqs (%d) <= max_tokens (%d) <= 65536", max_seqs, max_tokens);
     if (m->dory) return cmf_err(CMF_E_UNSUPPORTED, "batch: Dory sessions run through cmf_session_prefill");
@@ -78,7 +81,7 @@ void cmf_batch_free(cmf_batch *b) {
     free(b);
 }
 
-int cmf_batch_max_tokens(const cmf_batch *b) { return b->n_batch; }
+int cmf_batch_max_tokens(const cmf_batch *b) { return b ? b->n_batch : 0; }
 
 /* Declared in model.h (the math is explained there). */
 int cmf_session_attn_rows(const cmf_session *s, int count, int sealing) {
@@ -149,6 +152,7 @@ static cmf_status batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_
 }
 
 cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *tokens, int n) {
+    if (!b || (n > 0 && (!seqs || !tokens))) return cmf_err(CMF_E_ARG, "cmf_batch_run: NULL argument");
     return batch_run(b, seqs, tokens, n, NULL);
 }
 
@@ -349,7 +353,7 @@ static cmf_status mask_setup(cmf_session *s, const char *task) {
     return CMF_OK;
 }
 
-const char *cmf_session_task(const cmf_session *s) { return s->mask ? s->mask->name : ""; }
+const char *cmf_session_task(const cmf_session *s) { return !s ? NULL : s->mask ? s->mask->name : ""; }
 
 /* ---- sessions ----------------------------------------------------------------------------------------------- */
 
@@ -416,8 +420,29 @@ static cmf_status dory_session_setup(cmf_session *s, const cmf_session_params *p
 /* Prefill batch (tokens per forward): llama.cpp's default micro-batch; pp512 then reads the weights once. */
 enum { DEFAULT_N_BATCH = 512 };
 
+/* The caller's numeric cmf_session_params inside their documented ranges (cmf.h), else CMF_E_ARG naming the field. */
+static cmf_status check_session_params(const cmf_session_params *p) {
+    if (!p) return CMF_OK;
+    if (p->o1_m < 0 || p->o1_window < 0 || p->o1_seal < 0 || (p->o1_sink_set && p->o1_sink < 0))
+        return cmf_err(CMF_E_ARG, "session params: o1_m %d, o1_window %d, o1_sink %d and o1_seal %d must be >= 0 "
+                                  "(0 = the default)", p->o1_m, p->o1_window, p->o1_sink_set ? p->o1_sink : 0,
+                       p->o1_seal);
+    if (p->loops < 0 || p->loops > 16)
+        return cmf_err(CMF_E_ARG, "session params: loops = %d is outside [0, 16] (0 = the config's)", p->loops);
+    if (!(p->gate >= 0.0f && p->gate <= 1.0f))
+        return cmf_err(CMF_E_ARG, "session params: gate = %g is not a probability in [0, 1] (0 = off)",
+                       (double)p->gate);
+    if (p->gate_recon_bias_set && isnan(p->gate_recon_bias))
+        return cmf_err(CMF_E_ARG, "session params: gate_recon_bias is NaN");
+    return CMF_OK;
+}
+
 cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_session **out) {
+    if (!out) return cmf_err(CMF_E_ARG, "cmf_session_new: NULL output pointer");
     *out = NULL;
+    if (!m) return cmf_err(CMF_E_ARG, "cmf_session_new: NULL model");
+    cmf_status pst = check_session_params(p);
+    if (pst != CMF_OK) return pst;
     const cmf_config *c = &m->cfg;
     int n_ctx = p ? p->n_ctx : 0;
     if (n_ctx <= 0) n_ctx = c->max_position_embeddings;
@@ -488,6 +513,7 @@ void cmf_session_free(cmf_session *s) {
 }
 
 size_t cmf_session_state_bytes(const cmf_session *s) {
+    if (!s) return 0;
     const cmf_config *c = &s->m->cfg;
     size_t n = 0;
     if (s->dory) {
@@ -508,11 +534,13 @@ size_t cmf_session_state_bytes(const cmf_session *s) {
 }
 
 int cmf_session_o1_layers(const cmf_session *s) {
+    if (!s) return 0;
     if (s->dory) return cmf_dory_o1_slots(s->dory); /* Dory: far-field KV slots (one per layer under last_loop) */
     return s->o1 ? s->o1->n_on : 0;
 }
 
 void cmf_session_reset(cmf_session *s) {
+    if (!s) return;
     s->pos = 0;
     if (s->dory) cmf_dory_state_reset(s->dory);
     if (s->o1) {
@@ -538,19 +566,33 @@ cmf_status cmf_session_truncate(cmf_session *s, int n_keep) {
     s->pos = n_keep;
     return CMF_OK;
 }
-int cmf_session_pos(const cmf_session *s) { return s->pos; }
-int cmf_session_n_ctx(const cmf_session *s) { return s->n_ctx; }
-const float *cmf_session_logits(const cmf_session *s) { return s->logits; }
+int cmf_session_pos(const cmf_session *s) { return s ? s->pos : -1; }
+int cmf_session_n_ctx(const cmf_session *s) { return s ? s->n_ctx : -1; }
+/* NULL (with a message for cmf_last_error) while the session holds no position: its logits were never computed. */
+const float *cmf_session_logits(const cmf_session *s) {
+    if (!s) {
+        cmf_err(CMF_E_ARG, "cmf_session_logits: NULL session");
+        return NULL;
+    }
+    if (s->pos == 0) {
+        cmf_err(CMF_E_ARG, "cmf_session_logits: the session holds no position yet (prefill first)");
+        return NULL;
+    }
+    return s->logits;
+}
 
-cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, float *all_logits) {
-    if (n <= 0) return cmf_err(CMF_E_ARG, "prefill: no tokens");
+/* cmf_session_prefill / _decode; `what` names the call in error messages. */
+static cmf_status session_run(cmf_session *s, const int32_t *tokens, int n, float *all_logits, const char *what) {
+    if (!s) return cmf_err(CMF_E_ARG, "%s: NULL session", what);
+    if (n > 0 && !tokens) return cmf_err(CMF_E_ARG, "%s: NULL tokens", what);
+    if (n <= 0) return cmf_err(CMF_E_ARG, "%s: no tokens", what);
     if (n > s->n_ctx - s->pos)
-        return cmf_err(CMF_E_ARG, "prefill: %d tokens do not fit: %d of the context's %d positions are free", n,
-                       s->n_ctx - s->pos, s->n_ctx);
+        return cmf_err(CMF_E_ARG, "%s: %d token%s not fit: %d of the context's %d positions are free", what, n,
+                       n == 1 ? " does" : "s do", s->n_ctx - s->pos, s->n_ctx);
     const int V = s->m->cfg.vocab_size;
     for (int i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= V)
-            return cmf_err(CMF_E_ARG, "prefill: token id %d at index %d is outside the vocabulary [0, %d)",
+            return cmf_err(CMF_E_ARG, "%s: token id %d at index %d is outside the vocabulary [0, %d)", what,
                            tokens[i], i, V);
     if (s->dory) {
         cmf_status st;
@@ -579,10 +621,14 @@ cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, flo
     return CMF_OK;
 }
 
-cmf_status cmf_session_decode(cmf_session *s, int32_t token) { return cmf_session_prefill(s, &token, 1, NULL); }
+cmf_status cmf_session_prefill(cmf_session *s, const int32_t *tokens, int n, float *all_logits) {
+    return session_run(s, tokens, n, all_logits, "prefill");
+}
+
+cmf_status cmf_session_decode(cmf_session *s, int32_t token) { return session_run(s, &token, 1, NULL, "decode"); }
 
 double cmf_session_gate_one_pass_share(const cmf_session *s, long *n_tokens) {
-    if (!s->dory) {
+    if (!s || !s->dory) {
         if (n_tokens) *n_tokens = 0;
         return 0;
     }

@@ -71,6 +71,7 @@ cmf_sampler_params cmf_sampler_default_params(void) {
 }
 
 cmf_status cmf_sampler_new(int vocab, const cmf_sampler_params *p, cmf_sampler **out) {
+    if (!out) return cmf_err(CMF_E_ARG, "sampler: NULL output pointer");
     *out = NULL;
     if (vocab <= 0) return cmf_err(CMF_E_ARG, "sampler: vocab size %d must be > 0", vocab);
     if (!p) return cmf_err(CMF_E_ARG, "sampler: params is NULL");
@@ -116,12 +117,14 @@ void cmf_sampler_free(cmf_sampler *s) {
 }
 
 void cmf_sampler_reset(cmf_sampler *s) {
+    if (!s) return;
     s->n_recent = 0;
     s->recent_head = 0;
     cmf_rng_seed(&s->rng, s->p.seed);
 }
 
 void cmf_sampler_accept(cmf_sampler *s, int32_t token) {
+    if (!s) return;
     int cap = s->p.penalty_last_n;
     if (cap <= 0 || token < 0 || token >= s->vocab) return;
     s->recent[s->recent_head] = token;
@@ -246,6 +249,7 @@ static int extend_sorted(cand *c, int n, int sorted, int take) {
 }
 
 cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token) {
+    if (!s || !logits || !token) return cmf_err(CMF_E_ARG, "sampler: NULL argument");
     const cmf_sampler_params *p = &s->p;
     int V = s->vocab;
     const float *l = logits;

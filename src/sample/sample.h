@@ -30,41 +30,8 @@
 
 #include "cmf.h"
 
-typedef struct cmf_sampler_params {
-    float temperature;       /* <= 0: greedy */
-    int top_k;               /* 0: off */
-    float top_p;             /* >= 1: off; must be in (0, 1] */
-    float min_p;             /* 0: off; must be in [0, 1] */
-    float repeat_penalty;    /* 1: off; must be > 0 */
-    float presence_penalty;  /* 0: off */
-    float frequency_penalty; /* 0: off */
-    int penalty_last_n;      /* window of recent tokens the penalties look at; 0: penalties off */
-    uint64_t seed;
-} cmf_sampler_params;
-
-typedef struct cmf_sampler cmf_sampler;
-
-/* The defaults: temperature 0.8, top_k 40, top_p 0.95, min_p 0, penalties off, window 64, seed 0. */
-cmf_sampler_params cmf_sampler_default_params(void);
-
-/* Creates a sampler for a vocabulary of `vocab` ids (buffers of O(vocab + penalty_last_n) allocated here, once).
- * Errors: CMF_E_ARG (vocab <= 0, top_k < 0, top_p outside (0,1], min_p outside [0,1], repeat_penalty <= 0,
- * penalty_last_n < 0, a NaN parameter), CMF_E_NOMEM. */
-cmf_status cmf_sampler_new(int vocab, const cmf_sampler_params *p, cmf_sampler **out);
-
-/* Frees the sampler. NULL is allowed. */
-void cmf_sampler_free(cmf_sampler *s);
-
-/* Forgets the recent-token window and restarts the PRNG from the seed. */
-void cmf_sampler_reset(cmf_sampler *s);
-
-/* Records a token (prompt or generated) in the penalty window. Ids outside [0, vocab) are ignored. */
-void cmf_sampler_accept(cmf_sampler *s, int32_t token);
-
-/* Chooses the next token from `logits` (vocab floats, not modified) and stores it in *token. It does not accept
- * the token: call cmf_sampler_accept for it. Errors: CMF_E_ARG when every logit is NaN or -inf after the
- * penalties (no token can be drawn). */
-cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token);
+/* The public sampler (cmf_sampler_params, cmf_sampler_new/_free/_reset/_accept/_sample and
+ * cmf_sampler_default_params) is declared in include/cmf.h; this header adds the internal helpers below. */
 
 /* Index of the largest value (ties -> the lowest index); NaN entries never win. -1 when n <= 0 or all NaN. */
 int32_t cmf_argmax(const float *v, int n);
