@@ -21,7 +21,10 @@ typedef struct cmf_requant_stats {
  * never read) is dropped, as the format writer emits none. The output is written through the format
  * writer to "out_path.tmp" and renamed into place, so a failure leaves out_path untouched (out_path may equal
  * in_path: the input stays mapped until the rename). `stats` may be NULL.
- * Errors: those of cmf_file_open on the input; CMF_E_ARG (quant not supported); CMF_E_UNSUPPORTED (the
+ * Every input tensor's payload is checked against its recorded hash64 (§1.5, §1.10) before it is copied or
+ * re-encoded, so a corrupt input is refused instead of coming out with a fresh, valid hash; the finished output is
+ * checked like a conversion's (cmf_emit_check_output) before the rename.
+ * Errors: CMF_E_INTEGRITY (a tensor's hash differs; the message names it); those of cmf_file_open on the input; CMF_E_ARG (quant not supported); CMF_E_UNSUPPORTED (the
  * input is a standalone skill file, whose feature bit the writer cannot set, or a matrix dtype without a decoder); CMF_E_NOMEM; decode/encode errors prefixed with the tensor name; writer errors. */
 cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf_requant_stats *stats);
 

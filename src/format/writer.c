@@ -335,7 +335,7 @@ static cmf_status finish(cmf_writer *w, FILE **fpp) {
     cmf_envelope_encode(&e, env);
 
     FILE *fp = *fpp = fopen(w->tmp, "wb");
-    if (!fp) st = cmf_err(CMF_E_IO, "cmf_writer_finish: cannot create %s", w->tmp);
+    if (!fp) st = cmf_err(CMF_E_IO, "cmf_writer_finish: cannot create %s: %s", w->tmp, strerror(errno));
     if (!st) st = write_all(fp, env, sizeof env, "envelope");
     if (!st) st = write_all(fp, hjson, (size_t)e.header_len, "header");
     if (!st) st = write_all(fp, dir, (size_t)dir_len, "directory");

@@ -296,6 +296,34 @@ static void test_corrupt(void) {
     unlink(out);
     cmf_status cs = cmf_convert_gguf(p, out, &o);
     CHECK_MSG(cs == CMF_E_UNSUPPORTED && access(out, F_OK) != 0, "convert corrupt: %d %s", cs, cmf_last_error());
+    /* review 9: a tensor the model needs moved away (blk.0.attn_v -> blk.9.attn_v, a layer past block_count: same
+     * length, so the file stays valid): the written file is checked with the loader's own checks before the
+     * rename, so convert fails naming the missing tensor and writes nothing */
+    memcpy(d, orig, n);
+    at = find(d, n, "blk.0.attn_v.weight");
+    CHECK(at > 0);
+    d[at + strlen("blk.")] = '9';
+    write_bytes(p, d, n);
+    cs = cmf_convert_gguf(p, out, &o);
+    CHECK_MSG(cs == CMF_E_FORMAT && strstr(cmf_last_error(), "model.layers.0.self_attn.v_proj.weight is missing") &&
+                  access(out, F_OK) != 0,
+              "missing attn_v: %d %s", cs, cmf_last_error());
+    /* a negative rms epsilon (f32 -1) is refused by name instead of being written */
+    memcpy(d, orig, n);
+    at = find(d, n, "attention.layer_norm_rms_epsilon");
+    CHECK(at > 0);
+    size_t val_at = at + strlen("attention.layer_norm_rms_epsilon") + 4; /* after the u32 type (f32 = 6) */
+    uint32_t t6;
+    memcpy(&t6, d + val_at - 4, 4);
+    CHECK(t6 == 6);
+    float m1 = -1.0f;
+    memcpy(d + val_at, &m1, 4);
+    write_bytes(p, d, n);
+    cs = cmf_convert_gguf(p, out, &o);
+    CHECK_MSG(cs == CMF_E_FORMAT && strstr(cmf_last_error(), "layer_norm_rms_epsilon' = -1 must be a positive") &&
+                  access(out, F_OK) != 0,
+              "eps -1: %d %s", cs, cmf_last_error());
+    unlink(p);
     free(d);
     free(orig);
 }
