@@ -53,6 +53,10 @@ static cmf_status vec(loader *ld, const char *name, int64_t n, int required, con
     *out = NULL;
     const cmf_tensor *t = find(ld->m, name) ? pick(ld, name) : NULL;
     if (!t) return required ? cmf_err(CMF_E_FORMAT, "model: tensor %s is missing", name) : CMF_OK;
+    /* the arena holds the 1-D tensors only (small_floats): a 2-D tensor of n values would overrun it */
+    if (t->ndim > 1)
+        return cmf_err(CMF_E_FORMAT, "model: tensor %s has %u dimensions, expected 1 (%lld values)", name,
+                       (unsigned)t->ndim, (long long)n);
     if (cmf_tensor_numel(t) != (uint64_t)n)
         return cmf_err(CMF_E_FORMAT, "model: tensor %s has %llu values, expected %lld", name,
                        (unsigned long long)cmf_tensor_numel(t), (long long)n);
