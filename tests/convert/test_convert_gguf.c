@@ -323,6 +323,23 @@ static void test_corrupt(void) {
     CHECK_MSG(cs == CMF_E_FORMAT && strstr(cmf_last_error(), "layer_norm_rms_epsilon' = -1 must be a positive") &&
                   access(out, F_OK) != 0,
               "eps -1: %d %s", cs, cmf_last_error());
+    /* the output may not be the source (review 9), also through the writer's temporary name */
+    write_bytes(p, orig, n);
+    char tmpname[4200];
+    snprintf(tmpname, sizeof tmpname, "%s.tmp", out);
+    unlink(tmpname);
+    CHECK(symlink(p, tmpname) == 0);
+    cs = cmf_convert_gguf(p, p, &o);
+    CHECK_MSG(cs == CMF_E_ARG && strstr(cmf_last_error(), "which this conversion reads"), "-o = source: %d %s", cs,
+              cmf_last_error());
+    cs = cmf_convert_gguf(p, out, &o);
+    CHECK_MSG(cs == CMF_E_ARG && strstr(cmf_last_error(), ".tmp would replace"), "out.tmp = source: %d %s", cs,
+              cmf_last_error());
+    unlink(tmpname);
+    char *after = NULL;
+    size_t an = 0;
+    CHECK(cmf_read_file(p, &after, &an) == CMF_OK && an == n && !memcmp(after, orig, n));
+    free(after);
     unlink(p);
     free(d);
     free(orig);
