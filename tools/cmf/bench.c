@@ -228,7 +228,9 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "repetitions", (double)reps);
             cJSON_AddNumberToObject(o, "avg_ts", res[i].mean);
             cJSON_AddNumberToObject(o, "stddev_ts", res[i].sd);
-            cJSON_AddItemToObject(o, "samples_ns", cJSON_CreateDoubleArray(res[i].ns, (int)reps));
+            cJSON *ns = cJSON_AddArrayToObject(o, "samples_ns"); /* whole nanoseconds, as llama-bench */
+            for (long r = 0; ns && r < (long)reps; r++)
+                cJSON_AddItemToArray(ns, cJSON_CreateNumber(floor(res[i].ns[r] + 0.5)));
             cJSON_AddItemToObject(o, "samples_ts", cJSON_CreateDoubleArray(res[i].ts, (int)reps));
             cJSON_AddItemToArray(arr, o);
         }

@@ -49,7 +49,8 @@ static const char *USAGE =
     "  --template-only          print the rendered prompt of [system,] -p's message and exit (no model run)\n"
     "  --show-ids               before each reply print the prompt's ids on stderr: \"ids: 1,2,3\"\n"
     "  --chat-template-file F   use the Jinja template in F instead of the model's\n"
-    "  -n, --n-predict N        at most N tokens per reply (default 512); stops earlier at any eos id\n"
+    "  -n, --n-predict N        at most N tokens per reply (default 512; -1: no limit, until the context\n"
+    "                           is full); stops earlier at any eos id\n"
     "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
     "%s%s"
@@ -90,7 +91,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
         } else if (cli_is(&a, "--show-ids", NULL)) {
             o->show_ids = 1;
         } else if (cli_is(&a, "--n-predict", "-n")) {
-            rc = cli_int(&a, 0, INT_MAX, &o->n_predict);
+            rc = cli_int(&a, -1, INT_MAX, &o->n_predict);
+            if (!rc && o->n_predict < 0) o->n_predict = INT_MAX; /* -1: until eos or a full context (llama.cpp) */
         } else if (cli_is(&a, "--ctx-size", "-c")) {
             rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
         } else if (cli_is(&a, "--threads", "-t")) {
@@ -267,11 +269,12 @@ static int run_turn(chat_state *c) {
     putchar('\n');
     fflush(stdout);
     if (full) cli_warn("chat", "the context of %d tokens is full; the reply was cut (try /reset)", c->n_ctx);
-    if (stopped) fprintf(stderr, "[interrupted: reply stopped after %d tokens]\n", n_gen);
+    if (stopped) fprintf(stderr, "[interrupted: reply stopped after %d token%s]\n", n_gen, n_gen == 1 ? "" : "s");
     c->turn++;
     double td = t2 - t1;
-    fprintf(stderr, "turn %d: prompt %zu tokens (%d reused from the cache), %.1f tok/s | reply %d tokens, %.1f tok/s\n",
-            c->turn, n_ids, keep, t1 > t0 ? n_new / (t1 - t0) : 0.0, n_gen, td > 0 ? n_gen / td : 0.0);
+    fprintf(stderr, "turn %d: prompt %zu token%s (%d reused from the cache), %.1f tok/s | reply %d token%s, %.1f tok/s\n",
+            c->turn, n_ids, n_ids == 1 ? "" : "s", keep, t1 > t0 ? n_new / (t1 - t0) : 0.0, n_gen,
+            n_gen == 1 ? "" : "s", td > 0 ? n_gen / td : 0.0);
     if (!rc) rc = add_message(c->msgs, "assistant", reply ? reply : "");
     free(reply);
     return rc;
@@ -288,6 +291,7 @@ static int reset_messages(chat_state *c) {
 typedef struct line_reader {
     int tty;  /* stdin is a terminal: print prompts */
     int cont; /* the next line continues a message ('\\' at the end of the last one) */
+    int nul;  /* a line of the message just read held a NUL byte (set by read_line, cleared by read_message) */
 #ifdef CMF_HAVE_LIBEDIT
     EditLine *el; /* NULL: getline() */
     History *hist;
@@ -372,6 +376,7 @@ static int read_line(line_reader *lr, char **line) {
         if (intr) clearerr(stdin);
         return intr ? -1 : 0;
     }
+    if (memchr(*line, '\0', (size_t)n)) lr->nul = 1; /* the text after it would be lost: the message is refused */
     while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r')) (*line)[--n] = '\0';
     return 1;
 }
@@ -382,6 +387,7 @@ static int read_message(line_reader *lr, char **msg) {
     char *acc = NULL;
     size_t len = 0;
     lr->cont = 0;
+    lr->nul = 0;
     for (;;) {
         char *line = NULL;
         int r = read_line(lr, &line);
@@ -421,8 +427,11 @@ static void on_sigint(int sig) {
     g_sigint = 1;
 }
 
+/* Reads messages until the end of input or /exit. A message that fails (context overflow, template error, a NUL
+ * byte) is reported and forgotten and the loop goes on; when stdin is not a terminal the program then exits with
+ * CLI_FAIL at the end, as `chat -p` does for its one message. */
 static int loop(chat_state *c) {
-    int rc = 0, sigints = 0;
+    int rc = 0, sigints = 0, failed = 0;
     line_reader lr;
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -445,7 +454,10 @@ static int loop(chat_state *c) {
         }
         sigints = 0;
         if (!line) break;
-        if (!strcmp(line, "/exit")) {
+        if (lr.nul) {
+            cli_fail("chat", "a message holds a NUL byte (the text after it would be lost): not sent");
+            failed = 1;
+        } else if (!strcmp(line, "/exit")) {
             free(line);
             break;
         } else if (!strcmp(line, "/reset") || !strcmp(line, "/system") || !strncmp(line, "/system ", 8)) {
@@ -470,12 +482,14 @@ static int loop(chat_state *c) {
             if (!rc && (rc = run_turn(c)) < 0) { /* this turn failed: forget its message, keep going */
                 while (cJSON_GetArraySize(c->msgs) > n_before) cJSON_DeleteItemFromArray(c->msgs, n_before);
                 rc = 0;
+                failed = 1;
             }
         }
         free(line);
         if (rc) break;
     }
     reader_close(&lr);
+    if (!rc && failed && !lr.tty) rc = CLI_FAIL; /* piped input: a failed message fails the run */
     return rc;
 }
 

@@ -194,6 +194,11 @@ int cli_model_opt(cli_args *a, cli_model_opts *o, int *rc) {
 int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_opts *o, cmf_session **s) {
     cmf_session_params p = o->sp;
     p.n_ctx = n_ctx;
+    /* the runtime reads only CMF_TASK=off (the reference's rule, cmf_masks_choose): say so for any other value */
+    const char *task_env = getenv("CMF_TASK");
+    if (task_env && *task_env && strcmp(task_env, "off") != 0)
+        cli_warn(cmd, "CMF_TASK='%.40s' is ignored: only CMF_TASK=off is read (choose a mask with --task NAME)",
+                 task_env);
     cmf_status st = cmf_session_new_ex(m, &p, s);
     if (st == CMF_OK && o->skill && (st = cmf_session_set_skill(*s, o->skill)) != CMF_OK) {
         cmf_session_free(*s);

@@ -24,9 +24,11 @@ static const char *USAGE =
     "  --tokens 1,2,3           start from token ids instead (no tokenizer needed)\n"
     "  --no-bos                 tokenize without the special tokens (no BOS)\n"
     "  --chat                   wrap the prompt as one user message in the model's chat template (ChatML when\n"
-    "                           the file has none); the template writes the special tokens\n"
+    "                           the file has none); the template writes the special tokens, and BOS is added\n"
+    "                           only when it did not write it (exactly one BOS, as cmf chat)\n"
     "generation:\n"
-    "  -n, --n-predict N        at most N new tokens (default 256); stops earlier at any eos id\n"
+    "  -n, --n-predict N        at most N new tokens (default 256; -1: no limit, until the context is\n"
+    "                           full); stops earlier at any eos id\n"
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
     "                           larger than trained is allowed with a warning\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
@@ -69,7 +71,8 @@ static int parse(int argc, char **argv, run_opts *o) {
         } else if (cli_is(&a, "--no-bos", NULL)) {
             o->add_special = 0;
         } else if (cli_is(&a, "--n-predict", "-n")) {
-            rc = cli_int(&a, 0, INT_MAX, &o->n_predict);
+            rc = cli_int(&a, -1, INT_MAX, &o->n_predict);
+            if (!rc && o->n_predict < 0) o->n_predict = INT_MAX; /* -1: until eos or a full context (llama.cpp) */
         } else if (cli_is(&a, "--ctx-size", "-c")) {
             rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
         } else if (cli_is(&a, "--threads", "-t")) {
@@ -127,7 +130,20 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
         text = NULL;
         src = rendered;
         src_len = strlen(rendered);
+        /* exactly one BOS, as `cmf chat` (README): the post-processor's special tokens only when the template did
+         * not write the BOS itself (a file without a BOS id gets none: the template writes them all) */
         add_special = 0;
+        int32_t bos = cmf_model_bos_id(m);
+        char *bos_text = NULL;
+        if (o->add_special && bos >= 0 && bos < cmf_tokenizer_vocab_size(tok)) {
+            cmf_status bst = cmf_detokenize(tok, &bos, 1, 0, &bos_text);
+            if (bst != CMF_OK) {
+                free(rendered);
+                return cli_lib_error("run", bst);
+            }
+            add_special = bos_text[0] && strncmp(rendered, bos_text, strlen(bos_text)) != 0;
+            free(bos_text);
+        }
     }
     cmf_status st = cmf_tokenize(tok, src, src_len, add_special, ids, n);
     free(text);
@@ -269,11 +285,13 @@ int cmd_run(int argc, char **argv) {
     if (n_gen > 0 || o.print_ids) putchar('\n');
     fflush(stdout);
     if (ctx_full)
-        cli_warn("run", "the context of %d tokens is full; stopped after %d tokens", cmf_session_n_ctx(s), n_gen);
+        cli_warn("run", "the context of %d tokens is full; stopped after %d token%s", cmf_session_n_ctx(s), n_gen,
+                 n_gen == 1 ? "" : "s");
     if (!rc) {
         double tp = t1 - t0, td = t2 - t1;
-        fprintf(stderr, "prompt: %zu tokens, %.1f tok/s | decode: %d tokens, %.1f tok/s\n", n_ids,
-                tp > 0 ? (double)n_ids / tp : 0.0, n_gen, td > 0 ? n_gen / td : 0.0);
+        fprintf(stderr, "prompt: %zu token%s, %.1f tok/s | decode: %d token%s, %.1f tok/s\n", n_ids,
+                n_ids == 1 ? "" : "s", tp > 0 ? (double)n_ids / tp : 0.0, n_gen, n_gen == 1 ? "" : "s",
+                td > 0 ? n_gen / td : 0.0);
         long gated = 0;
         double share = cmf_session_gate_one_pass_share(s, &gated);
         if (gated > 0) fprintf(stderr, "early exit: %.1f%% of %ld gated tokens took one pass\n", 100 * share, gated);
