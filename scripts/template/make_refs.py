@@ -445,6 +445,8 @@ ERRORS = [
     ("error/wordwrap_too_many", "{{ 'abc' | wordwrap(5, true, '-', true, 1) }}", {}),
     ("error/groupby_twice", "{{ [] | groupby('a', attribute='b') }}", {}),
     ("error/striptags_arg", "{{ 'abc' | striptags(1) }}", {}),
+    ("error/str_method_keyword", "{{ 'abc'.find('b', start=1) }}", {}),
+    ("error/str_method_bad_keyword", "{{ 'a\tb'.expandtabs(size=2) }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

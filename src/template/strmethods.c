@@ -352,6 +352,12 @@ static cmf_status splitlines(jctx *c, const jnode *at, jv s, const jargs *a, jv 
 }
 
 cmf_status jinja_str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out) {
+    /* CPython: only expandtabs(tabsize=) and splitlines(keepends=) take a keyword */
+    const char *kw = !strcmp(m, "expandtabs") ? "tabsize" : !strcmp(m, "splitlines") ? "keepends" : NULL;
+    for (size_t k = 0; k < a->nkw; k++) {
+        if (!kw) return jinja_rt_err(at, "%s() takes no keyword arguments", m);
+        if (strcmp(a->kwn[k], kw)) return jinja_rt_err(at, "'%s' is an invalid keyword argument for %s()", a->kwn[k], m);
+    }
     if (!strncmp(m, "is", 2)) {
         if (a->npos || a->nkw) return jinja_rt_err(at, "str.%s() takes no arguments", m);
         *out = jv_bool(str_is(s, m));
