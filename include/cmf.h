@@ -167,7 +167,7 @@ cmf_status cmf_session_new(cmf_model *m, int n_ctx, cmf_session **out);
 void cmf_session_free(cmf_session *s);
 
 /* Session options. Zero-initialize, then set what you need. Numeric fields out of range (a negative o1_* count,
- * loops outside 0..16, gate not in [0, 1] or NaN, a NaN gate_recon_bias) are CMF_E_ARG naming the field. */
+ * loops outside 0..16, a negative or NaN gate, a NaN gate_recon_bias) are CMF_E_ARG naming the field. */
 typedef struct cmf_session_params {
     int n_ctx;           /* KV positions; <= 0: the model's trained context */
     /* The O(1) far field (DORY.md §3.1): constant-memory attention for long contexts on full-attention layers:

@@ -429,9 +429,8 @@ static cmf_status check_session_params(const cmf_session_params *p) {
                        p->o1_seal);
     if (p->loops < 0 || p->loops > 16)
         return cmf_err(CMF_E_ARG, "session params: loops = %d is outside [0, 16] (0 = the config's)", p->loops);
-    if (!(p->gate >= 0.0f && p->gate <= 1.0f))
-        return cmf_err(CMF_E_ARG, "session params: gate = %g is not a probability in [0, 1] (0 = off)",
-                       (double)p->gate);
+    if (!(p->gate >= 0.0f)) /* above 1: every step takes two passes (a documented use) */
+        return cmf_err(CMF_E_ARG, "session params: gate = %g must be >= 0 (0 = off)", (double)p->gate);
     if (p->gate_recon_bias_set && isnan(p->gate_recon_bias))
         return cmf_err(CMF_E_ARG, "session params: gate_recon_bias is NaN");
     return CMF_OK;
