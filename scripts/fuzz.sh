@@ -44,6 +44,8 @@ for t in "${targets[@]}"; do
   else echo "fuzz $t: ${secs}s (log $log)"; fi
   if [ -n "${FUZZ_RUNS:-}" ]; then budget=(-runs="$FUZZ_RUNS" -seed="${FUZZ_SEED:-1}"); rm -rf "$work" && mkdir -p "$work"
   else budget=(-max_total_time="$secs"); fi
+  # a target's token dictionary (tests/fuzz/fuzz_<target>.dict, libFuzzer's -dict) when it has one
+  [ -f "tests/fuzz/fuzz_$t.dict" ] && budget+=(-dict="tests/fuzz/fuzz_$t.dict")
   if ! "$build/tests/fuzz/fuzz_$t" "${budget[@]}" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
       -artifact_prefix="$crashes/" "$work" "$seeds" >"$log" 2>&1; then
     repro=$(grep -o 'Test unit written to [^ ]*' "$log" | tail -1 | sed 's/Test unit written to //')
