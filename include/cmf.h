@@ -316,9 +316,11 @@ cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, in
                         size_t *n);
 
 /* Decodes ids to UTF-8 text (HF decode with skip_special_tokens as given). *text is malloc'd, NUL-terminated.
- * An id outside [0, cmf_tokenizer_vocab_size) is CMF_E_ARG naming the id and its index (as `cmf detokenize`);
- * an id inside that range that has no token (a gap in the vocabulary) is skipped as HF decode does.
- * Errors: CMF_E_ARG (NULL t or text, NULL ids with n > 0, an id out of range), CMF_E_NOMEM. */
+ * Ids that have no token (negative, at or past cmf_tokenizer_vocab_size, or a gap in the vocabulary) are skipped,
+ * as HF tokenizers' decode skips ids its vocabulary lacks (tests/tokenizer/test_hf_refs checks this against HF
+ * outputs): a generation loop must not fail on a sampled id of a padded lm_head. Validate ids against
+ * cmf_tokenizer_vocab_size first for strictness; `cmf detokenize` does, and refuses an id past the vocabulary.
+ * Errors: CMF_E_ARG (NULL t or text, NULL ids with n > 0), CMF_E_NOMEM. */
 cmf_status cmf_detokenize(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text);
 
 /* Ids the tokenizer knows: max(model ids, added ids) + 1 (NULL: 0). May be smaller than cmf_model_vocab_size
@@ -333,15 +335,13 @@ cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_de
 /* Seeds an empty stream with context ids (e.g. the whole prompt; only its last 5 ids are kept) whose text is never
  * emitted, so that the first pushed id decodes as it does after them: a SentencePiece word's leading space is kept
  * (" upon" after "Once", not "upon"), as vLLM's incremental detokenizer seeds itself with the prompt's last 5.
- * Errors: CMF_E_ARG (NULL, the stream already holds ids, an id outside [0, vocab size)), CMF_E_NOMEM, a decode
- * error. */
+ * Errors: CMF_E_ARG (NULL, or the stream already holds ids), CMF_E_NOMEM, a decode error. */
 cmf_status cmf_detok_stream_prime(cmf_detok_stream *s, const int32_t *ids, size_t n);
 /* Appends id; *text receives a malloc'd NUL-terminated string (possibly "") the caller frees. When the decode of
  * the window would rewrite text already returned (SentencePiece byte fallback turns a whole broken byte run into
  * U+FFFD, also a complete character streamed before it), the held-back ids are decoded on their own (lossy, as
- * flush does) instead: no error. A negative id is CMF_E_ARG; an id at or past cmf_tokenizer_vocab_size decodes to
- * nothing (a sampled id of a padded lm_head has no text, and a generation loop must not fail on it; HF decode
- * skips it too). Errors: CMF_E_ARG (NULL s or text, negative id), CMF_E_NOMEM. */
+ * flush does) instead: no error. An id without a token decodes to nothing, as in cmf_detokenize.
+ * Errors: CMF_E_ARG (NULL s or text), CMF_E_NOMEM. */
 cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text);
 /* Ends a stream: *text receives the bytes still held back (a character that never completed, decoded as HF's
  * lossy decode does, with U+FFFD), so that the concatenation of every push and the flush equals cmf_detokenize of
