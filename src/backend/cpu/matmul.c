@@ -365,7 +365,10 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
                 t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, out, ld,
                               t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb);
             }
-            for (int64_t j = t0; panel && j < t1; j++) memcpy(t->dst[j] + r, panel + 32 * j, (size_t)nr * sizeof(float));
+            for (int64_t j = t0; panel && j < t1; j++) { /* a whole panel's row: a fixed-size copy, inlined */
+                if (nr == 32) memcpy(t->dst[j] + r, panel + 32 * j, 32 * sizeof(float));
+                else memcpy(t->dst[j] + r, panel + 32 * j, (size_t)nr * sizeof(float));
+            }
         }
     }
 }
