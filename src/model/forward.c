@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "backend/backend.h"
-#include "backend/cpu/ops.h"
 #include "backend/cpu/threadpool.h"
 #include "model/model.h"
 #include "skills/skills.h"
@@ -147,10 +146,7 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
         TRY(be->rmsnorm(be, b, x, x, W->final_norm, n, D, eps, gn));
         TRY(be->head(be, b, all_logits, x, n, &W->lm_head, c->final_softcap));
     } else {
-        /* the cpu backend can write the head rows straight into the sessions' logits (no copy below) */
-        const int direct = be->kind == CMF_BACKEND_CPU && cmf_cpu_head_into(seqs, last_of, rows, &W->lm_head);
         TRY(be->head(be, b, b->head_out, b->head_in, rows, &W->lm_head, c->final_softcap));
-        if (direct) return CMF_OK;
     }
     logits_copy lc = {seqs, last_of, all_logits, b->head_out, rows, V, 0};
     if (b->pool && rows >= LOGITS_POOL_ROWS && cmf_pool_size(b->pool) > 1)

@@ -604,47 +604,11 @@ static cmf_status cpu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o
     return CMF_OK;
 }
 
-/* cmf_cpu_head_into's request (ops.h), per calling thread as g_defer: the next head op's rows go to sessions */
-typedef struct {
-    cmf_session *const *seqs;
-    const int *last_of;
-    int rows; /* 0: none */
-} head_into;
-static _Thread_local head_into g_head;
-
-int cmf_cpu_head_into(cmf_session *const *seqs, const int *last_of, int rows, const cmf_weight *lm_head) {
-    g_head.rows = 0;
-    if (rows < 1 || (rows > 1 && !cmf_matmul_rows_ok(lm_head, rows))) return 0;
-    g_head = (head_into){seqs, last_of, rows};
-    return 1;
-}
-
-static void softcap_rows(float *y, int64_t n, float softcap) {
-    for (int64_t i = 0; i < n; i++) y[i] = softcap * tanhf(y[i] / softcap);
-}
-
 static cmf_status cpu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows,
                            const cmf_weight *lm_head, float softcap) {
     (void)be;
     flush_all();
     const int64_t V = lm_head->rows;
-    const head_into h = g_head;
-    g_head.rows = 0;
-    if (h.rows && h.rows == rows) { /* straight into the sessions' logits (cmf_cpu_head_into) */
-        if (rows == 1) {
-            float *y = h.seqs[h.last_of[0]]->logits;
-            cmf_matmul(b->pool, y, V, xn, 1, lm_head, NULL);
-            if (softcap > 0) softcap_rows(y, V, softcap);
-            return CMF_OK;
-        }
-        float **dst = malloc((size_t)rows * sizeof *dst);
-        if (!dst) return cmf_err(CMF_E_NOMEM, "cpu head: out of memory for %d rows", rows);
-        for (int r = 0; r < rows; r++) dst[r] = h.seqs[h.last_of[r]]->logits;
-        cmf_matmul_rows(b->pool, dst, xn, rows, lm_head);
-        for (int r = 0; softcap > 0 && r < rows; r++) softcap_rows(dst[r], V, softcap);
-        free(dst);
-        return CMF_OK;
-    }
     cmf_matmul(b->pool, out_host, V, xn, rows, lm_head, NULL);
     if (softcap > 0)
         for (int64_t i = 0; i < (int64_t)rows * V; i++) out_host[i] = softcap * tanhf(out_host[i] / softcap);

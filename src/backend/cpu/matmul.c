@@ -114,10 +114,6 @@ typedef struct {
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
     atomic_llong next;
-    int64_t qn;                /* repacked path: token rows quantized inside the product's fan-out (quant_phase); 0:
-                                  quantized before it */
-    atomic_llong qnext, qdone; /* quant_phase: the next row to take, the rows done */
-    float *const *dst;         /* cmf_matmul_rows: token j's output row is dst[j] (out, ld_out unused); else NULL */
 } mm_task;
 
 static size_t tile_bytes(int i8) {
@@ -138,27 +134,6 @@ static void quantize(mm_task *t, int64_t t0, int64_t t1) {
 static void quant_worker(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
     quantize(t, t->n * ith / nth, t->n * (ith + 1) / nth);
-}
-
-static inline void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-}
-
-/* The quantization of a product's activations as the first phase of the product's own fan-out (one fan-out instead of
- * two, and the caller's serial set-up between them gone): the n token rows are cut into nth ranges as quant_worker
- * cuts them (contiguous rows per thread: no cache line of the outputs written by two threads but at range ends);
- * every thread of the fan-out takes ranges by an atomic index and quantizes them (each row on its own: the same
- * bits), then waits until all n rows are done before it multiplies. A worker that never starts (cmf_pool_run_dyn) is
- * never waited for: the wait is on rows, and the threads that run take every range. */
-static void quant_phase(mm_task *q, atomic_llong *next, atomic_llong *done, int64_t n, int nth) {
-    for (int64_t c; (c = atomic_fetch_add_explicit(next, 1, memory_order_relaxed)) < nth;) {
-        const int64_t r0 = n * c / nth, r1 = n * (c + 1) / nth;
-        quantize(q, r0, r1);
-        atomic_fetch_add_explicit(done, r1 - r0, memory_order_release);
-    }
-    while (atomic_load_explicit(done, memory_order_acquire) < n) spin_pause();
 }
 
 /* Adds acc (slots t0..t0+tb-1) into out; slot v belongs to token v / levels, and the first slot of a token in
@@ -326,7 +301,6 @@ static void rp_gemv_worker(void *ctx, int ith, int nth) {
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
     const int64_t G0 = w->row0 / KERN_RP_R, ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R;
-    if (t->qn) quant_phase(t, &t->qnext, &t->qdone, t->qn, nth);
     for (;;) {
         const int64_t g = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->gpi;
         if (g >= ng) break;
@@ -341,14 +315,11 @@ static void rp_gemv_worker(void *ctx, int ith, int nth) {
 /* The repacked copy, prefill: work items are (panel of 2 groups = 32 rows, token range), column chunks of kc blocks;
  * the weights are read in place from the copy (no packing). */
 static void rp_gemm_worker(void *ctx, int ith, int nth) {
-    (void)nth;
+    (void)ith, (void)nth;
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
     const int64_t G0 = w->row0 / KERN_RP_R, panels = (w->rows + 31) / 32, nb = t->a.nb;
     const int64_t items = t->runs.items * t->tchunks;
-    if (t->qn) quant_phase(t, &t->qnext, &t->qdone, t->qn, nth);
-    /* cmf_matmul_rows: each panel into this thread's scratch (n x 32 floats, reserved by it), then its rows out */
-    float *panel = t->dst ? cmf_pool_scratch(t->pool, ith, 0) : NULL;
     for (;;) {
         const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         if (item >= items) break;
@@ -358,16 +329,10 @@ static void rp_gemm_worker(void *ctx, int ith, int nth) {
         for (; p < pe; p++) {
             const int64_t r = 32 * p;
             const int nr = w->rows - r < 32 ? (int)(w->rows - r) : 32;
-            float *out = panel ? panel : t->out + r;
-            const int64_t ld = panel ? 32 : t->ld_out;
             for (int64_t b0 = 0; b0 < nb; b0 += t->kc) {
                 const int64_t kb = nb - b0 < t->kc ? nb - b0 : t->kc;
-                t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, out, ld,
+                t->k->rp_gemm(t->rp, G0 + 2 * p, nr > 16 ? 2 : 1, nr, b0, kb, &t->a, t0, t1, t->out + r, t->ld_out,
                               t->bias ? t->bias + r : NULL, b0 == 0, b0 + kb == nb);
-            }
-            for (int64_t j = t0; panel && j < t1; j++) { /* a whole panel's row: a fixed-size copy, inlined */
-                if (nr == 32) memcpy(t->dst[j] + r, panel + 32 * j, 32 * sizeof(float));
-                else memcpy(t->dst[j] + r, panel + 32 * j, (size_t)nr * sizeof(float));
             }
         }
     }
@@ -399,8 +364,6 @@ static void rp_launch(mm_task *t) {
     const cmf_weight *w = t->w;
     const int64_t n = t->n;
     const int nth = cmf_pool_size(t->pool);
-    atomic_init(&t->qnext, 0);
-    atomic_init(&t->qdone, 0);
     const int small = (double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN;
     if (n <= KERN_GEMV_T) {
         const int64_t ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R, items = (int64_t)nth * RP_SPLIT;
@@ -446,7 +409,7 @@ static void matmul_split(cmf_pool *pool, float *out, int64_t ld_out, const float
     cmf_qact_init(&t.a, sh, n, w->cols);
     t.a.dx = NULL, t.a.cx = NULL; /* the repacked kernels read only q, d, s (kern.h cmf_qact) */
     if (n * w->cols < QUANT_PAR_MIN) quantize(&t, 0, n);
-    else t.qn = n; /* in the product's fan-out (quant_phase) */
+    else cmf_pool_run(pool, quant_worker, &t);
     rp_launch(&t);
     for (int64_t j = 0; j < n; j++) {
         const float *s = tmp + j * ld;
@@ -501,7 +464,6 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
         }
         t.fastq = (t.gemm || t.rp) && cmf_cpu_path() == CMF_CPU_AVX512;
         if (n * w->cols < QUANT_PAR_MIN) quantize(&t, 0, n);
-        else if (t.rp) t.qn = n; /* in the product's fan-out (rp_launch, quant_phase) */
         else cmf_pool_run(pool, quant_worker, &t);
     }
     const int nth = cmf_pool_size(pool);
@@ -527,31 +489,6 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     atomic_init(&t.next, 0);
     if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) mm_worker(&t, 0, 1);
     else cmf_pool_run_dyn(pool, mm_worker, &t);
-}
-
-/* The repacked GEMM path of cmf_matmul for w and n tokens, without a bias: what cmf_matmul_rows computes. */
-int cmf_matmul_rows_ok(const cmf_weight *w, int64_t n) {
-    const cmf_kern *k = cmf_kern_active();
-    const cmf_rp *rp = k->rp_gemv && k->rp_gemm && cmf_cpu_act_levels() == 1 ? cmf_rp_of(w) : NULL;
-    return n > KERN_GEMV_T && w->rows > 0 && w->cols > 0 && rp && !rp->split && is_i8(w) &&
-           w->dtype != CMF_DT_Q8_2F && cmf_cpu_path() != CMF_CPU_F32REF;
-}
-
-void cmf_matmul_rows(cmf_pool *pool, float *const *dst, const float *x, int64_t n, const cmf_weight *w) {
-    const size_t panel = (size_t)n * 32 * sizeof(float);
-    uint8_t *sh = pool && cmf_pool_reserve(pool, panel) == CMF_OK ? cmf_pool_shared(pool, cmf_qact_bytes(n, w->cols))
-                                                                  : NULL;
-    if (!cmf_matmul_rows_ok(w, n) || !sh) { /* token by token (out of memory, or a caller that did not ask _ok) */
-        for (int64_t j = 0; j < n; j++) cmf_matmul(pool, dst[j], w->rows, x + j * w->cols, 1, w, NULL);
-        return;
-    }
-    mm_task t = {.pool = pool, .k = cmf_kern_active(), .x = x, .n = n, .w = w, .i8 = 1, .levels = 1,
-                 .rp = cmf_rp_of(w), .fastq = cmf_cpu_path() == CMF_CPU_AVX512, .dst = dst};
-    cmf_qact_init(&t.a, sh, n, w->cols);
-    t.a.dx = NULL, t.a.cx = NULL; /* the repacked kernels read only q, d, s (kern.h cmf_qact) */
-    if (n * w->cols < QUANT_PAR_MIN) quantize(&t, 0, n);
-    else t.qn = n; /* in the product's fan-out (quant_phase) */
-    rp_launch(&t);
 }
 
 /* ---- products of one input as one fan-out (cmf_matmul_group) -------------------------------------------------- */
@@ -583,9 +520,6 @@ typedef struct {
     int np;
     int64_t units;   /* all products' units (with glu: the gate's only) */
     atomic_llong next;
-    mm_task *q;                /* the quantization of the shared activations... */
-    int64_t qn;                /* ...of qn token rows in the fan-out (quant_phase); 0: done before it */
-    atomic_llong qnext, qdone;
 } grp_task;
 
 /* Unit u of product p: rows [*r, *re) for tokens [*t0, *t1), computed exactly as rp_gemv_worker / rp_gemm_worker
@@ -624,7 +558,6 @@ static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r
 static void grp_worker(void *ctx, int ith, int nth) {
     (void)ith, (void)nth;
     grp_task *t = ctx;
-    if (t->qn) quant_phase(t->q, &t->qnext, &t->qdone, t->qn, nth);
     for (;;) {
         const int64_t u = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         if (u >= t->units) break;
@@ -702,9 +635,7 @@ void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *m
     t->a.dx = NULL, t->a.cx = NULL; /* every product is a repacked one: q, d, s only (kern.h cmf_qact) */
     mm_task q = {.x = x, .n = n, .w = mm[0].w, .levels = 1, .a = t->a, .fastq = cmf_cpu_path() == CMF_CPU_AVX512};
     if (n * mm[0].w->cols < QUANT_PAR_MIN) quantize(&q, 0, n);
-    else t->q = &q, t->qn = n; /* in the products' fan-out (grp_worker, quant_phase) */
-    atomic_init(&t->qnext, 0);
-    atomic_init(&t->qdone, 0);
+    else cmf_pool_run(pool, quant_worker, &q);
     const int nth = cmf_pool_size(pool);
     double work = 0;
     for (int i = 0; i < count; i++) work += (double)mm[i].w->rows * (double)mm[i].w->cols * (double)n;

@@ -67,16 +67,6 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
  * is 0) the products run one by one through cmf_matmul, then the GLU on the caller. count <= 16 when fused (more
  * run one by one). The idea of the CUDA backend's deferred q/k/v and gate/up products (backend_cuda.cu). Never
  * fails. */
-/* cmf_matmul (no bias) with token t's output row in a buffer of its own: dst[t][r] for t < n, r < rows, the bits of
- * cmf_matmul's out[t * ld_out + r] (the same kernel calls; each 32-row panel is computed into the thread's scratch
- * and copied out, so an output written to scattered rows, e.g. the head's logits into each session's, needs no
- * second pass over a shared buffer). cmf_matmul_rows_ok(w, n) says whether the repacked GEMM path computes it (n > 2
- * tokens, a repacked copy, one activation level); otherwise (or out of memory) cmf_matmul_rows runs cmf_matmul token
- * by token (callers ask _ok first: the repacked path is the one whose bits do not depend on n). dst: n caller-owned
- * rows of w->rows floats. Never fails. */
-int cmf_matmul_rows_ok(const cmf_weight *w, int64_t n);
-void cmf_matmul_rows(cmf_pool *pool, float *const *dst, const float *x, int64_t n, const cmf_weight *w);
-
 typedef struct cmf_mm {
     float *out;
     int64_t ld_out;
@@ -177,14 +167,6 @@ void cmf_cpu_weights_release(struct cmf_weights *w, int n_layers);
  * models never reach the defaults) and A/B runs; never changes a result (the jobs' arithmetic does not depend on
  * the thread). */
 void cmf_cpu_set_attn_serial_max(long long work);
-/* The head of the calling thread's next forward step (the cpu backend's head op, next call on this thread with
- * `rows` rows) writes row r straight into seqs[last_of[r]]->logits instead of its output buffer, so the forward
- * copies nothing (16 rows of a 32k vocabulary are 2 MB per step). Returns 1 when the cpu backend takes that on:
- * one row (any head), or rows the repacked GEMM computes (cmf_matmul_rows_ok); 0: nothing changes, the caller
- * copies. seqs / last_of must stay valid until that head op; the bits are the head op's (soft-capping included).
- * Source: forward.c's head rows (model.h cmf_forward). */
-struct cmf_session;
-int cmf_cpu_head_into(struct cmf_session *const *seqs, const int *last_of, int rows, const cmf_weight *lm_head);
 void cmf_cpu_repack_release(cmf_weight *w);
 int cmf_cpu_repack_enabled(void);
 void cmf_cpu_set_repack(int on);
