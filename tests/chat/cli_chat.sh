@@ -40,9 +40,12 @@ expect_ok "$CMF_BIN" chat "$L" -n 4 --seed 7 -s "$SYS" <"$T/in"
 [ "$(grep -c '^turn ' "$T/err")" -eq 3 ] || fail "3 turns expected: $(cat "$T/err")"
 grep -q '^turn 2: prompt [0-9]* tokens ([1-9][0-9]* reused' "$T/err" || fail "turn 2 reused nothing: $(cat "$T/err")"
 grep -q '^turn 3: prompt [0-9]* tokens (0 reused' "$T/err" || fail "/reset kept the cache: $(cat "$T/err")"
-# the context fills up: that turn fails with a message, the program goes on and ends at EOF
-printf 'hello\nhello again, a longer message this time\n' | "$CMF_BIN" chat "$Q" -n 4 -c 24 >"$T/out" 2>"$T/err" ||
-    fail "a full context ended the program: $(cat "$T/err")"
+# the context fills up: that turn fails with a message, the program goes on and ends at EOF with exit 1 (piped
+# input: a failed message fails the run, as chat -p; review 9 item 11)
+printf 'hello\nhello again, a longer message this time\n' | "$CMF_BIN" chat "$Q" -n 4 -c 24 >"$T/out" 2>"$T/err"
+rc=$?
+[ "$rc" -eq 1 ] || fail "piped chat with a failed message: exit $rc (want 1): $(cat "$T/err")"
+grep -q '^turn 1: ' "$T/err" || fail "the turn before the full context did not run: $(cat "$T/err")"
 grep -q 'the context holds 24' "$T/err" || fail "no context-full message: $(cat "$T/err")"
 clean_stderr "$T/err" || fail "sanitizer output (context full)"
 
