@@ -100,6 +100,10 @@ cmf_status cmf_config_from_header(const cJSON *header, cmf_config *c) {
     TRY(get_int(a, "head_dim", 1, 0, 1, 65536, &c->head_dim));
     TRY(get_int(a, "vocab_size", 1, 0, 1, 1 << 30, &c->vocab_size));
     TRY(get_int(a, "max_position_embeddings", 1, 0, 1, 1 << 30, &c->max_position_embeddings));
+    /* the fused q/k/v row count (n_heads + 2 n_kv_heads) x head_dim is formed in int by the loader and backends */
+    if ((long long)(c->n_heads + 2LL * c->n_kv_heads) * c->head_dim > (1LL << 30))
+        return cmf_err(CMF_E_FORMAT, "header: (num_attention_heads %d + 2 x num_kv_heads %d) x head_dim %d is over 2^30",
+                       c->n_heads, c->n_kv_heads, c->head_dim);
     if (c->n_heads % c->n_kv_heads != 0)
         return cmf_err(CMF_E_FORMAT, "header: num_attention_heads %d is not a multiple of num_kv_heads %d",
                        c->n_heads, c->n_kv_heads);

@@ -11,6 +11,10 @@
 #include "quant/dtype.h"
 #include "testutil.h"
 
+/* arch keys to set in rewrite()'s copy (NULL: none) */
+static const char *g_arch_key[2];
+static double g_arch_val[2];
+
 /* Copies `src` to `dst` leaving out tensor `drop` (NULL: none) and transposing tensor `flip`'s shape. */
 static int rewrite(const char *src, const char *dst, const char *drop, const char *flip) {
     cmf_file *f = NULL;
@@ -29,6 +33,10 @@ static int rewrite(const char *src, const char *dst, const char *drop, const cha
     }
     cJSON *h = cJSON_Duplicate(f->header, 1);
     cJSON_DeleteItemFromObjectCaseSensitive(h, "section_hashes");
+    for (int k = 0; k < 2; k++)
+        if (g_arch_key[k])
+            cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItemCaseSensitive(h, "arch"), g_arch_key[k],
+                                                   cJSON_CreateNumber(g_arch_val[k]));
     cmf_writer_set_header(w, h);
     int rc = cmf_writer_finish(w) == CMF_OK ? 0 : -1;
     cmf_file_close(f);
@@ -55,6 +63,14 @@ int main(void) {
     CHECK(rewrite(good, bad, NULL, "model.layers.0.mlp.gate_proj.weight") == 0);
     CHECK(cmf_model_load(bad, NULL, &m) == CMF_E_FORMAT);
     CHECK_MSG(strstr(cmf_last_error(), "gate_proj") != NULL, "%s", cmf_last_error());
+
+    /* a geometry whose fused q/k/v row count overflows int: refused by the config check, before any tensor */
+    g_arch_key[0] = "num_attention_heads", g_arch_val[0] = 65536;
+    g_arch_key[1] = "head_dim", g_arch_val[1] = 65536;
+    CHECK(rewrite(good, bad, NULL, NULL) == 0);
+    g_arch_key[0] = g_arch_key[1] = NULL;
+    CHECK(cmf_model_load(bad, NULL, &m) == CMF_E_FORMAT);
+    CHECK_MSG(strstr(cmf_last_error(), "2^30") != NULL, "%s", cmf_last_error());
 
     CHECK(cmf_model_load(good, NULL, &m) == CMF_OK);
     if (m) {
