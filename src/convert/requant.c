@@ -51,6 +51,13 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
     cmf_file *f = NULL;
     cmf_status s = cmf_file_open(in_path, &f);
     if (s) return cmf_err_prefix(s, "requant: "); /* cmf_file_open's message names the path */
+    /* The header, directory and sections are copied or re-written with fresh hashes: check them first (each tensor's
+     * hash is checked below as it is read), so a corrupt input is refused rather than laundered. */
+    s = cmf_file_verify_meta(f);
+    if (s) {
+        cmf_file_close(f);
+        return cmf_err_prefix(s, "requant: the input is corrupt (`cmf verify` lists every problem): ");
+    }
     /* A sparse index section (§1.9) is not carried over: it is deprecated, unused by readers, and the format
      * writer does not emit one. */
     if (f->env.features & CMF_FEAT_SKILL_FILE)

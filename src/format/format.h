@@ -109,6 +109,11 @@ size_t cmf_utf8_invalid_at(const uint8_t *p, size_t len);
 /* Sparse index section (§1.9): every entry (16-byte head, u16 groups, u8 heads, pad to 4) lies inside it. */
 cmf_status cmf_index_check(const uint8_t *sec, uint64_t len, uint64_t file_off);
 
+/* cmf_file_verify without the tensors: the header, directory and section hashes (§1.11), for readers that check
+ * each tensor's hash themselves as they read it (requant). Errors: CMF_E_INTEGRITY naming the first mismatch and
+ * the path, CMF_E_ARG, CMF_E_NOMEM. */
+cmf_status cmf_file_verify_meta(const cmf_file *f);
+
 /* Layout notes that are not integrity problems (§1.6: the writer zero-fills gaps, readers only require
  * alignment; nothing is defined after the last section): the count and first offset of non-zero bytes that no
  * section or tensor covers, and the bytes after the last section. *out receives a malloc'd text of one note per

@@ -220,8 +220,8 @@ static cmf_status parse_directory(cmf_file *f) {
 }
 
 cmf_status cmf_file_open(const char *path, cmf_file **out) {
+    if (out) *out = NULL;
     if (!path || !out) return cmf_err(CMF_E_ARG, "cmf_file_open: NULL argument");
-    *out = NULL;
     cmf_file *f = calloc(1, sizeof *f);
     if (!f) return cmf_err(CMF_E_NOMEM, "cmf_file_open: out of memory");
     size_t pl = strlen(path);

@@ -57,12 +57,11 @@ static int parse_hex16(const char *s, uint64_t *v) {
     return 1;
 }
 
-cmf_status cmf_file_verify(const cmf_file *f, char **out) {
-    if (out) *out = NULL;
-    if (!f) return cmf_err(CMF_E_ARG, "cmf_file_verify: NULL file");
+/* The report of every hash that does not match: header, directory, sections, and with `tensors` each tensor. */
+static void check_hashes(const cmf_file *f, int tensors, report *rp) {
+    report r = *rp;
     const cmf_envelope *e = &f->env;
     const uint8_t *m = f->map.data;
-    report r = {0};
     uint64_t h;
     if (e->header_hash && (h = cmf_hash64(m + e->header_off, e->header_len)) != e->header_hash)
         add(&r, "header: hash64 %016llx does not match the recorded %016llx (envelope@0x70)", (unsigned long long)h,
@@ -86,12 +85,33 @@ cmf_status cmf_file_verify(const cmf_file *f, char **out) {
             add(&r, "%s section: hash64 %016llx does not match section_hashes.%s %016llx", names[i],
                 (unsigned long long)h, names[i], (unsigned long long)want);
     }
-    for (size_t i = 0; i < f->n_tensors; i++) {
+    for (size_t i = 0; tensors && i < f->n_tensors; i++) {
         const cmf_tensor *t = &f->tensors[i];
         if ((h = cmf_hash64(t->data, t->nbytes)) != t->hash)
             add(&r, "tensor \"%.300s\": hash64 %016llx does not match the recorded %016llx", t->name,
                 (unsigned long long)h, (unsigned long long)t->hash);
     }
+    *rp = r;
+}
+
+cmf_status cmf_file_verify_meta(const cmf_file *f) {
+    if (!f) return cmf_err(CMF_E_ARG, "cmf_file_verify_meta: NULL file");
+    report r = {0};
+    check_hashes(f, 0, &r);
+    if (r.oom) {
+        free(r.buf);
+        return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
+    }
+    cmf_status st = r.n ? cmf_err(CMF_E_INTEGRITY, "%s: %d problem(s); first: %s", f->path, r.n, r.first) : CMF_OK;
+    free(r.buf);
+    return st;
+}
+
+cmf_status cmf_file_verify(const cmf_file *f, char **out) {
+    if (out) *out = NULL;
+    if (!f) return cmf_err(CMF_E_ARG, "cmf_file_verify: NULL file");
+    report r = {0};
+    check_hashes(f, 1, &r);
     if (r.oom) {
         free(r.buf);
         return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);

@@ -14,6 +14,7 @@
 
 #include "format/format.h"
 #include "server/internal.h"
+#include "util/jsontext.h"
 
 /* ---- errors ---------------------------------------------------------------------------------------------------- */
 static const char *error_type(int status) {
@@ -61,18 +62,6 @@ static srv_reply reply_json(cJSON *j) {
     return r;
 }
 
-/* Byte offset of the first \u0000 escape in a JSON text (a backslash preceded by an even number of backslashes,
- * then u0000), or len when there is none. cJSON keeps strings NUL-terminated, so such a string would silently end
- * at the NUL. */
-static size_t escaped_nul_at(const char *body, size_t len) {
-    for (size_t i = 0; i < len; i++) {
-        if (body[i] != '\\') continue;
-        if (i + 5 < len && !memcmp(body + i + 1, "u0000", 5)) return i;
-        i++; /* skip the escaped character, so a backslash pair is one escape and the parity is kept */
-    }
-    return len;
-}
-
 static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
     size_t bad = cmf_utf8_invalid_at((const uint8_t *)body, len);
     if (bad < len) {
@@ -105,7 +94,7 @@ static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
         *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", what);
         return NULL;
     }
-    size_t nul = escaped_nul_at(body, len);
+    size_t nul = cmf_json_nul_escape_at(body, len);
     if (nul < len) {
         cJSON_Delete(j);
         *err = reply_err(400, NULL, "the request body has a string with an escaped NUL character (\\u0000 at byte "

@@ -23,6 +23,7 @@
 #include "model/model.h"
 #include "template/template.h"
 #include "util/error.h"
+#include "util/jsontext.h"
 
 /* ChatML (the format of transformers' former default_chat_template), the fallback of CMF_FORMAT.md §1.8. */
 static const char CHATML[] =
@@ -218,6 +219,18 @@ cmf_status cmf_chat_render_src(const char *src, size_t len, const char *bos_toke
     *out = NULL;
     if (out_len) *out_len = 0;
     if (!p || !p->messages_json) return cmf_err(CMF_E_ARG, "chat: no messages");
+    if (p->content < CMF_CHAT_CONTENT_AUTO || p->content > CMF_CHAT_CONTENT_PARTS)
+        return cmf_err(CMF_E_ARG, "chat: content mode %d is not a cmf_chat_content value", (int)p->content);
+    if (p->enable_thinking < -1 || p->enable_thinking > 1)
+        return cmf_err(CMF_E_ARG, "chat: enable_thinking %d is not -1, 0 or 1", p->enable_thinking);
+    const char *texts[3] = {p->messages_json, p->tools_json, p->extra_json};
+    static const char *const names[3] = {"messages", "tools", "extra variables"};
+    for (int i = 0; i < 3; i++) {
+        size_t n = texts[i] ? strlen(texts[i]) : 0, at = cmf_json_nul_escape_at(texts[i], n);
+        if (at < n)
+            return cmf_err(CMF_E_UNSUPPORTED, "chat: the %s JSON holds a \\u0000 escape (U+0000) at byte %zu: a "
+                           "string with U+0000 cannot be passed to the template", names[i], at);
+    }
     if (!src) {
         src = CHATML;
         len = sizeof CHATML - 1;

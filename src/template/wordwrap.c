@@ -63,6 +63,9 @@ static cmf_status split_chunks(const jnode *at, const pcre2_code *re, pcre2_matc
     while (pos < n) {
         int rc = pcre2_match(re, (PCRE2_SPTR)line, n, pos, PCRE2_NO_UTF_CHECK, md, NULL); /* (checked once) */
         if (rc == PCRE2_ERROR_NOMATCH) break;
+        if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_HEAPLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT)
+            return jinja_rt_err(at, "wordwrap: a word of %zu bytes at byte %zu is longer than this engine's word "
+                                "splitter handles (about a million characters)", n - pos, pos);
         if (rc < 0) return jinja_rt_err(at, "wordwrap: splitting a line failed (PCRE2 error %d)", rc);
         PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
         if (ov[1] <= ov[0]) return jinja_rt_err(at, "wordwrap: empty chunk"); /* (the rule never matches empty) */
@@ -142,6 +145,9 @@ cmf_status jinja_wordwrap(jctx *c, const jnode *at, jv in, const jargs *a, jv *o
     size_t bad = utf8_invalid_at(in.u.s->s, in.u.s->len);
     if (bad < in.u.s->len)
         return jinja_rt_err(at, "wordwrap: the text is not valid UTF-8 at byte offset %zu (a lone surrogate)", bad);
+    /* a regular-expression split and a fill per byte: ~32 times the work a plain scan is charged (a loop of
+     * wordwrap over 1 MB strings ran for 36 s within the common budget) */
+    TRY(jinja_charge_work(c, at, 32 * jinja_work_of(in)));
     const jv *w = jargs_get(a, 0, "width"), *bl = jargs_get(a, 1, "break_long_words");
     const jv *ws = jargs_get(a, 2, "wrapstring"), *bh = jargs_get(a, 3, "break_on_hyphens");
     wrapopt o = {.width = 79, .break_long = !bl || jv_truthy(*bl), .break_hyphens = !bh || jv_truthy(*bh),

@@ -341,8 +341,8 @@ static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t 
 cmf_status cmf_detokenize_n(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, char **text,
                             size_t *len) {
     if (len) *len = 0;
+    if (text) *text = NULL;
     if (!t || !text || (n && !ids)) return cmf_err(CMF_E_ARG, "cmf_detokenize: NULL argument");
-    *text = NULL;
     tok_buf b = {0};
     cmf_status st = decode_ids(t, ids, n, skip_special, &b);
     if (st != CMF_OK) {
@@ -370,6 +370,7 @@ struct cmf_detok_stream {
 
 /* Creates a streaming decoder (HF DecodeStream). See cmf.h. */
 cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_detok_stream **out) {
+    if (out) *out = NULL;
     if (!t || !out) return cmf_err(CMF_E_ARG, "cmf_detok_stream_new: NULL argument");
     *out = calloc(1, sizeof **out);
     if (!*out) return OOM();
@@ -383,8 +384,8 @@ static int ends_with_fffd(const tok_buf *b) { return b->n >= 3 && memcmp(b->p + 
 /* Feeds one id; *text gets the newly completed text (malloc'd, possibly ""). See cmf.h. */
 cmf_status cmf_detok_stream_push_n(cmf_detok_stream *s, int32_t id, char **text, size_t *len) {
     if (len) *len = 0;
+    if (text) *text = NULL;
     if (!s || !text) return cmf_err(CMF_E_ARG, "cmf_detok_stream_push: NULL argument");
-    *text = NULL;
     cmf_status st;
     if (s->prefix.n == 0 && s->ids.n) {
         /* the window's leading text may still be empty (e.g. a skipped special token): recompute it */
@@ -462,8 +463,8 @@ cmf_status cmf_detok_stream_push(cmf_detok_stream *s, int32_t id, char **text) {
 /* Emits what the window holds beyond its prefix (lossy, U+FFFD for incomplete bytes) and empties it. See cmf.h. */
 cmf_status cmf_detok_stream_flush_n(cmf_detok_stream *s, char **text, size_t *len) {
     if (len) *len = 0;
+    if (text) *text = NULL;
     if (!s || !text) return cmf_err(CMF_E_ARG, "cmf_detok_stream_flush: NULL argument");
-    *text = NULL;
     cmf_status st = decode_ids(s->t, s->ids.v, s->ids.n, s->skip_special, &s->cur);
     if (st != CMF_OK) return st;
     size_t from = s->prefix.n;

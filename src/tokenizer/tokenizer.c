@@ -381,8 +381,9 @@ static cmf_status encode_raw_segment(const cmf_tokenizer *t, const char *s, size
 /* Encodes text as HF Tokenizer::encode(text, add_special_tokens). See cmf.h. */
 cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, int add_special, int32_t **ids,
                         size_t *n) {
+    if (ids) *ids = NULL;
+    if (n) *n = 0;
     if (!t || !ids || !n || (len && !text)) return cmf_err(CMF_E_ARG, "cmf_tokenize: NULL argument");
-    *ids = NULL, *n = 0;
     size_t bad = tok_utf8_check(text, len);
     if (bad != len) return cmf_err(CMF_E_ARG, "cmf_tokenize: text is not valid UTF-8 at byte %zu", bad);
     tok_ids out = {0};
@@ -497,8 +498,8 @@ static cmf_status load_added(cmf_tokenizer *t, const cJSON *arr) {
 
 /* Parses a Hugging Face tokenizer.json. See cmf.h. */
 cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out) {
+    if (out) *out = NULL;
     if (!json || !out) return cmf_err(CMF_E_ARG, "cmf_tokenizer_load: NULL argument");
-    *out = NULL;
     if (len >= 3 && !memcmp(json, "\xEF\xBB\xBF", 3)) json += 3, len -= 3; /* a UTF-8 BOM (some editors write one) */
     cJSON *root = cJSON_ParseWithLength(json, len);
     if (!root) {

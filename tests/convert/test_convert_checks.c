@@ -349,6 +349,23 @@ static void test_requant_hash(void) {
                   cmf_last_error());
         CHECK(access(out2, F_OK) != 0);
     }
+    /* a digit of the header JSON changed (still valid JSON, so the file opens): refused by the header hash; the
+     * header would otherwise be rewritten with a fresh hash (review 9b) */
+    CHECK(convert(CMF_DT_Q8_ROW, &w) == CMF_OK);
+    bytes = slurp(OUT, &n);
+    char *at = NULL;
+    for (size_t i = 0; bytes && !at && i + 15 <= n; i++)
+        if (!memcmp(bytes + i, "\"rms_norm_eps\":", 15)) at = bytes + i;
+    while (at && at < bytes + n && !(*at >= '0' && *at <= '9')) at++;
+    CHECK(at != NULL && at < bytes + n);
+    if (at && at < bytes + n) {
+        *at = *at == '1' ? '2' : '1';
+        spit(OUT, bytes, n);
+        cmf_status s = cmf_requant(OUT, out2, CMF_DT_Q8_ROW, NULL);
+        CHECK_MSG(s == CMF_E_INTEGRITY && strstr(cmf_last_error(), "header"), "%d %s", s, cmf_last_error());
+        CHECK(access(out2, F_OK) != 0);
+    }
+    free(bytes);
 }
 
 int main(void) {

@@ -336,6 +336,13 @@ int cli_read_template(const char *cmd, const char *path, char **text, size_t *le
         *text = NULL;
         return cli_fail(cmd, "%s: the chat template file is empty", path);
     }
+    const char *nul = memchr(*text, 0, *len); /* the template is passed on as a C string: it would end there */
+    if (nul) {
+        size_t at = (size_t)(nul - *text);
+        free(*text);
+        *text = NULL;
+        return cli_fail(cmd, "%s: the chat template file has a NUL byte at offset %zu", path, at);
+    }
     return 0;
 }
 
