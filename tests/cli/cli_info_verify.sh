@@ -122,4 +122,15 @@ fi
 expect_error 1 "$CMF_BIN" info "$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
 grep -q "cmf convert" "$T/err" || fail "GGUF magic: no hint to cmf convert: $(cat "$T/err")"
 
+# --- info shows rope scaling: hf-tiny qwen2 with a YaRN profile (transformers' default attention factor
+# 1 + 0.1 ln 4 = 1.13863) ---
+cp -r "$CMF_SHARED/data/hf-tiny/qwen2" "$T/yarn" && chmod -R u+w "$T/yarn"
+sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 128/' \
+    "$T/yarn/config.json"
+grep -q '"yarn"' "$T/yarn/config.json" || fail "could not write the yarn config"
+expect_ok "$CMF_BIN" convert "$T/yarn" -o "$T/yarn.cmf"
+expect_ok "$CMF_BIN" info "$T/yarn.cmf"
+grep -q "rope scaling yarn x4 of 128 positions, attention factor 1.13863" "$T/out" ||
+    fail "info lacks the yarn scaling: $(grep '^model:' "$T/out")"
+
 finish

@@ -61,6 +61,18 @@ static void print_geometry(const cJSON *arch) {
     printf("norm %s", cJSON_IsString(ns) ? ns->valuestring : "qwen");
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(arch, "rope_theta");
     printf(", rope_theta %.17g", cJSON_IsNumber(rt) ? rt->valuedouble : 10000.0);
+    /* rope scaling: arch.rope_scaling (linear / llama3) or arch.yarn */
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(arch, "rope_scaling");
+    const cJSON *rst = cJSON_GetObjectItemCaseSensitive(rs, "rope_type"),
+                *rsf = cJSON_GetObjectItemCaseSensitive(rs, "factor");
+    if (cJSON_IsString(rst) && cJSON_IsNumber(rsf)) printf(", rope scaling %s x%g", rst->valuestring, rsf->valuedouble);
+    const cJSON *yarn = cJSON_GetObjectItemCaseSensitive(arch, "yarn");
+    const cJSON *yf = cJSON_GetObjectItemCaseSensitive(yarn, "factor"),
+                *yo = cJSON_GetObjectItemCaseSensitive(yarn, "original_max_position_embeddings"),
+                *ya = cJSON_GetObjectItemCaseSensitive(yarn, "attention_factor");
+    if (cJSON_IsNumber(yf) && cJSON_IsNumber(yo))
+        printf(", rope scaling yarn x%g of %.17g positions, attention factor %g", yf->valuedouble, yo->valuedouble,
+               cJSON_IsNumber(ya) ? ya->valuedouble : 1.0);
     const cJSON *eps = cJSON_GetObjectItemCaseSensitive(arch, "rms_norm_eps");
     if (cJSON_IsNumber(eps)) printf(", rms_norm_eps %g", eps->valuedouble);
     const cJSON *act = cJSON_GetObjectItemCaseSensitive(arch, "hidden_act");
