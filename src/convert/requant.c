@@ -93,7 +93,8 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
             s = reencode(w, t, dt, &buf, &buf_n, &enc, &enc_n);
             nre++;
         }
-        if (s) s = cmf_err_prefix(s, "requant %s: tensor '%s': ", in_path, t->name);
+        if (s && strstr(cmf_last_error(), t->name)) s = cmf_err_prefix(s, "requant %s: ", in_path); /* named */
+        else if (s) s = cmf_err_prefix(s, "requant %s: tensor '%s': ", in_path, t->name);
     }
     free(buf);
     free(enc);
