@@ -58,16 +58,15 @@ static int parse_hex16(const char *s, uint64_t *v) {
 }
 
 /* The report of every hash that does not match: header, directory, sections, and with `tensors` each tensor. */
-static void check_hashes(const cmf_file *f, int tensors, report *rp) {
-    report r = *rp;
+static void check_hashes(const cmf_file *f, int tensors, report *r) {
     const cmf_envelope *e = &f->env;
     const uint8_t *m = f->map.data;
     uint64_t h;
     if (e->header_hash && (h = cmf_hash64(m + e->header_off, e->header_len)) != e->header_hash)
-        add(&r, "header: hash64 %016llx does not match the recorded %016llx (envelope@0x70)", (unsigned long long)h,
+        add(r, "header: hash64 %016llx does not match the recorded %016llx (envelope@0x70)", (unsigned long long)h,
             (unsigned long long)e->header_hash);
     if (e->dir_hash && (h = cmf_hash64(m + e->dir_off, e->dir_len)) != e->dir_hash)
-        add(&r, "dir: hash64 %016llx does not match the recorded %016llx (envelope@0x78)", (unsigned long long)h,
+        add(r, "dir: hash64 %016llx does not match the recorded %016llx (envelope@0x78)", (unsigned long long)h,
             (unsigned long long)e->dir_hash);
     const cJSON *sh = cJSON_GetObjectItemCaseSensitive(f->header, "section_hashes");
     static const char *const names[3] = {"masks", "vocab", "index"};
@@ -78,33 +77,44 @@ static void check_hashes(const cmf_file *f, int tensors, report *rp) {
         uint64_t want;
         if (!v || cJSON_IsNull(v) || lens[i] == 0) continue;
         if (!cJSON_IsString(v) || !parse_hex16(v->valuestring, &want)) {
-            add(&r, "section_hashes.%s: malformed value (expected 16 hex digits)", names[i]);
+            add(r, "section_hashes.%s: malformed value (expected 16 hex digits)", names[i]);
             continue;
         }
         if ((h = cmf_hash64(m + offs[i], lens[i])) != want)
-            add(&r, "%s section: hash64 %016llx does not match section_hashes.%s %016llx", names[i],
+            add(r, "%s section: hash64 %016llx does not match section_hashes.%s %016llx", names[i],
                 (unsigned long long)h, names[i], (unsigned long long)want);
     }
     for (size_t i = 0; tensors && i < f->n_tensors; i++) {
         const cmf_tensor *t = &f->tensors[i];
         if ((h = cmf_hash64(t->data, t->nbytes)) != t->hash)
-            add(&r, "tensor \"%.300s\": hash64 %016llx does not match the recorded %016llx", t->name,
+            add(r, "tensor \"%.300s\": hash64 %016llx does not match the recorded %016llx", t->name,
                 (unsigned long long)h, (unsigned long long)t->hash);
     }
-    *rp = r;
+}
+
+/* Ends a hash check: *out (when given) takes the report, else it is freed; CMF_E_INTEGRITY names the first
+ * problem after `prefix` and the path. */
+static cmf_status conclude(const cmf_file *f, report *r, char **out, const char *prefix) {
+    if (r->oom) {
+        free(r->buf);
+        return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
+    }
+    if (out) {
+        if (!r->buf) r->buf = calloc(1, 1);
+        if (!r->buf) return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
+        *out = r->buf;
+    } else {
+        free(r->buf);
+    }
+    if (r->n) return cmf_err(CMF_E_INTEGRITY, "%s%s: %d problem(s); first: %s", prefix, f->path, r->n, r->first);
+    return CMF_OK;
 }
 
 cmf_status cmf_file_verify_meta(const cmf_file *f) {
     if (!f) return cmf_err(CMF_E_ARG, "cmf_file_verify_meta: NULL file");
     report r = {0};
     check_hashes(f, 0, &r);
-    if (r.oom) {
-        free(r.buf);
-        return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
-    }
-    cmf_status st = r.n ? cmf_err(CMF_E_INTEGRITY, "%s: %d problem(s); first: %s", f->path, r.n, r.first) : CMF_OK;
-    free(r.buf);
-    return st;
+    return conclude(f, &r, NULL, "");
 }
 
 cmf_status cmf_file_verify(const cmf_file *f, char **out) {
@@ -112,19 +122,7 @@ cmf_status cmf_file_verify(const cmf_file *f, char **out) {
     if (!f) return cmf_err(CMF_E_ARG, "cmf_file_verify: NULL file");
     report r = {0};
     check_hashes(f, 1, &r);
-    if (r.oom) {
-        free(r.buf);
-        return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
-    }
-    if (out) {
-        if (!r.buf) r.buf = calloc(1, 1);
-        if (!r.buf) return cmf_err(CMF_E_NOMEM, "verify %s: out of memory for the report", f->path);
-        *out = r.buf;
-    } else {
-        free(r.buf);
-    }
-    if (r.n) return cmf_err(CMF_E_INTEGRITY, "verify %s: %d problem(s); first: %s", f->path, r.n, r.first);
-    return CMF_OK;
+    return conclude(f, &r, out, "verify ");
 }
 
 /* ---- layout notes (not integrity problems) ------------------------------------------------------------------ */
