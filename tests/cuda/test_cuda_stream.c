@@ -148,33 +148,30 @@ static void test_modes(int dt, int64_t rows, int64_t cols) {
     cmf_cuda_free((void *)w.d_data);
 }
 
-/* The default (-1) takes the streaming kernel's bits for rows of `wide` columns and the row-group kernel's for
- * `narrow` ones (cuda_ops.h, cmf_cuda_set_i8_stream). */
-static void test_auto(int dt, int64_t wide, int64_t narrow) {
+/* The default (-1) takes the kernel mv_i8_stream_pick names for a plain product of rows x cols (matvec_i8.cuh:
+ * q4tp by the columns; q8_row by the columns and the rows): its bits equal those of that mode forced. */
+static void test_auto(int dt, int64_t rows, int64_t cols, int mode) {
     cmf_cuda_set_i8act(1);
-    for (int k = 0; k < 2; k++) {
-        const int64_t rows = 130, cols = k ? narrow : wide;
-        cmf_cuda_weight w;
-        free(dev_weight(dt, rows, cols, &w));
-        float *x = ref_rand_vec(&rng, cols, 1.0f), *d_x = ref_dev_from(x, sizeof(float) * (size_t)cols);
-        float *y[2];
-        const int modes[2] = {-1, k ? 0 : 1};
-        for (int m = 0; m < 2; m++) {
-            cmf_cuda_set_i8_stream(modes[m]);
-            float *d_y = ref_dev_poison(sizeof(float) * (size_t)rows);
-            OK(cmf_cuda_matvec(&w, d_x, d_y, 1, NULL));
-            y[m] = download(d_y, rows);
-            cmf_cuda_free(d_y);
-        }
-        const int64_t bad = ndiff(y[0], y[1], rows);
-        CHECK_MSG(bad == 0, "default kernel %s [%lld, %lld]: %lld values differ from mode %d", cmf_dtype_name(dt),
-                  (long long)rows, (long long)cols, (long long)bad, modes[1]);
-        free(y[0]);
-        free(y[1]);
-        cmf_cuda_free(d_x);
-        free(x);
-        cmf_cuda_free((void *)w.d_data);
+    cmf_cuda_weight w;
+    free(dev_weight(dt, rows, cols, &w));
+    float *x = ref_rand_vec(&rng, cols, 1.0f), *d_x = ref_dev_from(x, sizeof(float) * (size_t)cols);
+    float *y[2];
+    const int modes[2] = {-1, mode};
+    for (int m = 0; m < 2; m++) {
+        cmf_cuda_set_i8_stream(modes[m]);
+        float *d_y = ref_dev_poison(sizeof(float) * (size_t)rows);
+        OK(cmf_cuda_matvec(&w, d_x, d_y, 1, NULL));
+        y[m] = download(d_y, rows);
+        cmf_cuda_free(d_y);
     }
+    const int64_t bad = ndiff(y[0], y[1], rows);
+    CHECK_MSG(bad == 0, "default kernel %s [%lld, %lld]: %lld values differ from mode %d", cmf_dtype_name(dt),
+              (long long)rows, (long long)cols, (long long)bad, mode);
+    free(y[0]);
+    free(y[1]);
+    cmf_cuda_free(d_x);
+    free(x);
+    cmf_cuda_free((void *)w.d_data);
 }
 
 int main(void) {
@@ -196,8 +193,11 @@ int main(void) {
         test_shape(dts[di], 150000, 64, 3, 1, one, 1);
         test_modes(dts[di], 150000, 64);
     }
-    test_auto(CMF_DT_Q8_ROW, 4096, 2048);
-    test_auto(CMF_DT_Q4TP, 2048, 1024);
+    test_auto(CMF_DT_Q8_ROW, 2048, 2048, 1); /* wide and tall enough: streaming */
+    test_auto(CMF_DT_Q8_ROW, 2048, 1024, 0); /* narrow rows */
+    test_auto(CMF_DT_Q8_ROW, 130, 4096, 0);  /* few rows */
+    test_auto(CMF_DT_Q4TP, 130, 2048, 1);
+    test_auto(CMF_DT_Q4TP, 130, 1024, 0);
     cmf_cuda_set_i8_stream(-1);
     cmf_cuda_set_i8act(1);
     CMF_TEST_END();

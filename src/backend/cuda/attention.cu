@@ -29,8 +29,8 @@ int ad_split_keys(void) {
     static int mk = 0; /* read once per process (a benign race: every thread reads the same value) */
     if (!mk) {
         const char *e = getenv("CMF_CUDA_ATTN_SPLIT_KEYS"), *b = getenv("CMF_CUDA_ATTN_BLOCKS");
-        const int v = e && e[0] ? atoi(e) : 64, nb = b && b[0] ? atoi(b) : 0;
-        mk = (v >= 1 && v <= 4096 ? v : 64) | (nb >= 32 && nb <= 8192 ? nb << 16 : 0);
+        const int v = e && e[0] ? atoi(e) : AD_SPLIT_KEYS, nb = b && b[0] ? atoi(b) : 0;
+        mk = (v >= 1 && v <= 4096 ? v : AD_SPLIT_KEYS) | (nb >= 32 && nb <= 8192 ? nb << 16 : 0);
     }
     return mk;
 }
@@ -45,8 +45,8 @@ int ad_tile(void) {
 }
 
 /* The decode kernel's flags: bit 0 = prefetch its split's K / V rows into L2 before the PDL wait
- * (CMF_CUDA_ATTN_PF=1), bit 1 = the serial merge of the splits (the default; CMF_CUDA_ATTN_MERGE=1: the parallel
- * one); cmf_cuda_set_attn_decode overrides either. */
+ * (CMF_CUDA_ATTN_PF=1), bit 1 = the serial merge of the splits (CMF_CUDA_ATTN_MERGE=0; the default is the parallel
+ * one, AD_MERGE_SERIAL); cmf_cuda_set_attn_decode overrides either. */
 static int ad_flags(void) {
     if (g_pf < 0) {
         const char *e = getenv("CMF_CUDA_ATTN_PF");

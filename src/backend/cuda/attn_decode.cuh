@@ -15,7 +15,7 @@
 
 static __device__ __forceinline__ float capped(float s, float cap) { return cap > 0.0f ? cap * tanhf(s / cap) : s; }
 
-/* The split rule (mk below): the least keys per split in the low 16 bits, 64 or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096;
+/* The split rule (mk below): the least keys per split in the low 16 bits, AD_SPLIT_KEYS or CMF_CUDA_ATTN_SPLIT_KEYS (1..4096;
  * fewer keys per split give short contexts more, shorter splits: more blocks, fewer dependent key rounds each, at
  * the price of a longer merge), and the blocks wanted over all KV heads above them, 0 for 264 (two per SM of an
  * H100 / H200) or CMF_CUDA_ATTN_BLOCKS (32..8192; more blocks put more loads in flight at long contexts). Read once
@@ -27,9 +27,15 @@ int ad_split_keys(void);
 int ad_tile(void);
 
 /* The default merge of the splits, which persist.cu's items use too: 1 = the serial merge (merge_dim), 0 = the
- * parallel one (attn_merge_splits; CMF_CUDA_ATTN_MERGE=1 in attention.cu), opt-in until a same-call A/B. */
+ * parallel one (attn_merge_splits; CMF_CUDA_ATTN_MERGE=0 in attention.cu takes the serial one). The parallel merge
+ * with 16 keys per split (AD_SPLIT_KEYS) won or tied at every q8 shape and context measured in one call
+ * (bench/cuda/RESULTS.md, session 10). */
 #ifndef AD_MERGE_SERIAL
-#define AD_MERGE_SERIAL 1
+#define AD_MERGE_SERIAL 0
+#endif
+/* The default least keys per decode split (ad_split_keys; CMF_CUDA_ATTN_SPLIT_KEYS overrides it). */
+#ifndef AD_SPLIT_KEYS
+#define AD_SPLIT_KEYS 16
 #endif
 
 /* The default tile, which persist.cu's items use too (they must give the graph path's bits). 4: measured faster than
@@ -99,7 +105,7 @@ static __device__ __forceinline__ void ad_sync(int bar) {
     else asm volatile("bar.sync %0, 128;" ::"r"(bar) : "memory");
 }
 
-/* The serial merge (the default; CMF_CUDA_ATTN_MERGE=1 takes attn_merge_splits): output dim d of `used` splits'
+/* The serial merge (CMF_CUDA_ATTN_MERGE=0; the default is attn_merge_splits): output dim d of `used` splits'
  * partials w[s][D + 2], two passes over the splits per element, each load a dependent L2 round trip. */
 static __device__ __forceinline__ float merge_dim(const float *w, int used, int D, int d) {
     float M = -INFINITY;
@@ -235,7 +241,7 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
  * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the
  * bits of qk_norm_rope_kv followed by the plain kernel. The caller has waited for q (and fr's k, v). Every caller
  * with the same KT gives the same bits (the key order within a group, the groups' merge order are fixed).
- * serial_merge: the serial merge of the splits (merge_dim; the default) instead of attn_merge_splits
+ * serial_merge: the serial merge of the splits (merge_dim) instead of attn_merge_splits (the default)
  * (CMF_CUDA_ATTN_MERGE=1). */
 template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
 static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, const float *__restrict__ q,

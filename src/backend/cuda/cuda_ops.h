@@ -105,10 +105,9 @@ cmf_status cmf_cuda_matvec(const cmf_cuda_weight *w, const float *d_x, float *d_
  * captured with). cmf_cuda_i8act_on returns the levels (0 = f32 activations). */
 int cmf_cuda_i8act_on(void);
 void cmf_cuda_set_i8act(int levels);
-/* Which kernel runs those int8-activation products (matvec_i8s.cu): -1 (default) by the row width: the streaming
- * kernel for rows of >= 4096 columns (q8_row) / >= 2048 (q4tp), the row-group kernel of matvec_i8.cu below (a q/k/v
- * group or gate/up pair and its members' plain products share the columns, so they keep one kernel and the same
- * bits); 0 always the row-group kernel; 1 always the streaming kernel (each warp of a persistent grid streams whole
+/* Which kernel runs those int8-activation products (matvec_i8s.cu): -1 (default) by the shape: the streaming
+ * kernel for rows of >= 2048 columns (q8_row: in launches of >= 2048 output rows, a q/k/v group's rows counted
+ * together), the row-group kernel of matvec_i8.cu below (mv_i8_stream_pick); 0 always the row-group kernel; 1 always the streaming kernel (each warp of a persistent grid streams whole
  * rows through a ring of loads in flight); 2 that with the next CMF_CUDA_I8S_PF (8) chunks of every warp
  * prefetched into L2 before the PDL wait; 3 that with one block per multiprocessor. Modes 1-3 give the same bits
  * (each row summed by one warp in the row-group kernel's order with CMF_CUDA_I8_SPLIT=0); in every mode the plain /
@@ -329,7 +328,7 @@ int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope 
  * launch; -1 or any other value: the environment's choice or the default): tile = keys per lane group and
  * online-softmax update (4, the default, or 1: the per-key update; CMF_CUDA_ATTN_TILE), pf = 1 to prefetch each
  * split's K / V rows into L2 before the kernel's PDL wait (default 0; CMF_CUDA_ATTN_PF), merge = 1 for the merge of
- * the splits with independent loads, 0 for the serial one (the default; CMF_CUDA_ATTN_MERGE). Results
+ * the splits with independent loads (the default), 0 for the serial one (CMF_CUDA_ATTN_MERGE=0). Results
  * depend on tile and merge only through the order of the f32 operations (each as exact as the others); graph
  * replays keep the variant they were captured with. No errors. */
 void cmf_cuda_set_attn_decode(int tile, int pf, int merge);

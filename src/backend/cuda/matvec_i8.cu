@@ -482,7 +482,9 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
     }
     t_npf = 0;
     const size_t smem = i8_smem(j.w[0].cols, n, j.levels);
-    const int sm = mv_i8_stream_pick(dtype, cols); /* CMF_CUDA_I8_STREAM; by the row width when unset */
+    int64_t units = j.w[0].rows;
+    for (int i = 1; !glu && i < j.count; i++) units += j.w[i].rows;
+    const int sm = mv_i8_stream_pick(dtype, cols, units); /* CMF_CUDA_I8_STREAM; by the shape when unset */
     if (sm && smem <= (size_t)I8S_SMEM_MAX(dtype)) return mv_i8s_launch(j, dtype, d_x, n, glu, gelu, sm, s);
     if (dtype == CMF_DT_Q8_ROW) {
         if (glu) i8_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, s);

@@ -197,14 +197,17 @@ cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, 
  * row-group kernel; 1 the streaming kernel; 2 it with an L2 prefetch beyond its load ring before the PDL wait; 3
  * that with one block per SM. */
 int mv_i8_stream_mode(void);
-/* The kernel of one launch: the mode when set, else 1 (streaming) for rows of at least I8S_AUTO_COLS_Q8 (q8_row) /
- * I8S_AUTO_COLS_Q4TP (q4tp) columns, 0 (row-group) for narrower rows. By the columns alone, which a q/k/v group and
- * a gate/up pair share with their members' plain products, so fused and plain products keep taking one kernel (the
- * same bits). bench/cuda/RESULTS.md (cudamv, 07:21): streaming wins on the Llama-8B layer's products (q8 layer
- * 86.3 -> 77.9 us, q4tp 91.0 -> 67.6 us; q4tp 9728x2560 +20%) and loses on the 0.6B shapes (1024x1024 q8 4.3 ->
- * 5.2 us) and q8 rows of 2560 columns (9728x2560 13.4 -> 13.8 us). */
-int mv_i8_stream_pick(int dtype, int64_t cols);
-#define I8S_AUTO_COLS_Q8 4096
+/* The kernel of one launch of `units` output rows (a q/k/v group: all its members' rows; a gate/up pair: the rows of
+ * one): the mode when set, else 1 (streaming) for q4tp rows of at least I8S_AUTO_COLS_Q4TP columns and for q8_row
+ * launches of at least I8S_AUTO_Q8 columns and I8S_AUTO_Q8 units, 0 (the row-group kernel) otherwise. Measured
+ * (bench/cuda/RESULTS.md): cudamv (07:21) streaming wins on the Llama-8B layer's products (q8 layer 86.3 -> 77.9 us,
+ * q4tp 91.0 -> 67.6 us) and loses on the 0.6B shapes (1024x1024 q8 4.3 -> 5.2 us); session 10, whole-model q8
+ * decode: Qwen3-4B 298 tok/s with only its 4096- and 9728-column products (o, down) streamed, 323 with none, 354
+ * with all (its 2560-column q/k/v and gate/up too): a decode step runs best on one kind of product kernel. A fused
+ * product and its members' plain products can take different kernels (each row summed in a different order, each
+ * as exact). */
+int mv_i8_stream_pick(int dtype, int64_t cols, int64_t units);
+#define I8S_AUTO_Q8 2048
 #define I8S_AUTO_COLS_Q4TP 2048
 /* The streaming kernel's limit on the activations' shared memory (i8_smem): q4tp keeps 32 KiB of ladders besides. */
 #define I8S_SMEM_MAX(dt) ((dt) == CMF_DT_Q4TP ? 190 * 1024 : I8_SMEM_MAX)

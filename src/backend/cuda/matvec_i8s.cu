@@ -1,6 +1,6 @@
 /* matvec_i8s.cu — the streaming form of the int8-activation decode products (q8_row, q4tp; CMF_FORMAT.md §2.2,
- * §2.6): by default for rows of >= 4096 (q8_row) / >= 2048 (q4tp) columns, the row-group kernel of matvec_i8.cu
- * below (mv_i8_stream_pick; CMF_CUDA_I8_STREAM / cmf_cuda_set_i8_stream force either; measured in
+ * §2.6): by default for rows of >= 2048 columns (q8_row: launches of >= 2048 rows too), the row-group kernel of
+ * matvec_i8.cu below (mv_i8_stream_pick; CMF_CUDA_I8_STREAM / cmf_cuda_set_i8_stream force either; measured in
  * bench/cuda/RESULTS.md, "streaming int8-activation products").
  *
  * Why: the row-group kernel loads one batch of 16-byte chunks per warp, waits for it, sums, reduces and stores, then
@@ -34,10 +34,11 @@ int mv_i8_stream_mode(void) {
 
 extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode >= 0 && mode <= 3 ? mode : -1; }
 
-int mv_i8_stream_pick(int dtype, int64_t cols) {
+int mv_i8_stream_pick(int dtype, int64_t cols, int64_t units) {
     const int m = mv_i8_stream_mode();
     if (m >= 0) return m;
-    return cols >= (dtype == CMF_DT_Q4TP ? I8S_AUTO_COLS_Q4TP : I8S_AUTO_COLS_Q8) ? 1 : 0;
+    if (dtype == CMF_DT_Q4TP) return cols >= I8S_AUTO_COLS_Q4TP;
+    return cols >= I8S_AUTO_Q8 && units >= I8S_AUTO_Q8;
 }
 
 /* The weight index and row of unit u (GLU: output row u of gate and up; else the rows of w[0], w[1], ... in

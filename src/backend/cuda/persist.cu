@@ -58,7 +58,7 @@ static __device__ __forceinline__ PSt p_stage(const PArgs &p, int l, int kind) {
     s.w[1] = s.w[2] = nullptr, s.rows[1] = s.rows[2] = 0;
     switch (kind) {
     case 0: /* q / k / v */
-        s.count = 3, s.norm = 1, s.nw = L.attn_norm, s.in = p.x, s.cols = p.D, s.ks = p.ks_d;
+        s.count = 3, s.norm = 1, s.nw = L.attn_norm, s.in = p.x, s.cols = p.D, s.ks = p.ks_qkv;
         s.w[0] = L.w[0], s.w[1] = L.w[1], s.w[2] = L.w[2];
         s.rows[0] = p.QD, s.rows[1] = p.KVD, s.rows[2] = p.KVD;
         s.y[0] = p.q, s.y[1] = p.k, s.y[2] = p.v;
@@ -67,7 +67,7 @@ static __device__ __forceinline__ PSt p_stage(const PArgs &p, int l, int kind) {
         s.in = p.att, s.cols = p.QD, s.ks = p.ks_qd, s.w[0] = L.w[3], s.rows[0] = p.D, s.res = p.x;
         break;
     case 2: /* gate / up + GLU */
-        s.count = 2, s.glu = 1, s.norm = 1, s.nw = L.ffn_norm, s.in = p.x, s.cols = p.D, s.ks = p.ks_d;
+        s.count = 2, s.glu = 1, s.norm = 1, s.nw = L.ffn_norm, s.in = p.x, s.cols = p.D, s.ks = p.ks_gu;
         s.w[0] = L.w[4], s.w[1] = L.w[5], s.rows[0] = s.rows[1] = p.F, s.y[0] = p.hb;
         break;
     default: /* down, + residual */

@@ -21,7 +21,8 @@ struct PLayer {
 struct PArgs {
     const PLayer *layers;
     int n_layers, D, QD, KVD, F;
-    int ks_d, ks_qd, ks_f; /* warps per row of D / QD / F columns in matvec_i8.cu (its split-column segments) */
+    int ks_qkv, ks_gu, ks_qd, ks_f; /* warps per row in matvec_i8.cu (its split-column segments) of the q/k/v, gate/up
+                                     * (D columns), o (QD) and down (F) products */
     cmf_cuda_attn a;
     float eps, rope_eps;
     int gemma, gelu, rot, interleaved;

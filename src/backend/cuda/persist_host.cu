@@ -19,11 +19,11 @@ static int env_on(const char *name, int dflt) {
     return e && e[0] ? atoi(e) : dflt;
 }
 
-/* The split-column segments of the graph path's product of q8_row rows of `cols` columns: 1 where it takes the
- * streaming kernel (matvec_i8s.cu, mv_i8_stream_pick: one warp per whole row), else the row-group kernel's warps
- * per row (matvec_i8.cu: its split rule and switches). */
-static int ks_of(int64_t cols) {
-    if (mv_i8_stream_pick(CMF_DT_Q8_ROW, cols)) return 1;
+/* The split-column segments of the graph path's product of `units` q8_row rows (a q/k/v group: all its rows) of
+ * `cols` columns: 1 where it takes the streaming kernel (matvec_i8s.cu, mv_i8_stream_pick: one warp per whole row),
+ * else the row-group kernel's warps per row (matvec_i8.cu: its split rule and switches). */
+static int ks_of(int64_t cols, int64_t units) {
+    if (mv_i8_stream_pick(CMF_DT_Q8_ROW, cols, units)) return 1;
     const int split = env_on("CMF_CUDA_I8_SPLIT", 1) != 0;
     const int ks4 = env_on("CMF_CUDA_I8_KS4", 8192) > 0 ? env_on("CMF_CUDA_I8_KS4", 8192) : 8192;
     return !split ? 1 : cols >= ks4 ? 4 : cols >= 2048 ? 2 : 1;
@@ -144,7 +144,8 @@ cmf_status persist_try(cuda_impl *I, cmf_backend *be, cmf_batch *b, cmf_session 
     memset(&p, 0, sizeof p);
     p.layers = ps->d_layers, p.n_layers = c->n_layers, p.D = c->hidden_size;
     p.QD = c->n_heads * c->head_dim, p.KVD = c->n_kv_heads * c->head_dim, p.F = (int)s->w->layers[0].w_gate.rows;
-    p.ks_d = ks_of(p.D), p.ks_qd = ks_of(p.QD), p.ks_f = ks_of(p.F);
+    p.ks_qkv = ks_of(p.D, p.QD + 2 * p.KVD), p.ks_gu = ks_of(p.D, p.F), p.ks_qd = ks_of(p.QD, p.D);
+    p.ks_f = ks_of(p.F, p.D);
     p.a = a, p.eps = c->rms_norm_eps, p.rope_eps = c->rms_norm_eps, p.gemma = c->gemma_norm;
     p.gelu = c->act == CMF_ACT_GELU_TANH, p.rot = c->rot_dim > 0 ? c->rot_dim : 0;
     p.interleaved = c->rope_pairing == CMF_ROPE_INTERLEAVED;
