@@ -37,6 +37,8 @@ static const char *CASES[][3] = {
     {"phi3", "T:phi3", "T:phi3"},
     {"gemma3", "T:gemma3", "T:gemma3"},
     {"llama31-rope", "T:llama31-rope", "T:llama31-rope"},
+    {"qwen2-yarn", "T:qwen2-yarn", "T:qwen2-yarn"},
+    {"llama-yarn-af", "T:llama-yarn-af", "T:llama-yarn-af"},
 };
 
 static void resolve(const char *spec, char *out, size_t n) {
