@@ -322,6 +322,40 @@ FEATURES = [
     ("method/str_misc", "{{ 'Straße'.casefold() }} {{ 'ΣΑΣ'.casefold() }} {{ 'ǅ'.casefold() }} {{ 'ﬁ'.casefold() }} "
                         "{{ 'ABC'.casefold() == 'abc' }} {{ 'prefix-body'.removeprefix('prefix-') }} {{ 'body.txt'.removesuffix('.txt') }} "
                         "{{ 'abc'.removeprefix('x') }} {{ 'abc'.removesuffix('') }} {{ 'aa'.removeprefix('aaa') }}", {}),
+    ("method/str_rsplit", "{{ 'a,b,c'.rsplit(',') }} {{ 'a,b,c'.rsplit(',', 1) }} {{ 'a,b,c'.rsplit(',', maxsplit=0) }} "
+                          "{{ '  a  b c  '.rsplit() }} {{ '  a  b c  '.rsplit(none, 1) }} {{ '  a  b c  '.rsplit(maxsplit=2) }} "
+                          "{{ 'a::b::::c'.rsplit('::') }} {{ 'aaaa'.rsplit('aa', 1) }} {{ 'aaa'.rsplit('aa') }} {{ ''.rsplit(',') }} "
+                          "{{ ''.rsplit() }} {{ 'x\xa0y\u3000z'.rsplit() }} {{ 'héllo wörld'.rsplit('ö') }} {{ 'a b'.rsplit(sep=' ') }} "
+                          "{{ 'k=v=w'.rsplit('=', -1) }} {{ 'a.b.c'.rsplit('.', true) }} "
+                          "{{ 'model.layers.0.weight'.rsplit('.', 1)[0] }} {{ 'a b  '.rsplit(none, 0) }}", {}),
+    ("method/str_format", "{{ '{} and {}'.format('x', 2) }}|{{ '{1}{0}{1}'.format('a', 'b') }}|{{ '{name}: {n}'.format(name='k', n=7) }}|"
+                          "{{ '{{literal}} {}'.format(1) }}|{{ '{0[a]} {0[b][1]} {1.x} {2[0]}'.format(d, {'x': 5}, l) }}|"
+                          "{{ '{!r} {!s} {!a}'.format('é', 'é', 'é😀') }}|{{ '{0!r:>8}'.format('ab') }}|{{ '{}'.format(none) }} {{ '{}'.format(true) }} "
+                          "{{ '{}'.format([1, 'a']) }} {{ '{}'.format({'k': none}) }} {{ '{}'.format(2.5) }} {{ '{}'.format(1e16) }}|"
+                          "{{ '{:>{w}}|{:^{w}.{p}}'.format('ab', 'cdefg', w=6, p=2) }}|{{ '{0[1]}'.format('xyz') }}|"
+                          "{{ '{a}-{b}'.format_map({'a': 1, 'b': 'two'}) }}|{{ '{x.nope}|{x[k]}'.format(x={'k': 3}) }}|"
+                          "{{ '{}'.format(*l) }}|{{ '{0}{0}{z}'.format(*['pos'], **{'z': 'kw'}) }}|{{ 'no fields'.format(1, 2, z=3) }}|"
+                          "[{{ '{0.__class__}{0._x}'.format('x') }}]", V),
+    ("method/str_format_spec", "{% for sp in ['', '5', '<5', '>5', '^6', '*^7', 'é>4', '05', '.2', '<5.1', '=5'] %}"
+                               "[{{ ('{:' ~ sp ~ '}').format('abc') if sp != '=5' else '' }}]{% endfor %}|"
+                               "{% for sp in ['', 'd', '5', '<5', '^6', '+', ' ', '-', '05', '+06', '=+8', ',', '_', '010,', '08,', '09_',"
+                               " 'b', '#b', 'o', '#o', 'x', '#X', '#010_x', '_b', 'n', 'e', '.2f', '%', '*>+9,d', '0=8'] %}"
+                               "[{{ ('{:' ~ sp ~ '}').format(-1234) }}/{{ ('{:' ~ sp ~ '}').format(255) }}]{% endfor %}|"
+                               "{% for sp in ['', '.3', '.1', '10.2f', 'e', '.2E', 'g', '.3g', 'G', '%', '.1%', '+.3', ',.2f', '_.1f', '010,.1f',"
+                               " '#.0f', '#g', '.0e', 'n', 'F', '^12.4e', 'z.1f', '08.2f', '.20', '10'] %}"
+                               "[{{ ('{:' ~ sp ~ '}').format(1234.5678) }}/{{ ('{:' ~ sp ~ '}').format(-0.00001234) }}/"
+                               "{{ ('{:' ~ sp ~ '}').format(100.0) }}/{{ ('{:' ~ sp ~ '}').format(-0.0) }}/{{ ('{:' ~ sp ~ '}').format(big * 10) }}]{% endfor %}|"
+                               "{{ '{:>5}|{:d}|{:x}|{:5}|{}'.format(true, false, true, false, true) }}|{{ '{:c}{:c}'.format(65, 233) }}|"
+                               "{{ '{:e}|{:%}|{:.2%}'.format(5, 5, 7) }}|{{ '{:,}'.format(1234567.891) }}|{{ '{:.1f}'.format(0.25) }}|"
+                               "{{ '{:.0f} {:.0f}'.format(0.5, 1.5) }}|{{ '{:g}'.format(1e-5) }}|{{ '{:.3}'.format(123.0) }}|{{ '{:.3}'.format(1e20) }}", {"big": 1e308}),
+    ("method/str_class2", "{% for t in ['Hello World', 'Hello world', 'HELLO', '', 'ǅungla', 'Ab1 Cd', 'a', '123', 'Ⅻ', '½', '一二', '٣', "
+                          "'1.5', '²', 'abc', '\t', 'é', '\x7f', '\u200b', 'a b', '\xa0', 'ª'] %}"
+                          "{{ t.istitle() | int }}{{ t.isnumeric() | int }}{{ t.isascii() | int }}{{ t.isprintable() | int }} {% endfor %}", {}),
+    ("case/full_mapping", "{{ 'straße ﬁx ŉ ǰ ΐ և'.upper() }}|{{ 'İstanbul'.lower() }}|{{ 'ΟΔΟΣ ΟΔΟΣ. ΑΣ\u0301 Σ ΑΣΑ Α.Σ'.lower() }}|"
+                          "{{ 'ﬁsh straße ǆemal ΣΑΣ'.title() }}|{{ 'ßig ΣΑΣ'.capitalize() }}|{{ 'Straße ǅ ΑΣ İ aBc'.swapcase() }}|"
+                          "{{ 'straße ﬁx' | upper }}|{{ 'ΟΔΟΣ' | lower }}|{{ 'ﬁsh-straße (ΑΣ) [ΣΑΣ x\u3000ΑΣ\xa0bΣ' | title }}|"
+                          "{{ 'ßig ΣΑΣ' | capitalize }}|{{ 'hello ʰworld ⓐb' .title() }}|{{ 'abc' is lower }} {{ '123' is lower }} "
+                          "{{ 'ABC1' is upper }} {{ '' is upper }} {{ 42 is lower }} {{ ['a'] is lower }} {{ 'Ab' is upper }} {{ none is upper }}", {}),
     ("filter/truncate", "[{{ 'Hello big wide world' | truncate(9) }}][{{ 'Hello big wide world' | truncate(9, true) }}]"
                         "[{{ 'Hello big wide world' | truncate(17) }}][{{ 'Hello big wide world' | truncate(15) }}]"
                         "[{{ 'Hello big wide world' | truncate(12, end='…') }}][{{ 'abcdefghijk' | truncate(5, leeway=0) }}]"
@@ -447,6 +481,27 @@ ERRORS = [
     ("error/striptags_arg", "{{ 'abc' | striptags(1) }}", {}),
     ("error/str_method_keyword", "{{ 'abc'.find('b', start=1) }}", {}),
     ("error/str_method_bad_keyword", "{{ 'a\tb'.expandtabs(size=2) }}", {}),
+    ("error/format_index", "{{ '{} {}'.format(1) }}", {}),
+    ("error/format_key_missing", "{{ '{a}'.format(b=1) }}", {}),
+    ("error/format_manual_auto", "{{ '{0} {}'.format(1, 2) }}", {}),
+    ("error/format_auto_manual", "{{ '{} {1}'.format(1, 2) }}", {}),
+    ("error/format_single_brace", "{{ 'a } b'.format() }}", {}),
+    ("error/format_unclosed", "{{ 'a { b'.format() }}", {}),
+    ("error/format_str_code", "{{ '{:d}'.format('x') }}", {}),
+    ("error/format_str_sign", "{{ '{:+}'.format('x') }}", {}),
+    ("error/format_int_precision", "{{ '{:.2}'.format(5) }}", {}),
+    ("error/format_int_code", "{{ '{:s}'.format(5) }}", {}),
+    ("error/format_none_spec", "{{ '{:>5}'.format(none) }}", {}),
+    ("error/format_bad_spec", "{{ '{:5q5}'.format(1) }}", {}),
+    ("error/format_conversion", "{{ '{!x}'.format(1) }}", {}),
+    ("error/format_group_both", "{{ '{:,_}'.format(1) }}", {}),
+    ("error/format_group_type", "{{ '{:,x}'.format(1) }}", {}),
+    ("error/format_map_positional", "{{ '{0}'.format_map({'0': 1}) }}", {}),
+    ("error/format_map_kwargs", "{{ '{a}'.format_map(a=1) }}", {}),
+    ("error/format_c_range", "{{ '{:c}'.format(-1) }}", {}),
+    ("error/str_rsplit_empty", "{{ 'abc'.rsplit('') }}", {}),
+    ("error/str_rsplit_kwarg", "{{ 'abc'.rsplit(sepx=',') }}", {}),
+    ("error/str_istitle_arg", "{{ 'abc'.istitle(1) }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 
@@ -489,7 +544,7 @@ def main():
             case.update(error="syntax", line=e.lineno)
         except jinja2.exceptions.SecurityError as e:
             case.update(error="runtime", message=str(e))
-        except (TypeError, KeyError, ValueError, OverflowError, UnicodeEncodeError, RuntimeError, AssertionError,
+        except (TypeError, KeyError, IndexError, ValueError, OverflowError, UnicodeEncodeError, RuntimeError, AssertionError,
                 ZeroDivisionError, jinja2.exceptions.TemplateRuntimeError) as e:
             case.update(error="runtime", message=str(e))
         cases.append(case)

@@ -40,43 +40,6 @@ cmf_status jb_ret_buf(jv *out, jbuf *b) {
 
 int jb_is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
-/* ---- case mapping (utf8proc) ---- */
-
-
-cmf_status jb_map_case(jv s, int mode, jv *out) {
-    jbuf b = {0};
-    const utf8proc_uint8_t *p = (const utf8proc_uint8_t *)s.u.s->s;
-    utf8proc_ssize_t n = (utf8proc_ssize_t)s.u.s->len, i = 0;
-    int prev_cased = 0, first = 1, word_start = 1;
-    while (i < n) {
-        utf8proc_int32_t cp;
-        utf8proc_ssize_t k = utf8proc_iterate(p + i, n - i, &cp);
-        if (k <= 0) { jbuf_put(&b, (const char *)p + i, 1); i++; continue; }
-        utf8proc_int32_t r = cp;
-        utf8proc_category_t cat = utf8proc_category(cp);
-        int cased = cat == UTF8PROC_CATEGORY_LU || cat == UTF8PROC_CATEGORY_LL || cat == UTF8PROC_CATEGORY_LT;
-        switch (mode) {
-        case CASE_UPPER: r = utf8proc_toupper(cp); break;
-        case CASE_LOWER: r = utf8proc_tolower(cp); break;
-        case CASE_PYTITLE: r = prev_cased ? utf8proc_tolower(cp) : utf8proc_totitle(cp); break;
-        case CASE_CAPITALIZE: r = first ? utf8proc_totitle(cp) : utf8proc_tolower(cp); break;
-        case CASE_JTITLE: { /* words split at runs of whitespace and -({[< */
-            int sep = cp < 128 && (jb_is_space((unsigned char)cp) || strchr("-({[<", (int)cp));
-            r = sep ? cp : word_start ? utf8proc_toupper(cp) : utf8proc_tolower(cp);
-            word_start = sep;
-            break;
-        }
-        }
-        prev_cased = cased;
-        first = 0;
-        utf8proc_uint8_t enc[4];
-        utf8proc_ssize_t m = utf8proc_encode_char(r, enc);
-        jbuf_put(&b, (const char *)enc, (size_t)m);
-        i += k;
-    }
-    return jb_ret_buf(out, &b);
-}
-
 /* ---- string helpers ---- */
 
 /* Length of the UTF-8 sequence starting at p[0] (1 for a stray byte), within n bytes. */
@@ -298,12 +261,13 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
         if (v.k != JV_INT && v.k != JV_BOOL) return jinja_rt_err(at, "test '%s' needs an integer, got '%s'", name, jv_kind_name(v));
         int64_t x = v.k == JV_INT ? v.u.i : v.u.b;
         *r = ((x % 2 != 0) == (name[0] == 'o'));
-    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
-        if (v.k != JV_STR) { *r = 0; return CMF_OK; }
-        jv m;
-        TRY(jb_map_case(v, name[0] == 'l' ? CASE_LOWER : CASE_UPPER, &m));
-        *r = m.u.s->len == v.u.s->len && !memcmp(m.u.s->s, v.u.s->s, v.u.s->len);
-        jv_release(m);
+    } else if (!strcmp(name, "lower") || !strcmp(name, "upper")) { /* jinja2: str(value).islower() / isupper() */
+        int over = 0;
+        jv t = v.k == JV_STR ? jv_retain(v) : jv_stringify(v, c->lim.max_output, &over);
+        if (over) return over == 2 ? jinja_deep_err(at) : jinja_limit_err(at, "string size", c->lim.max_output);
+        if (jv_is_oom(t)) return NOMEM();
+        *r = jinja_str_is(t, name[0] == 'l' ? "islower" : "isupper");
+        jv_release(t);
     } else {
         if (!arg) {
             if (!strcmp(name, "divisibleby") || !strcmp(name, "eq") || !strcmp(name, "in") || !strcmp(name, "sameas"))

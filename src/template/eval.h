@@ -142,11 +142,32 @@ cmf_status jinja_getitem(jctx *c, const jnode *at, jv obj, jv key, jv *out);
 
 
 /* Helpers shared by builtins.c and filters.c (Python str semantics on UTF-8; owned results). */
-enum { CASE_UPPER, CASE_LOWER, CASE_PYTITLE, CASE_CAPITALIZE, CASE_JTITLE };
+enum { CASE_UPPER, CASE_LOWER, CASE_PYTITLE, CASE_CAPITALIZE, CASE_JTITLE, CASE_SWAPCASE };
 cmf_status jb_ret_str(jv *out, const char *s, size_t n);
 cmf_status jb_ret_buf(jv *out, jbuf *b); /* frees b */
 int jb_is_space(unsigned char c);
+/* Python's s.upper() / lower() / title() / capitalize() / swapcase() and jinja2's title filter (CASE_JTITLE: words
+ * split at whitespace and -({[<, each word's first code point upper-cased and the rest lower-cased), with full
+ * Unicode case mapping and final sigma (casemap.c). Stray bytes are kept as they are. Owned result. */
 cmf_status jb_map_case(jv s, int mode, jv *out);
+/* Unicode properties as Python 3.11 sees them (casemap.c, strmethods.c): cased (Lu/Ll/Lt, Other_Lowercase,
+ * Other_Uppercase), numeric (str.isnumeric), whitespace (str.isspace), Lowercase, Uppercase. */
+int jinja_cp_is_cased(int32_t cp);
+int jinja_cp_is_numeric(int32_t cp);
+int jinja_cp_is_space(int32_t cp);
+int jinja_cp_is_lower(int32_t cp);
+int jinja_cp_is_upper(int32_t cp);
+/* Python's s.islower(), isupper(), istitle(), isdigit(), isdecimal(), isnumeric(), isalpha(), isalnum(), isspace(),
+ * isascii(), isprintable() for the method name m (strmethods.c); 1 or 0. */
+int jinja_str_is(jv s, const char *m);
+/* The code point that ends at byte offset i > 0 of the UTF-8 text p, its first byte's offset in *start; -1 (and
+ * *start = i - 1) for a byte that ends no well-formed sequence (casemap.c). */
+int32_t jinja_prev_cp(const char *p, size_t i, size_t *start);
+/* fmt.format(*pos, **kw's keywords) (map NULL) or fmt.format_map(*map) (pos NULL, kw NULL) as jinja2's sandbox runs
+ * them (string.Formatter over Python's format(); strformat.c). Owned *out; errors as Python's ValueError /
+ * IndexError / KeyError / TypeError (CMF_E_FORMAT), the string size limit. */
+cmf_status jinja_str_format(jctx *c, const jnode *at, jv fmt, const jv *pos, size_t npos, const jargs *kw,
+                            const jv *map, jv *out);
 cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out);
 const char *jb_find_sub(const char *h, size_t hn, const char *n, size_t nn);
 /* str.split / str.replace: the pieces of split count against the list-items budget (c->items); replace's result

@@ -1,7 +1,10 @@
 /* strmethods.c — the Python str methods a chat template may call beyond the basic ones of builtins.c: padding
  * (ljust, rjust, center, zfill, expandtabs), searching with start/end (find, rfind, index, rindex, count),
- * partition/rpartition, splitlines, removeprefix/removesuffix, casefold and the character-class tests
- * (isdigit, isdecimal, isalpha, isalnum, isspace, islower, isupper).
+ * partition/rpartition, rsplit, splitlines, removeprefix/removesuffix, casefold, swapcase (casemap.c), format and
+ * format_map (strformat.c) and the character-class tests (isdigit, isdecimal, isnumeric, isalpha, isalnum, isspace,
+ * islower, isupper, istitle, isascii, isprintable). jinja2's sandbox forbids no str method (only names starting
+ * with '_'; format and format_map run through its SandboxedFormatter); not implemented: encode (bytes),
+ * maketrans/translate, isidentifier (XID properties utf8proc does not give).
  *
  * Semantics: CPython 3.11 Objects/unicodeobject.c (indices and widths count code points; the padding split of
  * center is CPython's pad()). Character classes come from utf8proc's general categories (Unicode 15) plus the
@@ -22,7 +25,8 @@
 static const char *const METHODS[] = {"ljust", "rjust", "center", "zfill", "expandtabs", "find", "rfind", "index",
                                       "rindex", "count", "partition", "rpartition", "splitlines", "removeprefix",
                                       "removesuffix", "casefold", "isdigit", "isdecimal", "isalpha", "isalnum",
-                                      "isspace", "islower", "isupper", NULL};
+                                      "isspace", "islower", "isupper", "istitle", "isnumeric", "isascii",
+                                      "isprintable", "rsplit", "swapcase", "format", "format_map", NULL};
 
 const char *jinja_str_method_name(const char *name) {
     for (const char *const *m = METHODS; *m; m++)
@@ -61,14 +65,15 @@ static const cp_range OTHER_UPPER[] = {{0x2160, 0x216F}, {0x24B6, 0x24CF}, {0x1F
                                        {0x1F170, 0x1F189}};
 #define NR(t) (sizeof(t) / sizeof((t)[0]))
 
-static int is_lower_cp(int32_t cp) {
+int jinja_cp_is_lower(int32_t cp) {
     return utf8proc_category(cp) == UTF8PROC_CATEGORY_LL || in_ranges(OTHER_LOWER, NR(OTHER_LOWER), cp);
 }
-static int is_upper_cp(int32_t cp) {
+int jinja_cp_is_upper(int32_t cp) {
     return utf8proc_category(cp) == UTF8PROC_CATEGORY_LU || in_ranges(OTHER_UPPER, NR(OTHER_UPPER), cp);
 }
+int jinja_cp_is_space(int32_t cp) { return in_ranges(SPACE, NR(SPACE), cp); }
 
-enum { IS_DIGIT, IS_DECIMAL, IS_ALPHA, IS_ALNUM, IS_SPACE };
+enum { IS_DIGIT, IS_DECIMAL, IS_ALPHA, IS_ALNUM, IS_SPACE, IS_NUMERIC, IS_ASCII, IS_PRINTABLE };
 
 static int cp_is(int cls, int32_t cp) {
     utf8proc_category_t cat = utf8proc_category(cp);
@@ -79,6 +84,10 @@ static int cp_is(int cls, int32_t cp) {
     case IS_DECIMAL: return decimal;
     case IS_ALPHA: return alpha;
     case IS_ALNUM: return alpha || (cat >= UTF8PROC_CATEGORY_ND && cat <= UTF8PROC_CATEGORY_NO);
+    case IS_NUMERIC: return jinja_cp_is_numeric(cp);
+    case IS_ASCII: return cp < 128;
+    case IS_PRINTABLE: /* CPython: not Cc Cf Cs Co Cn Zl Zp Zs, but the space itself */
+        return cp == ' ' || !(cat == UTF8PROC_CATEGORY_CN || (cat >= UTF8PROC_CATEGORY_ZS && cat <= UTF8PROC_CATEGORY_CO));
     default: return in_ranges(SPACE, NR(SPACE), cp);
     }
 }
@@ -92,25 +101,42 @@ static int32_t next_cp(const char *s, size_t n, size_t *i) {
     return cp;
 }
 
-/* str.isdigit ... isupper (CPython: an empty string is False; islower/isupper need one cased character and no
- * character of the other case or titlecase). */
-static int str_is(jv s, const char *m) {
+/* str.isdigit ... isprintable (CPython: an empty string is False, but for isascii and isprintable; islower/isupper
+ * need one cased character and no character of the other case or titlecase; istitle: upper and titlecase characters
+ * only after uncased ones, lower-case ones only after cased ones, and one cased character). */
+int jinja_str_is(jv s, const char *m) {
     const char *p = s.u.s->s;
     size_t n = s.u.s->len, i = 0;
+    if (!strcmp(m, "istitle")) {
+        int cased = 0, prev = 0;
+        while (i < n) {
+            int32_t cp = next_cp(p, n, &i);
+            if (cp < 0) { prev = 0; continue; }
+            if (jinja_cp_is_upper(cp) || utf8proc_category(cp) == UTF8PROC_CATEGORY_LT) {
+                if (prev) return 0;
+                prev = cased = 1;
+            } else if (jinja_cp_is_lower(cp)) {
+                if (!prev) return 0;
+                prev = cased = 1;
+            } else prev = 0;
+        }
+        return cased;
+    }
     if (!strcmp(m, "islower") || !strcmp(m, "isupper")) {
         int want_lower = m[2] == 'l', cased = 0;
         while (i < n) {
             int32_t cp = next_cp(p, n, &i);
             if (cp < 0) continue;
-            int lo = is_lower_cp(cp), up = is_upper_cp(cp), title = utf8proc_category(cp) == UTF8PROC_CATEGORY_LT;
+            int lo = jinja_cp_is_lower(cp), up = jinja_cp_is_upper(cp), title = utf8proc_category(cp) == UTF8PROC_CATEGORY_LT;
             if (title || (want_lower ? up : lo)) return 0;
             if (want_lower ? lo : up) cased = 1;
         }
         return cased;
     }
     int cls = !strcmp(m, "isdigit") ? IS_DIGIT : !strcmp(m, "isdecimal") ? IS_DECIMAL : !strcmp(m, "isalpha") ? IS_ALPHA
-            : !strcmp(m, "isalnum") ? IS_ALNUM : IS_SPACE;
-    if (n == 0) return 0;
+            : !strcmp(m, "isalnum") ? IS_ALNUM : !strcmp(m, "isnumeric") ? IS_NUMERIC : !strcmp(m, "isascii") ? IS_ASCII
+            : !strcmp(m, "isprintable") ? IS_PRINTABLE : IS_SPACE;
+    if (n == 0) return cls == IS_ASCII || cls == IS_PRINTABLE;
     while (i < n) {
         int32_t cp = next_cp(p, n, &i);
         if (cp < 0 || !cp_is(cls, cp)) return 0;
@@ -351,16 +377,96 @@ static cmf_status splitlines(jctx *c, const jnode *at, jv s, const jargs *a, jv 
     return CMF_OK;
 }
 
+/* rsplit(sep=None, maxsplit=-1): CPython stringlib rsplit / rsplit_whitespace — at most maxsplit splits from the
+ * right (a negative maxsplit: all); without sep at runs of whitespace (str.isspace), with the leading whitespace of
+ * the unsplit rest kept. The pieces count against the list-items budget. */
+static cmf_status rsplit(jctx *c, const jnode *at, jv s, const jargs *a, jv *out) {
+    const jv *sep = jargs_get(a, 0, "sep");
+    int64_t max = -1;
+    TRY(int_arg(at, jargs_get(a, 1, "maxsplit"), &max));
+    if (sep && sep->k == JV_NONE) sep = NULL;
+    if (sep && sep->k != JV_STR) return jinja_rt_err(at, "must be str or None, not %s", jv_kind_name(*sep));
+    if (sep && sep->u.s->len == 0) return jinja_rt_err(at, "empty separator");
+    if (max < 0) max = INT64_MAX;
+    const char *p = s.u.s->s;
+    size_t n = s.u.s->len;
+    jv l = jv_list_new(0); /* the pieces right to left, reversed at the end */
+    if (jv_is_oom(l)) return NOMEM();
+    cmf_status st = CMF_OK;
+    if (!sep) {
+        size_t i = n; /* p[0..i) is still to split */
+        while (max-- > 0 && !st) {
+            size_t b;
+            while (i > 0) { /* skip whitespace */
+                int32_t cp = jinja_prev_cp(p, i, &b);
+                if (!jinja_cp_is_space(cp)) break;
+                i = b;
+            }
+            if (i == 0) break;
+            size_t j = i;
+            while (i > 0) {
+                int32_t cp = jinja_prev_cp(p, i, &b);
+                if (jinja_cp_is_space(cp)) break;
+                i = b;
+            }
+            if (jv_list_push(l, jv_strn(p + i, j - i))) st = NOMEM();
+        }
+        size_t b;
+        while (!st && i > 0 && jinja_cp_is_space(jinja_prev_cp(p, i, &b))) i = b;
+        if (!st && i > 0 && jv_list_push(l, jv_strn(p, i))) st = NOMEM();
+    } else {
+        size_t m = sep->u.s->len, pos = 0; /* pos: bytes taken from the right */
+        char *rh = malloc(n ? n : 1), *rn = malloc(m);
+        if (!rh || !rn) st = NOMEM();
+        else {
+            for (size_t i = 0; i < n; i++) rh[i] = p[n - 1 - i];
+            for (size_t i = 0; i < m; i++) rn[i] = sep->u.s->s[m - 1 - i];
+            for (; max > 0 && !st; max--) {
+                const char *q = jb_find_sub(rh + pos, n - pos, rn, m);
+                if (!q) break;
+                size_t off = (size_t)(q - rh);
+                if (jv_list_push(l, jv_strn(p + n - off, off - pos))) st = NOMEM();
+                pos = off + m;
+            }
+            if (!st && jv_list_push(l, jv_strn(p, n - pos))) st = NOMEM();
+        }
+        free(rh);
+        free(rn);
+    }
+    for (size_t i = 0; !st && i < l.u.l->n; i++)
+        if (jv_is_oom(l.u.l->v[i])) st = NOMEM();
+    if (!st) st = jinja_charge_items(c, at, l.u.l->n);
+    if (st) { jv_release(l); return st; }
+    for (size_t i = 0, j = l.u.l->n; i + 1 < j; i++, j--) {
+        jv t = l.u.l->v[i];
+        l.u.l->v[i] = l.u.l->v[j - 1];
+        l.u.l->v[j - 1] = t;
+    }
+    *out = l;
+    return CMF_OK;
+}
+
 cmf_status jinja_str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out) {
     /* CPython: only expandtabs(tabsize=) and splitlines(keepends=) take a keyword */
+    if (!strcmp(m, "format")) return jinja_str_format(c, at, s, a->pos, a->npos, a, NULL, out); /* (strformat.c) */
     const char *kw = !strcmp(m, "expandtabs") ? "tabsize" : !strcmp(m, "splitlines") ? "keepends" : NULL;
+    const char *kw2 = !strcmp(m, "rsplit") ? "maxsplit" : NULL;
+    if (kw2) kw = "sep";
     for (size_t k = 0; k < a->nkw; k++) {
         if (!kw) return jinja_rt_err(at, "%s() takes no keyword arguments", m);
-        if (strcmp(a->kwn[k], kw)) return jinja_rt_err(at, "'%s' is an invalid keyword argument for %s()", a->kwn[k], m);
+        if (strcmp(a->kwn[k], kw) && (!kw2 || strcmp(a->kwn[k], kw2)))
+            return jinja_rt_err(at, "'%s' is an invalid keyword argument for %s()", a->kwn[k], m);
     }
+    if (!strcmp(m, "format_map")) {
+        const jv *map = jargs_get(a, 0, NULL);
+        if (!map || a->npos != 1) return jinja_rt_err(at, "format_map() takes exactly one argument (%zu given)", a->npos);
+        return jinja_str_format(c, at, s, NULL, 0, NULL, map, out);
+    }
+    if (!strcmp(m, "rsplit")) return rsplit(c, at, s, a, out);
+    if (!strcmp(m, "swapcase")) return jb_map_case(s, CASE_SWAPCASE, out);
     if (!strncmp(m, "is", 2)) {
         if (a->npos || a->nkw) return jinja_rt_err(at, "str.%s() takes no arguments", m);
-        *out = jv_bool(str_is(s, m));
+        *out = jv_bool(jinja_str_is(s, m));
         return CMF_OK;
     }
     if (!strcmp(m, "ljust") || !strcmp(m, "rjust") || !strcmp(m, "center") || !strcmp(m, "zfill"))
