@@ -378,6 +378,11 @@ FEATURES = [
                        "{{ key }}={{ items | map(attribute='n') | list }};{% endfor %}|"
                        "{{ [[1, 'a'], [2, 'b'], [1, 'c']] | groupby(0) }}|{{ [{'a': {'b': 2}}, {'a': {'b': 1}}] | groupby('a.b') | map(attribute='grouper') | list }}|"
                        "{{ (users | groupby('age') | first).list[0].name }}|{{ [] | groupby('x') }}", V),
+    ("filter/case_fold_unicode", "{% for key, items in [{'c': 'Émile', 'n': 1}, {'c': 'émile', 'n': 2}, {'c': 'STRASSE', 'n': 3}, {'c': 'straße', 'n': 4}, "
+                                 "{'c': 'ΣΑΣ', 'n': 5}, {'c': 'σας', 'n': 6}, {'c': 'Zed', 'n': 7}] | groupby('c') %}{{ key }}={{ items | map(attribute='n') | list }};{% endfor %}|"
+                                 "{{ ['b', 'Ä', 'a', 'ä', 'Z', 'é', 'E'] | sort }}|{{ ['Ä', 'ä', 'Ǆ', 'ǆ', 'ǅ', 'x'] | unique | list }}|"
+                                 "{{ {'Éa': 1, 'éb': 2, 'Z': 3} | dictsort }}|{{ ['ä', 'B', 'Á'] | max }}|{{ ['ä', 'B', 'Á'] | min }}|"
+                                 "{{ [['B'], ['a']] | sort }}|{{ ['İ', 'i̇', 'I'] | unique | list }}", {}),
     ("filter/slice", "{{ l | slice(2) | list }}|{{ range(10) | slice(3) | list }}|{{ range(10) | slice(3, 'x') | list }}|"
                      "{{ [1] | slice(3) | list }}|{{ [1] | slice(3, 0) | list }}|{{ range(4) | slice(-1) | list }}|{{ 'abcde' | slice(2) | list }}|"
                      "{% for col in range(7) | slice(3) %}[{{ col | join(' ') }}]{% endfor %}", V),
@@ -391,12 +396,22 @@ FEATURES = [
                            "{{ 'é😀\\u00ff' | tojson(ensure_ascii=true) }}|{{ {'ключ': 'значение'} | tojson(true) }}|"
                            "{{ l | tojson(false, 2) }}|{{ d | tojson(false, none, none, true) }}|{{ [1, [2]] | tojson(separators=['; ', '=']) }}|"
                            "{{ {'b': 1, 'a': 2} | tojson(sort_keys=true, separators=(',', ':')) }}", V),
+    ("filter/tojson_indent_str", "{{ d | tojson(indent='  ') }}|{{ l | tojson(indent='\t') }}|{{ d | tojson(indent='') }}|"
+                                 "{{ {'a': [1, {'b': []}]} | tojson(indent='->', separators=(',', ': ')) }}|{{ [] | tojson(indent='x') }}|"
+                                 "{{ [1] | tojson(indent=true) }}|{{ [1] | tojson(indent=-1) }}|{{ [1, 2] | tojson(indent='é') }}", V),
     ("call/star_args", "{% macro f(a, b=2) %}{{ a }}/{{ b }}/{{ varargs }}/{{ kwargs }}{% endmacro %}"
                        "[{{ f(*[1, 2, 3]) }}][{{ f(**{'a': 5}) }}][{{ f(0, *[9], z=1, **{'y': 2}) }}][{{ f(*'xy') }}]"
                        "[{{ f(*(1,), b=7) }}][{{ f(**{'b': 3, 'a': 4, 'q': 5}) }}][{{ f(*[], **{}) }}]"
                        "[{{ l | join(*['-']) }}][{{ l | sort(**{'reverse': true}) }}][{{ '%s=%s' | format(*['k', 'v']) }}]"
                        "[{{ 3 is divisibleby(*[3]) }}][{{ range(*[1, 7, 2]) | list }}][{{ dict(b=2, **{'a': 1}) }}]"
                        "[{{ namespace(**{'x': 1}).x }}]", V),
+    ("macro/arguments", "{% macro m(a, b) %}[{{ a }}|{{ b }}|{{ a is defined }}]{% endmacro %}{{ m() }}{{ m(b=1) }}{{ m(1, b=2) }}{{ m(b=3, a=4) }}"
+                        "{% macro k(a) %}{{ a }}{{ kwargs }}{{ varargs }}{% endmacro %}{{ k(1, a=2) }}{{ k(1, 2, 3, z=4) }}{{ k(z=1) }}"
+                        "{% macro v(a) %}{{ a }}{{ varargs | list }}{% endmacro %}{{ v(1, 2, 3) }}"
+                        "{% macro n() %}{% macro inner() %}{{ kwargs }}{% endmacro %}{{ inner(q=1) }}{% endmacro %}{{ n(p=2) }}"
+                        "{% macro p(kwargs) %}{{ kwargs }}{% endmacro %}{{ p(5) }}"
+                        "{% macro c() %}<{{ caller() }}>{% endmacro %}{% call c() %}body{% endcall %}"
+                        "{% macro c2(x) %}<{{ caller(x) }}>{% endmacro %}{% call(y) c2(7) %}{{ y }}{% endcall %}", {}),
     ("lit/dict_keys", "{% set d = {1: 'one', 2.5: 'f', true: 't', none: 'n', 'a': 'A', 2.0: 'two'} %}{{ d }}|{{ d[1] }}{{ d[true] }}"
                       "{{ d[1.0] }}{{ d[none] }}{{ d[2] }}{{ d[2.5] }}{{ d['a'] }}{{ d[3] is defined }}|{{ d | length }}|"
                       "{% for k, v in d.items() %}{{ k }}={{ v }};{% endfor %}|{{ d.keys() | list }}|{{ 1 in d }} {{ 7 in d }} {{ none in d }}|"
@@ -502,6 +517,14 @@ ERRORS = [
     ("error/str_rsplit_empty", "{{ 'abc'.rsplit('') }}", {}),
     ("error/str_rsplit_kwarg", "{{ 'abc'.rsplit(sepx=',') }}", {}),
     ("error/str_istitle_arg", "{{ 'abc'.istitle(1) }}", {}),
+    ("error/macro_too_many", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, 2) }}", {}),
+    ("error/macro_unknown_kwarg", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(b=2) }}", {}),
+    ("error/macro_kwarg_twice", "{% macro m(a) %}{{ a }}{% endmacro %}{{ m(1, a=2) }}", {}),
+    ("error/macro_no_args", "{% macro m() %}x{% endmacro %}{{ m(1) }}", {}),
+    ("error/macro_call_no_caller", "{% macro m() %}x{% endmacro %}{% call m() %}b{% endcall %}", {}),
+    ("error/caller_too_many", "{% macro m() %}{{ caller(1, 2) }}{% endmacro %}{% call(x) m() %}{{ x }}{% endcall %}", {}),
+    ("error/macro_star_kwargs_unknown", "{% macro f(a) %}{{ a }}{% endmacro %}{{ f(**{'a': 1, 'q': 2}) }}", {}),
+    ("error/tojson_indent_float", "{{ [1] | tojson(indent=2.5) }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

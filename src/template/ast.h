@@ -68,7 +68,17 @@ typedef struct jnode {
     const char **names;           /* keyword arg names (parallel to l2) / macro parameter names (n2 of them) */
     jv cval;                      /* N_CONST (arena templates keep these alive until free) */
     int recursive;                /* N_FOR: `{% for ... recursive %}` (the body may call loop(items)) */
+    int accesses;                 /* N_MACRO / N_CALLBLOCK: JN_USES_* of its body (jinja_body_accesses) */
 } jnode;
+
+/* Which of the special names a macro body reads, as jinja2's compiler finds them (compiler.py macro_body:
+ * find_undeclared(body, ("caller", "kwargs", "varargs")), less the names that are parameters): only a macro that
+ * reads varargs takes extra positional arguments, only one that reads kwargs takes unknown keywords, only one that
+ * reads caller takes caller=. */
+enum { JN_USES_VARARGS = 1, JN_USES_KWARGS = 2, JN_USES_CALLER = 4 };
+/* The JN_USES_* bits of a macro or call-block node n (its body n->l1 and the nodes below it, nested macros
+ * included; parameter names n->names[0..n2) excluded) (exec.c). */
+int jinja_body_accesses(const jnode *n);
 
 /* Parses a token stream into a tree (root: N_BODY). Errors: CMF_E_FORMAT "template:LINE:COL: message" for
  * syntax errors (unexpected token, unclosed block, unknown statement, nesting deeper than the limit). */

@@ -179,3 +179,33 @@ cmf_status jb_map_case(jv s, int mode, jv *out) {
     }
     return jb_ret_buf(out, &b);
 }
+
+/* One string's lower-cased code points, produced one at a time. */
+typedef struct lower_iter {
+    const char *p;
+    size_t n, i;
+    int32_t q[3];
+    int nq, iq;
+} lower_iter;
+
+/* The next code point of s.lower() (a stray byte: 0x110000 + its value, after every code point), or -1 at the end. */
+static int32_t lower_next(lower_iter *it) {
+    if (it->iq < it->nq) return it->q[it->iq++];
+    if (it->i >= it->n) return -1;
+    size_t k;
+    int32_t cp = cp_at(it->p, it->n, it->i, &k);
+    if (cp < 0) return 0x110000 + (unsigned char)it->p[it->i++];
+    it->nq = lower_at(it->p, 0, it->n, it->i, k, cp, it->q);
+    it->iq = 1;
+    it->i += k;
+    return it->q[0];
+}
+
+int jinja_compare_lower(const char *a, size_t an, const char *b, size_t bn) {
+    lower_iter x = {.p = a, .n = an}, y = {.p = b, .n = bn};
+    for (;;) {
+        int32_t u = lower_next(&x), v = lower_next(&y);
+        if (u != v) return u < v ? -1 : 1;
+        if (u < 0) return 0;
+    }
+}

@@ -305,23 +305,14 @@ static int compare_at(jctx *c, jv a, jv b, int ci, int *err, int depth) {
         size_t w = (a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len) / JINJA_WORK_BYTES; /* (bytes compared) */
         if (w > c->steps) { *err = 2; return 0; }
         c->steps -= w;
-        if (ci) {
-            size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
-            for (size_t i = 0; i < n; i++) {
-                int x = (unsigned char)a.u.s->s[i], y = (unsigned char)b.u.s->s[i];
-                if (x >= 'A' && x <= 'Z') x += 32;
-                if (y >= 'A' && y <= 'Z') y += 32;
-                if (x != y) return x - y;
-            }
-            return (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
-        }
+        if (ci) return jinja_compare_lower(a.u.s->s, a.u.s->len, b.u.s->s, b.u.s->len); /* jinja2 ignore_case */
         size_t n = a.u.s->len < b.u.s->len ? a.u.s->len : b.u.s->len;
         int r = memcmp(a.u.s->s, b.u.s->s, n);
         return r ? r : (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
     }
     if (a.k == JV_LIST && b.k == JV_LIST) {
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
-            int r = compare_at(c, a.u.l->v[i], b.u.l->v[i], ci, err, depth + 1);
+            int r = compare_at(c, a.u.l->v[i], b.u.l->v[i], 0, err, depth + 1); /* (ignore_case: a str only) */
             if (r || *err) return r;
         }
         return (a.u.l->n > b.u.l->n) - (a.u.l->n < b.u.l->n);
@@ -581,15 +572,29 @@ cmf_status jinja_call_macro(jctx *c, const jnode *at, jv mv, const jargs *a, jv 
     jv varargs = jv_list_new(0), kwargs = jv_dict_new();
     cmf_status st = CMF_OK;
     if (jv_is_oom(varargs) || jv_is_oom(kwargs)) st = NOMEM();
-    for (size_t i = 0; !st && i < a->npos; i++) {
-        if (i < def->n2) st = jinja_assign(&fr, def->names[i], jv_retain(a->pos[i]));
-        else if (jv_list_push(varargs, jv_retain(a->pos[i]))) st = NOMEM();
-    }
+    /* jinja2 runtime.py Macro.__call__: positional arguments fill the parameters in order; a keyword fills a
+     * parameter not filled by position; the rest go to kwargs / varargs when the body reads them, else an error */
+    const char *mname = def->type == N_MACRO && def->name ? def->name : "caller";
     for (size_t k = 0; !st && k < a->nkw; k++) {
         size_t i;
         for (i = 0; i < def->n2 && strcmp(def->names[i], a->kwn[k]); i++) {}
-        if (i < def->n2) st = jinja_assign(&fr, def->names[i], jv_retain(a->kwv[k]));
+        if (i < def->n2 && i >= a->npos) st = jinja_assign(&fr, def->names[i], jv_retain(a->kwv[k]));
+        else if (!strcmp(a->kwn[k], "caller") && i == def->n2 && (def->accesses & JN_USES_CALLER))
+            st = jinja_assign(&fr, "caller", jv_retain(a->kwv[k]));
+        else if (!(def->accesses & JN_USES_KWARGS))
+            st = jinja_rt_err(at, "macro '%s' takes no keyword argument '%s'", mname, a->kwn[k]);
         else if (jv_dict_set(kwargs, a->kwn[k], strlen(a->kwn[k]), jv_retain(a->kwv[k]))) st = NOMEM();
+    }
+    if (!st && mv.u.m->caller.k == JV_MACRO && !(def->accesses & JN_USES_CALLER)) { /* {% call %} passes caller= */
+        if (!(def->accesses & JN_USES_KWARGS))
+            st = jinja_rt_err(at, "macro '%s' was invoked with two values for the special caller argument", mname);
+        else if (jv_dict_set(kwargs, "caller", 6, jv_retain(mv.u.m->caller))) st = NOMEM();
+    }
+    if (!st && a->npos > def->n2 && !(def->accesses & JN_USES_VARARGS))
+        st = jinja_rt_err(at, "macro '%s' takes not more than %zu argument(s)", mname, def->n2);
+    for (size_t i = 0; !st && i < a->npos; i++) {
+        if (i < def->n2) st = jinja_assign(&fr, def->names[i], jv_retain(a->pos[i]));
+        else if (jv_list_push(varargs, jv_retain(a->pos[i]))) st = NOMEM();
     }
     for (size_t i = 0; !st && i < def->n2; i++) {
         if (jv_dict_get(fr.vars, def->names[i], strlen(def->names[i]))) continue;
@@ -598,8 +603,9 @@ cmf_status jinja_call_macro(jctx *c, const jnode *at, jv mv, const jargs *a, jv 
         st = jinja_assign(&fr, def->names[i], d);
     }
     if (!st) varargs.u.l->tuple = 1;
-    if (!st) st = jinja_assign(&fr, "varargs", varargs); else jv_release(varargs);
-    if (!st) st = jinja_assign(&fr, "kwargs", kwargs); else jv_release(kwargs);
+    /* (a parameter named varargs or kwargs is an ordinary one: it keeps its value) */
+    if (!st && !jv_dict_get(fr.vars, "varargs", 7)) st = jinja_assign(&fr, "varargs", varargs); else jv_release(varargs);
+    if (!st && !jv_dict_get(fr.vars, "kwargs", 6)) st = jinja_assign(&fr, "kwargs", kwargs); else jv_release(kwargs);
     if (!st && mv.u.m->caller.k == JV_MACRO) st = jinja_assign(&fr, "caller", jv_retain(mv.u.m->caller));
     jbuf buf = {.limit = c->lim.max_output}, *saved = c->out;
     if (!st) {

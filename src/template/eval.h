@@ -163,6 +163,9 @@ int jinja_str_is(jv s, const char *m);
 /* The code point that ends at byte offset i > 0 of the UTF-8 text p, its first byte's offset in *start; -1 (and
  * *start = i - 1) for a byte that ends no well-formed sequence (casemap.c). */
 int32_t jinja_prev_cp(const char *p, size_t i, size_t *start);
+/* Python's a.lower() compared with b.lower() (code point order, as str < str) without making the strings: <0, 0,
+ * >0 (casemap.c). jinja2's case-insensitive sort / unique / groupby / dictsort / min / max compare so. */
+int jinja_compare_lower(const char *a, size_t an, const char *b, size_t bn);
 /* fmt.format(*pos, **kw's keywords) (map NULL) or fmt.format_map(*map) (pos NULL, kw NULL) as jinja2's sandbox runs
  * them (string.Formatter over Python's format(); strformat.c). Owned *out; errors as Python's ValueError /
  * IndexError / KeyError / TypeError (CMF_E_FORMAT), the string size limit. */

@@ -473,3 +473,25 @@ int cmf_template_loops_over_content(const cmf_template *t) {
     scan_node(t->root, &s, 1);
     return s.found;
 }
+
+static int name_accesses(const jnode *n) {
+    if (!n) return 0;
+    int r = 0;
+    if (n->type == N_NAME && n->name)
+        r = !strcmp(n->name, "varargs") ? JN_USES_VARARGS : !strcmp(n->name, "kwargs") ? JN_USES_KWARGS
+          : !strcmp(n->name, "caller") ? JN_USES_CALLER : 0;
+    r |= name_accesses(n->a) | name_accesses(n->b) | name_accesses(n->c) | name_accesses(n->d);
+    for (size_t i = 0; i < n->n1; i++) r |= name_accesses(n->l1[i]);
+    for (size_t i = 0; i < n->n2; i++) r |= name_accesses(n->l2[i]);
+    return r;
+}
+
+int jinja_body_accesses(const jnode *n) {
+    int r = 0;
+    for (size_t i = 0; i < n->n1; i++) r |= name_accesses(n->l1[i]);
+    for (size_t i = 0; i < n->n2 && n->names; i++) { /* a parameter of that name is an ordinary one */
+        if (!strcmp(n->names[i], "varargs")) r &= ~JN_USES_VARARGS;
+        if (!strcmp(n->names[i], "kwargs")) r &= ~JN_USES_KWARGS;
+    }
+    return r;
+}

@@ -263,6 +263,12 @@ static cmf_status tojson(jctx *c, const jnode *at, jv in, const jargs *a, jv *ou
     jv_json_opts o = {.indent = -1, .sort = sk && jv_truthy(*sk), .ascii = asc && jv_truthy(*asc)};
     if (ind && ind->k == JV_INT && ind->u.i > (1 << 20)) return jinja_limit_err(at, "tojson indent", 1 << 20);
     if (ind && (ind->k == JV_INT || ind->k == JV_BOOL)) o.indent = ind->k == JV_BOOL ? ind->u.b : ind->u.i < 0 ? 0 : (int)ind->u.i;
+    if (ind && ind->k == JV_STR) { /* json.dumps: a string indent is the text of one level */
+        o.indent = 0;
+        o.indent_str = ind->u.s->s;
+        o.indent_len = ind->u.s->len;
+    } else if (ind && ind->k != JV_NONE && ind->k != JV_INT && ind->k != JV_BOOL)
+        return jinja_rt_err(at, "tojson: indent must be an int or a str, not '%s'", jv_kind_name(*ind));
     if (sep && sep->k != JV_NONE) {
         if (sep->k != JV_LIST || sep->u.l->n != 2 || sep->u.l->v[0].k != JV_STR || sep->u.l->v[1].k != JV_STR)
             return jinja_rt_err(at, "tojson: separators must be an (item_separator, key_separator) pair of strings");

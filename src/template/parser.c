@@ -724,6 +724,7 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
         TRY(parse_params(P, n));
         TRY(expect_end(P));
         TRY(parse_body(P, stops, &n->l1, &n->n1, &stopped));
+        n->accesses = jinja_body_accesses(n);
         if (cur(P)->type == T_NAME) P->pos++; /* {% endmacro name %} */
         TRY(expect_end(P));
     } else if (!strcmp(kw, "call")) {
@@ -734,6 +735,7 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
         if (n->a->type != N_CALL) return perr(P, t, "%s", "expected a call after 'call'");
         TRY(expect_end(P));
         TRY(parse_body(P, stops, &n->l1, &n->n1, &stopped));
+        n->accesses = jinja_body_accesses(n);
         TRY(expect_end(P));
     } else if (!strcmp(kw, "filter")) {
         static const char *const stops[] = {"endfilter", NULL};

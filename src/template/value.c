@@ -644,9 +644,10 @@ static void put_json_str(jbuf *b, const char *s, size_t n, int ascii) {
     jbuf_put(b, "\"", 1);
 }
 
-static void put_indent(jbuf *b, int indent, int level) {
+static void put_indent(jbuf *b, const jv_json_opts *o, int level) {
     jbuf_put(b, "\n", 1);
-    for (long i = 0; i < (long)indent * level && !b->over; i++) jbuf_put(b, " ", 1);
+    if (o->indent_str) for (int i = 0; i < level && !b->over; i++) jbuf_put(b, o->indent_str, o->indent_len);
+    else for (long i = 0; i < (long)o->indent * level && !b->over; i++) jbuf_put(b, " ", 1);
 }
 
 typedef struct key_ix { const jv_str *k; size_t i; } key_ix; /* a dict key and its slot */
@@ -677,10 +678,10 @@ static int to_json(jbuf *b, jv v, const jv_json_opts *o, int level, const char *
         jbuf_put(b, "[", 1);
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) jbuf_puts(b, o->item_sep ? o->item_sep : indent >= 0 ? "," : ", ");
-            if (indent >= 0) put_indent(b, indent, level + 1);
+            if (indent >= 0) put_indent(b, o, level + 1);
             if (to_json(b, v.u.l->v[i], o, level + 1, bad)) return -1;
         }
-        if (indent >= 0) put_indent(b, indent, level);
+        if (indent >= 0) put_indent(b, o, level);
         jbuf_put(b, "]", 1);
         return 0;
     case JV_DICT: {
@@ -697,7 +698,7 @@ static int to_json(jbuf *b, jv v, const jv_json_opts *o, int level, const char *
         jbuf_put(b, "{", 1);
         for (size_t i = 0; i < d->n; i++) {
             if (i) jbuf_puts(b, o->item_sep ? o->item_sep : indent >= 0 ? "," : ", ");
-            if (indent >= 0) put_indent(b, indent, level + 1);
+            if (indent >= 0) put_indent(b, o, level + 1);
             jv k = jv_dict_key(d, order[i].i); /* json.dumps writes a number / bool / None key as its JSON text */
             if (k.k == JV_STR) put_json_str(b, k.u.s->s, k.u.s->len, o->ascii);
             else {
@@ -712,7 +713,7 @@ static int to_json(jbuf *b, jv v, const jv_json_opts *o, int level, const char *
             if (to_json(b, d->v[order[i].i], o, level + 1, bad)) { free(order); return -1; }
         }
         free(order);
-        if (indent >= 0) put_indent(b, indent, level);
+        if (indent >= 0) put_indent(b, o, level);
         jbuf_put(b, "}", 1);
         return 0;
     }

@@ -151,6 +151,9 @@ void jv_float_repr(jbuf *b, double f);
  * indent), ensure_ascii (non-ASCII as \uXXXX escapes, surrogate pairs above U+FFFF). */
 typedef struct jv_json_opts {
     int indent, sort, ascii;
+    const char *indent_str; /* json.dumps(indent='\t'): these indent_len bytes per level instead of `indent` spaces
+                             * (indent >= 0); NULL: spaces */
+    size_t indent_len;
     const char *item_sep, *key_sep; /* NUL-terminated */
 } jv_json_opts;
 /* json.dumps(v, **o) appended to b; returns 0, or -1 for a value JSON cannot hold (undefined, macro): *bad names
