@@ -390,6 +390,10 @@ FEATURES = [
                          "[{{ 'a < b' | striptags }}][{{ 'a <b c' | striptags }}][{{ 'x<!--y' | striptags }}][{{ '<!--> a -->b' | striptags }}]"
                          "[{{ '&amp; &lt;x&gt; &#65;&#x42; &quot;q&quot; &apos;' | striptags }}][{{ '<<b>b>' | striptags }}][{{ '<!<!-- x -->-- y -->z' | striptags }}]"
                          "[{{ 42 | striptags }}][{{ 'é\xa0 ü' | striptags }}][{{ 'a&b' | striptags }}]", {}),
+    ("filter/striptags_entities", "[{{ '&eacute;&Eacute; &hellip; &rarr;&nbsp;x &NotEqualTilde; &fjlig; &amp &ampx &notit; &notin; &copy2' | striptags }}]"
+                                  "[{{ '&#128;&#x81;&#150;&#0;&#13;&#x110000;&#xD800;&#1;&#x7f;&#xFFFE;&#12345678901234567890;&#65' | striptags }}]"
+                                  "[{{ '&; &#; &#x; &# 1 &unknown; &lt&gt &LT;&GT &abcdefghijklmnopqrstuvwxyzabcdefghij; &é; &ampé' | striptags }}]"
+                                  "[{{ '<b>&lt;b&gt;</b> a&amp;b &quot;q&quot; &apos;' | striptags }}][{{ 'x &AMP;y &Amp; &AElig &aeligx' | striptags }}]", {}),
     ("filter/urlencode", "{{ 'a b/c?d=é&' | urlencode }}|{{ {'q': 'a b', 'n': 1, 'x': 'é/&'} | urlencode }}|"
                          "{{ [['k', 'v 1'], ['z', none]] | urlencode }}|{{ 42 | urlencode }}|{{ '~_.-' | urlencode }}|{{ {} | urlencode }}", {}),
     ("filter/tojson_args", "{{ d | tojson(separators=(',', ':')) }}|{{ d | tojson(indent=1, separators=(',', ' = ')) }}|"

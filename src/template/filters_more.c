@@ -3,12 +3,14 @@
  * wraps as Python's textwrap.TextWrapper with expand_tabs=False and replace_whitespace=False; striptags is
  * markupsafe 3's Markup.striptags). Every loop here is bounded by its input or output size: the caller charges the
  * work of what a filter reads and makes, and sizes stay within the string and list-items limits. */
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <utf8proc.h>
 
 #include "template/eval.h"
+#include "template/html_entities.h"
 #include "util/error.h"
 
 #define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
@@ -217,40 +219,74 @@ static void strip_spans(jbuf *o, const char *s, size_t n, const char *open, cons
     }
 }
 
-/* html.unescape for the character references markupsafe's unescape meets most: &#NNN; &#xHH; and the named
- * references amp lt gt quot apos nbsp (Python knows all 2,231 HTML5 names; other names stay as they are here). */
+/* The HTML5 name s[0..n) (with its ';' when it has one): its entry, or NULL. */
+static const html_entity *entity(const char *s, size_t n) {
+    size_t lo = 0, hi = sizeof HTML_ENTITIES / sizeof HTML_ENTITIES[0];
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        const char *m = HTML_ENTITIES[mid].name;
+        size_t mn = strlen(m);
+        int c = memcmp(s, m, n < mn ? n : mn);
+        if (!c) c = (n > mn) - (n < mn);
+        if (!c) return &HTML_ENTITIES[mid];
+        if (c < 0) hi = mid;
+        else lo = mid + 1;
+    }
+    return NULL;
+}
+
+static void put_cp(jbuf *o, int32_t cp) {
+    utf8proc_uint8_t enc[4];
+    jbuf_put(o, (const char *)enc, (size_t)utf8proc_encode_char(cp, enc));
+}
+
+/* Python's html.unescape (html/__init__.py): each match of &(#[0-9]+;?|#[xX][0-9a-fA-F]+;?|[^\t\n\f <&#;]{1,32};?)
+ * is replaced: a numeric reference by its code point (the _invalid_charrefs fix-ups first, then U+FFFD for a
+ * surrogate or a value past U+10FFFF, nothing for the _invalid_codepoints), a name by its HTML5 text, else by the
+ * text of its longest prefix that is a name (the legacy names without ';') followed by the rest, else kept. */
 static void unescape(jbuf *o, const char *s, size_t n) {
-    static const struct { const char *name; int32_t cp; } NAMED[] = {
-        {"amp", '&'}, {"lt", '<'}, {"gt", '>'}, {"quot", '"'}, {"apos", '\''}, {"nbsp", 0xA0}};
     for (size_t i = 0; i < n;) {
         if (s[i] != '&') { jbuf_put(o, s + i, 1); i++; continue; }
-        int32_t cp = -1;
         size_t j = i + 1;
         if (j < n && s[j] == '#') {
             int hex = j + 1 < n && (s[j + 1] == 'x' || s[j + 1] == 'X');
             size_t d = j + 1 + (size_t)hex, e = d;
             int64_t v = 0;
-            while (e < n && e - d < 10 && (hex ? strchr("0123456789abcdefABCDEF", s[e]) != NULL : (s[e] >= '0' && s[e] <= '9')) && s[e]) {
+            while (e < n && (hex ? isxdigit((unsigned char)s[e]) : isdigit((unsigned char)s[e]))) {
                 int dv = s[e] <= '9' ? s[e] - '0' : (s[e] | 32) - 'a' + 10;
-                v = v * (hex ? 16 : 10) + dv;
+                if (v <= 0x10FFFF) v = v * (hex ? 16 : 10) + dv; /* (past U+10FFFF the value no longer matters) */
                 e++;
             }
-            if (e > d) {
-                /* Python: 0, surrogates and values past U+10FFFF become U+FFFD (and a few C1 controls are remapped,
-                 * which we do not do) */
-                cp = v == 0 || v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) ? 0xFFFD : (int32_t)v;
-                j = e < n && s[e] == ';' ? e + 1 : e;
-            }
-        } else {
-            for (size_t k = 0; k < sizeof NAMED / sizeof NAMED[0]; k++) {
-                size_t l = strlen(NAMED[k].name);
-                if (j + l < n && !memcmp(s + j, NAMED[k].name, l) && s[j + l] == ';') { cp = NAMED[k].cp; j += l + 1; break; }
-            }
+            if (e == d) { jbuf_put(o, "&", 1); i++; continue; } /* "&#" alone, "&#x" alone: kept */
+            i = e < n && s[e] == ';' ? e + 1 : e;
+            size_t k;
+            for (k = 0; k < sizeof HTML_INVALID_CHARREFS / sizeof HTML_INVALID_CHARREFS[0]; k++)
+                if (HTML_INVALID_CHARREFS[k].from == v) break;
+            if (k < sizeof HTML_INVALID_CHARREFS / sizeof HTML_INVALID_CHARREFS[0]) { put_cp(o, HTML_INVALID_CHARREFS[k].to); continue; }
+            if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF)) { put_cp(o, 0xFFFD); continue; }
+            int invalid = 0;
+            for (k = 0; k < sizeof HTML_INVALID_CODEPOINTS / sizeof HTML_INVALID_CODEPOINTS[0]; k++)
+                invalid |= v >= HTML_INVALID_CODEPOINTS[k].a && v <= HTML_INVALID_CODEPOINTS[k].b;
+            if (!invalid) put_cp(o, (int32_t)v);
+            continue;
         }
-        if (cp < 0) { jbuf_put(o, "&", 1); i++; continue; }
-        utf8proc_uint8_t enc[4];
-        jbuf_put(o, (const char *)enc, (size_t)utf8proc_encode_char(cp, enc));
-        i = j;
+        size_t e = j, cps = 0; /* up to 32 code points outside \t \n \f space < & # ; */
+        while (e < n && cps < 32 && !memchr("\t\n\f <&#;", s[e], 8)) {
+            e++;
+            while (e < n && ((unsigned char)s[e] & 0xC0) == 0x80) e++;
+            cps++;
+        }
+        if (e == j) { jbuf_put(o, "&", 1); i++; continue; }
+        if (e < n && s[e] == ';') e++;
+        const html_entity *h = entity(s + j, e - j);
+        size_t used = e - j;
+        for (size_t x = e - j - 1; !h && x >= 2; x--) /* the longest prefix that is a name */
+            if ((h = entity(s + j, x))) used = x;
+        if (!h) { jbuf_put(o, s + i, e - i); i = e; continue; }
+        put_cp(o, h->cp[0]);
+        if (h->cp[1]) put_cp(o, h->cp[1]);
+        jbuf_put(o, s + j + used, e - j - used);
+        i = e;
     }
 }
 

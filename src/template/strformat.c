@@ -262,15 +262,23 @@ static cmf_status format_int(const jnode *at, jbuf *b, const fmtspec *f, int64_t
     return CMF_OK;
 }
 
+/* A width past the string size limit is refused before anything is padded. */
+static cmf_status check_width(jctx *c, const jnode *at, const fmtspec *f) {
+    if (f->width > (int64_t)c->lim.max_output) return jinja_limit_err(at, "string size (format width)", c->lim.max_output);
+    return CMF_OK;
+}
+
 /* format(v, spec) appended to b. */
 static cmf_status format_value(jctx *c, const jnode *at, jbuf *b, jv v, const char *spec, size_t sn) {
     fmtspec f;
     if (v.k == JV_STR) {
         TRY(parse_spec(at, spec, sn, '<', &f));
+        TRY(check_width(c, at, &f));
         return format_str(at, b, &f, v.u.s->s, v.u.s->len);
     }
     if ((v.k == JV_INT || v.k == JV_BOOL || v.k == JV_FLOAT) && !(v.k == JV_BOOL && sn == 0)) {
         TRY(parse_spec(at, spec, sn, '>', &f));
+        TRY(check_width(c, at, &f));
         if (v.k == JV_FLOAT) return format_float(at, b, &f, v.u.f, "float");
         return format_int(at, b, &f, v.k == JV_INT ? v.u.i : v.u.b, v.k == JV_INT ? "int" : "bool");
     }

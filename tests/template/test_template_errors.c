@@ -271,6 +271,17 @@ static void review8(void) {
         expect_err_lim("{{ ('é' * 400) | urlencode }}", &kb, CMF_E_UNSUPPORTED, "string size");
         expect_err_lim("{{ 'x'.center(1001) }}", &kb, CMF_E_UNSUPPORTED, "padding width");
     }
+    /* tmpl10: str.format widths past the string size limit are refused before padding (a zero fill with grouping
+     * made its digits first); the result keeps the string limit; rsplit's pieces count as list items; ASCII-only
+     * strings and long runs of final sigmas stay linear */
+    expect_err("{{ '{:999999999}'.format('x') }}", CMF_E_UNSUPPORTED, "string size (format width)");
+    expect_err("{{ '{:0999999999,}'.format(1) }}", CMF_E_UNSUPPORTED, "string size (format width)");
+    expect_err("{{ '{:{w}}'.format(1, w=99999999) }}", CMF_E_UNSUPPORTED, "string size (format width)");
+    expect_err("{{ ('{0}' * 5000000).format('abcd') | length }}", CMF_E_UNSUPPORTED, "string size");
+    expect_err_lim("{{ ('x,' * 20000).rsplit(',') | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
+    expect_err_lim("{{ ('x ' * 20000).rsplit() | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
+    expect_out("{{ ('aΣ\u0301' * 300000).lower() | length }} {{ ('ß' * 100000).upper() | length }}", "900000 200000");
+    expect_out("{{ '{:,}|{:_x}|{:>6.2%}'.format(-1234567, 65535, 0.125) }}", "-1,234,567|ffff|12.50%");
     /* wordwrap is linear in the text (200,000 words); a lone surrogate (not UTF-8 for PCRE2) is an error */
     expect_out("{{ ('word ' * 200000) | wordwrap(11) | length }}", "999999");
     expect_err("{{ 'a \\ud800 b' | wordwrap(2) }}", CMF_E_FORMAT, "wordwrap: the text is not valid UTF-8 at byte offset 2");
