@@ -356,6 +356,11 @@ FEATURES = [
                           "{{ 'straße ﬁx' | upper }}|{{ 'ΟΔΟΣ' | lower }}|{{ 'ﬁsh-straße (ΑΣ) [ΣΑΣ x\u3000ΑΣ\xa0bΣ' | title }}|"
                           "{{ 'ßig ΣΑΣ' | capitalize }}|{{ 'hello ʰworld ⓐb' .title() }}|{{ 'abc' is lower }} {{ '123' is lower }} "
                           "{{ 'ABC1' is upper }} {{ '' is upper }} {{ 42 is lower }} {{ ['a'] is lower }} {{ 'Ab' is upper }} {{ none is upper }}", {}),
+    ("method/unicode_space", "[{{ '\u3000a\xa0'.strip() }}][{{ '\u3000a\xa0' | trim }}][{{ 'a\u3000b\xa0c  d'.split() }}][{{ '\x1ca\x1f'.strip() }}]"
+                             "[{{ '\u2003x\u2003'.lstrip() }}][{{ '\u2003x\u2003'.rstrip() }}][{{ ' a\u3000b\u3000 c '.split(none, 1) }}]"
+                             "[{{ '\u3000 12 \xa0' | int }}][{{ ' 1.5\u2003' | float }}][{{ '\u3000a b' | wordcount }}][{{ 'é\u3000' .strip() }}]", {}),
+    ("value/repr_unicode", "{{ ['\\xa0', '\\u3000', 'é', '\\u200b', '\\U0001F600', '\\x85', '\\ue000', '\\U000e0001', '\\u2028', "
+                           "'a\\u0301', '\\x7f\\x1b', '\\U0010ffff', '\\u0378'] }}|{{ {'k\\xa0': '\\u00ad'} }}|{{ ('\\u3000',) }}", {}),
     ("filter/truncate", "[{{ 'Hello big wide world' | truncate(9) }}][{{ 'Hello big wide world' | truncate(9, true) }}]"
                         "[{{ 'Hello big wide world' | truncate(17) }}][{{ 'Hello big wide world' | truncate(15) }}]"
                         "[{{ 'Hello big wide world' | truncate(12, end='…') }}][{{ 'abcdefghijk' | truncate(5, leeway=0) }}]"

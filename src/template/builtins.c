@@ -40,6 +40,13 @@ cmf_status jb_ret_buf(jv *out, jbuf *b) {
 
 int jb_is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
+int jb_space_at(const char *p, size_t n, size_t *k) {
+    utf8proc_int32_t cp;
+    utf8proc_ssize_t m = utf8proc_iterate((const utf8proc_uint8_t *)p, (utf8proc_ssize_t)n, &cp);
+    *k = m > 0 ? (size_t)m : 1;
+    return m > 0 && jinja_cp_is_space(cp);
+}
+
 /* ---- string helpers ---- */
 
 /* Length of the UTF-8 sequence starting at p[0] (1 for a stray byte), within n bytes. */
@@ -76,9 +83,17 @@ cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out) {
             if (!in_cp_set(set, sl, p + b, e - b)) break;
             e = b;
         }
-    } else {
-        while (left && a < e && jb_is_space((unsigned char)p[a])) a++;
-        while (right && e > a && jb_is_space((unsigned char)p[e - 1])) e--;
+    } else { /* Python's str.isspace characters (U+3000, U+00A0, \x1c ... too) */
+        while (left && a < e) {
+            size_t k;
+            if (!jb_space_at(p + a, e - a, &k)) break;
+            a += k;
+        }
+        while (right && e > a) {
+            size_t b;
+            if (!jinja_cp_is_space(jinja_prev_cp(p + a, e - a, &b))) break;
+            e = a + b;
+        }
     }
     return jb_ret_str(out, p + a, e - a);
 }
@@ -106,14 +121,16 @@ cmf_status jb_split(jctx *c, const jnode *at, jv s, const jv *sep, const jv *max
 /* jb_split's pieces into list l (errors: l keeps what it has; the caller releases it). */
 static cmf_status split_into(const jnode *at, jv s, const jv *sep, int64_t max, jv l) {
     const char *p = s.u.s->s, *end = p + s.u.s->len;
-    if (!sep || sep->k == JV_NONE) {
+    if (!sep || sep->k == JV_NONE) { /* at runs of str.isspace characters */
+        size_t k;
         while (p < end) {
-            while (p < end && jb_is_space((unsigned char)*p)) p++;
+            while (p < end && jb_space_at(p, (size_t)(end - p), &k)) p += k;
             if (p == end) break;
             const char *q = p;
             if (max == 0) q = end;
-            else while (q < end && !jb_is_space((unsigned char)*q)) q++;
-            if (max == 0) { while (q > p && jb_is_space((unsigned char)q[-1])) q--; }
+            else while (q < end && !jb_space_at(q, (size_t)(end - q), &k)) q += k;
+            /* (maxsplit reached: the rest, trailing whitespace included, is the last piece, as CPython's
+             * split_whitespace) */
             if (jv_list_push(l, jv_strn(p, (size_t)(q - p)))) return NOMEM();
             if (max > 0) max--;
             p = q;

@@ -146,6 +146,9 @@ enum { CASE_UPPER, CASE_LOWER, CASE_PYTITLE, CASE_CAPITALIZE, CASE_JTITLE, CASE_
 cmf_status jb_ret_str(jv *out, const char *s, size_t n);
 cmf_status jb_ret_buf(jv *out, jbuf *b); /* frees b */
 int jb_is_space(unsigned char c);
+/* Whether the code point at p (n > 0 bytes) is Python whitespace (str.isspace); its length in *k (1 for a stray
+ * byte, which is not whitespace). */
+int jb_space_at(const char *p, size_t n, size_t *k);
 /* Python's s.upper() / lower() / title() / capitalize() / swapcase() and jinja2's title filter (CASE_JTITLE: words
  * split at whitespace and -({[<, each word's first code point upper-cased and the rest lower-cased), with full
  * Unicode case mapping and final sigma (casemap.c). Stray bytes are kept as they are. Owned result. */

@@ -24,10 +24,16 @@ static int digit_val(char ch) {
     return 99;
 }
 
+/* s[*i..*n) without the Python whitespace (str.isspace) at either end, as int() and float() strip it. */
+static void trim_space(const char *s, size_t *i, size_t *n) {
+    size_t k, b;
+    while (*i < *n && jb_space_at(s + *i, *n - *i, &k)) *i += k;
+    while (*n > *i && jinja_cp_is_space(jinja_prev_cp(s + *i, *n - *i, &b))) *n = *i + b;
+}
+
 int jinja_parse_int(const char *s, size_t n, int base, int64_t *out) {
     size_t i = 0;
-    while (i < n && jb_is_space((unsigned char)s[i])) i++;
-    while (n > i && jb_is_space((unsigned char)s[n - 1])) n--;
+    trim_space(s, &i, &n);
     int neg = 0;
     if (i < n && (s[i] == '+' || s[i] == '-')) neg = s[i++] == '-';
     if (base != 0 && (base < 2 || base > 36)) return -1;
@@ -65,8 +71,7 @@ int jinja_parse_int(const char *s, size_t n, int base, int64_t *out) {
 /* Python's float(s) on ASCII text: returns 0 and *out, or -1 when s is not a float literal. */
 static int parse_float(const char *s, size_t n, double *out) {
     size_t i = 0;
-    while (i < n && jb_is_space((unsigned char)s[i])) i++;
-    while (n > i && jb_is_space((unsigned char)s[n - 1])) n--;
+    trim_space(s, &i, &n);
     if (i >= n || n - i > 4096) return -1;
     char buf[4100];
     size_t o = 0, j = i;

@@ -3,6 +3,7 @@
 #include "template/value.h"
 
 #include <cjson/cJSON.h>
+#include <utf8proc.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -503,13 +504,23 @@ static void put_str_repr(jbuf *b, const char *s, size_t n) {
     jbuf_put(b, &q, 1);
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        char e[8];
+        char e[16];
         if (c == (unsigned char)q || c == '\\') { e[0] = '\\'; e[1] = (char)c; jbuf_put(b, e, 2); }
         else if (c == '\n') jbuf_puts(b, "\\n");
         else if (c == '\r') jbuf_puts(b, "\\r");
         else if (c == '\t') jbuf_puts(b, "\\t");
         else if (c < 0x20 || c == 0x7f) { snprintf(e, sizeof(e), "\\x%02x", c); jbuf_puts(b, e); }
-        else jbuf_put(b, (const char *)&s[i], 1);
+        else if (c >= 0x80) { /* CPython unicode_repr: a code point that is not printable as \xhh, \uhhhh, \Uhhhhhhhh */
+            utf8proc_int32_t cp;
+            utf8proc_ssize_t k = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+            if (k <= 0) { jbuf_put(b, s + i, 1); continue; }
+            utf8proc_category_t cat = utf8proc_category(cp); /* not printable: Cn, Zs Zl Zp Cc Cf Cs Co */
+            if (cat != UTF8PROC_CATEGORY_CN && (cat < UTF8PROC_CATEGORY_ZS || cat > UTF8PROC_CATEGORY_CO)) jbuf_put(b, s + i, (size_t)k);
+            else if (cp <= 0xFF) { snprintf(e, sizeof(e), "\\x%02x", (unsigned)cp); jbuf_puts(b, e); }
+            else if (cp <= 0xFFFF) { snprintf(e, sizeof(e), "\\u%04x", (unsigned)cp); jbuf_puts(b, e); }
+            else { snprintf(e, sizeof(e), "\\U%08x", (unsigned)cp); jbuf_puts(b, e); }
+            i += (size_t)k - 1;
+        } else jbuf_put(b, (const char *)&s[i], 1);
     }
     jbuf_put(b, &q, 1);
 }
