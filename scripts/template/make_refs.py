@@ -361,6 +361,16 @@ FEATURES = [
                              "[{{ '\u3000 12 \xa0' | int }}][{{ ' 1.5\u2003' | float }}][{{ '\u3000a b' | wordcount }}][{{ 'é\u3000' .strip() }}]", {}),
     ("value/repr_unicode", "{{ ['\\xa0', '\\u3000', 'é', '\\u200b', '\\U0001F600', '\\x85', '\\ue000', '\\U000e0001', '\\u2028', "
                            "'a\\u0301', '\\x7f\\x1b', '\\U0010ffff', '\\u0378'] }}|{{ {'k\\xa0': '\\u00ad'} }}|{{ ('\\u3000',) }}", {}),
+    ("filter/round_python", "{{ 2.5 | round }} {{ 3.5 | round }} {{ 2.675 | round(2) }} {{ -2.5 | round(0, 'floor') }} {{ 7 | round }} {{ true | round }} "
+                            "{{ 1250 | round(-2) }} {{ 1350 | round(-2) }} {{ -1250 | round(-2) }} {{ -1251 | round(-2) }} {{ 5 | round(-1) }} {{ 15 | round(-1) }} "
+                            "{{ 1250.0 | round(-2) }} {{ 1250.0001 | round(-2) }} {{ -1250.0 | round(-2) }} {{ 999.9 | round(-3) }} {{ 12345.678 | round(-400) }} "
+                            "{{ 1e300 | round(-299) }} {{ 0.125 | round(2) }} {{ 0.375 | round(2) }} {{ 1.23456789 | round(400) }} {{ -0.4 | round }} "
+                            "{{ 2.5 | round(0, 'ceil') }} {{ 1234 | round(-2, 'ceil') }} {{ 9007199254740993 | round(-1) }} {{ 1e-320 | round(320) }} {{ 4.35 | round(1) }}", {}),
+    ("expr/tuple_list_equal", "{{ (1, 2) == [1, 2] }} {{ (1, 2) == (1, 2) }} {{ [1, 2] in [(1, 2)] }} {{ (1, 2) in [(1, 2)] }} {{ [[1]] == [(1,)] }} "
+                              "{% set d = {'a': 1} %}{{ d.items() | list == [('a', 1)] }} {{ d | dictsort == [('a', 1)] }} {{ (d | dictsort)[0] == ['a', 1] }} "
+                              "{{ 'a=b'.partition('=') == ('a', '=', 'b') }} {{ 'a b'.split() == ('a', 'b') }} "
+                              "{% for g in [{'x': 1}] | groupby('x') %}{{ g == (1, [{'x': 1}]) }}{% endfor %} "
+                              "{% macro f() %}{{ varargs == (1, 2) }} {{ varargs == [1, 2] }}{% endmacro %}{{ f(1, 2) }} {{ ((1, 2) | list) == [1, 2] }}", {}),
     ("filter/truncate", "[{{ 'Hello big wide world' | truncate(9) }}][{{ 'Hello big wide world' | truncate(9, true) }}]"
                         "[{{ 'Hello big wide world' | truncate(17) }}][{{ 'Hello big wide world' | truncate(15) }}]"
                         "[{{ 'Hello big wide world' | truncate(12, end='…') }}][{{ 'abcdefghijk' | truncate(5, leeway=0) }}]"
@@ -534,6 +544,8 @@ ERRORS = [
     ("error/caller_too_many", "{% macro m() %}{{ caller(1, 2) }}{% endmacro %}{% call(x) m() %}{{ x }}{% endcall %}", {}),
     ("error/macro_star_kwargs_unknown", "{% macro f(a) %}{{ a }}{% endmacro %}{{ f(**{'a': 1, 'q': 2}) }}", {}),
     ("error/tojson_indent_float", "{{ [1] | tojson(indent=2.5) }}", {}),
+    ("error/round_method", "{{ 2.5 | round(0, 'up') }}", {}),
+    ("error/round_precision_float", "{{ 2.5 | round(1.0) }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

@@ -247,6 +247,76 @@ static int64_t word_count(jv s) {
     return words;
 }
 
+/* jinja2 do_round(value, precision=0, method='common'): 'common' is Python's round(value, precision) — an int stays
+ * an int (a negative precision rounds it half to even), a float is rounded half to even on its exact binary value
+ * (CPython double_round: correctly rounded, so round(2.675, 2) is 2.67); 'ceil' / 'floor' are
+ * math.ceil/floor(value * 10**precision) / 10**precision, a float. */
+static cmf_status round_filter(const jnode *at, jv in, const jargs *a, jv *out) {
+    const jv *prec = jargs_get(a, 0, "precision"), *meth = jargs_get(a, 1, "method");
+    if (!jv_is_number(in)) return jinja_rt_err(at, "filter 'round' needs a number");
+    if (prec && prec->k != JV_INT && prec->k != JV_BOOL)
+        return jinja_rt_err(at, "'%s' object cannot be interpreted as an integer", jv_kind_name(*prec));
+    int64_t nd = !prec ? 0 : prec->k == JV_INT ? prec->u.i : prec->u.b;
+    const char *m = meth && meth->k == JV_STR ? meth->u.s->s : meth ? "" : "common";
+    if (strcmp(m, "common") && strcmp(m, "ceil") && strcmp(m, "floor"))
+        return jinja_rt_err(at, "method must be common, ceil or floor");
+    if (strcmp(m, "common")) {
+        double p = pow(10, (double)nd), x = jv_num(in) * p;
+        *out = jv_float((m[0] == 'c' ? ceil(x) : floor(x)) / p);
+        return CMF_OK;
+    }
+    if (in.k != JV_FLOAT) { /* int (bool: as int) */
+        int64_t v = in.k == JV_INT ? in.u.i : in.u.b;
+        if (nd >= 0) { *out = jv_int(v); return CMF_OK; }
+        if (nd < -18) { /* |v| < 9.3e18: 0, unless 10^19 (past int64) is nearer */
+            if (nd == -19 && (v >= 5000000000000000000 || v <= -5000000000000000000))
+                return jinja_rt_err(at, "integer overflow: round() does not fit in 64 bits");
+            *out = jv_int(0);
+            return CMF_OK;
+        }
+        int64_t p = 1;
+        for (int64_t k = 0; k < -nd; k++) p *= 10;
+        int64_t q = v / p, r = v % p; /* (C: truncation toward zero) */
+        if (r < 0) { r += p; q--; }
+        if (r > p - r || (r == p - r && (q & 1))) q++; /* half to even */
+        if ((q > 0 && q > INT64_MAX / p) || (q < 0 && q < INT64_MIN / p))
+            return jinja_rt_err(at, "integer overflow: round() does not fit in 64 bits");
+        *out = jv_int(q * p);
+        return CMF_OK;
+    }
+    double x = in.u.f;
+    if (!isfinite(x) || nd > 323) { *out = jv_float(x); return CMF_OK; }
+    if (nd < -308) { *out = jv_float(0.0 * x); return CMF_OK; }
+    char buf[720];
+    if (nd >= 0) { /* glibc's %.*f is correctly rounded, half to even on the exact value, as CPython's dtoa */
+        snprintf(buf, sizeof(buf), "%.*f", (int)nd, x);
+        *out = jv_float(copysign(strtod(buf, NULL), x));
+        return CMF_OK;
+    }
+    /* a negative precision: the exact integer digits, rounded at 10^-nd (half to even; a fraction breaks a tie) */
+    double ax = fabs(x), ip = floor(ax);
+    int frac = ax != ip;
+    int n = snprintf(buf, sizeof(buf), "%.0f", ip), k = (int)-nd;
+    if (k > n) { *out = jv_float(copysign(0.0, x)); return CMF_OK; }
+    int cut = n - k; /* digits kept: buf[0..cut) */
+    int first = buf[cut] - '0', rest_zero = !frac;
+    for (int j = cut + 1; j < n; j++) rest_zero &= buf[j] == '0';
+    int last_odd = cut > 0 && ((buf[cut - 1] - '0') & 1);
+    int up = first > 5 || (first == 5 && (!rest_zero || last_odd));
+    char num[740]; /* the kept digits plus the round-up, then e<k>: one correctly rounded strtod, as CPython */
+    int nn = 0;
+    num[nn++] = '0';
+    memcpy(num + nn, buf, (size_t)cut);
+    nn += cut;
+    for (int j = nn - 1; up && j >= 0; j--) {
+        if (num[j] == '9') num[j] = '0';
+        else { num[j]++; up = 0; }
+    }
+    snprintf(num + nn, sizeof(num) - (size_t)nn, "e%d", k);
+    *out = jv_float(copysign(strtod(num, NULL), x));
+    return CMF_OK;
+}
+
 /* transformers' tojson(x, ensure_ascii=False, indent=None, separators=None, sort_keys=False) (chat_template_utils.py:
  * json.dumps with these arguments; jinja2's own tojson takes only indent). Other keyword arguments or more than four
  * positional ones are Python's TypeError (CMF_E_FORMAT), as is a separators value that is not two strings. */
@@ -433,15 +503,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         jv_release(name);
         return st;
     }
-    if (!strcmp(f, "round")) {
-        const jv *prec = jargs_get(a, 0, "precision"), *meth = jargs_get(a, 1, "method");
-        if (!jv_is_number(in)) return jinja_rt_err(at, "filter 'round' needs a number");
-        double p = pow(10, prec && prec->k == JV_INT ? (double)prec->u.i : 0), x = jv_num(in) * p;
-        const char *m = meth && meth->k == JV_STR ? meth->u.s->s : "common";
-        x = !strcmp(m, "ceil") ? ceil(x) : !strcmp(m, "floor") ? floor(x) : nearbyint(x); /* Python: half to even */
-        *out = jv_float(x / p);
-        return CMF_OK;
-    }
+    if (!strcmp(f, "round")) return round_filter(at, in, a, out);
     if (!strcmp(f, "batch")) {
         jv items;
         TRY(jb_to_list(c, at, in, &items));

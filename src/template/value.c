@@ -374,6 +374,7 @@ static int equal_at(jv a, jv b, size_t *steps, int depth) {
         return (int64_t)f == i;
     }
     if (a.k != b.k) return 0;
+    if (a.k == JV_LIST && !a.u.l->tuple != !b.u.l->tuple) return 0; /* Python: a tuple never equals a list */
     /* the same list or dict: equal without a walk, as Python's identity shortcut */
     if ((a.k == JV_LIST && a.u.l == b.u.l) || ((a.k == JV_DICT || a.k == JV_NS) && a.u.d == b.u.d)) return 1;
     switch (a.k) {
