@@ -371,6 +371,17 @@ FEATURES = [
                               "{{ 'a=b'.partition('=') == ('a', '=', 'b') }} {{ 'a b'.split() == ('a', 'b') }} "
                               "{% for g in [{'x': 1}] | groupby('x') %}{{ g == (1, [{'x': 1}]) }}{% endfor %} "
                               "{% macro f() %}{{ varargs == (1, 2) }} {{ varargs == [1, 2] }}{% endmacro %}{{ f(1, 2) }} {{ ((1, 2) | list) == [1, 2] }}", {}),
+    ("filter/indent_lines", "[{{ 'a\\nb' | indent(2) }}][{{ 'a\\nb' | indent(2, first=true) }}][{{ 'a\\nb' | indent(2, blank=true) }}][{{ 'a\\nb' | indent(2, true, true) }}]"
+                          "[{{ 'a\\n' | indent(2) }}][{{ 'a\\n' | indent(2, first=true) }}][{{ 'a\\n' | indent(2, blank=true) }}][{{ 'a\\n' | indent(2, true, true) }}]"
+                          "[{{ '' | indent(2) }}][{{ '' | indent(2, first=true) }}][{{ '' | indent(2, blank=true) }}][{{ '' | indent(2, true, true) }}]"
+                          "[{{ 'a\\r\\nb\\rc\\x0bd\\u2028e\\x85f\\x1cg' | indent(2) }}][{{ 'a\\r\\nb\\rc\\x0bd\\u2028e\\x85f\\x1cg' | indent(2, first=true) }}][{{ 'a\\r\\nb\\rc\\x0bd\\u2028e\\x85f\\x1cg' | indent(2, blank=true) }}][{{ 'a\\r\\nb\\rc\\x0bd\\u2028e\\x85f\\x1cg' | indent(2, true, true) }}]"
+                          "[{{ 'x\\n\\n' | indent(2) }}][{{ 'x\\n\\n' | indent(2, first=true) }}][{{ 'x\\n\\n' | indent(2, blank=true) }}][{{ 'x\\n\\n' | indent(2, true, true) }}]"
+                          "[{{ 'a\\r' | indent(2) }}][{{ 'a\\r' | indent(2, first=true) }}][{{ 'a\\r' | indent(2, blank=true) }}][{{ 'a\\r' | indent(2, true, true) }}]", {}),
+    ("method/str_startswith_range", "{{ 'abc'.startswith(('x', 'a')) }} {{ 'abc'.startswith('b', 1) }} {{ 'abc'.endswith('b', 0, 2) }} {{ 'abc'.startswith('', 3) }} "
+                                    "{{ 'abc'.startswith('', 4) }} {{ 'abc'.startswith('', 2, 1) }} {{ 'héllo'.startswith('llo', 2) }} {{ 'héllo'.endswith('é', -5, -3) }} "
+                                    "{{ 'abc'.endswith(('c', 'x'), -1) }} {{ 'abc'.startswith('a', none, none) }} {{ 'abc'.startswith('abc', -10, 10) }} {{ 'abc'.endswith('', 5) }}", {}),
+    ("expr/concat_precedence", "{{ 'a' ~ 2 * 3 ~ 'b' }} {{ 'x' ~ 'y' + 'z' }} {{ 'a' ~ 'b' == 'ab' }} {{ 1 ~ 2 ~ 3 }} {{ 2 * 3 ~ 4 }} {{ 'a' ~ -1 }} "
+                               "{{ 'n=' ~ 10 // 3 ~ ';' }} {{ 'a' ~ 'b' in 'xaby' }} {{ ('a' ~ 1) + 'b' }} {{ '%r|%a|%5a|%-8a|' % ('é', 'é😀\\n', 'x', 'ü') }}", {}),
     ("filter/truncate", "[{{ 'Hello big wide world' | truncate(9) }}][{{ 'Hello big wide world' | truncate(9, true) }}]"
                         "[{{ 'Hello big wide world' | truncate(17) }}][{{ 'Hello big wide world' | truncate(15) }}]"
                         "[{{ 'Hello big wide world' | truncate(12, end='…') }}][{{ 'abcdefghijk' | truncate(5, leeway=0) }}]"
@@ -546,6 +557,9 @@ ERRORS = [
     ("error/tojson_indent_float", "{{ [1] | tojson(indent=2.5) }}", {}),
     ("error/round_method", "{{ 2.5 | round(0, 'up') }}", {}),
     ("error/round_precision_float", "{{ 2.5 | round(1.0) }}", {}),
+    ("error/concat_then_add", "{{ 'a' ~ 1 + 2 }}", {}),
+    ("error/add_then_concat", "{{ 1 + 2 ~ 'a' }}", {}),
+    ("error/list_add_concat", "{{ [1] + [2] ~ 'x' }}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

@@ -370,9 +370,27 @@ static cmf_status str_method(jctx *c, const jnode *at, jv s, const char *m, cons
     if (!strcmp(m, "lstrip")) return jb_strip(s, a0, 1, 0, out);
     if (!strcmp(m, "rstrip")) return jb_strip(s, a0, 0, 1, out);
     if (!strcmp(m, "split")) return jb_split(c, at, s, jargs_get(a, 0, "sep"), jargs_get(a, 1, "maxsplit"), out);
-    if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) {
+    if (!strcmp(m, "startswith") || !strcmp(m, "endswith")) { /* (prefix, start=None, end=None) on s[start:end] */
         if (!a0 || (a0->k != JV_STR && a0->k != JV_LIST)) return jinja_rt_err(at, "%s() needs a string or tuple", m);
-        *out = jv_bool(jb_prefix_match(s, *a0, m[0] == 'e'));
+        const jv *st = jargs_get(a, 1, NULL), *en = jargs_get(a, 2, NULL);
+        int64_t len = (int64_t)utf8_count(s.u.s->s, s.u.s->len), b = 0, e = len;
+        for (int k = 0; k < 2; k++) {
+            const jv *x = k ? en : st;
+            if (!x || x->k == JV_NONE) continue;
+            if (x->k != JV_INT && x->k != JV_BOOL)
+                return jinja_rt_err(at, "slice indices must be integers or None, not '%s'", jv_kind_name(*x));
+            int64_t v = x->k == JV_INT ? x->u.i : x->u.b;
+            if (v < 0) v = v < -len ? 0 : v + len;
+            *(k ? &e : &b) = v;
+        }
+        if (e > len) e = len;
+        if (b > e) { *out = jv_bool(0); return CMF_OK; } /* (CPython tailmatch: even an empty prefix fails) */
+        size_t b0 = utf8_offset(s.u.s->s, s.u.s->len, (size_t)b);
+        size_t b1 = b0 + utf8_offset(s.u.s->s + b0, s.u.s->len - b0, (size_t)(e - b));
+        jv sub = jv_strn(s.u.s->s + b0, b1 - b0);
+        if (jv_is_oom(sub)) return NOMEM();
+        *out = jv_bool(jb_prefix_match(sub, *a0, m[0] == 'e'));
+        jv_release(sub);
         return CMF_OK;
     }
     if (!strcmp(m, "upper")) return jb_map_case(s, CASE_UPPER, out);

@@ -172,6 +172,9 @@ int jinja_compare_lower(const char *a, size_t an, const char *b, size_t bn);
 /* fmt.format(*pos, **kw's keywords) (map NULL) or fmt.format_map(*map) (pos NULL, kw NULL) as jinja2's sandbox runs
  * them (string.Formatter over Python's format(); strformat.c). Owned *out; errors as Python's ValueError /
  * IndexError / KeyError / TypeError (CMF_E_FORMAT), the string size limit. */
+/* ascii() of a repr already made: the UTF-8 text s[0..n) appended to b with each non-ASCII code point as \xhh,
+ * \uhhhh or \Uhhhhhhhh (strformat.c). */
+void jinja_put_ascii(jbuf *b, const char *s, size_t n);
 cmf_status jinja_str_format(jctx *c, const jnode *at, jv fmt, const jv *pos, size_t npos, const jargs *kw,
                             const jv *map, jv *out);
 cmf_status jb_strip(jv s, const jv *chars, int left, int right, jv *out);

@@ -162,19 +162,35 @@ static cmf_status indent(jctx *c, const jnode *at, jv in, const jargs *a, jv *ou
     jv s;
     cmf_status st = to_string(c, at, in, &s);
     if (st) { jbuf_free(&pad); return st; }
-    const char *p = s.u.s->s, *end = p + s.u.s->len;
-    int line = 0;
-    while (p <= end) {
-        const char *q = memchr(p, '\n', (size_t)(end - p));
-        if (!q) q = end;
-        int empty = q == p;
-        int do_pad = (line > 0 || (first && jv_truthy(*first))) && (!empty || (blank && jv_truthy(*blank)));
-        if (do_pad && pad.p) jbuf_put(&b, pad.p, pad.n);
-        jbuf_put(&b, p, (size_t)(q - p));
-        if (q == end) break;
+    /* jinja2 do_indent: the lines of (s + "\n").splitlines() joined with "\n" (so "\r\n", "\r", U+2028 ... end a
+     * line and become "\n"), each line after the first indented unless empty (blank: even then), the first with
+     * first=True */
+    const char *p = s.u.s->s;
+    size_t n = s.u.s->len, i = 0, line = 0;
+    int do_first = first && jv_truthy(*first), do_blank = blank && jv_truthy(*blank);
+    for (;;) { /* one line of s; s + "\n" has one more break at its end, so the last line is s's rest */
+        size_t e = i, next = n;
+        int found = 0;
+        while (e < n && !found) {
+            size_t k = 1;
+            unsigned char ch = (unsigned char)p[e];
+            if (ch == '\n' || ch == '\r' || ch == 0x0B || ch == 0x0C || (ch >= 0x1C && ch <= 0x1E)) found = 1;
+            else if (ch == 0xC2 && e + 1 < n && (unsigned char)p[e + 1] == 0x85) { found = 1; k = 2; }
+            else if (ch == 0xE2 && e + 2 < n && (unsigned char)p[e + 1] == 0x80 && ((unsigned char)p[e + 2] & 0xFE) == 0xA8) { found = 1; k = 3; }
+            if (!found) { e++; continue; }
+            next = e + k + (ch == '\r' && e + 1 < n && p[e + 1] == '\n');
+        }
+        int empty = e == i;
+        if ((line > 0 ? !empty || do_blank : do_first) && pad.p) jbuf_put(&b, pad.p, pad.n); /* (first: always) */
+        jbuf_put(&b, p + i, e - i);
+        if (!found || (p[e] == '\r' && e + 1 == n)) break; /* s's rest (a final "\r" joins the appended "\n") */
         jbuf_put(&b, "\n", 1);
-        p = q + 1;
+        i = next;
         line++;
+        if (i == n) { /* s ended with a line break: (s + "\n") gives one more, empty line */
+            if (do_blank && pad.p) jbuf_put(&b, pad.p, pad.n);
+            break;
+        }
     }
     jbuf_free(&pad);
     jv_release(s);

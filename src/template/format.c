@@ -282,6 +282,12 @@ static cmf_status fmt_text(jctx *c, const jnode *at, jbuf *b, const fspec *f, jv
         }
     } else if (f->type == 'r') {
         jv_repr(&t, arg);
+    } else if (f->type == 'a') { /* ascii(): the repr with non-ASCII code points escaped */
+        jbuf r = {.limit = c->lim.max_output};
+        jv_repr(&r, arg);
+        jinja_put_ascii(&t, r.p ? r.p : "", r.n);
+        if (r.over || r.oom) { t.over |= r.over; t.oom |= r.oom; t.deep |= r.deep; }
+        jbuf_free(&r);
     } else {
         jv_to_str(&t, arg);
     }
@@ -366,7 +372,7 @@ cmf_status jinja_percent_format(jctx *c, const jnode *at, jv fmt, jv args, jv *o
         else if (!tuple && ai == 0) { arg = args; ai++; }
         else { st = jinja_rt_err(at, "not enough arguments for format string"); break; }
         switch (f.type) {
-        case 's': case 'r': case 'c': st = fmt_text(c, at, &b, &f, arg); break;
+        case 's': case 'r': case 'a': case 'c': st = fmt_text(c, at, &b, &f, arg); break;
         case 'd': case 'i': case 'u': case 'x': case 'X': case 'o': st = fmt_int(c, at, &b, &f, arg); break;
         case 'e': case 'E': case 'f': case 'F': case 'g': case 'G': st = fmt_float(c, at, &b, &f, arg); break;
         default:

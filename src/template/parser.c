@@ -426,33 +426,35 @@ static cmf_status parse_mul(parser *P, jnode **out) {
     }
 }
 
-static cmf_status parse_add(parser *P, jnode **out) {
+/* jinja2's precedence (parser.py): compare > math1 (+ -) > concat (~) > math2 (* / // %) > pow > unary, so
+ * 'a' ~ 1 + 2 is ('a' ~ 1) + 2 (a TypeError), as in jinja2. */
+static cmf_status parse_concat(parser *P, jnode **out) {
     TRY(parse_mul(P, out));
+    while (is_op(cur(P), "~")) {
+        const jtok *t = cur(P);
+        P->pos++;
+        jnode *r;
+        TRY(parse_mul(P, &r));
+        TRY(binop(P, out, '~', t, r));
+    }
+    return CMF_OK;
+}
+
+static cmf_status parse_add(parser *P, jnode **out) {
+    TRY(parse_concat(P, out));
     for (;;) {
         const jtok *t = cur(P);
         int op = is_op(t, "+") ? '+' : is_op(t, "-") ? '-' : 0;
         if (!op) return CMF_OK;
         P->pos++;
         jnode *r;
-        TRY(parse_mul(P, &r));
+        TRY(parse_concat(P, &r));
         TRY(binop(P, out, op, t, r));
     }
 }
 
-static cmf_status parse_concat(parser *P, jnode **out) {
-    TRY(parse_add(P, out));
-    while (is_op(cur(P), "~")) {
-        const jtok *t = cur(P);
-        P->pos++;
-        jnode *r;
-        TRY(parse_add(P, &r));
-        TRY(binop(P, out, '~', t, r));
-    }
-    return CMF_OK;
-}
-
 static cmf_status parse_compare(parser *P, jnode **out) {
-    TRY(parse_concat(P, out));
+    TRY(parse_add(P, out));
     for (;;) {
         const jtok *t = cur(P);
         int op = is_op(t, "==") ? 'e' : is_op(t, "!=") ? 'n' : is_op(t, "<") ? '<' : is_op(t, ">") ? '>'
@@ -464,7 +466,7 @@ static cmf_status parse_compare(parser *P, jnode **out) {
         if (!n) return NOMEM();
         n->op = op;
         n->a = *out;
-        TRY(parse_concat(P, &n->b));
+        TRY(parse_add(P, &n->b));
         *out = n;
     }
 }

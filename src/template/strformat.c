@@ -287,8 +287,7 @@ static cmf_status format_value(jctx *c, const jnode *at, jbuf *b, jv v, const ch
     return jinja_buf_status(c, at, b, "string size");
 }
 
-/* ascii(repr(v)): non-ASCII code points as \xNN, \uNNNN or \UNNNNNNNN. */
-static void put_ascii(jbuf *b, const char *s, size_t n) {
+void jinja_put_ascii(jbuf *b, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         unsigned char ch = (unsigned char)s[i];
         if (ch < 0x80) { jbuf_put(b, s + i, 1); i++; continue; }
@@ -433,7 +432,7 @@ static cmf_status vformat(jctx *c, const jnode *at, const fmtargs *fa, const cha
             if (conv == 's') jv_to_str(&t, obj);
             else jv_repr(&t, obj);
             if (!(st = jinja_buf_status(c, at, &t, "string size"))) {
-                if (conv == 'a') put_ascii(&conv_buf, t.p ? t.p : "", t.n);
+                if (conv == 'a') jinja_put_ascii(&conv_buf, t.p ? t.p : "", t.n);
                 else jbuf_put(&conv_buf, t.p ? t.p : "", t.n);
                 jv_release(obj);
                 obj = jv_strn(conv_buf.p ? conv_buf.p : "", conv_buf.n);
