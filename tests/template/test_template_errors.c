@@ -277,7 +277,13 @@ static void review8(void) {
     expect_err("{{ '{:999999999}'.format('x') }}", CMF_E_UNSUPPORTED, "string size (format width)");
     expect_err("{{ '{:0999999999,}'.format(1) }}", CMF_E_UNSUPPORTED, "string size (format width)");
     expect_err("{{ '{:{w}}'.format(1, w=99999999) }}", CMF_E_UNSUPPORTED, "string size (format width)");
-    expect_err("{{ ('{0}' * 5000000).format('abcd') | length }}", CMF_E_UNSUPPORTED, "string size");
+    {
+        cmf_template_limits kb = cmf_template_default_limits();
+        kb.max_output = 1000;
+        expect_err_lim("{{ ('{0}' * 300).format('abcd') | length }}", &kb, CMF_E_UNSUPPORTED, "string size");
+    }
+    expect_err_lim("{% set s = 'x' * 1000000 %}{{ ('{0:.1}' * 100000).format(s) | length }}", &small, CMF_E_UNSUPPORTED, "work steps");
+    expect_err_lim("{% set l = range(5000) | list %}{{ ('{0!r:.1}' * 100000).format(l) | length }}", &small, CMF_E_UNSUPPORTED, "work steps");
     expect_err_lim("{{ ('x,' * 20000).rsplit(',') | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
     expect_err_lim("{{ ('x ' * 20000).rsplit() | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
     expect_out("{{ ('aΣ\u0301' * 300000).lower() | length }} {{ ('ß' * 100000).upper() | length }}", "900000 200000");
