@@ -284,7 +284,9 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
         if (over) return over == 2 ? jinja_deep_err(at) : jinja_limit_err(at, "string size", c->lim.max_output);
         if (jv_is_oom(t)) return NOMEM();
         *r = jinja_str_is(t, name[0] == 'l' ? "islower" : "isupper");
+        cmf_status wst = v.k == JV_STR ? CMF_OK : jinja_charge_work(c, at, jinja_work_of(t)); /* (the text made) */
         jv_release(t);
+        if (wst) return wst;
     } else {
         if (!arg) {
             if (!strcmp(name, "divisibleby") || !strcmp(name, "eq") || !strcmp(name, "in") || !strcmp(name, "sameas"))

@@ -284,6 +284,8 @@ static void review8(void) {
     }
     expect_err_lim("{% set s = 'x' * 1000000 %}{{ ('{0:.1}' * 100000).format(s) | length }}", &small, CMF_E_UNSUPPORTED, "work steps");
     expect_err_lim("{% set l = range(5000) | list %}{{ ('{0!r:.1}' * 100000).format(l) | length }}", &small, CMF_E_UNSUPPORTED, "work steps");
+    expect_err_lim("{% set l = [range(1000) | list] * 100 %}{% for i in range(1000) %}{{ l is lower }}{% endfor %}", &small,
+                   CMF_E_UNSUPPORTED, "work steps");
     expect_err_lim("{{ ('x,' * 20000).rsplit(',') | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
     expect_err_lim("{{ ('x ' * 20000).rsplit() | length }}", &small, CMF_E_UNSUPPORTED, "list items made");
     expect_out("{{ ('aΣ\u0301' * 300000).lower() | length }} {{ ('ß' * 100000).upper() | length }}", "900000 200000");
