@@ -83,7 +83,9 @@ cmf_status cmf_dtype_check_payload(int dtype, int ndim, const uint32_t *shape, c
  * error (negative scales included, so both signs of the extreme value reach the -8 level as in llama.cpp's Q4_0).
  * q4tp/q2tp are not affected (a wider code search did not lower stories260K's perplexity: bench/RESULTS.md).
  * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized
- * dtype (the message names the element) or a size that overflows. */
+ * dtype (the message names the element), a stored scale that rounds past the f16 range (q8 row absmax > ~8.3e6,
+ * q4 group absmax > ~4.6e5, a q8_2f column RMS > 65504: the message names the row / group / column) or a size that
+ * overflows. */
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst);
 
 /* The CMF_Q4_SEARCH switch: 1 when the environment variable is exactly "1" (default off: the encoders stay

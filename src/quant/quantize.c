@@ -20,6 +20,15 @@ static float f16_scale(float x) {
     return s < CMF_F16_TINY ? CMF_F16_TINY : s;
 }
 
+/* The error for a stored scale that rounds past the f16 range (absmax / level > 65504 + half an ulp): f16_scale gives
+ * inf there, which would decode every element of the group or row as inf / NaN. q4tp / q2tp refuse the same way
+ * (tiledp.c). */
+static cmf_status scale_overflow(int dtype, const char *what, uint64_t i, float amax) {
+    return cmf_err(CMF_E_ARG, "quantize %s: %s %llu: absmax %g overflows the f16 scale (largest finite f16 65504); "
+                   "use --quant bf16 or --quant f32",
+                   cmf_dtype_name(dtype), what, (unsigned long long)i, (double)amax);
+}
+
 /* round-half-even of x, clamped to [lo, hi]; x is finite here (inputs are checked). */
 static int round_clamp(float x, int lo, int hi) {
     float r = rintf(x);
@@ -37,16 +46,18 @@ static cmf_status check_finite(const float *src, uint64_t n, int dtype) {
 }
 
 /* q8_row (§2.2): [int8 q: rows*cols][f16 scale: rows]; s = f16_scale(absmax/127), q in [-128, 127]. */
-static void enc_q8_row(uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {
+static cmf_status enc_q8_row(uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {
     uint8_t *sc = dst + rows * cols;
     for (uint64_t r = 0; r < rows; r++) {
         const float *w = src + r * cols;
         float amax = 0.0f;
         for (uint64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(w[c]));
         float s = f16_scale(amax / 127.0f);
+        if (isinf(s)) return scale_overflow(CMF_DT_Q8_ROW, "row", r, amax);
         for (uint64_t c = 0; c < cols; c++) dst[r * cols + c] = (uint8_t)(int8_t)round_clamp(w[c] / s, -128, 127);
         wr16(sc + 2 * r, cmf_f32_to_f16(s));
     }
+    return CMF_OK;
 }
 
 /* q8_2f (§2.3): [int8 q][f16 row_scale: rows][f16 col: cols].
@@ -75,6 +86,11 @@ static cmf_status enc_q8_2f(uint64_t rows, uint64_t cols, const float *src, uint
         double rms = rows ? sqrt(tot[c] / (double)rows) : 0.0;
         if (rms < 1e-12) rms = 1e-12;
         col[c] = f16_scale((float)rms);
+        if (isinf(col[c])) {
+            free(tot), free(blk), free(col);
+            return cmf_err(CMF_E_ARG, "quantize q8_2f: column %llu: rms %g overflows the f16 column scale (largest "
+                           "finite f16 65504); use --quant bf16 or --quant f32", (unsigned long long)c, rms);
+        }
         wr16(cs + 2 * c, cmf_f32_to_f16(col[c]));
     }
     for (uint64_t r = 0; r < rows; r++) {
@@ -82,6 +98,10 @@ static cmf_status enc_q8_2f(uint64_t rows, uint64_t cols, const float *src, uint
         float amax = 0.0f;
         for (uint64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(w[c] / col[c]));
         float s = f16_scale(fmaxf(amax, 1e-12f) / 127.0f);
+        if (isinf(s)) {
+            free(tot), free(blk), free(col);
+            return scale_overflow(CMF_DT_Q8_2F, "row", r, amax);
+        }
         for (uint64_t c = 0; c < cols; c++)
             dst[r * cols + c] = (uint8_t)(int8_t)round_clamp((w[c] / col[c]) / s, -127, 127);
         wr16(rs + 2 * r, cmf_f32_to_f16(s));
@@ -121,7 +141,7 @@ static float q4_search_scale(const float v[32], float amax) {
 /* q4_block (§2.4) and q4_tiled (§2.5): groups of 32 over the flat tensor, last group zero-padded;
  * s = f16_scale(absmax/7) (or q4_search_scale when `search`), nibble = clamp(rhe(w/s), -8, 7) + 8, element 2k low
  * nibble, 2k+1 high nibble. */
-static void enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int search) {
+static cmf_status enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int search) {
     uint64_t G = n / 32 + (n % 32 != 0);
     for (uint64_t g = 0; g < G; g++) {
         float v[32], amax = 0.0f;
@@ -130,6 +150,8 @@ static void enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int se
             v[k] = i < n ? src[i] : 0.0f;
             amax = fmaxf(amax, fabsf(v[k]));
         }
+        if (isinf(f16_scale(amax / 7.0f))) /* also with the search: the same groups as cortiq's encoder refuse */
+            return scale_overflow(tiled ? CMF_DT_Q4_TILED : CMF_DT_Q4_BLOCK, "group", g, amax);
         float s = search ? q4_search_scale(v, amax) : f16_scale(amax / 7.0f);
         uint8_t *nib = tiled ? dst + 18 * g + 2 : dst + 16 * g;
         uint8_t *sc = tiled ? dst + 18 * g : dst + 16 * G + 2 * g;
@@ -139,6 +161,7 @@ static void enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int se
         }
         wr16(sc, cmf_f32_to_f16(s));
     }
+    return CMF_OK;
 }
 
 int cmf_q4_search_enabled(void) {
@@ -162,16 +185,14 @@ cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *sr
         return CMF_OK;
     case CMF_DT_Q8_ROW:
         if ((st = check_finite(src, n, dtype))) return st;
-        enc_q8_row(rows, cols, src, dst);
-        return CMF_OK;
+        return enc_q8_row(rows, cols, src, dst);
     case CMF_DT_Q8_2F:
         if ((st = check_finite(src, n, dtype))) return st;
         return enc_q8_2f(rows, cols, src, dst);
     case CMF_DT_Q4_BLOCK:
     case CMF_DT_Q4_TILED:
         if ((st = check_finite(src, n, dtype))) return st;
-        enc_q4(dtype == CMF_DT_Q4_TILED, n, src, dst, cmf_q4_search_enabled());
-        return CMF_OK;
+        return enc_q4(dtype == CMF_DT_Q4_TILED, n, src, dst, cmf_q4_search_enabled());
     case CMF_DT_Q4TP:
     case CMF_DT_Q2TP:
         return cmf_quantize_tp(dtype, rows, cols, src, dst, cmf_tp_search_enabled());

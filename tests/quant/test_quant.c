@@ -192,6 +192,22 @@ static void test_errors(void) {
     CHECK(strstr(cmf_last_error(), "element 1") != NULL);
     /* f16/bf16/f32 store non-finite values as they are */
     CHECK(cmf_quantize(CMF_DT_F16, 1, 4, bad, buf) == CMF_OK);
+    /* a scale past the f16 range is refused (it would decode as inf / NaN); just below it encodes */
+    float big[64];
+    for (int i = 0; i < 64; i++) big[i] = 0.5f;
+    big[40] = 1e7f; /* row 1 of a 2 x 32 q8 matrix, q4 group 1 */
+    const int dts[4] = {CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED};
+    for (int k = 0; k < 4; k++) {
+        CHECK(cmf_quantize(dts[k], 2, 32, big, buf) == CMF_E_ARG);
+        CHECK(strstr(cmf_last_error(), "overflows the f16") != NULL);
+    }
+    CHECK(strstr(cmf_last_error(), "group 1") != NULL);
+    CHECK(cmf_quantize(CMF_DT_Q8_ROW, 2, 32, big, buf) == CMF_E_ARG && strstr(cmf_last_error(), "row 1") != NULL);
+    big[40] = 8.0e6f; /* q8: 8e6 / 127 = 62992 fits; q4: 8e6 / 7 does not */
+    CHECK(cmf_quantize(CMF_DT_Q8_ROW, 2, 32, big, buf) == CMF_OK);
+    CHECK(cmf_quantize(CMF_DT_Q4_BLOCK, 2, 32, big, buf) == CMF_E_ARG);
+    big[40] = 4.5e5f; /* 4.5e5 / 7 = 64286 fits */
+    CHECK(cmf_quantize(CMF_DT_Q4_BLOCK, 2, 32, big, buf) == CMF_OK);
 }
 
 int main(void) {
