@@ -141,7 +141,9 @@ void cmf_model_free(cmf_model *m);
 
 /* Geometry of a loaded model (NULL model: 0 / NULL). Strings are owned by the model. */
 int cmf_model_vocab_size(const cmf_model *m);   /* rows of the lm_head (logits per position) */
-int cmf_model_n_ctx_train(const cmf_model *m);  /* arch.max_position_embeddings */
+/* The context the model was trained for: arch.max_position_embeddings, or with YaRN rope scaling (arch.yarn)
+ * factor x original_max_position_embeddings when that is larger (as vLLM sizes a YaRN model's context). */
+int cmf_model_n_ctx_train(const cmf_model *m);
 const char *cmf_model_arch(const cmf_model *m); /* header arch.arch_name ("llama", "qwen3", ...) */
 /* The backend the model runs on: "cpu" or "cuda" (cmf_model_load_on). */
 const char *cmf_model_backend(const cmf_model *m);
@@ -408,6 +410,16 @@ cmf_chat_params cmf_chat_default_params(void);
  * CMF_E_UNSUPPORTED for a non-text content part under CMF_CHAT_CONTENT_STRING (or AUTO joining) or a template
  * sandbox limit; CMF_E_NOMEM. */
 cmf_status cmf_chat_render(const cmf_model *m, const cmf_chat_params *p, char **out, size_t *out_len);
+
+/* Tokenizes a prompt rendered by cmf_chat_render (`text`, `len` bytes, UTF-8) with m's tokenizer so that it
+ * holds exactly one BOS: the tokenizer's post-processor special tokens (cmf_tokenize's add_special) are added only
+ * when the file has a BOS id whose token text the rendered text does not already start with (the ChatML fallback
+ * and templates without bos_token get the post-processor's BOS; the llama3 template, which writes it, gets no
+ * second one; a file without a BOS id gets no special tokens). README's rule for `cmf chat`; `cmf chat`,
+ * `cmf run --chat` and `cmf serve`'s /v1/chat/completions all tokenize through this function. *ids is malloc'd (the caller frees it), *n its length.
+ * Errors: CMF_E_ARG (NULL m, ids or n; text that is not UTF-8), CMF_E_FORMAT (the model has no usable
+ * tokenizer), CMF_E_NOMEM. */
+cmf_status cmf_chat_tokenize(const cmf_model *m, const char *text, size_t len, int32_t **ids, size_t *n);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * Decoding with a length (added 2026-11-29): decoded text may hold U+0000 (e.g. qwen3's id 188 is the byte 0x00),

@@ -139,9 +139,12 @@ static cmf_status add_rope_scaling(const hfcfg *c, cJSON *arch, const cmf_conver
         /* transformers _compute_yarn_parameters: factor defaults to max_position_embeddings / original; the
          * attention factor, when not given, is mscale(factor, mscale) / mscale(factor, mscale_all_dim) if both are
          * set, else mscale(factor) = 1 + 0.1 ln(factor). It is written explicitly: arch.yarn's default is 1. */
-        if (!orig || !(orig->valuedouble >= 1))
-            return cmf_err(CMF_E_FORMAT, "config.json: yarn rope scaling needs 'original_max_position_embeddings' >= 1");
-        double f = factor ? factor->valuedouble : (double)*max_pos / orig->valuedouble;
+        /* without original_max_position_embeddings transformers takes max_position_embeddings as the original */
+        const double ov = orig ? orig->valuedouble : (double)*max_pos;
+        if (!(ov >= 1 && ov <= (double)(1 << 30)))
+            return cmf_err(CMF_E_FORMAT, "config.json: yarn rope scaling: 'original_max_position_embeddings' %g is "
+                           "out of range [1, 2^30]", ov);
+        double f = factor ? factor->valuedouble : (double)*max_pos / ov;
         if (!(f >= 1 && f <= 1e6))
             return cmf_err(CMF_E_FORMAT, "config.json: yarn rope scaling factor %g is out of range [1, 1e6]", f);
         const cJSON *af = obj_num(rs, "attention_factor"), *ms = obj_num(rs, "mscale"),
@@ -153,7 +156,7 @@ static cmf_status add_rope_scaling(const hfcfg *c, cJSON *arch, const cmf_conver
         else a = f <= 1 ? 1.0 : 0.1 * log(f) + 1.0;
         cJSON *y = cJSON_AddObjectToObject(arch, "yarn");
         cJSON_AddNumberToObject(y, "factor", f);
-        cJSON_AddNumberToObject(y, "original_max_position_embeddings", orig->valuedouble);
+        cJSON_AddNumberToObject(y, "original_max_position_embeddings", ov);
         cJSON_AddNumberToObject(y, "attention_factor", a);
         static const char *OPT[] = {"beta_fast", "beta_slow", "mscale_all_dim"};
         for (int i = 0; i < 3; i++)

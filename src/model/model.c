@@ -442,7 +442,16 @@ void cmf_model_free(cmf_model *m) {
 
 /* Getters: a NULL model gives the neutral value documented in cmf.h (0, NULL or -1), never a crash. */
 int cmf_model_vocab_size(const cmf_model *m) { return m ? m->cfg.vocab_size : 0; }
-int cmf_model_n_ctx_train(const cmf_model *m) { return m ? m->cfg.max_position_embeddings : 0; }
+int cmf_model_n_ctx_train(const cmf_model *m) {
+    if (!m) return 0;
+    const cmf_config *c = &m->cfg;
+    int n = c->max_position_embeddings;
+    if (c->yarn_factor > 1.0f && c->yarn_original_max_pos > 0) { /* YaRN extends the original window by its factor */
+        const double ext = (double)c->yarn_factor * (double)c->yarn_original_max_pos;
+        if (ext > n) n = ext < (double)(1 << 30) ? (int)ext : 1 << 30;
+    }
+    return n;
+}
 const char *cmf_model_arch(const cmf_model *m) { return m ? m->cfg.arch_name : NULL; }
 const char *cmf_model_backend(const cmf_model *m) {
     if (!m) return NULL;

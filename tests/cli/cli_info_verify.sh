@@ -132,5 +132,19 @@ expect_ok "$CMF_BIN" convert "$T/yarn" -o "$T/yarn.cmf"
 expect_ok "$CMF_BIN" info "$T/yarn.cmf"
 grep -q "rope scaling yarn x4 of 128 positions, attention factor 1.13863" "$T/out" ||
     fail "info lacks the yarn scaling: $(grep '^model:' "$T/out")"
+# the YaRN context (4 x 128 = 512 here, as max_position_embeddings) is the trained one: -c 512 gives no warning
+expect_ok "$CMF_BIN" run "$T/yarn.cmf" --tokens 1,2,3 -n 1 -c 512
+grep -q "larger than the trained context" "$T/err" && fail "-c 512 warned on a 4 x 128 YaRN model: $(cat "$T/err")"
+# without original_max_position_embeddings the original window is max_position_embeddings (transformers' rule):
+# 4 x 512 = 2048 positions, so -c 2048 gives no warning and -c 2049 does
+cp -r "$CMF_SHARED/data/hf-tiny/qwen2" "$T/yarn2" && chmod -R u+w "$T/yarn2"
+sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0/' "$T/yarn2/config.json"
+expect_ok "$CMF_BIN" convert "$T/yarn2" -o "$T/yarn2.cmf"
+expect_ok "$CMF_BIN" info "$T/yarn2.cmf"
+grep -q "rope scaling yarn x4 of 512 positions" "$T/out" || fail "yarn2: $(grep '^model:' "$T/out")"
+expect_ok "$CMF_BIN" run "$T/yarn2.cmf" --tokens 1,2,3 -n 1 -c 2048
+grep -q "larger than the trained context" "$T/err" && fail "-c 2048 warned on a 4 x 512 YaRN model"
+expect_ok "$CMF_BIN" run "$T/yarn2.cmf" --tokens 1,2,3 -n 1 -c 2049
+grep -q "larger than the trained context 2048" "$T/err" || fail "-c 2049 did not warn: $(cat "$T/err")"
 
 finish
