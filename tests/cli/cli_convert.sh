@@ -17,6 +17,7 @@ for q in f32:F32 bf16:BF16 q8:Q8_ROW q8_2f:Q8_2F; do
 done
 # the directory's dtypes are summarised next to the label: q4tp's file label is Q4_BLOCK (CMF_FORMAT §1)
 expect_ok "$CMF_BIN" convert "$HF/llama" -o "$T/t.cmf" --quant q4tp --no-progress
+grep -q "^cmf convert: wrote $T/t.cmf (q4tp)" "$T/err" || fail "q4tp summary names the quant asked for: $(cat "$T/err")"
 expect_ok "$CMF_BIN" info "$T/t.cmf" && grep -qE '^quant: +Q4_BLOCK' "$T/out" &&
     grep -qE '^dtypes: .*q4tp x[0-9]+, [0-9]+ B' "$T/out" || fail "q4tp: label / dtypes line: $(grep -E '^(quant|dtypes):' "$T/out")"
 # the source geometry (config.json) shows up in info

@@ -180,11 +180,12 @@ int cmd_convert(int argc, char **argv) {
         return cli_fail("convert", "%s: no such file or directory", src);
     }
     if (st != CMF_OK) return cli_write_error("convert", out, st);
-    /* the label of what was written (a GGUF's quantized tensors keep their own type) */
+    /* the label of what was written: the --quant asked for (the header's quant_type has no value for q4t / q4tp /
+     * q2tp: it says Q4_BLOCK for them), else the header's (a GGUF's quantized tensors keep their own type) */
     const char *label = cmf_dtype_name(opts.quant);
     cmf_file *f = NULL;
     const cJSON *qt = NULL;
-    if (cmf_file_open(out, &f) == CMF_OK) qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
+    if (dtype < 0 && cmf_file_open(out, &f) == CMF_OK) qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
     fprintf(stderr, "cmf convert: wrote %s (%s) in %.1f s\n", out, cJSON_IsString(qt) ? qt->valuestring : label,
             cli_now() - t0);
     cmf_file_close(f);

@@ -184,7 +184,8 @@ int cmd_ppl(int argc, char **argv) {
     long n_win = n_tok >= (size_t)c ? (long)((n_tok - (size_t)c) / (size_t)stride) + 1 : 0;
     if (max_windows && n_win > max_windows) n_win = max_windows;
     if (n_win < 1) {
-        rc = cli_fail("ppl", "%s: %zu tokens, fewer than one window of %ld (use a smaller -c)", file, n_tok, c);
+        rc = cli_fail("ppl", "%s: %zu token%s, fewer than one window of %ld (use a smaller -c)", file, n_tok,
+                      n_tok == 1 ? "" : "s", c);
         goto done;
     }
     for (size_t i = 0; i < n_tok; i++)
