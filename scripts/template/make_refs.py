@@ -452,6 +452,15 @@ FEATURES = [
                            "[{{ missing | striptags }}][{{ missing | urlencode }}]", {}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
+    # {% with %}: values read the enclosing scope (b = a + 1 sees the outer a), set inside stays inside, tuple targets
+    ("stmt/with", "{% set a = 5 %}{% with a = 1, b = a + 1 %}{{ a }},{{ b }}{% set c = 3 %}{{ c }}{% endwith %}[{{ a }}{{ c }}]"
+                  "{% with %}e{% endwith %}{% with x, y = [1, 2] %}{{ x }}{{ y }}{% endwith %}"
+                  "{% with (p, q) = ('a', 'b') %}{{ q }}{{ p }}{% endwith %}"
+                  "{% for i in [1, 2] %}{% with a = i * 10 %}{% set i = 9 %}{{ a }}{{ i }}{% endwith %}{{ i }}"
+                  "{% if i == 1 %}{% with %}{% continue %}{% endwith %}{% endif %}!{% endfor %}"
+                  "{% set ns = namespace(n=0) %}{% with m = ns %}{% set m.n = 4 %}{% endwith %}{{ ns.n }}"
+                  "{% with z = l | length %}{{ z }}{% endwith %}"
+                  "{% with a = 7 %}{% with b = a %}{{ a }}{{ b }}{% endwith %}{% endwith %}", V),
 ]
 
 ERRORS = [
@@ -560,6 +569,10 @@ ERRORS = [
     ("error/concat_then_add", "{{ 'a' ~ 1 + 2 }}", {}),
     ("error/add_then_concat", "{{ 1 + 2 ~ 'a' }}", {}),
     ("error/list_add_concat", "{{ [1] + [2] ~ 'x' }}", {}),
+    ("error/with_unclosed", "{% with a = 1 %}\n{{ a }}\n", {}),
+    ("error/with_no_comma", "{% with a = 1 b = 2 %}{% endwith %}", {}),
+    ("error/with_const_target", "{% with a, b = 1, 2 %}{% endwith %}", {}),
+    ("error/with_inner_value", "{% with a = 1, b = a + 1 %}{{ b }}{% endwith %}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

@@ -50,6 +50,7 @@ cmf_status jinja_lex(jarena *a, const char *src, size_t n, jtok **toks, size_t *
 typedef enum jnode_type {
     /* statements */
     N_TEXT, N_OUTPUT, N_IF, N_FOR, N_SET, N_SETBLOCK, N_MACRO, N_CALLBLOCK, N_FILTERBLOCK, N_BREAK, N_CONTINUE,
+    N_WITH, /* {% with %}: l2 = its assignments (N_SET nodes), l1 = body */
     N_BODY, /* a plain list of statements (generation blocks, template root) */
     /* expressions */
     N_CONST, N_NAME, N_LIST, N_TUPLE, N_DICT, N_BINOP, N_NEG, N_POS, N_NOT, N_AND, N_OR, N_COMPARE, N_CONDEXPR,

@@ -215,6 +215,24 @@ static cmf_status exec_set(jctx *c, jframe *f, const jnode *n) {
     return st;
 }
 
+/* {% with t1 = e1, t2 = e2 %}body{% endwith %} as jinja2's CodeGenerator.visit_With: a new scope whose targets are
+ * bound in order, each value evaluated in the enclosing scope (so `b = a + 1` reads the outer a, not the new one);
+ * the body runs in the new scope, so its {% set %} stays inside. */
+static cmf_status exec_with(jctx *c, jframe *f, const jnode *n) {
+    jframe wf = {.vars = jv_dict_new(), .parent = f};
+    if (jv_is_oom(wf.vars)) return NOMEM();
+    cmf_status st = CMF_OK;
+    for (size_t i = 0; !st && i < n->n2; i++) {
+        jv v;
+        if ((st = jinja_eval(c, f, n->l2[i]->a, &v))) break;
+        st = bind_targets(&wf, n->l2[i], v);
+        jv_release(v);
+    }
+    if (!st) st = jinja_exec_body(c, &wf, n->l1, n->n1);
+    jv_release(wf.vars);
+    return st;
+}
+
 /* Renders a body into a new string value (set blocks, filter blocks). */
 static cmf_status capture(jctx *c, jframe *f, const jnode *n, jv *out) {
     jbuf buf = {.limit = c->lim.max_output}, *saved = c->out;
@@ -309,6 +327,7 @@ static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
         jv_release(v);
         return st;
     }
+    case N_WITH: return exec_with(c, f, n);
     case N_BREAK: c->flow = FLOW_BREAK; return CMF_OK;
     case N_CONTINUE: c->flow = FLOW_CONTINUE; return CMF_OK;
     case N_BODY: return jinja_exec_body(c, f, n->l1, n->n1);

@@ -753,6 +753,25 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
         TRY(expect_end(P));
         TRY(parse_body(P, stops, &n->l1, &n->n1, &stopped));
         TRY(expect_end(P));
+    } else if (!strcmp(kw, "with")) {
+        /* jinja2 Parser.parse_with: (target '=' expression) separated by ',' up to the tag's end; each pair is kept
+         * as an N_SET node in l2, the body in l1 */
+        static const char *const stops[] = {"endwith", NULL};
+        nvec sets = {0};
+        if (!(n = mk(P, N_WITH, t))) return NOMEM();
+        cmf_status st = CMF_OK;
+        while (!st && cur(P)->type != T_BEND) {
+            jnode *s = NULL;
+            if (sets.n && (st = expect_op(P, ","))) break;
+            if (!(s = mk(P, N_SET, cur(P)))) { st = NOMEM(); break; }
+            if ((st = parse_targets(P, s)) || (st = expect_op(P, "=")) || (st = parse_expr(P, &s->a))) break;
+            if (nvec_push(&sets, s)) st = NOMEM();
+        }
+        if (st) { free(sets.v); return st; }
+        if (nvec_done(P, &sets, &n->l2, &n->n2)) return NOMEM();
+        TRY(expect_end(P));
+        TRY(parse_body(P, stops, &n->l1, &n->n1, &stopped));
+        TRY(expect_end(P));
     } else if (!strcmp(kw, "break") || !strcmp(kw, "continue")) {
         if (!(n = mk(P, kw[0] == 'b' ? N_BREAK : N_CONTINUE, t))) return NOMEM();
         TRY(expect_end(P));
