@@ -268,10 +268,14 @@ static void big_unlock(cmf_server *s, size_t len) {
     if (len > SRV_BIG_TEXT) pthread_mutex_unlock(&s->big_mu);
 }
 
+/* add_special: 0 none, 1 the post-processor's special tokens, SRV_CHAT_BOS a rendered chat prompt (exactly one
+ * BOS, as `cmf chat`: cmf_chat_tokenize). */
+#define SRV_CHAT_BOS 2
 static int tokenize_text(cmf_server *s, const char *text, int add_special, srv_req *r, srv_reply *err) {
     size_t n = 0, len = strlen(text);
     big_lock(s, len);
-    cmf_status st = cmf_tokenize(s->tok, text, len, add_special, &r->prompt, &n);
+    cmf_status st = add_special == SRV_CHAT_BOS ? cmf_chat_tokenize(s->m, text, len, &r->prompt, &n)
+                                                : cmf_tokenize(s->tok, text, len, add_special, &r->prompt, &n);
     big_unlock(s, len);
     if (st != CMF_OK) {
         *err = reply_err(400, "prompt", "cannot tokenize the prompt: %s", cmf_last_error());
@@ -613,7 +617,7 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
             r->parse_tools = tools_on && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0;
             if (forced) bad = force_tool_call(r, &text, forced, err);
         }
-        if (!bad) bad = tokenize_text(s, text, 0, r, err);
+        if (!bad) bad = tokenize_text(s, text, SRV_CHAT_BOS, r, err);
         free(text);
         free(forced);
     } else {

@@ -277,3 +277,28 @@ cmf_status cmf_chat_render(const cmf_model *m, const cmf_chat_params *p, char **
     free(eos);
     return st;
 }
+
+cmf_status cmf_chat_tokenize(const cmf_model *m, const char *text, size_t len, int32_t **ids, size_t *n) {
+    if (!m || !ids || !n) return cmf_err(CMF_E_ARG, "chat tokenize: NULL argument");
+    *ids = NULL;
+    *n = 0;
+    const cmf_tokenizer *tok = cmf_model_tokenizer(m);
+    if (!tok) {
+        const char *why = cmf_model_tokenizer_error(m);
+        return cmf_err(CMF_E_FORMAT, "chat tokenize: %s",
+                       why && *why ? why : "the model has no tokenizer (no vocab section)");
+    }
+    /* exactly one BOS: the post-processor's special tokens only when the template did not write the BOS text
+     * itself; a file without a BOS id (or whose BOS id has no token) gets none: the template writes them all */
+    int32_t bos = cmf_model_bos_id(m);
+    int add_special = 0;
+    if (bos >= 0 && bos < cmf_tokenizer_vocab_size(tok)) {
+        char *bos_text = NULL;
+        cmf_status st = cmf_detokenize(tok, &bos, 1, 0, &bos_text);
+        if (st != CMF_OK) return st;
+        size_t bl = strlen(bos_text);
+        add_special = bl > 0 && !(len >= bl && text && memcmp(text, bos_text, bl) == 0);
+        free(bos_text);
+    }
+    return cmf_tokenize(tok, text, len, add_special, ids, n);
+}

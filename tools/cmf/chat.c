@@ -150,7 +150,6 @@ typedef struct chat_state {
     const cmf_tokenizer *tok;
     const char *template_src;
     char *system; /* the system message (malloc'd; -s, then /system), or NULL */
-    char *bos;    /* the BOS token's text (malloc'd), or NULL when the file has no BOS id */
     cJSON *msgs;
     cmf_session *s;
     cmf_sampler *smp;
@@ -169,8 +168,7 @@ static int run_turn(chat_state *c) {
     int rc = cli_chat_render("chat", c->m, c->template_src, c->msgs, o->no_think ? 0 : -1, &text);
     if (rc) return -1;
     /* exactly one BOS: the post-processor's special tokens only when the template did not write the BOS itself */
-    int add_special = c->bos && strncmp(text, c->bos, strlen(c->bos)) != 0;
-    cmf_status st = cmf_tokenize(c->tok, text, strlen(text), add_special, &ids, &n_ids);
+    cmf_status st = cmf_chat_tokenize(c->m, text, strlen(text), &ids, &n_ids);
     free(text);
     if (st) {
         rc = cli_lib_error("chat", st);
@@ -530,16 +528,6 @@ int cmd_chat(int argc, char **argv) {
         rc = cli_fail("chat", "%s: %s", o.model, why && *why ? why : "the model has no tokenizer (no vocab section)");
         goto done;
     }
-    int32_t bos = cmf_model_bos_id(c.m);
-    if (bos >= 0 && bos < cmf_tokenizer_vocab_size(c.tok) &&
-        (st = cmf_detokenize(c.tok, &bos, 1, 0, &c.bos)) != CMF_OK) {
-        rc = cli_lib_error("chat", st);
-        goto done;
-    }
-    if (c.bos && !c.bos[0]) { /* the id has no token: nothing to look for */
-        free(c.bos);
-        c.bos = NULL;
-    }
     int n_train = cmf_model_n_ctx_train(c.m);
     long n_ctx = o.n_ctx;
     if (n_ctx < 0) {
@@ -569,7 +557,6 @@ done:
     cmf_session_free(c.s);
     cJSON_Delete(c.msgs);
     cmf_model_free(c.m);
-    free(c.bos);
     free(c.system);
     free(tpl);
     return rc;

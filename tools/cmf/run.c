@@ -115,6 +115,7 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
     size_t src_len = text ? len : strlen(src);
     int add_special = o->add_special;
     char *rendered = NULL;
+    int chat_bos = 0;
     if (o->chat) { /* one user message through the chat template; its text carries the special tokens */
         cJSON *msgs = cJSON_CreateArray(), *msg = cJSON_CreateObject();
         int rc = 0;
@@ -130,22 +131,12 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
         text = NULL;
         src = rendered;
         src_len = strlen(rendered);
-        /* exactly one BOS, as `cmf chat` (README): the post-processor's special tokens only when the template did
-         * not write the BOS itself (a file without a BOS id gets none: the template writes them all) */
+        /* exactly one BOS, as `cmf chat` (README): cmf_chat_tokenize; --no-bos: no special tokens at all */
+        chat_bos = o->add_special;
         add_special = 0;
-        int32_t bos = cmf_model_bos_id(m);
-        char *bos_text = NULL;
-        if (o->add_special && bos >= 0 && bos < cmf_tokenizer_vocab_size(tok)) {
-            cmf_status bst = cmf_detokenize(tok, &bos, 1, 0, &bos_text);
-            if (bst != CMF_OK) {
-                free(rendered);
-                return cli_lib_error("run", bst);
-            }
-            add_special = bos_text[0] && strncmp(rendered, bos_text, strlen(bos_text)) != 0;
-            free(bos_text);
-        }
     }
-    cmf_status st = cmf_tokenize(tok, src, src_len, add_special, ids, n);
+    cmf_status st = chat_bos ? cmf_chat_tokenize(m, src, src_len, ids, n)
+                                     : cmf_tokenize(tok, src, src_len, add_special, ids, n);
     free(text);
     free(rendered);
     if (st != CMF_OK) return cli_lib_error("run", st);
