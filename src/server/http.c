@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <time.h>
@@ -120,7 +121,7 @@ static int key_equal(const char *a, size_t na, const char *b, size_t nb) {
 static int authorized(cmf_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return 0;
+    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0; /* the scheme is case-insensitive (RFC 7235 2.1) */
     h += 7;
     while (*h == ' ') h++;
     return key_equal(h, strlen(h), s->api_key, strlen(s->api_key));

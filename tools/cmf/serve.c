@@ -18,6 +18,8 @@ static const char *USAGE =
     "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (stream with SSE), GET /v1/models,\n"
     "GET /health, GET /metrics (Prometheus), POST /tokenize, /detokenize, /apply-template, and a chat page at\n"
     "GET / (open http://HOST:PORT/ in a browser).\n"
+    "Sampling defaults of a request are OpenAI's: temperature 1, top_p 1, no top_k, min_p 0 (not cmf run's\n"
+    "--temp 0.8 --top-k 40 --top-p 0.95); set them in the request for the same text as cmf run --seed S.\n"
     "\n"
     "  --host ADDR        address to bind (default 127.0.0.1: this machine only)\n"
     "  --port N           TCP port (default 8080; 0 = any free port, printed at start)\n"
@@ -41,6 +43,7 @@ int cmd_serve(int argc, char **argv) {
     cli_args_init(&a, "serve", argc, argv);
     cmf_server_opts o = cmf_server_default_opts();
     o.api_key = getenv("CMF_API_KEY");
+    int key_from_env = o.api_key != NULL;
     const char *model = NULL;
     long l, threads = 0, tp = 0;
     int cache_type = CMF_CACHE_DEFAULT;
@@ -56,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
             if (!(rc = cli_int(&a, 0, 65535, &l))) o.port = (int)l;
         } else if (cli_is(&a, "--api-key", NULL)) {
             rc = cli_value(&a, &o.api_key);
+            key_from_env = 0;
         } else if (cli_is(&a, "--parallel", "-np")) {
             if (!(rc = cli_int(&a, 1, 1024, &l))) o.n_slots = (int)l;
         } else if (cli_is(&a, "--ctx-size", "-c")) {
@@ -83,6 +87,11 @@ int cmd_serve(int argc, char **argv) {
         if (rc) return rc;
     }
     if (!model) return cli_usage_error("serve", "missing MODEL.cmf (see cmf serve --help)");
+    if (o.api_key && !*o.api_key) /* an empty key would silently mean no authentication at all */
+        return cli_usage_error("serve", "%s",
+                               key_from_env ? "CMF_API_KEY is set but empty: unset it to serve without a key"
+                                            : "--api-key is empty: give a key, or leave the option out to serve "
+                                              "without one");
 
     /* the model's id: the file name without directory and .cmf */
     const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
@@ -96,6 +105,9 @@ int cmd_serve(int argc, char **argv) {
     cmf_model *m = NULL;
     cmf_status st = cmf_model_load(model, &mp, &m);
     if (st != CMF_OK) return cli_lib_error("serve", st);
+    int n_train = cmf_model_n_ctx_train(m);
+    if (o.n_ctx > 0 && n_train > 0 && o.n_ctx > n_train) /* as run / chat */
+        cli_warn("serve", "-c %d is larger than the trained context %d; output quality may degrade", o.n_ctx, n_train);
 
     /* SIGINT/SIGTERM are blocked in every thread and taken by sigwait below; SIGPIPE never kills the server */
     sigset_t set;
