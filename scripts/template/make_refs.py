@@ -452,6 +452,15 @@ FEATURES = [
                            "[{{ missing | striptags }}][{{ missing | urlencode }}]", {}),
     ("undefined/lenient", "[{{ missing }}][{{ missing | length }}][{{ missing ~ 'x' }}][{{ d.nope }}]"
                           "[{{ missing is none }}][{{ missing == none }}][{% if missing %}t{% else %}f{% endif %}]", V),
+    ("filter/keyword_args", "[{{ 'aba' | trim(chars='a') }}][{{ 'a' | center(width=5) }}][{{ [3, 1, 2] | sort(reverse=true) }}]"
+                            "[{{ 'xx' | replace('x', 'y', count=1) }}][{{ x | default(default_value='d') }}]"
+                            "[{{ [1, 2] | join(d='-') }}][{{ 'a b' | wordcount }}][{{ 2.567 | round(precision=1) }}]"
+                            "[{{ {'a': 1} | tojson(indent=1) }}][{{ 'abc' | truncate(length=2, end='', leeway=0) }}]"
+                            "[{{ [1, 2, 3] | batch(linecount=2) | list }}][{{ [1, 2] | select('divisibleby', 2) | list }}]"
+                            "[{{ [1, 2, 3] | batch(2, fill_with=0) | list }}][{{ 'abc' | replace(old='b', new='x') }}]"
+                            "[{{ 4 is divisibleby(num=2) }} {{ 1 is in(seq=[1]) }} {{ none is sameas(other=none) }}]"
+                            "[{{ [{'a': 2}, {'a': 1}] | sum(attribute='a', start=1) }}][{{ 'ab cd' | wordwrap(width=2, wrapstring='|') }}]"
+                            "[{{ '12' | int(base=16) }}][{{ 'x' | float(default=1.5) }}][{{ 'a\nb' | indent(width=1, first=true) }}]", {}),
     # {% with %}: values read the enclosing scope (b = a + 1 sees the outer a), set inside stays inside, tuple targets
     ("stmt/with", "{% set a = 5 %}{% with a = 1, b = a + 1 %}{{ a }},{{ b }}{% set c = 3 %}{{ c }}{% endwith %}[{{ a }}{{ c }}]"
                   "{% with %}e{% endwith %}{% with x, y = [1, 2] %}{{ x }}{{ y }}{% endwith %}"
@@ -573,6 +582,23 @@ ERRORS = [
     ("error/with_no_comma", "{% with a = 1 b = 2 %}{% endwith %}", {}),
     ("error/with_const_target", "{% with a, b = 1, 2 %}{% endwith %}", {}),
     ("error/with_inner_value", "{% with a = 1, b = a + 1 %}{{ b }}{% endwith %}", {}),
+    # filter and test arguments bound as Python binds them to jinja2's signatures (TypeError)
+    ("error/sig_trim_extra", "{{ 'ab' | trim('a', 'b') }}", {}),
+    ("error/sig_center_fill", "{{ 'a' | center(10, 'x') }}", {}),
+    ("error/sig_upper_arg", "{{ 'a' | upper(1) }}", {}),
+    ("error/sig_unknown_kw", "{{ [1] | join(sep=',') }}", {}),
+    ("error/sig_repeated_kw", "{{ 'a' | trim('b', chars='c') }}", {}),
+    ("error/sig_missing", "{{ 'a' | replace('a') }}", {}),
+    ("error/sig_default_extra", "{{ x | default(1, true, 3) }}", {}),
+    ("error/sig_abs_kw", "{{ -1 | abs(x=1) }}", {}),
+    ("error/sig_length_arg", "{{ [1] | length(2) }}", {}),
+    ("error/sig_test_extra", "{{ 1 is odd(2) }}", {}),
+    ("error/sig_test_missing", "{{ 4 is divisibleby }}", {}),
+    ("error/sig_test_eq_kw", "{{ 1 is eq(b=1) }}", {}),
+    ("error/sig_select_test_args", "{{ [1, 2] | select('even', 3) | list }}", {}),
+    ("error/sig_map_filter_args", "{{ ['a'] | map('lower', 1) | list }}", {}),
+    ("error/sig_tojson_kw", "{{ 1 | tojson(indnt=2) }}", {}),
+    ("error/sig_filter_block", "{% filter upper(1) %}x{% endfilter %}", {}),
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 

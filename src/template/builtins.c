@@ -327,7 +327,11 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
 }
 
 cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const jargs *a, int *result) {
-    return jb_test(c, at, name, in, jargs_get(a, 0, NULL), result);
+    TRY(jinja_check_signature(at, 't', name, a));
+    /* the tests' second parameter by its jinja2 name (tests.py: divisibleby(value, num), test_in(value, seq),
+     * sameas(value, other); the operator tests take it by position only) */
+    const char *kw = !strcmp(name, "divisibleby") ? "num" : !strcmp(name, "in") ? "seq" : !strcmp(name, "sameas") ? "other" : NULL;
+    return jb_test(c, at, name, in, jargs_get(a, 0, kw), result);
 }
 
 

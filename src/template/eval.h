@@ -76,6 +76,11 @@ const char *jinja_method_name(jv self, const char *name);
 #define JINJA_CYCLER_POS "\x01pos"
 #define JINJA_JOINER_SEP "\x01sep"
 #define JINJA_JOINER_USED "\x01used"
+/* Checks the arguments `a` of built-in filter (kind 'f') or test ('t') `name` against jinja2's signature of it
+ * (signatures.c, table generated from jinja2 by scripts/template/make_signatures.py), the filtered value being the
+ * first positional argument: too many positional arguments, an unknown, positional-only or repeated keyword, or a
+ * missing required argument is CMF_E_FORMAT at `at` (Python's TypeError); a name not in the table passes. */
+cmf_status jinja_check_signature(const jnode *at, char kind, const char *name, const jargs *a);
 /* Calls a namespace value: a joiner() returns "" the first time and its separator after; other values are not
  * callable (CMF_E_FORMAT). */
 cmf_status jinja_call_object(jctx *c, const jnode *at, jv obj, const jargs *a, jv *out);

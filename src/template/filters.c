@@ -40,7 +40,10 @@ static cmf_status select_items(jctx *c, const jnode *at, jv in, const jargs *a, 
     TRY(jb_to_list(c, at, in, &items));
     size_t ti = by_attr ? 1 : 0;
     const jv *attr = by_attr ? jargs_get(a, 0, NULL) : NULL, *tname = jargs_get(a, (int)ti, NULL);
-    const jv *targ = jargs_get(a, (int)ti + 1, NULL);
+    /* the arguments after the test name go to the test (jinja2 prepare_select_or_reject: call_test(name, item,
+     * args[1 + off:], kwargs)), checked against its signature at each item as jinja2 does */
+    jargs rest = {.pos = a->npos > ti + 1 ? a->pos + ti + 1 : NULL, .npos = a->npos > ti + 1 ? a->npos - ti - 1 : 0,
+                  .kwn = a->kwn, .kwv = a->kwv, .nkw = a->nkw};
     if (by_attr && !attr) { jv_release(items); return jinja_rt_err(at, "selectattr/rejectattr need an attribute name"); }
     if (tname && tname->k != JV_STR) { jv_release(items); return jinja_rt_err(at, "test name must be a string"); }
     jv r = jv_list_new(0);
@@ -49,7 +52,7 @@ static cmf_status select_items(jctx *c, const jnode *at, jv in, const jargs *a, 
         jv k;
         if ((st = item_key(c, at, items.u.l->v[i], attr, &k))) break;
         int t = 0;
-        if (tname) st = jb_test(c, at, tname->u.s->s, k, targ, &t);
+        if (tname) st = jinja_test(c, at, tname->u.s->s, k, &rest, &t);
         else t = jv_truthy(k);
         jv_release(k);
         if (!st && t == keep && jv_list_push(r, jv_retain(items.u.l->v[i]))) st = NOMEM();
@@ -385,6 +388,7 @@ static cmf_status html_escape(jctx *c, const jnode *at, jv in, jv *out) {
 }
 
 cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const jargs *a, jv *out) {
+    TRY(jinja_check_signature(at, 'f', f, a));
     const jv *a0 = jargs_get(a, 0, NULL);
     if (!strcmp(f, "default") || !strcmp(f, "d")) {
         const jv *def = jargs_get(a, 0, "default_value"), *boolean = jargs_get(a, 1, "boolean");
@@ -503,6 +507,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "float")) return jinja_filter_float(c, at, in, a, out);
     if (!strcmp(f, "format")) return jinja_filter_format(c, at, in, a, out);
     if (!strcmp(f, "attr")) { /* jinja2 do_attr: an attribute (a method, a namespace's value), never an item */
+        a0 = jargs_get(a, 0, "name");
         if (!a0 || a0->k != JV_STR) /* (jinja2 3.1.6: hasattr's TypeError) */
             return jinja_rt_err(at, "attribute name must be string, not '%s'", a0 ? jv_kind_name(*a0) : "nothing");
         jv name = jv_retain(*a0);
@@ -522,6 +527,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "round")) return round_filter(at, in, a, out);
     if (!strcmp(f, "batch")) {
         jv items;
+        a0 = jargs_get(a, 0, "linecount");
         TRY(jb_to_list(c, at, in, &items));
         if (!a0 || a0->k != JV_INT || a0->u.i <= 0) { jv_release(items); return jinja_rt_err(at, "batch needs a positive size"); }
         const jv *fill = jargs_get(a, 1, "fill_with");
@@ -561,7 +567,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         else if (!strcmp(f, "title")) st = jb_map_case(s, CASE_JTITLE, out);
         else if (!strcmp(f, "capitalize")) st = jb_map_case(s, CASE_CAPITALIZE, out);
         else if (!strcmp(f, "center")) st = jinja_filter_center(c, at, s, a, out);
-        else if (!strcmp(f, "replace")) st = jb_replace(c, at, s, a0, jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
+        else if (!strcmp(f, "replace")) st = jb_replace(c, at, s, jargs_get(a, 0, "old"), jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
         else *out = jv_int(word_count(s)), st = CMF_OK;
         jv_release(s);
         return st;
