@@ -461,6 +461,14 @@ FEATURES = [
                             "[{{ 4 is divisibleby(num=2) }} {{ 1 is in(seq=[1]) }} {{ none is sameas(other=none) }}]"
                             "[{{ [{'a': 2}, {'a': 1}] | sum(attribute='a', start=1) }}][{{ 'ab cd' | wordwrap(width=2, wrapstring='|') }}]"
                             "[{{ '12' | int(base=16) }}][{{ 'x' | float(default=1.5) }}][{{ 'a\nb' | indent(width=1, first=true) }}]", {}),
+    # jinja2 Macro attributes: name, arguments (a tuple), catch_kwargs / catch_varargs / caller; others undefined
+    ("macro/attrs", "{% macro m(a, b=1) %}{% endmacro %}[{{ m.name }}][{{ m.arguments }}][{{ m.arguments | length }}]"
+                    "[{{ m.catch_kwargs }}][{{ m.catch_varargs }}][{{ m.caller }}][{{ m.nope }}][{{ m['name'] }}]"
+                    "{% macro v() %}{{ varargs }}{{ kwargs }}{{ caller() }}{% endmacro %}[{{ v.name | upper }}][{{ v.arguments }}]"
+                    "[{{ v.catch_kwargs }}{{ v.catch_varargs }}{{ v.caller }}][{{ m.arguments[0] }}{{ m.arguments is sequence }}]"
+                    "{% macro w(x) %}[{{ caller.name }}][{{ caller.arguments }}]{% endmacro %}{% call(p, q) w(1) %}{% endcall %}"
+                    "{% call w(1) %}{% endcall %}{% for a in m.arguments %}{{ a }};{% endfor %}"
+                    "{% macro one(x) %}{% endmacro %}[{{ one.arguments }}]", {}),
     # {% with %}: values read the enclosing scope (b = a + 1 sees the outer a), set inside stays inside, tuple targets
     ("stmt/with", "{% set a = 5 %}{% with a = 1, b = a + 1 %}{{ a }},{{ b }}{% set c = 3 %}{{ c }}{% endwith %}[{{ a }}{{ c }}]"
                   "{% with %}e{% endwith %}{% with x, y = [1, 2] %}{{ x }}{{ y }}{% endwith %}"

@@ -351,6 +351,34 @@ static cmf_status compare(jctx *c, const jnode *n, jv a, jv b, jv *out) {
 
 /* ---- attribute / item access ---- */
 
+/* The attributes of jinja2's Macro object (runtime.py Macro.__init__): name (None for a call block's caller),
+ * arguments (the parameter names, a tuple), catch_kwargs / catch_varargs / caller (whether the body reads kwargs /
+ * varargs / caller); others are undefined. */
+static cmf_status macro_attr(const jnode *at, const jv_macro *m, const char *name, jv *out) {
+    const jnode *d = m->def;
+    if (!strcmp(name, "name")) {
+        if (d->type != N_MACRO) { *out = jv_none(); return CMF_OK; }
+        *out = jv_cstr(d->name);
+        return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+    }
+    if (!strcmp(name, "arguments")) {
+        jv t = jv_list_new(d->n2);
+        if (jv_is_oom(t)) return NOMEM();
+        t.u.l->tuple = 1;
+        for (size_t i = 0; i < d->n2; i++) {
+            jv s = jv_cstr(d->names[i]);
+            if (jv_is_oom(s) || jv_list_push(t, s)) { jv_release(t); return NOMEM(); }
+        }
+        *out = t;
+        return CMF_OK;
+    }
+    int bit = !strcmp(name, "catch_kwargs") ? JN_USES_KWARGS : !strcmp(name, "catch_varargs") ? JN_USES_VARARGS
+            : !strcmp(name, "caller") ? JN_USES_CALLER : 0;
+    (void)at;
+    *out = bit ? jv_bool((d->accesses & bit) != 0) : jv_undef(name);
+    return CMF_OK;
+}
+
 cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv *out) {
     (void)c;
     if (obj.k == JV_UNDEF) return jinja_undef_err(at, obj);
@@ -372,6 +400,7 @@ cmf_status jinja_getattr(jctx *c, const jnode *at, jv obj, const char *name, jv 
         *out = v ? jv_retain(*v) : jv_undef(name);
         return CMF_OK;
     }
+    if (obj.k == JV_MACRO) return macro_attr(at, obj.u.m, name, out);
     if (obj.k == JV_LIST && obj.u.l->tuple == JINJA_GROUP_TUPLE && obj.u.l->n == 2 && /* groupby's items */
         (!strcmp(name, "grouper") || !strcmp(name, "list"))) {
         *out = jv_retain(obj.u.l->v[name[0] == 'l']);
