@@ -237,3 +237,54 @@ int server_stop(server_proc *p) {
     g_child = 0;
     return -1;
 }
+
+static void nap_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
+
+int cli_run_until(const char *const *args, const char *log, const char *until, int wait_s) {
+    const char *bin = getenv("CMF_BIN");
+    if (!bin) return -1;
+    const char *argv[24];
+    int n = 0;
+    argv[n++] = bin;
+    for (int i = 0; args[i] && n < 23; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    remove(log);
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        if (!freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
+        execv(bin, (char *const *)argv);
+        _exit(127);
+    }
+    for (int i = 0; i < wait_s * 20; i++) {
+        int st = 0;
+        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+        FILE *f = until ? fopen(log, "r") : NULL;
+        char buf[4096] = "";
+        if (f) {
+            size_t k = fread(buf, 1, sizeof buf - 1, f);
+            buf[k] = 0;
+            fclose(f);
+        }
+        if (until && strstr(buf, until)) {
+            kill(pid, SIGTERM);
+            waitpid(pid, &st, 0);
+            return -2;
+        }
+        nap_ms(50);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+char *slurp_file(const char *path) {
+    FILE *f = fopen(path, "r");
+    char *b = calloc(1, 16384);
+    if (f && b) {
+        size_t k = fread(b, 1, 16383, f);
+        b[k] = 0;
+    }
+    if (f) fclose(f);
+    return b;
+}

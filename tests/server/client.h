@@ -37,4 +37,12 @@ int server_start(server_proc *p, const char *model, const char *const *args);
 /* SIGTERM, then SIGKILL after 10 s; returns the exit status (or -1). */
 int server_stop(server_proc *p);
 
+/* Runs `$CMF_BIN args...` (args NULL-terminated, at most 22) with stdout and stderr into `log` (removed first, so
+ * an earlier run's text is never read); returns its exit status once it exits (128 + signal for a signal), -2 when
+ * `until` (NULL: never) appeared in the log first (the child is then SIGTERMed), -1 after wait_s seconds (killed) or
+ * without CMF_BIN. */
+int cli_run_until(const char *const *args, const char *log, const char *until, int wait_s);
+/* The first 16 KiB of a file as a NUL-terminated string (empty when it cannot be read); the caller frees it. */
+char *slurp_file(const char *path);
+
 #endif

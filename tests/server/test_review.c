@@ -272,53 +272,14 @@ static void test_idle_timeout(cmf_server *s) {
 }
 
 /* ---- 1, 7: the command line ----------------------------------------------------------------------------------- */
-/* Runs `cmf serve model args...` with stdout+stderr into `log`; waits for its exit up to `wait_s` seconds
- * (returns the exit status), or when `until` appears in the log, SIGTERMs it and returns -2. -1: did not end. */
+/* Runs `cmf serve model args...` (client.c cli_run_until: the exit status, -2 when `until` appeared, -1). */
 static int run_serve(const char *model, const char *const *args, const char *log, const char *until, int wait_s) {
-    const char *bin = getenv("CMF_BIN");
-    if (!bin) return -1;
-    const char *argv[16];
+    const char *argv[24];
     int n = 0;
-    argv[n++] = bin, argv[n++] = "serve", argv[n++] = model;
-    for (int i = 0; args[i] && n < 15; i++) argv[n++] = args[i];
+    argv[n++] = "serve", argv[n++] = model;
+    for (int i = 0; args[i] && n < 22; i++) argv[n++] = args[i];
     argv[n] = NULL;
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < wait_s * 20; i++) {
-        int st = 0;
-        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        FILE *f = until ? fopen(log, "r") : NULL;
-        char buf[2048] = "";
-        if (f) {
-            size_t k = fread(buf, 1, sizeof buf - 1, f);
-            buf[k] = 0;
-            fclose(f);
-        }
-        if (until && strstr(buf, until)) {
-            kill(pid, SIGTERM);
-            waitpid(pid, &st, 0);
-            return -2;
-        }
-        sleep_ms(50);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "r");
-    char *b = calloc(1, 8192);
-    if (f) {
-        size_t k = fread(b, 1, 8191, f);
-        b[k] = 0;
-        fclose(f);
-    }
-    return b;
+    return cli_run_until(argv, log, until, wait_s);
 }
 
 static void test_cli(const char *model) {
@@ -328,7 +289,7 @@ static void test_cli(const char *model) {
     const char *log = tmp_path("review-serve.log");
     const char *busy_args[] = {"--port", port, "-t", "1", "-c", "64", NULL};
     int rc = run_serve(model, busy_args, log, NULL, 60);
-    char *out = slurp(log);
+    char *out = slurp_file(log);
     CHECK_MSG(rc > 0 && rc < 128 && strstr(out, want) && strstr(out, "cannot listen"),
               "port in use: exit %d, output '%s'", rc, out);
     free(out);
@@ -343,7 +304,7 @@ static void test_cli(const char *model) {
     }
     const char *v6_args[] = {"--host", "::1", "--port", "0", "-t", "1", "-c", "64", NULL};
     rc = run_serve(model, v6_args, log, "listening on", 60);
-    out = slurp(log);
+    out = slurp_file(log);
     CHECK_MSG(rc == -2 && strstr(out, "listening on http://[::1]:"), "--host ::1: exit %d, output '%s'", rc, out);
     free(out);
 }

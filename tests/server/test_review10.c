@@ -9,12 +9,9 @@
  *      wrong key is still a 401;
  *   3. `cmf serve --api-key ""` and CMF_API_KEY="" exit 2 with a message instead of serving with no key;
  *   4. `cmf serve -c N` beyond the trained context warns as `cmf run` does. */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -24,58 +21,6 @@
 #include "convert/convert.h"
 #include "server/server.h"
 #include "testutil.h"
-
-static void sleep_ms(long ms) { nanosleep(&(struct timespec){ms / 1000, (ms % 1000) * 1000000L}, NULL); }
-
-/* Runs `$CMF_BIN argv...` with stdout and stderr to `log`; returns its exit status once it exits (128+signal for
- * a signal), or -2 when `until` appeared in the log first (the child is then stopped), -1 after wait_s seconds. */
-static int run_cmf(const char *const *args, const char *log, const char *until, int wait_s) {
-    const char *bin = getenv("CMF_BIN");
-    if (!bin) return -1;
-    const char *argv[24];
-    int n = 0;
-    argv[n++] = bin;
-    for (int i = 0; args[i] && n < 23; i++) argv[n++] = args[i];
-    argv[n] = NULL;
-    remove(log); /* never read the previous run's "listening on" */
-    pid_t pid = fork();
-    if (pid == 0) {
-        if (!freopen(log, "w", stdout) || dup2(1, 2) < 0) _exit(126);
-        execv(bin, (char *const *)argv);
-        _exit(127);
-    }
-    for (int i = 0; i < wait_s * 20; i++) {
-        int st = 0;
-        if (waitpid(pid, &st, WNOHANG) == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-        FILE *f = until ? fopen(log, "r") : NULL;
-        char buf[4096] = "";
-        if (f) {
-            size_t k = fread(buf, 1, sizeof buf - 1, f);
-            buf[k] = 0;
-            fclose(f);
-        }
-        if (until && strstr(buf, until)) {
-            kill(pid, SIGTERM);
-            waitpid(pid, &st, 0);
-            return -2;
-        }
-        sleep_ms(50);
-    }
-    kill(pid, SIGKILL);
-    waitpid(pid, NULL, 0);
-    return -1;
-}
-
-static char *slurp(const char *path) {
-    FILE *f = fopen(path, "r");
-    char *b = calloc(1, 16384);
-    if (f) {
-        size_t k = fread(b, 1, 16383, f);
-        b[k] = 0;
-        fclose(f);
-    }
-    return b;
-}
 
 static const char *MSGS = "[{\"role\":\"user\",\"content\":\"Tell me a story\"}]";
 
@@ -123,8 +68,8 @@ static void test_chat_bos(const cmf_model *m, int port, const char *model) {
     const char *log = tmp_path("review10-run.log");
     const char *run_args[] = {"run", model, "--chat", "-p", "Tell me a story", "-n", "8", "--temp", "0", "-t", "1",
                               NULL};
-    int rc = run_cmf(run_args, log, NULL, 120);
-    char *out = slurp(log);
+    int rc = cli_run_until(run_args, log, NULL, 120);
+    char *out = slurp_file(log);
     CHECK_MSG(rc == 0 && cJSON_IsString(msg) && strstr(out, msg->valuestring) && *msg->valuestring,
               "run --chat exit %d, output '%s'; server '%s'", rc, out, cJSON_IsString(msg) ? msg->valuestring : "");
     free(out);
@@ -158,16 +103,16 @@ static void test_bearer_case(int port) {
 static void test_cli(const char *model, int n_train) {
     const char *log = tmp_path("review10-serve.log");
     const char *empty[] = {"serve", model, "--port", "0", "--api-key", "", NULL};
-    int rc = run_cmf(empty, log, "listening on", 60);
-    char *out = slurp(log);
+    int rc = cli_run_until(empty, log, "listening on", 60);
+    char *out = slurp_file(log);
     CHECK_MSG(rc == 2 && strstr(out, "--api-key is empty"), "--api-key \"\": exit %d, output '%s'", rc, out);
     free(out);
 
     setenv("CMF_API_KEY", "", 1);
     const char *env[] = {"serve", model, "--port", "0", NULL};
-    rc = run_cmf(env, log, "listening on", 60);
+    rc = cli_run_until(env, log, "listening on", 60);
     unsetenv("CMF_API_KEY");
-    out = slurp(log);
+    out = slurp_file(log);
     CHECK_MSG(rc == 2 && strstr(out, "CMF_API_KEY is set but empty"), "CMF_API_KEY=\"\": exit %d, output '%s'", rc,
               out);
     free(out);
@@ -176,14 +121,14 @@ static void test_cli(const char *model, int n_train) {
     snprintf(big, sizeof big, "%d", 2 * n_train);
     snprintf(small, sizeof small, "%d", n_train);
     const char *wide[] = {"serve", model, "--port", "0", "-t", "1", "-c", big, NULL};
-    rc = run_cmf(wide, log, "listening on", 60);
-    out = slurp(log);
+    rc = cli_run_until(wide, log, "listening on", 60);
+    out = slurp_file(log);
     CHECK_MSG(rc == -2 && strstr(out, "is larger than the trained context"), "-c %s: exit %d, output '%s'", big, rc,
               out);
     free(out);
     const char *fits[] = {"serve", model, "--port", "0", "-t", "1", "-c", small, NULL};
-    rc = run_cmf(fits, log, "listening on", 60);
-    out = slurp(log);
+    rc = cli_run_until(fits, log, "listening on", 60);
+    out = slurp_file(log);
     CHECK_MSG(rc == -2 && !strstr(out, "trained context"), "-c %s: exit %d, output '%s'", small, rc, out);
     free(out);
 }
