@@ -110,6 +110,9 @@ cmf_status cmf_mmap_open(const char *path, cmf_mmap *m) {
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
+        if (S_ISDIR(st.st_mode)) /* the likeliest case: a Hugging Face checkpoint folder, not yet converted */
+            return cmf_err(CMF_E_IO, "%s: is a directory, not a model file (a Hugging Face checkpoint is converted "
+                           "first: cmf convert DIR -o model.cmf)", path);
         return cmf_err(CMF_E_IO, "%s: not a regular file", path);
     }
     if (st.st_size == 0) {

@@ -42,6 +42,13 @@ expect_error 2 "$CMF_BIN" convert "$CMF_SHARED/data/hf-tiny/llama" -o "$T/o.cmf"
 expect_error 1 "$CMF_BIN" info "$T/missing.cmf"
 expect_error 1 "$CMF_BIN" verify "$T/missing.cmf"
 expect_error 1 "$CMF_BIN" run "$T/missing.cmf" -p hi
+# a prompt file that is not UTF-8: the error names the file
+printf 'a\xffb' >"$T/bad-utf8.txt"
+expect_error 1 "$CMF_BIN" run "$M" -f "$T/bad-utf8.txt" -n 1 &&
+    { grep -q "bad-utf8.txt" "$T/err" || fail "run -f with invalid UTF-8: $(cat "$T/err")"; }
+# a checkpoint folder given to run: the error says to convert it first
+expect_error 1 "$CMF_BIN" run "$CMF_SHARED/data/hf-tiny/llama" -p hi &&
+    { grep -q "is a directory.*cmf convert" "$T/err" || fail "run DIR: $(cat "$T/err")"; }
 expect_error 1 "$CMF_BIN" eval "$T/missing.cmf" --tokens 1 -o "$T/x.f32"
 expect_error 1 "$CMF_BIN" eval "$M" --tokens-file "$T/missing.txt" -o "$T/x.f32"
 expect_error 1 "$CMF_BIN" convert "$T/missing-dir" -o "$T/o.cmf"

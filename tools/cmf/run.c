@@ -139,6 +139,11 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
                                      : cmf_tokenize(tok, src, src_len, add_special, ids, n);
     free(text);
     free(rendered);
+    if (st != CMF_OK && o->prompt_file) { /* name the file the bad text came from (e.g. invalid UTF-8) */
+        char msg[512];
+        cli_clean_message("run", cmf_last_error(), msg, sizeof msg);
+        return cli_fail("run", "%s: %s", o->prompt_file, msg);
+    }
     if (st != CMF_OK) return cli_lib_error("run", st);
     if (*n == 0) {
         free(*ids);
