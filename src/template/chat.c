@@ -279,9 +279,9 @@ cmf_status cmf_chat_render(const cmf_model *m, const cmf_chat_params *p, char **
 }
 
 cmf_status cmf_chat_tokenize(const cmf_model *m, const char *text, size_t len, int32_t **ids, size_t *n) {
+    if (ids) *ids = NULL;
+    if (n) *n = 0;
     if (!m || !ids || !n) return cmf_err(CMF_E_ARG, "chat tokenize: NULL argument");
-    *ids = NULL;
-    *n = 0;
     const cmf_tokenizer *tok = cmf_model_tokenizer(m);
     if (!tok) {
         const char *why = cmf_model_tokenizer_error(m);

@@ -270,6 +270,18 @@ static void c_chat_render(void) {
     CHECK(out && strstr(out, "<|im_start|>user\nhi<|im_end|>"));
     free(out);
 }
+static void c_chat_tokenize(void) {
+    int32_t *ids = (int32_t *)1;
+    size_t n = 9;
+    EXPECT_ARG(cmf_chat_tokenize(NULL, "a", 1, &ids, &n), "");
+    CHECK(ids == NULL && n == 0); /* outputs cleared on a NULL-argument error */
+    EXPECT_ARG(cmf_chat_tokenize(M, "a", 1, NULL, &n), "");
+    EXPECT_ARG(cmf_chat_tokenize(M, "a", 1, &ids, NULL), "");
+    EXPECT_ARG(cmf_chat_tokenize(M, NULL, 1, &ids, &n), "");
+    EXPECT(cmf_chat_tokenize(M, "a", 1, &ids, &n), CMF_OK, "");
+    CHECK(ids != NULL && n >= 1);
+    free(ids);
+}
 static void c_detokenize_n(void) {
     const int32_t ids[1] = {1};
     char *text = NULL;
@@ -343,9 +355,9 @@ static const api_case CASES[] = {
     C(model_tokenizer_error), C(tokenizer_load), C(tokenizer_free), C(tokenize), C(detokenize),
     C(tokenizer_vocab_size), C(detok_stream_new), C(detok_stream_prime), C(detok_stream_push),
     C(detok_stream_flush), C(detok_stream_free), C(tokenizer_token_id), C(model_chat_template),
-    C(chat_template_chatml), C(chat_default_params), C(chat_render), C(detokenize_n), C(detok_stream_push_n),
-    C(detok_stream_flush_n), C(sampler_default_params), C(sampler_new), C(sampler_free), C(sampler_reset),
-    C(sampler_accept), C(sampler_sample),
+    C(chat_template_chatml), C(chat_default_params), C(chat_render), C(chat_tokenize), C(detokenize_n),
+    C(detok_stream_push_n), C(detok_stream_flush_n), C(sampler_default_params), C(sampler_new), C(sampler_free),
+    C(sampler_reset), C(sampler_accept), C(sampler_sample),
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 

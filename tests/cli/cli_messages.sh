@@ -153,7 +153,7 @@ expect_ok "$CMF_BIN" convert "$CMF_SHARED/data/hf-tiny/llama" -o "$T/notok.cmf" 
 expect_error 1 "$CMF_BIN" serve "$T/notok.cmf" --port 0 && no_internal &&
     grep -q "^cmf serve: the model has no usable tokenizer" "$T/err" || fail "serve without tokenizer: $(cat "$T/err")"
 printf 'a\377b' >"$T/bad.txt"
-expect_error 1 "$CMF_BIN" run "$M" -f "$T/bad.txt" && no_internal && want_line "cmf run: text is not valid UTF-8 at byte 1"
+expect_error 1 "$CMF_BIN" run "$M" -f "$T/bad.txt" && no_internal && want_line "cmf run: $T/bad.txt: text is not valid UTF-8 at byte 1"
 expect_error 1 "$CMF_BIN" tokenize "$CMF_SHARED/data/tokenizers/qwen3/tokenizer.json" <"$T/bad.txt" && no_internal
 expect_error 1 "$CMF_BIN" serve "$M" --port 0 --host host.invalid && no_internal &&
     grep -q "^cmf serve: cannot resolve --host host.invalid" "$T/err" || fail "serve --host: $(cat "$T/err")"
