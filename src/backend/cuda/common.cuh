@@ -108,16 +108,27 @@ static __device__ __forceinline__ void warp_head_norm_rope(const float *in, floa
  * Kernels of the decode step are launched with cudaLaunchAttributeProgrammaticStreamSerialization (cu_launch), so
  * the next kernel's blocks can start while the previous one finishes. The rule that keeps this exact: every kernel
  * launched by cu_launch calls pdl_wait() before its first access to memory another kernel writes or reads (only
- * immutable data, the weights, may be touched before: matvec prefetches its rows into L2 there), and pdl_trigger()
- * only after pdl_wait(), so at most the next kernel is early and every earlier one is complete when it passes its
- * wait. Without the attribute (CMF_CUDA_PDL=0, or a launch through <<<>>>) both are no-ops. */
+ * immutable data, the weights, may be touched before: matvec prefetches its rows into L2 there; and what the host
+ * copied in before the step's first kernel, such as the positions), and pdl_trigger() only after pdl_wait(), so at
+ * most the next kernel is early and every earlier one is complete when it passes its wait. Without the attribute
+ * (CMF_CUDA_PDL=0, or a launch through <<<>>>) both are no-ops.
+ * CMF_CUDA_PDL_EARLY=1 (compile time, an experiment: -DCMAKE_CUDA_FLAGS=-DCMF_CUDA_PDL_EARLY=1): each kernel lets the
+ * next one launch just before its own wait instead of after it, so several kernels can be resident and loading
+ * their weights while an earlier one still runs. Still exact: griddepcontrol.wait returns only once the previous
+ * kernel is complete, which it is only after passing its own wait, so every earlier kernel is complete too. */
+#ifndef CMF_CUDA_PDL_EARLY
+#define CMF_CUDA_PDL_EARLY 0
+#endif
 static __device__ __forceinline__ void pdl_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if CMF_CUDA_PDL_EARLY
+    asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
     asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
 }
 static __device__ __forceinline__ void pdl_trigger() {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && !CMF_CUDA_PDL_EARLY
     asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 #endif
 }
