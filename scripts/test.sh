@@ -2,7 +2,7 @@
 # Builds and runs the whole test suite: a Release build with gcc (ctest), a -Werror compile with clang, the arm64
 # NEON kernels cross-built and tested under qemu, and the
 # same suite again under AddressSanitizer + UndefinedBehaviorSanitizer, then each libFuzzer target (tests/fuzz) for a fixed, seeded number of inputs,
-# and the tokenizer.json / tokenize / template targets for about a minute each more, seeded from the commit: each commit
+# and the tokenizer.json / tokenize / template targets for about half a minute each more, seeded from the commit: each commit
 # explores other inputs, and a given commit gives the same result on every machine (replay a failure with the seed
 # printed; FUZZ_EXPLORE_SEED overrides it).
 set -euo pipefail
@@ -22,7 +22,9 @@ stage "clang -Werror build"
 # The CUDA library is built once, by the gcc build above: nvcc compiles it with the same host compiler whatever CC
 # says, the sanitizers do not see inside it, and each CUDA-linked test binary carries its ~30 MB of kernels (three
 # build trees of them filled a CI machine's disk).
-CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Release -DCMF_CUDA=OFF >/dev/null
+# At -O0 without debug info: clang's warnings come from its front end, so the optimizer adds no checks here, only
+# minutes (the Release compile took ~3 of them on a 2-core machine).
+CC=clang cmake -S . -B build-clang -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_FLAGS_DEBUG=-O0 -DCMF_CUDA=OFF >/dev/null
 cmake --build build-clang -j"$jobs" >/dev/null
 rm -rf build-clang # a compile check: nothing in it is run
 stage "arm64 NEON kernels: cross-built, tests under qemu-aarch64 (scripts/cross_neon.sh)"
@@ -38,10 +40,12 @@ if command -v clang >/dev/null && printf 'int LLVMFuzzerTestOneInput(const unsig
   FUZZ_RUNS=${FUZZ_RUNS:-20000} FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh
   head=$(git rev-parse --short=7 HEAD 2>/dev/null || echo 2)
   seed=${FUZZ_EXPLORE_SEED:-$((16#$head))}
-  stage "fuzz the tokenizer and template targets further, seed $seed (from the commit; ~1 min each)"
-  FUZZ_RUNS=250000 FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenizer_json
-  FUZZ_RUNS=80000 FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenize
-  FUZZ_RUNS=300000 FUZZ_SEED=$seed bash scripts/fuzz.sh 0 template
+  # (~30 s each on the 2-core dev VM; FUZZ_EXPLORE_SCALE multiplies the counts, e.g. 5 for a longer local run)
+  k=${FUZZ_EXPLORE_SCALE:-1}
+  stage "fuzz the tokenizer and template targets further, seed $seed (from the commit; ~30 s each)"
+  FUZZ_RUNS=$((100000 * k)) FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenizer_json
+  FUZZ_RUNS=$((30000 * k)) FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenize
+  FUZZ_RUNS=$((120000 * k)) FUZZ_SEED=$seed bash scripts/fuzz.sh 0 template
 else
   echo "skipped: clang with libFuzzer is not available (need clang and libclang-rt-dev)"
 fi
