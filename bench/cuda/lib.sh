@@ -5,6 +5,8 @@
 #    lacks them) into P=/tmp/cmfdeps and exports the library and pkg-config paths; sets S, the tree to build:
 #    /tmp/cmfsrc extracted from $DEPS/head.tar when it exists (the committed tree, not the shared working tree),
 #    else $R (CMF_SRC_DIR / CMF_DEPS_DIR move /tmp/cmfsrc / /tmp/cmfdeps, e.g. for a dry run on a shared machine);
+#    CMF_KEEP_SRC=1 keeps an extracted tree that is already there (a second call on a still-warm machine then
+#    reuses its build folders);
 #  - cmf_configure BUILD_DIR [SOURCE_DIR]: the Release configure of SOURCE_DIR (default $S) every script uses (stdout
 #    and stderr to the caller's redirection);
 #  - geo SHAPE: the make_random_llama geometry of a benchmark shape (hf_bench.py's SHAPES): hidden layers
@@ -16,7 +18,9 @@ el() { echo "[$(($(date +%s) - T0)) s]"; }
 cmf_dev_setup() {
     S=$R
     local src=${CMF_SRC_DIR:-/tmp/cmfsrc}
-    if [ -f "$R/$DEPS/head.tar" ]; then
+    if [ -f "$R/$DEPS/head.tar" ] && [ "${CMF_KEEP_SRC:-0}" = 1 ] && [ -f "$src/CMakeLists.txt" ]; then
+        S=$src # a warm machine's tree (and its build folders) from the previous call
+    elif [ -f "$R/$DEPS/head.tar" ]; then
         rm -rf "$src" && mkdir -p "$src" && tar -xf "$R/$DEPS/head.tar" -C "$src" && S=$src
     fi
     P=${CMF_DEPS_DIR:-/tmp/cmfdeps}
