@@ -3,7 +3,7 @@
  * /v1/models) and, for the routes OpenAI does not have, the llama.cpp / vLLM servers' shapes: /tokenize
  * {"content"|"prompt", "add_special"} -> {"tokens", "count"}, /detokenize {"tokens"} -> {"content"},
  * /apply-template {"messages", "tools"?, ...} -> {"prompt"}. Errors: {"error":{"message","type","code","param"}}
- * (OpenAI's error object). */
+ * (OpenAI's error object). The requests are parsed in request.c. */
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -44,8 +44,7 @@ char *srv_error_json(int status, const char *message, const char *param) {
     return out;
 }
 
-static srv_reply reply_err(int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static srv_reply reply_err(int status, const char *param, const char *fmt, ...) {
+srv_reply srv_reply_err(int status, const char *param, const char *fmt, ...) {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
@@ -58,587 +57,7 @@ static srv_reply reply_err(int status, const char *param, const char *fmt, ...) 
 static srv_reply reply_json(cJSON *j) {
     srv_reply r = {200, cJSON_PrintUnformatted(j)};
     cJSON_Delete(j);
-    if (!r.body) r = reply_err(500, NULL, "out of memory");
-    return r;
-}
-
-static cJSON *parse_body(const char *body, size_t len, srv_reply *err) {
-    size_t bad = cmf_utf8_invalid_at((const uint8_t *)body, len);
-    if (bad < len) {
-        *err = reply_err(400, NULL, "the request body is not valid UTF-8 (byte offset %zu)", bad);
-        return NULL;
-    }
-    const char *end = NULL;
-    cJSON *j = len ? cJSON_ParseWithLengthOpts(body, len, &end, 0) : NULL;
-    while (j && end && (size_t)(end - body) < len && strchr(" \t\r\n", *end) && *end) end++;
-    if (j && end && (size_t)(end - body) < len) { /* a complete value followed by more text */
-        cJSON_Delete(j);
-        *err = reply_err(400, NULL, "the request body has text after the JSON object (byte offset %zu)",
-                         (size_t)(end - body));
-        return NULL;
-    }
-    if (!j && len && end && end >= body && (size_t)(end - body) < len) { /* cJSON's end: where parsing stopped */
-        const size_t at = (size_t)(end - body);
-        if (len - at >= 6 && end[0] == '\\' && (end[1] == 'u' || end[1] == 'U') && (end[2] == 'd' || end[2] == 'D') &&
-            strchr("89abcdefABCDEF", end[3]) && end[3])
-            *err = reply_err(400, NULL, "the request body has a lone UTF-16 surrogate escape %.6s at byte offset %zu "
-                             "(not valid Unicode)", end, at);
-        else
-            *err = reply_err(400, NULL, "the request body must be a JSON object (malformed JSON at byte offset %zu)",
-                             at);
-        return NULL;
-    }
-    if (!cJSON_IsObject(j)) {
-        const char *what = !len ? "empty" : cJSON_IsArray(j) ? "got an array" : "got a JSON value that is not an object";
-        cJSON_Delete(j);
-        *err = reply_err(400, NULL, "the request body must be a JSON object (%s)", what);
-        return NULL;
-    }
-    size_t nul = cmf_json_nul_escape_at(body, len);
-    if (nul < len) {
-        cJSON_Delete(j);
-        *err = reply_err(400, NULL, "the request body has a string with an escaped NUL character (\\u0000 at byte "
-                                    "offset %zu), which this server cannot represent", nul);
-        return NULL;
-    }
-    return j;
-}
-
-/* ---- field readers: absent or null leaves *out unchanged; a wrong type or range is a 400 naming the field ---- */
-static int num_field(const cJSON *j, const char *name, double lo, double hi, double *out, srv_reply *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble) || v->valuedouble < lo || v->valuedouble > hi) {
-        *err = reply_err(400, name, "'%s' must be a number in [%g, %g]", name, lo, hi);
-        return -1;
-    }
-    *out = v->valuedouble;
-    return 0;
-}
-
-static int int_field(const cJSON *j, const char *name, double lo, double hi, long long *out, srv_reply *err) {
-    double d = 0;
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (num_field(j, name, lo, hi, &d, err)) return -1;
-    if (d != floor(d)) {
-        *err = reply_err(400, name, "'%s' must be an integer", name);
-        return -1;
-    }
-    *out = (long long)d;
-    return 0;
-}
-
-static int bool_field(const cJSON *j, const char *name, int *out, srv_reply *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsBool(v)) {
-        *err = reply_err(400, name, "'%s' must be a boolean", name);
-        return -1;
-    }
-    *out = cJSON_IsTrue(v);
-    return 0;
-}
-
-/* "stop": a string or an array of up to 16 strings; empty strings are ignored. */
-static int stop_field(const cJSON *j, srv_req *r, srv_reply *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "stop");
-    if (!v || cJSON_IsNull(v)) return 0;
-    int n = cJSON_IsString(v) ? 1 : cJSON_IsArray(v) ? cJSON_GetArraySize(v) : -1;
-    if (n < 0 || n > 16) {
-        *err = reply_err(400, "stop", "'stop' must be a string or an array of at most 16 strings");
-        return -1;
-    }
-    r->stops = calloc((size_t)n + 1, sizeof *r->stops);
-    if (!r->stops) goto nomem;
-    for (int i = 0; i < n; i++) {
-        const cJSON *e = cJSON_IsString(v) ? v : cJSON_GetArrayItem(v, i);
-        if (!cJSON_IsString(e)) {
-            *err = reply_err(400, "stop", "'stop[%d]' must be a string", i);
-            return -1;
-        }
-        if (!*e->valuestring) continue;
-        if (!(r->stops[r->n_stops] = strdup(e->valuestring))) goto nomem;
-        r->n_stops++;
-    }
-    return 0;
-nomem:
-    *err = reply_err(500, NULL, "out of memory");
-    return -1;
-}
-
-/* Sampling and length fields shared by both generation routes. */
-static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *err) {
-    double d;
-    long long ll;
-    cmf_sampler_params *sp = &r->sp;
-    *sp = cmf_sampler_default_params();
-    sp->temperature = 1.0f; /* OpenAI's defaults: temperature 1, top_p 1 (off), no top-k */
-    sp->top_p = 1.0f;
-    sp->top_k = 0;
-    sp->min_p = 0.0f;
-    sp->penalty_last_n = 0;
-    d = sp->temperature;
-    if (num_field(j, "temperature", 0, 100, &d, err)) return -1;
-    sp->temperature = (float)d;
-    d = 1;
-    if (num_field(j, "top_p", 1e-9, 1, &d, err)) return -1;
-    sp->top_p = (float)d;
-    ll = 0;
-    if (int_field(j, "top_k", -1, 1e9, &ll, err)) return -1;
-    sp->top_k = ll < 0 ? 0 : (int)ll; /* -1: off (vLLM) */
-    d = 0;
-    if (num_field(j, "min_p", 0, 1, &d, err)) return -1;
-    sp->min_p = (float)d;
-    d = 0;
-    if (num_field(j, "presence_penalty", -2, 2, &d, err)) return -1;
-    sp->presence_penalty = (float)d;
-    d = 0;
-    if (num_field(j, "frequency_penalty", -2, 2, &d, err)) return -1;
-    sp->frequency_penalty = (float)d;
-    d = 1;
-    if (num_field(j, "repetition_penalty", 1e-3, 100, &d, err)) return -1;
-    sp->repeat_penalty = (float)d;
-    static atomic_ulong counter;
-    sp->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)atomic_fetch_add(&counter, 1);
-    /* "seed": an int64 in OpenAI's API reference (-2^63 .. 2^63 - 1, negative seeds valid; vLLM takes the same
-     * range), an unsigned 64-bit number for cmf run / cmf bench --seed. Accepted here: an integer in [-2^63, 2^64).
-     * -1 asks for a random seed, as in llama-server (its default seed) and cmf run --seed -1; another negative seed s
-     * draws as the unsigned seed 2^64 + s (its two's complement bits: "seed": -5 gives the tokens of cmf run --seed
-     * -5). The JSON number passes through a double (cJSON), so a seed beyond 2^53 in magnitude is rounded to the
-     * nearest double first: the largest accepted is 2^64 - 2048. */
-    const cJSON *seed = cJSON_GetObjectItemCaseSensitive(j, "seed");
-    if (seed && !cJSON_IsNull(seed)) {
-        const double v = cJSON_IsNumber(seed) ? seed->valuedouble : NAN;
-        if (!(v >= -0x1p63 && v < 0x1p64) || v != floor(v)) { /* NaN fails both */
-            *err = reply_err(400, "seed", "'seed' must be an integer in [-2^63, 2^64) (-1: a random seed; JSON numbers "
-                                          "beyond 2^53 are rounded to a double)");
-            return -1;
-        }
-        if (v != -1) sp->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;
-    }
-    ll = 1;
-    if (int_field(j, "n", 1, 1e9, &ll, err)) return -1;
-    if (ll != 1) {
-        *err = reply_err(400, "n", "only n = 1 is supported");
-        return -1;
-    }
-    /* "logprobs": a boolean in Chat Completions, an integer (how many per token) in the legacy Completions; null,
-     * false and 0 mean off in both, anything else asks for what this server does not compute */
-    const cJSON *lp = cJSON_GetObjectItemCaseSensitive(j, "logprobs");
-    if (lp && !cJSON_IsNull(lp) && !cJSON_IsFalse(lp) && !(cJSON_IsNumber(lp) && lp->valuedouble == 0)) {
-        *err = reply_err(400, "logprobs", "logprobs is not supported");
-        return -1;
-    }
-    int echo = 0;
-    if (bool_field(j, "echo", &echo, err)) return -1;
-    if (echo) {
-        *err = reply_err(400, "echo", "echo is not supported");
-        return -1;
-    }
-    long long max_tokens = -1;
-    if (int_field(j, "max_tokens", 1, 1e9, &max_tokens, err)) return -1;
-    if (int_field(j, "max_completion_tokens", 1, 1e9, &max_tokens, err)) return -1;
-    long long room = (long long)s->n_ctx - r->n_prompt;
-    r->max_tokens = (int)(max_tokens < 0 || max_tokens > room ? room : max_tokens);
-    if (stop_field(j, r, err)) return -1;
-    if (bool_field(j, "stream", &r->stream, err)) return -1;
-    const cJSON *so = cJSON_GetObjectItemCaseSensitive(j, "stream_options");
-    if (so && !cJSON_IsNull(so)) {
-        if (!cJSON_IsObject(so)) {
-            *err = reply_err(400, "stream_options", "'stream_options' must be an object");
-            return -1;
-        }
-        if (bool_field(so, "include_usage", &r->include_usage, err)) return -1;
-    }
-    if (sp->presence_penalty != 0 || sp->frequency_penalty != 0 || sp->repeat_penalty != 1)
-        sp->penalty_last_n = r->max_tokens; /* the penalties see the generated tokens (as vLLM's output tokens) */
-    return 0;
-}
-
-/* ---- prompts --------------------------------------------------------------------------------------------------- */
-/* Texts over this many bytes are tokenized one at a time (cmf_server.big_mu): the peak memory of a burst of huge
- * prompts is then one tokenization's, not one per HTTP thread. */
-#define SRV_BIG_TEXT (256u << 10)
-
-static void big_lock(cmf_server *s, size_t len) {
-    if (len > SRV_BIG_TEXT) pthread_mutex_lock(&s->big_mu);
-}
-static void big_unlock(cmf_server *s, size_t len) {
-    if (len > SRV_BIG_TEXT) pthread_mutex_unlock(&s->big_mu);
-}
-
-/* add_special: 0 none, 1 the post-processor's special tokens, SRV_CHAT_BOS a rendered chat prompt (exactly one
- * BOS, as `cmf chat`: cmf_chat_tokenize). */
-#define SRV_CHAT_BOS 2
-static int tokenize_text(cmf_server *s, const char *text, int add_special, srv_req *r, srv_reply *err) {
-    size_t n = 0, len = strlen(text);
-    big_lock(s, len);
-    cmf_status st = add_special == SRV_CHAT_BOS ? cmf_chat_tokenize(s->m, text, len, &r->prompt, &n)
-                                                : cmf_tokenize(s->tok, text, len, add_special, &r->prompt, &n);
-    big_unlock(s, len);
-    if (st != CMF_OK) {
-        *err = reply_err(400, "prompt", "cannot tokenize the prompt: %s", cmf_last_error());
-        return -1;
-    }
-    r->n_prompt = (int)n;
-    return 0;
-}
-
-static int completion_prompt(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *err) {
-    const cJSON *p = cJSON_GetObjectItemCaseSensitive(j, "prompt");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
-        (cJSON_IsString(p->child) || cJSON_IsArray(p->child)))
-        p = p->child; /* a batch of one prompt */
-    if (cJSON_IsString(p)) return tokenize_text(s, p->valuestring, 1, r, err);
-    if (cJSON_IsArray(p) && (cJSON_IsString(p->child) || cJSON_IsArray(p->child))) {
-        if (cJSON_GetArraySize(p) == 1) /* [[["a"]]], [[[1]]]: one prompt, nested once too often */
-            *err = reply_err(400, "prompt", "'prompt' is nested too deeply: give a string, an array of token ids, "
-                             "or an array holding one of those");
-        else
-            *err = reply_err(400, "prompt", "'prompt' holds a batch of %d prompts; this server takes one prompt per "
-                             "request (send each prompt in its own request)", cJSON_GetArraySize(p));
-        return -1;
-    }
-    if (!cJSON_IsArray(p) || cJSON_GetArraySize(p) == 0) {
-        *err = reply_err(400, "prompt", "'prompt' must be a string or a non-empty array of token ids");
-        return -1;
-    }
-    int n = cJSON_GetArraySize(p);
-    if (!(r->prompt = malloc((size_t)n * sizeof *r->prompt))) {
-        *err = reply_err(500, NULL, "out of memory");
-        return -1;
-    }
-    int i = 0;
-    for (const cJSON *e = p->child; e; e = e->next, i++) {
-        if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
-            e->valuedouble >= s->vocab) {
-            *err = reply_err(400, "prompt", "'prompt[%d]' is not a token id in [0, %d)", i, s->vocab);
-            return -1;
-        }
-        r->prompt[i] = (int32_t)e->valuedouble;
-    }
-    r->n_prompt = n;
-    return 0;
-}
-
-/* Each message must be an object with a string "role"; the content of a user or system message must be a string
- * or an array of content parts (OpenAI); a null content is allowed for assistant messages (the SDKs send it next
- * to tool_calls) and tool messages. A 400 names the first offending field. */
-static int check_messages(const cJSON *msgs, srv_reply *err) {
-    int i = 0;
-    for (const cJSON *e = msgs->child; e; e = e->next, i++) {
-        char field[48];
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
-        if (!cJSON_IsObject(e) || !cJSON_IsString(role)) {
-            snprintf(field, sizeof field, "messages[%d].role", i);
-            *err = reply_err(400, field, "'messages[%d].role' must be a string (each message is an object with a role)", i);
-            return -1;
-        }
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(e, "content");
-        int needs_text = !strcmp(role->valuestring, "user") || !strcmp(role->valuestring, "system") ||
-                         !strcmp(role->valuestring, "developer");
-        if (needs_text && !cJSON_IsString(c) && !cJSON_IsArray(c)) {
-            snprintf(field, sizeof field, "messages[%d].content", i);
-            *err = reply_err(400, field, "'messages[%d].content' of a %s message must be a string or an array of "
-                             "content parts, not %s", i, role->valuestring,
-                             !c ? "absent" : cJSON_IsNull(c) ? "null" : cJSON_IsNumber(c) ? "a number"
-                             : cJSON_IsBool(c) ? "a boolean" : "an object");
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* The messages as the template gets them: an assistant message's null content becomes "" (as llama.cpp and vLLM
- * do: OpenAI SDKs send "content": null with tool_calls, which templates cannot compare with strings). Malloc'd JSON
- * text, NULL when out of memory. */
-static char *print_messages(const cJSON *msgs) {
-    cJSON *copy = cJSON_Duplicate(msgs, 1);
-    if (!copy) return NULL;
-    for (cJSON *e = copy->child; e; e = e->next) {
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(e, "role");
-        if (cJSON_IsString(role) && !strcmp(role->valuestring, "assistant") &&
-            cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(e, "content"))) {
-            cJSON *empty = cJSON_CreateString("");
-            if (!empty || !cJSON_ReplaceItemInObjectCaseSensitive(e, "content", empty)) {
-                cJSON_Delete(empty);
-                cJSON_Delete(copy);
-                return NULL;
-            }
-        }
-    }
-    char *m = cJSON_PrintUnformatted(copy);
-    cJSON_Delete(copy);
-    return m;
-}
-
-/* Renders messages (+ tools, chat_template_kwargs) with the model's chat template; *text is malloc'd. */
-static int render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, srv_reply *err) {
-    const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
-    if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
-        *err = reply_err(400, "messages", "'messages' must be a non-empty array");
-        return -1;
-    }
-    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(j, "tools");
-    if (tools && !cJSON_IsNull(tools) && !cJSON_IsArray(tools)) {
-        *err = reply_err(400, "tools", "'tools' must be an array");
-        return -1;
-    }
-    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(j, "chat_template_kwargs");
-    if (kw && !cJSON_IsNull(kw) && !cJSON_IsObject(kw)) {
-        *err = reply_err(400, "chat_template_kwargs", "'chat_template_kwargs' must be an object");
-        return -1;
-    }
-    if (check_messages(msgs, err)) return -1;
-    cmf_chat_params p = cmf_chat_default_params();
-    char *m = print_messages(msgs);
-    char *t = with_tools && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0 ? cJSON_PrintUnformatted(tools) : NULL;
-    char *x = cJSON_IsObject(kw) ? cJSON_PrintUnformatted(kw) : NULL;
-    int agp = 1;
-    if (bool_field(j, "add_generation_prompt", &agp, err)) {
-        free(m), free(t), free(x);
-        return -1;
-    }
-    p.messages_json = m;
-    p.tools_json = t;
-    p.extra_json = x;
-    p.add_generation_prompt = agp;
-    cmf_status st = m ? cmf_chat_render(s->m, &p, text, NULL) : CMF_E_NOMEM;
-    free(m), free(t), free(x);
-    if (st != CMF_OK) {
-        *err = reply_err(st == CMF_E_NOMEM ? 500 : 400, "messages", "%s",
-                         st == CMF_E_NOMEM ? "out of memory" : cmf_last_error());
-        return -1;
-    }
-    return 0;
-}
-
-/* "tool_choice": "auto" / absent / null (the model decides), "none" (tools are not shown to the model), "required"
- * or {"type": "function", "function": {"name": N}} (a call is forced). *forced (malloc'd) is set for a forced call:
- * the start of the call's JSON that force_tool_call puts after the prompt: {"name": "N", "arguments":  for a named
- * function or when exactly one tool is offered, else {"name": " so that the model picks the function. */
-static int tool_choice_field(const cJSON *j, const cJSON *tools, int *tools_on, char **forced, srv_reply *err) {
-    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(j, "tool_choice");
-    *forced = NULL;
-    if (!tc || cJSON_IsNull(tc)) return 0;
-    const char *name = NULL;
-    if (cJSON_IsString(tc)) {
-        if (!strcmp(tc->valuestring, "none")) {
-            *tools_on = 0;
-            return 0;
-        }
-        if (!strcmp(tc->valuestring, "auto")) return 0;
-        if (strcmp(tc->valuestring, "required") != 0) {
-            *err = reply_err(400, "tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or "
-                                                 "{\"type\": \"function\", \"function\": {\"name\": ...}}");
-            return -1;
-        }
-    } else {
-        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type");
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(tc, "function"), "name");
-        if (!cJSON_IsObject(tc) || !cJSON_IsString(ty) || strcmp(ty->valuestring, "function") != 0 ||
-            !cJSON_IsString(nm)) {
-            *err = reply_err(400, "tool_choice", "'tool_choice' object must be {\"type\": \"function\", "
-                                                 "\"function\": {\"name\": string}}");
-            return -1;
-        }
-        name = nm->valuestring;
-    }
-    if (!cJSON_IsArray(tools) || cJSON_GetArraySize(tools) == 0) {
-        *err = reply_err(400, "tool_choice", "'tool_choice' forces a tool call but no 'tools' are given");
-        return -1;
-    }
-    const char *only = NULL;
-    int found = 0;
-    for (const cJSON *t = tools->child; t; t = t->next) {
-        const cJSON *nm = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(t, "function"), "name");
-        if (!cJSON_IsString(nm)) {
-            *err = reply_err(400, "tools", "every tool needs function.name (a string)");
-            return -1;
-        }
-        found |= name && !strcmp(name, nm->valuestring);
-        only = nm->valuestring;
-    }
-    if (name && !found) {
-        *err = reply_err(400, "tool_choice", "'tool_choice' names '%.100s', which is not among 'tools'", name);
-        return -1;
-    }
-    if (!name && cJSON_GetArraySize(tools) == 1) name = only;
-    cJSON *js = name ? cJSON_CreateString(name) : NULL; /* the name as a JSON string (escaped) */
-    char *q = js ? cJSON_PrintUnformatted(js) : NULL;
-    cJSON_Delete(js);
-    size_t cap = (q ? strlen(q) : 0) + 64;
-    if ((name && !q) || !(*forced = malloc(cap))) {
-        free(q);
-        *err = reply_err(500, NULL, "out of memory");
-        return -1;
-    }
-    if (name)
-        snprintf(*forced, cap, "{\"name\": %s, \"arguments\": ", q);
-    else
-        snprintf(*forced, cap, "{\"name\": \"");
-    free(q);
-    return 0;
-}
-
-/* A forced tool call, as Qwen3 / Hermes templates write calls: the prompt gets the opening "<tool_call>\n" and the
- * start of the call's JSON appended (after closing a <think> block the template left open), so the model can only
- * continue the call; the output parser starts inside the block with that JSON (srv_out_force_tool), so the reply
- * is the call. Needs a template whose tool prompt uses <tool_call> blocks (the rendered prompt mentions
- * <tool_call>): otherwise a 400, since this server parses no other tool-call format. */
-static int force_tool_call(srv_req *r, char **text, const char *forced, srv_reply *err) {
-    if (!strstr(*text, "<tool_call>")) {
-        *err = reply_err(400, "tool_choice", "forcing a tool call needs a chat template that writes Qwen3 / Hermes "
-                                             "<tool_call> blocks; this model's template does not");
-        return -1;
-    }
-    const char *close = r->start_in_think ? "\n</think>\n\n" : "";
-    size_t n = strlen(*text) + strlen(close) + strlen(forced) + 32;
-    char *t = malloc(n);
-    r->tool_prefix = strdup(forced);
-    if (!t || !r->tool_prefix) {
-        free(t);
-        *err = reply_err(500, NULL, "out of memory");
-        return -1;
-    }
-    snprintf(t, n, "%s%s<tool_call>\n%s", *text, close, forced);
-    free(*text);
-    *text = t;
-    r->start_in_think = 0;
-    r->parse_tools = 1;
-    return 0;
-}
-
-/* Whether the rendered prompt leaves a <think> block open (templates that start the reasoning themselves). */
-static int ends_in_think(const char *text) {
-    size_t n = strlen(text);
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) n--;
-    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
-}
-
-/* Request fields the generation routes know: OpenAI's Chat Completions and Completions arguments (some accepted and
- * ignored because they do not change the output: user, metadata, store, service_tier, parallel_tool_calls, ...)
- * and the usual server extensions (vLLM / llama.cpp: top_k, min_p, repetition_penalty, chat_template_kwargs,
- * add_generation_prompt). Anything else is a 400, as OpenAI answers "Unrecognized request argument supplied". */
-static const char *const KNOWN_FIELDS[] = {
-    "model", "messages", "prompt", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
-    "repetition_penalty", "seed", "n", "logprobs", "top_logprobs", "echo", "max_tokens", "max_completion_tokens",
-    "stop", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls", "functions",
-    "function_call", "user", "metadata", "store", "service_tier", "chat_template_kwargs",
-    "add_generation_prompt", "response_format", "logit_bias", "best_of", "suffix", "reasoning_effort", NULL};
-
-static int known_fields(const cJSON *j, srv_reply *err) {
-    for (const cJSON *e = j->child; e; e = e->next) {
-        int ok = 0;
-        for (int i = 0; KNOWN_FIELDS[i] && !ok; i++) ok = e->string && !strcmp(e->string, KNOWN_FIELDS[i]);
-        if (!ok) {
-            *err = reply_err(400, e->string, "unrecognized request argument '%.100s'", e->string ? e->string : "");
-            return -1;
-        }
-    }
-    /* known but only meaningful in a form this server cannot honour: refuse rather than ignore */
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "logit_bias");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child)) {
-        *err = reply_err(400, "logit_bias", "logit_bias is not supported");
-        return -1;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(j, "response_format");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(t) && !strcmp(t->valuestring, "text"))) {
-        *err = reply_err(400, "response_format", "only response_format {\"type\": \"text\"} is supported");
-        return -1;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(j, "best_of");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 1)) {
-        *err = reply_err(400, "best_of", "only best_of = 1 is supported");
-        return -1;
-    }
-    v = cJSON_GetObjectItemCaseSensitive(j, "suffix");
-    if (v && !cJSON_IsNull(v)) {
-        *err = reply_err(400, "suffix", "suffix is not supported");
-        return -1;
-    }
-    if (cJSON_GetObjectItemCaseSensitive(j, "functions") || cJSON_GetObjectItemCaseSensitive(j, "function_call")) {
-        *err = reply_err(400, "functions", "the deprecated 'functions' / 'function_call' are not supported: use 'tools'");
-        return -1;
-    }
-    return 0;
-}
-
-/* "model": absent or null means the served one; anything else must name it (404 otherwise, as OpenAI answers an
- * unknown model). */
-static int model_field(cmf_server *s, const cJSON *j, srv_reply *err) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "model");
-    if (!v || cJSON_IsNull(v)) return 0;
-    if (!cJSON_IsString(v)) {
-        *err = reply_err(400, "model", "'model' must be a string");
-        return -1;
-    }
-    if (strcmp(v->valuestring, s->model_name) != 0) {
-        *err = reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'", v->valuestring,
-                         s->model_name);
-        return -1;
-    }
-    return 0;
-}
-
-srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err) {
-    cJSON *j = parse_body(body, len, err);
-    if (!j) return NULL;
-    if (known_fields(j, err) || model_field(s, j, err)) {
-        cJSON_Delete(j);
-        return NULL;
-    }
-    srv_req *r = calloc(1, sizeof *r);
-    if (!r) {
-        cJSON_Delete(j);
-        *err = reply_err(500, NULL, "out of memory");
-        return NULL;
-    }
-    pthread_cond_init(&r->cv, NULL);
-    r->kind = kind;
-    r->model_name = s->model_name;
-    r->created = (long)time(NULL);
-    r->t_arrival = srv_now();
-    r->deadline = s->o.timeout_s > 0 ? r->t_arrival + s->o.timeout_s : 0;
-    static atomic_ulong seq;
-    snprintf(r->id, sizeof r->id, "%s-%lx%lx", kind == SRV_CHAT ? "chatcmpl" : "cmpl", (unsigned long)r->created,
-             (unsigned long)atomic_fetch_add(&seq, 1));
-    int bad = 0;
-    if (kind == SRV_CHAT) {
-        const cJSON *tools = cJSON_GetObjectItemCaseSensitive(j, "tools");
-        int tools_on = 1;
-        char *forced = NULL, *text = NULL;
-        bad = tool_choice_field(j, tools, &tools_on, &forced, err);
-        if (!bad) bad = render_chat(s, j, tools_on, &text, err);
-        if (!bad) {
-            r->start_in_think = ends_in_think(text);
-            r->parse_tools = tools_on && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0;
-            if (forced) bad = force_tool_call(r, &text, forced, err);
-        }
-        if (!bad) bad = tokenize_text(s, text, SRV_CHAT_BOS, r, err);
-        free(text);
-        free(forced);
-    } else {
-        bad = completion_prompt(s, j, r, err);
-    }
-    if (!bad && r->n_prompt == 0) {
-        *err = reply_err(400, "prompt", "the prompt is empty (0 tokens)");
-        bad = 1;
-    }
-    if (!bad && r->n_prompt >= s->n_ctx) {
-        *err = reply_err(400, kind == SRV_CHAT ? "messages" : "prompt",
-                         "the prompt has %d tokens; the context holds %d (%d left for the completion)", r->n_prompt,
-                         s->n_ctx, 0);
-        bad = 1;
-    }
-    if (!bad) bad = common_fields(s, j, r, err);
-    cJSON_Delete(j);
-    if (bad) {
-        srv_req_free(r);
-        return NULL;
-    }
+    if (!r.body) r = srv_reply_err(500, NULL, "out of memory");
     return r;
 }
 
@@ -678,7 +97,7 @@ static cJSON *tool_call_json(const srv_req *r, int index, const char *name, size
 
 srv_reply srv_generation_reply(cmf_server *s, srv_req *r) {
     (void)s;
-    if (r->http_status) return reply_err(r->http_status, NULL, "%s", r->error);
+    if (r->http_status) return srv_reply_err(r->http_status, NULL, "%s", r->error);
     int chat = r->kind == SRV_CHAT;
     cJSON *j = envelope(r, chat ? "chat.completion" : "text_completion");
     cJSON *choice = cJSON_CreateObject();
@@ -855,27 +274,27 @@ srv_reply srv_api_models(cmf_server *s) {
 
 srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
-    cJSON *j = parse_body(body, len, &err);
+    cJSON *j = srv_parse_body(body, len, &err);
     if (!j) return err;
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
     if (!c) c = cJSON_GetObjectItemCaseSensitive(j, "prompt");
     int add_special = 0;
     if (!cJSON_IsString(c)) {
         cJSON_Delete(j);
-        return reply_err(400, "content", "'content' must be a string");
+        return srv_reply_err(400, "content", "'content' must be a string");
     }
-    if (bool_field(j, "add_special", &add_special, &err)) {
+    if (srv_bool_field(j, "add_special", &add_special, &err)) {
         cJSON_Delete(j);
         return err;
     }
     int32_t *ids = NULL;
     size_t n = 0, tlen = strlen(c->valuestring);
-    big_lock(s, tlen); /* held while the answer is built too: ~70 bytes of cJSON per token */
+    srv_big_lock(s, tlen); /* held while the answer is built too: ~70 bytes of cJSON per token */
     cmf_status st = cmf_tokenize(s->tok, c->valuestring, tlen, add_special, &ids, &n);
     cJSON_Delete(j);
     if (st != CMF_OK) {
-        big_unlock(s, tlen);
-        return reply_err(400, "content", "cannot tokenize: %s", cmf_last_error());
+        srv_big_unlock(s, tlen);
+        return srv_reply_err(400, "content", "cannot tokenize: %s", cmf_last_error());
     }
     cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
     for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
@@ -883,31 +302,31 @@ srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
     cJSON_AddNumberToObject(o, "max_model_len", s->n_ctx);
     free(ids);
     srv_reply rep = reply_json(o);
-    big_unlock(s, tlen);
+    srv_big_unlock(s, tlen);
     return rep;
 }
 
 srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
-    cJSON *j = parse_body(body, len, &err);
+    cJSON *j = srv_parse_body(body, len, &err);
     if (!j) return err;
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tokens");
     if (!cJSON_IsArray(t)) {
         cJSON_Delete(j);
-        return reply_err(400, "tokens", "'tokens' must be an array of token ids");
+        return srv_reply_err(400, "tokens", "'tokens' must be an array of token ids");
     }
     int n = cJSON_GetArraySize(t), i = 0;
     int32_t *ids = malloc(((size_t)n + 1) * sizeof *ids);
     if (!ids) {
         cJSON_Delete(j);
-        return reply_err(500, NULL, "out of memory");
+        return srv_reply_err(500, NULL, "out of memory");
     }
     for (const cJSON *e = t->child; e; e = e->next, i++) {
         if (!cJSON_IsNumber(e) || e->valuedouble != floor(e->valuedouble) || e->valuedouble < 0 ||
             e->valuedouble >= s->vocab) {
             free(ids);
             cJSON_Delete(j);
-            return reply_err(400, "tokens", "'tokens[%d]' is not a token id in [0, %d)", i, s->vocab);
+            return srv_reply_err(400, "tokens", "'tokens[%d]' is not a token id in [0, %d)", i, s->vocab);
         }
         ids[i] = (int32_t)e->valuedouble;
     }
@@ -915,7 +334,7 @@ srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {
     char *text = NULL;
     cmf_status st = cmf_detokenize(s->tok, ids, (size_t)n, 0, &text);
     free(ids);
-    if (st != CMF_OK) return reply_err(400, "tokens", "cannot detokenize: %s", cmf_last_error());
+    if (st != CMF_OK) return srv_reply_err(400, "tokens", "cannot detokenize: %s", cmf_last_error());
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "content", text);
     free(text);
@@ -924,14 +343,14 @@ srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {
 
 srv_reply srv_api_apply_template(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
-    cJSON *j = parse_body(body, len, &err);
+    cJSON *j = srv_parse_body(body, len, &err);
     if (!j) return err;
-    if (known_fields(j, &err)) { /* as /v1/chat/completions: a field it would refuse is not silently ignored here */
+    if (srv_known_fields(j, &err)) { /* as /v1/chat/completions: a field it would refuse is not silently ignored here */
         cJSON_Delete(j);
         return err;
     }
     char *text = NULL;
-    int bad = render_chat(s, j, 1, &text, &err);
+    int bad = srv_render_chat(s, j, 1, &text, &err);
     cJSON_Delete(j);
     if (bad) return err;
     cJSON *o = cJSON_CreateObject();

@@ -182,6 +182,26 @@ typedef struct srv_reply {
 
 /* Builds an OpenAI error body {"error":{"message","type","code","param"}}. */
 char *srv_error_json(int status, const char *message, const char *param);
+/* The reply {status, srv_error_json(status, printf(fmt, ...) (up to 511 bytes), param)}; param may be NULL. */
+srv_reply srv_reply_err(int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* request.c: request bodies. srv_parse_body: the body must be valid UTF-8 holding exactly one JSON object without
+ * an escaped NUL; returns it (the caller frees it with cJSON_Delete) or NULL with a 400 in *err. */
+cJSON *srv_parse_body(const char *body, size_t len, srv_reply *err);
+/* Field readers: an absent or null field leaves *out unchanged and returns 0; a wrong type or a value outside
+ * [lo, hi] (an integer for srv_int_field, a boolean for srv_bool_field) returns -1 with a 400 naming it in *err. */
+int srv_num_field(const cJSON *j, const char *name, double lo, double hi, double *out, srv_reply *err);
+int srv_int_field(const cJSON *j, const char *name, double lo, double hi, long long *out, srv_reply *err);
+int srv_bool_field(const cJSON *j, const char *name, int *out, srv_reply *err);
+/* Every field of j is one the generation routes know, and those known but refused in some forms (logit_bias,
+ * response_format, ...) are in an accepted form; else -1 with a 400 naming the field. */
+int srv_known_fields(const cJSON *j, srv_reply *err);
+/* Renders j's messages (+ tools when with_tools, chat_template_kwargs, add_generation_prompt) with the server's
+ * chat template; *text is malloc'd. Returns 0, or -1 with a 400 (a 500 when out of memory) in *err. */
+int srv_render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, srv_reply *err);
+/* Texts over 256 KiB are tokenized one at a time (s->big_mu); below that these do nothing. */
+void srv_big_lock(cmf_server *s, size_t len);
+void srv_big_unlock(cmf_server *s, size_t len);
 /* Parses a /v1/chat/completions or /v1/completions body into a request ready to submit, or fills *err. */
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err);
 /* The complete (non-stream) response of a finished request. */
