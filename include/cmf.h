@@ -259,7 +259,9 @@ cmf_status cmf_session_decode(cmf_session *s, int32_t token);
 
 /* Logits of the last processed position: vocab floats owned by the session, valid until the next call that
  * changes the session. NULL (and cmf_last_error() says why) for a NULL session and while the session holds no
- * position: before its first prefill/decode, after cmf_session_reset or a truncate to 0. */
+ * position: before its first prefill/decode, after cmf_session_reset or a truncate to 0. On the CUDA backend the
+ * logits of a forward stay on the device until asked for: the first call after a forward downloads the row (it
+ * waits for the device; later calls return the same copy), and a device fault there also gives NULL. */
 const float *cmf_session_logits(const cmf_session *s);
 
 /* Keeps the first `n_keep` positions of the KV cache and forgets the rest, so that a new sequence sharing that
@@ -448,7 +450,7 @@ cmf_status cmf_detok_stream_flush_n(cmf_detok_stream *s, char **text, size_t *le
  *   cmf_sampler *smp; cmf_sampler_new(cmf_model_vocab_size(m), &sp, &smp);
  *   for (i < n_prompt) cmf_sampler_accept(smp, prompt[i]);   // the prompt counts for the penalties
  *   cmf_session_prefill(s, prompt, n_prompt, NULL);
- *   for (;;) { int32_t t; if (cmf_sampler_sample(smp, cmf_session_logits(s), &t)) break;
+ *   for (;;) { int32_t t; if (cmf_session_sample(s, smp, &t)) break;   // = cmf_sampler_sample on the row
  *              cmf_sampler_accept(smp, t); ...stop on an eos id...; cmf_session_decode(s, t); }
  *   cmf_sampler_free(smp);
  * A sampler is independent of any model (it only knows the vocabulary size) and is used by one thread at a time.
@@ -490,6 +492,19 @@ void cmf_sampler_accept(cmf_sampler *s, int32_t token);
  * cmf_sampler_accept). Errors: CMF_E_ARG for a NULL argument (e.g. cmf_session_logits of a session without a
  * position) or when every logit is NaN or -inf after the penalties (no token can be drawn). */
 cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token);
+
+/* The next token from session `s`'s last logits into *token: always the token of
+ * cmf_sampler_sample(smp, cmf_session_logits(s), token), with the same advance of smp's generator, and it does
+ * not accept it either. smp must have been made for the model's vocabulary size. Where it runs: on the CUDA
+ * backend (without tensor parallelism) the logits stay on the device (src/backend/cuda/sample.cu): temperature <= 0
+ * takes the argmax there and only the id is downloaded; top_k in 1..1024 selects the top_k candidates there
+ * (penalties applied on the device first with the host's float operations, so the same bits) and downloads only
+ * those (id, z) pairs, and the host finishes (top-p, min-p, the draw; src/sample/sample.h); other settings (top_k
+ * 0 or above 1024 with a temperature) download the row, as cmf_session_logits. Other backends sample the host row.
+ * The row of cmf_session_logits is not downloaded by the device paths (a later cmf_session_logits still can).
+ * Errors: CMF_E_ARG for a NULL argument, a session without a position (as cmf_session_logits), a sampler of
+ * another vocabulary size, or no token that can be drawn (as cmf_sampler_sample); CMF_E_IO for a device fault. */
+cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token);
 
 #ifdef __cplusplus
 }

@@ -7,8 +7,9 @@
  *        src/backend/cpu/ops.h on the batch's thread pool; f32 KV cache; supports everything (skills, task masks,
  *        the O(1) far field).
  *   cuda (src/backend/cuda/backend_cuda.cu): device memory, weights uploaded once, f16 KV cache on the device, the
- *        kernels of src/backend/cuda/cuda_ops.h on one stream; the only host synchronisation of a forward is the
- *        copy of the logits at its end. Task masks and the O(1) far field are CMF_E_UNSUPPORTED there.
+ *        kernels of src/backend/cuda/cuda_ops.h on one stream; a decode forward leaves its logits in each
+ *        session's device row (head_keep) and does not synchronize; sampling (sample) or cmf_session_logits
+ *        (fetch) does, later. Task masks and the O(1) far field are CMF_E_UNSUPPORTED there.
  *
  * Conventions: "buffer" pointers (activations, norm vectors after residency) are memory of the backend: host
  * memory for cpu, device memory for cuda. Host-side arguments (token ids, positions, cmf_weight descriptors, the
@@ -36,6 +37,26 @@ struct cmf_layer;   /* model/model.h */
 /* Backend kinds (cmf_backend.kind). */
 enum cmf_backend_kind { CMF_BACKEND_CPU = 0, CMF_BACKEND_CUDA = 1 };
 
+/* A sampling request for cmf_backend.sample (filled by session.c's cmf_session_sample from a cmf_sampler).
+ * Penalties (step 1, cmf_sample_penalize's float operations) for the n_pen distinct tokens pen_ids[i] seen
+ * pen_counts[i] times; then
+ *   k == 0: greedy: *ids = the argmax of the penalized row (NaN never wins, ties -> the lower id, -0.0 == 0.0),
+ *           n_out = 1, or n_out = 0 when every value is NaN;
+ *   k >= 1: z = l / temperature (IEEE division; +inf -> 3e38; NaN and -inf are not candidates): the min(k,
+ *           candidates) first candidates in the order (z desc, id asc) into ids[] / z[] (host arrays of k),
+ *           sorted, n_out of them (0: no candidate). */
+#define CMF_DEV_SAMPLE_MAXK 1024
+typedef struct cmf_dev_sample {
+    int k;
+    float temperature;                   /* > 0 when k >= 1 */
+    const int32_t *pen_ids, *pen_counts; /* host arrays of n_pen */
+    int n_pen;
+    float repeat_penalty, presence_penalty, frequency_penalty;
+    int32_t *ids; /* out: host [max(k, 1)] */
+    float *z;     /* out: host [k] (k >= 1) */
+    int n_out;    /* out */
+} cmf_dev_sample;
+
 typedef struct cmf_backend cmf_backend;
 struct cmf_backend {
     int kind;         /* enum cmf_backend_kind */
@@ -53,6 +74,9 @@ struct cmf_backend {
     cmf_status (*download)(cmf_backend *be, void *dst, const void *src, size_t bytes);
     /* sets `bytes` bytes of a buffer to zero (in order with the ops). Errors: CMF_E_IO. */
     cmf_status (*zero)(cmf_backend *be, void *buf, size_t bytes);
+    /* Optional (NULL: use download): download under the backend's lock, for copies outside a forward from any
+     * thread (cuda: cmf_session_logits' lazy download, safe next to another thread's forward). Errors: CMF_E_IO. */
+    cmf_status (*fetch)(cmf_backend *be, void *dst, const void *src, size_t bytes);
     /* waits for every queued op; reports an asynchronous fault. Errors: CMF_E_IO. */
     cmf_status (*sync)(cmf_backend *be);
 
@@ -111,6 +135,17 @@ struct cmf_backend {
      * to HOST memory out_host [rows][V] (cuda: computed on the device, one download). softcap 0 = off. */
     cmf_status (*head)(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows,
                        const struct cmf_weight *lm_head, float softcap);
+
+    /* Optional (NULL: forward.c uses `head` and the host rows): the head as `head`, but row r is left in backend
+     * memory out[r] (V floats each, e.g. a session's dlogits), nothing downloaded, no synchronisation. cuda: one
+     * product into its logits buffer (or straight into out[0] for one row), then a device copy per row. Errors:
+     * as `head`. */
+    cmf_status (*head_keep)(cmf_backend *be, cmf_batch *b, float *const *out, const float *xn, int rows,
+                            const struct cmf_weight *lm_head, float softcap);
+    /* Optional (NULL: sampling reads host rows): step 1, then step 2 or steps 3-4 of src/sample/sample.h on a row
+     * of n logits in backend memory, exactly (the same bits as the host): see cmf_dev_sample. Takes the backend's
+     * lock and synchronizes. Errors: CMF_E_ARG (req->k outside 0..CMF_DEV_SAMPLE_MAXK), CMF_E_NOMEM, CMF_E_IO. */
+    cmf_status (*sample)(cmf_backend *be, const float *logits, int n, struct cmf_dev_sample *req);
 
     void (*destroy)(cmf_backend *be); /* frees everything the backend holds (resident weights too) */
 

@@ -142,6 +142,15 @@ static cmf_status forward_ops(cmf_backend *be, cmf_batch *b, cmf_session *const 
             TRY(be->rmsnorm(be, b, b->head_in + (size_t)rows * D, x + (size_t)t * D, W->final_norm, 1, D, eps, gn));
         rows++;
     }
+    /* the rows stay in backend memory (each session's dlogits) when the backend can and every session has one */
+    int keep = !all_logits && be->head_keep;
+    for (int r = 0; r < rows && keep; r++) keep = (b->head_dst[r] = seqs[last_of[r]]->dlogits) != NULL;
+    for (int r = 0; r < rows; r++) seqs[last_of[r]]->logits_dev = 0;
+    if (keep) {
+        TRY(be->head_keep(be, b, b->head_dst, b->head_in, rows, &W->lm_head, c->final_softcap));
+        for (int r = 0; r < rows; r++) seqs[last_of[r]]->logits_dev = 1;
+        return CMF_OK;
+    }
     if (all_logits) {
         TRY(be->rmsnorm(be, b, x, x, W->final_norm, n, D, eps, gn));
         TRY(be->head(be, b, all_logits, x, n, &W->lm_head, c->final_softcap));

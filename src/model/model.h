@@ -114,6 +114,7 @@ struct cmf_batch {
     int *pos;                                   /* [n_batch]: position of each token in its session */
     float *head_in, *head_out;                  /* [n_seq][hidden] (backend), [n_seq][vocab] (host): head rows */
     int *head_tok;                              /* [n_seq]: which token each head row belongs to */
+    float **head_dst;                           /* [n_seq]: scratch, each head row's session dlogits */
     cmf_session **sealed;                       /* [n_seq]: scratch for the O(1) far-field pass */
     cmf_batch **tp_rank;                        /* TP front batch: one batch per rank model (src/tp); else NULL */
 };
@@ -149,7 +150,10 @@ struct cmf_session {
     int dory_loops;              /* loops per token (0 = the config's) */
     float dory_gate;             /* Conf early-exit threshold for decode; 0 = off */
     struct cmf_dory_probe *dory_recon; /* Recon early-exit probe for decode (owned); NULL = off */
-    float *logits;            /* [vocab]: the logits after this session's last processed token */
+    float *logits;            /* [vocab]: the logits after this session's last processed token (host) */
+    float *dlogits;           /* [vocab] backend memory, on backends with head_keep (cuda) without TP; else NULL */
+    int logits_dev;           /* 1: the last forward left its logits in dlogits only (s->logits is stale until
+                               * cmf_session_logits downloads them) */
     cmf_batch *own;           /* private workspace for cmf_session_prefill/decode (lazily created) */
     cmf_session **tp_rank;    /* TP front session: one session per rank model holding its KV heads; else NULL */
 };

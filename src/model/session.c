@@ -49,8 +49,9 @@ cmf_status cmf_batch_new(const cmf_model *m, int max_tokens, int max_seqs, cmf_b
     b->pos = malloc(B * sizeof(int));
     b->head_out = malloc(S * (size_t)c->vocab_size * sizeof(float));
     b->head_tok = malloc(S * sizeof(int));
+    b->head_dst = malloc(S * sizeof *b->head_dst);
     b->sealed = malloc(S * sizeof *b->sealed);
-    if (st == CMF_OK && (!b->pos || !b->head_out || !b->head_tok || !b->sealed))
+    if (st == CMF_OK && (!b->pos || !b->head_out || !b->head_tok || !b->head_dst || !b->sealed))
         st = cmf_err(CMF_E_NOMEM, "batch: cannot allocate activations for %d tokens", max_tokens);
     if (st == CMF_OK && be->kind == CMF_BACKEND_CPU) st = cmf_pool_new(m->n_threads, &b->pool);
     if (st == CMF_OK && b->pool) {
@@ -77,6 +78,7 @@ void cmf_batch_free(cmf_batch *b) {
     free(b->pos);
     free(b->head_out);
     free(b->head_tok);
+    free(b->head_dst);
     free(b->sealed);
     free(b);
 }
@@ -481,6 +483,9 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
     st = m->tp ? cmf_tp_session_init(s) /* TP: rank sessions hold the KV heads */ : m->be->kv_alloc(m->be, s, kv);
     s->logits = calloc((size_t)c->vocab_size, sizeof(float));
     if (st == CMF_OK && !s->logits) st = cmf_err(CMF_E_NOMEM, "session: out of memory");
+    /* the logits row on the device (cuda): the forward leaves it there, cmf_session_logits downloads on demand */
+    if (st == CMF_OK && !m->tp && !m->tp_of && m->be->head_keep)
+        st = m->be->buf_alloc(m->be, (size_t)c->vocab_size * sizeof(float), (void **)&s->dlogits);
     if (st != CMF_OK) {
         cmf_session_free(s);
         return st;
@@ -507,6 +512,7 @@ void cmf_session_free(cmf_session *s) {
     free(s->ffn_runs);
     free(s->runs);
     if (!s->m->dory) s->m->be->kv_free(s->m->be, s); /* Dory sessions have no backend KV cache */
+    if (s->dlogits) s->m->be->buf_free(s->m->be, s->dlogits);
     free(s->logits);
     free(s);
 }
@@ -576,6 +582,18 @@ const float *cmf_session_logits(const cmf_session *s) {
     if (s->pos == 0) {
         cmf_err(CMF_E_ARG, "cmf_session_logits: the session holds no position yet (prefill first)");
         return NULL;
+    }
+    if (s->logits_dev) { /* the last forward left them on the device: download once (the host copy is a cache) */
+        cmf_session *w = (cmf_session *)s;
+        cmf_backend *be = s->m->be;
+        const size_t bytes = (size_t)s->m->cfg.vocab_size * sizeof(float);
+        cmf_status st = be->fetch ? be->fetch(be, w->logits, s->dlogits, bytes)
+                                  : be->download(be, w->logits, s->dlogits, bytes);
+        if (st != CMF_OK) {
+            cmf_err_prefix(st, "cmf_session_logits: ");
+            return NULL;
+        }
+        w->logits_dev = 0;
     }
     return s->logits;
 }

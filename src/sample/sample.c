@@ -38,10 +38,7 @@ double cmf_rng_uniform(cmf_rng *r) {
 /* ---------------------------------------------------------------------------------------------------------------
  * Sampler state.
  * ------------------------------------------------------------------------------------------------------------- */
-typedef struct cand {
-    float z;
-    int32_t id;
-} cand;
+typedef cmf_sample_cand cand;
 
 struct cmf_sampler {
     cmf_sampler_params p;
@@ -53,6 +50,7 @@ struct cmf_sampler {
     int32_t *counts; /* [vocab] scratch, all zero between calls */
     int32_t *recent; /* ring buffer of the last penalty_last_n accepted tokens */
     int n_recent, recent_head;
+    int32_t *pen_ids, *pen_counts; /* [penalty_last_n] the window's distinct tokens (cmf_sampler_penalty_window) */
 };
 
 cmf_sampler_params cmf_sampler_default_params(void) {
@@ -96,8 +94,11 @@ cmf_status cmf_sampler_new(int vocab, const cmf_sampler_params *p, cmf_sampler *
     s->cands = malloc((size_t)vocab * sizeof *s->cands);
     s->w = malloc((size_t)vocab * sizeof *s->w);
     s->counts = calloc((size_t)vocab, sizeof *s->counts);
-    s->recent = malloc((size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1) * sizeof *s->recent);
-    if (!s->work || !s->cands || !s->w || !s->counts || !s->recent) {
+    const size_t cap = (size_t)(p->penalty_last_n > 0 ? p->penalty_last_n : 1);
+    s->recent = malloc(cap * sizeof *s->recent);
+    s->pen_ids = malloc(cap * sizeof *s->pen_ids);
+    s->pen_counts = malloc(cap * sizeof *s->pen_counts);
+    if (!s->work || !s->cands || !s->w || !s->counts || !s->recent || !s->pen_ids || !s->pen_counts) {
         cmf_sampler_free(s);
         return cmf_err(CMF_E_NOMEM, "sampler: out of memory for a vocabulary of %d", vocab);
     }
@@ -113,6 +114,8 @@ void cmf_sampler_free(cmf_sampler *s) {
     free(s->w);
     free(s->counts);
     free(s->recent);
+    free(s->pen_ids);
+    free(s->pen_counts);
     free(s);
 }
 
@@ -168,11 +171,28 @@ static void apply_penalties(cmf_sampler *s, float *l) {
         int32_t c = s->counts[t];
         if (!c) continue; /* already handled */
         s->counts[t] = 0;
-        float x = l[t];
-        if (p->repeat_penalty != 1.0f) x = x > 0.0f ? x / p->repeat_penalty : x * p->repeat_penalty;
-        x -= p->presence_penalty + (float)c * p->frequency_penalty;
-        l[t] = x;
+        l[t] = cmf_sample_penalize(l[t], c, p->repeat_penalty, p->presence_penalty, p->frequency_penalty);
     }
+}
+
+const cmf_sampler_params *cmf_sampler_params_of(const cmf_sampler *s) { return &s->p; }
+int cmf_sampler_vocab(const cmf_sampler *s) { return s->vocab; }
+
+int cmf_sampler_penalty_window(cmf_sampler *s, const int32_t **ids, const int32_t **counts) {
+    *ids = s->pen_ids;
+    *counts = s->pen_counts;
+    if (!penalties_active(s)) return 0;
+    for (int i = 0; i < s->n_recent; i++) s->counts[s->recent[i]]++;
+    int m = 0;
+    for (int i = 0; i < s->n_recent; i++) { /* each distinct token once, at its first place in the ring */
+        int32_t t = s->recent[i];
+        if (!s->counts[t]) continue;
+        s->pen_ids[m] = t;
+        s->pen_counts[m] = s->counts[t];
+        s->counts[t] = 0;
+        m++;
+    }
+    return m;
 }
 
 /* The total order of candidates: larger z first, then the lower id. */
@@ -241,6 +261,8 @@ static void sort_cands(cand *c, int n) {
 
 /* Extends the sorted prefix c[0..sorted) of c[0..n) by the next `take` candidates in the total order: a
  * quickselect of the rest, then a sort of the part taken. Returns the new prefix length. */
+static cmf_status finish(cmf_sampler *s, int n, float zmax, int32_t *token);
+
 static int extend_sorted(cand *c, int n, int sorted, int take) {
     if (take >= n - sorted) take = n - sorted;
     else select_top(c + sorted, n - sorted, take);
@@ -281,12 +303,23 @@ cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *toke
     }
     if (n == 0) return cmf_err(CMF_E_ARG, "sampler: no token has a finite logit");
 
-    /* top-k */
-    if (p->top_k > 0 && p->top_k < n) {
-        select_top(c, n, p->top_k);
-        n = p->top_k;
+    /* top-k: the k first candidates, sorted in the total order (so that cmf_sampler_finish_topk, given the same
+     * sorted list by a device, sums and draws in the same order) */
+    if (p->top_k > 0) {
+        if (p->top_k < n) {
+            select_top(c, n, p->top_k);
+            n = p->top_k;
+        }
+        sort_cands(c, n);
     }
+    return finish(s, n, zmax, token);
+}
 
+/* Steps 5-7 of sample.h on the n >= 1 candidates in s->cands (what top-k kept; zmax their largest z): the weights,
+ * their normalizer, min-p, top-p and the draw (one uniform number from s->rng). */
+static cmf_status finish(cmf_sampler *s, int n, float zmax, int32_t *token) {
+    const cmf_sampler_params *p = &s->p;
+    cand *c = s->cands;
     /* weights relative to the max (which is always kept), and the normalizer of what top-k kept */
     double *w = s->w;
     double Z = 0.0;
@@ -347,4 +380,11 @@ cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *toke
     }
     *token = pick;
     return CMF_OK;
+}
+
+cmf_status cmf_sampler_finish_topk(cmf_sampler *s, const cmf_sample_cand *c, int n, int32_t *token) {
+    if (n <= 0) return cmf_err(CMF_E_ARG, "sampler: no token has a finite logit");
+    if (n > s->vocab) return cmf_err(CMF_E_ARG, "sampler: %d candidates for a vocabulary of %d", n, s->vocab);
+    memcpy(s->cands, c, (size_t)n * sizeof *c);
+    return finish(s, n, c[0].z, token);
 }

@@ -9,7 +9,7 @@
  *        presence / frequency (OpenAI API definition): l -= presence + c * frequency
  *   2. temperature <= 0: greedy argmax (ties -> lowest id); stop here.
  *   3. z = l / temperature
- *   4. top-k: keep the k largest z (k = 0: off)                                  (HF TopKLogitsWarper)
+ *   4. top-k: keep the k largest z (k = 0: off), then sort them in the order below   (HF TopKLogitsWarper)
  *   5. top-p: keep the smallest set of most probable tokens whose probability (renormalized over what step 4
  *      kept) sums to >= top_p; always at least one token (top_p >= 1: off)       (HF TopPLogitsWarper)
  *   6. min-p: keep tokens with p >= min_p * p_max (min_p = 0: off)               (HF MinPLogitsWarper)
@@ -20,6 +20,11 @@
  * Cost per token: O(vocab) plus O(m log m) for the m tokens top-p keeps (a flat distribution with top-k and min-p
  * off keeps most of the vocab). Greedy (temperature <= 0) reads the row in place (a max over 8 lanes, then the first
  * index holding it); the row is copied only while a penalty applies.
+ *
+ * With top-k on, steps 5-7 read the k kept candidates sorted in that order (weights summed, min-p filtered and the
+ * draw walked in it), so a device that hands back the same sorted k candidates (cmf_session_sample on CUDA,
+ * cmf_sampler_finish_topk) gets the same token from the same generator state. (Before 2026-11-30 the k kept
+ * candidates were summed and walked in quickselect order: the same distribution, other tokens for a given seed.)
  *
  * Memory: everything is allocated by cmf_sampler_new; sampling allocates nothing.
  */
@@ -48,5 +53,36 @@ void cmf_rng_seed(cmf_rng *r, uint64_t seed);
 uint32_t cmf_rng_u32(cmf_rng *r);
 /* A uniform double in [0, 1) with 53 random bits (two draws). */
 double cmf_rng_uniform(cmf_rng *r);
+
+/* A candidate: scaled logit z = l / temperature (+inf clamped to 3e38, NaN and -inf never candidates) and its id. */
+typedef struct cmf_sample_cand {
+    float z;
+    int32_t id;
+} cmf_sample_cand;
+
+/* Step 1 for one token seen `count` times in the window: the repetition penalty, then presence + count *
+ * frequency subtracted. Separate statements, so that no compiler contracts them into an fma: the CUDA path
+ * (backend/cuda/sample.cu k_penalize) repeats these float operations with _rn intrinsics, bit for bit. */
+static inline float cmf_sample_penalize(float x, int32_t count, float repeat, float presence, float frequency) {
+    if (repeat != 1.0f) x = x > 0.0f ? x / repeat : x * repeat;
+    const float f = (float)count * frequency;
+    const float d = presence + f;
+    return x - d;
+}
+
+/* The sampler's parameters and vocabulary size (s not NULL). */
+const cmf_sampler_params *cmf_sampler_params_of(const cmf_sampler *s);
+int cmf_sampler_vocab(const cmf_sampler *s);
+
+/* The penalty window of step 1 as m distinct tokens (*ids)[i] with their counts (*counts)[i], i < m (arrays owned
+ * by the sampler, valid until the next call on it); returns 0 when no penalty changes any logit now. */
+int cmf_sampler_penalty_window(cmf_sampler *s, const int32_t **ids, const int32_t **counts);
+
+/* Steps 5-7 from step 4's result computed elsewhere: c[0..n) are the min(top_k, finite candidates) first
+ * candidates of the penalized row in the order (z desc, id asc), sorted, z as step 3 computes it (-0.0 may come
+ * as +0.0: same result). Same token and generator advance as cmf_sampler_sample on the full row (top_k > 0,
+ * temperature > 0). Errors: CMF_E_ARG when n <= 0 ("no token has a finite logit", as cmf_sampler_sample) or n >
+ * vocab. */
+cmf_status cmf_sampler_finish_topk(cmf_sampler *s, const cmf_sample_cand *c, int n, int32_t *token);
 
 #endif

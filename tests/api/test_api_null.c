@@ -337,6 +337,16 @@ static void c_sampler_sample(void) {
     EXPECT_ARG(cmf_sampler_sample(s, l, NULL), "");
     cmf_sampler_free(s);
 }
+static void c_session_sample(void) {
+    cmf_sampler_params p = cmf_sampler_default_params();
+    cmf_sampler *s = NULL;
+    EXPECT(cmf_sampler_new(cmf_model_vocab_size(M), &p, &s), CMF_OK, "");
+    int32_t t = -1;
+    EXPECT_ARG(cmf_session_sample(NULL, s, &t), "cmf_session_sample");
+    EXPECT_ARG(cmf_session_sample(S, NULL, &t), "cmf_session_sample");
+    EXPECT_ARG(cmf_session_sample(S, s, NULL), "cmf_session_sample");
+    cmf_sampler_free(s);
+}
 
 typedef struct {
     const char *name;
@@ -357,7 +367,7 @@ static const api_case CASES[] = {
     C(detok_stream_flush), C(detok_stream_free), C(tokenizer_token_id), C(model_chat_template),
     C(chat_template_chatml), C(chat_default_params), C(chat_render), C(chat_tokenize), C(detokenize_n),
     C(detok_stream_push_n), C(detok_stream_flush_n), C(sampler_default_params), C(sampler_new), C(sampler_free),
-    C(sampler_reset), C(sampler_accept), C(sampler_sample),
+    C(sampler_reset), C(sampler_accept), C(sampler_sample), C(session_sample),
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 
