@@ -572,6 +572,7 @@ static void test_sampling(void) {
     x[123] = x[4567] = 9.5f; /* a tie for the maximum: the lower id wins */
     float *d_x = ref_dev_from(x, sizeof(float) * (size_t)n);
     void *d_work = ref_dev_poison(cmf_cuda_sample_work_bytes(n));
+    OK(cmf_cuda_memset(d_work, 0, cmf_cuda_sample_work_bytes(n), NULL)); /* the kernels' block counters start at 0 */
     int32_t id = -1;
     OK(cmf_cuda_argmax(d_x, n, &id, d_work, NULL));
     CHECK_MSG(id == 123, "argmax %d, want 123", id);

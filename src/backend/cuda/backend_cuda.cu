@@ -560,6 +560,17 @@ cmf_status cu_residual(cmf_backend *be, cmf_batch *b, float *x, float *o, const 
     return st;
 }
 
+cmf_status head_compute(cuda_impl *I, float *out, const float *xn, int rows, const cmf_weight *lm_head, float softcap) {
+    cmf_status st = mm_now(I, out, xn, rows, lm_head, NULL);
+    if (st != CMF_OK) return st;
+    const size_t need = (size_t)rows * (size_t)lm_head->rows;
+    if (softcap > 0) {
+        k_softcap<<<grid1d((int64_t)need, 256), 256, 0, I->stream>>>(out, (int64_t)need, softcap);
+        CU_LAUNCHED("softcap");
+    }
+    return CMF_OK;
+}
+
 cmf_status cu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *xn, int rows, const cmf_weight *lm_head,
                    float softcap) {
     cuda_impl *I = IMPL(be);
@@ -572,12 +583,7 @@ cmf_status cu_head(cmf_backend *be, cmf_batch *b, float *out_host, const float *
         return cmf_err(CMF_E_ARG, "cuda: head of %d rows x %lld exceeds the logits buffer", rows,
                        (long long)lm_head->rows);
     (void)b;
-    st = mm_now(I, I->d_logits, xn, rows, lm_head, NULL);
-    if (st != CMF_OK) return st;
-    if (softcap > 0) {
-        k_softcap<<<grid1d((int64_t)need, 256), 256, 0, I->stream>>>(I->d_logits, (int64_t)need, softcap);
-        CU_LAUNCHED("softcap");
-    }
+    if ((st = head_compute(I, I->d_logits, xn, rows, lm_head, softcap)) != CMF_OK) return st;
     if (need > I->h_logits_cap) return cu_download(be, out_host, I->d_logits, need * sizeof(float));
     st = cmf_cuda_download(I->h_logits, I->d_logits, need * sizeof(float), I->stream); /* pinned: direct DMA */
     if (st == CMF_OK) st = cmf_cuda_sync(I->stream);
@@ -593,6 +599,7 @@ void cu_destroy(cmf_backend *be) {
         if (I->stream) cudaStreamSynchronize(I->stream);
         graphs_clear(I);
         persist_free(I);
+        sample_free(I);
         for (auto &p : I->payloads) cmf_cuda_free(p.second);
         for (auto &p : I->f16w) cmf_cuda_free(p.second);
         for (arena &a : I->arenas) cmf_cuda_free(a.dev);
@@ -678,6 +685,9 @@ extern "C" cmf_status cmf_backend_cuda_new(const cmf_model *m, int dev, cmf_back
     be->glu = cu_glu;
     be->residual = cu_residual;
     be->head = cu_head;
+    be->head_keep = cu_head_keep;
+    be->sample = cu_sample;
+    be->fetch = cu_fetch;
     be->destroy = cu_destroy;
     char info[128] = "";
     cmf_cuda_device_info(dev, info, sizeof info);

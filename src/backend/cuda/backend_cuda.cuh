@@ -123,6 +123,12 @@ struct cuda_impl {
     size_t logits_cap;
     float *h_logits; /* pinned host staging of d_logits for up to LOGITS_PINNED_ROWS rows */
     size_t h_logits_cap;
+    /* sampling on the device (backend_sample.cu): sample.cu's scratch (zeroed once), a penalized copy of a row,
+     * pinned staging of the answer */
+    void *d_samp;
+    int64_t samp_n;
+    float *d_samp_row;
+    uint64_t *h_samp;
     /* L2 prefetch plan of the decode products (CMF_CUDA_L2PF; block comment "L2 prefetch" in backend_cuda.cu) */
     struct pf_item {
         const uint8_t *d; /* device payload */
@@ -162,6 +168,17 @@ cmf_status flush_pending(cuda_impl *I);              /* everything pending, in t
 cmf_status flush_fa(cuda_impl *I);                   /* a kv_write held for the attention: norm + RoPE + cache now */
 cmf_status rope_args(cuda_impl *I, cmf_batch *b, const cmf_layer *L, int layer, cmf_cuda_qk_rope *r);
 void drop_pending(cuda_impl *I);
+
+/* ---- backend_cuda.cu (ops) ---- */
+/* The head's product (+ softcap) of `rows` rows into device memory out [rows][V], queued, nothing downloaded. */
+cmf_status head_compute(cuda_impl *I, float *out, const float *xn, int rows, const cmf_weight *lm_head, float softcap);
+
+/* ---- backend_sample.cu (the backend table's head_keep, sample, fetch) ---- */
+cmf_status cu_head_keep(cmf_backend *be, cmf_batch *b, float *const *out, const float *xn, int rows,
+                        const cmf_weight *lm_head, float softcap);
+cmf_status cu_sample(cmf_backend *be, const float *logits, int n, cmf_dev_sample *req);
+cmf_status cu_fetch(cmf_backend *be, void *dst, const void *src, size_t bytes);
+void sample_free(cuda_impl *I); /* the scratch above (cu_destroy) */
 
 /* ---- backend_graph.cu (block comment "CUDA graphs" there) ---- */
 void graphs_clear(cuda_impl *I);                /* drops every cached graph */

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cmf.h"
 
@@ -353,13 +354,51 @@ cmf_status cmf_cuda_attn_prefill_tc(const cmf_cuda_attn *a, const float *d_q, co
                                     const uint16_t *d_v, int64_t pos0, int64_t n_tok, float *d_out,
                                     cmf_cuda_stream stream);
 
-/* ---- sampling ------------------------------------------------------------------------------------------- */
+/* ---- sampling (sample.cu) ----------------------------------------------------------------------------------
+ * Selection works on 64-bit keys, larger = first: high word = the value's IEEE bits made monotone (-0.0 as +0.0,
+ * NaN = 0, below -inf), low word = 0xffffffff - id (ties: the lower id first), i.e. the host sampler's order
+ * (src/sample/sample.c). d_work for all of them: cmf_cuda_sample_work_bytes(n) bytes, ZEROED before its first use
+ * (cmf_cuda_memset): the one-launch kernels count finished blocks there and leave the counters at 0 again; one
+ * d_work serves one stream at a time. */
 
-/* Index of the largest of n logits (the first on ties; NaN never wins) into *id (host). Only the id crosses the
- * bus; the call synchronizes `stream`. d_work: cmf_cuda_sample_work_bytes(n) bytes. Errors: CMF_E_ARG, CMF_E_IO. */
+/* The value (NaN when the key says NaN / not a candidate) and the id of a key (host). */
+static inline float cmf_cuda_key_value(uint64_t key) {
+    const uint32_t hi = (uint32_t)(key >> 32);
+    const uint32_t b = (hi & 0x80000000u) ? (hi & 0x7fffffffu) : ~hi;
+    const uint32_t u = hi ? b : 0x7fc00000u;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+static inline int32_t cmf_cuda_key_id(uint64_t key) { return (int32_t)(0xffffffffu - (uint32_t)key); }
+/* Whether the key is a number (argmax) / a candidate (top-k with a temperature). */
+static inline int cmf_cuda_key_valid(uint64_t key) { return (key >> 32) != 0; }
+
+/* Step 1 of src/sample/sample.h in place on a device row of n logits: for i < m, row[ids[i]] gets the repetition
+ * penalty, then presence + counts[i] * frequency subtracted, each operation rounded as the host's
+ * cmf_sample_penalize (same bits). ids / counts: host arrays, ids distinct and in [0, n). Asynchronous (one launch
+ * per 64 tokens). Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_penalize(float *d_row, int64_t n, const int32_t *ids, const int32_t *counts, int m, float repeat,
+                             float presence, float frequency, cmf_cuda_stream stream);
+
+/* The largest key of n logits (one launch, asynchronous) into device memory *d_key (inside d_work; valid until the
+ * next call with that d_work). cmf_cuda_key_valid(key) == 0: every logit is NaN. Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_argmax_key(const float *d_logits, int64_t n, void *d_work, cmf_cuda_stream stream,
+                               uint64_t **d_key);
+
+/* The k (1..1024) largest keys of n logits, sorted, into device memory *d_keys[0..k) (inside d_work; one launch,
+ * asynchronous). temp > 0: keys of z = logit / temp (IEEE division as the host's; +inf -> 3e38; NaN and -inf are
+ * not candidates and get keys below every candidate) -- sample.c's steps 3-4; temp == 0: keys of the logits
+ * themselves. When k exceeds the elements, the rest are key 0. Errors: CMF_E_ARG, CMF_E_IO. */
+cmf_status cmf_cuda_topk_keys(const float *d_logits, int64_t n, int k, float temp, void *d_work,
+                              cmf_cuda_stream stream, uint64_t **d_keys);
+
+/* Index of the largest of n logits (the first on ties; NaN never wins unless all are NaN: then 0) into *id (host).
+ * Only the key crosses the bus; the call synchronizes `stream`. Errors: CMF_E_ARG, CMF_E_IO. */
 cmf_status cmf_cuda_argmax(const float *d_logits, int64_t n, int32_t *id, void *d_work, cmf_cuda_stream stream);
 
-/* Top-k / top-p (nucleus) sampling from n logits at temperature temp > 0: keep the top_k largest
+/* Top-k / top-p (nucleus) sampling from n logits at temperature temp > 0, drawn on the device in f32 (NOT the host
+ * sampler's arithmetic; cmf_session_sample uses cmf_cuda_topk_keys instead): keep the top_k largest
  * (1 <= top_k <= 1024; larger values are clamped), softmax of logit/temp over them, keep the smallest prefix (by
  * descending probability, ties by lower id) whose mass reaches top_p (0 < top_p <= 1), and pick with the uniform
  * number u in [0, 1) the first kept token whose cumulative (renormalized) mass exceeds u. The draw `u` comes from
@@ -367,7 +406,7 @@ cmf_status cmf_cuda_argmax(const float *d_logits, int64_t n, int32_t *id, void *
  * Errors: CMF_E_ARG, CMF_E_IO. */
 cmf_status cmf_cuda_sample_topk_topp(const float *d_logits, int64_t n, int top_k, float top_p, float temp,
                                      float u, int32_t *id, void *d_work, cmf_cuda_stream stream);
-/* Scratch for argmax and sampling over n logits. */
+/* Scratch bytes for the calls above over n logits. */
 size_t cmf_cuda_sample_work_bytes(int64_t n);
 
 /* ---- the cuda backend's CUDA graphs (backend_cuda.cu) ----------------------------------------------------- */
