@@ -1,5 +1,5 @@
 /* gpu_bench.c — the acceptance benchmark of the CUDA backend (bench/cuda/run_acceptance.sh) on one CMF file:
- *   gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph] [--cache-type f16|f32]
+ *   gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph] [--cache-type f16|f32] [--tg-row]
  * prints one line per test, "RESULT key=value ...":
  *   - ppP: P random tokens in one prefill from an empty KV cache, tokens/s (one warm-up, then r timed runs);
  *   - tg@C: G single-token decode steps after a C-token prefill (decode "at context C"), tokens/s over the G
@@ -7,8 +7,11 @@
  * plus, once: the weight bytes one decode token reads (every 2-D matrix of the file: the layers' products and the
  * head; the embedding only when it is the tied head) and the device-to-device copy bandwidth measured now (bytes
  * read + written / time, as the issue's 4,272 GB/s), so that the roofline (bandwidth / bytes per token) comes
- * from the same call. Token ids are uniform random (fixed seed). Timing: wall clock around whole calls; every
- * decode step ends with the logits download, which synchronizes. --no-graph turns decode-step CUDA graphs off
+ * from the same call. Token ids are uniform random (fixed seed), except in tg: each step's greedy token
+ * (cmf_session_sample: the argmax on the device, only the id downloaded, which synchronizes) is the next step's
+ * token, as a greedy generation runs; --tg-row gives the behaviour before 2026-11-30 instead: random tokens and
+ * the whole logits row downloaded every step (cmf_session_logits). Timing: wall clock around whole calls (a pp
+ * run ends with cmf_session_logits, which waits for the device). --no-graph turns decode-step CUDA graphs off
  * (the same as CMF_CUDA_GRAPH=0). Runs on the GPU (cmf_model_load_on "cuda"); an error without one. */
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -78,7 +81,7 @@ static double copy_gbs(void) {
 int main(int argc, char **argv) {
     cmf_model_params mp = {0};
     const char *path = NULL;
-    int P = 512, G = 64, R = 3, graphs = 1;
+    int P = 512, G = 64, R = 3, graphs = 1, tg_row = 0;
     char ctxs[256] = "128,4096";
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-p") && i + 1 < argc) P = atoi(argv[++i]);
@@ -86,12 +89,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "-r") && i + 1 < argc) R = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-c") && i + 1 < argc) snprintf(ctxs, sizeof ctxs, "%s", argv[++i]);
         else if (!strcmp(argv[i], "--no-graph")) graphs = 0;
+        else if (!strcmp(argv[i], "--tg-row")) tg_row = 1;
         else if (!strcmp(argv[i], "--cache-type") && i + 1 < argc)
             mp.cache_type = !strcmp(argv[++i], "f32") ? CMF_CACHE_F32 : CMF_CACHE_F16;
         else path = argv[i];
     }
     if (!path || P < 0 || G < 1 || R < 1 || R > 64) {
-        fprintf(stderr, "usage: gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph]\n");
+        fprintf(stderr, "usage: gpu_bench MODEL.cmf [-p 512] [-g 64] [-c 128,4096] [-r 3] [--no-graph] [--tg-row]\n");
         return 2;
     }
     /* weight bytes per decode token, from the file's directory */
@@ -129,6 +133,11 @@ int main(int argc, char **argv) {
     }
     cmf_session *s = NULL;
     if (cmf_session_new(m, maxc, &s) != CMF_OK) return fail("session");
+    cmf_sampler_params gp = cmf_sampler_default_params();
+    gp.temperature = 0.0f; /* greedy, no penalties */
+    gp.penalty_last_n = 0;
+    cmf_sampler *greedy = NULL;
+    if (cmf_sampler_new(V, &gp, &greedy) != CMF_OK) return fail("sampler");
     int32_t *buf = malloc(sizeof(int32_t) * (size_t)maxc);
     double t[64], mean, sd;
     printf("RESULT model=%s quant=%s weights_gb=%.4f copy_gbs=%.1f graphs=%d\n", path, label, wbytes / 1e9, bw, graphs);
@@ -138,6 +147,7 @@ int main(int argc, char **argv) {
             cmf_session_reset(s);
             const double t0 = now();
             if (cmf_session_prefill(s, buf, P, NULL) != CMF_OK) return fail("prefill");
+            if (!cmf_session_logits(s)) return fail("logits"); /* waits for the device, as the old head did */
             if (r >= 0) t[r] = P / (now() - t0);
         }
         stats(t, R, &mean, &sd);
@@ -149,11 +159,18 @@ int main(int argc, char **argv) {
             cmf_session_reset(s);
             for (int i = 0; i < C; i++) buf[i] = rand_tok(V);
             if (C > 0 && cmf_session_prefill(s, buf, C, NULL) != CMF_OK) return fail("prefill");
-            for (int i = 0; i < 4; i++)
-                if (cmf_session_decode(s, rand_tok(V)) != CMF_OK) return fail("decode");
-            const double t0 = now();
-            for (int i = 0; i < G; i++)
-                if (cmf_session_decode(s, rand_tok(V)) != CMF_OK) return fail("decode");
+            int32_t tok = rand_tok(V);
+            double t0 = 0;
+            for (int i = -4; i < G; i++) { /* 4 untimed steps first */
+                if (i == 0) t0 = now();
+                if (cmf_session_decode(s, tok) != CMF_OK) return fail("decode");
+                if (tg_row) {
+                    if (!cmf_session_logits(s)) return fail("logits");
+                    tok = rand_tok(V);
+                } else if (cmf_session_sample(s, greedy, &tok) != CMF_OK) {
+                    return fail("sample");
+                }
+            }
             t[r] = G / (now() - t0);
         }
         stats(t, R, &mean, &sd);
@@ -179,6 +196,7 @@ int main(int argc, char **argv) {
 #endif
     fflush(stdout);
     free(buf);
+    cmf_sampler_free(greedy);
     cmf_session_free(s);
     cmf_model_free(m);
     return 0;

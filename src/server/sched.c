@@ -8,10 +8,11 @@
  * beyond the batch kernels' rounding (test_batch bounds it). After a forward the rows are sampled first (when two
  * or more rows draw with a temperature or four or more are greedy, on the forward's own thread pool: a draw over a
  * 32k vocabulary costs ~0.2 ms, 16 of them 16% of a step on one thread; for a backend without a pool, on helper
- * threads), then each slot in turn detokenizes and builds its SSE events in a buffer of its own, without the
- * server mutex (on the scheduler thread; emitting on two threads measured slower), and one locked pass hands all
- * slots' events to their connections, whose HTTP threads are signalled after the unlock. Which thread samples a
- * row does not change its token. */
+ * threads; each row through cmf_session_sample, which on CUDA selects on the device, one locked call per row, and
+ * finishes top-p / min-p / the draw on the calling thread), then each slot in turn detokenizes and builds its SSE
+ * events in a buffer of its own, without the server mutex (on the scheduler thread; emitting on two threads
+ * measured slower), and one locked pass hands all slots' events to their connections, whose HTTP threads are
+ * signalled after the unlock. Which thread samples a row does not change its token. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,7 +291,7 @@ static void slot_attach(cmf_server *s, srv_req *r) {
 
 /* Draws the slot's next token from its session's logits into drawn / st (err: the message, which is thread-local). */
 static void sample_one(srv_slot *sl) {
-    sl->st = cmf_sampler_sample(sl->smp, cmf_session_logits(sl->sess), &sl->drawn);
+    sl->st = cmf_session_sample(sl->sess, sl->smp, &sl->drawn);
     if (sl->st != CMF_OK) snprintf(sl->err, sizeof sl->err, "%s", cmf_last_error());
 }
 
@@ -365,7 +366,7 @@ static void slot_emit(cmf_server *s, srv_slot *sl, double now) {
     if (r->n_gen == 0) sl->ttft = now - r->t_arrival;
     r->n_gen++; /* written by this thread only; read by others after done */
     sl->n_new++;
-    for (int i = 0; i < s->n_eos; i++)
+    for (int i = 0; i < s->n_eos && !r->ignore_eos; i++) /* ignore_eos: detokenized as special, so not shown */
         if (tok == s->eos[i]) {
             slot_end(s, sl, "stop", 0, NULL);
             return;

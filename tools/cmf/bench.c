@@ -3,7 +3,9 @@
  *
  *  - ppP (prompt processing): P random tokens in one prefill batch from an empty KV cache; t/s = P / time;
  *  - tgN (text generation): N single-token decode steps starting from an empty KV cache (llama-bench's tg does
- *    not prefill a prompt first), each step feeding a random token; t/s = N / time;
+ *    not prefill a prompt first), the first fed a random token, each later one the greedy token of the step
+ *    before (cmf_session_sample, as a greedy generation: the pick is part of the time; llama-bench feeds random
+ *    tokens and samples nothing); t/s = N / time;
  *  - each test runs once as a warm-up (not timed; llama-bench warms up the same way), then r timed repetitions,
  *    each after clearing the KV cache; the table shows mean ± sample standard deviation of the per-repetition
  *    t/s, as llama-bench does.
@@ -31,7 +33,9 @@ static const char *USAGE =
     "\n"
     "Measures prompt processing (ppP: P tokens in one prefill batch) and text generation (tgN: N single-token\n"
     "decode steps from an empty context) as llama-bench does: one warm-up run, then r repetitions each from an\n"
-    "empty KV cache; prints mean +/- standard deviation of tokens/second. Token ids are random (seeded).\n"
+    "empty KV cache; prints mean +/- standard deviation of tokens/second. Prompt ids are random (seeded); tg\n"
+    "starts from one random id and feeds each step's greedy token to the next step, as a greedy generation\n"
+    "does (the pick is timed; on CUDA it runs on the device and only the id is copied back).\n"
     "\n"
     "  -p, --n-prompt P    prompt tokens of the pp test (default 512; 0 skips it)\n"
     "  -n, --n-gen N       generated tokens of the tg test (default 128; 0 skips it)\n"
@@ -63,15 +67,19 @@ static double run_pp(cmf_session *s, int32_t *buf, int p, int vocab) {
     cmf_session_reset(s);
     double t0 = cli_now();
     if (cmf_session_prefill(s, buf, p, NULL) != CMF_OK) return -1;
+    if (!cmf_session_logits(s)) return -1; /* waits for a device (CUDA keeps the logits there until asked) */
     return cli_now() - t0;
 }
 
-/* One tg run: n decode steps from an empty cache, each token random. Returns seconds, or -1 on error. */
-static double run_tg(cmf_session *s, int n, int vocab) {
+/* One tg run: n decode steps from an empty cache, as a greedy generation runs them: the first token random, each
+ * step's greedy token (cmf_session_sample; on CUDA the argmax runs on the device and only the id comes back) fed
+ * to the next step. Returns seconds, or -1 on error. */
+static double run_tg(cmf_session *s, cmf_sampler *greedy, int n, int vocab) {
     cmf_session_reset(s);
+    int32_t tok = rand_token(vocab);
     double t0 = cli_now();
     for (int i = 0; i < n; i++)
-        if (cmf_session_decode(s, rand_token(vocab)) != CMF_OK) return -1;
+        if (cmf_session_decode(s, tok) != CMF_OK || cmf_session_sample(s, greedy, &tok) != CMF_OK) return -1;
     return cli_now() - t0;
 }
 
@@ -157,6 +165,7 @@ int cmd_bench(int argc, char **argv) {
     cmf_model *m = NULL;
     cmf_session *s = NULL;
     int32_t *buf = NULL;
+    cmf_sampler *greedy = NULL;
     bench_result res[2];
     memset(res, 0, sizeof res);
     int n_res = 0;
@@ -169,6 +178,13 @@ int cmd_bench(int argc, char **argv) {
                  p, n, cmf_model_n_ctx_train(m));
     if ((rc = cli_session_new("bench", m, (int)(p > n ? p : n), &mo, &s)) != 0) goto done;
     int vocab = cmf_model_vocab_size(m);
+    cmf_sampler_params gp = cmf_sampler_default_params();
+    gp.temperature = 0.0f; /* greedy, no penalties: the tg test's pick */
+    gp.penalty_last_n = 0;
+    if ((st = cmf_sampler_new(vocab, &gp, &greedy)) != CMF_OK) {
+        rc = cli_lib_error("bench", st);
+        goto done;
+    }
     if (!(buf = malloc((size_t)(p ? p : 1) * sizeof *buf))) {
         rc = cli_fail("bench", "out of memory");
         goto done;
@@ -187,7 +203,7 @@ int cmd_bench(int argc, char **argv) {
             goto done;
         }
         for (long i = -1; i < reps; i++) { /* i = -1: the warm-up */
-            double t = kind == 0 ? run_pp(s, buf, (int)cnt, vocab) : run_tg(s, (int)cnt, vocab);
+            double t = kind == 0 ? run_pp(s, buf, (int)cnt, vocab) : run_tg(s, greedy, (int)cnt, vocab);
             if (t < 0) {
                 rc = cli_lib_error("bench", CMF_E_ARG);
                 goto done;
@@ -258,6 +274,7 @@ done:
         free(res[i].ns);
     }
     free(buf);
+    cmf_sampler_free(greedy);
     cmf_session_free(s);
     cmf_model_free(m);
     return rc;

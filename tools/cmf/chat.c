@@ -202,6 +202,7 @@ static int run_turn(chat_state *c) {
     memcpy(c->cache + keep, ids + keep, (size_t)n_new * sizeof *ids);
     for (int i = keep; i < (int)n_ids; i++) cmf_sampler_accept(c->smp, ids[i]);
     free(ids);
+    (void)cmf_session_logits(c->s); /* waits for a device (CUDA keeps them there): the prompt's time is whole */
     double t1 = cli_now();
 
     int n_eos = 0, n_gen = 0, full = 0, stopped = 0;
@@ -214,7 +215,7 @@ static int run_turn(chat_state *c) {
             break;
         }
         int32_t next;
-        if ((st = cmf_sampler_sample(c->smp, cmf_session_logits(c->s), &next)) != CMF_OK) {
+        if ((st = cmf_session_sample(c->s, c->smp, &next)) != CMF_OK) {
             rc = cli_lib_error("chat", st);
             break;
         }
