@@ -16,6 +16,7 @@
 #include <microhttpd.h>
 
 #include "server/internal.h"
+#include "template/template.h"
 #include "util/error.h"
 
 enum {
@@ -387,6 +388,12 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
         return cmf_err(CMF_E_ARG, "serve: the model has no usable tokenizer: %s",
                        *why ? why : "the file has no tokenizer section (convert from a checkpoint with tokenizer.json)");
     }
+    if (o.chat_template && *o.chat_template) { /* a template that cannot parse fails here, not in every request */
+        cmf_template *tpl = NULL;
+        cmf_status ts = cmf_template_parse(o.chat_template, strlen(o.chat_template), &tpl);
+        cmf_template_free(tpl);
+        if (ts != CMF_OK) return cmf_err_prefix(ts, "serve: the chat template does not parse: ");
+    }
     cmf_server *s = calloc(1, sizeof *s);
     if (!s) return cmf_err(CMF_E_NOMEM, "serve: out of memory");
     s->m = m;
@@ -399,13 +406,16 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     s->api_key = dup_or_null(o.api_key);
     s->cors = dup_or_null(o.cors);
     s->model_name = strdup(o.model_name && *o.model_name ? o.model_name : "cmf");
+    s->chat_template = dup_or_null(o.chat_template);
     o.host = s->host, o.api_key = s->api_key, o.cors = s->cors, o.model_name = s->model_name;
+    o.chat_template = s->chat_template;
     s->o = o;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->big_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     if (!s->host || !s->model_name || (o.api_key && *opts->api_key && !s->api_key) ||
-        (opts->cors && *opts->cors && !s->cors)) {
+        (opts->cors && *opts->cors && !s->cors) ||
+        (opts->chat_template && *opts->chat_template && !s->chat_template)) {
         cmf_server_stop(s);
         return cmf_err(CMF_E_NOMEM, "serve: out of memory");
     }
@@ -459,5 +469,6 @@ void cmf_server_stop(cmf_server *s) {
     free(s->api_key);
     free(s->cors);
     free(s->model_name);
+    free(s->chat_template);
     free(s);
 }

@@ -76,6 +76,7 @@ struct srv_req {
     char **stops;
     int n_stops;
     int stream, include_usage, parse_tools, start_in_think;
+    int ignore_eos; /* llama-server's ignore_eos: an end-of-generation id does not end the request */
     char *tool_prefix; /* forced tool call: the call's JSON already in the prompt after "<tool_call>\n", or NULL */
     char id[64];
     long created;
@@ -141,6 +142,7 @@ struct cmf_server {
     const cmf_tokenizer *tok;
     cmf_server_opts o;
     char *host, *api_key, *cors, *model_name; /* owned copies */
+    char *chat_template;                      /* owned copy of the --chat-template-file text, or NULL */
     int n_ctx, vocab;
     const int32_t *eos;
     int n_eos;
@@ -202,6 +204,22 @@ int srv_render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, 
 /* Texts over 256 KiB are tokenized one at a time (s->big_mu); below that these do nothing. */
 void srv_big_lock(cmf_server *s, size_t len);
 void srv_big_unlock(cmf_server *s, size_t len);
+
+/* llamacpp.c: llama-server's own request fields (the file's comment lists which are accepted and which refused).
+ * SRV_LLAMA_FIELDS: their names (NULL-terminated), known to srv_known_fields. */
+extern const char *const SRV_LLAMA_FIELDS[];
+/* The llama-server fields that ask for what cmf cannot do (typical_p != 1, grammar, ...) or are malformed: -1
+ * with a 400 naming the field; 0 when none does. */
+int srv_llama_refused(const cJSON *j, srv_reply *err);
+/* The llama-server fields with an effect, as given (request.c merges them with their OpenAI synonyms). */
+typedef struct srv_llama {
+    long long n_predict;     /* -2: absent; -1: until the context is full; else >= 1 */
+    long long repeat_last_n; /* -2: absent; -1: the context; 0: penalties off; else the window */
+    double repeat_penalty;   /* NaN: absent; else in [1e-3, 100] */
+    int ignore_eos;          /* 0 / 1 */
+} srv_llama;
+/* Reads them from j: -1 with a 400 naming a malformed one (n_predict 0 included). */
+int srv_llama_fields(const cJSON *j, srv_llama *out, srv_reply *err);
 /* Parses a /v1/chat/completions or /v1/completions body into a request ready to submit, or fills *err. */
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err);
 /* The complete (non-stream) response of a finished request. */

@@ -117,7 +117,20 @@ nomem:
     return -1;
 }
 
-/* Sampling and length fields shared by both generation routes. */
+/* Whether field `name` is given (present and not null). */
+static int given(const cJSON *j, const char *name) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, name);
+    return v && !cJSON_IsNull(v);
+}
+
+/* A llama-server field and its OpenAI synonym given with different values. */
+static int conflict(srv_reply *err, const char *llama, const char *openai) {
+    *err = srv_reply_err(400, llama, "'%s' and '%s' are synonyms but have different values: give one of them",
+                         llama, openai);
+    return -1;
+}
+
+/* Sampling and length fields shared by both generation routes, llama-server's synonyms included (llamacpp.c). */
 static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *err) {
     double d;
     long long ll;
@@ -148,6 +161,13 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     sp->frequency_penalty = (float)d;
     d = 1;
     if (srv_num_field(j, "repetition_penalty", 1e-3, 100, &d, err)) return -1;
+    srv_llama ll_f;
+    if (srv_llama_fields(j, &ll_f, err)) return -1;
+    if (!isnan(ll_f.repeat_penalty)) { /* llama-server's name for it */
+        if (given(j, "repetition_penalty") && d != ll_f.repeat_penalty)
+            return conflict(err, "repeat_penalty", "repetition_penalty");
+        d = ll_f.repeat_penalty;
+    }
     sp->repeat_penalty = (float)d;
     static atomic_ulong counter;
     sp->seed = (uint64_t)time(NULL) * 0x9E3779B97F4A7C15ULL ^ (uint64_t)atomic_fetch_add(&counter, 1);
@@ -189,6 +209,15 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     long long max_tokens = -1;
     if (srv_int_field(j, "max_tokens", 1, 1e9, &max_tokens, err)) return -1;
     if (srv_int_field(j, "max_completion_tokens", 1, 1e9, &max_tokens, err)) return -1;
+    if (ll_f.n_predict != -2) { /* llama-server's n_predict: -1 until the context is full (or an end token) */
+        static const char *const synonyms[] = {"max_tokens", "max_completion_tokens"};
+        for (int i = 0; i < 2; i++)
+            if (given(j, synonyms[i]) &&
+                cJSON_GetObjectItemCaseSensitive(j, synonyms[i])->valuedouble != (double)ll_f.n_predict)
+                return conflict(err, "n_predict", synonyms[i]);
+        max_tokens = ll_f.n_predict;
+    }
+    r->ignore_eos = ll_f.ignore_eos;
     long long room = (long long)s->n_ctx - r->n_prompt;
     r->max_tokens = (int)(max_tokens < 0 || max_tokens > room ? room : max_tokens);
     if (stop_field(j, r, err)) return -1;
@@ -203,6 +232,9 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     }
     if (sp->presence_penalty != 0 || sp->frequency_penalty != 0 || sp->repeat_penalty != 1)
         sp->penalty_last_n = r->max_tokens; /* the penalties see the generated tokens (as vLLM's output tokens) */
+    if (ll_f.repeat_last_n != -2) /* llama-server's window: the last N generated tokens here, -1 the context */
+        sp->penalty_last_n =
+            ll_f.repeat_last_n < 0 || ll_f.repeat_last_n > s->n_ctx ? s->n_ctx : (int)ll_f.repeat_last_n;
     return 0;
 }
 
@@ -323,7 +355,8 @@ static char *print_messages(const cJSON *msgs) {
     return m;
 }
 
-/* Renders messages (+ tools, chat_template_kwargs) with the model's chat template; *text is malloc'd. */
+/* Renders messages (+ tools, chat_template_kwargs) with the server's chat template (--chat-template-file, else the
+ * model's); *text is malloc'd. */
 int srv_render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, srv_reply *err) {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(j, "messages");
     if (!cJSON_IsArray(msgs) || cJSON_GetArraySize(msgs) == 0) {
@@ -350,6 +383,7 @@ int srv_render_chat(cmf_server *s, const cJSON *j, int with_tools, char **text, 
         free(m), free(t), free(x);
         return -1;
     }
+    p.template_src = s->chat_template; /* NULL: the model's */
     p.messages_json = m;
     p.tools_json = t;
     p.extra_json = x;
@@ -470,7 +504,8 @@ static int ends_in_think(const char *text) {
 /* Request fields the generation routes know: OpenAI's Chat Completions and Completions arguments (some accepted and
  * ignored because they do not change the output: user, metadata, store, service_tier, parallel_tool_calls, ...)
  * and the usual server extensions (vLLM / llama.cpp: top_k, min_p, repetition_penalty, chat_template_kwargs,
- * add_generation_prompt). Anything else is a 400, as OpenAI answers "Unrecognized request argument supplied". */
+ * add_generation_prompt; llama-server's own fields are SRV_LLAMA_FIELDS, llamacpp.c). Anything else is a 400, as
+ * OpenAI answers "Unrecognized request argument supplied". */
 static const char *const KNOWN_FIELDS[] = {
     "model", "messages", "prompt", "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty",
     "repetition_penalty", "seed", "n", "logprobs", "top_logprobs", "echo", "max_tokens", "max_completion_tokens",
@@ -482,14 +517,16 @@ int srv_known_fields(const cJSON *j, srv_reply *err) {
     for (const cJSON *e = j->child; e; e = e->next) {
         int ok = 0;
         for (int i = 0; KNOWN_FIELDS[i] && !ok; i++) ok = e->string && !strcmp(e->string, KNOWN_FIELDS[i]);
+        for (int i = 0; SRV_LLAMA_FIELDS[i] && !ok; i++) ok = e->string && !strcmp(e->string, SRV_LLAMA_FIELDS[i]);
         if (!ok) {
             *err = srv_reply_err(400, e->string, "unrecognized request argument '%.100s'", e->string ? e->string : "");
             return -1;
         }
     }
     /* known but only meaningful in a form this server cannot honour: refuse rather than ignore */
+    if (srv_llama_refused(j, err)) return -1;
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "logit_bias");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child)) {
+    if (v && !cJSON_IsNull(v) && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child)) { /* {} or llama's [] */
         *err = srv_reply_err(400, "logit_bias", "logit_bias is not supported");
         return -1;
     }

@@ -2,7 +2,9 @@
  *
  * Layers (one file each):
  *   http.c    libmicrohttpd glue: routes, auth (Bearer key, constant-time compare), body limit, CORS, SSE streaming
- *   api.c     the OpenAI request/response JSON (chat/completions, completions, models, tokenize, ...)
+ *   api.c     the OpenAI response JSON (chat/completions, completions, models, tokenize, ...) and errors
+ *   request.c request bodies: field readers, the generation routes' fields, prompts, chat rendering, tool_choice
+ *   llamacpp.c llama-server's own request fields (n_predict, repeat_penalty, ignore_eos, ...; refused samplers)
  *   sched.c   the scheduler thread: N slots (one cmf_session each), a bounded queue, one cmf_batch_run per step
  *             with one decode token for every generating slot plus a chunk of a waiting prompt (chunked prefill
  *             interleaved with decode), per-slot sampler, KV-cache prefix reuse across requests
@@ -42,6 +44,9 @@ typedef struct cmf_server_opts {
     const char *model_name; /* the id reported by /v1/models; NULL: "cmf" */
     double idle_timeout_s; /* a connection silent this long while sending its request (headers or body) or between
                               keep-alive requests is closed; never while its generation runs; <= 0: 60 */
+    const char *chat_template; /* NULL or "": the model's chat template (ChatML when it has none); else this Jinja
+                                  source for /v1/chat/completions and /apply-template (llama-server's
+                                  --chat-template-file); copied; it must parse */
 } cmf_server_opts;
 
 /* Defaults as documented above (host 127.0.0.1, port 8080, 1 slot, ...). */
@@ -49,7 +54,8 @@ cmf_server_opts cmf_server_default_opts(void);
 
 /* Starts the scheduler thread and the HTTP daemon (thread per connection) for model `m`, which must outlive the
  * server and have a tokenizer. Allocates the slots' sessions (n_slots x n_ctx KV cache) and the batch here.
- * Errors: CMF_E_ARG (bad option, no tokenizer), CMF_E_IO (cannot bind host:port; the message names them),
+ * Errors: CMF_E_ARG (bad option, no tokenizer), CMF_E_FORMAT (a chat_template that does not parse: the message
+ * gives the engine's "template:LINE:COL: ..."), CMF_E_IO (cannot bind host:port; the message names them),
  * CMF_E_NOMEM. */
 cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *o, cmf_server **out);
 

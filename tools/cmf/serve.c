@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "server/server.h"
+#include "template/template.h"
 
 int cmd_serve(int argc, char **argv);
 
@@ -20,6 +21,15 @@ static const char *USAGE =
     "GET / (open http://HOST:PORT/ in a browser).\n"
     "Sampling defaults of a request are OpenAI's: temperature 1, top_p 1, no top_k, min_p 0 (not cmf run's\n"
     "--temp 0.8 --top-k 40 --top-p 0.95); set them in the request for the same text as cmf run --seed S.\n"
+    "Request fields: OpenAI's (model, messages / prompt, max_tokens, max_completion_tokens, temperature, top_p,\n"
+    "seed, stop, stream, stream_options, presence_penalty, frequency_penalty, n = 1, tools, tool_choice, ...), plus\n"
+    "top_k, min_p, repetition_penalty, chat_template_kwargs, add_generation_prompt and llama-server's n_predict\n"
+    "(= max_tokens; -1: until the context is full), repeat_penalty (= repetition_penalty), repeat_last_n (the\n"
+    "penalty window over generated tokens; 0: off, -1: the context), ignore_eos, cache_prompt, id_slot -1.\n"
+    "Synonyms given with different values are a 400. Sampling or output fields cmf cannot honour are a 400 naming\n"
+    "them: logprobs, logit_bias, echo, suffix, grammar, json_schema, samplers, n_probs > 0, typical_p != 1,\n"
+    "mirostat != 0, dynatemp_range != 0, dry_multiplier != 0, xtc_probability != 0, top_n_sigma > 0, ...\n"
+    "(README.md, \"cmf serve request fields\", has the whole list); so is any field it does not know.\n"
     "\n"
     "  --host ADDR        address to bind (default 127.0.0.1: this machine only)\n"
     "  --port N           TCP port (default 8080; 0 = any free port, printed at start)\n"
@@ -35,6 +45,8 @@ static const char *USAGE =
     "  -t, --threads N    worker threads (default 0: all online CPUs)\n"
     "  --tp N             tensor parallelism over N ranks (on the backend chosen below; default: $CMF_TP, else 1)\n"
     "  --cache-type f16|f32   KV cache element type on the GPU (default f16; f32: twice the cache memory); CPU: f32\n"
+    "  --chat-template-file F   use the Jinja chat template in F instead of the model's (as llama-server; read and\n"
+    "                     parsed at start: a missing, empty or unparsable file exits 1)\n"
     "backend (default: $CMF_GPU, else the CPU):\n"
     "%s";
 
@@ -47,6 +59,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL;
     long l, threads = 0, tp = 0;
     int cache_type = CMF_CACHE_DEFAULT;
+    const char *template_file = NULL;
     double d;
     int rc = 0;
     while (cli_args_next(&a)) {
@@ -78,6 +91,8 @@ int cmd_serve(int argc, char **argv) {
             rc = cli_int(&a, 0, 4096, &threads);
         } else if (cli_is(&a, "--tp", NULL)) {
             rc = cli_int(&a, 1, 64, &tp);
+        } else if (cli_is(&a, "--chat-template-file", NULL)) {
+            rc = cli_value(&a, &template_file);
         } else if (cli_backend_opt(&a, &rc) || cli_cache_type_opt(&a, &cache_type, &rc)) {
         } else if (!cli_is_flag(&a) && !model) {
             model = a.arg;
@@ -101,10 +116,28 @@ int cmd_serve(int argc, char **argv) {
     if (nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
     o.model_name = name;
 
+    /* the template file is read and parsed before the model is loaded: a bad file fails at once (exit 1) */
+    char *tpl = NULL;
+    size_t tpl_len = 0;
+    if (template_file) {
+        if ((rc = cli_read_template("serve", template_file, &tpl, &tpl_len))) return rc;
+        cmf_template *t = NULL;
+        cmf_status ts = cmf_template_parse(tpl, tpl_len, &t);
+        cmf_template_free(t);
+        if (ts != CMF_OK) {
+            free(tpl);
+            return cli_fail("serve", "%s: the chat template does not parse: %s", template_file, cmf_last_error());
+        }
+        o.chat_template = tpl;
+    }
+
     cmf_model_params mp = {.n_threads = (int)threads, .tp = (int)tp, .cache_type = cache_type};
     cmf_model *m = NULL;
     cmf_status st = cmf_model_load(model, &mp, &m);
-    if (st != CMF_OK) return cli_lib_error("serve", st);
+    if (st != CMF_OK) {
+        free(tpl);
+        return cli_lib_error("serve", st);
+    }
     int n_train = cmf_model_n_ctx_train(m);
     if (o.n_ctx > 0 && n_train > 0 && o.n_ctx > n_train) /* as run / chat */
         cli_warn("serve", "-c %d is larger than the trained context %d; output quality may degrade", o.n_ctx, n_train);
@@ -119,6 +152,7 @@ int cmd_serve(int argc, char **argv) {
 
     cmf_server *s = NULL;
     st = cmf_server_start(m, &o, &s);
+    free(tpl); /* the server keeps its own copy */
     if (st != CMF_OK) {
         int r = cli_lib_error("serve", st);
         cmf_model_free(m);
