@@ -96,6 +96,7 @@ cmf_status dev_weight(cuda_impl *I, const cmf_weight *w, cmf_cuda_weight *out, i
 /* ---- buffers ------------------------------------------------------------------------------------------------ */
 
 cmf_status cu_alloc(cmf_backend *be, size_t bytes, void **out) {
+    cudaSetDevice(IMPL(be)->dev); /* e.g. a session's logits row, allocated from any thread */
     cmf_status st = cmf_cuda_malloc(out, bytes);
     if (st == CMF_OK) st = cmf_cuda_memset(*out, 0, bytes, IMPL(be)->stream);
     return st;
