@@ -20,8 +20,8 @@ static inline size_t pair_hash(uint64_t k) {
     return (size_t)k;
 }
 
-static int merge_map_grow(tok_merge_map *m) {
-    size_t cap = m->cap ? m->cap * 2 : 4096;
+/* Rehashes into a zeroed table of cap slots (a power of two above 2n). */
+static int merge_map_rehash(tok_merge_map *m, size_t cap) {
     tok_merge_slot *t = calloc(cap, sizeof *t);
     if (!t) return -1;
     for (size_t i = 0; i < m->cap; i++) {
@@ -35,9 +35,16 @@ static int merge_map_grow(tok_merge_map *m) {
     return 0;
 }
 
+/* Sizes the table for n pairs in all, so that loading a merges array of known length never rehashes. */
+static int merge_map_reserve(tok_merge_map *m, size_t n) {
+    size_t cap = m->cap ? m->cap : 4096;
+    while ((n + 1) * 2 > cap) cap *= 2;
+    return cap == m->cap ? 0 : merge_map_rehash(m, cap);
+}
+
 /* Later duplicates overwrite earlier ones, as HF's HashMap collect does. */
 static int merge_map_set(tok_merge_map *m, int32_t a, int32_t b, uint32_t rank, int32_t new_id) {
-    if ((m->n + 1) * 2 > m->cap && merge_map_grow(m)) return -1;
+    if ((m->n + 1) * 2 > m->cap && merge_map_rehash(m, m->cap ? m->cap * 2 : 4096)) return -1;
     uint64_t key = (((uint64_t)(uint32_t)a << 32) | (uint32_t)b) + 1;
     size_t h = pair_hash(key) & (m->cap - 1);
     while (m->slots[h].key && m->slots[h].key != key) h = (h + 1) & (m->cap - 1);
@@ -118,48 +125,52 @@ static void cache_put(tok_cache *c, const char *s, size_t len, const int32_t *id
 
 /* ---- loading ----------------------------------------------------------------------------------------------- */
 
+/* Grows m->tok_entry to at least n ids (new ones are holes). */
+static cmf_status ids_reserve(tok_model *m, int32_t n) {
+    if (n <= m->ids_cap) return CMF_OK;
+    uint32_t *t = realloc(m->tok_entry, (size_t)n * sizeof *t);
+    if (!t) return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
+    memset(t + m->ids_cap, 0, (size_t)(n - m->ids_cap) * sizeof *t);
+    m->tok_entry = t;
+    m->ids_cap = n;
+    return CMF_OK;
+}
+
+cmf_status tok_vocab_reserve(tok_model *m, size_t n) {
+    if (n > TOK_MAX_ID) n = TOK_MAX_ID;
+    /* 8 bytes a key is a guess (real BPE vocabularies average 6-7 bytes); the pool doubles when it is short */
+    if (tok_strmap_reserve(&m->vocab, n, n * 8)) return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
+    return ids_reserve(m, (int32_t)n);
+}
+
 cmf_status tok_vocab_set_id(tok_model *m, int32_t id, const char *s, size_t len) {
     if (id < 0 || id >= TOK_MAX_ID)
         return cmf_err(CMF_E_FORMAT, "tokenizer.json: model.vocab: id %d for '%.*s' is out of range [0, %d)", id,
                        (int)len, s, TOK_MAX_ID);
-    if (id >= m->n_ids) {
-        int32_t n = m->n_ids ? m->n_ids : 1024;
-        while (n <= id) n *= 2;
-        char **t = realloc(m->id_to_tok, (size_t)n * sizeof *t);
-        if (!t) return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
-        m->id_to_tok = t;
-        uint32_t *l = realloc(m->tok_len, (size_t)n * sizeof *l);
-        if (!l) return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
-        m->tok_len = l;
-        for (int32_t i = m->n_ids; i < n; i++) t[i] = NULL, l[i] = 0;
-        m->n_ids = n;
+    if (id >= m->ids_cap) {
+        int32_t n = m->ids_cap ? m->ids_cap : 1024;
+        while (n <= id) n = n > TOK_MAX_ID / 2 ? TOK_MAX_ID : n * 2;
+        cmf_status st = ids_reserve(m, n);
+        if (st != CMF_OK) return st;
     }
-    char *c = malloc(len + 1);
-    if (!c || tok_strmap_set(&m->vocab, s, len, id)) {
-        free(c);
-        return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
-    }
-    memcpy(c, s, len);
-    c[len] = 0;
-    free(m->id_to_tok[id]);
-    m->id_to_tok[id] = c;
-    m->tok_len[id] = (uint32_t)len;
+    long e = tok_strmap_put(&m->vocab, s, len, id);
+    if (e < 0) return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
+    m->tok_entry[id] = (uint32_t)e + 1;
+    if (id >= m->n_ids) m->n_ids = id + 1;
     return CMF_OK;
 }
 
 cmf_status tok_vocab_from_object(const cJSON *vocab, tok_model *m) {
     if (!cJSON_IsObject(vocab)) return cmf_err(CMF_E_FORMAT, "tokenizer.json: model.vocab must be an object");
+    cmf_status st = tok_vocab_reserve(m, (size_t)cJSON_GetArraySize(vocab));
+    if (st != CMF_OK) return st;
     const cJSON *e;
-    int32_t max_id = -1;
     cJSON_ArrayForEach(e, vocab) {
-        if (!cJSON_IsNumber(e) || e->valuedouble < 0 || e->valuedouble > 2147483647.0 ||
-            e->valuedouble != (double)(int32_t)e->valuedouble)
+        double d = e->valuedouble;
+        if (!cJSON_IsNumber(e) || d < 0 || d > 2147483647.0 || d != (double)(int32_t)d)
             return cmf_err(CMF_E_FORMAT, "tokenizer.json: model.vocab['%s'] is not a valid id", e->string);
-        cmf_status st = tok_vocab_set_id(m, (int32_t)e->valuedouble, e->string, strlen(e->string));
-        if (st != CMF_OK) return st;
-        if ((int32_t)e->valuedouble > max_id) max_id = (int32_t)e->valuedouble;
+        if ((st = tok_vocab_set_id(m, (int32_t)d, e->string, strlen(e->string))) != CMF_OK) return st;
     }
-    m->n_ids = max_id + 1; /* arrays may be larger; entries above max_id are NULL */
     return CMF_OK;
 }
 
@@ -198,6 +209,8 @@ cmf_status tok_bpe_load(const cJSON *j, tok_model *m) {
     }
     const cJSON *merges = cJSON_GetObjectItemCaseSensitive(j, "merges");
     if (merges && !cJSON_IsArray(merges)) return cmf_err(CMF_E_FORMAT, "tokenizer.json: model.merges must be an array");
+    if (merges && merge_map_reserve(&m->merges, (size_t)cJSON_GetArraySize(merges)))
+        return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
     size_t plen = m->cont_prefix ? strlen(m->cont_prefix) : 0;
     tok_buf nt = {0};
     uint32_t rank = 0;

@@ -318,9 +318,7 @@ static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t 
             const tok_added *a = &t->added[t->added_by_id[id]];
             if (skip_special && a->special) continue;
             s = a->content, len = a->len;
-        } else if (id >= 0 && id < t->model->n_ids && t->model->id_to_tok[id]) {
-            s = t->model->id_to_tok[id], len = t->model->tok_len[id];
-        } else {
+        } else if (!(s = tok_model_token(t->model, id, &len))) {
             continue; /* HF decode skips ids that have no token */
         }
         if (tok_strs_push(&toks, s, len)) {

@@ -12,10 +12,7 @@ void tok_model_free(tok_model *m) {
     if (!m) return;
     if (m->type == TOK_MODEL_BPE) tok_bpe_free(m);
     tok_strmap_free(&m->vocab);
-    if (m->id_to_tok)
-        for (int32_t i = 0; i < m->n_ids; i++) free(m->id_to_tok[i]);
-    free(m->id_to_tok);
-    free(m->tok_len);
+    free(m->tok_entry);
     free(m->cont_prefix == NULL || m->type == TOK_MODEL_BPE ? NULL : m->cont_prefix);
     free(m->scores);
     free(m);
@@ -37,6 +34,8 @@ static cmf_status unigram_load(const cJSON *j, tok_model *m) {
     int n = cJSON_GetArraySize(vocab);
     m->scores = malloc(((size_t)n + 1) * sizeof *m->scores);
     if (!m->scores) return cmf_err(CMF_E_NOMEM, "tokenizer.json: out of memory");
+    cmf_status st = tok_vocab_reserve(m, (size_t)n);
+    if (st != CMF_OK) return st;
     m->min_score = 1e300;
     int32_t id = 0;
     const cJSON *e;
@@ -45,11 +44,11 @@ static cmf_status unigram_load(const cJSON *j, tok_model *m) {
             !cJSON_IsNumber(e->child->next))
             return cmf_err(CMF_E_FORMAT, "tokenizer.json: Unigram model.vocab[%d] is not [piece, score]", id);
         const char *s = e->child->valuestring;
-        cmf_status st = tok_vocab_set_id(m, id, s, strlen(s));
-        if (st != CMF_OK) return st;
+        size_t len = strlen(s);
+        if ((st = tok_vocab_set_id(m, id, s, len)) != CMF_OK) return st;
         m->scores[id] = e->child->next->valuedouble;
         if (m->scores[id] < m->min_score) m->min_score = m->scores[id];
-        if (strlen(s) > m->max_tok_len) m->max_tok_len = strlen(s);
+        if (len > m->max_tok_len) m->max_tok_len = len;
         id++;
     }
     m->n_ids = id;

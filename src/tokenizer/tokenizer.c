@@ -544,15 +544,24 @@ cmf_status cmf_tokenizer_load(const char *json, size_t len, cmf_tokenizer **out)
     return CMF_OK;
 }
 
-/* Reads a tokenizer.json file and parses it (see tokenizer.h). */
+/* Reads a tokenizer.json file and parses it (see tokenizer.h). A regular file is parsed straight from a read-only
+ * mapping (no copy of a file that can be 10+ MB); anything else (a pipe, a device) or a file that cannot be mapped
+ * is read into memory. */
 cmf_status cmf_tokenizer_load_file(const char *path, cmf_tokenizer **out) {
+    if (out) *out = NULL;
     if (!path || !out) return cmf_err(CMF_E_ARG, "cmf_tokenizer_load_file: NULL argument");
-    char *json;
-    size_t len;
-    cmf_status st = cmf_read_file(path, &json, &len);
-    if (st != CMF_OK) return st;
-    st = cmf_tokenizer_load(json, len, out);
-    free(json);
+    cmf_status st;
+    cmf_mmap map;
+    if (cmf_is_file(path) && cmf_mmap_open(path, &map) == CMF_OK) {
+        st = cmf_tokenizer_load(map.data ? (const char *)map.data : "", map.size, out);
+        cmf_mmap_close(&map);
+    } else {
+        char *json;
+        size_t len;
+        if ((st = cmf_read_file(path, &json, &len)) != CMF_OK) return st;
+        st = cmf_tokenizer_load(json, len, out);
+        free(json);
+    }
     if (st != CMF_OK) cmf_err_prefix(st, "%s: ", path);
     return st;
 }

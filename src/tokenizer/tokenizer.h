@@ -48,20 +48,35 @@ typedef struct tok_ids {
 int tok_ids_push(tok_ids *a, int32_t id);
 int tok_ids_append(tok_ids *a, const int32_t *ids, size_t n);
 
-/* A hash map from byte strings to int32 (open addressing, keys copied and owned). */
+/* A hash map from byte strings to int32 (open addressing, linear probing). Keys are copied into one pool (each
+ * followed by a NUL) and entries refer to them by offset, so a map of n keys costs a few allocations, not n. */
+typedef struct tok_strmap_entry {
+    uint32_t off, len; /* key = pool[off .. off + len) */
+    int32_t val;
+} tok_strmap_entry;
+
 typedef struct tok_strmap {
     uint32_t *slots; /* entry index + 1, 0 = empty */
     size_t cap;      /* power of two */
-    char **keys;
-    uint32_t *klen;
-    int32_t *vals;
+    tok_strmap_entry *e;
     size_t n, ncap;
+    char *pool; /* keys back to back, each NUL-terminated; owned */
+    size_t pool_n, pool_cap;
 } tok_strmap;
 
+/* Makes room for n_keys more keys of key_bytes bytes in all (NULs not counted) without further growth of the slot
+ * table or entry array (the pool still grows by doubling if key_bytes was an underestimate). Returns 0, or -1 on
+ * allocation failure (the map is unchanged and still valid). */
+int tok_strmap_reserve(tok_strmap *m, size_t n_keys, size_t key_bytes);
+/* Sets key -> val (overwrites). Returns the entry index (stable for the map's life: entries are never removed), or
+ * -1 on allocation failure or when the pool would pass 4 GiB. */
+long tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val);
 /* Sets key -> val (overwrites). Returns 0, or -1 on allocation failure. */
 int tok_strmap_set(tok_strmap *m, const char *key, size_t len, int32_t val);
 /* Value for key, or -1. */
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len);
+/* The NUL-terminated key of entry e (< m->n); valid until the next put/set (the pool may move). */
+static inline const char *tok_strmap_key(const tok_strmap *m, size_t e) { return m->pool + m->e[e].off; }
 /* Frees the keys and tables; the map is left empty and reusable. */
 void tok_strmap_free(tok_strmap *m);
 
@@ -166,9 +181,9 @@ typedef struct tok_cache tok_cache;
 typedef struct tok_model {
     tok_model_type type;
     tok_strmap vocab;   /* token -> id */
-    char **id_to_tok;   /* id -> token (NULL for holes); owned */
-    uint32_t *tok_len;
-    int32_t n_ids;      /* max id + 1 */
+    uint32_t *tok_entry; /* id -> vocab entry index + 1 (its string), 0 for holes; tok_model_token reads it */
+    int32_t ids_cap;     /* allocated length of tok_entry (>= n_ids) */
+    int32_t n_ids;       /* max id + 1 */
     int32_t unk_id;     /* -1 when none */
     /* BPE */
     tok_merge_map merges;
@@ -208,8 +223,19 @@ cmf_status tok_unigram_encode(const tok_model *m, const char *s, size_t len, tok
 /* Fills m->vocab / id_to_tok from a {"token": id} object (BPE, WordLevel, WordPiece). Errors: CMF_E_FORMAT
  * naming the entry whose id is not a non-negative integer. */
 cmf_status tok_vocab_from_object(const cJSON *vocab, tok_model *m);
-/* Records id <-> s[0..len) (copied), growing id_to_tok as needed. */
+/* Records id <-> s[0..len) (copied once, into the vocab's pool), growing tok_entry as needed. */
 cmf_status tok_vocab_set_id(tok_model *m, int32_t id, const char *s, size_t len);
+/* Sizes the vocab map and the id table for n entries with ids below n (a hint: more still fit). Errors: NOMEM. */
+cmf_status tok_vocab_reserve(tok_model *m, size_t n);
+
+/* The token string of a model id (NUL-terminated, *len bytes), or NULL when id is outside [0, n_ids) or a hole. The
+ * string lives in m->vocab's pool (valid as long as the model). */
+static inline const char *tok_model_token(const tok_model *m, int32_t id, size_t *len) {
+    if (id < 0 || id >= m->n_ids || !m->tok_entry[id]) return NULL;
+    size_t e = m->tok_entry[id] - 1;
+    *len = m->vocab.e[e].len;
+    return tok_strmap_key(&m->vocab, e);
+}
 
 /* ------------------------------------------------------------------------------------------------------------
  * Decoders (decode.c)

@@ -76,12 +76,12 @@ uint64_t tok_hash(const void *p, size_t n) {
     return h;
 }
 
-static int strmap_grow(tok_strmap *m) {
-    size_t cap = m->cap ? m->cap * 2 : 1024;
+/* Rehashes every entry into a zeroed table of cap slots (a power of two above n). */
+static int strmap_rehash(tok_strmap *m, size_t cap) {
     uint32_t *slots = calloc(cap, sizeof *slots);
     if (!slots) return -1;
     for (size_t i = 0; i < m->n; i++) {
-        size_t h = tok_hash(m->keys[i], m->klen[i]) & (cap - 1);
+        size_t h = tok_hash(m->pool + m->e[i].off, m->e[i].len) & (cap - 1);
         while (slots[h]) h = (h + 1) & (cap - 1);
         slots[h] = (uint32_t)i + 1;
     }
@@ -91,62 +91,80 @@ static int strmap_grow(tok_strmap *m) {
     return 0;
 }
 
+static int strmap_entries(tok_strmap *m, size_t ncap) {
+    tok_strmap_entry *e = realloc(m->e, ncap * sizeof *e);
+    if (!e) return -1;
+    m->e = e;
+    m->ncap = ncap;
+    return 0;
+}
+
+static int strmap_pool(tok_strmap *m, size_t need) {
+    if (need <= m->pool_cap) return 0;
+    if (need > (size_t)UINT32_MAX) return -1; /* offsets are 32-bit */
+    size_t cap = m->pool_cap ? m->pool_cap : 4096;
+    while (cap < need) cap *= 2;
+    if (cap > (size_t)UINT32_MAX) cap = (size_t)UINT32_MAX;
+    char *p = realloc(m->pool, cap);
+    if (!p) return -1;
+    m->pool = p;
+    m->pool_cap = cap;
+    return 0;
+}
+
+int tok_strmap_reserve(tok_strmap *m, size_t n_keys, size_t key_bytes) {
+    size_t n = m->n + n_keys, cap = m->cap ? m->cap : 1024;
+    if (n >= UINT32_MAX / 2) return -1;
+    while ((n + 1) * 2 > cap) cap *= 2; /* the load factor put keeps: at most one half */
+    if (cap != m->cap && strmap_rehash(m, cap)) return -1;
+    if (n > m->ncap && strmap_entries(m, n)) return -1;
+    return strmap_pool(m, m->pool_n + key_bytes + n_keys);
+}
+
 int32_t tok_strmap_get(const tok_strmap *m, const char *key, size_t len) {
     if (!m->cap) return -1;
     size_t h = tok_hash(key, len) & (m->cap - 1);
     for (;;) {
-        uint32_t e = m->slots[h];
-        if (!e) return -1;
-        e--;
-        if (m->klen[e] == len && memcmp(m->keys[e], key, len) == 0) return m->vals[e];
+        uint32_t i = m->slots[h];
+        if (!i) return -1;
+        const tok_strmap_entry *e = &m->e[i - 1];
+        if (e->len == len && memcmp(m->pool + e->off, key, len) == 0) return e->val;
         h = (h + 1) & (m->cap - 1);
     }
 }
 
-int tok_strmap_set(tok_strmap *m, const char *key, size_t len, int32_t val) {
-    if ((m->n + 1) * 2 > m->cap && strmap_grow(m)) return -1;
+long tok_strmap_put(tok_strmap *m, const char *key, size_t len, int32_t val) {
+    if ((m->n + 1) * 2 > m->cap && (m->n >= UINT32_MAX / 2 || strmap_rehash(m, m->cap ? m->cap * 2 : 1024)))
+        return -1;
     size_t h = tok_hash(key, len) & (m->cap - 1);
     for (;;) {
-        uint32_t e = m->slots[h];
-        if (!e) break;
-        e--;
-        if (m->klen[e] == len && memcmp(m->keys[e], key, len) == 0) {
-            m->vals[e] = val;
-            return 0;
+        uint32_t i = m->slots[h];
+        if (!i) break;
+        tok_strmap_entry *e = &m->e[i - 1];
+        if (e->len == len && memcmp(m->pool + e->off, key, len) == 0) {
+            e->val = val;
+            return (long)i - 1;
         }
         h = (h + 1) & (m->cap - 1);
     }
-    if (m->n == m->ncap) {
-        size_t nc = m->ncap ? m->ncap * 2 : 512;
-        char **k = realloc(m->keys, nc * sizeof *k);
-        if (!k) return -1;
-        m->keys = k;
-        uint32_t *kl = realloc(m->klen, nc * sizeof *kl);
-        if (!kl) return -1;
-        m->klen = kl;
-        int32_t *v = realloc(m->vals, nc * sizeof *v);
-        if (!v) return -1;
-        m->vals = v;
-        m->ncap = nc;
-    }
-    char *copy = malloc(len + 1);
-    if (!copy) return -1;
-    memcpy(copy, key, len);
-    copy[len] = 0;
-    m->keys[m->n] = copy;
-    m->klen[m->n] = (uint32_t)len;
-    m->vals[m->n] = val;
-    m->n++;
-    m->slots[h] = (uint32_t)m->n;
-    return 0;
+    if (m->n == m->ncap && strmap_entries(m, m->ncap ? m->ncap * 2 : 512)) return -1;
+    if (len >= UINT32_MAX || strmap_pool(m, m->pool_n + len + 1)) return -1;
+    if (len) memcpy(m->pool + m->pool_n, key, len);
+    m->pool[m->pool_n + len] = 0;
+    m->e[m->n] = (tok_strmap_entry){(uint32_t)m->pool_n, (uint32_t)len, val};
+    m->pool_n += len + 1;
+    m->slots[h] = (uint32_t)++m->n;
+    return (long)m->n - 1;
+}
+
+int tok_strmap_set(tok_strmap *m, const char *key, size_t len, int32_t val) {
+    return tok_strmap_put(m, key, len, val) < 0 ? -1 : 0;
 }
 
 void tok_strmap_free(tok_strmap *m) {
-    for (size_t i = 0; i < m->n; i++) free(m->keys[i]);
-    free(m->keys);
-    free(m->klen);
-    free(m->vals);
     free(m->slots);
+    free(m->e);
+    free(m->pool);
     memset(m, 0, sizeof *m);
 }
 
