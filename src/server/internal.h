@@ -218,8 +218,9 @@ typedef struct srv_llama {
     double repeat_penalty;   /* NaN: absent; else in [1e-3, 100] */
     int ignore_eos;          /* 0 / 1 */
 } srv_llama;
-/* Reads them from j: -1 with a 400 naming a malformed one (n_predict 0 included). */
-int srv_llama_fields(const cJSON *j, srv_llama *out, srv_reply *err);
+/* Reads them from j: -1 with a 400 naming a malformed one (n_predict 0 included). chat: the request is a chat
+ * completion (reasoning_format "none" / "deepseek-legacy" are refused there). */
+int srv_llama_fields(const cJSON *j, int chat, srv_llama *out, srv_reply *err);
 /* Parses a /v1/chat/completions or /v1/completions body into a request ready to submit, or fills *err. */
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err);
 /* The complete (non-stream) response of a finished request. */

@@ -21,7 +21,10 @@
  * as llama-server without --context-shift) and n_cache_reuse (KV shifting for cache reuse: the same output).
  * Refused whenever present (non-null): json_schema, samplers (cmf's order is fixed: penalties, temperature,
  * top-k, top-p, min-p, as transformers; llama-server's default applies the temperature last), penalty_prompt,
- * response_fields. Fields of neither list stay unrecognized (a 400 naming them, request.c). */
+ * response_fields. reasoning_format: "auto" and "deepseek" are what the chat route does (a <think> block becomes
+ * reasoning_content); "none" and "deepseek-legacy" are refused there, and all four are accepted on
+ * /v1/completions, whose text is raw in llama-server and here. Fields of neither list stay unrecognized (a 400
+ * naming them, request.c). */
 #include <math.h>
 #include <string.h>
 
@@ -33,7 +36,8 @@ const char *const SRV_LLAMA_FIELDS[] = {
     "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers", "xtc_probability", "xtc_threshold",
     "top_n_sigma", "n_probs", "min_keep", "n_indent", "n_keep", "n_discard", "n_cache_reuse", "n_cmpl",
     "t_max_predict_ms", "grammar", "json_schema", "samplers", "penalty_prompt", "return_tokens",
-    "timings_per_token", "return_progress", "post_sampling_probs", "response_fields", "lora", NULL};
+    "timings_per_token", "return_progress", "post_sampling_probs", "response_fields", "lora", "reasoning_format",
+    NULL};
 
 /* A number field whose only accepted values are those where `off` says the feature is disabled. */
 typedef struct num_rule {
@@ -142,8 +146,26 @@ int srv_llama_refused(const cJSON *j, srv_reply *err) {
     return 0;
 }
 
-int srv_llama_fields(const cJSON *j, srv_llama *out, srv_reply *err) {
+int srv_llama_fields(const cJSON *j, int chat, srv_llama *out, srv_reply *err) {
     memset(out, 0, sizeof *out);
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(j, "reasoning_format");
+    if (present(rf)) {
+        static const char *const kinds[] = {"auto", "deepseek", "none", "deepseek-legacy"};
+        int k = -1;
+        for (int i = 0; i < 4 && cJSON_IsString(rf); i++)
+            if (!strcmp(rf->valuestring, kinds[i])) k = i;
+        if (k < 0) {
+            *err = srv_reply_err(400, "reasoning_format", "'reasoning_format' must be \"auto\", \"deepseek\", "
+                                                          "\"none\" or \"deepseek-legacy\"");
+            return -1;
+        }
+        if (chat && k >= 2) { /* the completions route returns the raw text anyway */
+            *err = srv_reply_err(400, "reasoning_format", "reasoning_format \"%s\" is not supported: a chat reply's "
+                                 "<think> text is always returned as reasoning_content (\"deepseek\", \"auto\")",
+                                 kinds[k]);
+            return -1;
+        }
+    }
     out->n_predict = out->repeat_last_n = -2;
     out->repeat_penalty = NAN;
     if (srv_int_field(j, "n_predict", -1, 1e9, &out->n_predict, err)) return -1;

@@ -162,7 +162,7 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     d = 1;
     if (srv_num_field(j, "repetition_penalty", 1e-3, 100, &d, err)) return -1;
     srv_llama ll_f;
-    if (srv_llama_fields(j, &ll_f, err)) return -1;
+    if (srv_llama_fields(j, r->kind == SRV_CHAT, &ll_f, err)) return -1;
     if (!isnan(ll_f.repeat_penalty)) { /* llama-server's name for it */
         if (given(j, "repetition_penalty") && d != ll_f.repeat_penalty)
             return conflict(err, "repeat_penalty", "repetition_penalty");

@@ -7,7 +7,7 @@
  *      repeat_last_n 0 switches the penalty off, -1 gives the default window's text (all generated tokens);
  *      cache_prompt and id_slot -1 are accepted; each refused field (grammar, json_schema, n_probs > 0,
  *      typical_p != 1, mirostat != 0, ...) is a 400 naming it, also on /apply-template; their disabled values
- *      are accepted;
+ *      are accepted; reasoning_format "none" is refused on the chat route only;
  *   2. a random "chain" model (testmodel.c) whose greedy output after token 100 is 200, 300, 400, then the EOS
  *      <|im_end|>: without ignore_eos the request stops there ("stop", 4 tokens), with ignore_eos it runs to
  *      max_tokens ("length") past the EOS, whose text is not shown;
@@ -143,6 +143,19 @@ static void test_fields(int n_ctx) {
                  &n);
     CHECK_MSG(t && n == 2, "neutral llama-server fields: %d tokens", n);
     free(t);
+    /* reasoning_format: the chat route does "deepseek" / "auto"; the completions text is raw, as "none" asks */
+    j = post("/v1/chat/completions",
+             "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":1,"
+             "\"reasoning_format\":\"deepseek\"}",
+             &st);
+    CHECK_MSG(st == 200, "chat reasoning_format deepseek: %d", st);
+    cJSON_Delete(j);
+    t = complete("\"max_tokens\":1,\"reasoning_format\":\"none\"", &n);
+    free(t);
+    expect_400("/v1/chat/completions",
+               "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"reasoning_format\":\"none\"}",
+               "reasoning_format");
+    expect_400("/v1/completions", "{\"prompt\":\"Once\",\"reasoning_format\":\"raw\"}", "reasoning_format");
     /* refused: a 400 naming the field, on both routes and /apply-template */
     static const char *const refused[][2] = {
         {"grammar", "\"root ::= [a-z]+\""}, {"json_schema", "{}"}, {"n_probs", "3"}, {"typical_p", "0.9"},
