@@ -1,7 +1,8 @@
 /* test_units.c — tokenizer error handling and API edges: truncated / malformed tokenizer.json, unknown component
  * types (CMF_E_UNSUPPORTED naming the type), merges naming tokens outside the vocab, invalid UTF-8 input, ids
  * without a token (skipped by decode), token_id / vocab_size against the JSON itself, and concurrent encoding through the
- * shared word cache giving the same ids as encoding on one thread. */
+ * shared word cache giving the same ids as encoding on one thread; the pooled string map (growth past its reservation,
+ * keys holding NUL bytes, overwrites) and cmf_tokenizer_load_file (mapped file) against cmf_tokenizer_load. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -302,7 +303,75 @@ static void mutations(void) {
     free(json);
 }
 
+/* tok_strmap keeps keys in one pool that moves as it grows: every key must still be found with its value, each
+ * entry's key must read back byte for byte (NULs included), and an overwrite must not add an entry. */
+static void strmap_pool(void) {
+    tok_strmap m = {0};
+    CHECK(tok_strmap_reserve(&m, 10, 10) == 0); /* far too small: the slots, entries and pool all grow */
+    enum { N = 20000 };
+    char key[32];
+    int ok = 1;
+    for (int i = 0; i < N; i++) {
+        int len = snprintf(key, sizeof key, "k%d", i * 7919);
+        key[1] = (char)(i % 3 == 0 ? 0 : key[1]); /* a NUL inside one key in three */
+        long e = tok_strmap_put(&m, key, (size_t)len, i);
+        if (e != i) ok = 0;
+    }
+    CHECK(ok && m.n == N);
+    for (int i = 0; i < N && ok; i++) {
+        int len = snprintf(key, sizeof key, "k%d", i * 7919);
+        key[1] = (char)(i % 3 == 0 ? 0 : key[1]);
+        if (tok_strmap_get(&m, key, (size_t)len) != i) ok = 0;
+        if (m.e[i].len != (uint32_t)len || memcmp(tok_strmap_key(&m, (size_t)i), key, (size_t)len) != 0) ok = 0;
+        if (tok_strmap_key(&m, (size_t)i)[len] != 0) ok = 0;
+    }
+    CHECK_MSG(ok, "a key lost or changed after the pool grew");
+    CHECK(tok_strmap_get(&m, "k", 1) == -1 && tok_strmap_get(&m, "", 0) == -1);
+    CHECK(tok_strmap_put(&m, "k7919", 5, -5) == 1 && m.n == N && tok_strmap_get(&m, "k7919", 5) == -5);
+    CHECK(tok_strmap_put(&m, "", 0, 42) == N && tok_strmap_get(&m, "", 0) == 42);
+    tok_strmap_free(&m);
+    CHECK(m.n == 0 && tok_strmap_get(&m, "k7919", 5) == -1);
+}
+
+/* cmf_tokenizer_load_file parses a regular file from a mapping: the same tokenizer as cmf_tokenizer_load of the
+ * file's bytes (vocabulary size, every vocab entry's id and decoded string, ids of a text). */
+static void load_file_mapped(void) {
+    const char *path = shared_path("data/tokenizers/mistral/tokenizer.json");
+    size_t len = 0;
+    char *json = NULL;
+    CHECK_MSG(cmf_read_file(path, &json, &len) == CMF_OK, "%s", cmf_last_error());
+    cmf_tokenizer *a = NULL, *b = NULL;
+    CHECK_MSG(cmf_tokenizer_load_file(path, &a) == CMF_OK, "%s", cmf_last_error());
+    CHECK(cmf_tokenizer_load(json, len, &b) == CMF_OK);
+    CHECK(cmf_tokenizer_vocab_size(a) == cmf_tokenizer_vocab_size(b) && cmf_tokenizer_vocab_size(a) == 32000);
+    int same = 1;
+    for (int32_t id = 0; id < cmf_tokenizer_vocab_size(a) && same; id++) {
+        char *da = NULL, *db = NULL;
+        if (cmf_detokenize(a, &id, 1, 0, &da) != CMF_OK || cmf_detokenize(b, &id, 1, 0, &db) != CMF_OK ||
+            strcmp(da, db) != 0)
+            same = 0;
+        free(da), free(db);
+        size_t len_a = 0;
+        const char *tok = tok_model_token(a->model, id, &len_a);
+        if (!tok || cmf_tokenizer_token_id(a, tok) != cmf_tokenizer_token_id(b, tok)) same = 0;
+    }
+    CHECK_MSG(same, "the mapped and the in-memory load differ");
+    const char *text = "Loading from a mapping: \xc3\xa7" "a va, \xe4\xb8\xad\xe6\x96\x87 123";
+    int32_t *ia = NULL, *ib = NULL;
+    size_t na = 0, nb = 0;
+    CHECK(cmf_tokenize(a, text, strlen(text), 1, &ia, &na) == CMF_OK);
+    CHECK(cmf_tokenize(b, text, strlen(text), 1, &ib, &nb) == CMF_OK);
+    CHECK(na == nb && na > 10 && memcmp(ia, ib, na * sizeof *ia) == 0);
+    free(ia), free(ib);
+    cmf_tokenizer_free(a);
+    cmf_tokenizer_free(b);
+    free(json);
+    CHECK(cmf_tokenizer_load_file(TOK_TEST_DATA, &a) == CMF_E_IO && a == NULL); /* a directory: read, not mapped */
+}
+
 int main(void) {
+    strmap_pool();
+    load_file_mapped();
     byte_table();
     mutations();
     errors();
