@@ -259,17 +259,29 @@ int srv_sse_end(srv_req *r) {
 }
 
 /* ---- other routes ---------------------------------------------------------------------------------------------- */
-srv_reply srv_api_models(cmf_server *s) {
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddStringToObject(j, "object", "list");
+/* The served model's object (OpenAI's Model: id, object "model", created, owned_by; plus vLLM's max_model_len). */
+static cJSON *model_object(const cmf_server *s) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), m);
     cJSON_AddStringToObject(m, "id", s->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)time(NULL));
     cJSON_AddStringToObject(m, "owned_by", "cmf");
     cJSON_AddNumberToObject(m, "max_model_len", s->n_ctx);
+    return m;
+}
+
+srv_reply srv_api_models(cmf_server *s) {
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "object", "list");
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), model_object(s));
     return reply_json(j);
+}
+
+srv_reply srv_api_model(cmf_server *s, const char *id) {
+    if (strcmp(id, s->model_name) != 0)
+        return srv_reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'", id,
+                             s->model_name);
+    return reply_json(model_object(s));
 }
 
 srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {

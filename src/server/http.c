@@ -253,6 +253,8 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
     int route = R_OTHER;
     for (int i = 0; i < N_ROUTES - 1; i++)
         if (!strcmp(url, ROUTES[i].path)) route = i;
+    const char *model_id = NULL; /* GET /v1/models/{id}: OpenAI's "Retrieve model" (the SDK's models.retrieve) */
+    if (route == R_OTHER && !strncmp(url, "/v1/models/", 11)) route = R_MODELS, model_id = url + 11;
     pthread_mutex_lock(&s->mu);
     s->met.requests[route]++;
     pthread_mutex_unlock(&s->mu);
@@ -292,7 +294,7 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
     switch (route) {
     case R_CHAT: return generate(s, c, SRV_CHAT, k);
     case R_COMPLETIONS: return generate(s, c, SRV_COMPLETION, k);
-    case R_MODELS: return send_reply(s, c, srv_api_models(s));
+    case R_MODELS: return send_reply(s, c, model_id ? srv_api_model(s, model_id) : srv_api_models(s));
     case R_HEALTH: return send_body(s, c, 200, "application/json", strdup("{\"status\":\"ok\"}"), NULL);
     case R_METRICS: {
         pthread_mutex_lock(&s->mu);
@@ -388,6 +390,12 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
         return cmf_err(CMF_E_ARG, "serve: the model has no usable tokenizer: %s",
                        *why ? why : "the file has no tokenizer section (convert from a checkpoint with tokenizer.json)");
     }
+    /* a tokenizer with ids past the embedding's rows (the converter warns) would fail requests one by one (their
+     * prompts' ids out of range): refused here, as cmf run refuses such a prompt */
+    const int tok_vocab = cmf_tokenizer_vocab_size(tok), model_vocab = cmf_model_vocab_size(m);
+    if (tok_vocab > model_vocab)
+        return cmf_err(CMF_E_ARG, "serve: the tokenizer has ids up to %d, outside the model's vocabulary of %d: the "
+                                  "file's tokenizer does not belong to these weights", tok_vocab - 1, model_vocab);
     if (o.chat_template && *o.chat_template) { /* a template that cannot parse fails here, not in every request */
         cmf_template *tpl = NULL;
         cmf_status ts = cmf_template_parse(o.chat_template, strlen(o.chat_template), &tpl);

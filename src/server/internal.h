@@ -188,7 +188,8 @@ char *srv_error_json(int status, const char *message, const char *param);
 srv_reply srv_reply_err(int status, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* request.c: request bodies. srv_parse_body: the body must be valid UTF-8 holding exactly one JSON object without
- * an escaped NUL; returns it (the caller frees it with cJSON_Delete) or NULL with a 400 in *err. */
+ * an escaped NUL and without a repeated key (at the top level, in messages[i], tools[i], tools[i].function: a 400
+ * naming it); returns it (the caller frees it with cJSON_Delete) or NULL with a 400 (500: out of memory) in *err. */
 cJSON *srv_parse_body(const char *body, size_t len, srv_reply *err);
 /* Field readers: an absent or null field leaves *out unchanged and returns 0; a wrong type or a value outside
  * [lo, hi] (an integer for srv_int_field, a boolean for srv_bool_field) returns -1 with a 400 naming it in *err. */
@@ -240,7 +241,10 @@ int srv_result_piece(srv_req *r, enum srv_event kind, const char *text, size_t n
 /* page.c: the chat page served at GET / (static, NUL-terminated, *len bytes without the NUL). */
 const char *srv_page_html(size_t *len);
 
+/* GET /v1/models: {"object":"list","data":[the model]}. GET /v1/models/{id} (OpenAI's "Retrieve model"): the same
+ * model object when id (percent-decoded) is the served model's name, else a 404 naming param "model". */
 srv_reply srv_api_models(cmf_server *s);
+srv_reply srv_api_model(cmf_server *s, const char *id);
 srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len);
 srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len);
 srv_reply srv_api_apply_template(cmf_server *s, const char *body, size_t len);

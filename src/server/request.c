@@ -12,6 +12,66 @@
 #include "server/internal.h"
 #include "util/jsontext.h"
 
+static int cmp_key(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A key that object o repeats (the first in strcmp order), or NULL; *nomem is set when the scratch array fails.
+ * cJSON keeps every member of an object, and its lookup returns the first, where Python's json, JS's JSON.parse and
+ * llama-server (nlohmann::json) keep the last one: a repeated key is refused rather than read either way. */
+static const char *repeated_key(const cJSON *o, int *nomem) {
+    size_t n = 0, i = 0;
+    for (const cJSON *e = o->child; e; e = e->next) n++;
+    if (n < 2) return NULL;
+    const char **keys = malloc(n * sizeof *keys);
+    if (!keys) {
+        *nomem = 1;
+        return NULL;
+    }
+    for (const cJSON *e = o->child; e; e = e->next) keys[i++] = e->string ? e->string : "";
+    qsort(keys, n, sizeof *keys, cmp_key);
+    const char *dup = NULL;
+    for (i = 1; i < n && !dup; i++)
+        if (!strcmp(keys[i - 1], keys[i])) dup = keys[i];
+    free(keys);
+    return dup;
+}
+
+/* The body object j repeats no key at its top level, nor inside an object of its messages[] or tools[] arrays (or
+ * a tool's "function" object); else -1 with a 400 naming the key. */
+static int check_repeated_keys(const cJSON *j, srv_reply *err) {
+    int nomem = 0;
+    const char *dup = repeated_key(j, &nomem);
+    if (dup) {
+        *err = srv_reply_err(400, dup, "the request body repeats the key '%.200s' (give each field once)", dup);
+        return -1;
+    }
+    static const char *const arrays[] = {"messages", "tools"};
+    for (size_t a = 0; a < 2 && !nomem; a++) {
+        const cJSON *arr = cJSON_GetObjectItemCaseSensitive(j, arrays[a]);
+        int i = 0;
+        for (const cJSON *e = cJSON_IsArray(arr) ? arr->child : NULL; e && !nomem; e = e->next, i++) {
+            if (!cJSON_IsObject(e)) continue;
+            const cJSON *fn = a == 1 ? cJSON_GetObjectItemCaseSensitive(e, "function") : NULL;
+            const char *in = "";
+            if (!(dup = repeated_key(e, &nomem)) && cJSON_IsObject(fn) && (dup = repeated_key(fn, &nomem)))
+                in = ".function";
+            if (dup) {
+                char param[300];
+                snprintf(param, sizeof param, "%s[%d]%s.%.200s", arrays[a], i, in, dup);
+                *err = srv_reply_err(400, param, "'%s[%d]%s' repeats the key '%.200s' (give each field once)",
+                                     arrays[a], i, in, dup);
+                return -1;
+            }
+        }
+    }
+    if (nomem) {
+        *err = srv_reply_err(500, NULL, "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
 cJSON *srv_parse_body(const char *body, size_t len, srv_reply *err) {
     size_t bad = cmf_utf8_invalid_at((const uint8_t *)body, len);
     if (bad < len) {
@@ -49,6 +109,10 @@ cJSON *srv_parse_body(const char *body, size_t len, srv_reply *err) {
         cJSON_Delete(j);
         *err = srv_reply_err(400, NULL, "the request body has a string with an escaped NUL character (\\u0000 at byte "
                                     "offset %zu), which this server cannot represent", nul);
+        return NULL;
+    }
+    if (check_repeated_keys(j, err)) {
+        cJSON_Delete(j);
         return NULL;
     }
     return j;
@@ -175,14 +239,16 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
      * range), an unsigned 64-bit number for cmf run / cmf bench --seed. Accepted here: an integer in [-2^63, 2^64).
      * -1 asks for a random seed, as in llama-server (its default seed) and cmf run --seed -1; another negative seed s
      * draws as the unsigned seed 2^64 + s (its two's complement bits: "seed": -5 gives the tokens of cmf run --seed
-     * -5). The JSON number passes through a double (cJSON), so a seed beyond 2^53 in magnitude is rounded to the
-     * nearest double first: the largest accepted is 2^64 - 2048. */
+     * -5). The JSON number passes through a double (cJSON keeps no text), so a seed beyond 2^53 in magnitude is
+     * rounded to the nearest double first (IEEE 754 round-to-nearest-even, as strtod): the largest seed that can be
+     * sent is 2^64 - 2048 = 18446744073709549568, and 2^64 - 1024 .. 2^64 - 1 round to 2^64 and are refused. */
     const cJSON *seed = cJSON_GetObjectItemCaseSensitive(j, "seed");
     if (seed && !cJSON_IsNull(seed)) {
         const double v = cJSON_IsNumber(seed) ? seed->valuedouble : NAN;
         if (!(v >= -0x1p63 && v < 0x1p64) || v != floor(v)) { /* NaN fails both */
-            *err = srv_reply_err(400, "seed", "'seed' must be an integer in [-2^63, 2^64) (-1: a random seed; JSON numbers "
-                                          "beyond 2^53 are rounded to a double)");
+            *err = srv_reply_err(400, "seed", "'seed' must be an integer in [-2^63, 2^64 - 2048] (-1: a random seed; "
+                                          "JSON numbers are read as doubles, so beyond 2^53 they are rounded: "
+                                          "18446744073709551615 = 2^64 - 1 rounds to 2^64, out of range)");
             return -1;
         }
         if (v != -1) sp->seed = v < 0 ? (uint64_t)(int64_t)v : (uint64_t)v;

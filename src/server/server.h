@@ -54,7 +54,8 @@ cmf_server_opts cmf_server_default_opts(void);
 
 /* Starts the scheduler thread and the HTTP daemon (thread per connection) for model `m`, which must outlive the
  * server and have a tokenizer. Allocates the slots' sessions (n_slots x n_ctx KV cache) and the batch here.
- * Errors: CMF_E_ARG (bad option, no tokenizer), CMF_E_FORMAT (a chat_template that does not parse: the message
+ * Errors: CMF_E_ARG (bad option, no tokenizer, a tokenizer with ids at or past cmf_model_vocab_size: one that does
+ * not belong to the weights), CMF_E_FORMAT (a chat_template that does not parse: the message
  * gives the engine's "template:LINE:COL: ..."), CMF_E_IO (cannot bind host:port; the message names them),
  * CMF_E_NOMEM. */
 cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *o, cmf_server **out);
