@@ -73,6 +73,14 @@ try {
     assert.equal(list.data[0].object, 'model');
   });
 
+  await check('models.retrieve (GET /v1/models/{id}): the listed object; another id is a NotFoundError', async () => {
+    const list = await client.models.list();
+    const m = await client.models.retrieve('stories');
+    assert.deepEqual({ ...m, created: 0 }, { ...list.data[0], created: 0 });
+    await assert.rejects(client.models.retrieve('gpt-4o-mini'),
+      (e) => e instanceof OpenAI.NotFoundError && e.status === 404 && e.error?.param === 'model');
+  });
+
   await check('completions.create (greedy, text prompt) = in-process generation', async () => {
     const r = await client.completions.create({ model: 'stories', prompt: g.prompt, temperature: 0, max_tokens: g.max_tokens });
     assert.equal(r.object, 'text_completion');
