@@ -298,7 +298,9 @@ cmf_status cmf_batch_run(cmf_batch *b, cmf_session *const *seqs, const int32_t *
  * ------------------------------------------------------------------------------------------------------------- */
 typedef struct cmf_tokenizer cmf_tokenizer;
 
-/* The model's tokenizer, or NULL when the file has no vocab section (or m is NULL). Owned by the model. */
+/* The model's tokenizer, or NULL when the file has no vocab section, its tokenizer failed to load (or m is NULL).
+ * Owned by the model. A NULL tokenizer passed on to cmf_tokenize, cmf_detokenize or cmf_detok_stream_new gives
+ * CMF_E_ARG with "the tokenizer is NULL" in cmf_last_error; cmf_model_tokenizer_error says why it is NULL. */
 const cmf_tokenizer *cmf_model_tokenizer(const cmf_model *m);
 
 /* Why cmf_model_tokenizer returned NULL: the tokenizer's load error, or "" when the file has no vocab section

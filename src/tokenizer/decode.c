@@ -340,7 +340,10 @@ cmf_status cmf_detokenize_n(const cmf_tokenizer *t, const int32_t *ids, size_t n
                             size_t *len) {
     if (len) *len = 0;
     if (text) *text = NULL;
-    if (!t || !text || (n && !ids)) return cmf_err(CMF_E_ARG, "cmf_detokenize: NULL argument");
+    if (!t)
+        return cmf_err(CMF_E_ARG, "cmf_detokenize: the tokenizer is NULL (cmf_model_tokenizer returns NULL for a "
+                                  "model without a usable tokenizer; cmf_model_tokenizer_error says why)");
+    if (!text || (n && !ids)) return cmf_err(CMF_E_ARG, "cmf_detokenize: NULL argument (text or ids)");
     tok_buf b = {0};
     cmf_status st = decode_ids(t, ids, n, skip_special, &b);
     if (st != CMF_OK) {
@@ -369,7 +372,10 @@ struct cmf_detok_stream {
 /* Creates a streaming decoder (HF DecodeStream). See cmf.h. */
 cmf_status cmf_detok_stream_new(const cmf_tokenizer *t, int skip_special, cmf_detok_stream **out) {
     if (out) *out = NULL;
-    if (!t || !out) return cmf_err(CMF_E_ARG, "cmf_detok_stream_new: NULL argument");
+    if (!t)
+        return cmf_err(CMF_E_ARG, "cmf_detok_stream_new: the tokenizer is NULL (cmf_model_tokenizer returns NULL for "
+                                  "a model without a usable tokenizer; cmf_model_tokenizer_error says why)");
+    if (!out) return cmf_err(CMF_E_ARG, "cmf_detok_stream_new: NULL argument (out)");
     *out = calloc(1, sizeof **out);
     if (!*out) return OOM();
     (*out)->t = t;

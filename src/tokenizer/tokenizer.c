@@ -383,7 +383,10 @@ cmf_status cmf_tokenize(const cmf_tokenizer *t, const char *text, size_t len, in
                         size_t *n) {
     if (ids) *ids = NULL;
     if (n) *n = 0;
-    if (!t || !ids || !n || (len && !text)) return cmf_err(CMF_E_ARG, "cmf_tokenize: NULL argument");
+    if (!t) /* the usual cause: cmf_model_tokenizer of a file without a vocab section */
+        return cmf_err(CMF_E_ARG, "cmf_tokenize: the tokenizer is NULL (cmf_model_tokenizer returns NULL for a model "
+                                  "without a usable tokenizer; cmf_model_tokenizer_error says why)");
+    if (!ids || !n || (len && !text)) return cmf_err(CMF_E_ARG, "cmf_tokenize: NULL argument (ids, n or text)");
     size_t bad = tok_utf8_check(text, len);
     if (bad != len) return cmf_err(CMF_E_ARG, "cmf_tokenize: text is not valid UTF-8 at byte %zu", bad);
     tok_ids out = {0};
