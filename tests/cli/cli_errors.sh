@@ -11,7 +11,8 @@ for c in info verify convert run eval; do
 done
 
 # usage errors: exit 2
-expect_error 2 "$CMF_BIN"
+"$CMF_BIN" >"$T/out" 2>"$T/err"; rc=$? # a bare cmf: the usage on stderr (cli_review11.sh checks its text)
+[ "$rc" -eq 2 ] && grep -q "usage: cmf" "$T/err" || fail "bare cmf: exit $rc: $(cat "$T/err")"
 expect_error 2 "$CMF_BIN" frobnicate && grep -q "unknown command 'frobnicate'" "$T/err" || fail "unknown command text"
 expect_error 2 "$CMF_BIN" --frob
 expect_error 2 "$CMF_BIN" info

@@ -150,11 +150,23 @@ int cli_args_next(cli_args *a) {
         a->arg = a->flagbuf;
         a->inline_val = eq + 1;
     }
+    a->positional = 0;
+    if (!strcmp(a->arg, "-m") || !strcmp(a->arg, "--model")) { /* llama.cpp's -m PATH: the model positional */
+        if (a->inline_val) {
+            a->arg = a->inline_val;
+            a->inline_val = NULL;
+            a->positional = 1;
+        } else if (a->i + 1 < a->argc) {
+            a->arg = a->argv[++a->i];
+            a->positional = 1;
+        } /* else "-m" stays a flag: cli_unknown says its value is missing */
+    }
     return 1;
 }
 
 int cli_is_flag(const cli_args *a) {
     const char *s = a->arg;
+    if (a->positional) return 0; /* the value of -m / --model */
     if (!s || s[0] != '-' || s[1] == '\0') return 0;
     if (isdigit((unsigned char)s[1]) || s[1] == '.') return 0; /* a negative number */
     return 1;
@@ -253,6 +265,11 @@ int cli_seed(cli_args *a, uint64_t *out, int *random) {
 }
 
 int cli_unknown(const cli_args *a) {
+    if (!a->positional && (!strcmp(a->arg, "-m") || !strcmp(a->arg, "--model")))
+        return cli_usage_error(a->cmd, "missing value for %s", a->arg);
+    if (a->positional) /* -m PATH after the model was given already */
+        return cli_usage_error(a->cmd, "-m / --model '%s': the model was given already (see cmf %s --help)", a->arg,
+                               a->cmd);
     if (cli_is_flag(a)) return cli_usage_error(a->cmd, "unknown option '%s' (see cmf %s --help)", a->arg, a->cmd);
     return cli_usage_error(a->cmd, "unexpected argument '%s' (see cmf %s --help)", a->arg, a->cmd);
 }

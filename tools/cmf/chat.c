@@ -51,6 +51,8 @@ static const char *USAGE =
     "  --chat-template-file F   use the Jinja template in F instead of the model's\n"
     "  -n, --n-predict N        at most N tokens per reply (default 512; -1: no limit, until the context\n"
     "                           is full); stops earlier at any eos id\n"
+    "  --ignore-eos             an eos id does not end the reply (its text is not shown), as serve's\n"
+    "                           ignore_eos and llama-cli's --ignore-eos: the reply runs to -n or a full context\n"
     "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
     "%s%s"
@@ -61,7 +63,7 @@ static const char *USAGE =
 typedef struct chat_opts {
     const char *model, *prompt, *system, *template_file;
     long n_predict, n_ctx, n_threads;
-    int no_think, template_only, show_ids;
+    int no_think, template_only, show_ids, ignore_eos;
     cli_sampling smp;
     cli_model_opts mo;
 } chat_opts;
@@ -86,6 +88,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
             rc = cli_value(&a, &o->template_file);
         } else if (cli_is(&a, "--no-think", NULL)) {
             o->no_think = 1;
+        } else if (cli_is(&a, "--ignore-eos", NULL)) {
+            o->ignore_eos = 1;
         } else if (cli_is(&a, "--template-only", NULL)) {
             o->template_only = 1;
         } else if (cli_is(&a, "--show-ids", NULL)) {
@@ -219,7 +223,7 @@ static int run_turn(chat_state *c) {
             rc = cli_lib_error("chat", st);
             break;
         }
-        if (is_eos(eos, n_eos, next)) break;
+        if (!o->ignore_eos && is_eos(eos, n_eos, next)) break; /* ignored: the stream shows no special text */
         cmf_sampler_accept(c->smp, next);
         char *piece = NULL;
         if ((st = cmf_detok_stream_push(ds, next, &piece)) != CMF_OK) {
@@ -420,11 +424,23 @@ static int read_message(line_reader *lr, char **msg) {
     return 1;
 }
 
-/* Ctrl-C: sets the flag that run_turn polls between tokens; the read at the prompt returns with EINTR. */
+/* Ctrl-C: sets the flag that run_turn (and cmf run) polls between tokens; the read at the prompt returns with EINTR. */
 static void on_sigint(int sig) {
     (void)sig;
     g_sigint = 1;
 }
+
+void cli_sigint_install(int once) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a read at the prompt is interrupted */
+    sa.sa_flags = once ? SA_RESETHAND : 0; /* once: the next SIGINT gets the default action again */
+    sigemptyset(&sa.sa_mask);
+    g_sigint = 0;
+    sigaction(SIGINT, &sa, NULL);
+}
+
+int cli_sigint_pending(void) { return g_sigint != 0; }
 
 /* Reads messages until the end of input or /exit. A message that fails (context overflow, template error, a NUL
  * byte) is reported and forgotten and the loop goes on; when stdin is not a terminal the program then exits with
@@ -432,11 +448,7 @@ static void on_sigint(int sig) {
 static int loop(chat_state *c) {
     int rc = 0, sigints = 0, failed = 0;
     line_reader lr;
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_sigint; /* no SA_RESTART: a read at the prompt is interrupted */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    cli_sigint_install(0);
     reader_open(&lr);
     for (;;) {
         g_sigint = 0;

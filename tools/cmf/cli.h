@@ -17,6 +17,7 @@
 #define CLI_OK 0
 #define CLI_FAIL 1
 #define CLI_USAGE 2
+#define CLI_INTERRUPTED 130 /* stopped by Ctrl-C (SIGINT), as a shell reports 128 + SIGINT */
 
 /* Subcommands: argv[0] is the subcommand's name, argv[1..argc) its arguments. Each returns the exit status. */
 int cmd_info(int argc, char **argv);
@@ -41,6 +42,13 @@ int cmd_template(int argc, char **argv);
 struct cJSON;
 int cli_chat_render(const char *cmd, const cmf_model *m, const char *template_src, const struct cJSON *msgs,
                     int enable_thinking, char **text);
+
+/* chat.c: the Ctrl-C (SIGINT) handler of chat and run. cli_sigint_install sets a handler (sigaction, no
+ * SA_RESTART) that only sets a flag, which the generation loops poll between tokens; once = 1 adds SA_RESETHAND,
+ * so a second Ctrl-C gets the default action (the process ends) as without the handler. The flag starts clear;
+ * cli_sigint_pending says whether a SIGINT came since. */
+void cli_sigint_install(int once);
+int cli_sigint_pending(void);
 
 /* ---------------------------------------------------------------------------------------------------------------
  * args.c — error lines and validated parsing.
@@ -73,12 +81,15 @@ typedef struct cli_args {
     int i;                  /* index of the current argument */
     const char *arg;        /* the current argument (without "=value") */
     const char *inline_val; /* the value after '=' in "--flag=value", else NULL */
+    int positional;         /* arg is the value of -m / --model (see cli_args_next) */
     char flagbuf[64];
 } cli_args;
 
 /* Starts at argv[1]. */
 void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
-/* Advances to the next argument; returns 0 when none is left. */
+/* Advances to the next argument; returns 0 when none is left. "-m PATH", "--model PATH" and "--model=PATH"
+ * (llama.cpp's way to name the model) arrive as the one positional argument PATH (cli_is_flag is 0 for it even when
+ * it starts with '-'), so every command whose first positional argument is the model also takes -m. */
 int cli_args_next(cli_args *a);
 /* Whether the current argument is a flag (starts with '-' and is not "-" alone or a negative number). */
 int cli_is_flag(const cli_args *a);

@@ -19,13 +19,14 @@ static const char *USAGE =
     "\n"
     "SOURCE is a Hugging Face model directory (config.json, *.safetensors, tokenizer.json, ...) or a GGUF file.\n"
     "\n"
-    "  -o, --output FILE   the CMF file to write (required)\n"
+    "  -o, --output FILE   the CMF file to write (required; a path, not '-': the writer seeks back to the header)\n"
     "  --quant Q           dtype of the 2-D weight matrices: f32, f16, bf16, q8 (= q8_row: int8 per row with an\n"
     "                      f16 scale), q8_2f (int8 with row and column scales), q4 (q4_block), q4t (q4_tiled),\n"
     "                      q4tp (4-bit with a per-row log-scale ladder) or q2tp (a profile: 2-bit gate/up, q4tp\n"
     "                      elsewhere). 1-D and small tensors are stored f16 (f32/bf16 when that is the target);\n"
     "                      4-bit types fall back to q8_2f for matrices whose columns are not a multiple of 32\n"
-    "                      (CMF_FORMAT.md §2.0). Default: f16 for Hugging Face sources; f32 for GGUF sources.\n"
+    "                      (CMF_FORMAT.md §2.0, in the shared folder's spec/, not in this repository).\n"
+    "                      Default: f16 for Hugging Face sources; f32 for GGUF sources.\n"
     "  --o1 SPEC           write the O(1) far-field hint provenance.o1_attn: the runtime then runs these\n"
     "                      full-attention layers with the far field unless --o1 or CMF_O1 says otherwise\n"
     "                      (all, the N deepest (deepN) or listed layers; off = no hint). Weights are unchanged\n"
@@ -112,6 +113,9 @@ int cmd_convert(int argc, char **argv) {
     }
     if (!src) return cli_usage_error("convert", "missing SOURCE (a Hugging Face directory or a .gguf file)");
     if (!out) return cli_usage_error("convert", "missing -o OUT.cmf");
+    if (!strcmp(out, "-")) /* the writer seeks back to fill in the envelope and directory (CMF_FORMAT.md §1) */
+        return cli_usage_error("convert", "-o - (stdout) is not supported: a CMF file is written with seeks back to "
+                                          "its header, so it needs a regular file; give a path");
     if (!o1 && (o1_m || o1_window || o1_sink >= 0))
         return cli_usage_error("convert", "--o1-m, --o1-window and --o1-sink need --o1 SPEC");
     if (o1) { /* the spec's form now (layer numbers are checked against the model when the header is written) */

@@ -20,7 +20,8 @@ static const char *USAGE =
     "\n"
     "  --tokens IDS         token ids separated by commas and/or whitespace\n"
     "  --tokens-file F      read the ids from F (same syntax)\n"
-    "  -o, --output F       the output file (written to a temporary name and renamed when complete)\n"
+    "  -o, --output F       the output file (written to a temporary name and renamed when complete); '-' writes\n"
+    "                       the raw float32 bytes to stdout (refused when stdout is a terminal)\n"
     "  -t, --threads N      worker threads (default 0: all online CPUs)\n"
     "%s"
     "\n"
@@ -69,6 +70,15 @@ static int write_atomic(const char *path, const float *v, size_t n) {
     return rc;
 }
 
+/* -o -: the same bytes on stdout, flushed; a write error (a closed pipe gives EPIPE) is reported. */
+static int write_stdout(const float *v, size_t n) {
+    int bad = write_le_f32(stdout, v, n);
+    int err = errno;
+    if (!bad && fflush(stdout) != 0) bad = -1, err = errno;
+    if (bad) return cli_fail("eval", "cannot write the logits to stdout: %s", strerror(err));
+    return CLI_OK;
+}
+
 int cmd_eval(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "eval", argc, argv);
@@ -101,9 +111,13 @@ int cmd_eval(int argc, char **argv) {
     if (!tokens && !tokens_file) return cli_usage_error("eval", "missing --tokens IDS or --tokens-file F");
     if (tokens && tokens_file) return cli_usage_error("eval", "give only one of --tokens and --tokens-file");
     if (!out) return cli_usage_error("eval", "missing -o LOGITS.f32");
-    if (cmf_same_file(model, out) || (tokens_file && cmf_same_file(tokens_file, out)))
+    const int to_stdout = !strcmp(out, "-");
+    if (to_stdout && isatty(STDOUT_FILENO))
+        return cli_usage_error("eval", "-o - writes binary float32 logits to stdout, which is a terminal: redirect "
+                               "it (cmf eval ... -o - > FILE, or | a reader)");
+    if (!to_stdout && (cmf_same_file(model, out) || (tokens_file && cmf_same_file(tokens_file, out))))
         return cli_fail("eval", "-o %s is one of the inputs; write the logits under another name", out);
-    cmf_status chk = cmf_check_output_path(out);
+    cmf_status chk = to_stdout ? CMF_OK : cmf_check_output_path(out);
     if (chk != CMF_OK) return cli_lib_error("eval", chk);
 
     int32_t *ids = NULL;
@@ -153,8 +167,9 @@ int cmd_eval(int argc, char **argv) {
         rc = cli_lib_error("eval", st);
         goto done;
     }
-    if ((rc = write_atomic(out, logits, n * (size_t)vocab))) goto done;
-    fprintf(stderr, "wrote %zu x %d logits to %s\n", n, vocab, out);
+    if ((rc = to_stdout ? write_stdout(logits, n * (size_t)vocab) : write_atomic(out, logits, n * (size_t)vocab)))
+        goto done;
+    fprintf(stderr, "wrote %zu x %d logits to %s\n", n, vocab, to_stdout ? "stdout" : out);
 
 done:
     free(logits);

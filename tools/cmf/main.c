@@ -53,11 +53,16 @@ static void usage(FILE *out) {
     fprintf(out, "cmf %s — a runtime for language models stored in CMF v2 files\n\n", CMF_VERSION_STRING);
     fprintf(out, "usage: cmf <command> [options]   (cmf <command> --help for its options)\n\ncommands:\n");
     for (size_t i = 0; i < N_COMMANDS; i++) fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].help);
-    fprintf(out, "\nexit status: 0 success, 1 runtime error, 2 usage error\n");
+    fprintf(out, "\nThe commands that take a model file as their first argument also take it as -m PATH or\n"
+                 "--model PATH (llama.cpp's way). cmf -v / --version prints the version.\n");
+    fprintf(out, "\nexit status: 0 success, 1 runtime error, 2 usage error (130: cmf run stopped by Ctrl-C)\n");
 }
 
 int main(int argc, char **argv) {
-    if (argc < 2) return cli_usage_error(NULL, "missing command (see cmf --help)");
+    if (argc < 2) { /* as `cmf --help`, on stderr: a usage error */
+        usage(stderr);
+        return CLI_USAGE;
+    }
     const char *c = argv[1];
     if (!strcmp(c, "--help") || !strcmp(c, "-h") || !strcmp(c, "help")) {
         if (!strcmp(c, "help") && argc > 2) { /* cmf help <command> */
@@ -72,7 +77,7 @@ int main(int argc, char **argv) {
         usage(stdout);
         return CLI_OK;
     }
-    if (!strcmp(c, "--version") || !strcmp(c, "-V")) {
+    if (!strcmp(c, "--version") || !strcmp(c, "-V") || !strcmp(c, "-v")) {
         printf("cmf %s\n", CMF_VERSION_STRING);
         return CLI_OK;
     }

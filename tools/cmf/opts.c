@@ -31,7 +31,8 @@ const char *const CLI_BACKEND_USAGE = BACKEND_USAGE_LINES;
 
 const char *const CLI_MODEL_USAGE =
     "model options:\n"
-    "  --skill ID|none          use skill ID's tensors in place of the backbone's (CMF_FORMAT.md §3.1)\n"
+    "  --skill ID|none          use skill ID's tensors in place of the backbone's (CMF_FORMAT.md §3.1, in the\n"
+    "                           shared folder's spec/, ../shared/spec/, not in this repository)\n"
     "  --task NAME|off          the task mask to run with (default: the file's Fallback mask, unless CMF_TASK=off)\n"
     "  --o1 all|deepN|i,j,k|off the O(1) far field on these full-attention layers (default: CMF_O1, else the\n"
     "                           file's provenance.o1_attn hint, else off)\n"

@@ -36,7 +36,9 @@ static const char *USAGE =
     "each window scored (positions c/2 .. c-2 predict the next token). Prints PPL +/- its standard error.\n"
     "\n"
     "  -f, --file TEXT        the text to score (UTF-8)\n"
-    "  -c, --ctx N            window length in tokens (default 512; >= 4)\n"
+    "  -c, --ctx N            window length in tokens (default 512, or the model's trained context when that is\n"
+    "                         smaller, as stories260K's 128; >= 4); a larger -c than trained is allowed with a\n"
+    "                         warning\n"
     "  --stride S             tokens between window starts (default c)\n"
     "  --max-windows N        use at most N windows (default: all whole windows)\n"
     "  --baseline FILE        also evaluate FILE on the same windows and print the ratio PPL / PPL(baseline)\n"
@@ -98,12 +100,16 @@ typedef struct ppl_model {
     ppl_acc acc;
 } ppl_model;
 
-static int open_model(ppl_model *pm, const char *path, int threads, int c, const cli_model_opts *mo) {
+/* Loads the model and a session of *c positions. When -c was not given (c_given 0) a trained context smaller than
+ * *c (but >= 4) becomes the window length: the default never asks for positions the model was not trained on. */
+static int open_model(ppl_model *pm, const char *path, int threads, long *c_io, int c_given, const cli_model_opts *mo) {
     cmf_model_params mp = {.n_threads = threads, .cache_type = mo->cache_type};
     pm->path = path;
     cmf_status st = cmf_model_load(path, &mp, &pm->m);
     if (st) return cli_lib_error("ppl", st);
     int n_train = cmf_model_n_ctx_train(pm->m); /* llama-perplexity warns the same way and goes on */
+    if (!c_given && n_train >= 4 && *c_io > n_train) *c_io = n_train;
+    int c = (int)*c_io;
     if (n_train > 0 && c > n_train)
         cli_warn("ppl", "-c %d is larger than the trained context %d of %s; positions past it are out of the "
                  "model's training range", c, n_train, path);
@@ -115,7 +121,7 @@ int cmd_ppl(int argc, char **argv) {
     cli_args_init(&a, "ppl", argc, argv);
     const char *model = NULL, *file = NULL, *baseline = NULL;
     long c = 512, stride = 0, max_windows = 0, threads = 0, o1_prefill = 0;
-    int rc = 0;
+    int rc = 0, c_given = 0;
     cli_model_opts mo;
     memset(&mo, 0, sizeof mo);
     while (cli_args_next(&a)) {
@@ -127,6 +133,7 @@ int cmd_ppl(int argc, char **argv) {
             rc = cli_value(&a, &file);
         } else if (cli_is(&a, "--ctx", "-c")) {
             rc = cli_int(&a, 4, 1 << 20, &c);
+            c_given = 1;
         } else if (cli_is(&a, "--stride", NULL)) {
             rc = cli_int(&a, 1, 1 << 20, &stride);
         } else if (cli_is(&a, "--max-windows", NULL)) {
@@ -146,8 +153,7 @@ int cmd_ppl(int argc, char **argv) {
     }
     if (!model) return cli_usage_error("ppl", "missing MODEL.cmf (see cmf ppl --help)");
     if (!file) return cli_usage_error("ppl", "missing -f TEXT");
-    if (!stride) stride = c;
-    if (o1_prefill >= c)
+    if (c_given && o1_prefill >= c)
         return cli_usage_error("ppl", "invalid value '%ld' for --o1-prefill (must be less than the window length -c %ld)",
                                o1_prefill, c);
 
@@ -158,8 +164,14 @@ int cmd_ppl(int argc, char **argv) {
     size_t len = 0, n_tok = 0;
     int32_t *ids = NULL, *win = NULL;
     float *logits = NULL;
-    if ((rc = open_model(&pm[0], model, (int)threads, (int)c, &mo))) goto done;
-    if (baseline && (rc = open_model(&pm[1], baseline, (int)threads, (int)c, &mo))) goto done;
+    if ((rc = open_model(&pm[0], model, (int)threads, &c, c_given, &mo))) goto done; /* may lower a default c */
+    if (!stride) stride = c;
+    if (o1_prefill >= c) { /* -c not given: the default 512, or the trained context when smaller */
+        rc = cli_usage_error("ppl", "invalid value '%ld' for --o1-prefill (must be less than the window length %ld, "
+                             "%s)", o1_prefill, c, c < 512 ? "the model's trained context" : "the default -c");
+        goto done;
+    }
+    if (baseline && (rc = open_model(&pm[1], baseline, (int)threads, &c, 1, &mo))) goto done;
     int vocab = cmf_model_vocab_size(pm[0].m);
     if (baseline && cmf_model_vocab_size(pm[1].m) != vocab) {
         rc = cli_fail("ppl", "%s has a vocabulary of %d, %s of %d: not comparable", baseline,

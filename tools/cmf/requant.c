@@ -39,6 +39,9 @@ int cmd_requant(int argc, char **argv) {
     }
     if (!in) return cli_usage_error("requant", "missing IN.cmf (see cmf requant --help)");
     if (!out) return cli_usage_error("requant", "missing -o OUT.cmf");
+    if (!strcmp(out, "-")) /* as convert: the writer seeks back to its header */
+        return cli_usage_error("requant", "-o - (stdout) is not supported: a CMF file is written with seeks back to "
+                                          "its header, so it needs a regular file; give a path");
     if (!quant) return cli_usage_error("requant", "missing --quant");
     int dt = cmf_dtype_from_name(quant);
     if (dt != CMF_DT_F32 && dt != CMF_DT_F16 && dt != CMF_DT_BF16 && dt != CMF_DT_Q8_ROW && dt != CMF_DT_Q8_2F &&

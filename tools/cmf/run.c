@@ -29,6 +29,8 @@ static const char *USAGE =
     "generation:\n"
     "  -n, --n-predict N        at most N new tokens (default 256; -1: no limit, until the context is\n"
     "                           full); stops earlier at any eos id\n"
+    "  --ignore-eos             an eos id does not end generation and its text is not printed (--print-ids\n"
+    "                           prints its id), as serve's ignore_eos and llama-cli's --ignore-eos\n"
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
     "                           larger than trained is allowed with a warning\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
@@ -37,12 +39,14 @@ static const char *USAGE =
     "%s%s"
     "\n"
     "Text goes to stdout (followed by a newline); on stderr at the end:\n"
-    "  prompt: N tokens, X tok/s | decode: N tokens, Y tok/s\n";
+    "  prompt: N tokens, X tok/s | decode: N tokens, Y tok/s\n"
+    "Ctrl-C stops generating: the text so far, its newline and the line above are printed as at a normal end,\n"
+    "and the exit status is 130; a second Ctrl-C ends the program at once.\n";
 
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file, *tokens;
     long n_predict, n_ctx, n_threads;
-    int add_special, print_ids, chat;
+    int add_special, print_ids, chat, ignore_eos;
     cli_sampling smp;
     cli_model_opts mo;
 } run_opts;
@@ -68,6 +72,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             rc = cli_value(&a, &o->tokens);
         } else if (cli_is(&a, "--chat", NULL)) {
             o->chat = 1;
+        } else if (cli_is(&a, "--ignore-eos", NULL)) {
+            o->ignore_eos = 1;
         } else if (cli_is(&a, "--no-bos", NULL)) {
             o->add_special = 0;
         } else if (cli_is(&a, "--n-predict", "-n")) {
@@ -242,6 +248,7 @@ int cmd_run(int argc, char **argv) {
     int n_eos = 0;
     const int32_t *eos = cmf_model_eos_ids(m, &n_eos);
 
+    cli_sigint_install(1); /* the first Ctrl-C ends generation as a normal end would; a second one kills */
     double t0 = cli_now();
     if ((st = cmf_session_prefill(s, ids, (int)n_ids, NULL)) != CMF_OK) {
         rc = cli_lib_error("run", st);
@@ -249,14 +256,18 @@ int cmd_run(int argc, char **argv) {
     }
     (void)cmf_session_logits(s); /* waits for a device (CUDA keeps them there): the prompt's time is whole */
     double t1 = cli_now();
-    int n_gen = 0, ctx_full = 0;
+    int n_gen = 0, ctx_full = 0, interrupted = 0;
     while (n_gen < o.n_predict) {
+        if (cli_sigint_pending()) {
+            interrupted = 1;
+            break;
+        }
         int32_t next;
         if ((st = cmf_session_sample(s, smp, &next)) != CMF_OK) {
             rc = cli_lib_error("run", st);
             break;
         }
-        if (is_eos(eos, n_eos, next)) break;
+        if (!o.ignore_eos && is_eos(eos, n_eos, next)) break; /* ignored: special text, not shown */
         cmf_sampler_accept(smp, next);
         if ((rc = emit(&o, ds, next, n_gen))) break;
         n_gen++;
@@ -292,6 +303,7 @@ int cmd_run(int argc, char **argv) {
         long gated = 0;
         double share = cmf_session_gate_one_pass_share(s, &gated);
         if (gated > 0) fprintf(stderr, "early exit: %.1f%% of %ld gated tokens took one pass\n", 100 * share, gated);
+        if (interrupted) rc = CLI_INTERRUPTED;
     }
 
 done:

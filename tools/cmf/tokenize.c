@@ -12,6 +12,7 @@
  * add_special_tokens) and decode(ids, skip_special_tokens)); texts are byte strings with a length, so U+0000 passes
  * both ways ("\u0000" in --jsonl). Errors are one line "cmf <cmd>: ..." naming the input
  * line; exit 1 for bad input data, 2 for usage errors (cli.h). */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,8 +31,8 @@ static const char *TOK_USAGE =
     "               exactly one JSON string: other text or a lone surrogate escape is an error naming the line)\n"
     "\n"
     "Without --jsonl all of stdin (newlines included) is one input. An input of zero tokens prints an empty line.\n"
-    "A file whose first non-blank byte (after an optional UTF-8 BOM) is '{' is read as a tokenizer.json; anything\n"
-    "else as a CMF file.\n";
+    "A file that does not start with the CMF magic is read as a tokenizer.json when its name ends in .json or its\n"
+    "first non-blank byte (after an optional UTF-8 BOM) is '{' or '['; anything else as a CMF file.\n";
 
 static const char *DETOK_USAGE =
     "usage: cmf detokenize (MODEL.cmf | tokenizer.json) [--skip-special] [--jsonl]\n"
@@ -45,19 +46,31 @@ static const char *DETOK_USAGE =
     "several lines each text is followed by a newline (use --jsonl when texts may hold newlines).\n"
     "Ids in [0, vocabulary size) without a token are skipped, as HF decode does; larger ids are an error.\n";
 
-/* Whether the file's first non-blank byte (after an optional UTF-8 BOM) is '{' (a JSON document, not a CMF file).
- * On error prints and returns -1. */
+/* Whether `path` is to be read as a tokenizer.json rather than a CMF file: it does not start with the CMF magic
+ * "CMF" (CMF_FORMAT.md §1) and either its name ends in ".json" (any case) or its first non-blank byte (after an
+ * optional UTF-8 BOM) is '{' or '[' (a JSON document). So an empty or short .json file gets a tokenizer.json error,
+ * not a CMF envelope error. On error prints and returns -1. */
 static int looks_like_json(const char *cmd, const char *path) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         cli_fail(cmd, "%s: cannot open", path);
         return -1;
     }
+    unsigned char head[3] = {0};
+    size_t got = fread(head, 1, 3, f);
+    if (got == 3 && !memcmp(head, "CMF", 3)) {
+        fclose(f);
+        return 0;
+    }
+    rewind(f);
     int c = fgetc(f);
     if (c == 0xEF && fgetc(f) == 0xBB && fgetc(f) == 0xBF) c = fgetc(f); /* skip a UTF-8 BOM */
     while (c == ' ' || c == '\t' || c == '\n' || c == '\r') c = fgetc(f);
     fclose(f);
-    return c == '{';
+    size_t pl = strlen(path);
+    int json_name = pl >= 5 && path[pl - 5] == '.';
+    for (size_t i = 0; json_name && i < 4; i++) json_name = tolower((unsigned char)path[pl - 4 + i]) == "json"[i];
+    return c == '{' || c == '[' || json_name;
 }
 
 /* The tokenizer of `path`: a tokenizer.json (*own set, freed by the caller) or a model file's (*m set, the
