@@ -15,6 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "convert/convert.h"
+#include "testutil.h"
+
 static int connect_local(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     if (fd < 0) return -1;
@@ -287,4 +290,14 @@ char *slurp_file(const char *path) {
     }
     if (f) fclose(f);
     return b;
+}
+
+cmf_status stories_model(const char *file, char *path, size_t cap, cmf_model **out) {
+    if (out) *out = NULL;
+    snprintf(path, cap, "%s", tmp_path(file));
+    cmf_convert_opts co = {0};
+    cmf_status st = cmf_convert_gguf(shared_path("data/models/stories260K-gguf/stories260Ktok512.gguf"), path, &co);
+    if (st != CMF_OK || !out) return st;
+    cmf_model_params mp = {.n_threads = 1};
+    return cmf_model_load(path, &mp, out);
 }

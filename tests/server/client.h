@@ -6,6 +6,8 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "cmf.h"
+
 typedef struct http_resp {
     int status;    /* 0 when no response was read */
     char *headers; /* raw header block (malloc'd) */
@@ -44,5 +46,10 @@ int server_stop(server_proc *p);
 int cli_run_until(const char *const *args, const char *log, const char *until, int wait_s);
 /* The first 16 KiB of a file as a NUL-terminated string (empty when it cannot be read); the caller frees it. */
 char *slurp_file(const char *path);
+
+/* The server tests' model: the shared stories260K GGUF converted into tmp_path(file) (testutil.h), its path copied
+ * into path[cap]; when out is not NULL the file is also loaded (1 thread) into *out (NULL on failure). Returns CMF_OK
+ * or the failing call's status, with cmf_last_error() saying why. */
+cmf_status stories_model(const char *file, char *path, size_t cap, cmf_model **out);
 
 #endif

@@ -11,7 +11,6 @@
 #include <cjson/cJSON.h>
 
 #include "client.h"
-#include "convert/convert.h"
 #include "testutil.h"
 
 #define KEY "hostile-key"
@@ -233,11 +232,7 @@ static char *greedy(void) {
 
 int main(void) {
     char model[1024];
-    snprintf(model, sizeof model, "%s", tmp_path("hostile-stories.cmf"));
-    cmf_convert_opts co = {0};
-    CHECK_MSG(cmf_convert_gguf(shared_path("data/models/stories260K-gguf/stories260Ktok512.gguf"), model, &co) ==
-                  CMF_OK,
-              "%s", cmf_last_error());
+    CHECK_MSG(stories_model("hostile-stories.cmf", model, sizeof model, NULL) == CMF_OK, "%s", cmf_last_error());
     server_proc srv;
     const char *args[] = {"--api-key", KEY, "--parallel", "2", "-c", "128", "-t", "1", NULL};
     CHECK(server_start(&srv, model, args) == 0);

@@ -22,7 +22,6 @@
 
 #include "client.h"
 #include "cmf.h"
-#include "convert/convert.h"
 #include "quant/dtype.h"
 #include "server/server.h"
 #include "testmodel.h"
@@ -281,14 +280,8 @@ static void test_template_file(const char *model, const cmf_model *m) {
 
 int main(void) {
     char model[1024];
-    snprintf(model, sizeof model, "%s", tmp_path("llamacpp-stories.cmf"));
-    cmf_convert_opts co = {0};
-    CHECK_MSG(cmf_convert_gguf(shared_path("data/models/stories260K-gguf/stories260Ktok512.gguf"), model, &co) ==
-                  CMF_OK,
-              "%s", cmf_last_error());
-    cmf_model_params mp = {.n_threads = 1};
     cmf_model *m = NULL;
-    CHECK_MSG(cmf_model_load(model, &mp, &m) == CMF_OK, "%s", cmf_last_error());
+    CHECK_MSG(stories_model("llamacpp-stories.cmf", model, sizeof model, &m) == CMF_OK, "%s", cmf_last_error());
     if (!m) CMF_TEST_END();
     cmf_server_opts o = cmf_server_default_opts();
     o.port = 0, o.n_slots = 1, o.n_ctx = 128;

@@ -12,7 +12,6 @@
 #include <cjson/cJSON.h>
 
 #include "client.h"
-#include "convert/convert.h"
 #include "testutil.h"
 
 #define N_CLIENTS 32
@@ -85,11 +84,7 @@ static unsigned long long metric(const char *name) {
 
 int main(void) {
     char model[1024];
-    snprintf(model, sizeof model, "%s", tmp_path("load-stories.cmf"));
-    cmf_convert_opts co = {0};
-    CHECK_MSG(cmf_convert_gguf(shared_path("data/models/stories260K-gguf/stories260Ktok512.gguf"), model, &co) ==
-                  CMF_OK,
-              "%s", cmf_last_error());
+    CHECK_MSG(stories_model("load-stories.cmf", model, sizeof model, NULL) == CMF_OK, "%s", cmf_last_error());
     server_proc srv;
     const char *args[] = {"--parallel", "32", "-c", "128", "-t", "2", NULL};
     CHECK(server_start(&srv, model, args) == 0);
