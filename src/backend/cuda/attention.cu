@@ -46,8 +46,14 @@ int ad_tile(void) {
 
 /* The decode kernel's flags: bit 0 = prefetch its split's K / V rows into L2 before the PDL wait
  * (CMF_CUDA_ATTN_PF=1), bit 1 = the serial merge of the splits (CMF_CUDA_ATTN_MERGE=0; the default is the parallel
- * one, AD_MERGE_SERIAL); cmf_cuda_set_attn_decode overrides either. */
+ * one, AD_MERGE_SERIAL); cmf_cuda_set_attn_decode overrides either; bit 2 = the caller's weight spans
+ * (cmf_cuda_set_l2_prefetch) are prefetched before the PDL wait (CMF_CUDA_ATTN_L2PF_AT=1), not after it. */
 static int ad_flags(void) {
+    static int pf_at = -1;
+    if (pf_at < 0) {
+        const char *e = getenv("CMF_CUDA_ATTN_L2PF_AT");
+        pf_at = e && e[0] == '1' ? 4 : 0;
+    }
     if (g_pf < 0) {
         const char *e = getenv("CMF_CUDA_ATTN_PF");
         g_pf = e && e[0] == '1';
@@ -56,7 +62,7 @@ static int ad_flags(void) {
         const char *e = getenv("CMF_CUDA_ATTN_MERGE");
         g_merge = e && e[0] ? e[0] == '1' : !AD_MERGE_SERIAL;
     }
-    return g_pf | (g_merge ? 0 : 2);
+    return g_pf | (g_merge ? 0 : 2) | pf_at;
 }
 
 extern "C" void cmf_cuda_set_attn_decode(int tile, int pf, int merge) {
@@ -92,11 +98,15 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   const int32_t *__restrict__ dpos, int nsplit,
                                                                   float *__restrict__ work, int *__restrict__ done,
                                                                   float *__restrict__ out, AttnRope fr, int mk,
-                                                                  int flags) {
+                                                                  int flags, CuPf pf) {
     /* the position is written before the step's first kernel (complete by the PDL rule's chain) */
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
+    const uint64_t blk = blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z),
+                   nblk = (uint64_t)gridDim.x * gridDim.y * gridDim.z;
+    if (threadIdx.x == 0 && pf.tot && (flags & 4)) l2pf_share(pf.p, pf.n, pf.tot, blk, nblk);
     if (flags & 1) attn_prefetch(a, kc, vc, pos, blockIdx.x, blockIdx.y, mk, KF);
     pdl_enter();
+    if (threadIdx.x == 0 && pf.tot && !(flags & 4)) l2pf_share(pf.p, pf.n, pf.tot, blk, nblk);
     __shared__ AttnSm<GH, L, FR> S;
     attn_split_item<GH, L, KF, FR, KT>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y,
                                        blockIdx.z, gridDim.z, threadIdx.x, 0, mk, S, flags & 2);
@@ -117,10 +127,10 @@ static cmf_status attn_check(const cmf_cuda_attn *a) {
 template <int GH, bool KF, int KT>
 static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
                          const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
-                         float *out, const AttnRope &fr, cudaStream_t s) {
+                         float *out, const AttnRope &fr, const CuPf &pf, cudaStream_t s) {
 #define AS(LL, F)                                                                                               \
     cu_launch(k_attn_split<GH, LL, KF, F, KT>, grid, AD_THREADS, 0, s, a, q, k, v, pos, dpos, ns, work, done, out, \
-              fr, ad_split_keys(), ad_flags())
+              fr, ad_split_keys(), ad_flags(), pf)
     if (fr.on) { /* head_dim 40..256 (cmf_cuda_attn_decode_rope_ok) */
         if (L == 8) AS(8, true);
         else if (L == 16) AS(16, true);
@@ -142,10 +152,10 @@ static void launch_split(int L, dim3 grid, const cmf_cuda_attn &a, const float *
 template <int GH, bool KF>
 static void launch_tile(int L, dim3 grid, const cmf_cuda_attn &a, const float *q, const uint16_t *k,
                         const uint16_t *v, int64_t pos, const int32_t *dpos, int ns, float *work, int *done,
-                        float *out, const AttnRope &fr, cudaStream_t s) {
+                        float *out, const AttnRope &fr, const CuPf &pf, cudaStream_t s) {
     const int t = L < 8 ? 1 : ad_tile();
-    if (t == 4) launch_split<GH, KF, 4>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
-    else launch_split<GH, KF, 1>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, s);
+    if (t == 4) launch_split<GH, KF, 4>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, pf, s);
+    else launch_split<GH, KF, 1>(L, grid, a, q, k, v, pos, dpos, ns, work, done, out, fr, pf, s);
 }
 
 /* Both decode entry points: grid.y = ns splits (the most any position up to the cache's end needs when dpos is
@@ -159,16 +169,17 @@ static cmf_status decode_launch(const cmf_cuda_attn *a, const float *d_q, const 
     int *done = (int *)d_work;
     float *work = (float *)((char *)d_work + work_counters(a));
     int gh = G < AD_MAXG ? G : AD_MAXG;
+    const CuPf pf = cu_pf_pending(); /* the caller's L2 prefetch spans (cmf_cuda_set_l2_prefetch), if any */
     if (a->kv_type == CMF_CUDA_KV_F32) {
-        if (gh == 1) launch_tile<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh == 2) launch_tile<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh <= 4) launch_tile<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else launch_tile<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        if (gh == 1) launch_tile<1, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
+        else if (gh == 2) launch_tile<2, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
+        else if (gh <= 4) launch_tile<4, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
+        else launch_tile<8, true>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
     } else {
-        if (gh == 1) launch_tile<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh == 2) launch_tile<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else if (gh <= 4) launch_tile<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
-        else launch_tile<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, s);
+        if (gh == 1) launch_tile<1, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
+        else if (gh == 2) launch_tile<2, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
+        else if (gh <= 4) launch_tile<4, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
+        else launch_tile<8, false>(L, grid, *a, d_q, d_k, d_v, pos, dpos, ns, work, done, d_out, fr, pf, s);
     }
     CU_LAUNCHED("attention decode kernel");
     return CMF_OK;

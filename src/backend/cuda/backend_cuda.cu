@@ -141,7 +141,7 @@ cmf_status cu_load_weights(cmf_backend *be, const cmf_weights *w, int n_layers) 
             if ((st = dev_weight(I, mats[i], &cw, 1)) != CMF_OK)
                 return cmf_err_prefix(st, "layer %d %s: ", l, names[i]);
     }
-    if (cmf_cuda_l2pf_bytes()) { /* the forward's weight order for the L2 prefetch (block comment there) */
+    if (cmf_cuda_l2pf_bytes() || attn_pf_bytes()) { /* the forward's weight order for the L2 prefetch (block comment there) */
         I->pf_sets++;
         for (int l = 0; l < n_layers; l++) {
             const cmf_layer *L = &w->layers[l];
@@ -481,6 +481,7 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
         const cmf_session *s = seqs[t];
         const uint16_t *dk = (const uint16_t *)kv_at(I, s->dk, s->kv_off[l]);
         const uint16_t *dv = (const uint16_t *)kv_at(I, s->dv, s->kv_off[l]);
+        if (r == 1 && I->cur_w && attn_pf_bytes()) pf_hint_attn(I, &I->cur_w->layers[l].wo);
         if (fused)
             st = cmf_cuda_attn_decode_rope(&a, b->q + t * QD, b->k + t * KVD, b->v + t * KVD, &qr, (void *)dk, (void *)dv,
                                            D_POS(I) + t, s->n_ctx, b->att + t * QD, I->d_work, I->stream);
@@ -491,6 +492,7 @@ cmf_status cu_attention(cmf_backend *be, cmf_batch *b, cmf_session *const *seqs,
             st = cmf_cuda_attn_prefill(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
         else
             st = cmf_cuda_attn_prefill_tc(&a, b->q + t * QD, dk, dv, b->pos[t], r, b->att + t * QD, I->stream);
+        cmf_cuda_set_l2_prefetch(NULL, 0);
     }
     return st;
 }

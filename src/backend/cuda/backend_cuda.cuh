@@ -157,6 +157,8 @@ int elem_bytes(int dtype);                           /* 4 / 2 for f32 / f16 / bf
 cmf_status mm_now(cuda_impl *I, float *out, const float *x, int n, const cmf_weight *w, const float *bias);
 void pf_list(cuda_impl *I, const cmf_weight *w);     /* appends w to the L2 prefetch order (CMF_CUDA_L2PF) */
 void pf_hint(cuda_impl *I, const cmf_weight *first, const cmf_weight *last);
+uint64_t attn_pf_bytes(void);                        /* CMF_CUDA_ATTN_L2PF in bytes (0: off) */
+void pf_hint_attn(cuda_impl *I, const cmf_weight *next); /* the attention launch's spans: attn_pf_bytes from next */
 cmf_status flush_norm(cuda_impl *I);                 /* the pending RMSNorm alone */
 bool nf_fits(cuda_impl *I, const cmf_cuda_weight *cw, int k, const float *x, int n);
 cmf_status flush_mm(cuda_impl *I);                   /* pending products (with the pending norm / residual) */

@@ -134,6 +134,42 @@ void pf_hint(cuda_impl *I, const cmf_weight *first, const cmf_weight *last) {
     cmf_cuda_set_l2_prefetch(sp, n);
 }
 
+/* With CMF_CUDA_ATTN_L2PF=<MiB> (off by default until measured), a single-token decode attention launch prefetches
+ * into L2 the MiB of the forward's weight order that start at the layer's o_proj (o_proj first, then what follows
+ * it): attention reads almost no DRAM at short contexts, so the o product (and, with more MiB, the next ones) then
+ * starts from L2 instead of DRAM. Spans are issued by every attention block after its PDL wait, when the q/k/v
+ * product has finished streaming (CMF_CUDA_ATTN_L2PF_AT=1: before the wait, overlapping that product's tail). */
+uint64_t attn_pf_bytes(void) {
+    static int mib = -1; /* read once (a benign race: every thread reads the same value) */
+    if (mib < 0) {
+        const char *e = getenv("CMF_CUDA_ATTN_L2PF");
+        const int v = e && e[0] ? atoi(e) : 0;
+        mib = v > 0 && v <= 4096 ? v : 0;
+    }
+    return (uint64_t)mib << 20;
+}
+
+void pf_hint_attn(cuda_impl *I, const cmf_weight *next) {
+    cmf_cuda_span sp[CMF_CUDA_PF_SPANS];
+    int n = 0;
+    const uint64_t D = attn_pf_bytes();
+    auto fa = next && D ? I->payloads.find(next->data) : I->payloads.end();
+    if (fa != I->payloads.end()) {
+        auto pa = I->pf_pos.find(fa->second);
+        if (pa != I->pf_pos.end()) {
+            const cuda_impl::pf_item &A = I->pf_order[pa->second];
+            const uint64_t hi = A.voff + D;
+            for (size_t i = pa->second; i < I->pf_order.size() && n < CMF_CUDA_PF_SPANS; i++) {
+                const cuda_impl::pf_item &it = I->pf_order[i];
+                if (it.set != A.set || it.voff >= hi) break;
+                const uint64_t e = (hi < it.voff + it.bytes ? hi - it.voff : it.bytes) & ~(uint64_t)15;
+                if (e) sp[n++] = {it.d, e};
+            }
+        }
+    }
+    cmf_cuda_set_l2_prefetch(sp, n);
+}
+
 /* The pending RMSNorm (nf) as its own launch. */
 cmf_status flush_norm(cuda_impl *I) {
     if (!I->has_nf) return CMF_OK;

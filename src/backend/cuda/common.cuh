@@ -142,6 +142,39 @@ static __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+/* Weight spans to prefetch into L2 (cmf_cuda_set_l2_prefetch), as a kernel argument. */
+struct CuPf {
+    const uint8_t *p[CMF_CUDA_PF_SPANS];
+    uint64_t n[CMF_CUDA_PF_SPANS]; /* bytes, multiples of 16 (p 16-byte aligned) */
+    uint64_t tot;                  /* sum of n; 0: nothing */
+};
+/* The calling thread's pending spans (cmf_cuda_set_l2_prefetch; matvec_i8.cu), for a launch to take. */
+CuPf cu_pf_pending(void);
+
+/* Block blk of nblk's even share of the spans' bytes, issued by the calling thread as cp.async.bulk.prefetch.L2 of
+ * at most 64 KiB each (PTX ISA, "cp.async.bulk.prefetch"; sm_90). A hint: weights only (see the PDL rule above). */
+static __device__ __forceinline__ void l2pf_share(const uint8_t *const *p, const uint64_t *n, uint64_t tot,
+                                                  uint64_t blk, uint64_t nblk) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    const uint64_t per = ((tot + nblk - 1) / nblk + 15) & ~(uint64_t)15;
+    uint64_t b = per * blk, off = 0;
+    const uint64_t e = b + per < tot ? b + per : tot;
+    for (int k = 0; k < CMF_CUDA_PF_SPANS && b < e; k++) {
+        if (b < off + n[k]) {
+            const uint64_t t = (e < off + n[k] ? e : off + n[k]) - off;
+            for (uint64_t s = b - off; s < t; s += 65536) {
+                const uint32_t len = (uint32_t)(t - s < 65536 ? t - s : 65536);
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(p[k] + s), "r"(len) : "memory");
+            }
+            b = off + t;
+        }
+        off += n[k];
+    }
+#else
+    (void)p, (void)n, (void)tot, (void)blk, (void)nblk;
+#endif
+}
+
 /* The residual add and RMSNorm of one row of d values by a block of 128 threads, with the bits of k_add_rmsnorm
  * (elementwise.cu: 256 threads, thread v sums elements v, v + 256, ..., then block_sum256): each thread plays
  * threads v = tid and tid + 128 with their own partial sums, combined in that kernel's order. x[i] += o[i], then

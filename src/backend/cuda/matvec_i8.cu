@@ -54,6 +54,12 @@ extern "C" void cmf_cuda_set_l2_prefetch(const cmf_cuda_span *spans, int n) {
             t_pf[t_npf++] = {spans[i].d_ptr, spans[i].bytes & ~(uint64_t)15};
 }
 
+CuPf cu_pf_pending(void) {
+    CuPf pf = {};
+    for (int i = 0; i < t_npf; i++) pf.p[i] = (const uint8_t *)t_pf[i].d_ptr, pf.n[i] = t_pf[i].bytes, pf.tot += pf.n[i];
+    return pf;
+}
+
 /* Environment switches read once (benign races: every thread computes the same value). */
 static int env_int(const char *name, int dflt) {
     const char *e = getenv(name);

@@ -23,27 +23,9 @@ template <int DT> struct I8Chunk {
     static constexpr int STEP = 32 * W; /* columns of one warp step */
 };
 
-/* The block's share of the L2 prefetch spans (thread 0 issues it; 64 KiB per bulk prefetch). */
+/* The block's share of the L2 prefetch spans (thread 0 issues it; common.cuh l2pf_share). */
 static __device__ __forceinline__ void i8_l2pf(const I8Job &j) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-    const uint64_t per = ((j.pf_tot + gridDim.x - 1) / gridDim.x + 15) & ~(uint64_t)15;
-    uint64_t b = per * blockIdx.x, off = 0;
-    const uint64_t e = b + per < j.pf_tot ? b + per : j.pf_tot;
-    for (int k = 0; k < CMF_CUDA_PF_SPANS && b < e; k++) {
-        const uint64_t n = j.pfn[k];
-        if (b < off + n) {
-            const uint64_t t = (e < off + n ? e : off + n) - off;
-            for (uint64_t s = b - off; s < t; s += 65536) {
-                const uint32_t len = (uint32_t)(t - s < 65536 ? t - s : 65536);
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(j.pf[k] + s), "r"(len) : "memory");
-            }
-            b = off + t;
-        }
-        off += n;
-    }
-#else
-    (void)j;
-#endif
+    l2pf_share(j.pf, j.pfn, j.pf_tot, blockIdx.x, gridDim.x);
 }
 
 /* One level of one block of 32 held by 8 lanes (4 values each, e): Q8_0 scale d, int8 q, the packed word p (q4tp:
