@@ -24,7 +24,11 @@ enum cmf_gguf_vtype {
  * elements along ne[0]: Q4_0 = f16 d + 16 bytes qs (element j < 16 in the low nibble of qs[j], j >= 16 in the high
  * nibble of qs[j-16], value (q - 8)·d); Q8_0 = f16 d + 32 int8 q (value q·d). Source: ggml-common.h block_q4_0 /
  * block_q8_0 and ggml-quants.c dequantize_row_q4_0 / dequantize_row_q8_0. */
-enum { CMF_GGML_F32 = 0, CMF_GGML_F16 = 1, CMF_GGML_Q4_0 = 2, CMF_GGML_Q8_0 = 8, CMF_GGML_BF16 = 30 };
+enum {
+    CMF_GGML_F32 = 0, CMF_GGML_F16 = 1, CMF_GGML_Q4_0 = 2, CMF_GGML_Q4_1 = 3, CMF_GGML_Q5_0 = 6, CMF_GGML_Q5_1 = 7,
+    CMF_GGML_Q8_0 = 8, CMF_GGML_Q2_K = 10, CMF_GGML_Q3_K = 11, CMF_GGML_Q4_K = 12, CMF_GGML_Q5_K = 13,
+    CMF_GGML_Q6_K = 14, CMF_GGML_Q8_K = 15, CMF_GGML_BF16 = 30
+};
 
 /* A string inside the mapping: not NUL-terminated. */
 typedef struct cmf_gguf_str {
@@ -97,10 +101,24 @@ const cmf_gguf_tensor *cmf_gguf_tensor_find(const cmf_gguf *g, const char *name)
 /* Element count (product of ne). */
 uint64_t cmf_gguf_numel(const cmf_gguf_tensor *t);
 
-/* Decodes an F32/F16/BF16/Q8_0/Q4_0 tensor into numel floats (ggml memory order, i.e. row-major [ne1][ne0]);
- * quantized blocks decode exactly as ggml's dequantize_row_q8_0 / _q4_0 (f32 product of the f16 scale and q).
- * Errors: CMF_E_UNSUPPORTED for other types (message names the tensor and its type). */
+/* 1 when cmf_gguf_tensor_f32 decodes ggml type `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
+ * Q4_K, Q5_K, Q6_K, Q8_K (not the IQ*, TQ* and integer types). */
+int cmf_gguf_type_decodable(int type);
+
+/* ggml's name of a type id ("Q4_K", "IQ2_XS", ...); "?" for an id this reader does not know. */
+const char *cmf_gguf_type_name(int type);
+
+/* Decodes a tensor of a decodable type (above) into numel floats (ggml memory order, i.e. row-major [ne1][ne0]);
+ * quantized blocks decode exactly as ggml's dequantize_row_<type> (ggml-quants.c; the block types in
+ * gguf_kquant.c). Errors: CMF_E_UNSUPPORTED for other types (message names the tensor and its type). */
 cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out);
+
+/* Decodes n elements (a multiple of the type's block: 32 for Q4_1/Q5_0/Q5_1, 256 for the K-quants) of ggml type
+ * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or Q8_K from `src` (n / block blocks, ggml's byte layout) into
+ * out[n], bit-identical to ggml-quants.c's dequantize_row_<type> (layouts and formulas: gguf_kquant.c). Returns 1,
+ * or 0 (nothing written) for any other type. `src` must hold the blocks: the caller checks sizes (the reader
+ * does at open). */
+int cmf_gguf_dequant_blocks(int type, const uint8_t *src, uint64_t n, float *out);
 
 /* Repacks a Q4_0 tensor losslessly into the CMF q4_tiled payload (CMF_FORMAT.md §2.5): one 18-byte tile per
  * 32-element block, [f16 scale = the block's d, bit for bit][16 bytes: element 2k in the low nibble of byte k,

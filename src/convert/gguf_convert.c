@@ -1,5 +1,5 @@
 /* gguf_convert.c — cmf_convert_gguf: a GGUF of architecture llama, qwen2 or qwen3 (tensors F32, F16, BF16, Q8_0,
- * Q4_0) -> CMF v2.
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K) -> CMF v2.
  *
  * Metadata <arch>.* -> header.arch (llama.cpp's key names: embedding_length, feed_forward_length, block_count,
  * attention.head_count[_kv], attention.key_length, attention.layer_norm_rms_epsilon, rope.freq_base,
@@ -17,7 +17,9 @@
  * a block differs), whatever opts->quant is: every decoded value is identical to ggml's. Q8_0 has no exact CMF
  * dtype (a q8_row scale is per row, not per 32-block): it is decoded to f32 (exact) and stored as f16 when the
  * target is f32 (the GGUF default; relative rounding error <= 2^-11 per value), or re-quantized to the target
- * (f16, bf16, q8_row, q8_2f) otherwise. The embedded tokenizer becomes a tokenizer.json in the vocab section
+ * (f16, bf16, q8_row, q8_2f) otherwise. Q4_1, Q5_0, Q5_1 and the K-quants (Q2_K..Q6_K, Q8_K) are decoded exactly
+ * (gguf_kquant.c) and encoded with the policy of opts->quant, or, when the user gave no --quant (opts->quant_auto),
+ * as q8 (auto_target). The embedded tokenizer becomes a tokenizer.json in the vocab section
  * (gguf_tokenizer.c). */
 #include <math.h>
 #include <stdio.h>
@@ -264,6 +266,40 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+/* ggml type ids below this bound are the ones auto_target can map (Q8_K = 15 is the largest). */
+#define CMF_GGML_AUTO_TYPES 16
+
+/* The dtype a tensor of ggml type `ty` gets when the user gave no --quant (opts->quant_auto), for the types cmf
+ * has no dtype for (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K): q8 (q8_row), whatever their width, so that the model the
+ * user picked is kept with little added loss. Measured (bench/kquant_reencode.py, bench/RESULTS.md): on a random
+ * llama, re-encoding to q8 adds a logit error of 4-6% RMS, below the K-quants' own (Q4_K: 28%, Q6_K: 7%), at
+ * 1.8x the size of a Q4_K file; the 4-bit q4tp keeps the size but adds 34-38%, more than Q4_K's own error.
+ * -1 for the other types (F32/F16/BF16 follow opts->quant; Q4_0 and Q8_0 have their own rule above). */
+static int auto_target(int ty) {
+    switch (ty) {
+    case CMF_GGML_Q4_1: case CMF_GGML_Q5_0: case CMF_GGML_Q5_1: case CMF_GGML_Q2_K: case CMF_GGML_Q3_K:
+    case CMF_GGML_Q4_K: case CMF_GGML_Q5_K: case CMF_GGML_Q6_K: case CMF_GGML_Q8_K: return CMF_DT_Q8_ROW;
+    default: return -1;
+    }
+}
+
+/* The one-line note (through opts->warn) of which source types were re-encoded under quant_auto, and as what. */
+static void auto_note(const cmf_convert_opts *opts, const size_t *n_auto) {
+    char buf[384];
+    size_t len = 0;
+    int target = -1;
+    for (int ty = 0; ty < CMF_GGML_AUTO_TYPES && len < sizeof buf; ty++) {
+        if (!n_auto[ty]) continue;
+        int k = snprintf(buf + len, sizeof buf - len, "%s%zu %s", len ? ", " : "", n_auto[ty], cmf_gguf_type_name(ty));
+        if (k > 0) len += (size_t)k;
+        target = auto_target(ty);
+    }
+    if (len)
+        cmf_convert_warn(opts, "cmf has no dtype for these GGUF tensors (%s): decoded exactly and re-encoded as %s; "
+                         "--quant f32 keeps ggml's dequantized values, --quant q4tp gives a file of about the GGUF's "
+                         "size with more loss (README)", buf, cmf_dtype_name(target));
+}
+
 /* Writes one tensor: Q4_0 2-D -> q4_tiled (lossless repack, bypassing the policy); Q8_0 -> decoded, f16 for an f32
  * target; everything else decoded to f32 and encoded with the policy. *dtype receives the stored dtype. */
 static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
@@ -292,6 +328,7 @@ static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
     if (s) return s;
     int saved = em->quant;
     if (t->type == CMF_GGML_Q8_0 && em->quant == CMF_DT_F32) em->quant = CMF_DT_F16;
+    else if (em->opts->quant_auto && auto_target(t->type) >= 0) em->quant = auto_target(t->type);
     *dtype = cmf_emit_dtype(em, e->name, t->ndim, shape);
     s = cmf_emit_tensor(em, e->name, t->ndim, shape, buf, t->nbytes);
     em->quant = saved;
@@ -336,6 +373,7 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
                     archname ? archname : "(missing)");
     if (!s && !(es = calloc(g->n_tensors ? g->n_tensors : 1, sizeof *es))) s = cmf_err(CMF_E_NOMEM, "out of memory");
     uint64_t total = 0;
+    size_t n_auto[CMF_GGML_AUTO_TYPES] = {0};
     for (size_t i = 0; !s && i < g->n_tensors; i++) {
         gentry *e = &es[i];
         e->t = &g->tensors[i];
@@ -343,10 +381,13 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
         int ty = e->t->type;
         if (!hf_name(e->t->name, e->name, sizeof e->name))
             s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s' has no %s mapping", gguf_path, e->t->name, archname);
-        else if (ty != CMF_GGML_F32 && ty != CMF_GGML_F16 && ty != CMF_GGML_BF16 && ty != CMF_GGML_Q8_0 &&
-                 ty != CMF_GGML_Q4_0)
-            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s': ggml type %d is not supported (F32, F16, BF16, Q8_0 "
-                        "and Q4_0 only)", gguf_path, e->t->name, ty);
+        else if (!cmf_gguf_type_decodable(ty))
+            s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s': ggml type %s (%d) is not supported (F32, F16, BF16, "
+                        "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_K only; requantize the "
+                        "GGUF with llama-quantize, e.g. to Q4_K_M or Q8_0)", gguf_path, e->t->name,
+                        cmf_gguf_type_name(ty), ty);
+        else if (opts->quant_auto && auto_target(ty) >= 0)
+            n_auto[ty]++;
         e->rank = tensor_rank(e->name, &e->layer);
         total += e->t->nbytes;
     }
@@ -359,6 +400,7 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
         s = cmf_gguf_build_tokenizer(g, &vocab, &vocab_len);
     else if (!s)
         cmf_convert_warn(opts, "no tokenizer.ggml.model: the file has no vocab section");
+    if (!s) auto_note(opts, n_auto);
     if (!s) s = cmf_emit_begin(&em, out_path, opts, total);
     uint64_t matrix_bytes[CMF_DT_COUNT] = {0};
     for (size_t i = 0; !s && i < g->n_tensors; i++) {

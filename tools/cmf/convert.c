@@ -26,7 +26,9 @@ static const char *USAGE =
     "                      elsewhere). 1-D and small tensors are stored f16 (f32/bf16 when that is the target);\n"
     "                      4-bit types fall back to q8_2f for matrices whose columns are not a multiple of 32\n"
     "                      (CMF_FORMAT.md §2.0, in the shared folder's spec/, not in this repository).\n"
-    "                      Default: f16 for Hugging Face sources; f32 for GGUF sources.\n"
+    "                      Default: f16 for Hugging Face sources; for GGUF sources f32, with Q4_0 kept as\n"
+    "                      q4t (lossless), Q8_0 as f16 and Q4_1/Q5_x/K-quants (Q4_K_M, ...) re-encoded as q8\n"
+    "                      (f32 keeps their exact values, q4tp a smaller, lossier file; see README).\n"
     "  --o1 SPEC           write the O(1) far-field hint provenance.o1_attn: the runtime then runs these\n"
     "                      full-attention layers with the far field unless --o1 or CMF_O1 says otherwise\n"
     "                      (all, the N deepest (deepN) or listed layers; off = no hint). Weights are unchanged\n"
@@ -177,6 +179,7 @@ int cmd_convert(int argc, char **argv) {
             return cli_fail("convert", "%s: not a GGUF file (no \"GGUF\" magic) and not a Hugging Face directory",
                             src);
         opts.quant = dtype >= 0 ? dtype : CMF_DT_F32;
+        opts.quant_auto = dtype < 0;
         st = cmf_convert_gguf(src, out, &opts);
     } else if (access(src, F_OK) == 0) {
         return cli_fail("convert", "%s: not a regular file or directory", src);
