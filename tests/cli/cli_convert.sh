@@ -64,4 +64,16 @@ for seed in 1 2 3; do
     iconv -f UTF-8 -t UTF-8 "$T/out" >/dev/null 2>&1 || fail "run --seed $seed wrote invalid UTF-8"
 done
 
+# a K-quant GGUF (tests/data/gguf_kquant): without --quant its Q2_K/Q4_K/Q6_K matrices become q8_row, said in one
+# stderr line; with --quant f32 there is no such line and the file holds f32
+KQ="$CMF_TESTDATA/gguf_kquant/model_kq.gguf"
+expect_ok "$CMF_BIN" convert "$KQ" -o "$T/kq.cmf" --no-progress
+[ "$(grep -c 're-encoded as q8_row' "$T/err")" = 1 ] &&
+    grep -q '^cmf convert: warning: cmf has no dtype for these GGUF tensors (1 Q2_K, 3 Q4_K, 2 Q6_K)' "$T/err" ||
+    fail "K-quant default note: $(cat "$T/err")"
+expect_ok "$CMF_BIN" info "$T/kq.cmf" && grep -qE '^dtypes: .*q8_row x6' "$T/out" || fail "kq dtypes: $(grep dtypes "$T/out")"
+expect_ok "$CMF_BIN" convert "$KQ" -o "$T/kq32.cmf" --quant f32 --no-progress
+! grep -q 're-encoded' "$T/err" || fail "--quant f32 still re-encodes: $(cat "$T/err")"
+expect_ok "$CMF_BIN" verify "$T/kq32.cmf"
+
 finish
