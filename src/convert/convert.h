@@ -29,7 +29,7 @@ typedef struct cmf_convert_opts {
     const char *o1;
     int o1_m, o1_window, o1_sink, o1_sink_set;
     /* 1: `quant` is the caller's default, not the user's choice (`cmf convert` without --quant). The GGUF converter
-     * then re-encodes tensors of types cmf has no dtype for (Q4_1, Q5_0, Q5_1, K-quants) as q8_row (gguf_convert.c
+     * then re-encodes tensors of types cmf has no dtype for (Q4_1, Q5_x, K-quants, IQ4_NL/XS) as q8_row (gguf_convert.c
      * auto_target) and says so once through warn. 0: every such tensor is decoded
      * exactly and stored with the policy of `quant` (f32 keeps ggml's dequantized values bit for bit). */
     int quant_auto;
@@ -42,7 +42,8 @@ typedef struct cmf_convert_opts {
 cmf_status cmf_convert_hf(const char *dir, const char *out_path, const cmf_convert_opts *opts);
 
 /* Converts a GGUF v2/v3 file (architectures llama, qwen2, qwen3; tensor types F32, F16, BF16, Q8_0, Q4_0, Q4_1,
- * Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K; the IQ* and TQ* types are refused naming type and tensor) to CMF:
+ * Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS; the other IQ* and the TQ* types are refused
+ * naming type and tensor) to CMF:
  * metadata -> header, tensors renamed to the HF names, the embedded tokenizer -> an equivalent tokenizer.json in the
  * vocab section. arch.rope_pairing is "interleaved" for llama (llama.cpp's converter permutes llama Q/K) and "half"
  * for qwen2/qwen3 (NEOX RoPE, unpermuted); Q4_0 is repacked losslessly as q4_tiled, Q8_0 decoded and stored as f16

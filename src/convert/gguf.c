@@ -440,8 +440,8 @@ cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out) {
         if (cmf_gguf_dequant_blocks(t->type, t->data, n, out)) return CMF_OK;
         return cmf_err(CMF_E_UNSUPPORTED,
                        "tensor '%s': ggml type %s is not supported (F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, "
-                       "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_K only; requantize the GGUF with llama-quantize, e.g. to "
-                       "Q4_K_M or Q8_0)", t->name, cmf_gguf_type_name(t->type));
+                       "Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL and IQ4_XS only; requantize the GGUF with "
+                       "llama-quantize, e.g. to Q4_K_M or Q8_0)", t->name, cmf_gguf_type_name(t->type));
     }
 }
 
@@ -449,7 +449,8 @@ int cmf_gguf_type_decodable(int type) {
     switch (type) {
     case CMF_GGML_F32: case CMF_GGML_F16: case CMF_GGML_BF16: case CMF_GGML_Q4_0: case CMF_GGML_Q4_1:
     case CMF_GGML_Q5_0: case CMF_GGML_Q5_1: case CMF_GGML_Q8_0: case CMF_GGML_Q2_K: case CMF_GGML_Q3_K:
-    case CMF_GGML_Q4_K: case CMF_GGML_Q5_K: case CMF_GGML_Q6_K: case CMF_GGML_Q8_K: return 1;
+    case CMF_GGML_Q4_K: case CMF_GGML_Q5_K: case CMF_GGML_Q6_K: case CMF_GGML_Q8_K: case CMF_GGML_IQ4_NL:
+    case CMF_GGML_IQ4_XS: return 1;
     default: return 0;
     }
 }

@@ -27,7 +27,7 @@ enum cmf_gguf_vtype {
 enum {
     CMF_GGML_F32 = 0, CMF_GGML_F16 = 1, CMF_GGML_Q4_0 = 2, CMF_GGML_Q4_1 = 3, CMF_GGML_Q5_0 = 6, CMF_GGML_Q5_1 = 7,
     CMF_GGML_Q8_0 = 8, CMF_GGML_Q2_K = 10, CMF_GGML_Q3_K = 11, CMF_GGML_Q4_K = 12, CMF_GGML_Q5_K = 13,
-    CMF_GGML_Q6_K = 14, CMF_GGML_Q8_K = 15, CMF_GGML_BF16 = 30
+    CMF_GGML_Q6_K = 14, CMF_GGML_Q8_K = 15, CMF_GGML_IQ4_NL = 20, CMF_GGML_IQ4_XS = 23, CMF_GGML_BF16 = 30
 };
 
 /* A string inside the mapping: not NUL-terminated. */
@@ -102,7 +102,7 @@ const cmf_gguf_tensor *cmf_gguf_tensor_find(const cmf_gguf *g, const char *name)
 uint64_t cmf_gguf_numel(const cmf_gguf_tensor *t);
 
 /* 1 when cmf_gguf_tensor_f32 decodes ggml type `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K,
- * Q4_K, Q5_K, Q6_K, Q8_K (not the IQ*, TQ* and integer types). */
+ * Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, IQ4_XS (not the other IQ*, the TQ* and the integer types). */
 int cmf_gguf_type_decodable(int type);
 
 /* ggml's name of a type id ("Q4_K", "IQ2_XS", ...); "?" for an id this reader does not know. */
@@ -113,8 +113,8 @@ const char *cmf_gguf_type_name(int type);
  * gguf_kquant.c). Errors: CMF_E_UNSUPPORTED for other types (message names the tensor and its type). */
 cmf_status cmf_gguf_tensor_f32(const cmf_gguf_tensor *t, float *out);
 
-/* Decodes n elements (a multiple of the type's block: 32 for Q4_1/Q5_0/Q5_1, 256 for the K-quants) of ggml type
- * Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K or Q8_K from `src` (n / block blocks, ggml's byte layout) into
+/* Decodes n elements (a multiple of the type's block: 32 for Q4_1/Q5_0/Q5_1/IQ4_NL, 256 for the K-quants and
+ * IQ4_XS) of ggml type Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL or IQ4_XS from `src` (n / block blocks, ggml's byte layout) into
  * out[n], bit-identical to ggml-quants.c's dequantize_row_<type> (layouts and formulas: gguf_kquant.c). Returns 1,
  * or 0 (nothing written) for any other type. `src` must hold the blocks: the caller checks sizes (the reader
  * does at open). */

@@ -1,5 +1,5 @@
 /* gguf_convert.c — cmf_convert_gguf: a GGUF of architecture llama, qwen2 or qwen3 (tensors F32, F16, BF16, Q8_0,
- * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K) -> CMF v2.
+ * Q4_0, Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS) -> CMF v2.
  *
  * Metadata <arch>.* -> header.arch (llama.cpp's key names: embedding_length, feed_forward_length, block_count,
  * attention.head_count[_kv], attention.key_length, attention.layer_norm_rms_epsilon, rope.freq_base,
@@ -17,9 +17,9 @@
  * a block differs), whatever opts->quant is: every decoded value is identical to ggml's. Q8_0 has no exact CMF
  * dtype (a q8_row scale is per row, not per 32-block): it is decoded to f32 (exact) and stored as f16 when the
  * target is f32 (the GGUF default; relative rounding error <= 2^-11 per value), or re-quantized to the target
- * (f16, bf16, q8_row, q8_2f) otherwise. Q4_1, Q5_0, Q5_1 and the K-quants (Q2_K..Q6_K, Q8_K) are decoded exactly
- * (gguf_kquant.c) and encoded with the policy of opts->quant, or, when the user gave no --quant (opts->quant_auto),
- * as q8 (auto_target). The embedded tokenizer becomes a tokenizer.json in the vocab section
+ * (f16, bf16, q8_row, q8_2f) otherwise. Q4_1, Q5_0, Q5_1, the K-quants (Q2_K..Q6_K, Q8_K), IQ4_NL and IQ4_XS are
+ * decoded exactly (gguf_kquant.c) and encoded with the policy of opts->quant, or, when the user gave no --quant
+ * (opts->quant_auto), as q8 (auto_target). The embedded tokenizer becomes a tokenizer.json in the vocab section
  * (gguf_tokenizer.c). */
 #include <math.h>
 #include <stdio.h>
@@ -266,11 +266,11 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ggml type ids below this bound are the ones auto_target can map (Q8_K = 15 is the largest). */
-#define CMF_GGML_AUTO_TYPES 16
+/* ggml type ids below this bound are the ones auto_target can map (IQ4_XS = 23 is the largest). */
+#define CMF_GGML_AUTO_TYPES 24
 
 /* The dtype a tensor of ggml type `ty` gets when the user gave no --quant (opts->quant_auto), for the types cmf
- * has no dtype for (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K): q8 (q8_row), whatever their width, so that the model the
+ * has no dtype for (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS): q8 (q8_row), whatever their width, so that the model the
  * user picked is kept with little added loss. Measured (bench/kquant_reencode.py, bench/RESULTS.md): on a random
  * llama, re-encoding to q8 adds a logit error of 4-6% RMS, below the K-quants' own (Q4_K: 28%, Q6_K: 7%), at
  * 1.8x the size of a Q4_K file; the 4-bit q4tp keeps the size but adds 34-38%, more than Q4_K's own error.
@@ -278,7 +278,8 @@ static double now_s(void) {
 static int auto_target(int ty) {
     switch (ty) {
     case CMF_GGML_Q4_1: case CMF_GGML_Q5_0: case CMF_GGML_Q5_1: case CMF_GGML_Q2_K: case CMF_GGML_Q3_K:
-    case CMF_GGML_Q4_K: case CMF_GGML_Q5_K: case CMF_GGML_Q6_K: case CMF_GGML_Q8_K: return CMF_DT_Q8_ROW;
+    case CMF_GGML_Q4_K: case CMF_GGML_Q5_K: case CMF_GGML_Q6_K: case CMF_GGML_Q8_K: case CMF_GGML_IQ4_NL:
+    case CMF_GGML_IQ4_XS: return CMF_DT_Q8_ROW;
     default: return -1;
     }
 }
@@ -383,8 +384,8 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
             s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s' has no %s mapping", gguf_path, e->t->name, archname);
         else if (!cmf_gguf_type_decodable(ty))
             s = cmf_err(CMF_E_UNSUPPORTED, "%s: tensor '%s': ggml type %s (%d) is not supported (F32, F16, BF16, "
-                        "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K and Q8_K only; requantize the "
-                        "GGUF with llama-quantize, e.g. to Q4_K_M or Q8_0)", gguf_path, e->t->name,
+                        "Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL and IQ4_XS only; "
+                        "requantize the GGUF with llama-quantize, e.g. to Q4_K_M or Q8_0)", gguf_path, e->t->name,
                         cmf_gguf_type_name(ty), ty);
         else if (opts->quant_auto && auto_target(ty) >= 0)
             n_auto[ty]++;

@@ -1,8 +1,9 @@
-/* gguf_kquant.c — exact decoding of llama.cpp's other block-quantized ggml types (Q4_1, Q5_0, Q5_1 and the
- * K-quants Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K) to f32.
+/* gguf_kquant.c — exact decoding of llama.cpp's other block-quantized ggml types (Q4_1, Q5_0, Q5_1, the K-quants
+ * Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K and the non-linear IQ4_NL, IQ4_XS) to f32.
  *
- * Source of the layouts and the arithmetic: ggml/src/ggml-common.h (block_q4_1 ... block_q8_K) and
- * ggml/src/ggml-quants.c (dequantize_row_q4_1 ... dequantize_row_q8_K). Written from those definitions, not copied.
+ * Source of the layouts and the arithmetic: ggml/src/ggml-common.h (block_q4_1 ... block_q8_K, block_iq4_nl,
+ * block_iq4_xs, the kvalues_iq4nl table) and ggml/src/ggml-quants.c (dequantize_row_q4_1 ... dequantize_row_q8_K,
+ * dequantize_row_iq4_nl / _iq4_xs). Written from those definitions, not copied.
  * Every value is computed with the same f32 operations in the same order as ggml's C: each scale is the f32
  * product (f16 super-scale as f32) · (small integer), then value = scale · q or scale · q - min. Products and
  * differences are separate statements so that no compiler contracts them into an FMA (ISO C allows contraction
@@ -165,6 +166,36 @@ static void dq_q8_k(const uint8_t *b, float *y) {
     for (int j = 0; j < 256; j++) y[j] = d * (float)(int8_t)b[4 + j];
 }
 
+/* The 16 levels of IQ4_NL / IQ4_XS (ggml-common.h kvalues_iq4nl): a 4-bit code k stands for IQ4_LEVELS[k]. */
+static const int8_t IQ4_LEVELS[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+
+/* IQ4_NL, 18 bytes / 32 elements: f16 d, qs[16]. Element j < 16 has the code in the low nibble of qs[j], j >= 16 in
+ * the high nibble of qs[j-16]; x = d·IQ4_LEVELS[code]. */
+static void dq_iq4_nl(const uint8_t *b, float *y) {
+    float d = f16_at(b);
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)IQ4_LEVELS[b[2 + j] & 15];
+        y[j + 16] = d * (float)IQ4_LEVELS[b[2 + j] >> 4];
+    }
+}
+
+/* IQ4_XS, 136 bytes / 256 elements: f16 d, u16 scales_h, scales_l[4], qs[128]. Sub-block s (0..7, 32 elements) has
+ * the 6-bit scale ls = (nibble s % 2 of scales_l[s / 2]) | (bits 2s..2s+1 of scales_h) << 4 and dl = d·(ls - 32);
+ * its elements are coded as an IQ4_NL block over qs[16s..16s+15]; x = dl·IQ4_LEVELS[code]. */
+static void dq_iq4_xs(const uint8_t *b, float *y) {
+    float d = f16_at(b);
+    unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
+    for (int s = 0; s < 8; s++) {
+        int ls = ((b[4 + s / 2] >> (4 * (s & 1))) & 15) | (int)((sh >> (2 * s)) & 3) << 4;
+        float dl = d * (float)(ls - 32);
+        const uint8_t *q = b + 8 + 16 * s;
+        for (int j = 0; j < 16; j++) {
+            y[32 * s + j] = dl * (float)IQ4_LEVELS[q[j] & 15];
+            y[32 * s + j + 16] = dl * (float)IQ4_LEVELS[q[j] >> 4];
+        }
+    }
+}
+
 int cmf_gguf_dequant_blocks(int type, const uint8_t *src, uint64_t n, float *out) {
     void (*fn)(const uint8_t *, float *);
     unsigned blck, size;
@@ -178,6 +209,8 @@ int cmf_gguf_dequant_blocks(int type, const uint8_t *src, uint64_t n, float *out
     case CMF_GGML_Q5_K: fn = dq_q5_k, blck = 256, size = 176; break;
     case CMF_GGML_Q6_K: fn = dq_q6_k, blck = 256, size = 210; break;
     case CMF_GGML_Q8_K: fn = dq_q8_k, blck = 256, size = 292; break;
+    case CMF_GGML_IQ4_NL: fn = dq_iq4_nl, blck = 32, size = 18; break;
+    case CMF_GGML_IQ4_XS: fn = dq_iq4_xs, blck = 256, size = 136; break;
     default: return 0;
     }
     for (uint64_t i = 0; i < n / blck; i++) fn(src + (uint64_t)size * i, out + (uint64_t)blck * i);

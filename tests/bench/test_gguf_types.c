@@ -336,20 +336,16 @@ static void test_errors(void) {
     model_t m;
     write_model(p, "llama", GW_F32, &m, NULL);
     free_model(&m);
-    /* the same model with one IQ4_NL tensor (ggml type 20: 18-byte blocks of 32 like Q4_0, whose payload it gets;
-     * Q4_1 and the K-quants are decoded now: tests/convert/test_convert_kquant) */
+    /* the same model with one IQ2_XS tensor (ggml type 17: 74-byte blocks of 256, here zeros; Q4_1, the K-quants,
+     * IQ4_NL and IQ4_XS are decoded now: tests/convert/test_convert_kquant) */
     w = gw_new();
     gw_str(w, "general.architecture", "llama");
-    size_t nb;
-    float *exp = malloc(64 * 64 * sizeof(float));
-    uint8_t *iq = make_payload(GW_Q4_0, 64 * 64, exp, &nb);
-    gw_tensor(w, "blk.0.attn_q.weight", 2, ne, 20, iq, nb);
+    uint64_t ne_iq[2] = {256, 16};
+    gw_tensor(w, "blk.0.attn_q.weight", 2, ne_iq, 17, z, 16 * 74);
     gw_u32(w, "llama.embedding_length", 64);
     CHECK(gw_write(w, p) == 0);
     gw_free(w);
-    free(iq);
-    free(exp);
-    expect_err("IQ4_NL", p, CMF_E_UNSUPPORTED, "'blk.0.attn_q.weight': ggml type IQ4_NL (20)");
+    expect_err("IQ2_XS", p, CMF_E_UNSUPPORTED, "'blk.0.attn_q.weight': ggml type IQ2_XS (17)");
 
     w = gw_new(); /* qwen3 without qwen3.block_count */
     gw_str(w, "general.architecture", "qwen3");

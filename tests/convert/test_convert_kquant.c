@@ -1,4 +1,5 @@
-/* test_convert_kquant.c — the GGUF types cmf re-encodes (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K; gguf_kquant.c).
+/* test_convert_kquant.c — the GGUF types cmf re-encodes (Q4_1, Q5_0, Q5_1, Q2_K..Q6_K, Q8_K, IQ4_NL, IQ4_XS;
+ * gguf_kquant.c).
  *
  * Data: tests/data/gguf_kquant, written by its make.py from gguf-py's numpy dequantizer (llama.cpp's
  * gguf-py/gguf/quants.py; make.py --check-ggml also found it bit-identical to ggml's C dequantize_row_*):
@@ -9,7 +10,7 @@
  *     the logits of a prefill, bit for bit;
  *   - without --quant (quant_auto) the K-quant matrices become q8_row (gguf_convert.c auto_target), F16 ones
  *     follow the f32 target, and one note names them; the logits stay close to the exact ones (the error is printed: README's convert row);
- *   - an IQ4_XS tensor is refused with a message naming the type and the tensor. */
+ *   - an IQ2_XS tensor is refused with a message naming the type and the tensor. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,7 +36,8 @@ static void test_types(void) {
         int type;
     } WANT[] = {{"q4_1", CMF_GGML_Q4_1}, {"q5_0", CMF_GGML_Q5_0}, {"q5_1", CMF_GGML_Q5_1},
                 {"q2_k", CMF_GGML_Q2_K}, {"q3_k", CMF_GGML_Q3_K}, {"q4_k", CMF_GGML_Q4_K},
-                {"q5_k", CMF_GGML_Q5_K}, {"q6_k", CMF_GGML_Q6_K}, {"q8_k", CMF_GGML_Q8_K}};
+                {"q5_k", CMF_GGML_Q5_K}, {"q6_k", CMF_GGML_Q6_K}, {"q8_k", CMF_GGML_Q8_K},
+                {"iq4_nl", CMF_GGML_IQ4_NL}, {"iq4_xs", CMF_GGML_IQ4_XS}};
     CHECK(q->n_tensors == sizeof WANT / sizeof WANT[0] && r->n_tensors == q->n_tensors);
     for (size_t i = 0; i < sizeof WANT / sizeof WANT[0]; i++) {
         const cmf_gguf_tensor *t = cmf_gguf_tensor_find(q, WANT[i].name), *rt = cmf_gguf_tensor_find(r, WANT[i].name);
@@ -60,8 +62,8 @@ static void test_types(void) {
     uint8_t zeros[64] = {0};
     CHECK(cmf_gguf_dequant_blocks(CMF_GGML_Q4_0, zeros, 32, one) == 0);
     CHECK(cmf_gguf_dequant_blocks(CMF_GGML_F32, zeros, 1, one) == 0);
-    CHECK(!strcmp(cmf_gguf_type_name(CMF_GGML_Q6_K), "Q6_K") && !strcmp(cmf_gguf_type_name(23), "IQ4_XS"));
-    CHECK(!cmf_gguf_type_decodable(23) && !cmf_gguf_type_decodable(35));
+    CHECK(!strcmp(cmf_gguf_type_name(CMF_GGML_Q6_K), "Q6_K") && !strcmp(cmf_gguf_type_name(17), "IQ2_XS"));
+    CHECK(!cmf_gguf_type_decodable(17) && !cmf_gguf_type_decodable(35) && !cmf_gguf_type_decodable(26));
 done:
     cmf_gguf_close(q);
     cmf_gguf_close(r);
@@ -203,7 +205,7 @@ static void test_model_auto(void) {
     free(lb);
 }
 
-/* model_kq.gguf with attn_q's type id patched to IQ4_XS (23; 136 bytes per 256, so the extent stays in range). */
+/* model_kq.gguf with attn_q's type id patched to IQ2_XS (17; 74 bytes per 256, so the extent stays in range). */
 static void test_iq_refused(void) {
     char *buf = NULL;
     size_t len = 0;
@@ -221,18 +223,18 @@ static void test_iq_refused(void) {
         char *tp = p + 4 + 8 * ndim;
         memcpy(&type, tp, 4);
         CHECK(type == CMF_GGML_Q4_K);
-        type = 23;
+        type = 17;
         memcpy(tp, &type, 4);
         char path[4096];
-        snprintf(path, sizeof path, "%s", tmp_path("iq4xs.gguf"));
+        snprintf(path, sizeof path, "%s", tmp_path("iq2xs.gguf"));
         FILE *f = fopen(path, "wb");
         CHECK(f && fwrite(buf, 1, len, f) == len);
         if (f) fclose(f);
         cmf_convert_opts o;
         memset(&o, 0, sizeof o);
         o.quant = CMF_DT_F32;
-        cmf_status s = cmf_convert_gguf(path, tmp_path("iq4xs.cmf"), &o);
-        CHECK_MSG(s == CMF_E_UNSUPPORTED && strstr(cmf_last_error(), "IQ4_XS") &&
+        cmf_status s = cmf_convert_gguf(path, tmp_path("iq2xs.cmf"), &o);
+        CHECK_MSG(s == CMF_E_UNSUPPORTED && strstr(cmf_last_error(), "ggml type IQ2_XS (17)") &&
                       strstr(cmf_last_error(), "'blk.0.attn_q.weight'"),
                   "%d %s", s, cmf_last_error());
     }

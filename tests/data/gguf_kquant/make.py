@@ -10,9 +10,10 @@ usage: /usr/bin/python3 make.py GGUF_PY_DIR [OUT_DIR] [--check-ggml LIBGGML_BASE
   through ctypes) and require the same bits as gguf-py's (nothing of it is written or committed).
 
 Writes (GGUF v3, python stdlib struct; layout ggml/docs/gguf.md):
-  types.gguf       one tensor per type, named by the type ("q4_1", ..., "q8_k"), ne = [256, 4]: random but valid
-                   blocks (random quant bytes; f16 scales random finite of moderate size, f16 subnormals included,
-                   either sign; Q8_K's f32 d likewise and its bsums the true sums of 16 quants).
+  types.gguf       one tensor per type, named by the type ("q4_1", ..., "q8_k", "iq4_nl", "iq4_xs"), ne = [256, 4]:
+                   random but valid blocks (random quant bytes; f16 scales random finite of moderate size, f16
+                   subnormals included, either sign; Q8_K's f32 d likewise and its bsums the true sums of 16
+                   quants).
   types_ref.gguf   the same names as F32 tensors: gguf-py's dequantization. Q8_K has no dequantizer in gguf-py;
                    its reference is numpy's f32 product d·q (ggml-quants.c dequantize_row_q8_K's formula).
   model_kq.gguf    a 1-layer llama (hidden 256, 2 heads of 32, 1 KV head, FFN 64, vocab 32, tied embeddings, no
@@ -35,12 +36,13 @@ import numpy as np
 TYPES = {
     "q4_1": (3, 32, 20), "q5_0": (6, 32, 22), "q5_1": (7, 32, 24), "q2_k": (10, 256, 84), "q3_k": (11, 256, 110),
     "q4_k": (12, 256, 144), "q5_k": (13, 256, 176), "q6_k": (14, 256, 210), "q8_k": (15, 256, 292),
+    "iq4_nl": (20, 32, 18), "iq4_xs": (23, 256, 136),
 }
 F32, F16 = 0, 1
 # byte offsets of the f16 scale fields in each block (ggml-common.h block_<type>)
 F16_FIELDS = {
     "q4_1": (0, 2), "q5_0": (0,), "q5_1": (0, 2), "q2_k": (80, 82), "q3_k": (108,), "q4_k": (0, 2),
-    "q5_k": (0, 2), "q6_k": (208,),
+    "q5_k": (0, 2), "q6_k": (208,), "iq4_nl": (0,), "iq4_xs": (0,),
 }
 
 
