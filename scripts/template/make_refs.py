@@ -610,6 +610,34 @@ ERRORS = [
     ("error/sandbox_dict_update", "{% set d = {'a': 1} %}{{ d.update({'b': 2}) }}{{ d }}", {}),
 ]
 
+# Tuples as Python keeps them (review11 item 10): tuple + tuple, tuple * n and a tuple's slice are tuples, printed
+# as Python's repr wherever jinja2 prints them; a tuple never equals or orders against a list; count() / index().
+FEATURES += [
+    ("tuple/concat", "{{ (1,2) + (3,) }}|{{ () + () }}|{{ (1,) + ('a', none) }}|{{ 'a b'.partition(' ') + ('x',) }}|"
+                     "{% set t = () %}{% for i in range(3) %}{% set t = t + (i,) %}{% endfor %}{{ t }}", {}),
+    ("tuple/print", "{{ () }}|{{ (1,) }}|{{ (1, 'a', none, true, 1.5) }}|{{ ((),) }}|{{ (1,2)|string }}|"
+                    "{{ [(1,2), ()] }}|{{ {'a': (1,)} }}|{{ (1,2) ~ '' }}|{{ '{}'.format((1,2)) }}|{{ (1,2)|tojson }}", {}),
+    ("tuple/repeat_slice", "{{ (1,2) * 2 }}|{{ 2 * (1,) }}|{{ () * 3 }}|{{ (1,) * 0 }}|{{ (1,2,3)[1:] }}|"
+                           "{{ (1,2,3)[::-1] }}|{{ (1,2,3)[:1] }}|{{ (1,2)[2:] }}|{{ [1,2][:1] }}|{{ [1] * 2 }}", {}),
+    ("tuple/access", "{{ (1,2)[0] }}|{{ (1,2)[-1] }}|{{ (1,2)[5] }}|{{ 1 in (1,2) }}|{{ 3 in (1,2) }}|"
+                     "{{ (1,2) in [(1,2)] }}|{{ [1,2] in [(1,2)] }}|{{ (1,2)|list }}|{{ (1,2)|length }}|"
+                     "{% for a, b in ((1,2),(3,4)) %}{{ a }}{{ b }}{% endfor %}|{{ not () }}", {}),
+    ("tuple/compare", "{{ (1,2) == [1,2] }}|{{ (1,2) == (1,2) }}|{{ () == [] }}|{{ [(1,)] == [[1]] }}|"
+                      "{{ (1,2) < (1,3) }}|{{ () < (1,) }}|{{ ((1,2),(0,5))|sort }}|{{ ((1,2),(0,5))|max }}", {}),
+    ("tuple/methods", "{{ (1,2,1).count(1) }}|{{ (1,2).index(2) }}|{{ [1,2,1].count(1) }}|{{ [[1],(1,)].count([1]) }}|"
+                      "{{ ({'a': 1}|dictsort)[0] + (5,) }}|{{ {'a': 1}.items()|list }}", {}),
+]
+ERRORS += [
+    ("error/tuple_plus_list", "{{ (1,2) + [3] }}", {}),
+    ("error/list_plus_tuple", "{{ [1,2] + (3,) }}", {}),
+    ("error/tuple_lt_list", "{{ (1,2) < [1,3] }}", {}),
+    ("error/tuple_index_missing", "{{ (1,2).index(5) }}", {}),
+    ("error/escape_N_malformed", "x\n{{ 'a\\N' }}", {}),
+    ("error/escape_x_truncated", "{{ '\\x4' }}", {}),
+    ("error/escape_u_truncated", "{{ '\\u12g4' }}", {}),
+    ("error/escape_U_too_large", "{{ '\\U00110000' }}", {}),
+]
+
 
 def render(env, src, ctx):
     out = env.from_string(src).render(**ctx)

@@ -340,7 +340,7 @@ cmf_status jinja_test(jctx *c, const jnode *at, const char *name, jv in, const j
 static const char *const STR_METHODS[] = {"strip", "lstrip", "rstrip", "split", "startswith", "endswith", "upper",
                                           "lower", "replace", "title", "capitalize", "join", NULL};
 static const char *const DICT_METHODS[] = {"items", "keys", "values", "get", NULL};
-static const char *const LIST_METHODS[] = {"index", NULL};
+static const char *const LIST_METHODS[] = {"index", "count", NULL}; /* (also a tuple's two methods) */
 /* Methods that modify a list or dict in place: transformers renders chat templates in jinja2's
  * ImmutableSandboxedEnvironment (chat_template_utils.py _compile_jinja_template), whose modifies_known_mutable()
  * refuses them with SecurityError "access to attribute 'append' of 'list' object is unsafe." (jinja2/sandbox.py);
@@ -366,7 +366,7 @@ const char *jinja_method_name(jv self, const char *name) {
     if (self.k == JV_STR) return in_list(STR_METHODS, name) ? in_list(STR_METHODS, name) : jinja_str_method_name(name);
     if (self.k == JV_DICT) m = in_list(DICT_METHODS, name);
     if (self.k == JV_LIST) m = in_list(LIST_METHODS, name);
-    if (!m && (self.k == JV_DICT || self.k == JV_LIST)) m = in_list(MUTATING_METHODS, name);
+    if (!m && (self.k == JV_DICT || (self.k == JV_LIST && !self.u.l->tuple))) m = in_list(MUTATING_METHODS, name);
     return m;
 }
 
@@ -474,7 +474,18 @@ cmf_status jinja_method(jctx *c, const jnode *at, jv self, const char *m, const 
                 TRY(jinja_equal(c, at, self.u.l->v[i], *a0, &eq));
                 if (eq) { *out = jv_int((int64_t)i); return CMF_OK; }
             }
-            return jinja_rt_err(at, "index(): value is not in list");
+            return jinja_rt_err(at, "%s.index(x): x not in %s", jv_kind_name(self), jv_kind_name(self));
+        }
+        if (!strcmp(m, "count")) { /* Python's list.count / tuple.count: the items == x */
+            if (!a0 || a->npos != 1 || a->nkw) return jinja_rt_err(at, "count() takes exactly one argument");
+            int64_t k = 0;
+            for (size_t i = 0; i < self.u.l->n; i++) {
+                int eq;
+                TRY(jinja_equal(c, at, self.u.l->v[i], *a0, &eq));
+                k += eq;
+            }
+            *out = jv_int(k);
+            return CMF_OK;
         }
     }
     return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown method '%s' of '%s'", at->line, at->col, m, jv_kind_name(self));

@@ -117,7 +117,11 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
     }
     if (op == '+' && a.k == JV_LIST && b.k == JV_LIST) {
         /* every list made by + counts its items against the iteration budget (as range() does): doubling a list in
-         * a loop took 11 GB, and `l = l + [i]` over 100,000 iterations 52 s of copying */
+         * a loop took 11 GB, and `l = l + [i]` over 100,000 iterations 52 s of copying. As Python: tuple + tuple is
+         * a tuple, a list and a tuple do not add. */
+        if (!a.u.l->tuple != !b.u.l->tuple)
+            return jinja_rt_err(n, "can only concatenate %s (not \"%s\") to %s", jv_kind_name(a), jv_kind_name(b),
+                                jv_kind_name(a));
         const size_t len = a.u.l->n + b.u.l->n;
         if (len > c->lim.max_iterations - c->items) /* items <= max_iterations: both makers check before adding */
             return jinja_limit_err(n, JINJA_ITEMS_WHAT, c->lim.max_iterations);
@@ -126,6 +130,7 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         if (jv_is_oom(r)) return NOMEM();
         for (size_t i = 0; i < a.u.l->n; i++) jv_list_push(r, jv_retain(a.u.l->v[i]));
         for (size_t i = 0; i < b.u.l->n; i++) jv_list_push(r, jv_retain(b.u.l->v[i]));
+        r.u.l->tuple = a.u.l->tuple != 0;
         *out = r;
         return CMF_OK;
     }
@@ -155,6 +160,7 @@ static cmf_status arith_op(jctx *c, const jnode *n, jv a, jv b, jv *out) {
         if (jv_is_oom(r)) return NOMEM();
         for (int64_t i = 0; l.u.l->n && i < k; i++) /* ([] * 10**11: no loop) */
             for (size_t j = 0; j < l.u.l->n; j++) jv_list_push(r, jv_retain(l.u.l->v[j])); /* capacity reserved */
+        r.u.l->tuple = l.u.l->tuple != 0;
         *out = r;
         return CMF_OK;
     }
@@ -310,7 +316,7 @@ static int compare_at(jctx *c, jv a, jv b, int ci, int *err, int depth) {
         int r = memcmp(a.u.s->s, b.u.s->s, n);
         return r ? r : (a.u.s->len > b.u.s->len) - (a.u.s->len < b.u.s->len);
     }
-    if (a.k == JV_LIST && b.k == JV_LIST) {
+    if (a.k == JV_LIST && b.k == JV_LIST && !a.u.l->tuple == !b.u.l->tuple) { /* (a tuple < a list: an error) */
         for (size_t i = 0; i < a.u.l->n && i < b.u.l->n; i++) {
             int r = compare_at(c, a.u.l->v[i], b.u.l->v[i], 0, err, depth + 1); /* (ignore_case: a str only) */
             if (r || *err) return r;
@@ -485,6 +491,7 @@ static cmf_status slice(jctx *c, jframe *f, const jnode *n, jv obj, jv *out) {
     if (obj.k == JV_LIST) {
         *out = jv_list_new(0);
         if (jv_is_oom(*out)) return NOMEM();
+        out->u.l->tuple = obj.u.l->tuple != 0; /* (a tuple's slice is a tuple) */
         for (int64_t i = a; step > 0 ? i < b : i > b;) {
             if (jv_list_push(*out, jv_retain(obj.u.l->v[i]))) return NOMEM();
             if (__builtin_add_overflow(i, step, &i)) break; /* (a step near 2^63 overflowed: UB) */

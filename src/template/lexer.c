@@ -185,8 +185,13 @@ static size_t put_cp(char *buf, uint32_t cp) {
 }
 
 /* Decodes the string literal opening with quote q at `at` (Python's unicode-escape rules as jinja2's lexer applies
- * them). Returns 0, -1 when malformed or unterminated, -2 out of memory, -3 longer than JINJA_MAX_STRING_LITERAL. */
-static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, size_t *endp) {
+ * them: \a \b \f \n \r \t \v \\ \' \" \<newline>, \xXX, \uXXXX, \UXXXXXXXX, octal \ooo; a backslash before any other
+ * character stays). Returns 0, -1 when unterminated, -2 out of memory, -3 longer than JINJA_MAX_STRING_LITERAL,
+ * -4 for a bad escape, *why then naming it (*bad_at its offset): a truncated \x / \u / \U (Python's message), a
+ * \U past U+10FFFF, a malformed \N, or a \N{NAME}, which Python decodes by the character's Unicode name and which
+ * we refuse (no name database) rather than print wrong. */
+static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, size_t *endp, const char **why,
+                         size_t *bad_at) {
     size_t i = at + 1;
     char *buf = malloc(L->n - at + 1);
     if (!buf) return -2;
@@ -208,16 +213,33 @@ static int decode_string(lexer *L, size_t at, char q, char **out, size_t *olen, 
         case '\'': buf[o++] = '\''; break;
         case '"': buf[o++] = '"'; break;
         case '\n': break;
+        case 'N': { /* \N{NAME}: as Python, "\N" without {NAME} is malformed; a name is unsupported */
+            size_t k = i;
+            if (k < L->n && L->s[k] == '{')
+                while (++k < L->n && L->s[k] != '}' && L->s[k] != q) {}
+            *why = k > i + 1 && k < L->n && L->s[k] == '}'
+                       ? "\\N{...} escapes are not supported (a character by its Unicode name: cmf has no name "
+                         "database; write the character itself or \\uXXXX)"
+                       : "malformed \\N character escape";
+            *bad_at = i - 2;
+            free(buf);
+            return -4;
+        }
         case 'x': case 'u': case 'U': {
             int nd = e == 'x' ? 2 : e == 'u' ? 4 : 8;
             uint32_t cp = 0;
             for (int k = 0; k < nd; k++, i++) {
                 char h = i < L->n ? L->s[i] : 0;
                 int d = is_digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10 : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
-                if (d < 0) { free(buf); return -1; }
+                if (d < 0) {
+                    *why = e == 'x' ? "truncated \\xXX escape" : e == 'u' ? "truncated \\uXXXX escape" : "truncated \\UXXXXXXXX escape";
+                    *bad_at = i - 2 - (size_t)k;
+                    free(buf);
+                    return -4;
+                }
                 cp = cp * 16 + (uint32_t)d;
             }
-            if (cp > 0x10FFFF) { free(buf); return -1; }
+            if (cp > 0x10FFFF) { *why = "illegal Unicode character"; *bad_at = i - 10; free(buf); return -4; }
             o += put_cp(buf + o, cp); /* (at most 4 bytes from the 6 to 10 bytes of the escape) */
             break;
         }
@@ -317,10 +339,13 @@ static cmf_status lex_tag(lexer *L, int block, size_t open_at) {
         } else if (c == '\'' || c == '"') {
             char *s;
             size_t len, end;
-            int r = decode_string(L, i, c, &s, &len, &end);
+            const char *why = NULL;
+            size_t bad_at = i;
+            int r = decode_string(L, i, c, &s, &len, &end, &why, &bad_at);
             if (r == -2) return lex_nomem(L);
             if (r == -3) return lex_err(L, i, "string literal too long (limit " JINJA_STR(JINJA_MAX_STRING_LITERAL) " bytes)");
-            if (r) return lex_err(L, i, "unterminated or malformed string literal");
+            if (r == -4) return lex_err(L, bad_at, why);
+            if (r) return lex_err(L, i, "unterminated string literal");
             jtok *t = push(L, T_STR, i, NULL, 0);
             if (!t) return lex_nomem(L);
             t->s = s;

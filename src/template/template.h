@@ -15,7 +15,9 @@
  * and str methods (strip/split/replace/..., ljust/rjust/center/zfill/expandtabs, find/rfind/index/rindex/count with
  * start/end, partition/rpartition, splitlines, removeprefix/removesuffix, casefold, isdigit/isalpha/isalnum/isspace/
  * islower/isupper/isdecimal) and dict/list methods as used by real chat templates.
- * Known differences from Python jinja2: tuples behave as lists (and print as (a, b); a tuple cannot be a dict key);
+ * Known differences from Python jinja2: a tuple cannot be a dict key (tuples otherwise behave as Python's: + and *
+ * and slices keep them tuples, repr (1,) / (), never == or < against a list, count/index); a "\N{NAME}" escape in a
+ * string literal is an error (no Unicode name database; Python decodes it);
  * filter results that jinja2 returns as generators (slice, batch, ...) are lists; striptags unescapes numeric
  * character references and amp/lt/gt/quot/apos/nbsp only (Python: all HTML5 names); the str class tests use
  * utf8proc's Unicode version (Python 3.11: Unicode 14); tojson(sort_keys=true) refuses non-string keys; a **kwargs key

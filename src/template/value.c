@@ -432,6 +432,7 @@ static int reaches_at(jv v, const jv_dict *target, size_t *steps, int depth) {
 int jv_reaches(jv v, const jv_dict *target, size_t *steps) { return reaches_at(v, target, steps, 0); }
 
 const char *jv_kind_name(jv v) {
+    if (v.k == JV_LIST && v.u.l->tuple) return "tuple";
     static const char *names[] = {"undefined", "NoneType", "bool",      "int",      "float",  "str",
                                   "list",      "dict",     "Namespace", "Macro",    "builtin_function", "method"};
     return names[v.k];

@@ -329,6 +329,11 @@ int main(void) {
     expect_err("{# never closed", CMF_E_FORMAT, "template:1:1: unclosed comment");
     expect_err("{{ a ; b }}", CMF_E_FORMAT, "template:1:6: unexpected character ';'");
     expect_err("é\n  é {{ ) }}", CMF_E_FORMAT, "template:2:8:"); /* columns count code points */
+    /* \N{NAME}: Python's unicode-escape decodes it by the character's name ("\N{LATIN SMALL LETTER A}" is "a"); we
+     * have no name database, so it is an error naming the escape (it was printed as is), at the backslash */
+    expect_err("ab\n {{ 'x\\N{LATIN SMALL LETTER A}' }}", CMF_E_FORMAT,
+               "template:2:7: \\N{...} escapes are not supported");
+    expect_err("{{ \"\\N{DIGIT ONE}\" ~ 1 }}", CMF_E_FORMAT, "\\N{...} escapes are not supported");
 
     /* raise_exception: the template's own message, verbatim, as CMF_E_ARG */
     expect_err("{{ raise_exception('Conversation roles must alternate user/assistant/user/assistant/...') }}", CMF_E_ARG,
