@@ -116,7 +116,9 @@ cmf_status cmf_file_verify_meta(const cmf_file *f);
 
 /* Layout notes that are not integrity problems (§1.6: the writer zero-fills gaps, readers only require
  * alignment; nothing is defined after the last section): the count and first offset of non-zero bytes that no
- * section or tensor covers, and the bytes after the last section. *out receives a malloc'd text of one note per
+ * section or tensor covers, and the bytes after the last section; and the unhashed envelope fields (0x00-0x6F,
+ * §1.2) that differ from what writers put: non-zero flags (reserved), header_off other than 128, an absent
+ * section (len 0) with a non-zero offset, required_features bits that disagree with the content (§1.3). *out receives a malloc'd text of one note per
  * line ("" when none; the caller frees it). `cmf verify` prints them as warnings. Errors: CMF_E_ARG (NULL),
  * CMF_E_NOMEM. */
 cmf_status cmf_file_layout_notes(const cmf_file *f, char **out);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "format/format.h"
+#include "quant/dtype.h"
 #include "util/error.h"
 
 typedef struct report {
@@ -136,6 +137,57 @@ static int cmp_span(const void *x, const void *y) {
     return p->a < q->a ? -1 : p->a > q->a;
 }
 
+/* The envelope bytes that no hash covers (0x00-0x6F, CMF_FORMAT.md 1.2 / 1.10): fields the spec gives a fixed value
+ * that readers do not check. A flipped bit there passes every hash, so each is a note (the file still reads). */
+static void envelope_notes(const cmf_file *f, report *r) {
+    const cmf_envelope *e = &f->env;
+    if (e->flags)
+        add(r, "envelope@0x8: flags is 0x%x, not 0 (reserved: writers put 0 and readers ignore it; CMF_FORMAT.md "
+               "1.2; the envelope is not hashed)", e->flags);
+    if (e->header_off != CMF_ENVELOPE_SIZE)
+        add(r, "envelope@0x10: header_off is %llu, not 128 (CMF_FORMAT.md 1.2: 128 in practice; readers do not "
+               "require it)", (unsigned long long)e->header_off);
+    static const char *const names[3] = {"masks", "vocab", "index"};
+    const uint64_t offs[3] = {e->masks_off, e->vocab_off, e->index_off};
+    const uint64_t lens[3] = {e->masks_len, e->vocab_len, e->index_len};
+    for (int i = 0; i < 3; i++)
+        if (lens[i] == 0 && offs[i] != 0)
+            add(r, "envelope@0x%x: %s_off is 0x%llx but %s_len is 0 (an absent section: writers put off = 0 and "
+                   "readers ignore it; CMF_FORMAT.md 1.2)", 0x40 + 16 * i, names[i], (unsigned long long)offs[i],
+                names[i]);
+    /* required_features (1.3) against what the content says the writer sets: TENSOR_DIR always; QUANT_2F when a
+     * tensor is q8_2f or vbit; BINARY_MASKS when the masks section holds a mask, LOOP_MASKS when it does and
+     * arch.num_loops > 1; SKILL_FILE only when set without any skills[] record bound to a base (the streaming
+     * writer's finish() leaves it clear on a skill file, so clear is no sign of damage) */
+    uint32_t want = CMF_FEAT_TENSOR_DIR, mask = CMF_FEAT_TENSOR_DIR | CMF_FEAT_QUANT_2F | CMF_FEAT_BINARY_MASKS |
+                                                CMF_FEAT_LOOP_MASKS;
+    for (size_t i = 0; i < f->n_tensors; i++)
+        if (f->tensors[i].dtype == CMF_DT_Q8_2F || f->tensors[i].dtype == CMF_DT_VBIT) want |= CMF_FEAT_QUANT_2F;
+    uint32_t n_masks = 0;
+    if (f->masks && e->masks_len >= 4)
+        n_masks = (uint32_t)f->masks[0] | ((uint32_t)f->masks[1] << 8) | ((uint32_t)f->masks[2] << 16) |
+                  ((uint32_t)f->masks[3] << 24);
+    const cJSON *arch = cJSON_GetObjectItemCaseSensitive(f->header, "arch");
+    const cJSON *nl = cJSON_GetObjectItemCaseSensitive(arch, "num_loops");
+    if (n_masks > 0) want |= CMF_FEAT_BINARY_MASKS;
+    if (n_masks > 0 && cJSON_IsNumber(nl) && nl->valuedouble > 1) want |= CMF_FEAT_LOOP_MASKS;
+    if (e->features & CMF_FEAT_SKILL_FILE) {
+        const cJSON *skills = cJSON_GetObjectItemCaseSensitive(f->header, "skills"), *rec;
+        int bound = 0;
+        cJSON_ArrayForEach(rec, skills) {
+            const cJSON *bdh = cJSON_GetObjectItemCaseSensitive(rec, "base_dir_hash");
+            if (bdh && !cJSON_IsNull(bdh)) bound = 1;
+        }
+        if (!bound)
+            add(r, "envelope@0xc: required_features has SKILL_FILE (0x40) but no skills[] record has a "
+                   "base_dir_hash (CMF_FORMAT.md 1.3)");
+    }
+    if ((e->features & mask) != want)
+        add(r, "envelope@0xc: required_features is 0x%x, but the content implies 0x%x in the bits TENSOR_DIR 0x1, "
+               "BINARY_MASKS 0x2, QUANT_2F 0x4 and LOOP_MASKS 0x20 (differing: 0x%x; CMF_FORMAT.md 1.3)",
+            e->features, want, (e->features & mask) ^ want);
+}
+
 cmf_status cmf_file_layout_notes(const cmf_file *f, char **out) {
     if (out) *out = NULL;
     if (!f || !out) return cmf_err(CMF_E_ARG, "cmf_file_layout_notes: NULL argument");
@@ -166,6 +218,7 @@ cmf_status cmf_file_layout_notes(const cmf_file *f, char **out) {
     }
     free(s);
     report r = {0};
+    envelope_notes(f, &r);
     if (nz)
         add(&r, "%llu non-zero byte(s) in the padding between sections or tensors (first at 0x%llx); the writer "
                 "zero-fills gaps (CMF_FORMAT.md 1.6) but readers do not require it",

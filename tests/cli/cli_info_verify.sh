@@ -118,6 +118,34 @@ else
     fail "the reference file has no gap between its directory and its blob (test needs one)"
 fi
 
+# --- verify: the envelope's bytes 0x00-0x6F are not hashed (CMF_FORMAT.md 1.2, 1.10); fields there that differ
+# from what writers put are warnings, the file is still OK (review11 item 11). The reference's four files and a
+# file of our converter give none (the latter is checked below, after the yarn conversion). ---
+for q in F16 Q8_ROW Q8_2F Q4_BLOCK; do
+    expect_ok "$CMF_BIN" verify "$REF/tiny-$q.cmf"
+    [ ! -s "$T/err" ] || fail "verify tiny-$q.cmf printed on stderr: $(cat "$T/err")"
+done
+cp "$M" "$T/flags.cmf"
+flip_byte "$T/flags.cmf" 9 # the reserved flags (u32 at 0x08)
+expect_ok "$CMF_BIN" verify "$T/flags.cmf"
+grep -q "^OK: " "$T/out" || fail "verify with flags set: $(cat "$T/out")"
+grep -q "warning: envelope@0x8: flags is 0xff00, not 0" "$T/err" || fail "verify: no flags warning: $(cat "$T/err")"
+# envelope_flips FILE: an absent section's offset set (masks_off at 0x40, index_off's byte 0x64) and a
+# required_features bit the content does not imply (QUANT_2F, 0x04, with no q8_2f tensor): one warning each
+envelope_flips() {
+    [ "$(u64 "$1" 72)" = 0 ] && [ "$(u64 "$1" 104)" = 0 ] && [ "$(u32 "$1" 12)" = 1 ] ||
+        { fail "$1: want a file without masks and index sections and features 0x1"; return; }
+    cp "$1" "$T/env.cmf"
+    flip_byte "$T/env.cmf" $((0x40)); flip_byte "$T/env.cmf" $((0x64))
+    printf '\005' | dd of="$T/env.cmf" bs=1 seek=12 conv=notrunc status=none
+    expect_ok "$CMF_BIN" verify "$T/env.cmf"
+    grep -q "^OK: " "$T/out" || fail "verify with envelope flips: $(cat "$T/out")"
+    grep -q "warning: envelope@0x40: masks_off is 0xff but masks_len is 0" "$T/err" &&
+        grep -q "warning: envelope@0x60: index_off is 0xff00000000 but index_len is 0" "$T/err" &&
+        grep -q "warning: envelope@0xc: required_features is 0x5, but the content implies 0x1 .*differing: 0x4" \
+            "$T/err" && [ "$(wc -l <"$T/err")" -eq 3 ] || fail "verify: envelope warnings: $(cat "$T/err")"
+}
+
 # --- a GGUF given where a CMF file is expected: the error says how to convert it ---
 expect_error 1 "$CMF_BIN" info "$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
 grep -q "cmf convert" "$T/err" || fail "GGUF magic: no hint to cmf convert: $(cat "$T/err")"
@@ -129,6 +157,9 @@ sed -i 's/"rope_type": "default"/"rope_type": "yarn", "factor": 4.0, "original_m
     "$T/yarn/config.json"
 grep -q '"yarn"' "$T/yarn/config.json" || fail "could not write the yarn config"
 expect_ok "$CMF_BIN" convert "$T/yarn" -o "$T/yarn.cmf"
+expect_ok "$CMF_BIN" verify "$T/yarn.cmf" # our writer's file: no warning; then the envelope flips above
+[ ! -s "$T/err" ] || fail "verify of our converter's file printed on stderr: $(cat "$T/err")"
+envelope_flips "$T/yarn.cmf"
 expect_ok "$CMF_BIN" info "$T/yarn.cmf"
 grep -q "rope scaling yarn x4 of 128 positions, attention factor 1.13863" "$T/out" ||
     fail "info lacks the yarn scaling: $(grep '^model:' "$T/out")"

@@ -14,8 +14,10 @@ static const char *USAGE =
     "Opens the file (envelope, header, directory, section bounds), then recomputes the header hash, the\n"
     "directory hash, the section hashes and every tensor's hash64.\n"
     "Prints \"OK: N tensors, header and directory hashes match\" and exits 0 when intact; otherwise prints each\n"
-    "problem on stderr and exits 1. Non-zero bytes in the padding between sections or tensors and bytes after the\n"
-    "last section are reported as warnings on stderr (the writer never leaves them; readers ignore them).\n";
+    "problem on stderr and exits 1. Non-zero bytes in the padding between sections or tensors, bytes after the\n"
+    "last section and unhashed envelope fields that differ from what writers put (non-zero reserved flags, an\n"
+    "absent section with a non-zero offset, required_features bits the content does not imply, header_off other\n"
+    "than 128) are reported as warnings on stderr (the writer never leaves them; readers ignore them).\n";
 
 int cmd_verify(int argc, char **argv) {
     cli_args a;
