@@ -92,6 +92,7 @@ struct srv_req {
     int http_status;   /* 0 while fine; else an error to report (message in error) */
     char error[256];
     const char *finish_reason;
+    int timed_out;       /* ended by --timeout (counted as such in the metrics, whatever was answered) */
     int n_gen, n_cached; /* completion tokens (written by the scheduler thread only, without mu: others read it
                           * after done); prompt tokens whose KV came from the slot's previous request */
     int role_sent;

@@ -193,7 +193,7 @@ void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, 
     if (r->stream) srv_sse_end(r);
     double now = srv_now();
     srv_hist_add(&s->met.latency, now - r->t_arrival);
-    if (http_status == 504)
+    if (http_status == 504 || r->timed_out)
         s->met.timed_out++;
     else if (atomic_load(&r->cancelled))
         s->met.cancelled++;
@@ -402,8 +402,16 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
         if (!sl->req) continue;
         if (atomic_load(&sl->req->cancelled))
             slot_end(s, sl, NULL, 499, "client disconnected");
-        else if (sl->req->deadline > 0 && now > sl->req->deadline)
-            slot_end(s, sl, NULL, 504, "request timed out (--timeout)");
+        else if (sl->req->deadline > 0 && now > sl->req->deadline) {
+            /* As llama-server's t_max_predict_ms (server-context.cpp: STOP_TYPE_LIMIT, which server-task.cpp
+             * reports as finish_reason "length"): once generating, the request ends as if max_tokens were reached,
+             * with the text so far (HTTP 200; streamed: the usual final chunk). Still reading its prompt: 504. */
+            sl->req->timed_out = 1;
+            if (sl->n_fed >= sl->req->n_prompt)
+                slot_end(s, sl, "length", 0, NULL);
+            else
+                slot_end(s, sl, NULL, 504, "request timed out while reading its prompt (--timeout)");
+        }
     }
     for (int i = 0; i < s->o.n_slots; i++) { /* decode tokens first */
         srv_slot *sl = &s->slots[i];

@@ -37,7 +37,9 @@ typedef struct cmf_server_opts {
     int n_slots;           /* concurrent sequences (--parallel); each has its own KV cache of n_ctx positions */
     int n_ctx;             /* positions per slot; <= 0: the model's trained context capped at 4096 */
     int max_queue;         /* requests waiting for a slot beyond which new ones get 503; <= 0: 64 */
-    double timeout_s;      /* a request (queue wait + generation) is cancelled after this many seconds; <= 0: none */
+    double timeout_s;      /* a request (queue wait + generation) ends after this many seconds; <= 0: none. One that
+                            * is generating answers its text so far with finish_reason "length" (as llama-server's
+                            * t_max_predict_ms); queued or still reading its prompt: 504 */
     const char *cors;      /* NULL: no CORS headers; else the Access-Control-Allow-Origin value */
     size_t max_body;       /* request body limit in bytes (413 beyond); 0: 8 MiB */
     int batch_tokens;      /* tokens per forward (decode tokens + prefill chunk); <= 0: 512 */
