@@ -84,7 +84,7 @@ int main(void) {
     CHECK_MSG(cmf_model_load(model, &mp, &m) == CMF_OK, "%s", cmf_last_error());
     if (!m) CMF_TEST_END();
     cmf_server_opts o = cmf_server_default_opts();
-    o.port = 0, o.n_slots = 1, o.n_ctx = 4096, o.timeout_s = 0.5;
+    o.port = 0, o.n_slots = 1, o.n_ctx = 4096, o.timeout_s = 1.0;
     cmf_server *s = NULL;
     CHECK_MSG(cmf_server_start(m, &o, &s) == CMF_OK, "%s", cmf_last_error());
     if (s) {
