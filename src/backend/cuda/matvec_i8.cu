@@ -129,7 +129,7 @@ static __device__ __forceinline__ void i8_load(const I8Job &j, int wi, const int
             if (c < cend) {
                 const uint4 *p = DT == CMF_DT_Q8_ROW ? (const uint4 *)(w.base + row[i] * w.cols + c)
                                                      : (const uint4 *)(w.base + (row[i] * (w.cols >> 5) + (c >> 5)) * 16);
-                wv[u][i] = j.ef ? ld_w16_ef(p) : __ldg(p);
+                wv[u][i] = CMF_CUDA_W_EF ? ld_w16_ef(p) : __ldg(p);
             }
         }
 }
@@ -482,9 +482,7 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
     if (pf_at < 0) pf_at = env_int("CMF_CUDA_L2PF_AT", 0) != 0;
     static int xpre = -1; /* CMF_CUDA_I8_XPRE=1: the next row group's first batch during this one's sums (opt-in) */
     if (xpre < 0) xpre = env_int("CMF_CUDA_I8_XPRE", 0) == 1;
-    static int ef = -1; /* CMF_CUDA_W_EF=1: weights loaded with the L2 evict-first policy (an A/B switch) */
-    if (ef < 0) ef = env_int("CMF_CUDA_W_EF", 0) == 1;
-    j.pre = cu_pre_on(), j.pf_at = pf_at, j.pf_tot = 0, j.xpre = xpre, j.ef = ef;
+    j.pre = cu_pre_on(), j.pf_at = pf_at, j.pf_tot = 0, j.xpre = xpre;
     for (int i = 0; i < t_npf; i++) {
         j.pf[i] = (const uint8_t *)t_pf[i].d_ptr, j.pfn[i] = t_pf[i].bytes;
         j.pf_tot += t_pf[i].bytes;

@@ -61,7 +61,6 @@ struct I8Job {
     float neps;
     int ngemma; /* 1 + w */
     int spf;    /* streaming kernel: chunks per lane prefetched into L2 beyond its load ring (CMF_CUDA_I8S_PF) */
-    int ef;     /* weight chunks loaded with the L2 evict-first policy (CMF_CUDA_W_EF=1; ld_w16_ef) */
 };
 /* Whether the int8-activation kernel takes this product: cmf_cuda_i8act_on(), q8_row or q4tp, cols % 32 == 0,
  * n in 1..8 and the quantized activations (levels * 1.25 * n * cols bytes) within 200 KiB of shared memory. */
