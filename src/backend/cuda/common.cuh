@@ -142,6 +142,27 @@ static __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
 }
 
+/* A 16-byte weight load (non-coherent, no L1 allocation) under the L2 evict-first cache policy (PTX ISA,
+ * "createpolicy" and ld's .L2::cache_hint; sm_80+): a decode step reads each weight once, so its chunks are the
+ * L2's first victims and what the step reuses (the KV cache, activations, the attention partials) stays resident.
+ * The row-group int8 products (matvec_i8.cu) and the f32-activation products (matvec.cu: f32 / f16 / bf16 / q8
+ * chunks) load their weights so when CMF_CUDA_W_EF is 1 (the default; build with
+ * -DCMAKE_CUDA_FLAGS=-DCMF_CUDA_W_EF=0 for the plain __ldg, e.g. bench/cuda/build_ab.sh). Measured:
+ * bench/cuda/RESULTS.md, session 12. The streaming kernel (matvec_i8s.cu) keeps its loads (a runtime choice there
+ * cost registers and 25% of Llama-8B decode; its models gained nothing). */
+#ifndef CMF_CUDA_W_EF
+#define CMF_CUDA_W_EF 1
+#endif
+static __device__ __forceinline__ uint4 ld_w16_ef(const void *p) {
+    uint64_t pol;
+    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p), "l"(pol));
+    return v;
+}
+
 /* Weight spans to prefetch into L2 (cmf_cuda_set_l2_prefetch), as a kernel argument. */
 struct CuPf {
     const uint8_t *p[CMF_CUDA_PF_SPANS];

@@ -59,10 +59,12 @@ static __device__ __forceinline__ void load_chunk(const DevW &w, int64_t r, int6
                                                   const float *lad) {
     constexpr int CH = Chunk<DT>::CH;
     if constexpr (DT == CMF_DT_F32) {
-        float4 a = __ldg((const float4 *)((const float *)w.base + r * w.cols + c0));
-        v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w;
+        const void *p = (const float *)w.base + r * w.cols + c0;
+        const uint4 a = CMF_CUDA_W_EF ? ld_w16_ef(p) : __ldg((const uint4 *)p);
+        v[0] = __uint_as_float(a.x), v[1] = __uint_as_float(a.y), v[2] = __uint_as_float(a.z), v[3] = __uint_as_float(a.w);
     } else if constexpr (DT == CMF_DT_F16 || DT == CMF_DT_BF16) {
-        uint4 a = __ldg((const uint4 *)((const uint16_t *)w.base + r * w.cols + c0));
+        const void *p = (const uint16_t *)w.base + r * w.cols + c0;
+        const uint4 a = CMF_CUDA_W_EF ? ld_w16_ef(p) : __ldg((const uint4 *)p);
         uint32_t u[4] = {a.x, a.y, a.z, a.w};
 #pragma unroll
         for (int k = 0; k < 4; k++) {
@@ -74,7 +76,8 @@ static __device__ __forceinline__ void load_chunk(const DevW &w, int64_t r, int6
             }
         }
     } else if constexpr (DT == CMF_DT_Q8_ROW || DT == CMF_DT_Q8_2F) {
-        uint4 a = __ldg((const uint4 *)(w.base + r * w.cols + c0));
+        const void *p = w.base + r * w.cols + c0;
+        const uint4 a = CMF_CUDA_W_EF ? ld_w16_ef(p) : __ldg((const uint4 *)p);
         uint32_t u[4] = {a.x, a.y, a.z, a.w};
         /* int8 -> f32 without I2F: bytes flipped to b + 128, placed as the low mantissa byte of 2^23, minus
          * 2^23 + 128 (exact; one PRMT and one FADD per weight) */

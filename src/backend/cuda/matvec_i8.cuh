@@ -147,25 +147,6 @@ static __device__ __forceinline__ uint4 ld_w16(const void *p) {
     return v;
 }
 
-/* ld_w16 with the L2 evict-first cache policy (PTX ISA, "createpolicy" and ld's .L2::cache_hint; sm_80+): a
- * decode step reads each weight once, so its chunks are the L2's first victims and what the step reuses (the KV
- * cache, activations, the attention partials) stays resident. The row-group kernel (matvec_i8.cu) loads its
- * weights so when CMF_CUDA_W_EF is 1 (the default; build with -DCMAKE_CUDA_FLAGS=-DCMF_CUDA_W_EF=0 for the plain
- * __ldg, e.g. bench/cuda/build_ab.sh). Measured: bench/cuda/RESULTS.md, session 12. The streaming kernel keeps
- * ld_w16 (a runtime choice there cost registers and 25% of Llama-8B decode; its models gained nothing). */
-#ifndef CMF_CUDA_W_EF
-#define CMF_CUDA_W_EF 1
-#endif
-static __device__ __forceinline__ uint4 ld_w16_ef(const void *p) {
-    uint64_t pol;
-    asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.L2::cache_hint.v4.u32 {%0, %1, %2, %3}, [%4], %5;"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p), "l"(pol));
-    return v;
-}
-
 /* q8_row: the exact int32 dot product of one 16-column chunk (16 int8 weights in w) with 16 int8 activations xv
  * (four __dp4a in byte order); the caller adds (float)sum * the activation block's scale. */
 static __device__ __forceinline__ int i8_chunk_q8(uint4 w, int4 xv) {
