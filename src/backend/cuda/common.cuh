@@ -153,6 +153,10 @@ static __device__ __forceinline__ void prefetch_l2(const void *p) {
 #ifndef CMF_CUDA_W_EF
 #define CMF_CUDA_W_EF 1
 #endif
+/* The same policy in the streaming int8 products (matvec_i8s.cu): 0 by default (an A/B build option). */
+#ifndef CMF_CUDA_W_EF_STREAM
+#define CMF_CUDA_W_EF_STREAM 0
+#endif
 static __device__ __forceinline__ uint4 ld_w16_ef(const void *p) {
     uint64_t pol;
     asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(pol));

@@ -110,9 +110,9 @@ static __device__ __forceinline__ void i8s_issue(const I8Job &j, I8sCur<GLU ? 2 
     for (int i = 0; i < R; i++) {
         if (col < cols) {
             if constexpr (DT == CMF_DT_Q8_ROW) {
-                wv[i] = ld_w16(c.wp[i] + col);
+                wv[i] = CMF_CUDA_W_EF_STREAM ? ld_w16_ef(c.wp[i] + col) : ld_w16(c.wp[i] + col);
             } else {
-                wv[i] = ld_w16(c.wp[i] + (col >> 5) * 16);
+                wv[i] = CMF_CUDA_W_EF_STREAM ? ld_w16_ef(c.wp[i] + (col >> 5) * 16) : ld_w16(c.wp[i] + (col >> 5) * 16);
                 const int bit = 5 * (col >> 5);
                 const uint8_t *p = c.cp[i] + (bit >> 3);
                 aux[i] = (uint32_t)__ldg(p) | ((bit & 7) > 3 ? (uint32_t)__ldg(p + 1) << 8 : 0u);
