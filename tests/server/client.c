@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "convert/convert.h"
 #include "testutil.h"
 
@@ -300,4 +302,14 @@ cmf_status stories_model(const char *file, char *path, size_t cap, cmf_model **o
     if (st != CMF_OK || !out) return st;
     cmf_model_params mp = {.n_threads = 1};
     return cmf_model_load(path, &mp, out);
+}
+
+int http_post_json(int port, const char *path, const char *body, cJSON **j) {
+    http_resp r;
+    *j = NULL;
+    if (http_request(port, "POST", path, NULL, body, &r) != 0) return -1;
+    *j = r.body ? cJSON_Parse(r.body) : NULL;
+    const int st = r.status;
+    http_resp_free(&r);
+    return st;
 }

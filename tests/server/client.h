@@ -25,6 +25,11 @@ void http_resp_free(http_resp *r);
 /* Value of header `name` (case-insensitive) copied into buf, or NULL. */
 const char *http_header(const http_resp *r, const char *name, char *buf, size_t cap);
 
+/* POSTs the JSON text body to path (no API key); returns the HTTP status (-1 on a socket error) and *j the parsed
+ * answer (NULL when it is not JSON; the caller frees it with cJSON_Delete). */
+struct cJSON;
+int http_post_json(int port, const char *path, const char *body, struct cJSON **j);
+
 /* Opens a connection and sends a request without reading (for disconnect tests); returns the socket or -1. */
 int http_send_only(int port, const char *method, const char *path, const char *auth, const char *body);
 

@@ -23,17 +23,6 @@
 #include "testmodel.h"
 #include "testutil.h"
 
-/* POSTs body to path and returns the status; *j gets the parsed answer (caller frees). */
-static int post(int port, const char *path, const char *body, cJSON **j) {
-    http_resp r;
-    *j = NULL;
-    if (http_request(port, "POST", path, NULL, body, &r) != 0) return -1;
-    *j = r.body ? cJSON_Parse(r.body) : NULL;
-    int st = r.status;
-    http_resp_free(&r);
-    return st;
-}
-
 static const char *err_field(const cJSON *j, const char *name) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "error"), name);
     return cJSON_IsString(v) ? v->valuestring : "";
@@ -42,7 +31,7 @@ static const char *err_field(const cJSON *j, const char *name) {
 /* A 400 whose error names `param` (and whose message quotes the key), or a 200 when param is NULL. */
 static void expect(int port, const char *path, const char *body, const char *param, const char *key) {
     cJSON *j = NULL;
-    int st = post(port, path, body, &j);
+    int st = http_post_json(port, path, body, &j);
     if (!param) {
         CHECK_MSG(st == 200, "%s %s: status %d (%s)", path, body, st, err_field(j, "message"));
     } else {
@@ -94,7 +83,7 @@ static char *seeded_text(int port, const char *seed) {
     char body[256];
     snprintf(body, sizeof body, "{\"prompt\":\"Once upon\",\"max_tokens\":12,\"temperature\":1,\"seed\":%s}", seed);
     cJSON *j = NULL;
-    int st = post(port, "/v1/completions", body, &j);
+    int st = http_post_json(port, "/v1/completions", body, &j);
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0), "text");
     CHECK_MSG(st == 200 && cJSON_IsString(t), "seed %s: status %d (%s)", seed, st, err_field(j, "message"));
@@ -106,7 +95,7 @@ static char *seeded_text(int port, const char *seed) {
 /* 2. the seed range */
 static void test_seed(int port) {
     cJSON *j = NULL;
-    int st = post(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":1,\"seed\":18446744073709551615}", &j);
+    int st = http_post_json(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":1,\"seed\":18446744073709551615}", &j);
     CHECK_MSG(st == 400 && !strcmp(err_field(j, "param"), "seed") && strstr(err_field(j, "message"), "2^64 - 2048"),
               "seed 2^64-1: status %d, message '%s'", st, err_field(j, "message"));
     cJSON_Delete(j);

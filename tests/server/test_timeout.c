@@ -23,17 +23,6 @@
 
 #define MAX_TOKENS 4000
 
-/* POSTs body to path; the status, *j the parsed answer (caller frees). */
-static int post(int port, const char *path, const char *body, cJSON **j) {
-    http_resp r;
-    *j = NULL;
-    if (http_request(port, "POST", path, NULL, body, &r) != 0) return -1;
-    *j = r.body ? cJSON_Parse(r.body) : NULL;
-    int st = r.status;
-    http_resp_free(&r);
-    return st;
-}
-
 /* j.choices[0] */
 static const cJSON *choice0(const cJSON *j) {
     return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
@@ -47,7 +36,7 @@ static const char *str_of(const cJSON *o, const char *name) {
 /* A request cut by the timeout: 200, finish_reason "length", the partial text, 0 < completion_tokens < max. */
 static void expect_partial(int port, const char *path, const char *body, int chat) {
     cJSON *j = NULL;
-    int st = post(port, path, body, &j);
+    int st = http_post_json(port, path, body, &j);
     const cJSON *c = choice0(j);
     const char *reason = str_of(c, "finish_reason");
     const char *text = chat ? str_of(cJSON_GetObjectItemCaseSensitive(c, "message"), "content") : str_of(c, "text");
