@@ -16,8 +16,8 @@
  * Q4_0 2-D tensors are repacked losslessly into q4_tiled (same f16 scale and nibbles; only the nibble order inside
  * a block differs), whatever opts->quant is: every decoded value is identical to ggml's. Q8_0 has no exact CMF
  * dtype (a q8_row scale is per row, not per 32-block): it is decoded to f32 (exact) and stored as f16 when the
- * target is f32 (the GGUF default; relative rounding error <= 2^-11 per value), or re-quantized to the target
- * (f16, bf16, q8_row, q8_2f) otherwise. Q4_1, Q5_0, Q5_1, the K-quants (Q2_K..Q6_K, Q8_K), IQ4_NL and IQ4_XS are
+ * user gave no --quant (opts->quant_auto with the f32 target; relative rounding error <= 2^-11 per value), as f32
+ * (exact) when f32 was asked for, or re-quantized to the target (f16, bf16, q8_row, q8_2f) otherwise. Q4_1, Q5_0, Q5_1, the K-quants (Q2_K..Q6_K, Q8_K), IQ4_NL and IQ4_XS are
  * decoded exactly (gguf_kquant.c) and encoded with the policy of opts->quant, or, when the user gave no --quant
  * (opts->quant_auto), as q8 (auto_target). The embedded tokenizer becomes a tokenizer.json in the vocab section
  * (gguf_tokenizer.c). */
@@ -301,8 +301,8 @@ static void auto_note(const cmf_convert_opts *opts, const size_t *n_auto) {
                          "size with more loss (README)", buf, cmf_dtype_name(target));
 }
 
-/* Writes one tensor: Q4_0 2-D -> q4_tiled (lossless repack, bypassing the policy); Q8_0 -> decoded, f16 for an f32
- * target; everything else decoded to f32 and encoded with the policy. *dtype receives the stored dtype. */
+/* Writes one tensor: Q4_0 2-D -> q4_tiled (lossless repack, bypassing the policy); Q8_0 -> decoded, f16 when no
+ * --quant was given; everything else decoded to f32 and encoded with the policy. *dtype receives the stored dtype. */
 static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
     const cmf_gguf_tensor *t = e->t;
     uint64_t shape[4];
@@ -328,7 +328,7 @@ static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
     cmf_status s = cmf_gguf_tensor_f32(t, buf);
     if (s) return s;
     int saved = em->quant;
-    if (t->type == CMF_GGML_Q8_0 && em->quant == CMF_DT_F32) em->quant = CMF_DT_F16;
+    if (t->type == CMF_GGML_Q8_0 && em->quant == CMF_DT_F32 && em->opts->quant_auto) em->quant = CMF_DT_F16;
     else if (em->opts->quant_auto && auto_target(t->type) >= 0) em->quant = auto_target(t->type);
     *dtype = cmf_emit_dtype(em, e->name, t->ndim, shape);
     s = cmf_emit_tensor(em, e->name, t->ndim, shape, buf, t->nbytes);

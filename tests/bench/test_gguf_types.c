@@ -4,8 +4,9 @@
  *  - header.arch: arch_name, rope_pairing (llama "interleaved", qwen2/qwen3 "half"), head_dim, num_kv_heads,
  *    tie_word_embeddings, quant_type label;
  *  - every tensor: HF name, row-major shape [ne1, ne0], stored dtype (Q4_0 -> q4_tiled, Q8_0 -> f16 for the
- *    default f32 target or the requested quant, others as the target) and decoded values: Q4_0 bit-identical to
- *    (q - 8)·d computed here from the block layout, Q8_0 = f16round(q·d), F32/F16/BF16 exact;
+ *    default f32 target (no --quant), f32 for an explicit f32, or the requested quant, others as the target) and
+ *    decoded values: Q4_0 bit-identical to (q - 8)·d computed here from the block layout, Q8_0 = f16round(q·d) or
+ *    exactly q·d, F32/F16/BF16 exact;
  *  - the converted model runs: a prefill gives finite logits, and Q4_0 / Q8_0 models give the logits of an F32
  *    GGUF holding the same decoded values (only the kernels differ);
  *  - errors: an unsupported ggml type, architecture or missing key names the tensor / key. */
@@ -175,10 +176,15 @@ static void free_model(model_t *m) {
     m->n = 0;
 }
 
+/* 1: the f32 target stands for `cmf convert` without --quant (opts.quant_auto: Q8_0 stored as f16); 0: an
+ * explicit --quant f32 (Q8_0 kept exact in f32). */
+static int g_auto = 1;
+
 static cmf_status convert(const char *src, const char *dst, int quant) {
     cmf_convert_opts o;
     memset(&o, 0, sizeof o);
     o.quant = quant;
+    o.quant_auto = g_auto && quant == CMF_DT_F32;
     return cmf_convert_gguf(src, dst, &o);
 }
 
@@ -219,7 +225,7 @@ static void check_case(const char *arch, int type, int quant) {
     static const char *TN[] = {[GW_F32] = "F32", [GW_F16] = "F16", [GW_Q4_0] = "Q4_0", [GW_Q8_0] = "Q8_0",
                                [GW_BF16] = "BF16"};
     char src[256], dst[300], tag[64];
-    snprintf(tag, sizeof tag, "%s-%s-%s", arch, TN[type], cmf_dtype_name(quant));
+    snprintf(tag, sizeof tag, "%s-%s-%s%s", arch, TN[type], cmf_dtype_name(quant), g_auto ? "" : "-explicit");
     snprintf(src, sizeof src, "%s", tmp_path(tag));
     strcat(src, ".gguf");
     snprintf(dst, sizeof dst, "%s.cmf", src);
@@ -243,7 +249,7 @@ static void check_case(const char *arch, int type, int quant) {
     CHECK_MSG(cJSON_IsTrue(tie) == !strcmp(arch, "qwen2"), "%s", tag);
     const cJSON *qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
     const char *want_label = type == GW_Q4_0 ? "Q4_BLOCK"
-                             : type == GW_Q8_0 && quant == CMF_DT_F32 ? "F16"
+                             : type == GW_Q8_0 && quant == CMF_DT_F32 && g_auto ? "F16"
                              : quant == CMF_DT_Q8_ROW ? "Q8_ROW" : "F32";
     CHECK_MSG(cJSON_IsString(qt) && !strcmp(qt->valuestring, want_label), "%s: quant_type %s, want %s", tag,
               cJSON_IsString(qt) ? qt->valuestring : "?", want_label);
@@ -256,7 +262,7 @@ static void check_case(const char *arch, int type, int quant) {
                   "%s: %s shape", tag, e->hf);
         int want = e->ndim == 1 ? (quant == CMF_DT_F32 || quant == CMF_DT_BF16 ? quant : CMF_DT_F16)
                    : e->src_type == GW_Q4_0 ? CMF_DT_Q4_TILED
-                   : e->src_type == GW_Q8_0 && quant == CMF_DT_F32 ? CMF_DT_F16 : quant;
+                   : e->src_type == GW_Q8_0 && quant == CMF_DT_F32 && g_auto ? CMF_DT_F16 : quant;
         CHECK_MSG(t->dtype == want, "%s: %s dtype %s, want %s", tag, e->hf, cmf_dtype_name(t->dtype),
                   cmf_dtype_name(want));
         float *got = malloc(e->n * sizeof(float));
@@ -290,7 +296,7 @@ static void check_case(const char *arch, int type, int quant) {
         char tsrc[300], tdst[320];
         snprintf(tsrc, sizeof tsrc, "%s.twin.gguf", src);
         snprintf(tdst, sizeof tdst, "%s.twin.cmf", src);
-        if (type == GW_Q8_0)
+        if (type == GW_Q8_0 && g_auto)
             for (int i = 0; i < m.n; i++)
                 for (uint64_t j = 0; m.e[i].ndim == 2 && j < m.e[i].n; j++) m.e[i].vals[j] = cmf_f16_round(m.e[i].vals[j]);
         write_model(tsrc, arch, GW_F32, &twin, &m);
@@ -365,6 +371,9 @@ int main(void) {
         for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) check_case(ARCH[a], TYPES[t], CMF_DT_F32);
     check_case("llama", GW_Q8_0, CMF_DT_Q8_ROW); /* Q8_0 re-quantized on request; Q4_0 stays q4_tiled */
     check_case("qwen3", GW_Q4_0, CMF_DT_Q8_ROW);
+    g_auto = 0; /* an explicit --quant f32 keeps Q8_0's decoded values exactly (f32 tensors, f32 twin logits) */
+    check_case("qwen2", GW_Q8_0, CMF_DT_F32);
+    g_auto = 1;
     test_errors();
     CMF_TEST_END();
 }
