@@ -14,7 +14,8 @@
  *
  * Tensor dtypes: F32/F16/BF16 are decoded to f32 and stored with the usual policy for opts->quant (emit.h).
  * Q4_0 2-D tensors are repacked losslessly into q4_tiled (same f16 scale and nibbles; only the nibble order inside
- * a block differs), whatever opts->quant is: every decoded value is identical to ggml's. Q8_0 has no exact CMF
+ * a block differs) when the user gave no --quant (opts->quant_auto) or asked for q4 / q4t: every decoded value is
+ * identical to ggml's; another explicit target (f32, q8, q4tp, ...) decodes them and encodes with its policy. Q8_0 has no exact CMF
  * dtype (a q8_row scale is per row, not per 32-block): it is decoded to f32 (exact) and stored as f16 when the
  * user gave no --quant (opts->quant_auto with the f32 target; relative rounding error <= 2^-11 per value), as f32
  * (exact) when f32 was asked for, or re-quantized to the target (f16, bf16, q8_row, q8_2f) otherwise. Q4_1, Q5_0, Q5_1, the K-quants (Q2_K..Q6_K, Q8_K), IQ4_NL and IQ4_XS are
@@ -301,13 +302,15 @@ static void auto_note(const cmf_convert_opts *opts, const size_t *n_auto) {
                          "size with more loss (README)", buf, cmf_dtype_name(target));
 }
 
-/* Writes one tensor: Q4_0 2-D -> q4_tiled (lossless repack, bypassing the policy); Q8_0 -> decoded, f16 when no
- * --quant was given; everything else decoded to f32 and encoded with the policy. *dtype receives the stored dtype. */
+/* Writes one tensor: Q4_0 2-D -> q4_tiled (lossless repack, bypassing the policy) when no --quant was given or q4 /
+ * q4t was asked for; Q8_0 -> decoded, f16 when no --quant was given; everything else (an explicit --quant included)
+ * decoded to f32 and encoded with the policy. *dtype receives the stored dtype. */
 static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
     const cmf_gguf_tensor *t = e->t;
     uint64_t shape[4];
     for (int d = 0; d < t->ndim; d++) shape[d] = t->ne[t->ndim - 1 - d]; /* ggml ne[] is innermost first */
-    if (t->type == CMF_GGML_Q4_0 && t->ndim == 2) {
+    const int q4 = em->quant == CMF_DT_Q4_TILED || em->quant == CMF_DT_Q4_BLOCK;
+    if (t->type == CMF_GGML_Q4_0 && t->ndim == 2 && (em->opts->quant_auto || q4)) {
         uint32_t sh[2] = {(uint32_t)shape[0], (uint32_t)shape[1]};
         if (shape[0] > UINT32_MAX || shape[1] > UINT32_MAX)
             return cmf_err(CMF_E_ARG, "tensor '%s': a dimension does not fit a u32", t->name);

@@ -3,8 +3,9 @@
  * written by tests/bench/gguf_writer.c. Checks:
  *  - header.arch: arch_name, rope_pairing (llama "interleaved", qwen2/qwen3 "half"), head_dim, num_kv_heads,
  *    tie_word_embeddings, quant_type label;
- *  - every tensor: HF name, row-major shape [ne1, ne0], stored dtype (Q4_0 -> q4_tiled, Q8_0 -> f16 for the
- *    default f32 target (no --quant), f32 for an explicit f32, or the requested quant, others as the target) and
+ *  - every tensor: HF name, row-major shape [ne1, ne0], stored dtype (Q4_0 -> q4_tiled without --quant, else the
+ *    requested quant; Q8_0 -> f16 for the default f32 target (no --quant), f32 for an explicit f32, or the
+ *    requested quant, others as the target) and
  *    decoded values: Q4_0 bit-identical to (q - 8)·d computed here from the block layout, Q8_0 = f16round(q·d) or
  *    exactly q·d, F32/F16/BF16 exact;
  *  - the converted model runs: a prefill gives finite logits, and Q4_0 / Q8_0 models give the logits of an F32
@@ -248,7 +249,8 @@ static void check_case(const char *arch, int type, int quant) {
                                                         "tie_word_embeddings");
     CHECK_MSG(cJSON_IsTrue(tie) == !strcmp(arch, "qwen2"), "%s", tag);
     const cJSON *qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
-    const char *want_label = type == GW_Q4_0 ? "Q4_BLOCK"
+    const int repack = g_auto && quant == CMF_DT_F32; /* Q4_0 kept as q4_tiled: no --quant (or q4 / q4t) */
+    const char *want_label = type == GW_Q4_0 && repack ? "Q4_BLOCK"
                              : type == GW_Q8_0 && quant == CMF_DT_F32 && g_auto ? "F16"
                              : quant == CMF_DT_Q8_ROW ? "Q8_ROW" : "F32";
     CHECK_MSG(cJSON_IsString(qt) && !strcmp(qt->valuestring, want_label), "%s: quant_type %s, want %s", tag,
@@ -261,7 +263,7 @@ static void check_case(const char *arch, int type, int quant) {
         CHECK_MSG(t->ndim == e->ndim && t->shape[0] == e->rows && (e->ndim == 1 || t->shape[1] == e->cols),
                   "%s: %s shape", tag, e->hf);
         int want = e->ndim == 1 ? (quant == CMF_DT_F32 || quant == CMF_DT_BF16 ? quant : CMF_DT_F16)
-                   : e->src_type == GW_Q4_0 ? CMF_DT_Q4_TILED
+                   : e->src_type == GW_Q4_0 && repack ? CMF_DT_Q4_TILED
                    : e->src_type == GW_Q8_0 && quant == CMF_DT_F32 && g_auto ? CMF_DT_F16 : quant;
         CHECK_MSG(t->dtype == want, "%s: %s dtype %s, want %s", tag, e->hf, cmf_dtype_name(t->dtype),
                   cmf_dtype_name(want));
@@ -369,7 +371,7 @@ int main(void) {
     static const int TYPES[] = {GW_F32, GW_F16, GW_BF16, GW_Q8_0, GW_Q4_0};
     for (size_t a = 0; a < 3; a++)
         for (size_t t = 0; t < sizeof TYPES / sizeof TYPES[0]; t++) check_case(ARCH[a], TYPES[t], CMF_DT_F32);
-    check_case("llama", GW_Q8_0, CMF_DT_Q8_ROW); /* Q8_0 re-quantized on request; Q4_0 stays q4_tiled */
+    check_case("llama", GW_Q8_0, CMF_DT_Q8_ROW); /* Q8_0 and Q4_0 re-quantized on request */
     check_case("qwen3", GW_Q4_0, CMF_DT_Q8_ROW);
     g_auto = 0; /* an explicit --quant f32 keeps Q8_0's decoded values exactly (f32 tensors, f32 twin logits) */
     check_case("qwen2", GW_Q8_0, CMF_DT_F32);
