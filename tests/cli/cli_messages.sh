@@ -165,6 +165,11 @@ expect_error 1 "$CMF_BIN" eval "$M" --tokens 1,2 --task off -o /proc/nits-x.f32 
         "$T/err" || fail "eval write error: $(cat "$T/err")"
 expect_error 1 "$CMF_BIN" requant "$M" -o /proc/nits-y.cmf --quant q4 && no_internal &&
     want_line "cmf requant: cannot create /proc/nits-y.cmf: No such file or directory (temporary file /proc/nits-y.cmf.blob.tmp)"
+# requant refuses to overwrite its input (as convert does), and leaves it intact
+cp "$M" "$T/self.cmf"
+expect_error 1 "$CMF_BIN" requant "$T/self.cmf" -o "$T/self.cmf" --quant q8 &&
+    want_line "cmf requant: -o $T/self.cmf is the input itself; write the re-encoded file under another name"
+cmp -s "$M" "$T/self.cmf" || fail "requant -o IN changed its input"
 # a read error names the input once
 expect_error 1 "$CMF_BIN" requant "$T/none.cmf" -o "$T/y.cmf" --quant q8 &&
     want_line "cmf requant: $T/none.cmf: No such file or directory"

@@ -6,6 +6,7 @@
 #include "cli.h"
 #include "convert/requant.h"
 #include "quant/dtype.h"
+#include "util/fileio.h"
 
 static const char *USAGE =
     "usage: cmf requant IN.cmf -o OUT.cmf --quant Q\n"
@@ -48,6 +49,8 @@ int cmd_requant(int argc, char **argv) {
         dt != CMF_DT_Q4_BLOCK && dt != CMF_DT_Q4_TILED && dt != CMF_DT_Q4TP && dt != CMF_DT_Q2TP)
         return cli_usage_error("requant", "invalid value '%s' for --quant (expected f32, f16, bf16, q8, q8_2f, q4, "
                                           "q4t, q4tp or q2tp)", quant);
+    if (cmf_same_file(in, out)) /* as convert: never replace the input with a lossy re-encode of itself */
+        return cli_fail("requant", "-o %s is the input itself; write the re-encoded file under another name", out);
     cmf_requant_stats stats;
     double t0 = cli_now();
     cmf_status st = cmf_requant(in, out, dt, &stats);
