@@ -174,6 +174,7 @@ static void check_quantizer(void) {
         for (int64_t i = 0; i < n * cols; i++) {
             const uint32_t k = kt_rnd() % 16;
             x[i] = k == 0 ? 0.0f : k == 1 ? 1e30f : k == 2 ? (float)((int)(kt_rnd() % 255) - 127) * 0.5f : kt_frand() * 3.0f;
+            if (kt_rnd() % 97 == 0) x[i] = NAN; /* a NaN makes its block's scale NaN on both */
         }
         for (int64_t c = 0; c < 32 && c < cols; c++) x[c] = 0.0f; /* an all-zero block */
         for (int64_t c = 0; c < cols; c++) col[c] = 0.5f + kt_frand() * kt_frand();
@@ -196,6 +197,48 @@ static void check_quantizer(void) {
         free(col);
     }
 #endif
+}
+
+/* NaN activations reach the output: a token with one NaN value gives NaN in every output of every int8 product
+ * path (decode n = 1 and batched n = 5, plain and repacked weights, every dtype of the int8 family), the other tokens
+ * stay finite. (Before, the Q8_0 activation quantization skipped the NaN as a zero: a q8 model whose activations
+ * overflowed printed finite garbage without an error.) */
+static void check_nan(cmf_pool *pool) {
+    const int dts[] = {CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP};
+    const int64_t rows = 24, cols = 32 * 5, ns[2] = {1, 5};
+    for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+        uint64_t nbytes = 0;
+        uint8_t *p = kt_payload(dts[d], rows, cols, &nbytes);
+        cmf_weight w;
+        CHECK_MSG(p && kt_view(dts[d], rows, cols, p, nbytes, &w), "%s: no weight view", cmf_dtype_name(dts[d]));
+        if (!p) continue;
+        for (int g = -1; g < n_gp; g++) {
+            const int path = g < 0 ? CMF_CPU_SCALAR : gp[g].path;
+            CHECK(cmf_cpu_set_path(path) == CMF_OK);
+            for (int rp = 0; rp < 2; rp++) { /* stored weights, then the active path's repacked copy */
+                if (rp) CHECK(cmf_cpu_repack_weight(&w) == CMF_OK);
+                for (int ni = 0; ni < 2; ni++) {
+                    const int64_t n = ns[ni];
+                    float *x = malloc((size_t)(n * cols) * sizeof(float));
+                    float *y = malloc((size_t)(n * rows) * sizeof(float));
+                    for (int64_t i = 0; i < n * cols; i++) x[i] = kt_frand();
+                    x[37] = NAN; /* token 0, block 1 */
+                    cmf_matmul(pool, y, rows, x, n, &w, NULL);
+                    int nan0 = 0, finite = 0;
+                    for (int64_t r = 0; r < rows; r++) nan0 += isnan(y[r]) != 0;
+                    for (int64_t i = rows; i < n * rows; i++) finite += isfinite(y[i]) != 0;
+                    CHECK_MSG(nan0 == rows && finite == (n - 1) * rows,
+                              "%s %s n=%lld repacked %d: %d of %lld outputs NaN for the NaN token, %d of %lld others "
+                              "finite", cmf_dtype_name(dts[d]), cmf_cpu_path_name(path), (long long)n, rp, nan0,
+                              (long long)rows, finite, (long long)((n - 1) * rows));
+                    free(x);
+                    free(y);
+                }
+                if (rp) cmf_cpu_repack_release(&w);
+            }
+        }
+        free(p);
+    }
 }
 
 /* Float weights: f32 / f16 / bf16 encoded here from random values, q4_block through kt_payload(). */
@@ -316,6 +359,7 @@ int main(void) {
     }
     check_exact(pool);
     check_quantizer();
+    check_nan(pool);
     gpath fp[2];
     int nfp = 0;
     for (int g = 0; g < n_gp; g++)

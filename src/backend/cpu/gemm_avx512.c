@@ -22,6 +22,7 @@
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #define TGT __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,fma,f16c")))
@@ -380,7 +381,7 @@ TGT void cmf_gemm_f32_avx512(const void *pack_buf, const float *x, int64_t ldx, 
 
 /* One-level activation quantization with the arithmetic of cmf_qact_quantize (kern_scalar.c) step by step, so the
  * results are bit-identical to it (tests/kernels/test_gemm.c checks): v = x (* col), amax = the largest |v| (NaN
- * skipped as the scalar comparison skips it), d = amax / 127, id = 127 / amax (0 when amax is 0), q = the
+ * skipped as the scalar comparison skips it), d = amax / 127 (NaN when a value is NaN, whose q is then 0), id = 127 / amax (0 when amax is 0), q = the
  * truncation of v*id + (v*id >= 0 ? 0.5 : -0.5) clamped to [-127, 127]; s = sum q, dx = d x 8, cx lane k =
  * -128 * (q[4k] + ... + q[4k+3]). Tokens [t0, t1), slot = token. */
 TGT void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int64_t cols, const float *col,
@@ -407,7 +408,9 @@ TGT void cmf_qact_quantize_avx512(cmf_qact *a, const float *x, int64_t ldx, int6
             __m512 mx = _mm512_max_ps(_mm512_and_ps(v0, absmask), zero); /* a NaN lane yields the second operand */
             mx = _mm512_max_ps(_mm512_and_ps(v1, absmask), mx);
             const float amax = _mm512_reduce_max_ps(mx);
-            const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+            const __mmask16 n0 = _mm512_cmp_ps_mask(v0, v0, _CMP_UNORD_Q), n1 = _mm512_cmp_ps_mask(v1, v1, _CMP_UNORD_Q);
+            const float d = n0 | n1 ? NAN : amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+            v0 = _mm512_mask_mov_ps(v0, n0, zero), v1 = _mm512_mask_mov_ps(v1, n1, zero); /* NaN lanes: q = 0 */
             const __m512 idv = _mm512_set1_ps(id);
             const __m512 y0 = _mm512_mul_ps(v0, idv), y1 = _mm512_mul_ps(v1, idv);
             const __mmask16 p0 = _mm512_cmp_ps_mask(y0, zero, _CMP_GE_OQ);

@@ -31,18 +31,23 @@ void cmf_qact_init(cmf_qact *a, void *buf, int64_t n, int64_t cols) {
     a->cx = (int32_t *)(void *)p;
 }
 
-/* One block: v (32 values) -> q, d, s, dx, cx of virtual token slot vt. */
+/* One block: v (32 values) -> q, d, s, dx, cx of virtual token slot vt. A NaN value makes the block's scale d NaN
+ * (its q 0), so every product that reads the block is NaN, as an f32 product would be (an inf already gives
+ * d = inf and q = 0, so d * sum is NaN): a quantized model whose activations overflow says so instead of going on
+ * with finite garbage. */
 static void quant_block(cmf_qact *a, int64_t vt, int64_t b, const float *v) {
     float amax = 0;
+    int nan = 0;
     for (int k = 0; k < 32; k++) {
         const float av = v[k] < 0 ? -v[k] : v[k];
         amax = av > amax ? av : amax;
+        nan |= v[k] != v[k];
     }
-    const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+    const float d = nan ? NAN : amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
     int8_t *q = a->q + (vt * a->nb + b) * 32;
     int32_t sum = 0;
     for (int k = 0; k < 32; k++) {
-        const float y = v[k] * id; /* |y| <= 127 up to rounding; round half away from zero */
+        const float y = v[k] == v[k] ? v[k] * id : 0.0f; /* |y| <= 127 up to rounding; round half away from zero */
         int qi = (int)(y + (y >= 0 ? 0.5f : -0.5f));
         qi = qi > 127 ? 127 : qi < -127 ? -127 : qi;
         q[k] = (int8_t)qi;
