@@ -354,6 +354,14 @@ static void test_errors(void) {
     CHECK(gw_write(w, p) == 0);
     gw_free(w);
     expect_err("IQ2_XS", p, CMF_E_UNSUPPORTED, "'blk.0.attn_q.weight': ggml type IQ2_XS (17)");
+    w = gw_new(); /* MXFP4 (ggml type 39, gpt-oss: 17-byte blocks of 32) is named too, not "unknown" */
+    gw_str(w, "general.architecture", "llama");
+    uint64_t ne_mx[2] = {64, 16};
+    gw_tensor(w, "blk.0.attn_q.weight", 2, ne_mx, 39, z, 16 * 2 * 17);
+    gw_u32(w, "llama.embedding_length", 64);
+    CHECK(gw_write(w, p) == 0);
+    gw_free(w);
+    expect_err("MXFP4", p, CMF_E_UNSUPPORTED, "'blk.0.attn_q.weight': ggml type MXFP4 (39)");
 
     w = gw_new(); /* qwen3 without qwen3.block_count */
     gw_str(w, "general.architecture", "qwen3");
