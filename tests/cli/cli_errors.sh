@@ -17,6 +17,9 @@ expect_error 2 "$CMF_BIN" frobnicate && grep -q "unknown command 'frobnicate'" "
 expect_error 2 "$CMF_BIN" --frob
 expect_error 2 "$CMF_BIN" info
 expect_error 2 "$CMF_BIN" info "$M" --bogus && grep -q "unknown option '--bogus'" "$T/err" || fail "unknown option text"
+# llama.cpp's layer offload flag points to --gpu
+expect_error 2 "$CMF_BIN" run "$M" -ngl 99 -p hi && grep -q "unknown option '-ngl': cmf runs the whole model on the GPU with --gpu" "$T/err" ||
+    fail "-ngl hint: $(cat "$T/err")"
 expect_error 2 "$CMF_BIN" verify "$M" extra
 expect_error 2 "$CMF_BIN" run "$M" -p
 expect_error 2 "$CMF_BIN" run "$M" -p hi --temp abc

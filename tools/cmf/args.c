@@ -270,6 +270,10 @@ int cli_unknown(const cli_args *a) {
     if (a->positional) /* -m PATH after the model was given already */
         return cli_usage_error(a->cmd, "-m / --model '%s': the model was given already (see cmf %s --help)", a->arg,
                                a->cmd);
+    if (!strcmp(a->arg, "-ngl") || !strcmp(a->arg, "--n-gpu-layers") || !strcmp(a->arg, "--gpu-layers"))
+        return cli_usage_error(a->cmd, "unknown option '%s': cmf runs the whole model on the GPU with --gpu (or "
+                                       "--backend cuda[:N]); there is no per-layer offload (see cmf %s --help)",
+                               a->arg, a->cmd);
     if (cli_is_flag(a)) return cli_usage_error(a->cmd, "unknown option '%s' (see cmf %s --help)", a->arg, a->cmd);
     return cli_usage_error(a->cmd, "unexpected argument '%s' (see cmf %s --help)", a->arg, a->cmd);
 }
