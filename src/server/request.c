@@ -568,7 +568,8 @@ static int ends_in_think(const char *text) {
 }
 
 /* Request fields the generation routes know: OpenAI's Chat Completions and Completions arguments (some accepted and
- * ignored because they do not change the output: user, metadata, store, service_tier, parallel_tool_calls, ...)
+ * ignored because they do not change the output: user, metadata, store, service_tier, parallel_tool_calls,
+ * prediction (OpenAI's Predicted Outputs only speed generation up), modalities ["text"], ...)
  * and the usual server extensions (vLLM / llama.cpp: top_k, min_p, repetition_penalty, chat_template_kwargs,
  * add_generation_prompt; llama-server's own fields are SRV_LLAMA_FIELDS, llamacpp.c). Anything else is a 400, as
  * OpenAI answers "Unrecognized request argument supplied". */
@@ -577,7 +578,8 @@ static const char *const KNOWN_FIELDS[] = {
     "repetition_penalty", "seed", "n", "logprobs", "top_logprobs", "echo", "max_tokens", "max_completion_tokens",
     "stop", "stream", "stream_options", "tools", "tool_choice", "parallel_tool_calls", "functions",
     "function_call", "user", "metadata", "store", "service_tier", "chat_template_kwargs",
-    "add_generation_prompt", "response_format", "logit_bias", "best_of", "suffix", "reasoning_effort", NULL};
+    "add_generation_prompt", "response_format", "logit_bias", "best_of", "suffix", "reasoning_effort",
+    "modalities", "prediction", NULL};
 
 int srv_known_fields(const cJSON *j, srv_reply *err) {
     for (const cJSON *e = j->child; e; e = e->next) {
@@ -591,6 +593,16 @@ int srv_known_fields(const cJSON *j, srv_reply *err) {
     }
     /* known but only meaningful in a form this server cannot honour: refuse rather than ignore */
     if (srv_llama_refused(j, err)) return -1;
+    const cJSON *mo = cJSON_GetObjectItemCaseSensitive(j, "modalities"); /* null or ["text"]: text is all we make */
+    if (mo && !cJSON_IsNull(mo)) {
+        int ok = cJSON_IsArray(mo);
+        for (const cJSON *m = ok ? mo->child : NULL; m && ok; m = m->next)
+            ok = cJSON_IsString(m) && !strcmp(m->valuestring, "text");
+        if (!ok) {
+            *err = srv_reply_err(400, "modalities", "'modalities' must be [\"text\"]: this server only generates text");
+            return -1;
+        }
+    }
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "logit_bias");
     if (v && !cJSON_IsNull(v) && !((cJSON_IsObject(v) || cJSON_IsArray(v)) && !v->child)) { /* {} or llama's [] */
         *err = srv_reply_err(400, "logit_bias", "logit_bias is not supported");

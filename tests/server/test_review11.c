@@ -93,6 +93,20 @@ static char *seeded_text(int port, const char *seed) {
 }
 
 /* 2. the seed range */
+/* review12 item 8: OpenAI's modalities ["text"] and prediction (Predicted Outputs: a speed hint) are accepted;
+ * another modality is a 400 naming the field */
+static void test_openai_fields(int port) {
+    expect(port, "/v1/chat/completions",
+           "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"modalities\":[\"text\"],"
+           "\"prediction\":{\"type\":\"content\",\"content\":\"Once upon\"}}",
+           NULL, NULL);
+    expect(port, "/v1/chat/completions",
+           "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"prediction\":null}", NULL, NULL);
+    expect(port, "/v1/chat/completions",
+           "{\"messages\":[{\"role\":\"user\",\"content\":\"a\"}],\"max_tokens\":1,\"modalities\":[\"text\",\"audio\"]}",
+           "modalities", "modalities");
+}
+
 static void test_seed(int port) {
     cJSON *j = NULL;
     int st = http_post_json(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":1,\"seed\":18446744073709551615}", &j);
@@ -183,6 +197,7 @@ int main(void) {
         test_repeated_keys(cmf_server_port(s));
         test_seed(cmf_server_port(s));
         test_model_retrieve(cmf_server_port(s));
+        test_openai_fields(cmf_server_port(s));
     }
     cmf_server_stop(s);
     cmf_model_free(m);
