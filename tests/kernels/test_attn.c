@@ -141,6 +141,44 @@ static void check_chunk(int G, int hd, int n, float softcap, int nch) {
     free(q), free(k), free(v), free(scratch), free(o), free(ml), free(part), free(mo), free(p);
 }
 
+/* A NaN in one head's q (or in one key) makes that head's output NaN, whole-range and merged, while the other heads
+ * stay finite: the max / exp steps of the online softmax must not drop it (a NaN q_proj weight gave finite
+ * logits before; review12). */
+static void check_nan(void) {
+    enum { G = 3, HD = 32, N = 40, NCH = 3, REC = 2 + HD };
+    const int64_t ldkv = HD, rec = REC;
+    static float q[G * HD], k[N * HD], v[N * HD], scratch[G * CMF_ATTN_SB], o[G * HD], ml[2 * G];
+    static float part[NCH * G * REC], mo[HD];
+    for (int kind = 0; kind < 2; kind++) {
+        for (int i = 0; i < G * HD; i++) q[i] = frand();
+        for (int i = 0; i < N * HD; i++) k[i] = frand(), v[i] = frand();
+        if (kind == 0) q[1 * HD + 5] = NAN; /* head 1's query */
+        else k[17 * HD + 3] = NAN;          /* key 17: every head's score */
+        cmf_attn_reset(G, HD, o, HD, ml, 2);
+        cmf_attn_chunk(q, HD, G, k, v, ldkv, N, HD, 0.2f, 0.0f, scratch, o, HD, ml, 2);
+        for (int c = 0; c < NCH; c++) {
+            const int j0 = N * c / NCH, j1 = N * (c + 1) / NCH;
+            float *pc = part + (int64_t)c * G * rec;
+            cmf_attn_reset(G, HD, pc + 2, rec, pc, rec);
+            cmf_attn_chunk(q, HD, G, k + j0 * ldkv, v + j0 * ldkv, ldkv, j1 - j0, HD, 0.2f, 0.0f, scratch, pc + 2, rec,
+                           pc, rec);
+        }
+        for (int g = 0; g < G; g++) {
+            const int want_nan = kind == 1 || g == 1;
+            cmf_attn_merge(part + (int64_t)g * rec, NCH, (int64_t)G * rec, HD, mo);
+            int nan_w = 0, nan_m = 0;
+            for (int i = 0; i < HD; i++) {
+                nan_w += isnan(o[g * HD + i] / ml[2 * g + 1]) != 0;
+                nan_m += isnan(mo[i]) != 0;
+            }
+            CHECK_MSG(nan_w == (want_nan ? HD : 0) && nan_m == (want_nan ? HD : 0),
+                      "%s: NaN in %s, head %d: %d / %d NaN outputs (whole / merged), want %d",
+                      cmf_cpu_path_name(cmf_cpu_path()), kind ? "a key" : "head 1's q", g, nan_w, nan_m,
+                      want_nan ? HD : 0);
+        }
+    }
+}
+
 /* Decode at a long position (split and merged) against the same position inside a prefill (not split). */
 static void check_decode_split(void) {
     char path[1024];
@@ -200,6 +238,7 @@ int main(void) {
         check_chunk(7, 64, 300, 0, 5);
         check_chunk(2, 128, 129, 50.0f, 4);
         check_chunk(4, 16, 3, 0, 5); /* more chunks than positions: empty chunks */
+        check_nan();
     }
     CHECK(cmf_cpu_set_path(best) == CMF_OK);
     check_decode_split();

@@ -214,11 +214,21 @@ void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const fl
         for (int g = 0; g < G; g++) {
             float *sg = scratch + (int64_t)g * CMF_ATTN_SB, *mg = ml + (int64_t)g * ldml;
             float bm = -INFINITY;
+            int nan = 0;
             for (int j = 0; j < nb; j++) {
                 float d = sg[j] * scale;
                 if (softcap > 0) d = softcap * tanhf(d / softcap);
                 sg[j] = d;
                 bm = d > bm ? d : bm;
+                nan |= d != d;
+            }
+            if (nan || mg[0] != mg[0]) { /* a NaN score (NaN in q or k): the head's state and output stay NaN, as an
+                                          * f32 softmax would make them (the max / exp steps would drop it) */
+                float *og = o + (int64_t)g * ldo;
+                for (int i = 0; i < hd; i++) og[i] = NAN;
+                mg[0] = mg[1] = NAN;
+                for (int j = 0; j < nb; j++) sg[j] = 0.0f; /* pv adds 0 * v to the NaN output */
+                continue;
             }
             if (bm > mg[0]) { /* a new running max: rescale what the earlier positions summed */
                 const float r = expf(mg[0] - bm); /* 0 on the first block (m = -inf) */
@@ -235,6 +245,11 @@ void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const fl
 
 void cmf_attn_merge(const float *part, int nch, int64_t cstride, int hd, float *out) {
     float M = -INFINITY, L = 0;
+    for (int c = 0; c < nch; c++)
+        if (part[c * cstride + 1] != part[c * cstride + 1]) { /* a NaN chunk (cmf_attn_chunk): the output is NaN */
+            for (int i = 0; i < hd; i++) out[i] = NAN;
+            return;
+        }
     for (int c = 0; c < nch; c++)
         if (part[c * cstride + 1] > 0 && part[c * cstride] > M) M = part[c * cstride];
     memset(out, 0, (size_t)hd * sizeof(float));

@@ -189,7 +189,8 @@ void cmf_rmsnorm_rows(float *out, const float *x, const float *w, int64_t rows, 
  * l = 0, o = 0). q_g = q + g*ldq [hd]; k_j = k + j*ldkv, v_j = v + j*ldkv [hd] (f32 KV cache rows); o_g at
  * o + g*ldo [hd], m_g at ml[g*ldml], l_g at ml[g*ldml + 1]. Positions are taken CMF_ATTN_SB at a time; scratch:
  * caller-owned, at least G * CMF_ATTN_SB floats. The dot products and p*v sums use the active path's kern_attn_qk /
- * kern_attn_pv. */
+ * kern_attn_pv. A NaN score (NaN in q_g or a key) makes the head's state NaN (m, l and o), so its output is NaN as
+ * an exact softmax's would be, not dropped by the max / exp steps. */
 enum { CMF_ATTN_SB = 64 };
 void cmf_attn_chunk(const float *q, int64_t ldq, int G, const float *k, const float *v, int64_t ldkv, int n, int hd,
                     float scale, float softcap, float *scratch, float *o, int64_t ldo, float *ml, int64_t ldml);
@@ -198,7 +199,7 @@ void cmf_attn_reset(int G, int hd, float *o, int64_t ldo, float *ml, int64_t ldm
 
 /* Merges nch partial results of cmf_attn_chunk for one query head into the attention output: record c at
  * part + c*cstride is (m, l, o[hd]) (an empty chunk has l = 0); out[hd] = sum_c exp(m_c - M) o_c / sum_c exp(m_c - M)
- * l_c with M = max_c m_c (flash-decoding's reduction). */
+ * l_c with M = max_c m_c (flash-decoding's reduction); a NaN chunk (l = NaN) makes out NaN. */
 void cmf_attn_merge(const float *part, int nch, int64_t cstride, int hd, float *out);
 
 /* Softmax in place over n values (max-subtracted, f32). */
