@@ -1,7 +1,8 @@
 /* api.c — the JSON of the endpoints, after OpenAI's API reference (Chat Completions: /v1/chat/completions and its
  * "chat.completion" / "chat.completion.chunk" objects; Completions: /v1/completions, "text_completion"; Models:
  * /v1/models) and, for the routes OpenAI does not have, the llama.cpp / vLLM servers' shapes: /tokenize
- * {"content"|"prompt", "add_special"} -> {"tokens", "count"}, /detokenize {"tokens"} -> {"content"},
+ * {"content"|"prompt", "add_special", "model"; llama-server's "with_pieces" false, "parse_special" true}
+ * -> {"tokens", "count"}, /detokenize {"tokens", "model"} -> {"content"} (other fields are a 400),
  * /apply-template {"messages", "tools"?, ...} -> {"prompt"}. Errors: {"error":{"message","type","code","param"}}
  * (OpenAI's error object). The requests are parsed in request.c. */
 #include <limits.h>
@@ -284,10 +285,45 @@ srv_reply srv_api_model(cmf_server *s, const char *id) {
     return reply_json(model_object(s));
 }
 
+/* A 400 for a field of j outside known[] (NULL-terminated), or for a known boolean field of llama-server's whose
+ * non-default value this server cannot honour (must_be: "name=0" or "name=1", NULL-terminated); 0 when all is
+ * well. So /tokenize and /detokenize refuse what they would otherwise ignore, as the generation routes do. */
+static int check_fields(const cJSON *j, const char *const *known, const char *const *must_be, srv_reply *err) {
+    for (const cJSON *e = j->child; e; e = e->next) {
+        int ok = 0;
+        for (int i = 0; known[i] && !ok; i++) ok = e->string && !strcmp(e->string, known[i]);
+        if (!ok) {
+            *err = srv_reply_err(400, e->string, "unrecognized request argument '%.100s'", e->string ? e->string : "");
+            return -1;
+        }
+    }
+    for (int i = 0; must_be && must_be[i]; i++) {
+        char name[32];
+        const char *eq = strchr(must_be[i], '=');
+        snprintf(name, sizeof name, "%.*s", (int)(eq - must_be[i]), must_be[i]);
+        int v = eq[1] == '1';
+        if (srv_bool_field(j, name, &v, err)) return -1;
+        if (v != (eq[1] == '1')) {
+            *err = srv_reply_err(400, name, "'%s': only %s is supported", name, eq[1] == '1' ? "true" : "false");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
     cJSON *j = srv_parse_body(body, len, &err);
     if (!j) return err;
+    /* llama-server's fields too: with_pieces (false only: pieces are not returned), parse_special (true only: special
+     * tokens written in the text are always matched, as HF tokenizers do) */
+    static const char *const known[] = {"content", "prompt", "add_special", "model", "with_pieces", "parse_special",
+                                        NULL};
+    static const char *const must_be[] = {"with_pieces=0", "parse_special=1", NULL};
+    if (check_fields(j, known, must_be, &err)) {
+        cJSON_Delete(j);
+        return err;
+    }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
     if (!c) c = cJSON_GetObjectItemCaseSensitive(j, "prompt");
     int add_special = 0;
@@ -322,6 +358,11 @@ srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
     cJSON *j = srv_parse_body(body, len, &err);
     if (!j) return err;
+    static const char *const known[] = {"tokens", "model", NULL};
+    if (check_fields(j, known, NULL, &err)) {
+        cJSON_Delete(j);
+        return err;
+    }
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(j, "tokens");
     if (!cJSON_IsArray(t)) {
         cJSON_Delete(j);

@@ -107,6 +107,18 @@ static void test_openai_fields(int port) {
            "modalities", "modalities");
 }
 
+/* review12 item 8: /tokenize and /detokenize refuse fields they would ignore (llama-server's with_pieces: true
+ * asks for pieces this server does not return) and take the neutral values */
+static void test_tokenize_fields(int port) {
+    expect(port, "/tokenize", "{\"content\":\"Once\",\"with_pieces\":false,\"parse_special\":true,\"model\":\"stories\"}",
+           NULL, NULL);
+    expect(port, "/tokenize", "{\"content\":\"Once\",\"with_pieces\":true}", "with_pieces", "with_pieces");
+    expect(port, "/tokenize", "{\"content\":\"Once\",\"parse_special\":false}", "parse_special", "parse_special");
+    expect(port, "/tokenize", "{\"content\":\"Once\",\"bogus\":1}", "bogus", "bogus");
+    expect(port, "/detokenize", "{\"tokens\":[1,2]}", NULL, NULL);
+    expect(port, "/detokenize", "{\"tokens\":[1,2],\"skip\":true}", "skip", "skip");
+}
+
 static void test_seed(int port) {
     cJSON *j = NULL;
     int st = http_post_json(port, "/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":1,\"seed\":18446744073709551615}", &j);
@@ -198,6 +210,7 @@ int main(void) {
         test_seed(cmf_server_port(s));
         test_model_retrieve(cmf_server_port(s));
         test_openai_fields(cmf_server_port(s));
+        test_tokenize_fields(cmf_server_port(s));
     }
     cmf_server_stop(s);
     cmf_model_free(m);
