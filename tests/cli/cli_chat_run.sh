@@ -74,4 +74,8 @@ if expect_ok "$CMF_BIN" bench "$M" -p 4 -n 2 -r 2 --json; then
     [ -n "$ns" ] && echo "$ns" | tr ',' '\n' | grep -qvx '[0-9]*' && fail "bench --json: samples_ns not integers: $ns"
     [ -n "$ns" ] || fail "bench --json: no samples_ns: $(cat "$T/out")"
 fi
+# -c 0 is the whole trained context (llama.cpp's meaning): the GGUF says 128, so a long run fills 128 positions
+expect_ok "$CMF_BIN" run "$M" -c 0 -p "Once" -n 300 &&
+    grep -q "the context of 128 tokens is full" "$T/err" || fail "run -c 0: $(tail -2 "$T/err")"
+
 finish

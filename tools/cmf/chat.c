@@ -53,7 +53,8 @@ static const char *USAGE =
     "                           is full); stops earlier at any eos id\n"
     "  --ignore-eos             an eos id does not end the reply (its text is not shown), as serve's\n"
     "                           ignore_eos and llama-cli's --ignore-eos: the reply runs to -n or a full context\n"
-    "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096\n"
+    "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096; 0: the\n"
+    "                           whole trained context (as llama.cpp)\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
     "%s%s"
     "\n"
@@ -98,7 +99,7 @@ static int parse(int argc, char **argv, chat_opts *o) {
             rc = cli_int(&a, -1, INT_MAX, &o->n_predict);
             if (!rc && o->n_predict < 0) o->n_predict = INT_MAX; /* -1: until eos or a full context (llama.cpp) */
         } else if (cli_is(&a, "--ctx-size", "-c")) {
-            rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
+            rc = cli_int(&a, 0, INT_MAX, &o->n_ctx);
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &o->n_threads);
         } else if (cli_sampling_opt(&a, &o->smp, &rc) || cli_model_opt(&a, &o->mo, &rc)) {
@@ -543,7 +544,9 @@ int cmd_chat(int argc, char **argv) {
     }
     int n_train = cmf_model_n_ctx_train(c.m);
     long n_ctx = o.n_ctx;
-    if (n_ctx < 0) {
+    if (n_ctx == 0) { /* -c 0: the whole trained context, uncapped (llama.cpp's -c 0) */
+        n_ctx = n_train > 0 ? n_train : CHAT_DEFAULT_CTX_CAP;
+    } else if (n_ctx < 0) {
         n_ctx = n_train > 0 ? n_train : CHAT_DEFAULT_CTX_CAP;
         if (n_ctx > CHAT_DEFAULT_CTX_CAP) n_ctx = CHAT_DEFAULT_CTX_CAP;
     } else if (n_train > 0 && n_ctx > n_train) {

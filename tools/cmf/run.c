@@ -32,7 +32,8 @@ static const char *USAGE =
     "  --ignore-eos             an eos id does not end generation and its text is not printed (--print-ids\n"
     "                           prints its id), as serve's ignore_eos and llama-cli's --ignore-eos\n"
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
-    "                           larger than trained is allowed with a warning\n"
+    "                           0: the whole trained context (as llama.cpp); larger than trained is allowed\n"
+    "                           with a warning\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
     "output:\n"
     "  --print-ids              print the generated ids (one line, comma-separated) instead of text\n"
@@ -80,7 +81,7 @@ static int parse(int argc, char **argv, run_opts *o) {
             rc = cli_int(&a, -1, INT_MAX, &o->n_predict);
             if (!rc && o->n_predict < 0) o->n_predict = INT_MAX; /* -1: until eos or a full context (llama.cpp) */
         } else if (cli_is(&a, "--ctx-size", "-c")) {
-            rc = cli_int(&a, 1, INT_MAX, &o->n_ctx);
+            rc = cli_int(&a, 0, INT_MAX, &o->n_ctx);
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &o->n_threads);
         } else if (cli_sampling_opt(&a, &o->smp, &rc) || cli_model_opt(&a, &o->mo, &rc)) {
@@ -213,7 +214,9 @@ int cmd_run(int argc, char **argv) {
     /* context: the trained one capped for memory, or -c (warn beyond trained) */
     int n_train = cmf_model_n_ctx_train(m);
     long n_ctx = o.n_ctx;
-    if (n_ctx < 0) {
+    if (n_ctx == 0) { /* -c 0: the whole trained context, uncapped (llama.cpp's -c 0) */
+        n_ctx = n_train > 0 ? n_train : RUN_DEFAULT_CTX_CAP;
+    } else if (n_ctx < 0) {
         n_ctx = n_train > 0 ? n_train : RUN_DEFAULT_CTX_CAP;
         if (n_ctx > RUN_DEFAULT_CTX_CAP) n_ctx = RUN_DEFAULT_CTX_CAP;
     } else if (n_train > 0 && n_ctx > n_train) {

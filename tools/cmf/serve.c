@@ -39,7 +39,8 @@ static const char *USAGE =
     "  --port N           TCP port (default 8080; 0 = any free port, printed at start)\n"
     "  --api-key KEY      require \"Authorization: Bearer KEY\" (default: $CMF_API_KEY; none when unset)\n"
     "  --parallel N       requests generated at once (slots, each with its own KV cache; default 1)\n"
-    "  -c, --ctx-size N   KV cache positions per slot (default: trained context capped at 4096)\n"
+    "  -c, --ctx-size N   KV cache positions per slot (default: trained context capped at 4096; 0: the\n"
+    "                     whole trained context, as llama-server)\n"
     "  --max-queue Q      requests that may wait for a slot; more get 503 (default 64)\n"
     "  --timeout S        end a request after S seconds, queue wait included (default 0 = never): one that\n"
     "                     is generating returns its text so far, finish_reason \"length\"; else a 504\n"
@@ -60,7 +61,7 @@ int cmd_serve(int argc, char **argv) {
     cli_args_init(&a, "serve", argc, argv);
     cmf_server_opts o = cmf_server_default_opts();
     o.api_key = getenv("CMF_API_KEY");
-    int key_from_env = o.api_key != NULL;
+    int key_from_env = o.api_key != NULL, ctx_whole = 0;
     const char *model = NULL;
     long l, threads = 0, tp = 0;
     int cache_type = CMF_CACHE_DEFAULT;
@@ -81,7 +82,7 @@ int cmd_serve(int argc, char **argv) {
         } else if (cli_is(&a, "--parallel", "-np")) {
             if (!(rc = cli_int(&a, 1, 1024, &l))) o.n_slots = (int)l;
         } else if (cli_is(&a, "--ctx-size", "-c")) {
-            if (!(rc = cli_int(&a, 1, INT_MAX, &l))) o.n_ctx = (int)l;
+            if (!(rc = cli_int(&a, 0, INT_MAX, &l))) o.n_ctx = (int)l, ctx_whole = l == 0;
         } else if (cli_is(&a, "--max-queue", NULL)) {
             if (!(rc = cli_int(&a, 1, 1 << 20, &l))) o.max_queue = (int)l;
         } else if (cli_is(&a, "--timeout", NULL)) {
@@ -144,6 +145,7 @@ int cmd_serve(int argc, char **argv) {
         return cli_lib_error("serve", st);
     }
     int n_train = cmf_model_n_ctx_train(m);
+    if (ctx_whole && n_train > 0) o.n_ctx = n_train; /* -c 0: the whole trained context, uncapped */
     if (o.n_ctx > 0 && n_train > 0 && o.n_ctx > n_train) /* as run / chat */
         cli_warn("serve", "-c %d is larger than the trained context %d; output quality may degrade", o.n_ctx, n_train);
 
