@@ -627,7 +627,14 @@ FEATURES += [
     ("tuple/methods", "{{ (1,2,1).count(1) }}|{{ (1,2).index(2) }}|{{ [1,2,1].count(1) }}|{{ [[1],(1,)].count([1]) }}|"
                       "{{ ({'a': 1}|dictsort)[0] + (5,) }}|{{ {'a': 1}.items()|list }}", {}),
 ]
+# Unpacking any iterable (review12 item 10): a string's characters, a dict's keys, in set, for and with targets.
+FEATURES += [
+    ("unpack/iterables", "{% set a, b = 'xy' %}{{ b }}{{ a }}|{% set p, q = {'k': 1, 'm': 2} %}{{ p }}{{ q }}|"
+                         "{% for x, y in ['ab', 'cd'] %}{{ y }}{{ x }}{% endfor %}|"
+                         "{% with u, v = 'é€' %}{{ v }}{{ u }}{% endwith %}", {}),
+]
 ERRORS += [
+    ("error/unpack_str_length", "{% set a, b = 'xyz' %}", {}),
     ("error/tuple_plus_list", "{{ (1,2) + [3] }}", {}),
     ("error/list_plus_tuple", "{{ [1,2] + (3,) }}", {}),
     ("error/tuple_lt_list", "{{ (1,2) < [1,3] }}", {}),

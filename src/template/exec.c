@@ -47,13 +47,20 @@ static cmf_status iter_items(jctx *c, const jnode *at, jv v, jv *out) {
     return CMF_OK;
 }
 
-/* Binds for-loop / set targets: one name takes the value; several unpack a list of the same length. */
-static cmf_status bind_targets(jframe *f, const jnode *n, jv v) {
+/* Binds for-loop / set / with targets: one name takes the value; several unpack the value's items (a list or tuple,
+ * a string's characters, a dict's keys: what a for loop iterates, as Python unpacks any iterable) when there are
+ * exactly as many. */
+static cmf_status bind_targets(jctx *c, jframe *f, const jnode *n, jv v) {
     if (n->op == 1) return jinja_assign(f, n->names[0], jv_retain(v));
-    if (v.k != JV_LIST || v.u.l->n != (size_t)n->op)
-        return jinja_rt_err(n, "cannot unpack '%s' into %d names", jv_kind_name(v), n->op);
-    for (int i = 0; i < n->op; i++) TRY(jinja_assign(f, n->names[i], jv_retain(v.u.l->v[i])));
-    return CMF_OK;
+    jv items = jv_none();
+    if (v.k == JV_LIST) items = jv_retain(v);
+    else if (v.k == JV_STR || v.k == JV_DICT) TRY(iter_items(c, n, v, &items));
+    cmf_status st = CMF_OK;
+    if (items.k != JV_LIST || items.u.l->n != (size_t)n->op)
+        st = jinja_rt_err(n, "cannot unpack '%s' into %d names", jv_kind_name(v), n->op);
+    for (int i = 0; !st && i < n->op; i++) st = jinja_assign(f, n->names[i], jv_retain(items.u.l->v[i]));
+    jv_release(items);
+    return st;
 }
 
 /* A bound method value (self taken, name static). */
@@ -109,7 +116,7 @@ static cmf_status exec_for_over(jctx *c, jframe *f, const jnode *n, jv src, int 
             jframe tf = {.vars = jv_dict_new(), .parent = f};
             if (jv_is_oom(tf.vars)) { st = NOMEM(); break; }
             jv cv;
-            if (!(st = bind_targets(&tf, n, all.u.l->v[i])) && !(st = jinja_eval(c, &tf, n->b, &cv))) {
+            if (!(st = bind_targets(c, &tf, n, all.u.l->v[i])) && !(st = jinja_eval(c, &tf, n->b, &cv))) {
                 if (jv_truthy(cv) && jv_list_push(items, jv_retain(all.u.l->v[i]))) st = NOMEM();
                 jv_release(cv);
             }
@@ -128,7 +135,7 @@ static cmf_status exec_for_over(jctx *c, jframe *f, const jnode *n, jv src, int 
         jframe fr = {.vars = jv_dict_new(), .parent = f};
         if (jv_is_oom(fr.vars)) { st = NOMEM(); break; }
         jv loop = jv_undef(NULL);
-        if (!(st = bind_targets(&fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i, depth, rec.serial, &loop))) {
+        if (!(st = bind_targets(c, &fr, n, items.u.l->v[i])) && !(st = set_loop_var(&fr, items, i, depth, rec.serial, &loop))) {
             rec.cur = loop.u.d;
             st = jinja_exec_body(c, &fr, n->l1, n->n1);
         }
@@ -209,7 +216,7 @@ static cmf_status exec_set(jctx *c, jframe *f, const jnode *n) {
         else st = jv_dict_set(ns, n->name, strlen(n->name), jv_retain(v)) ? NOMEM() : CMF_OK;
         jv_release(ns);
     } else {
-        st = bind_targets(f, n, v);
+        st = bind_targets(c, f, n, v);
     }
     jv_release(v);
     return st;
@@ -225,7 +232,7 @@ static cmf_status exec_with(jctx *c, jframe *f, const jnode *n) {
     for (size_t i = 0; !st && i < n->n2; i++) {
         jv v;
         if ((st = jinja_eval(c, f, n->l2[i]->a, &v))) break;
-        st = bind_targets(&wf, n->l2[i], v);
+        st = bind_targets(c, &wf, n->l2[i], v);
         jv_release(v);
     }
     if (!st) st = jinja_exec_body(c, &wf, n->l1, n->n1);
