@@ -107,39 +107,26 @@ static void k4_scale_min(const uint8_t *sc, int s, int *scale, int *min) {
 
 /* Q4_K, 144 bytes / 256 elements: f16 d, f16 dmin, scales[12], qs[128]. Sub-block s = j / 32 (8 of 32 elements)
  * has d_s = d·scale_s, m_s = dmin·min_s; element j = 64p + 32v + l (p < 4, v < 2) has q = low (v = 0) or high
- * (v = 1) nibble of qs[32p + l]; x = d_s·q - m_s. */
-static void dq_q4_k(const uint8_t *b, float *y) {
+ * (v = 1) nibble of qs[32p + l]; x = d_s·q - m_s.
+ * Q5_K, 176 bytes / 256 elements: f16 d, f16 dmin, scales[12], qh[32], qs[128]. As Q4_K, with a fifth bit: element
+ * 32s + l has q = nibble | (bit s of qh[l]) << 4 (0..31); x = d_s·q - m_s. qh: NULL for Q4_K. */
+static void dq_q45_k(const uint8_t *b, const uint8_t *qh, const uint8_t *qs, float *y) {
     float d = f16_at(b), dmin = f16_at(b + 2);
-    const uint8_t *sc = b + 4, *qs = b + 16;
+    const uint8_t *sc = b + 4;
     for (int s = 0; s < 8; s++) {
         int scale, min;
         k4_scale_min(sc, s, &scale, &min);
         float ds = d * (float)scale, ms = dmin * (float)min;
         const uint8_t *q = qs + 32 * (s >> 1);
         for (int l = 0; l < 32; l++) {
-            float p = ds * (float)((s & 1) ? q[l] >> 4 : q[l] & 15);
-            y[32 * s + l] = p - ms;
-        }
-    }
-}
-
-/* Q5_K, 176 bytes / 256 elements: f16 d, f16 dmin, scales[12], qh[32], qs[128]. As Q4_K, with a fifth bit: element
- * 32s + l has q = nibble | (bit s of qh[l]) << 4 (0..31); x = d_s·q - m_s. */
-static void dq_q5_k(const uint8_t *b, float *y) {
-    float d = f16_at(b), dmin = f16_at(b + 2);
-    const uint8_t *sc = b + 4, *qh = b + 16, *qs = b + 48;
-    for (int s = 0; s < 8; s++) {
-        int scale, min;
-        k4_scale_min(sc, s, &scale, &min);
-        float ds = d * (float)scale, ms = dmin * (float)min;
-        const uint8_t *q = qs + 32 * (s >> 1);
-        for (int l = 0; l < 32; l++) {
-            int v = ((s & 1) ? q[l] >> 4 : q[l] & 15) | ((qh[l] >> s) & 1) << 4;
+            int v = ((s & 1) ? q[l] >> 4 : q[l] & 15) | (qh ? ((qh[l] >> s) & 1) << 4 : 0);
             float p = ds * (float)v;
             y[32 * s + l] = p - ms;
         }
     }
 }
+static void dq_q4_k(const uint8_t *b, float *y) { dq_q45_k(b, NULL, b + 16, y); }
+static void dq_q5_k(const uint8_t *b, float *y) { dq_q45_k(b, b + 16, b + 48, y); }
 
 /* Q6_K, 210 bytes / 256 elements: ql[128], qh[64], int8 scales[16], f16 d. Element j = 128h + 32k + l (h < 2,
  * k < 4, l < 32): low 4 bits = low (k < 2) or high (k >= 2) nibble of ql[64h + 32(k & 1) + l], high 2 bits =
