@@ -633,6 +633,26 @@ FEATURES += [
                          "{% for x, y in ['ab', 'cd'] %}{{ y }}{{ x }}{% endfor %}|"
                          "{% with u, v = 'é€' %}{{ v }}{{ u }}{% endwith %}", {}),
 ]
+# Nested unpacking (review12 item 10): parenthesised tuples inside for / set / with targets, to any depth, and
+# a trailing comma inside parentheses (at the top level jinja2 refuses it); a tuple target of one name.
+FEATURES += [
+    ("unpack/nested", "{% for a, (b, c) in [[1, [2, 3]], ['x', 'yz']] %}{{ a }}{{ b }}{{ c }};{% endfor %}|"
+                      "{% set (p, q), r = ('ab', 3) %}{{ q }}{{ p }}{{ r }}|"
+                      "{% for ((a, b), c) in [[[1, 2], 3]] %}{{ a + b + c }}{% endfor %}|"
+                      "{% for k, (x, y) in {'m': [4, 5]}.items() %}{{ k }}{{ y }}{{ x }}{% endfor %}|"
+                      "{% with u, (v, w) = [1, 'vw'] %}{{ w }}{{ v }}{{ u }}{% endwith %}|"
+                      "{% set (s) = 'one' %}{{ s }}|{% set (t,) = 'z' %}{{ t }}|"
+                      "{% for i, (a, (b, c)) in [[0, [1, [2, 3]]]] %}{{ i }}{{ a }}{{ b }}{{ c }}{% endfor %}|"
+                      "{% set a, (b, c,) = 1, (2, 3) %}{{ a }}{{ b }}{{ c }}|"
+                      "{% for a, () in [[1, []], [2, '']] %}{{ a }}{% endfor %}|{% set () = [] %}", {}),
+]
+ERRORS += [
+    ("error/unpack_nested_length", "{% for a, (b, c) in [[1, [2, 3, 4]]] %}{% endfor %}", {}),
+    ("error/unpack_nested_int", "{% set a, (b, c) = [1, 2] %}", {}),
+    ("error/unpack_nested_syntax", "{% for a, (b, 1) in x %}{% endfor %}", {}),
+    ("error/unpack_top_trailing_comma", "{% for a, in [[7], [8]] %}{{ a }}{% endfor %}", {}),
+    ("error/unpack_empty_group", "{% for a, () in [[1, [3]]] %}{{ a }}{% endfor %}", {}),
+]
 ERRORS += [
     ("error/unpack_str_length", "{% set a, b = 'xyz' %}", {}),
     ("error/tuple_plus_list", "{{ (1,2) + [3] }}", {}),

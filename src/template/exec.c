@@ -47,20 +47,40 @@ static cmf_status iter_items(jctx *c, const jnode *at, jv v, jv *out) {
     return CMF_OK;
 }
 
-/* Binds for-loop / set / with targets: one name takes the value; several unpack the value's items (a list or tuple,
- * a string's characters, a dict's keys: what a for loop iterates, as Python unpacks any iterable) when there are
- * exactly as many. */
-static cmf_status bind_targets(jctx *c, jframe *f, const jnode *n, jv v) {
-    if (n->op == 1) return jinja_assign(f, n->names[0], jv_retain(v));
+/* Binds the target entry n->names[*i] (a name, or a tuple "(" entries... ")" as parser.c parse_targets writes it)
+ * to v and moves *i past it. A tuple unpacks v's items (a list or tuple, a string's characters, a dict's keys: what
+ * a for loop iterates, as Python unpacks any iterable) when there are exactly as many, each into its entry,
+ * recursively (`for a, (b, c) in ...`, as Python and jinja2 unpack nested targets). */
+static cmf_status bind_entry(jctx *c, jframe *f, const jnode *n, int *i, jv v) {
+    const char *nm = n->names[(*i)++];
+    if (strcmp(nm, "(") != 0) return jinja_assign(f, nm, jv_retain(v));
+    int want = 0; /* the tuple's items: entries at nesting depth 0 up to its ")" */
+    for (int j = *i, d = 0; j < n->op; j++) {
+        const char *e = n->names[j];
+        if (!strcmp(e, ")")) {
+            if (d == 0) break;
+            d--;
+            continue;
+        }
+        if (d == 0) want++;
+        if (!strcmp(e, "(")) d++;
+    }
     jv items = jv_none();
     if (v.k == JV_LIST) items = jv_retain(v);
     else if (v.k == JV_STR || v.k == JV_DICT) TRY(iter_items(c, n, v, &items));
     cmf_status st = CMF_OK;
-    if (items.k != JV_LIST || items.u.l->n != (size_t)n->op)
-        st = jinja_rt_err(n, "cannot unpack '%s' into %d names", jv_kind_name(v), n->op);
-    for (int i = 0; !st && i < n->op; i++) st = jinja_assign(f, n->names[i], jv_retain(items.u.l->v[i]));
+    if (items.k != JV_LIST || items.u.l->n != (size_t)want)
+        st = jinja_rt_err(n, "cannot unpack '%s' into %d names", jv_kind_name(v), want);
+    for (int k = 0; !st && k < want; k++) st = bind_entry(c, f, n, i, items.u.l->v[k]);
+    (*i)++; /* the ")" */
     jv_release(items);
     return st;
+}
+
+/* Binds for-loop / set / with targets (n->names, n->op entries) to v. */
+static cmf_status bind_targets(jctx *c, jframe *f, const jnode *n, jv v) {
+    int i = 0;
+    return bind_entry(c, f, n, &i, v);
 }
 
 /* A bound method value (self taken, name static). */

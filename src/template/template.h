@@ -6,8 +6,8 @@
  * {% generation %} blocks rendering their body). The context is a JSON object: messages, tools,
  * add_generation_prompt, bos_token, eos_token, enable_thinking and any extra variables.
  *
- * Supported: the statements if/elif/else, for (loop.*, loop.cycle, loop.changed, `for x in y if c`, else, unpacking,
- * `recursive` with loop(items) and loop.depth), break/continue, set (names, tuples, namespace attributes, blocks),
+ * Supported: the statements if/elif/else, for (loop.*, loop.cycle, loop.changed, `for x in y if c`, else, unpacking, nested
+ * (`for a, (b, c) in ...`), `recursive` with loop(items) and loop.depth), break/continue, set (names, tuples, namespace attributes, blocks),
  * macro/call, filter blocks, raw, comments; Python-like expressions (`str % args` formatting, list/str * int, dict
  * literals with string/int/float/bool/None keys, f(*args, **kwargs) calls of macros, filters, tests and globals);
  * filters (format, center, attr, int/float as Python parses numbers, truncate, wordwrap, groupby, slice, striptags,
