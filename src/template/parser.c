@@ -601,72 +601,49 @@ static cmf_status parse_body(parser *P, const char *const *stops, jnode ***out, 
     return CMF_OK;
 }
 
-/* Assignment targets (for / set / with), as jinja2's parse_assign_target -> parse_tuple(simplified=True), whose
- * items are names or parenthesised tuples, nested to any depth: `a`, `a, b`, `a, (b, c)`, `((a, b), c)`, and a
- * trailing comma inside parentheses (`(a,)`; `for a, in` is jinja2's syntax error too), and `()`. Written into node->names (node->op entries) as a flat list in which a tuple
- * is "(" items... ")": a lone name is [name] (op 1, bound as is); any tuple, the top level's included, is
- * "(" ... ")" (exec.c bind_targets unpacks it, recursively). `(a)` is the name a, as in Python. */
-#define MAX_TARGET_ENTRIES 32
-static cmf_status target_items(parser *P, const char **names, int *k, int in_paren, int *count, int *comma);
-
-static cmf_status target_item(parser *P, const char **names, int *k) {
-    if (*k >= MAX_TARGET_ENTRIES - 1) return perr(P, cur(P), "%s", "too many names to unpack");
-    if (is_op(cur(P), "(")) {
-        P->pos++;
-        const int k0 = *k;
-        int count = 0, comma = 0;
-        names[(*k)++] = "(";
-        if (is_op(cur(P), ")")) { /* (): a tuple of no names (the value must be empty) */
+/* Assignment targets (for / set / with) as jinja2's parse_assign_target -> parse_tuple(simplified=True): names or
+ * parenthesised tuples, nested to any depth (`a, (b, c)`, `((a, b), c)`, `(a,)`, `()`; a trailing comma only
+ * before a ')', as jinja2; `(a)` is the name a). node->names (node->op entries) is a flat list in which a tuple is
+ * "(" items... ")": a lone name is [name] (op 1), any tuple (the top level's too) "(" ... ")"; exec.c bind_targets
+ * unpacks it recursively. target_seq parses items up to a ',' -less end into names[*k...]. */
+#define MAX_TARGET 32
+static cmf_status target_seq(parser *P, const char **nm, int *k, int in_paren, int *count, int *comma) {
+    for (*count = *comma = 0;; P->pos++, *comma = 1) {
+        if (*k >= MAX_TARGET - 1) return perr(P, cur(P), "%s", "too many names to unpack");
+        if (in_paren && is_op(cur(P), ")") && (*comma || !*count)) return CMF_OK; /* (a,) and () */
+        if (is_op(cur(P), "(")) {
+            const int k0 = (*k)++;
+            int c, cm;
             P->pos++;
-            names[(*k)++] = ")";
-            return CMF_OK;
+            TRY(target_seq(P, nm, k, 1, &c, &cm));
+            TRY(expect_op(P, ")"));
+            if (c == 1 && !cm) { /* (a) is a, ((a, b)) is (a, b) */
+                memmove(nm + k0, nm + k0 + 1, (size_t)(*k - k0 - 1) * sizeof *nm);
+                (*k)--;
+            } else {
+                if (*k >= MAX_TARGET) return perr(P, cur(P), "%s", "too many names to unpack");
+                nm[k0] = "(", nm[(*k)++] = ")";
+            }
+        } else if (cur(P)->type == T_NAME) {
+            nm[(*k)++] = cur(P)->s;
+            P->pos++;
+        } else {
+            return perr(P, cur(P), "expected a variable name, got '%s'", tok_desc(cur(P)));
         }
-        TRY(target_items(P, names, k, 1, &count, &comma));
-        TRY(expect_op(P, ")"));
-        if (count == 1 && !comma) { /* (a) is a, ((a, b)) is (a, b): drop the "(" */
-            memmove(names + k0, names + k0 + 1, (size_t)(*k - k0 - 1) * sizeof *names);
-            (*k)--;
-            return CMF_OK;
-        }
-        if (*k >= MAX_TARGET_ENTRIES) return perr(P, cur(P), "%s", "too many names to unpack");
-        names[(*k)++] = ")";
-        return CMF_OK;
-    }
-    if (cur(P)->type != T_NAME) return perr(P, cur(P), "expected a variable name, got '%s'", tok_desc(cur(P)));
-    names[(*k)++] = cur(P)->s;
-    P->pos++;
-    return CMF_OK;
-}
-
-/* item (',' item)*, with a trailing ',' only before the ')' of a parenthesised tuple (in_paren). */
-static cmf_status target_items(parser *P, const char **names, int *k, int in_paren, int *count, int *comma) {
-    for (;;) {
-        TRY(target_item(P, names, k));
         (*count)++;
         if (!is_op(cur(P), ",")) return CMF_OK;
-        P->pos++;
-        *comma = 1;
-        if (in_paren && is_op(cur(P), ")")) return CMF_OK; /* a trailing comma (jinja2 refuses one outside) */
     }
 }
 
 static cmf_status parse_targets(parser *P, jnode *node) {
-    const char *names[MAX_TARGET_ENTRIES];
-    int k = 1, count = 0, comma = 0; /* names[0] is kept for the top level's "(" */
-    TRY(target_items(P, names, &k, 0, &count, &comma));
-    const char **first = names + 1;
-    int n = k - 1;
-    if (count > 1 || comma) { /* the top level is a tuple itself: a, b */
-        if (k >= MAX_TARGET_ENTRIES) return perr(P, cur(P), "%s", "too many names to unpack");
-        names[0] = "(";
-        names[k++] = ")";
-        first = names;
-        n = k;
-    }
-    node->names = jarena_alloc(P->a, (size_t)n * sizeof(char *));
-    if (!node->names) return NOMEM();
-    memcpy(node->names, first, (size_t)n * sizeof(char *));
-    node->op = n;
+    const char *names[MAX_TARGET + 1];
+    int k = 1, count, comma; /* names[0]: the top level's "(" when it is a tuple (a, b) */
+    TRY(target_seq(P, names, &k, 0, &count, &comma));
+    const int tuple = count > 1 || comma;
+    if (tuple) names[0] = "(", names[k++] = ")";
+    node->op = tuple ? k : k - 1;
+    if (!(node->names = jarena_alloc(P->a, (size_t)node->op * sizeof(char *)))) return NOMEM();
+    memcpy(node->names, names + !tuple, (size_t)node->op * sizeof(char *));
     return CMF_OK;
 }
 
