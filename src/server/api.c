@@ -1,8 +1,8 @@
 /* api.c — the JSON of the endpoints, after OpenAI's API reference (Chat Completions: /v1/chat/completions and its
  * "chat.completion" / "chat.completion.chunk" objects; Completions: /v1/completions, "text_completion"; Models:
  * /v1/models) and, for the routes OpenAI does not have, the llama.cpp / vLLM servers' shapes: /tokenize
- * {"content"|"prompt", "add_special", "model"; llama-server's "with_pieces" false, "parse_special" true}
- * -> {"tokens", "count"}, /detokenize {"tokens", "model"} -> {"content"} (other fields are a 400),
+ * {"content"|"prompt", "add_special", "model"; llama-server's "with_pieces" (true: [{"id", "piece"}], native.c),
+ * "parse_special" true} -> {"tokens", "count"}, /detokenize {"tokens", "model"} -> {"content"} (other fields are a 400),
  * /apply-template {"messages", "tools"?, ...} -> {"prompt"}. Errors: {"error":{"message","type","code","param"}}
  * (OpenAI's error object). The requests are parsed in request.c. */
 #include <limits.h>
@@ -98,6 +98,7 @@ static cJSON *tool_call_json(const srv_req *r, int index, const char *name, size
 
 srv_reply srv_generation_reply(cmf_server *s, srv_req *r) {
     (void)s;
+    if (r->kind == SRV_NATIVE) return srv_native_reply(r); /* llama-server's /completion (native.c) */
     if (r->http_status) return srv_reply_err(r->http_status, NULL, "%s", r->error);
     int chat = r->kind == SRV_CHAT;
     cJSON *j = envelope(r, chat ? "chat.completion" : "text_completion");
@@ -209,6 +210,7 @@ int srv_sse_role(srv_req *r) {
 }
 
 int srv_sse_piece_to(srv_buf *out, srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args) {
+    if (r->kind == SRV_NATIVE) return srv_native_sse_piece_to(out, r, text, n); /* content only: no tags parsed */
     const size_t len0 = out->len;
     const int chat = r->kind == SRV_CHAT;
     int bad;
@@ -315,23 +317,23 @@ srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
     srv_reply err;
     cJSON *j = srv_parse_body(body, len, &err);
     if (!j) return err;
-    /* llama-server's fields too: with_pieces (false only: pieces are not returned), parse_special (true only: special
-     * tokens written in the text are always matched, as HF tokenizers do) */
+    /* llama-server's fields too: with_pieces (each id with its piece, srv_token_pieces), parse_special (true only:
+     * special tokens written in the text are always matched, as HF tokenizers do) */
     static const char *const known[] = {"content", "prompt", "add_special", "model", "with_pieces", "parse_special",
                                         NULL};
-    static const char *const must_be[] = {"with_pieces=0", "parse_special=1", NULL};
+    static const char *const must_be[] = {"parse_special=1", NULL};
     if (check_fields(j, known, must_be, &err)) {
         cJSON_Delete(j);
         return err;
     }
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "content");
     if (!c) c = cJSON_GetObjectItemCaseSensitive(j, "prompt");
-    int add_special = 0;
+    int add_special = 0, with_pieces = 0;
     if (!cJSON_IsString(c)) {
         cJSON_Delete(j);
         return srv_reply_err(400, "content", "'content' must be a string");
     }
-    if (srv_bool_field(j, "add_special", &add_special, &err)) {
+    if (srv_bool_field(j, "add_special", &add_special, &err) || srv_bool_field(j, "with_pieces", &with_pieces, &err)) {
         cJSON_Delete(j);
         return err;
     }
@@ -344,8 +346,18 @@ srv_reply srv_api_tokenize(cmf_server *s, const char *body, size_t len) {
         srv_big_unlock(s, tlen);
         return srv_reply_err(400, "content", "cannot tokenize: %s", cmf_last_error());
     }
-    cJSON *o = cJSON_CreateObject(), *a = cJSON_AddArrayToObject(o, "tokens");
-    for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    cJSON *o = cJSON_CreateObject(), *a = NULL;
+    if (with_pieces) {
+        if ((a = srv_token_pieces(s, ids, n))) cJSON_AddItemToObject(o, "tokens", a);
+    } else if ((a = cJSON_AddArrayToObject(o, "tokens"))) {
+        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[i]));
+    }
+    if (!a) { /* out of memory, or a decode error of the pieces */
+        free(ids);
+        cJSON_Delete(o);
+        srv_big_unlock(s, tlen);
+        return srv_reply_err(500, NULL, "cannot build the tokens: %s", cmf_last_error());
+    }
     cJSON_AddNumberToObject(o, "count", (double)n);
     cJSON_AddNumberToObject(o, "max_model_len", s->n_ctx);
     free(ids);

@@ -20,7 +20,8 @@
 #include "util/error.h"
 
 enum {
-    R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE, R_PAGE, R_OTHER, N_ROUTES
+    R_CHAT, R_COMPLETIONS, R_MODELS, R_HEALTH, R_METRICS, R_TOKENIZE, R_DETOKENIZE, R_TEMPLATE, R_PAGE, R_NATIVE,
+    R_PROPS, R_OTHER, N_ROUTES
 };
 
 static const struct {
@@ -29,9 +30,11 @@ static const struct {
     {"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
     {"/health", "GET"},               {"/metrics", "GET"},         {"/tokenize", "POST"},
     {"/detokenize", "POST"},          {"/apply-template", "POST"},   {"/", "GET"},
+    {"/completion", "POST"},          {"/props", "GET"}, /* llama-server's own (native.c) */
 };
 static const char *const ROUTE_NAMES[N_ROUTES] = {"chat_completions", "completions", "models",   "health", "metrics",
-                                                  "tokenize",         "detokenize",  "apply_template", "page", "other"};
+                                                  "tokenize",         "detokenize",  "apply_template", "page",
+                                                  "completion",       "props",       "other"};
 
 typedef struct conn {
     srv_buf body;
@@ -294,6 +297,8 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
     switch (route) {
     case R_CHAT: return generate(s, c, SRV_CHAT, k);
     case R_COMPLETIONS: return generate(s, c, SRV_COMPLETION, k);
+    case R_NATIVE: return generate(s, c, SRV_NATIVE, k);
+    case R_PROPS: return send_reply(s, c, srv_api_props(s));
     case R_MODELS: return send_reply(s, c, model_id ? srv_api_model(s, model_id) : srv_api_models(s));
     case R_HEALTH: return send_body(s, c, 200, "application/json", strdup("{\"status\":\"ok\"}"), NULL);
     case R_METRICS: {
@@ -414,15 +419,17 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     s->api_key = dup_or_null(o.api_key);
     s->cors = dup_or_null(o.cors);
     s->model_name = strdup(o.model_name && *o.model_name ? o.model_name : "cmf");
+    s->model_path = dup_or_null(o.model_path);
     s->chat_template = dup_or_null(o.chat_template);
     o.host = s->host, o.api_key = s->api_key, o.cors = s->cors, o.model_name = s->model_name;
+    o.model_path = s->model_path;
     o.chat_template = s->chat_template;
     s->o = o;
     pthread_mutex_init(&s->mu, NULL);
     pthread_mutex_init(&s->big_mu, NULL);
     pthread_cond_init(&s->wake, NULL);
     if (!s->host || !s->model_name || (o.api_key && *opts->api_key && !s->api_key) ||
-        (opts->cors && *opts->cors && !s->cors) ||
+        (opts->cors && *opts->cors && !s->cors) || (opts->model_path && *opts->model_path && !s->model_path) ||
         (opts->chat_template && *opts->chat_template && !s->chat_template)) {
         cmf_server_stop(s);
         return cmf_err(CMF_E_NOMEM, "serve: out of memory");
@@ -477,6 +484,7 @@ void cmf_server_stop(cmf_server *s) {
     free(s->api_key);
     free(s->cors);
     free(s->model_name);
+    free(s->model_path);
     free(s->chat_template);
     free(s);
 }

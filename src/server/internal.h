@@ -45,6 +45,7 @@ typedef struct srv_out {
     int skip_ws;  /* drop leading whitespace of the next content (after </think> or </tool_call>) */
     int n_tools;  /* tool calls emitted so far */
     int stopped;  /* a stop string matched: nothing more is accepted */
+    int stop_hit; /* the index in stops of the stop string that matched, or -1 */
 } srv_out;
 
 /* Starts a parser. start_in_think: the prompt already opened <think> (the output begins as reasoning). */
@@ -63,7 +64,8 @@ int srv_out_push(srv_out *o, const char *text, size_t n, int final, srv_emit_fn 
 size_t srv_partial_suffix(const char *s, size_t n, const char *pat);
 
 /* ---- requests ------------------------------------------------------------------------------------------------ */
-typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION } srv_kind;
+/* SRV_NATIVE: llama-server's own POST /completion (a text completion answered in its JSON, native.c) */
+typedef enum srv_kind { SRV_CHAT, SRV_COMPLETION, SRV_NATIVE } srv_kind;
 
 typedef struct srv_req srv_req;
 struct srv_req {
@@ -95,6 +97,11 @@ struct srv_req {
     int timed_out;       /* ended by --timeout (counted as such in the metrics, whatever was answered) */
     int n_gen, n_cached; /* completion tokens (written by the scheduler thread only, without mu: others read it
                           * after done); prompt tokens whose KV came from the slot's previous request */
+    /* for /completion's answer, written by the scheduler thread like n_gen: the slot's index (-1: none yet), the
+     * tokens in its KV cache at the end, the index in stops of the stop string that ended it (-1: none), and the
+     * srv_now() times of the slot taking it, of its first and of its last sampled token (0: none) */
+    int id_slot, n_past, stop_hit;
+    double t_start, t_first, t_last;
     int role_sent;
     int n_tool_calls; /* tool calls sent so far (stream; the scheduler thread's) */
     srv_buf sse_head; /* the scheduler thread's: start of every streamed text piece (api.c sse_head), or empty */
@@ -116,7 +123,7 @@ typedef struct srv_hist {
 } srv_hist;
 
 typedef struct srv_metrics {
-    uint64_t requests[12];      /* by route index (http.c's table) */
+    uint64_t requests[16];      /* by route index (http.c's table) */
     uint64_t responses_2xx, responses_4xx, responses_5xx;
     uint64_t prompt_tokens, prompt_tokens_cached, generated_tokens;
     uint64_t finished_stop, finished_length, finished_tool_calls, cancelled, timed_out, failed, rejected_queue_full;
@@ -142,7 +149,7 @@ struct cmf_server {
     cmf_model *m;
     const cmf_tokenizer *tok;
     cmf_server_opts o;
-    char *host, *api_key, *cors, *model_name; /* owned copies */
+    char *host, *api_key, *cors, *model_name, *model_path; /* owned copies (model_path may be NULL) */
     char *chat_template;                      /* owned copy of the --chat-template-file text, or NULL */
     int n_ctx, vocab;
     const int32_t *eos;
@@ -223,7 +230,8 @@ typedef struct srv_llama {
 /* Reads them from j: -1 with a 400 naming a malformed one (n_predict 0 included). chat: the request is a chat
  * completion (reasoning_format "none" / "deepseek-legacy" are refused there). */
 int srv_llama_fields(const cJSON *j, int chat, srv_llama *out, srv_reply *err);
-/* Parses a /v1/chat/completions or /v1/completions body into a request ready to submit, or fills *err. */
+/* Parses a /v1/chat/completions, /v1/completions or /completion (SRV_NATIVE: parsed as /v1/completions, with
+ * llama-server's sampling defaults) body into a request ready to submit, or fills *err. */
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err);
 /* The complete (non-stream) response of a finished request. */
 srv_reply srv_generation_reply(cmf_server *s, srv_req *r);
@@ -238,6 +246,23 @@ int srv_sse_role(srv_req *r);
 int srv_sse_end(srv_req *r);
 /* Non-stream: appends a piece to the request's result (caller holds mu). */
 int srv_result_piece(srv_req *r, enum srv_event kind, const char *text, size_t n, const char *args);
+
+/* native.c: llama-server's own routes and shapes (its tools/server: server-task.cpp, server-context.cpp).
+ * srv_native_reply: the complete answer of a finished POST /completion request (to_json_non_oaicompat's fields that
+ * cmf can fill truthfully). srv_native_sse_piece_to: one streamed piece, "data: {"index":0,"content":...,
+ * "stop":false,...}\n\n" appended to out (-1 when out of memory, out unchanged); srv_native_sse_end: the final
+ * event (stop true, the whole answer's fields, content ""), no [DONE] (llama-server sends none on this route);
+ * caller holds mu. srv_api_props: GET /props. srv_token_pieces: /tokenize's with_pieces array for ids[0..n)
+ * (cJSON array, NULL when out of memory). */
+/* A request's sampling defaults: OpenAI's (temperature 1, top_p 1 = off, no top_k, min_p 0, no penalties), or for
+ * llama-server's /completion (native) its defaults (common/common.h common_params_sampling: temperature 0.8,
+ * top_k 40, top_p 0.95, min_p 0.05; its repeat_penalty 1 and the other samplers off), the seed left at 0. */
+cmf_sampler_params srv_sampling_defaults(int native);
+srv_reply srv_native_reply(srv_req *r);
+int srv_native_sse_piece_to(srv_buf *out, srv_req *r, const char *text, size_t n);
+int srv_native_sse_end(srv_req *r);
+srv_reply srv_api_props(cmf_server *s);
+cJSON *srv_token_pieces(cmf_server *s, const int32_t *ids, size_t n);
 
 /* page.c: the chat page served at GET / (static, NUL-terminated, *len bytes without the NUL). */
 const char *srv_page_html(size_t *len);

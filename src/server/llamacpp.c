@@ -1,5 +1,5 @@
-/* llamacpp.c — llama.cpp's llama-server request fields on /v1/completions and /v1/chat/completions (and the field
- * check of /apply-template). Source: llama.cpp tools/server/README.md, "POST /completion" options, which
+/* llamacpp.c — llama.cpp's llama-server request fields on /v1/completions, /v1/chat/completions and llama-server's
+ * own /completion (native.c answers it; and the field check of /apply-template). Source: llama.cpp tools/server/README.md, "POST /completion" options, which
  * llama-server also takes on its OpenAI-compatible routes ("llama.cpp /completion-specific features such as
  * mirostat are supported").
  *

@@ -75,6 +75,7 @@ void srv_out_init(srv_out *o, char **stops, int n_stops, int parse_think, int pa
     o->parse_think = parse_think;
     o->parse_tools = parse_tools;
     o->state = start_in_think ? 1 : 0;
+    o->stop_hit = -1;
 }
 
 int srv_out_force_tool(srv_out *o, const char *json_prefix) {
@@ -212,7 +213,7 @@ int srv_out_push(srv_out *o, const char *text, size_t n, int final, srv_emit_fn 
     const char *hit = NULL;
     for (int i = 0; i < o->n_stops; i++) {
         const char *h = find(s, len, o->stops[i]);
-        if (h && (!hit || h < hit)) hit = h;
+        if (h && (!hit || h < hit)) hit = h, o->stop_hit = i;
     }
     size_t pass = len, hold = 0;
     if (hit) {

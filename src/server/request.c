@@ -199,22 +199,18 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
     double d;
     long long ll;
     cmf_sampler_params *sp = &r->sp;
-    *sp = cmf_sampler_default_params();
-    sp->temperature = 1.0f; /* OpenAI's defaults: temperature 1, top_p 1 (off), no top-k */
-    sp->top_p = 1.0f;
-    sp->top_k = 0;
-    sp->min_p = 0.0f;
-    sp->penalty_last_n = 0;
+    /* OpenAI's defaults: temperature 1, top_p 1 (off), no top-k; llama-server's on its own /completion route */
+    *sp = srv_sampling_defaults(r->kind == SRV_NATIVE);
     d = sp->temperature;
     if (srv_num_field(j, "temperature", 0, 100, &d, err)) return -1;
     sp->temperature = (float)d;
-    d = 1;
+    d = sp->top_p;
     if (srv_num_field(j, "top_p", 1e-9, 1, &d, err)) return -1;
     sp->top_p = (float)d;
-    ll = 0;
+    ll = sp->top_k;
     if (srv_int_field(j, "top_k", -1, 1e9, &ll, err)) return -1;
     sp->top_k = ll < 0 ? 0 : (int)ll; /* -1: off (vLLM) */
-    d = 0;
+    d = sp->min_p;
     if (srv_num_field(j, "min_p", 0, 1, &d, err)) return -1;
     sp->min_p = (float)d;
     d = 0;
@@ -663,6 +659,7 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
     }
     pthread_cond_init(&r->cv, NULL);
     r->kind = kind;
+    r->id_slot = r->stop_hit = -1;
     r->model_name = s->model_name;
     r->created = (long)time(NULL);
     r->t_arrival = srv_now();

@@ -190,7 +190,7 @@ void srv_finish(cmf_server *s, srv_req *r, const char *reason, int http_status, 
         r->http_status = http_status;
         snprintf(r->error, sizeof r->error, "%s", error ? error : "internal error");
     }
-    if (r->stream) srv_sse_end(r);
+    if (r->stream) r->kind == SRV_NATIVE ? srv_native_sse_end(r) : srv_sse_end(r);
     double now = srv_now();
     srv_hist_add(&s->met.latency, now - r->t_arrival);
     if (http_status == 504 || r->timed_out)
@@ -226,6 +226,8 @@ static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_s
     }
     free(rest);
     if (reason && !strcmp(reason, "stop") && sl->out.n_tools > 0) reason = "tool_calls";
+    r->stop_hit = sl->out.stop_hit;
+    r->n_past = sl->n_hist;
     pthread_mutex_lock(&s->mu); /* this step's events before the end's */
     if (slot_flush(s, sl, 1) < 0 && !http_status) {
         http_status = 500;
@@ -268,6 +270,8 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     sl->req = r;
     sl->has_next = 0;
     sl->handed = 0; /* its first events are handed over at once */
+    r->id_slot = (int)(sl - s->slots);
+    r->t_start = srv_now();
     r->n_cached = keep;
     srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
     const char *err = NULL;
@@ -363,7 +367,8 @@ static void slot_emit(cmf_server *s, srv_slot *sl, double now) {
         return;
     }
     cmf_sampler_accept(sl->smp, tok);
-    if (r->n_gen == 0) sl->ttft = now - r->t_arrival;
+    r->t_last = srv_now(); /* after the forward and the draw (now is the step's start) */
+    if (r->n_gen == 0) sl->ttft = now - r->t_arrival, r->t_first = r->t_last;
     r->n_gen++; /* written by this thread only; read by others after done */
     sl->n_new++;
     for (int i = 0; i < s->n_eos && !r->ignore_eos; i++) /* ignore_eos: detokenized as special, so not shown */

@@ -12,6 +12,7 @@
  *             reasoning and Qwen3-style <tool_call>{json}</tool_call> blocks
  *   metrics.c Prometheus text counters, gauges and histograms
  *   page.c    the self-contained chat page served at GET / (inline HTML/CSS/JS, streams /v1/chat/completions)
+ *   native.c  llama-server's own routes: POST /completion's answer and events, GET /props, /tokenize's pieces
  *
  * Hostile input: a request body must be valid UTF-8 holding exactly one JSON object; unknown request fields are a
  * 400 (as OpenAI answers), a Content-Length over the body limit is refused (413) before the body is read.
@@ -43,7 +44,9 @@ typedef struct cmf_server_opts {
     const char *cors;      /* NULL: no CORS headers; else the Access-Control-Allow-Origin value */
     size_t max_body;       /* request body limit in bytes (413 beyond); 0: 8 MiB */
     int batch_tokens;      /* tokens per forward (decode tokens + prefill chunk); <= 0: 512 */
-    const char *model_name; /* the id reported by /v1/models; NULL: "cmf" */
+    const char *model_name; /* the id reported by /v1/models (and /props' model_alias) and the only "model" a
+                               request may name; NULL: "cmf" */
+    const char *model_path; /* the model file, reported by GET /props (llama-server's model_path); NULL: not sent */
     double idle_timeout_s; /* a connection silent this long while sending its request (headers or body) or between
                               keep-alive requests is closed; never while its generation runs; <= 0: 60 */
     const char *chat_template; /* NULL or "": the model's chat template (ChatML when it has none); else this Jinja

@@ -18,7 +18,8 @@ static const char *USAGE =
     "\n"
     "An OpenAI-compatible server: POST /v1/chat/completions, /v1/completions (stream with SSE), GET /v1/models,\n"
     "GET /v1/models/{id}, GET /health, GET /metrics (Prometheus), POST /tokenize, /detokenize, /apply-template,\n"
-    "and a chat page at GET / (open http://HOST:PORT/ in a browser).\n"
+    "llama-server's own POST /completion (its JSON and stream; its sampling defaults: temperature 0.8, top_k 40,\n"
+    "top_p 0.95, min_p 0.05) and GET /props, and a chat page at GET / (open http://HOST:PORT/ in a browser).\n"
     "Sampling defaults of a request are OpenAI's: temperature 1, top_p 1, no top_k, min_p 0 (not cmf run's\n"
     "--temp 0.8 --top-k 40 --top-p 0.95); set them in the request for the same text as cmf run --seed S.\n"
     "Request fields: OpenAI's (model, messages / prompt, max_tokens, max_completion_tokens, temperature, top_p,\n"
@@ -53,6 +54,8 @@ static const char *USAGE =
     "  --cache-type f16|f32   KV cache element type on the GPU (default f16; f32: twice the cache memory); CPU: f32\n"
     "  --chat-template-file F   use the Jinja chat template in F instead of the model's (as llama-server; read and\n"
     "                     parsed at start: a missing, empty or unparsable file exits 1)\n"
+    "  -a, --alias NAME   the model id /v1/models reports and requests may name (as llama-server; default: the\n"
+    "                     file name without .cmf); another \"model\" in a request is a 404\n"
     "backend (default: $CMF_GPU, else the CPU):\n"
     "%s";
 
@@ -65,7 +68,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL;
     long l, threads = 0, tp = 0;
     int cache_type = CMF_CACHE_DEFAULT;
-    const char *template_file = NULL;
+    const char *template_file = NULL, *alias = NULL;
     double d;
     int rc = 0;
     while (cli_args_next(&a)) {
@@ -99,6 +102,8 @@ int cmd_serve(int argc, char **argv) {
             rc = cli_int(&a, 1, 64, &tp);
         } else if (cli_is(&a, "--chat-template-file", NULL)) {
             rc = cli_value(&a, &template_file);
+        } else if (cli_is(&a, "--alias", "-a")) {
+            if (!(rc = cli_value(&a, &alias)) && !*alias) return cli_usage_error("serve", "--alias is empty: give a name");
         } else if (cli_backend_opt(&a, &rc) || cli_cache_type_opt(&a, &cache_type, &rc)) {
         } else if (!cli_is_flag(&a) && !model) {
             model = a.arg;
@@ -114,13 +119,14 @@ int cmd_serve(int argc, char **argv) {
                                             : "--api-key is empty: give a key, or leave the option out to serve "
                                               "without one");
 
-    /* the model's id: the file name without directory and .cmf */
+    /* the model's id: --alias, else the file name without directory and .cmf */
     const char *base = strrchr(model, '/') ? strrchr(model, '/') + 1 : model;
     char name[256];
-    snprintf(name, sizeof name, "%s", base);
+    snprintf(name, sizeof name, "%s", alias ? alias : base);
     size_t nl = strlen(name);
-    if (nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
-    o.model_name = name;
+    if (!alias && nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
+    o.model_name = alias ? alias : name;
+    o.model_path = model;
 
     /* the template file is read and parsed before the model is loaded: a bad file fails at once (exit 1) */
     char *tpl = NULL;
@@ -168,7 +174,7 @@ int cmd_serve(int argc, char **argv) {
     const char *host = o.host && *o.host ? o.host : "127.0.0.1";
     int v6 = strchr(host, ':') != NULL; /* an IPv6 literal goes in brackets in a URL (RFC 3986 3.2.2) */
     printf("cmf serve: listening on http://%s%s%s:%d (model %s, %d slot%s x %d positions%s)\n", v6 ? "[" : "",
-           host, v6 ? "]" : "", cmf_server_port(s), name, o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
+           host, v6 ? "]" : "", cmf_server_port(s), o.model_name, o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
            o.api_key && *o.api_key ? ", API key required" : "");
     fflush(stdout);
     int sig = 0;
