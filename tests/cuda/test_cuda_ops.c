@@ -127,6 +127,27 @@ static void test_weights(cmf_cuda_ctx *ctx) {
                 double e = ref_rel_err(y, ref, n * rows);
                 CHECK_MSG(e < 1e-5, "matvec %s [%lld, %lld] n=%d i8act %d: rel err %g", cmf_dtype_name(dt),
                           (long long)rows, (long long)cols, n, i8, e);
+                if (i8 && n == 3) { /* a NaN activation: its token's every output NaN (the block's scale is NaN, as on
+                                     * the CPU), the other tokens' bits unchanged */
+                    float *xn = malloc(sizeof(float) * (size_t)(n * cols)), *yn = malloc(sizeof(float) * (size_t)(n * rows));
+                    memcpy(xn, x, sizeof(float) * (size_t)(n * cols));
+                    xn[cols + cols / 2] = NAN;
+                    float *d_xn = ref_dev_from(xn, sizeof(float) * (size_t)(n * cols));
+                    float *d_yn = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
+                    OK(cmf_cuda_matvec(&w, d_xn, d_yn, n, NULL));
+                    OK(cmf_cuda_download(yn, d_yn, sizeof(float) * (size_t)(n * rows), NULL));
+                    OK(cmf_cuda_sync(NULL));
+                    int64_t bad = 0;
+                    for (int64_t r = 0; r < rows; r++)
+                        bad += !isnan(yn[rows + r]) || memcmp(&yn[r], &y[r], sizeof(float)) != 0 ||
+                               memcmp(&yn[2 * rows + r], &y[2 * rows + r], sizeof(float)) != 0;
+                    CHECK_MSG(bad == 0, "matvec %s [%lld, %lld] i8act %d with a NaN activation: %lld rows wrong",
+                              cmf_dtype_name(dt), (long long)rows, (long long)cols, i8, (long long)bad);
+                    cmf_cuda_free(d_xn);
+                    cmf_cuda_free(d_yn);
+                    free(xn);
+                    free(yn);
+                }
                 /* the fused decode products give the same bits: q/k/v-style multi (with a bias on the second
                  * weight: matvec then + bias) and gate/up + GLU (matvec twice, then cmf_cuda_glu) */
                 cmf_cuda_weight ww[2] = {w, w};

@@ -37,7 +37,11 @@ static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, f
     a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 1));
     a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 2));
     a = fmaxf(a, __shfl_xor_sync(0xffffffffu, a, 4));
-    const float d = a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
+    /* a NaN in the block (fmaxf drops it) makes the scale NaN and its q 0, so every product that reads the block is
+     * NaN, as the CPU quantizer (kern_scalar.c) and an f32 product do */
+    const bool nan_l = e[0] != e[0] || e[1] != e[1] || e[2] != e[2] || e[3] != e[3];
+    const bool nan_b = (__ballot_sync(0xffffffffu, nan_l) >> (threadIdx.x & 24)) & 0xffu;
+    const float d = nan_b ? __int_as_float(0x7fc00000) : a / 127.0f, id = a > 0.0f ? 127.0f / a : 0.0f;
 #pragma unroll
     for (int m = 0; m < 4; m++) {
         const float y = __fmul_rn(e[m], id);
