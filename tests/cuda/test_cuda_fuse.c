@@ -243,10 +243,12 @@ int main(void) {
     const int64_t poss[4] = {0, 40, 170, 299};
     /* with every decode kernel variant (cmf_cuda_set_attn_decode: keys per softmax update, L2 prefetch, merge of
      * the splits): fused and separate kernels take the same variant, so they must agree bit for bit in each */
-    static const int tile[4] = {1, 4, 4, 4}, pf[4] = {0, 0, 1, 0}, mg[4] = {1, 1, 1, 0};
-    for (int pi = 0; pi < 16; pi++) {
+    static const int tile[5] = {1, 4, 4, 4, 4}, pf[5] = {0, 0, 1, 0, 0}, mg[5] = {1, 1, 1, 0, 1};
+    static const int cl[5] = {0, 0, 0, 0, 1}; /* the cluster form (cmf_cuda_set_attn_cluster) */
+    for (int pi = 0; pi < 20; pi++) {
         const int64_t p = poss[pi % 4];
         cmf_cuda_set_attn_decode(tile[pi / 4], pf[pi / 4], mg[pi / 4]);
+        cmf_cuda_set_attn_cluster(cl[pi / 4]);
         test_attn_rope(CMF_CUDA_KV_F16, 16, 8, 128, 128, CMF_CUDA_ROPE_HALF, 1, 0, p);
         test_attn_rope(CMF_CUDA_KV_F16, 32, 8, 128, 128, CMF_CUDA_ROPE_HALF, 0, 0, p);
         test_attn_rope(CMF_CUDA_KV_F32, 16, 4, 64, 32, CMF_CUDA_ROPE_INTERLEAVED, 2, 0, p);
@@ -254,6 +256,7 @@ int main(void) {
         test_attn_rope(CMF_CUDA_KV_F32, 64, 8, 96, 96, CMF_CUDA_ROPE_HALF, 0, 100, p);
     }
     cmf_cuda_set_attn_decode(-1, -1, -1);
+    cmf_cuda_set_attn_cluster(-1);
     {
         cmf_cuda_attn a;
         memset(&a, 0, sizeof a);

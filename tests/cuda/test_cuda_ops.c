@@ -495,11 +495,14 @@ static void test_attention(int prefill) {
         void *d_work = ref_dev_poison(wb);
         OK(cmf_cuda_memset(d_work, 0, wb, NULL)); /* zeroed once (its split counters); 4 launches reuse it below */
         /* every decode kernel variant (cmf_cuda_set_attn_decode): keys per softmax update 1 / 4, with and without
-         * the L2 prefetch of the split's rows, the parallel and the serial merge of the splits */
-        static const int tile[4] = {1, 4, 4, 4}, pf[4] = {0, 0, 1, 0}, mg[4] = {1, 1, 1, 0};
-        for (int ti = 0; ti < 8; ti++) {
+         * the L2 prefetch of the split's rows, the parallel and the serial merge of the splits; the cluster form
+         * (cmf_cuda_set_attn_cluster: the default tile, its own merge) */
+        static const int tile[5] = {1, 4, 4, 4, 4}, pf[5] = {0, 0, 1, 0, 0}, mg[5] = {1, 1, 1, 0, 1};
+        static const int cl[5] = {0, 0, 0, 0, 1};
+        for (int ti = 0; ti < 10; ti++) {
             int64_t pos = tests[ti % 2];
             cmf_cuda_set_attn_decode(tile[ti / 2], pf[ti / 2], mg[ti / 2]);
+            cmf_cuda_set_attn_cluster(cl[ti / 2]);
             float *q = ref_rand_vec(&rng, H * D, 2.0f), *o = malloc(sizeof(float) * (size_t)(H * D));
             double *ref = malloc(sizeof(double) * (size_t)(H * D));
             float *d_q = ref_dev_from(q, sizeof(float) * (size_t)(H * D)), *d_o = ref_dev_poison(sizeof(float) * (size_t)(H * D));
@@ -508,8 +511,9 @@ static void test_attention(int prefill) {
             OK(cmf_cuda_sync(NULL));
             ref_attention(H, KV, D, a.scale, a.softcap, a.window, q, k, v, pos, 1, ref);
             double e = ref_rel_err(o, ref, H * D);
-            CHECK_MSG(e < 1e-5, "attn decode H%d KV%d D%d win%d cap%g pos %lld tile %d pf %d merge %d: %g", H, KV, D,
-                      a.window, (double)a.softcap, (long long)pos, tile[ti / 2], pf[ti / 2], mg[ti / 2], e);
+            CHECK_MSG(e < 1e-5, "attn decode H%d KV%d D%d win%d cap%g pos %lld tile %d pf %d merge %d cluster %d: %g",
+                      H, KV, D, a.window, (double)a.softcap, (long long)pos, tile[ti / 2], pf[ti / 2], mg[ti / 2],
+                      cl[ti / 2], e);
             /* the device-position variant (CUDA graphs): the same bits */
             int32_t p32 = (int32_t)pos;
             int32_t *d_p = ref_dev_from(&p32, sizeof p32);
@@ -538,6 +542,7 @@ static void test_attention(int prefill) {
             free(ref);
         }
         cmf_cuda_set_attn_decode(-1, -1, -1);
+        cmf_cuda_set_attn_cluster(-1);
         cmf_cuda_free(d_work);
         /* prefill of the last n_tok positions (a cached prefix before them) */
         if (prefill) {

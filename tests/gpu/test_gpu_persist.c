@@ -117,6 +117,9 @@ int main(void) {
         printf("SKIP: no usable CUDA device\n");
         return 77;
     }
+    /* the persistent kernel's attention items are the plain decode kernel's (attn_split_item), so the graph path it
+     * is compared with takes that form, not the cluster form (attention.cu) */
+    cmf_cuda_set_attn_cluster(0);
     char path[1024];
     snprintf(path, sizeof path, "%s", tmp_path("persist-qwen3-q8.cmf"));
     cmf_convert_opts opts = {0};

@@ -227,36 +227,31 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
     r.w[1] = make_uint4(__float_as_uint(v[4]), __float_as_uint(v[5]), __float_as_uint(v[6]), __float_as_uint(v[7]));
 }
 
-/* Work item (kv head kvh, split, head chunk hz of nz) by 128 threads (tid 0..127; bar: ad_sync): lane groups of
- * L = pow2(D/8) lanes each hold key rows (16 bytes per lane and row), GH query heads of the group in registers.
- * A group takes KT keys per round (tile: KT rows of K and V loaded before the first is used; KT is lowered to 2 for
- * GH = 8 to stay in registers, and to 1 for head_dim <= 32, L < 8, as attention.cu launches it), scores them for every head, and does one online-softmax update per head and tile
- * (the tile's max, one rescale of the running sum and output, Milakov & Gimelshein 2018); with KT = 1 this is the
- * per-key update. Then the groups merge in shared memory; partials into work[head][nsplit][D + 2]; the last split
- * of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA samples'
- * threadFenceReduction) merges the splits into out. mk: the split rule (ad_split_keys). With fr.on (one
- * head chunk: G <= AD_MAXG), the item first
- * normalizes and rotates its query heads into shared memory (warp_head_norm_rope, the code of
- * cmf_cuda_qk_norm_rope_kv), and the item whose split holds the position also does the token's K head, writes K and
- * V into the cache and scores that key from shared memory (rounded as the cache stores it), so the result has the
- * bits of qk_norm_rope_kv followed by the plain kernel. The caller has waited for q (and fr's k, v). Every caller
- * with the same KT gives the same bits (the key order within a group, the groups' merge order are fixed).
- * serial_merge: the serial merge of the splits (merge_dim) instead of attn_merge_splits (the default)
- * (CMF_CUDA_ATTN_MERGE=1). */
+/* The partial of one split (kv head kvh, split of geometry geo, head chunk hz) by 128 threads (tid 0..127; bar:
+ * ad_sync): lane groups of L = pow2(D/8) lanes each hold key rows (16 bytes per lane and row), GH query heads of the
+ * group in registers. A group takes KT keys per round (tile: KT rows of K and V loaded before the first is used; KT
+ * is lowered to 2 for GH = 8 to stay in registers, and to 1 for head_dim <= 32, L < 8, as attention.cu launches
+ * it), scores them for every head, and does one online-softmax update per head and tile (the tile's max, one
+ * rescale of the running sum and output, Milakov & Gimelshein 2018); with KT = 1 this is the per-key update. Then
+ * the groups merge in shared memory into dst + h * hstride = (max, sum, output[D]) of head h of the chunk (global
+ * work partials or a cluster's shared memory). A split past the position's keys gives the partial of no keys
+ * (-inf, 0, zeros). With fr.on (one head chunk: G <= AD_MAXG), the item first normalizes and rotates its query
+ * heads into shared memory (warp_head_norm_rope, the code of cmf_cuda_qk_norm_rope_kv), and the item whose split
+ * holds the position also does the token's K head, writes K and V into the cache and scores that key from shared
+ * memory (rounded as the cache stores it), so the result has the bits of qk_norm_rope_kv followed by the plain
+ * kernel. The caller has waited for q (and fr's k, v). Every caller with the same KT and geometry gives the same
+ * bits (the key order within a group, the groups' merge order are fixed). */
 template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
-static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, const float *__restrict__ q,
-                                                       const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
-                                                       int64_t pos, int nsplit, float *__restrict__ work,
-                                                       int *__restrict__ done, float *__restrict__ out,
-                                                       const AttnRope &fr, int kvh, int split, int hz, int nz, int tid,
-                                                       int bar, int mk, AttnSm<GH, L, FR> &S,
-                                                       int serial_merge = AD_MERGE_SERIAL) {
+static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a, const float *__restrict__ q,
+                                                          const uint16_t *__restrict__ kc,
+                                                          const uint16_t *__restrict__ vc, int64_t pos,
+                                                          const split_geo &geo, const AttnRope &fr, int kvh, int split,
+                                                          int hz, int tid, int bar, AttnSm<GH, L, FR> &S,
+                                                          float *__restrict__ dst, int64_t hstride) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per item */
     constexpr int T = L < 8 ? 1 : GH >= 8 && KT > 2 ? 2 : KT; /* keys per group and round (launch_tile's rule) */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
     const int h0 = hz * AD_MAXG;
-    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos, mk);
-    if (split >= geo.ns) return; /* a split past this position's keys (grid sized for the longest context) */
     const int64_t k_first = geo.kf, split_len = geo.len;
     const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this item */
     const int lane = tid & 31, sub = lane % L, grp = (tid >> 5) * GPW + lane / L;
@@ -264,7 +259,8 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
     const int64_t j0 = k_first + (int64_t)split * split_len;
     int64_t j1 = j0 + split_len;
     if (j1 > pos + 1) j1 = pos + 1;
-    const bool own = FR && fr.on && j1 == pos + 1; /* this split holds the token's own key */
+    if (j1 < j0) j1 = j0; /* an empty split (a cluster's spare block): the partial of no keys */
+    const bool own = FR && fr.on && j0 <= pos && j1 == pos + 1; /* this split holds the token's own key */
     if (FR && fr.on) { /* item-uniform */
         const int warp = tid >> 5, nw = AD_THREADS / 32;
         const float p = fr.rot > 0 ? (float)pos : 0.0f;
@@ -369,11 +365,32 @@ static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, c
                 o += S.acc[g][h][d] * f;
                 ls += S.ml[g][h][1] * f;
             }
-        int64_t hh = (int64_t)kvh * G + h0 + h;
-        float *wo = work + (hh * nsplit + split) * (D + 2);
+        float *wo = dst + h * hstride;
         wo[2 + d] = o;
         if (d == 0) wo[0] = M, wo[1] = ls;
     }
+}
+
+/* Work item (kv head kvh, split, head chunk hz of nz) by 128 threads: attn_split_partial into work[head][nsplit]
+ * [D + 2], then the last split of (kvh, hz) to finish (counter done[kvh * nz + hz], threadfence reduction as the CUDA
+ * samples' threadFenceReduction) merges the splits into out. mk: the split rule (ad_split_keys). serial_merge: the
+ * serial merge of the splits (merge_dim) instead of attn_merge_splits (the default) (CMF_CUDA_ATTN_MERGE=1). */
+template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
+static __device__ __forceinline__ void attn_split_item(const cmf_cuda_attn &a, const float *__restrict__ q,
+                                                       const uint16_t *__restrict__ kc, const uint16_t *__restrict__ vc,
+                                                       int64_t pos, int nsplit, float *__restrict__ work,
+                                                       int *__restrict__ done, float *__restrict__ out,
+                                                       const AttnRope &fr, int kvh, int split, int hz, int nz, int tid,
+                                                       int bar, int mk, AttnSm<GH, L, FR> &S,
+                                                       int serial_merge = AD_MERGE_SERIAL) {
+    const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
+    const int h0 = hz * AD_MAXG;
+    const int gh = G - h0 < GH ? G - h0 : GH; /* heads of this item */
+    const split_geo geo = decode_geo(a.n_kv_heads, a.window, pos, mk);
+    if (split >= geo.ns) return; /* a split past this position's keys (grid sized for the longest context) */
+    attn_split_partial<GH, L, KF, FR, KT>(a, q, kc, vc, pos, geo, fr, kvh, split, hz, tid, bar, S,
+                                          work + (((int64_t)kvh * G + h0) * nsplit + split) * (D + 2),
+                                          (int64_t)nsplit * (D + 2));
     /* the last split of this (kv head, head chunk) to finish merges the splits: no second kernel */
     __threadfence();
     ad_sync(bar);

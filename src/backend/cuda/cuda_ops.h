@@ -333,6 +333,11 @@ int cmf_cuda_attn_decode_rope_ok(const cmf_cuda_attn *a, const cmf_cuda_qk_rope 
  * depend on tile and merge only through the order of the f32 operations (each as exact as the others); graph
  * replays keep the variant they were captured with. No errors. */
 void cmf_cuda_set_attn_decode(int tile, int pf, int merge);
+/* The cluster form of every decode entry point above (attention.cu: the splits of a KV head merged through the
+ * distributed shared memory of sm_90 thread-block clusters): on = 1 / 0, -1 the environment's choice
+ * (CMF_CUDA_ATTN_CLUSTER) or the default. The same tile and a different order of the f32 operations than the plain
+ * kernel (each as exact); graph replays keep the form they were captured with. No errors. */
+void cmf_cuda_set_attn_cluster(int on);
 /* Scratch needed by cmf_cuda_attn_decode for contexts up to n_ctx positions. */
 size_t cmf_cuda_attn_decode_work_bytes(const cmf_cuda_attn *a, int64_t n_ctx);
 
