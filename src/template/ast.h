@@ -2,7 +2,8 @@
  *
  * The lexer (lexer.c) applies Jinja2's whitespace rules as transformers configures them (trim_blocks=True,
  * lstrip_blocks=True, keep_trailing_newline=False; `-`/`+` markers on tags) and yields text and tag tokens;
- * the parser (parser.c) builds one tree per template in an arena that the template owns. */
+ * the parser (statements in parser.c, expressions in parse_expr.c, their shared state in parser.h) builds one tree
+ * per template in an arena that the template owns. */
 #ifndef CMF_TEMPLATE_AST_H
 #define CMF_TEMPLATE_AST_H
 
