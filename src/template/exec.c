@@ -283,24 +283,27 @@ static cmf_status emit(jctx *c, const jnode *at, const char *s, size_t n) {
     return CMF_OK;
 }
 
+/* Emits str(v) (jv_to_str; v borrowed), built apart first so that a value whose text passes the output limit or
+ * nests too deeply fails ("output bytes" / nesting) before any of it is written. */
+static cmf_status emit_str_of(jctx *c, const jnode *at, jv v) {
+    jbuf tmp = {.limit = c->lim.max_output};
+    jv_to_str(&tmp, v);
+    cmf_status st = jinja_buf_status(c, at, &tmp, "output bytes");
+    if (!st) st = emit(c, at, tmp.p, tmp.n);
+    jbuf_free(&tmp);
+    return st;
+}
+
 static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
     jv v;
     cmf_status st = CMF_OK;
     switch (n->type) {
     case N_TEXT: return emit(c, n, n->name, (size_t)n->op);
-    case N_OUTPUT: {
+    case N_OUTPUT:
         TRY(jinja_eval(c, f, n->a, &v));
-        jbuf tmp = {.limit = c->lim.max_output};
-        if (v.k == JV_STR) st = emit(c, n, v.u.s->s, v.u.s->len);
-        else {
-            jv_to_str(&tmp, v);
-            st = jinja_buf_status(c, n, &tmp, "output bytes");
-            if (!st) st = emit(c, n, tmp.p, tmp.n);
-        }
-        jbuf_free(&tmp);
+        st = v.k == JV_STR ? emit(c, n, v.u.s->s, v.u.s->len) : emit_str_of(c, n, v);
         jv_release(v);
         return st;
-    }
     case N_IF:
         TRY(jinja_eval(c, f, n->a, &v));
         int t = jv_truthy(v);
@@ -346,11 +349,7 @@ static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
         c->filter_input = saved;
         jv_release(body);
         if (st) return st;
-        jbuf tmp = {.limit = c->lim.max_output};
-        jv_to_str(&tmp, v);
-        st = jinja_buf_status(c, n, &tmp, "output bytes");
-        if (!st) st = emit(c, n, tmp.p, tmp.n);
-        jbuf_free(&tmp);
+        st = emit_str_of(c, n, v);
         jv_release(v);
         return st;
     }
