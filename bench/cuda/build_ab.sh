@@ -8,7 +8,8 @@
 #  3. gpu_bench decode rows (tg at $CTX) of every file, A and B alternating, $ROUNDS rounds, each a fresh process.
 # Environment: DEPS (the carried folder, as run_acceptance.sh), B_FLAGS (default -DCMF_CUDA_PDL_EARLY=1), FILES
 # (shape:dtype list, default "qwen3-0.6b:q8 qwen3-0.6b:bf16 qwen3-4b:q8 llama-8b:q8"), CTX (128,4096), GEN (64),
-# ROUNDS (2), TESTS (1: run B's tests). Output: $OUT/results.txt (one line per run: build, file, gpu_bench's test
+# ROUNDS (2), TESTS (1: run B's tests, and test_cuda_ops' groups $OPS_TESTS, default attn_decode), A_ENVS (settings,
+# each "VAR=value[,VAR=value]", with which build A's rows are also run, tagged build=a+setting). Output: $OUT/results.txt (one line per run: build, file, gpu_bench's test
 # lines) and the logs.
 # Usage (repository root, on the device): DEPS=.cudadev-acc bash bench/cuda/build_ab.sh
 set -uo pipefail
@@ -28,7 +29,7 @@ cmf_dev_setup
 cd "$S"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); B: CMAKE_CUDA_FLAGS=$B_FLAGS"
-T="gpu_bench make_random_llama test_gpu_forward test_gpu_persist test_cuda_fuse test_cuda_stream"
+T="gpu_bench make_random_llama test_gpu_forward test_gpu_persist test_cuda_fuse test_cuda_stream test_cuda_ops"
 echo "== build A and B $(el)"
 (cmf_configure $S/build-a && cmake --build $S/build-a -j8 --target $T) > "$OUT/build-a.log" 2>&1 &
 ba=$!
@@ -50,6 +51,9 @@ if [ "${TESTS:-1}" = 1 ]; then
     echo "B $(basename $t) rc=$? $(el)"
     grep -E 'FAIL|fail' "$OUT/b-$(basename $t).log" | head -5
   done
+  env CMF_CUDA_TEST_ONLY=${OPS_TESTS:-attn_decode} timeout 200 $S/build-b/tests/cuda/test_cuda_ops > "$OUT/b-test_cuda_ops.log" 2>&1
+  echo "B test_cuda_ops (${OPS_TESTS:-attn_decode}) rc=$? $(el)"
+  grep -E 'FAIL|fail' "$OUT/b-test_cuda_ops.log" | head -5
   grep -E 'WORST|identical' "$OUT/b-test_gpu_forward.log" | head -8
 fi
 wait $gen
@@ -59,9 +63,10 @@ for r in $(seq $ROUNDS); do
     shape=${fd%%:*} dt=${fd##*:}
     f=/tmp/ab-$shape-$dt.cmf
     [ -f $f ] || { echo "no $f"; continue; }
-    for b in a b; do
-      timeout 120 $S/build-$b/tests/gpu/gpu_bench $f -p 0 -g $GEN -c $CTX -r 2 2>&1 | grep test= |
-        sed "s|^|build=$b round=$r file=$shape-$dt |" | tee -a "$OUT/results.txt"
+    for b in a b ${A_ENVS:-}; do
+      case $b in a | b) bd=$b e= ;; *) bd=a e=${b//,/ } ;; esac
+      env $e timeout 120 $S/build-$bd/tests/gpu/gpu_bench $f -p 0 -g $GEN -c $CTX -r 2 2>&1 | grep test= |
+        sed "s|^|build=$bd${e:++$b} round=$r file=$shape-$dt |" | tee -a "$OUT/results.txt"
     done
   done
 done

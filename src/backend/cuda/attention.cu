@@ -33,6 +33,9 @@ static __host__ __device__ __forceinline__ int64_t first_key(int64_t p, int wind
 #ifndef AD_CL_KEYS
 #define AD_CL_KEYS 32 /* the least keys per split of the cluster form (CMF_CUDA_ATTN_CL_KEYS) */
 #endif
+#ifndef AD_CL_PRE
+#define AD_CL_PRE 0 /* the first round's K / V rows loaded before the PDL wait (attn_split_partial's PRE) */
+#endif
 #ifndef AD_CLUSTER
 #define AD_CLUSTER 1 /* measured faster at every q8 shape and context (bench/cuda/RESULTS.md, session 13) */
 #endif
@@ -192,9 +195,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
                                                                     float *__restrict__ work, int *__restrict__ done,
                                                                     float *__restrict__ out, AttnRope fr, int mk,
                                                                     CuPf pf) {
-    const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
-    pdl_enter();
-    if (threadIdx.x == 0 && pf.tot)
+    const int64_t pos = dpos ? (int64_t)*dpos : pos_h; /* written before the step's first kernel */
+    if (threadIdx.x == 0 && pf.tot) /* weights: immutable */
         l2pf_share(pf.p, pf.n, pf.tot, blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z),
                    (uint64_t)gridDim.x * gridDim.y * gridDim.z);
     __shared__ AttnSm<GH, L, FR> S;
@@ -203,8 +205,9 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
     const split_geo geo = cluster_geo(a.n_kv_heads, a.window, pos, mk);
     if (split >= geo.ns) return; /* a whole cluster past the position's keys */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, h0 = hz * AD_MAXG, gh = G - h0 < GH ? G - h0 : GH;
-    attn_split_partial<GH, L, KF, FR, KT>(a, q, kc, vc, pos, geo, fr, kvh, split, hz, threadIdx.x, 0, S, &part[0][0],
-                                          8 * L + 2);
+    /* the PDL wait is inside, after the first round's cached K / V rows are loaded (PRE) */
+    attn_split_partial<GH, L, KF, FR, KT, AD_CL_PRE>(a, q, kc, vc, pos, geo, fr, kvh, split, hz, threadIdx.x, 0, S,
+                                                     &part[0][0], 8 * L + 2);
     cg::cluster_group cl = cg::this_cluster();
     cl.sync(); /* every partial of the cluster written (release / acquire at cluster scope) */
     const int ncl = geo.ns / AD_CL, ci = split / AD_CL, r = (int)cl.block_rank();

@@ -241,7 +241,7 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
  * memory (rounded as the cache stores it), so the result has the bits of qk_norm_rope_kv followed by the plain
  * kernel. The caller has waited for q (and fr's k, v). Every caller with the same KT and geometry gives the same
  * bits (the key order within a group, the groups' merge order are fixed). */
-template <int GH, int L, bool KF, bool FR, int KT = AD_KT>
+template <int GH, int L, bool KF, bool FR, int KT = AD_KT, bool PRE = false>
 static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a, const float *__restrict__ q,
                                                           const uint16_t *__restrict__ kc,
                                                           const uint16_t *__restrict__ vc, int64_t pos,
@@ -261,6 +261,25 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
     if (j1 > pos + 1) j1 = pos + 1;
     if (j1 < j0) j1 = j0; /* an empty split (a cluster's spare block): the partial of no keys */
     const bool own = FR && fr.on && j0 <= pos && j1 == pos + 1; /* this split holds the token's own key */
+    const int64_t row = (int64_t)a.n_kv_heads * D;
+    /* Key t of group g in the round at jb: jb + t * GPW + g (a warp's keys adjacent). With PRE the first round's
+     * rows before the position are loaded before the PDL wait (pdl_enter here): earlier steps wrote them, and every
+     * kernel before the one that let this launch start is complete (common.cuh's rule); the position's own row comes
+     * after the wait (written by the step's RoPE kernel, or by this item with fr.on). */
+    int64_t jb = j0 + (int64_t)(tid >> 5) * GPW * T;
+    KvRaw<KF> kr[T], vr[T];
+    if (PRE) {
+#pragma unroll
+        for (int t = 0; t < T; t++) {
+            const int64_t j = jb + t * GPW + lane / L;
+            if (has_d && j < j1 && j < pos) {
+                const int64_t e = j * row + (int64_t)kvh * D + sub * 8;
+                kv_raw_load<KF>(kr[t], kc, e);
+                kv_raw_load<KF>(vr[t], vc, e);
+            }
+        }
+        pdl_enter();
+    }
     if (FR && fr.on) { /* item-uniform */
         const int warp = tid >> 5, nw = AD_THREADS / 32;
         const float p = fr.rot > 0 ? (float)pos : 0.0f;
@@ -292,17 +311,17 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
             acc[h][i] = 0.0f;
         }
     }
-    const int64_t row = (int64_t)a.n_kv_heads * D;
     /* warp-uniform trip count: every lane of a warp joins each shuffle; keys past the split's end score zeros and
-     * take no part in the update. Key t of group g in the round at jb: jb + t * GPW + g (a warp's keys adjacent). */
-    for (int64_t jb = j0 + (int64_t)(tid >> 5) * GPW * T; jb < j1; jb += (int64_t)NG * T) {
-        KvRaw<KF> kr[T], vr[T];
+     * take no part in the update */
+    for (bool first = true; jb < j1; jb += (int64_t)NG * T, first = false) {
         bool valid[T];
 #pragma unroll
         for (int t = 0; t < T; t++) {
             const int64_t j = jb + t * GPW + lane / L;
             valid[t] = j < j1;
-            if (has_d && valid[t] && !(FR && own && j == pos)) {
+            if (PRE && first && has_d && valid[t] && j < pos) {
+                /* loaded before the wait */
+            } else if (has_d && valid[t] && !(FR && own && j == pos)) {
                 const int64_t e = j * row + (int64_t)kvh * D + sub * 8;
                 kv_raw_load<KF>(kr[t], kc, e);
                 kv_raw_load<KF>(vr[t], vc, e);
