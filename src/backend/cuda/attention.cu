@@ -205,7 +205,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
     const split_geo geo = cluster_geo(a.n_kv_heads, a.window, pos, mk);
     if (split >= geo.ns) return; /* a whole cluster past the position's keys */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, h0 = hz * AD_MAXG, gh = G - h0 < GH ? G - h0 : GH;
-    /* the PDL wait is inside, after the first round's cached K / V rows are loaded (PRE) */
+    /* with AD_CL_PRE the PDL wait is inside, after the first round's cached K / V rows are loaded */
+    if (!AD_CL_PRE) pdl_enter();
     attn_split_partial<GH, L, KF, FR, KT, AD_CL_PRE>(a, q, kc, vc, pos, geo, fr, kvh, split, hz, threadIdx.x, 0, S,
                                                      &part[0][0], 8 * L + 2);
     cg::cluster_group cl = cg::this_cluster();
