@@ -2,7 +2,8 @@
  * "chat.completion" / "chat.completion.chunk" objects; Completions: /v1/completions, "text_completion"; Models:
  * /v1/models) and, for the routes OpenAI does not have, the llama.cpp / vLLM servers' shapes: /tokenize
  * {"content"|"prompt", "add_special", "model"; llama-server's "with_pieces" (true: [{"id", "piece"}], native.c),
- * "parse_special" true} -> {"tokens", "count"}, /detokenize {"tokens", "model"} -> {"content"} (other fields are a 400),
+ * "parse_special" true} -> {"tokens", "count"}, /detokenize {"tokens", "model"} -> {"content"} (llama-server's joined
+ * token pieces, srv_llama_detokenize; other fields are a 400),
  * /apply-template {"messages", "tools"?, ...} -> {"prompt"}. Errors: {"error":{"message","type","code","param"}}
  * (OpenAI's error object). The requests are parsed in request.c. */
 #include <limits.h>
@@ -397,7 +398,7 @@ srv_reply srv_api_detokenize(cmf_server *s, const char *body, size_t len) {
     }
     cJSON_Delete(j);
     char *text = NULL;
-    cmf_status st = cmf_detokenize(s->tok, ids, (size_t)n, 0, &text);
+    cmf_status st = srv_llama_detokenize(s, ids, (size_t)n, 0, &text); /* llama-server's route: its joined pieces */
     free(ids);
     if (st != CMF_OK) return srv_reply_err(400, "tokens", "cannot detokenize: %s", cmf_last_error());
     cJSON *o = cJSON_CreateObject();

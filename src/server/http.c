@@ -1,5 +1,6 @@
 /* http.c — the HTTP side of `cmf serve` on GNU libmicrohttpd (one thread per connection, so a handler may block
- * while its request is generated): routing, Bearer-key authentication with a constant-time compare, the body
+ * while its request is generated): routing (with llama-server's path aliases), Bearer-key (or llama-server's
+ * X-Api-Key) authentication with a constant-time compare, the body
  * size limit, CORS, and Server-Sent Events (text/event-stream, "data: <json>\n\n" frames, as OpenAI streams)
  * through a callback response that blocks until the scheduler produces more. A client that disconnects is noticed
  * by a peek at its socket while waiting (EOF), and its request is cancelled so the slot frees up. */
@@ -32,6 +33,13 @@ static const struct {
     {"/detokenize", "POST"},          {"/apply-template", "POST"},   {"/", "GET"},
     {"/completion", "POST"},          {"/props", "GET"}, /* llama-server's own (native.c) */
 };
+/* llama-server's other paths to the same routes (tools/server/server.cpp: "/v1/health", "/models", "/completions"
+ * is its own /completion, not the OpenAI one, "/chat/completions"); requests count under the route's name */
+static const struct {
+    const char *path;
+    int route;
+} ALIASES[] = {
+    {"/v1/health", R_HEALTH}, {"/models", R_MODELS}, {"/completions", R_NATIVE}, {"/chat/completions", R_CHAT}};
 static const char *const ROUTE_NAMES[N_ROUTES] = {"chat_completions", "completions", "models",   "health", "metrics",
                                                   "tokenize",         "detokenize",  "apply_template", "page",
                                                   "completion",       "props",       "other"};
@@ -122,10 +130,18 @@ static int key_equal(const char *a, size_t na, const char *b, size_t nb) {
     return d == 0;
 }
 
+/* The key in "Authorization: Bearer KEY" or, when there is no Authorization header, in "X-Api-Key: KEY" (with or
+ * without "Bearer "), as llama-server's validate_api_key (tools/server/server-http.cpp) reads it. */
 static int authorized(cmf_server *s, struct MHD_Connection *c) {
     if (!s->api_key) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncasecmp(h, "Bearer ", 7) != 0) return 0; /* the scheme is case-insensitive (RFC 7235 2.1) */
+    if (!h) {
+        h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Api-Key");
+        if (!h) return 0;
+        if (!strncasecmp(h, "Bearer ", 7)) h += 7;
+        return key_equal(h, strlen(h), s->api_key, strlen(s->api_key));
+    }
+    if (strncasecmp(h, "Bearer ", 7) != 0) return 0; /* the scheme is case-insensitive (RFC 7235 2.1) */
     h += 7;
     while (*h == ' ') h++;
     return key_equal(h, strlen(h), s->api_key, strlen(s->api_key));
@@ -256,6 +272,8 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
     int route = R_OTHER;
     for (int i = 0; i < N_ROUTES - 1; i++)
         if (!strcmp(url, ROUTES[i].path)) route = i;
+    for (size_t i = 0; i < sizeof ALIASES / sizeof ALIASES[0]; i++)
+        if (!strcmp(url, ALIASES[i].path)) route = ALIASES[i].route;
     const char *model_id = NULL; /* GET /v1/models/{id}: OpenAI's "Retrieve model" (the SDK's models.retrieve) */
     if (route == R_OTHER && !strncmp(url, "/v1/models/", 11)) route = R_MODELS, model_id = url + 11;
     pthread_mutex_lock(&s->mu);
@@ -266,7 +284,7 @@ static enum MHD_Result dispatch(cmf_server *s, struct MHD_Connection *c, const c
         if (!resp) return MHD_NO;
         add_common_headers(s, resp, NULL);
         MHD_add_response_header(resp, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(resp, "Access-Control-Allow-Headers", "Authorization, X-Api-Key, Content-Type");
         MHD_add_response_header(resp, "Access-Control-Max-Age", "86400");
         count_status(s, 204);
         enum MHD_Result rc = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, resp);
@@ -413,6 +431,7 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     s->tok = tok;
     s->vocab = cmf_model_vocab_size(m);
     s->eos = cmf_model_eos_ids(m, &s->n_eos);
+    s->anchor = srv_piece_anchor(tok);
     int train = cmf_model_n_ctx_train(m);
     s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (train > 0 && train < 4096 ? train : 4096);
     s->host = strdup(o.host);

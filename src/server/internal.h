@@ -101,6 +101,8 @@ struct srv_req {
      * tokens in its KV cache at the end, the index in stops of the stop string that ended it (-1: none), and the
      * srv_now() times of the slot taking it, of its first and of its last sampled token (0: none) */
     int id_slot, n_past, stop_hit;
+    int truncated; /* llama-server's "truncated": the context was full at the last sampled token
+                    * (n_past + 1 >= n_ctx) */
     double t_start, t_first, t_last;
     int role_sent;
     int n_tool_calls; /* tool calls sent so far (stream; the scheduler thread's) */
@@ -154,6 +156,7 @@ struct cmf_server {
     int n_ctx, vocab;
     const int32_t *eos;
     int n_eos;
+    int32_t anchor; /* a token decoded ahead of llama-server's texts (srv_piece_anchor), or -1 */
 
     pthread_mutex_t mu;
     pthread_cond_t wake; /* the scheduler waits here for work */
@@ -261,6 +264,15 @@ cmf_sampler_params srv_sampling_defaults(int native);
 srv_reply srv_native_reply(srv_req *r);
 int srv_native_sse_piece_to(srv_buf *out, srv_req *r, const char *text, size_t n);
 int srv_native_sse_end(srv_req *r);
+/* llama-server joins each token's piece (common_token_to_piece, llama_token_to_piece with lstrip 0: see
+ * srv_llama_detokenize), where HF's decode drops a SentencePiece leading space at the start of the text. cmf gets the
+ * pieces' join by decoding after an anchor token, whose text is then cut off. srv_piece_anchor: the id of "a" (the
+ * last of its ids) when its decode is non-empty, else -1 (then llama-server's routes decode as HF does).
+ * srv_llama_detokenize: ids[0..n) decoded as llama-server's tokens_to_str (special tokens shown unless skip_special)
+ * into *text (malloc'd); the HF decode when there is no anchor or the anchor's text is not a prefix of the decode.
+ * Errors: those of cmf_detokenize (CMF_E_NOMEM). */
+int32_t srv_piece_anchor(const cmf_tokenizer *tok);
+cmf_status srv_llama_detokenize(const cmf_server *s, const int32_t *ids, size_t n, int skip_special, char **text);
 srv_reply srv_api_props(cmf_server *s);
 cJSON *srv_token_pieces(cmf_server *s, const int32_t *ids, size_t n);
 

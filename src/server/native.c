@@ -6,8 +6,10 @@
  *   POST /completion  {"index": 0, "content", "tokens": [] (llama-server's value without return_tokens, which cmf
  *                     refuses), "id_slot", "stop": true, "model", "tokens_predicted", "tokens_evaluated",
  *                     "generation_settings" (the request's settings, see gen_settings), "has_new_line",
- *                     "truncated": false (cmf refuses a prompt that does not fit instead of cutting it, and never
- *                     shifts the context), "stop_type" ("eos", "word", "limit"), "stopping_word", "tokens_cached",
+ *                     "truncated" (server-context.cpp process_token: the context was full when the last token was
+ *                     sampled, tokens in the cache + 1 >= n_ctx; cmf refuses a prompt that does not fit instead of
+ *                     cutting it, and never shifts the context), "stop_type" ("eos", "word", "limit"),
+ *                     "stopping_word", "tokens_cached",
  *                     "timings"}; not sent: "prompt" (llama-server's detokenized prompt), "completion_probabilities"
  *                     (n_probs is refused). Streamed: one event per piece {"index", "content", "stop": false,
  *                     "id_slot", "tokens_predicted", "tokens_evaluated"} (without llama-server's per-token "tokens":
@@ -26,6 +28,7 @@
 #include "format/format.h"
 #include "server/internal.h"
 #include "tokenizer/tokenizer.h"
+#include "util/error.h"
 
 cmf_sampler_params srv_sampling_defaults(int native) {
     cmf_sampler_params sp = cmf_sampler_default_params();
@@ -110,7 +113,7 @@ static cJSON *final_json(const srv_req *r, const char *content) {
     if (gs) cJSON_AddItemToObject(j, "generation_settings", gs);
     const char *text = r->content.p ? r->content.p : "";
     cJSON_AddBoolToObject(j, "has_new_line", strchr(text, '\n') != NULL);
-    cJSON_AddBoolToObject(j, "truncated", 0);
+    cJSON_AddBoolToObject(j, "truncated", r->truncated);
     /* llama-server's stop types: an end token (eos), a stop string (word), max tokens / the context / the time limit
      * (limit) */
     cJSON_AddStringToObject(j, "stop_type", word ? "word" : !strcmp(reason, "length") ? "limit" : "eos");
@@ -169,6 +172,46 @@ int srv_native_sse_end(srv_req *r) {
     int bad = !s || srv_buf_adds(&r->sse, "data: ") || srv_buf_adds(&r->sse, s) || srv_buf_adds(&r->sse, "\n\n");
     free(s);
     return bad ? -1 : 0;
+}
+
+/* llama.cpp's text of ids (tools/server/server-common.cpp tokens_to_str for /detokenize; the /completion pieces of
+ * server-context.cpp, common_token_to_piece): the pieces of llama_vocab::token_to_piece with lstrip 0 joined, so the
+ * first SentencePiece word keeps its leading space (" Once upon" for [403, 407]), where HF's decode (Metaspace
+ * prepend_scheme, the Strip decoder) drops it. Decoding [anchor] + ids and cutting off the anchor's own text gives
+ * that join: the first-token rule then applies to the anchor only. */
+int32_t srv_piece_anchor(const cmf_tokenizer *tok) {
+    int32_t *ids = NULL, id = -1;
+    size_t n = 0;
+    char *text = NULL;
+    if (cmf_tokenize(tok, "a", 1, 0, &ids, &n) == CMF_OK && n > 0 &&
+        cmf_detokenize(tok, &ids[n - 1], 1, 0, &text) == CMF_OK && text && *text)
+        id = ids[n - 1];
+    free(ids);
+    free(text);
+    return id;
+}
+
+cmf_status srv_llama_detokenize(const cmf_server *s, const int32_t *ids, size_t n, int skip_special, char **text) {
+    *text = NULL;
+    if (s->anchor < 0 || n == 0) return cmf_detokenize(s->tok, ids, n, skip_special, text);
+    int32_t *all = malloc((n + 1) * sizeof *all);
+    char *pre = NULL, *full = NULL;
+    size_t pre_n = 0, full_n = 0;
+    if (!all) return cmf_err(CMF_E_NOMEM, "detokenize: out of memory");
+    all[0] = s->anchor;
+    memcpy(all + 1, ids, n * sizeof *ids);
+    cmf_status st = cmf_detokenize_n(s->tok, all, 1, skip_special, &pre, &pre_n);
+    if (st == CMF_OK) st = cmf_detokenize_n(s->tok, all, n + 1, skip_special, &full, &full_n);
+    free(all);
+    if (st == CMF_OK && full_n >= pre_n && memcmp(full, pre, pre_n) == 0) {
+        memmove(full, full + pre_n, full_n - pre_n + 1); /* with the NUL */
+        *text = full;
+        full = NULL;
+    }
+    free(pre);
+    free(full);
+    if (st != CMF_OK) return st;
+    return *text ? CMF_OK : cmf_detokenize(s->tok, ids, n, skip_special, text);
 }
 
 /* The text of token id with its special tokens shown ("<s>"), or NULL. Malloc'd. */

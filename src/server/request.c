@@ -291,6 +291,10 @@ static int common_fields(cmf_server *s, const cJSON *j, srv_req *r, srv_reply *e
             return -1;
         }
         if (srv_bool_field(so, "include_usage", &r->include_usage, err)) return -1;
+        if (!r->stream && r->kind != SRV_NATIVE) { /* OpenAI's (and vLLM's) 400 */
+            *err = srv_reply_err(400, "stream_options", "'stream_options' is only allowed when 'stream' is true");
+            return -1;
+        }
     }
     if (sp->presence_penalty != 0 || sp->frequency_penalty != 0 || sp->repeat_penalty != 1)
         sp->penalty_last_n = r->max_tokens; /* the penalties see the generated tokens (as vLLM's output tokens) */
@@ -647,7 +651,8 @@ static int model_field(cmf_server *s, const cJSON *j, srv_reply *err) {
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err) {
     cJSON *j = srv_parse_body(body, len, err);
     if (!j) return NULL;
-    if (srv_known_fields(j, err) || model_field(s, j, err)) {
+    /* llama-server's own /completion ignores "model" (it answers with the served name), the OpenAI routes do not */
+    if (srv_known_fields(j, err) || (kind != SRV_NATIVE && model_field(s, j, err))) {
         cJSON_Delete(j);
         return NULL;
     }

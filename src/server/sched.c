@@ -228,6 +228,7 @@ static void slot_end(cmf_server *s, srv_slot *sl, const char *reason, int http_s
     if (reason && !strcmp(reason, "stop") && sl->out.n_tools > 0) reason = "tool_calls";
     r->stop_hit = sl->out.stop_hit;
     r->n_past = sl->n_hist;
+    r->truncated = sl->n_hist + 1 >= s->n_ctx; /* llama-server's rule (native.c) */
     pthread_mutex_lock(&s->mu); /* this step's events before the end's */
     if (slot_flush(s, sl, 1) < 0 && !http_status) {
         http_status = 500;
@@ -277,10 +278,17 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     const char *err = NULL;
     if (r->tool_prefix && srv_out_force_tool(&sl->out, r->tool_prefix)) err = "out of memory";
     /* the detokenizer starts after the prompt (not emitted), so the first generated word keeps its SentencePiece
-     * leading space (" upon" after "Once"), as vLLM and llama-server return it */
+     * leading space (" upon" after "Once"), as vLLM and llama-server return it; on llama-server's /completion also
+     * after a prompt of special tokens only ("" is [BOS]: " Once upon a"), as its joined pieces: the anchor token
+     * (srv_piece_anchor) goes ahead of the prompt, and only the prompt's last 5 ids are kept anyway */
+    const int anchored = r->kind == SRV_NATIVE && s->anchor >= 0;
+    int32_t prime[6];
+    const int n_prime = r->n_prompt < 5 ? r->n_prompt : 5;
+    prime[0] = s->anchor;
+    memcpy(prime + 1, r->prompt + r->n_prompt - n_prime, (size_t)n_prime * sizeof *prime);
     if (!err && (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK ||
                  cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK ||
-                 cmf_detok_stream_prime(sl->ds, r->prompt, (size_t)r->n_prompt) != CMF_OK))
+                 cmf_detok_stream_prime(sl->ds, anchored ? prime : prime + 1, (size_t)(n_prime + anchored)) != CMF_OK))
         err = cmf_last_error();
     pthread_mutex_lock(&s->mu);
     s->met.prompt_tokens_cached += (uint64_t)keep;

@@ -26,8 +26,14 @@ COMPLETIONS = [
     {"prompt": [1, 403, 407], "n_predict": 4, "temperature": 0, "cache_prompt": True, "mirostat": 0,
      "typical_p": 1.0},
     {"prompt": "Lily and Tom", "n_predict": 12, "temperature": 0, "top_k": 1, "seed": 3},
+    # review13 item 1: generation that fills the context (128 positions a slot) ends with "truncated": true
+    {"prompt": "Once upon a time", "n_predict": -1, "temperature": 0},
+    # review13 item 2: the first generated piece keeps its SentencePiece leading space (" Once upon a")
+    {"prompt": "", "n_predict": 3, "temperature": 0},
 ]
 STREAM = {"prompt": "Once upon a time", "n_predict": 6, "temperature": 0, "stream": True}
+# review13 item 2: /detokenize joins each token's piece, the first one's leading space kept
+DETOKENIZE = [[403, 407], [1, 403], [403], [1, 2], [], [263, 1, 403]]
 TOKENIZE = ["Once upon a time", "Hello\nworld \u2603 \u65e5\u672c \u00e9", "<s>x", " a  b"]
 
 
@@ -60,7 +66,8 @@ def main():
             time.sleep(0.1)
         props = json.loads(request(port, "/props"))
         out = {"generator": "tests/server/make_llama_refs.py", "llama_server": props.get("build_info"),
-               "model": "stories260K-gguf/stories260Ktok512.gguf", "props": props, "completion": [], "tokenize": []}
+               "model": "stories260K-gguf/stories260Ktok512.gguf", "props": props, "completion": [], "tokenize": [],
+               "detokenize": []}
         for body in COMPLETIONS:
             out["completion"].append({"body": body, "response": json.loads(request(port, "/completion", body))})
         raw = request(port, "/completion", STREAM)
@@ -69,6 +76,9 @@ def main():
         for text in TOKENIZE:
             body = {"content": text, "with_pieces": True}
             out["tokenize"].append({"body": body, "response": json.loads(request(port, "/tokenize", body))})
+        for ids in DETOKENIZE:
+            body = {"tokens": ids}
+            out["detokenize"].append({"body": body, "response": json.loads(request(port, "/detokenize", body))})
     finally:
         proc.terminate()
         proc.wait()

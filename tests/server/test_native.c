@@ -15,7 +15,13 @@
  *   5. samplers cmf lacks: at their neutral values accepted (the reference's third request), otherwise a 400
  *      naming the field; an unknown field is a 400 naming it;
  *   6. `cmf serve --alias NAME`: /v1/models and /props report NAME, a request naming NAME is served, the file's
- *      own name is then a 404, and an empty alias is a usage error (exit 2). */
+ *      own name is then a 404, and an empty alias is a usage error (exit 2);
+ *   7. (review13) POST /detokenize: the same content as llama-server (its joined token pieces: " Once upon" for
+ *      [403, 407], the leading space kept); the /completion references above include a generation that fills the
+ *      context ("truncated": true) and one after an empty prompt (" Once upon a");
+ *   8. (review13) llama-server's path aliases (/v1/health public, /models, /completions = its /completion,
+ *      /chat/completions), its X-Api-Key header, "model" ignored on /completion (a 404 on the OpenAI routes, as
+ *      vLLM), and stream_options without "stream": true a 400 on the OpenAI routes (as OpenAI). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +196,108 @@ static void test_pieces(const cJSON *refs) {
     }
 }
 
+/* 7. /detokenize */
+static void test_detokenize(const cJSON *refs) {
+    const cJSON *c;
+    cJSON_ArrayForEach(c, get(refs, "detokenize")) {
+        char *body = cJSON_PrintUnformatted(get(c, "body"));
+        int st;
+        cJSON *j = call("POST", "/detokenize", body, &st, NULL);
+        CHECK_MSG(st == 200, "/detokenize %s: status %d", body, st);
+        same_value(get(c, "response"), j, "content", body);
+        cJSON_Delete(j);
+        free(body);
+    }
+    CHECK_MSG(cJSON_GetArraySize(get(refs, "detokenize")) >= 2, "no /detokenize references");
+}
+
+/* One request with extra header lines (each ending in \r\n); returns the status, *j the parsed body. */
+static int call_hdr(const char *method, const char *path, const char *hdr, const char *body, cJSON **j) {
+    char req[2048];
+    int n = snprintf(req, sizeof req,
+                     "%s %s HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n%sContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n\r\n%s",
+                     method, path, hdr, body ? strlen(body) : 0, body ? body : "");
+    http_resp r;
+    *j = NULL;
+    if (n <= 0 || (size_t)n >= sizeof req || http_raw(g_port, req, (size_t)n, &r) != 0) return -1;
+    *j = r.body ? cJSON_Parse(r.body) : NULL;
+    const int st = r.status;
+    http_resp_free(&r);
+    return st;
+}
+
+/* 8. llama-server's aliases, X-Api-Key, its /completion ignoring "model"; stream_options needs stream */
+static void test_llama_paths(const char *model) {
+    server_proc srv;
+    const char *args[] = {"-t", "1", "-c", "128", "--api-key", "sekret", NULL};
+    CHECK(server_start(&srv, model, args) == 0);
+    if (srv.port <= 0) return;
+    g_port = srv.port;
+    const char *key = "X-Api-Key: sekret\r\n", *bearer = "Authorization: Bearer sekret\r\n";
+    cJSON *j = NULL;
+    int st = call_hdr("GET", "/v1/health", "", NULL, &j);
+    CHECK_MSG(st == 200 && cJSON_IsString(get(j, "status")), "/v1/health without a key: %d", st);
+    cJSON_Delete(j);
+    st = call_hdr("GET", "/models", key, NULL, &j);
+    CHECK_MSG(st == 200 && cJSON_IsArray(get(j, "data")), "/models with X-Api-Key: %d", st);
+    cJSON_Delete(j);
+    st = call_hdr("GET", "/models", "X-Api-Key: Bearer sekret\r\n", NULL, &j);
+    CHECK_MSG(st == 200, "/models with X-Api-Key: Bearer: %d", st);
+    cJSON_Delete(j);
+    st = call_hdr("GET", "/models", "X-Api-Key: wrong\r\n", NULL, &j);
+    CHECK_MSG(st == 401, "/models with a wrong X-Api-Key: %d", st);
+    cJSON_Delete(j);
+    st = call_hdr("GET", "/v1/models", "Authorization: Bearer wrong\r\nX-Api-Key: sekret\r\n", NULL, &j);
+    CHECK_MSG(st == 401, "a wrong Authorization next to a right X-Api-Key (llama-server reads Authorization): %d", st);
+    cJSON_Delete(j);
+    const char *native = "{\"prompt\":\"Once upon a time\",\"n_predict\":4,\"temperature\":0}";
+    cJSON *ref = NULL;
+    st = call_hdr("POST", "/completion", bearer, native, &ref);
+    CHECK_MSG(st == 200 && cJSON_IsString(get(ref, "content")), "/completion with X-Api-Key: %d", st);
+    st = call_hdr("POST", "/completions", bearer, native, &j); /* llama-server's /completion, not the OpenAI route */
+    CHECK_MSG(st == 200 && cJSON_IsString(get(j, "stop_type")) && !get(j, "choices"), "/completions: %d", st);
+    same_value(ref, j, "content", "/completions");
+    cJSON_Delete(j);
+    st = call_hdr("POST", "/completion", bearer,
+                  "{\"prompt\":\"Once upon a time\",\"n_predict\":4,\"temperature\":0,"
+                  "\"model\":\"gpt-3.5-turbo\"}",
+                  &j);
+    const cJSON *mj = get(j, "model");
+    CHECK_MSG(st == 200 && cJSON_IsString(mj) && !strcmp(mj->valuestring, "native-stories"),
+              "/completion naming another model: %d", st);
+    same_value(ref, j, "content", "/completion with model");
+    cJSON_Delete(j);
+    cJSON_Delete(ref);
+    st = call_hdr("POST", "/v1/completions", bearer,
+                  "{\"prompt\":\"Once\",\"max_tokens\":2,\"model\":\"gpt-3.5-turbo\"}", &j);
+    CHECK_MSG(st == 404, "/v1/completions naming another model: %d", st);
+    cJSON_Delete(j);
+    st = call_hdr("POST", "/chat/completions", bearer,
+                  "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2}", &j);
+    CHECK_MSG(st == 200 && cJSON_IsArray(get(j, "choices")), "/chat/completions: %d", st);
+    cJSON_Delete(j);
+    static const char *const so[][2] = {
+        {"/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":2,\"stream_options\":{\"include_usage\":true}}"},
+        {"/v1/completions", "{\"prompt\":\"Once\",\"max_tokens\":2,\"stream\":false,\"stream_options\":{}}"},
+        {"/v1/chat/completions", "{\"messages\":[{\"role\":\"user\",\"content\":\"hi\"}],\"max_tokens\":2,"
+                                 "\"stream_options\":{\"include_usage\":false}}"}};
+    for (size_t i = 0; i < sizeof so / sizeof so[0]; i++) {
+        st = call_hdr("POST", so[i][0], bearer, so[i][1], &j);
+        const cJSON *p = get(get(j, "error"), "param");
+        CHECK_MSG(st == 400 && cJSON_IsString(p) && !strcmp(p->valuestring, "stream_options"),
+                  "%s %s: status %d", so[i][0], so[i][1], st);
+        cJSON_Delete(j);
+    }
+    st = call_hdr("POST", "/v1/completions", bearer,
+                  "{\"prompt\":\"Once\",\"max_tokens\":2,\"stream\":true,"
+                  "\"stream_options\":{\"include_usage\":true}}",
+                  &j);
+    CHECK_MSG(st == 200, "stream_options with stream: %d", st);
+    cJSON_Delete(j);
+    CHECK_MSG(server_stop(&srv) == 0, "the server did not exit cleanly");
+}
+
 /* 5. refused fields: a 400 naming param */
 static void expect_400(const char *body, const char *param) {
     int st;
@@ -266,6 +374,7 @@ int main(void) {
         test_stream(refs);
         test_props(refs);
         test_pieces(refs);
+        test_detokenize(refs);
         expect_400("{\"prompt\":\"Once\",\"mirostat\":2}", "mirostat");
         expect_400("{\"prompt\":\"Once\",\"typical_p\":0.5}", "typical_p");
         expect_400("{\"prompt\":\"Once\",\"dry_multiplier\":0.8}", "dry_multiplier");
@@ -275,5 +384,6 @@ int main(void) {
     cmf_model_free(m);
     cJSON_Delete(refs);
     test_alias(model);
+    test_llama_paths(model);
     CMF_TEST_END();
 }
