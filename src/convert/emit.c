@@ -89,10 +89,16 @@ cmf_status cmf_emit_check_values(const cmf_convert_opts *opts, const char *name,
         }
     }
     const int is_float = dt == CMF_DT_F32 || dt == CMF_DT_F16 || dt == CMF_DT_BF16;
+    /* the target the user asked for, when the policy gave this tensor another dtype (--quant q2tp keeps all but
+     * the gate/up planes at q4tp: review13 read "q4tp cannot encode" under q2tp as a wrong name) */
+    char why[96] = "";
+    if (opts && !opts->quant_auto && opts->quant != dt && cmf_dtype_name(opts->quant))
+        snprintf(why, sizeof why, " (--quant %s stores this tensor as %s)", cmf_dtype_name(opts->quant),
+                 cmf_dtype_name(dt));
     if (bad && !is_float)
         return cmf_err(CMF_E_FORMAT, "tensor '%s': the source holds %llu NaN/inf value(s) (first at element %llu), "
-                                     "which %s cannot encode",
-                       name, (unsigned long long)bad, (unsigned long long)first_bad, cmf_dtype_name(dt));
+                                     "which %s cannot encode%s",
+                       name, (unsigned long long)bad, (unsigned long long)first_bad, cmf_dtype_name(dt), why);
     if (bad)
         cmf_convert_warn(opts, "tensor '%s': the source holds %llu NaN/inf value(s) (first at element %llu); they are "
                                "stored as they are",

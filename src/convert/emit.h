@@ -34,7 +34,8 @@ float *cmf_emit_scratch(cmf_emit *e, uint64_t n);
 int cmf_emit_dtype(const cmf_emit *e, const char *name, int ndim, const uint64_t *shape);
 
 /* Checks n source values before they are encoded as `dt` (an enum cmf_dtype): NaN/inf values are an error for
- * quantized dtypes and a warning (opts->warn; opts may be NULL) for f32/f16/bf16, which store them as they are; for
+ * quantized dtypes (naming dt and, when it is not the --quant asked for, that target: "--quant q2tp stores this
+ * tensor as q4tp") and a warning (opts->warn; opts may be NULL) for f32/f16/bf16, which store them as they are; for
  * f16 a finite value that rounds to inf (|x| >= 65520; the largest finite f16 is 65504, IEEE 754 binary16) is
  * an error naming the tensor and max |x|, suggesting bf16 or f32. The §2.0 policy gives a tensor its dtype by name
  * and shape only, so no per-tensor fallback is made. Errors: CMF_E_FORMAT (non-finite for a quantized dtype),

@@ -339,12 +339,13 @@ static cmf_status emit_one(cmf_emit *em, const gentry *e, int *dtype) {
     return s;
 }
 
-/* header.quant_type: the label of the dtype that holds the most bytes of 2-D matrices (q4_tiled -> "Q4_BLOCK", as
- * cortiq's converter labels q4t, §1.4). */
-static const char *file_label(const uint64_t *bytes_by_dtype, int fallback) {
+/* header.quant_type: the label of the dtype that holds the most elements of 2-D matrices (q4_tiled -> "Q4_BLOCK",
+ * as cortiq's converter labels q4t, §1.4). Elements, not the source's bytes: a K-quant's few bits per weight made
+ * one f32 embedding outweigh six matrices re-encoded as q8_row, and the file was labelled F32 (review13). */
+static const char *file_label(const uint64_t *elems_by_dtype, int fallback) {
     int best = -1;
     for (int d = 0; d < CMF_DT_COUNT; d++)
-        if (bytes_by_dtype[d] && (best < 0 || bytes_by_dtype[d] > bytes_by_dtype[best])) best = d;
+        if (elems_by_dtype[d] && (best < 0 || elems_by_dtype[d] > elems_by_dtype[best])) best = d;
     if (best == CMF_DT_Q4_TILED) return "Q4_BLOCK";
     const char *l = best >= 0 ? cmf_quant_label(best) : NULL;
     return l ? l : cmf_quant_label(fallback);
@@ -406,11 +407,11 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
         cmf_convert_warn(opts, "no tokenizer.ggml.model: the file has no vocab section");
     if (!s) auto_note(opts, n_auto);
     if (!s) s = cmf_emit_begin(&em, out_path, opts, total);
-    uint64_t matrix_bytes[CMF_DT_COUNT] = {0};
+    uint64_t matrix_elems[CMF_DT_COUNT] = {0};
     for (size_t i = 0; !s && i < g->n_tensors; i++) {
         int dt = -1;
         s = emit_one(&em, &es[i], &dt);
-        if (!s && es[i].t->ndim == 2 && dt >= 0 && dt < CMF_DT_COUNT) matrix_bytes[dt] += es[i].t->nbytes;
+        if (!s && es[i].t->ndim == 2 && dt >= 0 && dt < CMF_DT_COUNT) matrix_elems[dt] += cmf_gguf_numel(es[i].t);
     }
     if (!s) {
         char bn[256];
@@ -421,7 +422,7 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
         cJSON_AddNumberToObject(header, "version", 2);
         cJSON_AddItemToObject(header, "arch", arch);
         arch = NULL;
-        cJSON_AddStringToObject(header, "quant_type", file_label(matrix_bytes, opts->quant));
+        cJSON_AddStringToObject(header, "quant_type", file_label(matrix_elems, opts->quant));
         cJSON *prov = cJSON_AddObjectToObject(header, "provenance");
         cJSON_AddStringToObject(prov, "tool", "cmf convert");
         cJSON_AddStringToObject(prov, "source_model", bn);

@@ -276,6 +276,12 @@ static void test_checkpoints(void) {
     edit_checkpoint(NULL, "model.layers.0.mlp.down_proj.weight", 7, 0x7fc0);
     expect_ok("NaN -> f16", CMF_DT_F16, "1 NaN/inf value(s) (first at element 7)");
     expect_refused("NaN -> q8", CMF_DT_Q8_ROW, CMF_E_FORMAT, "NaN/inf value(s) (first at element 7)");
+    CHECK_MSG(strstr(cmf_last_error(), "which q8_row cannot encode") && !strstr(cmf_last_error(), "--quant"), "%s",
+              cmf_last_error());
+    /* --quant q2tp stores down_proj as q4tp (2-bit gate/up only): the message names both (review13 read "q4tp
+     * cannot encode" under --quant q2tp as a wrong name) */
+    expect_refused("NaN -> q2tp", CMF_DT_Q2TP, CMF_E_FORMAT,
+                   "which q4tp cannot encode (--quant q2tp stores this tensor as q4tp)");
 }
 
 /* ---- the output must not replace an input ------------------------------------------------------------------- */
