@@ -37,8 +37,8 @@ for v in 2x abc 0 -1 65; do
     CMF_TP=$v expect_error 1 "$CMF_BIN" run "$M" -p hi -n 1 && grep -q "CMF_TP='$v' is not an integer in \[1, 64\]" "$T/err" ||
         fail "CMF_TP=$v: $(cat "$T/err")"
 done
-expect_error 2 "$CMF_BIN" run "$M" -p hi -n -3 && want_line "cmf run: invalid value '-3' for -n (expected an integer >= -1)"
-expect_error 2 "$CMF_BIN" run "$M" -p hi -c -5 && want_line "cmf run: invalid value '-5' for -c (expected a non-negative integer)"
+expect_error 2 "$CMF_BIN" run "$M" -p hi -n -3 && want_line "cmf run: invalid value '-3' for -n (must be in [-1, 2147483647])"
+expect_error 2 "$CMF_BIN" run "$M" -p hi -c -5 && want_line "cmf run: invalid value '-5' for -c (must be in [0, 2147483647])"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --temp abc && want_line "cmf run: invalid value 'abc' for --temp (expected a number in [0, 1000000])"
 expect_error 2 "$CMF_BIN" run "$M" -p hi --top-p 1.5 && want_line "cmf run: invalid value '1.5' for --top-p (expected a number > 0 and <= 1)"
 # --seed: an integer in [-2^63, 2^64 - 1]; -1 is a seed from the clock (llama.cpp's convention), another negative s

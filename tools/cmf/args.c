@@ -138,6 +138,7 @@ void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv) {
 int cli_args_next(cli_args *a) {
     a->i++;
     a->inline_val = NULL;
+    a->match = a->match_alt = NULL;
     if (a->i >= a->argc) {
         a->arg = NULL;
         return 0;
@@ -172,20 +173,35 @@ int cli_is_flag(const cli_args *a) {
     return 1;
 }
 
-int cli_is(const cli_args *a, const char *name, const char *alt) {
+int cli_is(cli_args *a, const char *name, const char *alt) {
     if (!a->arg) return 0;
-    if (!strcmp(a->arg, name)) return 1;
-    return alt && !strcmp(a->arg, alt);
+    if (strcmp(a->arg, name) && (!alt || strcmp(a->arg, alt))) return 0;
+    a->match = name; /* remembered for cli_value's repeat check */
+    a->match_alt = alt;
+    return 1;
 }
 
 int cli_value(cli_args *a, const char **val) {
     if (a->inline_val) {
         *val = a->inline_val;
-        return 0;
+    } else {
+        if (a->i + 1 >= a->argc) return cli_usage_error(a->cmd, "missing value for %s", a->arg);
+        a->i++;
+        *val = a->argv[a->i];
     }
-    if (a->i + 1 >= a->argc) return cli_usage_error(a->cmd, "missing value for %s", a->arg);
-    a->i++;
-    *val = a->argv[a->i];
+    if (!a->match) return 0;
+    for (int k = 0; k < a->n_seen; k++)
+        if (!strcmp(a->seen[k].name, a->match)) {
+            if (a->match_alt)
+                return cli_usage_error(a->cmd, "%s '%s': %s / %s was given already ('%s'); give each option once",
+                                       a->arg, *val, a->match, a->match_alt, a->seen[k].value);
+            return cli_usage_error(a->cmd, "%s '%s': %s was given already ('%s'); give each option once", a->arg,
+                                   *val, a->match, a->seen[k].value);
+        }
+    if (a->n_seen < (int)(sizeof a->seen / sizeof a->seen[0])) {
+        a->seen[a->n_seen].name = a->match;
+        a->seen[a->n_seen++].value = *val;
+    }
     return 0;
 }
 
@@ -207,8 +223,10 @@ static int bad_number(const cli_args *a, const char *v, const char *kind, double
     else if (max >= (double)INT_MAX) snprintf(what, sizeof what, "%s %s >= %s", integer ? "an" : "a", kind, lo);
     else if (!integer && min > 0 && min < 1e-6) snprintf(what, sizeof what, "a number > 0 and <= %s", hi);
     else snprintf(what, sizeof what, "%s %s in [%s, %s]", integer ? "an" : "a", kind, lo, hi);
-    if (in_form || max >= (double)INT_MAX || (!integer && min > 0 && min < 1e-6))
+    if (in_form || (!integer && max >= (double)INT_MAX) || (!integer && min > 0 && min < 1e-6))
         return cli_usage_error(a->cmd, "invalid value '%s' for %s (expected %s)", v, a->arg, what);
+    /* a number of the right kind out of range: the range, even when its top is INT_MAX (review13: -c 999999999999
+     * said only "expected a non-negative integer", which the value is) */
     return cli_usage_error(a->cmd, "invalid value '%s' for %s (must be in [%s, %s])", v, a->arg, lo, hi);
 }
 

@@ -83,6 +83,11 @@ typedef struct cli_args {
     const char *inline_val; /* the value after '=' in "--flag=value", else NULL */
     int positional;         /* arg is the value of -m / --model (see cli_args_next) */
     char flagbuf[64];
+    const char *match, *match_alt; /* the names cli_is last matched arg with (NULL: none yet) */
+    struct {
+        const char *name, *value;
+    } seen[64]; /* the options that took a value so far (by cli_is's first name), with that value */
+    int n_seen;
 } cli_args;
 
 /* Starts at argv[1]. */
@@ -93,16 +98,20 @@ void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
 int cli_args_next(cli_args *a);
 /* Whether the current argument is a flag (starts with '-' and is not "-" alone or a negative number). */
 int cli_is_flag(const cli_args *a);
-/* Whether the current argument is `name` (or `alt`, which may be NULL). */
-int cli_is(const cli_args *a, const char *name, const char *alt);
+/* Whether the current argument is `name` (or `alt`, which may be NULL); a match is remembered for cli_value. */
+int cli_is(cli_args *a, const char *name, const char *alt);
 /* The value of the current flag (inline or the next argument). Returns 0, or prints
- * "cmf <cmd>: missing value for <flag>" and returns CLI_USAGE. */
+ * "cmf <cmd>: missing value for <flag>" and returns CLI_USAGE. Every option that takes a value takes it once: a
+ * second occurrence (under either of cli_is's names) prints "cmf <cmd>: -p 'B': --prompt / -p was given already
+ * ('A'); give each option once" and returns CLI_USAGE, as a second -m is refused (review13: -p A -p B silently kept
+ * B; llama.cpp keeps the last value, which hides a mistyped command line). Flags without a value may repeat. */
 int cli_value(cli_args *a, const char **val);
 /* Value parsers with full validation: the whole string must be a number in [min, max] (cli_int: a decimal
  * integer; cli_seed: an integer in [-2^63, 2^64 - 1], a negative s stored as 2^64 + s, as `cmf serve` maps OpenAI's
  * int64 "seed"; *random = 1 for -1, which asks for a seed from the clock as in llama.cpp and llama-server). Every bad value gives one message shape and CLI_USAGE:
  * "cmf <cmd>: invalid value '1.5' for -t (expected an integer in [0, 4096])", or "(must be in [4, 1024])" for a
- * number of the right kind out of its range, "(expected a positive integer)" when max >= INT_MAX. */
+ * number of the right kind out of its range (also when max is INT_MAX: "(must be in [0, 2147483647])"), "(expected a
+ * non-negative integer)" / "(expected a positive integer)" for a value that is no integer when max >= INT_MAX. */
 int cli_int(cli_args *a, long min, long max, long *out);
 int cli_float(cli_args *a, double min, double max, double *out);
 int cli_seed(cli_args *a, uint64_t *out, int *random);

@@ -3,6 +3,7 @@
  * writer, so a failed conversion never leaves a partial file. */
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -188,6 +189,12 @@ int cmd_convert(int argc, char **argv) {
         return cli_fail("convert", "%s: no such file or directory", src);
     }
     if (st != CMF_OK) return cli_write_error("convert", out, st);
+    /* a CMF file under a .gguf name would be taken for a GGUF by llama.cpp and by people: say so, without renaming
+     * it (llama.cpp's tools write where they are told too; review13); only once it is written */
+    size_t out_len = strlen(out);
+    if (out_len >= 5 && !strcasecmp(out + out_len - 5, ".gguf"))
+        cli_warn("convert", "-o %s: the output is a CMF file, not GGUF, despite its name (llama.cpp cannot read it); "
+                            "a .cmf name avoids the confusion", out);
     /* the label of what was written: the --quant asked for (the header's quant_type has no value for q4t / q4tp /
      * q2tp: it says Q4_BLOCK for them), else the header's (a GGUF's quantized tensors keep their own type) */
     const char *label = cmf_dtype_name(opts.quant);

@@ -1,12 +1,13 @@
 /* eval.c — `cmf eval model.cmf --tokens 1,2,3 -o logits.f32`: one prefill of all tokens; writes the float32 logits
  * of every position ([n_tokens, vocab], row-major, little-endian) to a temporary name, then renames it into
- * place, so a failure never leaves a partial output file. */
+ * place, so a failure never leaves a partial output file (a device or FIFO such as /dev/null is written in place). */
 #include <errno.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -21,7 +22,8 @@ static const char *USAGE =
     "  --tokens IDS         token ids separated by commas and/or whitespace\n"
     "  --tokens-file F      read the ids from F (same syntax)\n"
     "  -o, --output F       the output file (written to a temporary name and renamed when complete); '-' writes\n"
-    "                       the raw float32 bytes to stdout (refused when stdout is a terminal)\n"
+    "                       the raw float32 bytes to stdout (refused when stdout is a terminal); a device or\n"
+    "                       FIFO (/dev/null, a named pipe) is written in place\n"
     "  -t, --threads N      worker threads (default 0: all online CPUs)\n"
     "%s"
     "\n"
@@ -79,6 +81,24 @@ static int write_stdout(const float *v, size_t n) {
     return CLI_OK;
 }
 
+/* Whether `path` names an existing character device or FIFO (symbolic links followed: /dev/stdout): written in
+ * place, as `> /dev/null` would, since it cannot be replaced by a rename (review13: -o /dev/null was refused). */
+static int is_stream_device(const char *path) {
+    struct stat sb;
+    return stat(path, &sb) == 0 && (S_ISCHR(sb.st_mode) || S_ISFIFO(sb.st_mode));
+}
+
+/* Writes the bytes to the device / FIFO `path` directly (no temporary file, no rename). */
+static int write_device(const char *path, const float *v, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return cli_fail("eval", "cannot write %s: %s", path, strerror(errno));
+    int bad = write_le_f32(fp, v, n);
+    int err = errno;
+    if (fclose(fp) != 0 && !bad) bad = -1, err = errno;
+    if (bad) return cli_fail("eval", "cannot write %s: %s", path, strerror(err));
+    return CLI_OK;
+}
+
 int cmd_eval(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "eval", argc, argv);
@@ -112,12 +132,14 @@ int cmd_eval(int argc, char **argv) {
     if (tokens && tokens_file) return cli_usage_error("eval", "give only one of --tokens and --tokens-file");
     if (!out) return cli_usage_error("eval", "missing -o LOGITS.f32");
     const int to_stdout = !strcmp(out, "-");
+    const int to_device = !to_stdout && is_stream_device(out);
     if (to_stdout && isatty(STDOUT_FILENO))
         return cli_usage_error("eval", "-o - writes binary float32 logits to stdout, which is a terminal: redirect "
                                "it (cmf eval ... -o - > FILE, or | a reader)");
-    if (!to_stdout && (cmf_same_file(model, out) || (tokens_file && cmf_same_file(tokens_file, out))))
+    if (!to_stdout && !to_device &&
+        (cmf_same_file(model, out) || (tokens_file && cmf_same_file(tokens_file, out))))
         return cli_fail("eval", "-o %s is one of the inputs; write the logits under another name", out);
-    cmf_status chk = to_stdout ? CMF_OK : cmf_check_output_path(out);
+    cmf_status chk = to_stdout || to_device ? CMF_OK : cmf_check_output_path(out);
     if (chk != CMF_OK) return cli_lib_error("eval", chk);
 
     int32_t *ids = NULL;
@@ -167,7 +189,9 @@ int cmd_eval(int argc, char **argv) {
         rc = cli_lib_error("eval", st);
         goto done;
     }
-    if ((rc = to_stdout ? write_stdout(logits, n * (size_t)vocab) : write_atomic(out, logits, n * (size_t)vocab)))
+    if ((rc = to_stdout   ? write_stdout(logits, n * (size_t)vocab)
+              : to_device ? write_device(out, logits, n * (size_t)vocab)
+                          : write_atomic(out, logits, n * (size_t)vocab)))
         goto done;
     fprintf(stderr, "wrote %zu x %d logits to %s\n", n, vocab, to_stdout ? "stdout" : out);
 

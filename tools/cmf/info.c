@@ -57,8 +57,13 @@ static void print_geometry(const cJSON *arch) {
 
     /* model features worth knowing at a glance */
     printf("model:         ");
+    /* arch.norm_style (CMF_FORMAT.md §1.4): "qwen" (the default, also llama's) is RMSNorm x̂·w, "gemma" x̂·(1+w).
+     * Printed as the formula: "norm qwen" on a llama file read as a wrong model family (review13). */
     const cJSON *ns = cJSON_GetObjectItemCaseSensitive(arch, "norm_style");
-    printf("norm %s", cJSON_IsString(ns) ? ns->valuestring : "qwen");
+    const char *style = cJSON_IsString(ns) ? ns->valuestring : "qwen";
+    if (!strcmp(style, "qwen")) printf("norm RMSNorm x*w");
+    else if (!strcmp(style, "gemma")) printf("norm RMSNorm x*(1+w)");
+    else printf("norm_style %s", style);
     const cJSON *rt = cJSON_GetObjectItemCaseSensitive(arch, "rope_theta");
     printf(", rope_theta %.17g", cJSON_IsNumber(rt) ? rt->valuedouble : 10000.0);
     /* rope scaling: arch.rope_scaling (linear / llama3) or arch.yarn */

@@ -20,7 +20,7 @@ static const char *USAGE =
     "input:\n"
     "  -p, --prompt TEXT        the prompt, tokenized with the model's tokenizer (its post-processor adds BOS\n"
     "                           when the model wants one)\n"
-    "  -f, --file FILE          read the prompt from FILE (verbatim)\n"
+    "  -f, --file FILE          read the prompt from FILE (verbatim); '-' reads it from stdin\n"
     "  --tokens 1,2,3           start from token ids instead (no tokenizer needed)\n"
     "  --no-bos                 tokenize without the special tokens (no BOS)\n"
     "  --chat                   wrap the prompt as one user message in the model's chat template (ChatML when\n"
@@ -114,8 +114,8 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
     }
     char *text = NULL;
     size_t len = 0;
-    if (o->prompt_file) {
-        int rc = cli_read_text("run", o->prompt_file, &text, &len);
+    if (o->prompt_file) { /* -f -: stdin, as llama.cpp's -f and most Unix tools take '-' */
+        int rc = cli_read_text("run", strcmp(o->prompt_file, "-") ? o->prompt_file : "/dev/stdin", &text, &len);
         if (rc) return rc;
     }
     const char *src = text ? text : o->prompt;
