@@ -696,8 +696,8 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
     }
     if (!bad && r->n_prompt >= s->n_ctx) {
         *err = srv_reply_err(400, kind == SRV_CHAT ? "messages" : "prompt",
-                         "the prompt has %d tokens; the context holds %d (%d left for the completion)", r->n_prompt,
-                         s->n_ctx, 0);
+                         "the prompt has %d tokens, but the context holds %d: at most %d prompt tokens leave room "
+                         "for the completion", r->n_prompt, s->n_ctx, s->n_ctx - 1);
         bad = 1;
     }
     if (!bad) bad = common_fields(s, j, r, err);

@@ -232,7 +232,8 @@ static void test_routes_and_auth(void) {
         CHECK_MSG(jnum(j, "count") >= 100000, "/tokenize of 300 KiB: count %g", jnum(j, "count"));
         cJSON_Delete(j);
         memcpy(body, "{\"prompt\":  \"", (size_t)off); /* same length as the /tokenize prefix */
-        expect_400_message("/v1/completions", body, "the prompt has");
+        expect_400_message("/v1/completions", body, "but the context holds 256: at most 255 prompt tokens leave "
+                                                    "room for the completion");
         memcpy(body, "{\"content\": \"", (size_t)off);
     }
     free(body);
