@@ -665,6 +665,47 @@ ERRORS += [
     ("error/escape_U_too_large", "{{ '\\U00110000' }}", {}),
 ]
 
+# String filters on any value (review13 item 3): jinja2 applies them to soft_str(value) / str(value) (filters.py
+# do_upper, do_replace, ...); indent and truncate work on the value itself; forceescape is escape(str(value)).
+FEATURES += [
+    ("filters/soft_str", "{{ true|lower }}|{{ none|upper }}|{{ 42|replace('4', 'x') }}|{{ 5|capitalize }}|"
+                         "{{ [1, 'a']|upper }}|{{ ('ab', none)|title }}|{{ {'k': 1.5}|wordcount }}|{{ 1.0|replace(1, 2) }}|"
+                         "{{ false|replace('a', 'b', 1) }}|{{ -3|center(6) }}|{{ 1e20|trim('1') }}|{{ x|upper }}|"
+                         "{{ x|replace('a', 'b') }}|{{ x|wordcount }}|{{ [1]|length|upper }}|{{ 'abc'|replace('b', none) }}|"
+                         "{{ x|center(3) }}|{{ [none]|map('upper')|list }}|{{ (1, 2)|lower }}", {}),
+    ("filters/truncate_indent_nonstr", "{{ [1, 2]|truncate(3) }}|{{ {'a': 1}|truncate(3) }}|{{ (1,)|truncate(3, true) }}|"
+                                       "{{ 'a\nb'|indent(1) }}", {}),
+    ("filters/forceescape", "{{ '<a href=\"x\">&'|forceescape }}|{{ 5|forceescape }}|{{ '<'|e|forceescape }}|"
+                            "{{ '<'|safe|forceescape }}|{{ ['<']|forceescape }}|{{ x|forceescape }}", {}),
+]
+ERRORS += [
+    ("error/indent_int", "{{ 5|indent }}", {}),
+    ("error/indent_list", "{{ [1]|indent }}", {}),
+    ("error/indent_tuple", "{{ (1,)|indent }}", {}),
+    ("error/truncate_int", "{{ 5|truncate(3) }}", {}),
+    ("error/truncate_long_list", "{{ range(20)|list|truncate(3) }}", {}),
+    ("error/truncate_long_list_kill", "{{ range(20)|list|truncate(3, true) }}", {}),
+]
+# Float floor division and modulo as CPython's float_divmod (fmod, then the floor of (a - mod) / b with its 0.5
+# correction), and float ** as CPython's float_pow: overflow and 0.0 ** negative raise (review13 item 4).
+FEATURES += [
+    ("math/float_floordiv", "{{ 3 // 0.1 }}|{{ 1e3 // 0.1 }}|{{ 3 % 0.1 }}|{{ -3 // 0.1 }}|{{ 3 // -0.1 }}|{{ -3 % 0.1 }}|"
+                            "{{ 7.5 // 2 }}|{{ -7.5 // 2 }}|{{ 7 // -2.0 }}|{{ -0.0 // 1 }}|{{ 0.0 // -1 }}|{{ 1e308 // 1e-10 }}|"
+                            "{{ 2.5 % -1 }}|{{ -1e-300 // 1e300 }}|{{ 1 // 3.0 }}|{{ 0.7 // 0.1 }}|{{ 0.7 % 0.1 }}|{{ 1e300 % 3 }}|"
+                            "{{ true // 0.5 }}|{{ -5 // 2.5 }}|{{ 5 % -2.5 }}", {}),
+    ("math/float_pow", "{{ 2 ** 0.5 }}|{{ 10 ** -400 }}|{{ 2 ** -1 }}|{{ (-2.0) ** 3 }}|{{ (-8.0) ** -1 }}|{{ 1e308 * 10 }}|"
+                       "{{ 0.0 ** 0 }}|{{ 1e-300 ** 2 }}|{{ (-1e-300) ** 3 }}", {}),
+]
+ERRORS += [
+    ("error/float_pow_overflow", "{{ 1e3 ** 1e3 }}", {}),
+    ("error/float_pow_overflow_neg", "{{ (-2.0) ** 1e300 }}", {}),
+    ("error/float_pow_overflow_sq", "{{ 1e300 ** 2 }}", {}),
+    ("error/float_pow_zero_negative", "{{ 0 ** -1 }}", {}),
+    ("error/float_pow_zero_negative_f", "{{ 0.0 ** -1.5 }}", {}),
+    ("error/float_floordiv_zero", "{{ 1.0 // 0 }}", {}),
+    ("error/float_mod_zero", "{{ 1 % 0.0 }}", {}),
+]
+
 
 def render(env, src, ctx):
     out = env.from_string(src).render(**ctx)
@@ -704,7 +745,7 @@ def main():
             case.update(error="syntax", line=e.lineno)
         except jinja2.exceptions.SecurityError as e:
             case.update(error="runtime", message=str(e))
-        except (TypeError, KeyError, IndexError, ValueError, OverflowError, UnicodeEncodeError, RuntimeError, AssertionError,
+        except (TypeError, KeyError, IndexError, ValueError, OverflowError, AttributeError, UnicodeEncodeError, RuntimeError, AssertionError,
                 ZeroDivisionError, jinja2.exceptions.TemplateRuntimeError) as e:
             case.update(error="runtime", message=str(e))
         cases.append(case)

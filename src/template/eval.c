@@ -210,14 +210,23 @@ flt : {
     case '-': r = x - y; break;
     case '*': r = x * y; break;
     case '/': if (y == 0) return jinja_rt_err(n, "division by zero"); r = x / y; break;
-    case 'F': if (y == 0) return jinja_rt_err(n, "division by zero"); r = floor(x / y); break;
-    case '%': /* Python: the result takes the divisor's sign, zero included (-5 % 2.5 is 0.0, 5 % -2.5 is -0.0) */
-        if (y == 0) return jinja_rt_err(n, "modulo by zero");
-        r = fmod(x, y);
-        if (r != 0 && ((r < 0) != (y < 0))) r += y;
-        if (r == 0) r = copysign(0.0, y);
+    case 'F': case '%': { /* CPython's _float_div_mod: floor((x - fmod(x, y)) / y), not floor(x / y) (3 // 0.1 is
+                             * 29.0); the modulo takes the divisor's sign, zero included */
+        if (y == 0) return jinja_rt_err(n, op == 'F' ? "float floor division by zero" : "float modulo");
+        double mod = fmod(x, y), div = (x - mod) / y, fdiv = copysign(0.0, x / y);
+        if (mod == 0) mod = copysign(0.0, y);
+        else if ((y < 0) != (mod < 0)) mod += y, div -= 1.0;
+        if (div != 0) fdiv = floor(div) + (div - floor(div) > 0.5);
+        r = op == 'F' ? fdiv : mod;
         break;
-    case 'P': r = pow(x, y); break;
+    }
+    case 'P': /* CPython's float_pow: its errors where C's pow gives inf / nan for finite operands */
+        if (x == 0 && y < 0) return jinja_rt_err(n, "0.0 cannot be raised to a negative power");
+        if (x < 0 && isfinite(y) && y != floor(y)) /* (Python's result is a complex number) */
+            return jinja_rt_err(n, "a negative number to a fractional power is complex, which templates cannot hold");
+        if (isinf(r = pow(x, y)) && isfinite(x) && isfinite(y)) /* OverflowError(ERANGE), as jinja2 shows it */
+            return jinja_rt_err(n, "(34, 'Numerical result out of range')");
+        break;
     default: r = 0;
     }
     *out = jv_float(r);

@@ -22,8 +22,13 @@ static cmf_status to_string(jctx *c, const jnode *at, jv in, jv *s) {
     return jv_is_oom(*s) ? NOMEM() : CMF_OK;
 }
 
-static cmf_status need_str(const jnode *at, const char *f, jv in) {
-    return jinja_rt_err(at, "filter '%s' needs a string, got '%s'", f, jv_kind_name(in));
+/* The filters that jinja2 applies to soft_str(value) / str(value), whatever the value (an Undefined gives ""). */
+static int soft_str_filter(const char *f) {
+    static const char *const NAMES[] = {"trim", "upper", "lower", "title", "capitalize", "replace", "wordcount",
+                                        "center", "escape", "e", "forceescape", NULL};
+    for (size_t i = 0; NAMES[i]; i++)
+        if (!strcmp(f, NAMES[i])) return 1;
+    return 0;
 }
 
 /* The value that select/map/sort/... look at: the item itself or its attribute path. */
@@ -161,6 +166,12 @@ static cmf_status indent(jctx *c, const jnode *at, jv in, const jargs *a, jv *ou
         int64_t n = w && w->k == JV_INT ? w->u.i : 4;
         if (n > (int64_t)c->lim.max_output) return jinja_limit_err(at, "string size", c->lim.max_output);
         for (int64_t i = 0; i < n; i++) jbuf_put(&pad, " ", 1);
+    }
+    if (in.k != JV_STR) { /* do_indent does s += "\n" and s.splitlines() on the value itself: Python's errors */
+        jbuf_free(&pad);
+        if (in.k == JV_LIST && !in.u.l->tuple) return jinja_rt_err(at, "'list' object has no attribute 'splitlines'");
+        if (in.k == JV_LIST) return jinja_rt_err(at, "can only concatenate tuple (not \"str\") to tuple");
+        return jinja_rt_err(at, "unsupported operand type(s) for +=: '%s' and 'str'", jv_kind_name(in));
     }
     jv s;
     cmf_status st = to_string(c, at, in, &s);
@@ -398,8 +409,8 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     }
     if (in.k == JV_UNDEF && strcmp(f, "length") && strcmp(f, "count") && strcmp(f, "string") && strcmp(f, "list") &&
         strcmp(f, "tojson") && strcmp(f, "trim") && strcmp(f, "join") && strcmp(f, "truncate") && strcmp(f, "groupby") &&
-        strcmp(f, "slice") && strcmp(f, "striptags") && strcmp(f, "urlencode")) /* (lenient Undefined: len 0, empty) */
-        return jinja_undef_err(at, in);
+        strcmp(f, "slice") && strcmp(f, "striptags") && strcmp(f, "urlencode") && !soft_str_filter(f))
+        return jinja_undef_err(at, in); /* (lenient Undefined: len 0, str() empty) */
     if (!strcmp(f, "length") || !strcmp(f, "count")) {
         int64_t n = in.k == JV_STR ? (int64_t)utf8_count(in.u.s->s, in.u.s->len) : in.k == JV_LIST ? (int64_t)in.u.l->n
                   : in.k == JV_DICT || in.k == JV_NS ? (int64_t)in.u.d->n : in.k == JV_UNDEF ? 0 : -1;
@@ -410,7 +421,9 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     if (!strcmp(f, "tojson")) return tojson(c, at, in, a, out);
     if (!strcmp(f, "string")) return to_string(c, at, in, out);
     if (!strcmp(f, "safe")) { *out = jv_retain(in); return CMF_OK; }
-    if (!strcmp(f, "escape") || !strcmp(f, "e")) return html_escape(c, at, in, out);
+    /* forceescape: jinja2 do_forceescape is escape(str(value)) after __html__(); cmf keeps no Markup strings, so a
+     * value from |e or |safe is a plain string and both filters escape every time, as jinja2 does for it */
+    if (!strcmp(f, "escape") || !strcmp(f, "e") || !strcmp(f, "forceescape")) return html_escape(c, at, in, out);
     if (!strcmp(f, "list")) return jb_to_list(c, at, in, out);
     if (!strcmp(f, "items")) {
         if (in.k != JV_DICT) return jinja_rt_err(at, "filter 'items' needs a mapping, got '%s'", jv_kind_name(in));
@@ -554,22 +567,27 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
         *out = r;
         return CMF_OK;
     }
-    /* string filters */
-    if (!strcmp(f, "trim") || !strcmp(f, "upper") || !strcmp(f, "lower") || !strcmp(f, "title") ||
-        !strcmp(f, "capitalize") || !strcmp(f, "replace") || !strcmp(f, "wordcount") || !strcmp(f, "center")) {
-        jv s;
+    /* string filters: jinja2 turns any value into a string first (soft_str / str in do_trim, do_upper, ...) */
+    if (soft_str_filter(f) && strcmp(f, "escape") && strcmp(f, "e") && strcmp(f, "forceescape")) {
+        jv s, old = jv_undef(NULL), new = jv_undef(NULL);
         TRY(to_string(c, at, in, &s));
-        if (in.k != JV_STR && in.k != JV_UNDEF && strcmp(f, "trim") && strcmp(f, "center")) { jv_release(s); return need_str(at, f, in); }
-        cmf_status st;
+        cmf_status st = CMF_OK;
+        if (!strcmp(f, "replace")) { /* do_replace without autoescape: str(s).replace(str(old), str(new), count) */
+            const jv *o = jargs_get(a, 0, "old"), *n = jargs_get(a, 1, "new");
+            if (o && (st = to_string(c, at, *o, &old))) { jv_release(s); return st; }
+            if (n && (st = to_string(c, at, *n, &new))) { jv_release(s); jv_release(old); return st; }
+        }
         if (!strcmp(f, "trim")) st = jb_strip(s, jargs_get(a, 0, "chars"), 1, 1, out);
         else if (!strcmp(f, "upper")) st = jb_map_case(s, CASE_UPPER, out);
         else if (!strcmp(f, "lower")) st = jb_map_case(s, CASE_LOWER, out);
         else if (!strcmp(f, "title")) st = jb_map_case(s, CASE_JTITLE, out);
         else if (!strcmp(f, "capitalize")) st = jb_map_case(s, CASE_CAPITALIZE, out);
         else if (!strcmp(f, "center")) st = jinja_filter_center(c, at, s, a, out);
-        else if (!strcmp(f, "replace")) st = jb_replace(c, at, s, jargs_get(a, 0, "old"), jargs_get(a, 1, "new"), jargs_get(a, 2, "count"), out);
+        else if (!strcmp(f, "replace")) st = jb_replace(c, at, s, &old, &new, jargs_get(a, 2, "count"), out);
         else *out = jv_int(word_count(s)), st = CMF_OK;
         jv_release(s);
+        jv_release(old);
+        jv_release(new);
         return st;
     }
     if (jinja_filter_more_has(f)) return jinja_filter_more(c, at, f, in, a, out);

@@ -33,11 +33,6 @@ static cmf_status int_arg(const jnode *at, const char *f, const jv *a, int64_t *
     return CMF_OK;
 }
 
-static cmf_status need_string(const jnode *at, const char *f, jv in) {
-    if (in.k == JV_STR) return CMF_OK;
-    return jinja_rt_err(at, "filter '%s' needs a string, got '%s'", f, jv_kind_name(in));
-}
-
 /* str(v) within the string size limit. */
 static cmf_status stringify(jctx *c, const jnode *at, jv v, jv *out) {
     int over;
@@ -52,7 +47,6 @@ static cmf_status stringify(jctx *c, const jnode *at, jv v, jv *out) {
 static cmf_status truncate(jctx *c, const jnode *at, jv s, const jargs *a, jv *out) {
     (void)c;
     if (s.k == JV_UNDEF) { *out = jv_retain(s); return CMF_OK; } /* (its length is 0: returned as it is) */
-    TRY(need_string(at, "truncate", s));
     int64_t length = 255, leeway = 5;
     const jv *kw = jargs_get(a, 1, "killwords"), *endv = jargs_get(a, 2, "end");
     TRY(int_arg(at, "truncate", jargs_get(a, 0, "length"), &length));
@@ -60,9 +54,18 @@ static cmf_status truncate(jctx *c, const jnode *at, jv s, const jargs *a, jv *o
     if (endv && endv->k != JV_STR) return jinja_rt_err(at, "truncate: end must be a string");
     const char *end = endv ? endv->u.s->s : "...";
     size_t endn = endv ? endv->u.s->len : 3;
-    int64_t endcp = (int64_t)utf8_count(end, endn), len = (int64_t)utf8_count(s.u.s->s, s.u.s->len);
+    int64_t endcp = (int64_t)utf8_count(end, endn), len = s.k == JV_STR ? (int64_t)utf8_count(s.u.s->s, s.u.s->len) : 0;
     if (length < endcp) return jinja_rt_err(at, "expected length >= %lld, got %lld", (long long)endcp, (long long)length);
     if (leeway < 0) return jinja_rt_err(at, "expected leeway >= 0, got %lld", (long long)leeway);
+    if (s.k != JV_STR) { /* do_truncate works on the value itself: a short list, tuple or dict comes back as it is */
+        if (s.k != JV_LIST && s.k != JV_DICT) return jinja_rt_err(at, "object of type '%s' has no len()", jv_kind_name(s));
+        int64_t n = (int64_t)(s.k == JV_LIST ? s.u.l->n : s.u.d->n);
+        if (n <= length || n - length <= leeway) { *out = jv_retain(s); return CMF_OK; }
+        if (s.k == JV_DICT) return jinja_rt_err(at, "unhashable type: 'slice'");
+        if (kw && jv_truthy(*kw)) /* s[:length - len(end)] + end */
+            return jinja_rt_err(at, "can only concatenate %s (not \"str\") to %s", jv_kind_name(s), jv_kind_name(s));
+        return jinja_rt_err(at, "'%s' object has no attribute 'rsplit'", jv_kind_name(s));
+    }
     if (len <= length || len - length <= leeway) { *out = jv_retain(s); return CMF_OK; }
     size_t cut = utf8_offset(s.u.s->s, s.u.s->len, (size_t)(length - endcp));
     if (!(kw && jv_truthy(*kw))) { /* drop the last partial word: up to the last space of the kept part */
