@@ -706,6 +706,22 @@ ERRORS += [
     ("error/float_mod_zero", "{{ 1 % 0.0 }}", {}),
 ]
 
+# Namespace attributes in a set tag's tuple target (jinja2 parse_tuple(with_namespace=True): top level only) and a
+# block set into one (review13 item 8).
+FEATURES += [
+    ("set/ns_tuple", "{% set ns = namespace(a=0, b=5) %}{% set ns.a, b = 1, 2 %}{{ ns.a }}{{ b }}|"
+                     "{% set c, ns.a, ns.b = 'xyz' %}{{ c }}{{ ns.a }}{{ ns.b }}|{% set ns.a, ns.a = 3, 4 %}{{ ns.a }}|"
+                     "{% for p, q in [[1, 2]] %}{% set ns.a, ns.b = q, p %}{% endfor %}{{ ns.a }}{{ ns.b }}|"
+                     "{% set ns.a %}blk{{ ns.b }}{% endset %}{{ ns.a }}", {}),
+]
+ERRORS += [
+    ("error/ns_tuple_paren", "{% set ns = namespace(a=0) %}{% set (ns.a, b) = 1, 2 %}", {}),
+    ("error/ns_tuple_nested", "{% set ns = namespace(a=0) %}{% set b, (ns.a, c) = 1, (2, 3) %}", {}),
+    ("error/ns_tuple_not_ns", "{% set x = 5 %}{% set x.a, b = 1, 2 %}", {}),
+    ("error/ns_for_target", "{% set ns = namespace(a=0) %}{% for ns.a in [1] %}{% endfor %}", {}),
+    ("error/ns_tuple_length", "{% set ns = namespace(a=0) %}{% set ns.a, b = 1, 2, 3 %}", {}),
+]
+
 
 def render(env, src, ctx):
     out = env.from_string(src).render(**ctx)

@@ -47,12 +47,28 @@ static cmf_status iter_items(jctx *c, const jnode *at, jv v, jv *out) {
     return CMF_OK;
 }
 
+/* {% set ns.attr = v %} (jinja2's NSRef assignment): ns must name a namespace; v is retained into it. */
+static cmf_status set_ns_attr(jctx *c, jframe *f, const jnode *n, const char *name, const char *attr, jv v) {
+    jv ns = jinja_lookup(c, f, name);
+    int cyc = 0;
+    cmf_status st;
+    if (ns.k != JV_NS) st = jinja_rt_err(n, "cannot assign attribute on non-namespace object '%s'", name);
+    else if ((cyc = jv_reaches(v, ns.u.d, &c->steps)) == 1) /* reference counts never free a cycle */
+        st = jinja_rt_err(n, "a namespace cannot hold itself ('%s.%s' would reach '%s')", name, attr, name);
+    else if (cyc == -1) st = jinja_walk_err(c, n);
+    else if (cyc == -2) st = jinja_deep_err(n);
+    else st = jv_dict_set(ns, attr, strlen(attr), jv_retain(v)) ? NOMEM() : CMF_OK;
+    jv_release(ns);
+    return st;
+}
+
 /* Binds the target entry n->names[*i] (a name, or a tuple "(" entries... ")" as parser.c parse_targets writes it)
  * to v and moves *i past it. A tuple unpacks v's items (a list or tuple, a string's characters, a dict's keys: what
  * a for loop iterates, as Python unpacks any iterable) when there are exactly as many, each into its entry,
  * recursively (`for a, (b, c) in ...`, as Python and jinja2 unpack nested targets). */
 static cmf_status bind_entry(jctx *c, jframe *f, const jnode *n, int *i, jv v) {
-    const char *nm = n->names[(*i)++];
+    const char *nm = n->names[(*i)++], *dot = strchr(nm, '.');
+    if (dot) return set_ns_attr(c, f, n, nm + strlen(nm) + 1, dot + 1, v); /* "ns.attr" NUL "ns" (target_seq) */
     if (strcmp(nm, "(") != 0) return jinja_assign(f, nm, jv_retain(v));
     int want = 0; /* the tuple's items: entries at nesting depth 0 up to its ")" */
     for (int j = *i, d = 0; j < n->op; j++) {
@@ -225,19 +241,8 @@ static cmf_status exec_set(jctx *c, jframe *f, const jnode *n) {
     jv v;
     TRY(jinja_eval(c, f, n->a, &v));
     cmf_status st;
-    if (n->name) { /* set ns.attr = v */
-        jv ns = jinja_lookup(c, f, n->names[0]);
-        int cyc = 0;
-        if (ns.k != JV_NS) st = jinja_rt_err(n, "cannot assign attribute on non-namespace object '%s'", n->names[0]);
-        else if ((cyc = jv_reaches(v, ns.u.d, &c->steps)) == 1) /* reference counts never free a cycle */
-            st = jinja_rt_err(n, "a namespace cannot hold itself ('%s.%s' would reach '%s')", n->names[0], n->name, n->names[0]);
-        else if (cyc == -1) st = jinja_walk_err(c, n);
-        else if (cyc == -2) st = jinja_deep_err(n);
-        else st = jv_dict_set(ns, n->name, strlen(n->name), jv_retain(v)) ? NOMEM() : CMF_OK;
-        jv_release(ns);
-    } else {
-        st = bind_targets(c, f, n, v);
-    }
+    if (n->name) st = set_ns_attr(c, f, n, n->names[0], n->name, v); /* set ns.attr = v */
+    else st = bind_targets(c, f, n, v);
     jv_release(v);
     return st;
 }
@@ -313,6 +318,11 @@ static cmf_status exec_stmt(jctx *c, jframe *f, const jnode *n) {
     case N_SET: return exec_set(c, f, n);
     case N_SETBLOCK:
         TRY(capture(c, f, n, &v));
+        if (n->name) { /* {% set ns.attr %}...{% endset %} */
+            cmf_status st = set_ns_attr(c, f, n, n->names[0], n->name, v);
+            jv_release(v);
+            return st;
+        }
         return jinja_assign(f, n->names[0], v);
     case N_MACRO: {
         jv_macro *m = malloc(sizeof(*m));

@@ -145,9 +145,11 @@ static cmf_status parse_body(parser *P, const char *const *stops, jnode ***out, 
  * parenthesised tuples, nested to any depth (`a, (b, c)`, `((a, b), c)`, `(a,)`, `()`; a trailing comma only
  * before a ')', as jinja2; `(a)` is the name a). node->names (node->op entries) is a flat list in which a tuple is
  * "(" items... ")": a lone name is [name] (op 1), any tuple (the top level's too) "(" ... ")"; exec.c bind_targets
- * unpacks it recursively. target_seq parses items up to a ',' -less end into names[*k...]. */
+ * unpacks it recursively. target_seq parses items up to a ',' -less end into names[*k...]. A set tag's top-level
+ * items may be namespace attributes (jinja2 parse_tuple(with_namespace=True) -> parse_primary's NSRef, not inside
+ * parentheses): `ns.a` is the entry "ns.a" (a name token holds no '.'), followed in memory by "ns" and its NUL. */
 #define MAX_TARGET 32
-static cmf_status target_seq(parser *P, const char **nm, int *k, int in_paren, int *count, int *comma) {
+static cmf_status target_seq(parser *P, const char **nm, int *k, int in_paren, int ns_ok, int *count, int *comma) {
     for (*count = *comma = 0;; P->pos++, *comma = 1) {
         if (*k >= MAX_TARGET - 1) return jp_perr(cur(P), "%s", "too many names to unpack");
         if (in_paren && is_op(cur(P), ")") && (*comma || !*count)) return CMF_OK; /* (a,) and () */
@@ -155,7 +157,7 @@ static cmf_status target_seq(parser *P, const char **nm, int *k, int in_paren, i
             const int k0 = (*k)++;
             int c, cm;
             P->pos++;
-            TRY(target_seq(P, nm, k, 1, &c, &cm));
+            TRY(target_seq(P, nm, k, 1, 0, &c, &cm));
             TRY(jp_expect_op(P, ")"));
             if (c == 1 && !cm) { /* (a) is a, ((a, b)) is (a, b) */
                 memmove(nm + k0, nm + k0 + 1, (size_t)(*k - k0 - 1) * sizeof *nm);
@@ -164,6 +166,15 @@ static cmf_status target_seq(parser *P, const char **nm, int *k, int in_paren, i
                 if (*k >= MAX_TARGET) return jp_perr(cur(P), "%s", "too many names to unpack");
                 nm[k0] = "(", nm[(*k)++] = ")";
             }
+        } else if (cur(P)->type == T_NAME && ns_ok && is_op(&P->t[P->pos + 1], ".")) { /* ns.attr */
+            const jtok *ns = cur(P), *attr = &P->t[P->pos + 2];
+            if (attr->type != T_NAME) return jp_tok_err(attr, "expected attribute name, got '%s'");
+            size_t a = strlen(ns->s), b = strlen(attr->s);
+            char *d = jarena_alloc(P->a, 2 * a + b + 3); /* "ns.attr" NUL "ns" NUL (exec.c bind_entry reads both) */
+            if (!d) return NOMEM();
+            memcpy(d, ns->s, a), d[a] = '.', memcpy(d + a + 1, attr->s, b + 1), memcpy(d + a + b + 2, ns->s, a + 1);
+            nm[(*k)++] = d;
+            P->pos += 3;
         } else if (cur(P)->type == T_NAME) {
             nm[(*k)++] = cur(P)->s;
             P->pos++;
@@ -175,10 +186,10 @@ static cmf_status target_seq(parser *P, const char **nm, int *k, int in_paren, i
     }
 }
 
-static cmf_status parse_targets(parser *P, jnode *node) {
+static cmf_status parse_targets(parser *P, jnode *node, int ns_ok) {
     const char *names[MAX_TARGET + 1];
     int k = 1, count, comma; /* names[0]: the top level's "(" when it is a tuple (a, b) */
-    TRY(target_seq(P, names, &k, 0, &count, &comma));
+    TRY(target_seq(P, names, &k, 0, ns_ok, &count, &comma));
     const int tuple = count > 1 || comma;
     if (tuple) names[0] = "(", names[k++] = ")";
     node->op = tuple ? k : k - 1;
@@ -255,7 +266,7 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
     } else if (!strcmp(kw, "for")) {
         static const char *const stops[] = {"endfor", "else", NULL}, *const stop_end[] = {"endfor", NULL};
         if (!(n = jp_mk(P, N_FOR, t))) return NOMEM();
-        TRY(parse_targets(P, n));
+        TRY(parse_targets(P, n, 0));
         if (!is_name(cur(P), "in")) return jp_tok_err(cur(P), "expected 'in', got '%s'");
         P->pos++;
         TRY(jp_or(P, &n->a));
@@ -268,14 +279,10 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
     } else if (!strcmp(kw, "set")) {
         static const char *const stops[] = {"endset", NULL};
         if (!(n = jp_mk(P, N_SET, t))) return NOMEM();
-        TRY(parse_targets(P, n));
-        if (n->op == 1 && is_op(cur(P), ".")) {
-            P->pos++;
-            if (cur(P)->type != T_NAME) return jp_tok_err(cur(P), "expected attribute name, got '%s'");
-            n->name = cur(P)->s;
-            P->pos++;
-        }
-        if (cur(P)->type == T_BEND && n->op == 1 && !n->name) {
+        TRY(parse_targets(P, n, 1));
+        const char *dot = n->op == 1 ? strchr(n->names[0], '.') : NULL;
+        if (dot) n->name = dot + 1, n->names[0] += strlen(n->names[0]) + 1; /* set ns.attr: names[0] is ns */
+        if (cur(P)->type == T_BEND && n->op == 1) { /* (ns.attr too, as jinja2's AssignBlock) */
             n->type = N_SETBLOCK;
             P->pos++;
             TRY(parse_body(P, stops, &n->l1, &n->n1, &stopped));
@@ -331,7 +338,7 @@ static cmf_status parse_stmt(parser *P, jnode **out) {
             jnode *s = NULL;
             if (sets.n && (st = jp_expect_op(P, ","))) break;
             if (!(s = jp_mk(P, N_SET, cur(P)))) { st = NOMEM(); break; }
-            if ((st = parse_targets(P, s)) || (st = jp_expect_op(P, "=")) || (st = jp_expr(P, &s->a))) break;
+            if ((st = parse_targets(P, s, 0)) || (st = jp_expect_op(P, "=")) || (st = jp_expr(P, &s->a))) break;
             if (jp_nvec_push(&sets, s)) st = NOMEM();
         }
         if (st) { free(sets.v); return st; }
