@@ -677,6 +677,8 @@ FEATURES += [
                                        "{{ 'a\nb'|indent(1) }}", {}),
     ("filters/forceescape", "{{ '<a href=\"x\">&'|forceescape }}|{{ 5|forceescape }}|{{ '<'|e|forceescape }}|"
                             "{{ '<'|safe|forceescape }}|{{ ['<']|forceescape }}|{{ x|forceescape }}", {}),
+    ("filters/safe_str", "[{{ x|safe }}]{{ x|safe is defined }}|{{ [1, 2]|safe|length }}|{{ 5|safe is string }}|"
+                         "{{ none|safe ~ 'x' }}|{{ (1,)|safe }}", {}),
 ]
 ERRORS += [
     ("error/indent_int", "{{ 5|indent }}", {}),

@@ -25,7 +25,7 @@ static cmf_status to_string(jctx *c, const jnode *at, jv in, jv *s) {
 /* The filters that jinja2 applies to soft_str(value) / str(value), whatever the value (an Undefined gives ""). */
 static int soft_str_filter(const char *f) {
     static const char *const NAMES[] = {"trim", "upper", "lower", "title", "capitalize", "replace", "wordcount",
-                                        "center", "escape", "e", "forceescape", NULL};
+                                        "center", "escape", "e", "forceescape", "safe", NULL};
     for (size_t i = 0; NAMES[i]; i++)
         if (!strcmp(f, NAMES[i])) return 1;
     return 0;
@@ -420,7 +420,7 @@ cmf_status jinja_filter(jctx *c, const jnode *at, const char *f, jv in, const ja
     }
     if (!strcmp(f, "tojson")) return tojson(c, at, in, a, out);
     if (!strcmp(f, "string")) return to_string(c, at, in, out);
-    if (!strcmp(f, "safe")) { *out = jv_retain(in); return CMF_OK; }
+    if (!strcmp(f, "safe")) return to_string(c, at, in, out); /* do_mark_safe: Markup(value), a str (no autoescape) */
     /* forceescape: jinja2 do_forceescape is escape(str(value)) after __html__(); cmf keeps no Markup strings, so a
      * value from |e or |safe is a plain string and both filters escape every time, as jinja2 does for it */
     if (!strcmp(f, "escape") || !strcmp(f, "e") || !strcmp(f, "forceescape")) return html_escape(c, at, in, out);
