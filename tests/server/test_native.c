@@ -182,32 +182,26 @@ static void test_props(const cJSON *refs) {
     cJSON_Delete(j);
 }
 
-/* 4. /tokenize with_pieces */
-static void test_pieces(const cJSON *refs) {
+/* Each recorded request of refs[key] POSTed to path: status 200 and the response's field equal to llama-server's. */
+static void replay_refs(const cJSON *refs, const char *key, const char *path, const char *field) {
     const cJSON *c;
-    cJSON_ArrayForEach(c, get(refs, "tokenize")) {
+    cJSON_ArrayForEach(c, get(refs, key)) {
         char *body = cJSON_PrintUnformatted(get(c, "body"));
         int st;
-        cJSON *j = call("POST", "/tokenize", body, &st, NULL);
-        CHECK_MSG(st == 200, "/tokenize %s: status %d", body, st);
-        same_value(get(c, "response"), j, "tokens", body);
+        cJSON *j = call("POST", path, body, &st, NULL);
+        CHECK_MSG(st == 200, "%s %s: status %d", path, body, st);
+        same_value(get(c, "response"), j, field, body);
         cJSON_Delete(j);
         free(body);
     }
 }
 
+/* 4. /tokenize with_pieces */
+static void test_pieces(const cJSON *refs) { replay_refs(refs, "tokenize", "/tokenize", "tokens"); }
+
 /* 7. /detokenize */
 static void test_detokenize(const cJSON *refs) {
-    const cJSON *c;
-    cJSON_ArrayForEach(c, get(refs, "detokenize")) {
-        char *body = cJSON_PrintUnformatted(get(c, "body"));
-        int st;
-        cJSON *j = call("POST", "/detokenize", body, &st, NULL);
-        CHECK_MSG(st == 200, "/detokenize %s: status %d", body, st);
-        same_value(get(c, "response"), j, "content", body);
-        cJSON_Delete(j);
-        free(body);
-    }
+    replay_refs(refs, "detokenize", "/detokenize", "content");
     CHECK_MSG(cJSON_GetArraySize(get(refs, "detokenize")) >= 2, "no /detokenize references");
 }
 
