@@ -37,7 +37,7 @@ if [ "${CMF_CI_PRUNE:-0}" = 1 ]; then rm -rf build-asan; fi
 stage "fuzz (a fixed, seeded number of inputs per target: reproducible)"
 if command -v clang >/dev/null && printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
     | clang -x c -fsanitize=fuzzer,address,undefined - -o /dev/null 2>/dev/null; then
-  FUZZ_RUNS=${FUZZ_RUNS:-20000} FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh
+  FUZZ_RUNS=${FUZZ_RUNS:-12000} FUZZ_SEED=${FUZZ_SEED:-1} bash scripts/fuzz.sh
   head=$(git rev-parse --short=7 HEAD 2>/dev/null || echo 2)
   seed=${FUZZ_EXPLORE_SEED:-$((16#$head))}
   # (~12 s each on the 2-core dev VM, which keeps CI under its 20 minutes; FUZZ_EXPLORE_SCALE multiplies the
