@@ -6,7 +6,8 @@
 # with each variant of $VARIANTS (environment settings, ',' between several, "-" = defaults, or gpu_bench arguments
 # with ':' for spaces
 # such as --cache-type:f32; non-default variants only on the models in $VMODELS when set, tagged into the test name)
-# one after the other (after the process WAIT_PID, when set, ends); TEST_ENV="VAR=value ..." is added to the tests' environment; PP=512 adds prefill; HF="shape ..." times transformers eager on
+# one after the other (after the process WAIT_PID, when set, ends); TEST_ENV="VAR=value ..." is added to the tests' environment;
+# XTESTS="test_cuda_stream ..." builds and runs more tests/cuda targets (XMEMCHECK=1: also under memcheck); PP=512 adds prefill; HF="shape ..." times transformers eager on
 # those shapes in the same call (bench/cuda/hf_bench.py) and writes table.md (make_table.py) as run_acceptance.sh.
 # Usage (repository root, on the device): DEPS=.cudadev-NAME bash bench/cuda/decode_ab.sh
 set -uo pipefail
@@ -24,7 +25,7 @@ B=$S/build-acc
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); card: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 echo "== build $(el)"
 cmf_configure $B > "$OUT/build.log" 2>&1 &&
-  cmake --build $B -j32 --target test_gpu_forward test_cuda_ops test_cuda_fuse make_random_llama gpu_bench bench_cuda >> "$OUT/build.log" 2>&1 ||
+  cmake --build $B -j32 --target test_gpu_forward test_cuda_ops test_cuda_fuse make_random_llama gpu_bench bench_cuda ${XTESTS:-} >> "$OUT/build.log" 2>&1 ||
   { grep -E 'error|Error' "$OUT/build.log" | head -30; exit 1; }
 ( for m in $MODELS; do
     timeout 200 $B/tests/gpu/make_random_llama /tmp/ab-${m%%:*}-${m##*:}.part ${m##*:} $(geo ${m%%:*}) 24 > /dev/null &&
@@ -39,9 +40,20 @@ grep -E 'FAIL|fail' "$OUT/cuda_ops.log" | head -10
 echo "== test_cuda_fuse $(el)"
 env ${TEST_ENV:-} timeout 120 $B/tests/cuda/test_cuda_fuse > "$OUT/cuda_fuse.log" 2>&1; echo "test_cuda_fuse rc=$?"
 grep -E 'FAIL|fail' "$OUT/cuda_fuse.log" | head -10
-echo "== test_gpu_forward $(el)"
-env $TESTENV timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
-grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -10; grep -E 'WORST' "$OUT/gpu_forward.log"
+for t in ${XTESTS:-}; do # extra tests/cuda targets, run with $TEST_ENV (XMEMCHECK=1: under compute-sanitizer memcheck too)
+  echo "== $t $(el)"
+  env ${TEST_ENV:-} timeout 200 $B/tests/cuda/$t > "$OUT/$t.log" 2>&1; echo "$t rc=$?"
+  grep -E 'FAIL|fail' "$OUT/$t.log" | head -10
+  if [ "${XMEMCHECK:-0}" = 1 ]; then
+    env ${TEST_ENV:-} timeout 300 compute-sanitizer --tool memcheck --print-limit 20 $B/tests/cuda/$t > "$OUT/$t.memcheck.log" 2>&1
+    echo "$t memcheck rc=$?"; grep -E 'ERROR SUMMARY|Invalid|FAIL' "$OUT/$t.memcheck.log" | head -10
+  fi
+done
+if [ "${GPUFWD:-1}" = 1 ]; then # GPUFWD=0 skips it (a benchmark-only call)
+  echo "== test_gpu_forward $(el)"
+  env $TESTENV timeout 300 $B/tests/gpu/test_gpu_forward > "$OUT/gpu_forward.log" 2>&1; echo "test_gpu_forward rc=$?"
+  grep -E 'FAIL|fail' "$OUT/gpu_forward.log" | head -10; grep -E 'WORST' "$OUT/gpu_forward.log"
+fi
 if [ "${MEMCHECK:-0}" = 1 ]; then
   echo "== memcheck test_gpu_forward (${MEMCHECK_CASES:-llama,qwen3}) $(el)"
   env $TESTENV CMF_GPU_TEST_CASES=${MEMCHECK_CASES:-llama,qwen3} timeout 300 compute-sanitizer --tool memcheck --print-limit 20 \

@@ -1,10 +1,11 @@
-/* test_cuda_stream.c — the streaming int8-activation decode products (matvec_i8s.cu, cmf_cuda_set_i8_stream 1..3)
+/* test_cuda_stream.c — the streaming int8-activation decode products (matvec_i8s.cu, cmf_cuda_set_i8_stream 1..4)
  * on fresh random data with poisoned outputs, for q8_row and q4tp:
  *  - cmf_cuda_matvec against the exact double product of the Q8_0-quantized activations (ref_matmul_qact), one and
  *    two activation levels, n = 1..8, within 1e-5 (the kernel's f32 accumulation);
  *  - q/k/v-style cmf_cuda_matvec_multi over three weights of different row counts (a bias on the second) and
  *    gate/up + GLU give the plain products' bits (+ bias; then cmf_cuda_glu);
- *  - modes 2 (L2 prefetch) and 3 (one block per SM) give mode 1's bits; the default (by row width) gives the
+ *  - modes 2 (L2 prefetch), 3 (one block per SM) and 4 (bulk copies into shared memory; q8_row, one token, rows
+ *    of whole 512-byte steps) give mode 1's bits; the default (by row width) gives the
  *    streaming kernel's bits on wide rows and the row-group kernel's on narrow ones;
  * at shapes with one partial last step (cols % 512 != 0), fewer rows than warps, several rows per warp, and more
  * than 32 rows per warp (q4tp ladders computed in several batches). The fused residual / RMSNorm of the same kernel
@@ -123,25 +124,28 @@ static void test_shape(int dt, int64_t rows, int64_t cols, int mode, int levels,
     free(decb);
 }
 
-/* Modes 2 (L2 prefetch) and 3 (one block per SM) give mode 1's bits (n = 1 and 5). */
+/* Modes 2 (L2 prefetch), 3 (one block per SM) and 4 (bulk copies: q8_row, n = 1, cols % 512 == 0; otherwise mode 1)
+ * give mode 1's bits (n = 1 and 5). */
 static void test_modes(int dt, int64_t rows, int64_t cols) {
     cmf_cuda_set_i8act(1);
     cmf_cuda_weight w;
     free(dev_weight(dt, rows, cols, &w));
     for (int n = 1; n <= 5; n += 4) {
         float *x = ref_rand_vec(&rng, n * cols, 1.0f), *d_x = ref_dev_from(x, sizeof(float) * (size_t)(n * cols));
-        float *y[3];
-        for (int mode = 1; mode <= 3; mode++) {
+        float *y[4];
+        for (int mode = 1; mode <= 4; mode++) {
             cmf_cuda_set_i8_stream(mode);
             float *d_y = ref_dev_poison(sizeof(float) * (size_t)(n * rows));
             OK(cmf_cuda_matvec(&w, d_x, d_y, n, NULL));
             y[mode - 1] = download(d_y, n * rows);
             cmf_cuda_free(d_y);
         }
-        const int64_t bad = ndiff(y[1], y[0], n * rows) + ndiff(y[2], y[0], n * rows);
-        CHECK_MSG(bad == 0, "stream modes 2 / 3 %s [%lld, %lld] n=%d: %lld values differ from mode 1",
-                  cmf_dtype_name(dt), (long long)rows, (long long)cols, n, (long long)bad);
-        for (int i = 0; i < 3; i++) free(y[i]);
+        for (int mode = 2; mode <= 4; mode++) {
+            const int64_t bad = ndiff(y[mode - 1], y[0], n * rows);
+            CHECK_MSG(bad == 0, "stream mode %d %s [%lld, %lld] n=%d: %lld values differ from mode 1", mode,
+                      cmf_dtype_name(dt), (long long)rows, (long long)cols, n, (long long)bad);
+        }
+        for (int i = 0; i < 4; i++) free(y[i]);
         cmf_cuda_free(d_x);
         free(x);
     }
@@ -192,6 +196,15 @@ int main(void) {
         test_shape(dts[di], 150000, 64, 1, 1, few, 2);
         test_shape(dts[di], 150000, 64, 3, 1, one, 1);
         test_modes(dts[di], 150000, 64);
+    }
+    /* mode 4 (bulk copies) on q8_row rows of whole 512-byte steps: one and several rows per warp, more than two
+     * windows of 32 row scales per warp (40000 rows), 1-step rows whose slots span two rows and, in the q/k/v
+     * product, two matrices; two activation levels */
+    static const int64_t q8t[][2] = {{130, 4096}, {37, 1536}, {2100, 512}, {40000, 512}, {3001, 14336}};
+    for (size_t si = 0; si < sizeof q8t / sizeof *q8t; si++) {
+        test_shape(CMF_DT_Q8_ROW, q8t[si][0], q8t[si][1], 4, 1, one, 1);
+        test_shape(CMF_DT_Q8_ROW, q8t[si][0], q8t[si][1], 4, 2, one, 1);
+        test_modes(CMF_DT_Q8_ROW, q8t[si][0], q8t[si][1]);
     }
     test_auto(CMF_DT_Q8_ROW, 2048, 2048, 1); /* wide and tall enough: streaming */
     test_auto(CMF_DT_Q8_ROW, 2048, 1024, 0); /* narrow rows */

@@ -33,9 +33,6 @@ static __host__ __device__ __forceinline__ int64_t first_key(int64_t p, int wind
 #ifndef AD_CL_KEYS
 #define AD_CL_KEYS 32 /* the least keys per split of the cluster form (CMF_CUDA_ATTN_CL_KEYS) */
 #endif
-#ifndef AD_CL_PRE
-#define AD_CL_PRE 0 /* the first round's K / V rows loaded before the PDL wait (attn_split_partial's PRE) */
-#endif
 #ifndef AD_CLUSTER
 #define AD_CLUSTER 1 /* measured faster at every q8 shape and context (bench/cuda/RESULTS.md, session 13) */
 #endif

@@ -40,6 +40,12 @@ int ad_tile(void);
 
 /* The default tile, which persist.cu's items use too (they must give the graph path's bits). 4: measured faster than
  * 1 (the per-key update) on Llama-8B and Qwen3-0.6B q8 at contexts 128 and 4096 (bench/cuda/RESULTS.md, cuda8). */
+/* The cluster kernel's first round of cached K / V rows loaded before the PDL wait (attn_split_partial's PRE): 0 no
+ * (default), 1 always, 2 only when the split is one round. Compile time (-DCMAKE_CUDA_FLAGS=-DAD_CL_PRE=n). Measured
+ * in bench/cuda/RESULTS.md (session 13: 1 gains at context 128, loses at 4096). */
+#ifndef AD_CL_PRE
+#define AD_CL_PRE 0
+#endif
 #ifndef AD_KT
 #define AD_KT 4
 #endif
@@ -268,14 +274,18 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
      * after the wait (written by the step's RoPE kernel, or by this item with fr.on). */
     int64_t jb = j0 + (int64_t)(tid >> 5) * GPW * T;
     KvRaw<KF> kr[T], vr[T];
+    /* AD_CL_PRE 2: only when the split is one round (short contexts), where the early loads are the whole key loop */
+    const bool pre = PRE && (AD_CL_PRE != 2 || split_len <= (int64_t)NG * T);
     if (PRE) {
+        if (pre) {
 #pragma unroll
-        for (int t = 0; t < T; t++) {
-            const int64_t j = jb + t * GPW + lane / L;
-            if (has_d && j < j1 && j < pos) {
-                const int64_t e = j * row + (int64_t)kvh * D + sub * 8;
-                kv_raw_load<KF>(kr[t], kc, e);
-                kv_raw_load<KF>(vr[t], vc, e);
+            for (int t = 0; t < T; t++) {
+                const int64_t j = jb + t * GPW + lane / L;
+                if (has_d && j < j1 && j < pos) {
+                    const int64_t e = j * row + (int64_t)kvh * D + sub * 8;
+                    kv_raw_load<KF>(kr[t], kc, e);
+                    kv_raw_load<KF>(vr[t], vc, e);
+                }
             }
         }
         pdl_enter();
@@ -319,7 +329,7 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
         for (int t = 0; t < T; t++) {
             const int64_t j = jb + t * GPW + lane / L;
             valid[t] = j < j1;
-            if (PRE && first && has_d && valid[t] && j < pos) {
+            if (PRE && pre && first && has_d && valid[t] && j < pos) {
                 /* loaded before the wait */
             } else if (has_d && valid[t] && !(FR && own && j == pos)) {
                 const int64_t e = j * row + (int64_t)kvh * D + sub * 8;

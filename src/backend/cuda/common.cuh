@@ -137,6 +137,49 @@ static __device__ __forceinline__ void pdl_enter() {
     pdl_wait();
     pdl_trigger();
 }
+/* ---- Hopper bulk copies into shared memory, completed on an mbarrier (PTX ISA "cp.async.bulk", "mbarrier"; sm_90).
+ * Pattern: one thread inits the barrier (count 1), fences the init (mb_init_fence), then per use: mb_expect(bytes)
+ * by that thread, bulk_copy()s of exactly those bytes, and every reader mb_wait(phase) with phase = use & 1. A copy
+ * into a buffer that generic code read before needs fence.proxy.async first (mb_expect issues it). */
+static __device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+static __device__ __forceinline__ void mb_init(uint64_t *mb) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(mb)) : "memory");
+}
+/* After the inits, before any copy completes on them (a CTA is a cluster of one without a cluster launch). */
+static __device__ __forceinline__ void mb_init_fence() {
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+}
+/* The next phase completes when `bytes` have landed (and this arrival): earlier generic reads of the destination
+ * are ordered before the copies by the proxy fence. */
+static __device__ __forceinline__ void mb_expect(uint64_t *mb, unsigned bytes) {
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(mb)), "r"(bytes) : "memory");
+}
+/* n bytes (a multiple of 16; both addresses 16-byte aligned) from global src to shared dst, counted on mb. */
+static __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned n, uint64_t *mb) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
+                 ::"r"(smem_u32(dst)), "l"(src), "r"(n), "r"(smem_u32(mb))
+                 : "memory");
+}
+/* Waits until the phase of parity `phase` completed; a copy that never lands traps after 2 s (a hang in a CUDA
+ * graph would otherwise take the process). */
+static __device__ __forceinline__ void mb_wait(uint64_t *mb, unsigned phase) {
+    unsigned done = 0;
+    uint64_t t_start = 0;
+    for (unsigned it = 0; !done; it++) {
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}"
+                     : "=r"(done)
+                     : "r"(smem_u32(mb)), "r"(phase)
+                     : "memory");
+        if (!done && (it & 1023) == 1023) {
+            uint64_t now;
+            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+            if (!t_start) t_start = now;
+            else if (now - t_start > 2000000000ull) __trap();
+        }
+    }
+}
 /* L2 prefetch hint of the 128-byte line holding p (weights only: see above). */
 static __device__ __forceinline__ void prefetch_l2(const void *p) {
     asm volatile("prefetch.global.L2 [%0];" ::"l"(p));

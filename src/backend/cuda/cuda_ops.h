@@ -110,11 +110,13 @@ void cmf_cuda_set_i8act(int levels);
  * kernel for rows of >= 2048 columns (q8_row: in launches of >= 2048 output rows, a q/k/v group's rows counted
  * together), the row-group kernel of matvec_i8.cu below (mv_i8_stream_pick); 0 always the row-group kernel; 1 always the streaming kernel (each warp of a persistent grid streams whole
  * rows through a ring of loads in flight); 2 that with the next CMF_CUDA_I8S_PF (8) chunks of every warp
- * prefetched into L2 before the PDL wait; 3 that with one block per multiprocessor. Modes 1-3 give the same bits
- * (each row summed by one warp in the row-group kernel's order with CMF_CUDA_I8_SPLIT=0); in every mode the plain /
- * multi / GLU outputs agree bit for bit. CMF_CUDA_I8_STREAM=0..3 in the environment (read at the first call) or this
- * setter (process-wide; tests and benchmarks; not while products are captured into a CUDA graph). Measured:
- * bench/cuda/RESULTS.md (helper cudamv). */
+ * prefetched into L2 before the PDL wait; 3 that with one block per multiprocessor; 4 the rows streamed into shared
+ * memory by the bulk-copy engine (q8_row, one token, columns a multiple of 512; other launches take mode 1; slots set
+ * by CMF_CUDA_I8T_C / _D / _BPS; measured slower, session 14). Modes 1-4 give the same bits (each row summed by one
+ * warp in the row-group kernel's order with CMF_CUDA_I8_SPLIT=0); in every mode the plain / multi / GLU outputs
+ * agree bit for bit. CMF_CUDA_I8_STREAM=0..4 in the environment (read at the first call) or this setter
+ * (process-wide; tests and benchmarks; not while products are captured into a CUDA graph). Measured:
+ * bench/cuda/RESULTS.md (helper cudamv; session 14 for mode 4). */
 void cmf_cuda_set_i8_stream(int mode);
 
 /* L2 prefetch of weights ahead of the decode products (the next products' weights stream into L2 while this one

@@ -60,12 +60,6 @@ CuPf cu_pf_pending(void) {
     return pf;
 }
 
-/* Environment switches read once (benign races: every thread computes the same value). */
-static int env_int(const char *name, int dflt) {
-    const char *e = getenv(name);
-    return e && e[0] ? atoi(e) : dflt;
-}
-
 int cu_pre_on(void) {
     static int pre = -1;
     if (pre < 0) pre = env_int("CMF_CUDA_I8_PRE", 1) != 0;

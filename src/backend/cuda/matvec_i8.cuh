@@ -7,6 +7,8 @@
 #ifndef CMF_BACKEND_CUDA_MATVEC_I8_CUH
 #define CMF_BACKEND_CUDA_MATVEC_I8_CUH
 
+#include <stdlib.h>
+
 #include "backend/cuda/weights.cuh"
 
 #define I8_WARPS 8
@@ -126,6 +128,13 @@ static __device__ __forceinline__ float i8_act(float a, int gelu) {
     return gelu ? 0.5f * a * (1.0f + tanhf(0.7978845608028654f * (a + 0.044715f * a * a * a))) : a / (1.0f + expf(-a));
 }
 
+/* An integer environment switch (dflt when unset or empty); callers read it once (benign races: every thread computes
+ * the same value). */
+static inline int env_int(const char *name, int dflt) {
+    const char *e = getenv(name);
+    return e && e[0] ? atoi(e) : dflt;
+}
+
 /* Multiprocessors of the current device (read once per process; the backends use one device type). */
 static inline int i8_sms(void) {
     static int sms = 0;
@@ -176,12 +185,12 @@ static __device__ __forceinline__ int i8_chunk_q4tp(uint4 w, int4 xa, int4 xb) {
 }
 
 /* The streaming kernel (matvec_i8s.cu): the same products and results layout as mv_i8_launch (same arguments,
- * j filled the same way), each warp of a persistent grid streaming a contiguous range of whole rows; mode 1..3 as
+ * j filled the same way), each warp of a persistent grid streaming a contiguous range of whole rows; mode 1..4 as
  * mv_i8_stream_mode. */
 cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, int gelu, int mode, cudaStream_t s);
 /* CMF_CUDA_I8_STREAM (read once) or cmf_cuda_set_i8_stream: -1 (unset) by the row width (mv_i8_stream_pick); 0 the
  * row-group kernel; 1 the streaming kernel; 2 it with an L2 prefetch beyond its load ring before the PDL wait; 3
- * that with one block per SM. */
+ * that with one block per SM; 4 its bulk-copy form (q8_row, one token, cols % 512 == 0; else mode 1). */
 int mv_i8_stream_mode(void);
 /* The kernel of one launch of `units` output rows (a q/k/v group: all its members' rows; a gate/up pair: the rows of
  * one): the mode when set, else 1 (streaming) for q4tp rows of at least I8S_AUTO_COLS_Q4TP columns and for q8_row

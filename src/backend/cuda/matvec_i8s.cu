@@ -27,12 +27,12 @@ static int g_i8s = -2; /* -2: not read yet; -1: by size; a benign race (every th
 int mv_i8_stream_mode(void) {
     if (g_i8s < -1) {
         const char *e = getenv("CMF_CUDA_I8_STREAM");
-        g_i8s = e && e[0] >= '0' && e[0] <= '3' && !e[1] ? e[0] - '0' : -1;
+        g_i8s = e && e[0] >= '0' && e[0] <= '4' && !e[1] ? e[0] - '0' : -1;
     }
     return g_i8s;
 }
 
-extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode >= 0 && mode <= 3 ? mode : -1; }
+extern "C" void cmf_cuda_set_i8_stream(int mode) { g_i8s = mode >= 0 && mode <= 4 ? mode : -1; }
 
 int mv_i8_stream_pick(int dtype, int64_t cols, int64_t units) {
     const int m = mv_i8_stream_mode();
@@ -298,6 +298,216 @@ static __global__ void __launch_bounds__(256, 2)
     if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
 }
 
+/* ---- mode 4: the same rows streamed by the bulk-copy engine (q8_row, one token, cols % 512 == 0) ---------------
+ * Each warp owns rpw consecutive units (the grid is sized so every warp but the last ones has exactly rpw: no warp
+ * waits on a neighbour with one row more) and walks their 512-byte steps in the same order as k_mv_i8s. The steps of
+ * consecutive units of one matrix are consecutive in memory (q8_row's int8 plane is [rows][cols]), so lane 0 fills a
+ * ring of D slots of C bytes per matrix (GLU: gate and up halves) with cp.async.bulk, completion counted on one
+ * mbarrier per slot, and refills a slot as soon as the warp has read it; the first D slots are issued before the PDL
+ * wait. The lanes read their 16-byte chunks from shared memory (4 steps' loads issued together) instead of holding a
+ * register ring. The row scales come from a window of 32 rows per lane, the next window loaded a window ahead. Per
+ * row: lane l sums the chunks at columns step * 512 + 16 l in step order, warp_sum, times the row scale: k_mv_i8s's
+ * order, so the bits are mode 1's. Opt-in: measured slower than mode 1 at every slot setting (bench/cuda/RESULTS.md,
+ * session 14). */
+#define I8T_DMAX 8
+#define I8T_B 4 /* steps whose shared-memory loads are issued together */
+
+/* Lane 0's issue cursor: the unit and step of the next step to copy, and the steps left. */
+struct I8tCur {
+    int64_t u, left;
+    int s;
+};
+
+/* Lane 0: the cursor's next slot (up to SPS steps; C = 512 SPS bytes per matrix) into dst, completion on mb;
+ * advances the cursor. */
+template <int GLU>
+static __device__ void i8t_issue(const I8Job &j, I8tCur &c, int S, int SPS, uint8_t *dst, uint64_t *mb) {
+    constexpr int R = GLU ? 2 : 1;
+    const int C = SPS * 512;
+    int todo = c.left < SPS ? (int)c.left : SPS;
+    const int64_t cols = j.w[0].cols;
+    mb_expect(mb, (unsigned)(todo * 512 * R));
+    c.left -= todo;
+    while (todo > 0) { /* runs of contiguous steps: a multi product's units change matrix at most twice */
+        int64_t row;
+        const int wi = i8s_unit<GLU>(j, c.u, &row);
+        const int64_t rows = i8s_sel(wi, j.w[0].rows, j.w[1].rows, j.w[2].rows), room = (rows - row) * S - c.s;
+        const int n = room < todo ? (int)room : todo;
+#pragma unroll
+        for (int i = 0; i < R; i++) {
+            const uint8_t *base = i8s_sel(GLU ? i : wi, j.w[0].base, j.w[1].base, j.w[2].base);
+            bulk_copy(dst + i * C, base + row * cols + (int64_t)c.s * 512, (unsigned)(n * 512), mb);
+        }
+        dst += n * 512, todo -= n;
+        c.s += n; /* n <= SPS steps: a few units on at most */
+        while (c.s >= S) c.s -= S, c.u++;
+    }
+}
+
+/* The f16 row-scale bits of units [u, u + 32) of weight slot i (GLU: gate / up), one per lane (0 past u1). */
+template <int GLU>
+static __device__ __forceinline__ uint32_t i8t_scales(const I8Job &j, int64_t u, int64_t u1, int i, int lane) {
+    if (u + lane >= u1) return 0;
+    int64_t row;
+    const int wi = i8s_unit<GLU>(j, u + lane, &row);
+    const uint8_t *p = i8s_sel(GLU ? i : wi, j.w[0].s1, j.w[1].s1, j.w[2].s1) + 2 * row;
+    return (uint32_t)__ldg(p) | (uint32_t)__ldg(p + 1) << 8;
+}
+
+template <int GLU>
+static __global__ void __launch_bounds__(256) k_mv_i8t(I8Job j, const float *__restrict__ x, int gelu, int rpw,
+                                                      int D, int SPS) {
+    constexpr int R = GLU ? 2 : 1;
+    const int C = SPS * 512;
+    extern __shared__ __align__(128) uint8_t i8t_sm[];
+    __shared__ __align__(8) uint64_t mb[I8_WARPS][I8T_DMAX];
+    __shared__ float nsh[9], ninv[1];
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int cols = (int)j.w[0].cols, nb = cols >> 5, S = cols / 512, lv = j.levels;
+    uint8_t *ring = i8t_sm + (size_t)warp * D * R * C;
+    int8_t *xq = (int8_t *)(i8t_sm + (size_t)I8_WARPS * D * R * C);
+    float *xs = (float *)(xq + (int64_t)lv * cols);
+    int *sx = (int *)(xs + lv * nb);
+
+    const int64_t U = j.groups, gw = (int64_t)blockIdx.x * I8_WARPS + warp;
+    const int64_t u0 = gw * rpw < U ? gw * rpw : U, u1 = u0 + rpw < U ? u0 + rpw : U, steps = (u1 - u0) * S;
+    const int64_t uses = (steps + SPS - 1) / SPS;
+    I8tCur ic = {u0, steps, 0};
+    if (lane == 0) {
+        for (int k = 0; k < D; k++) mb_init(&mb[warp][k]);
+        mb_init_fence();
+        for (int k = 0; k < D && k < uses; k++) i8t_issue<GLU>(j, ic, S, SPS, ring + k * R * C, &mb[warp][k]);
+    }
+    __syncwarp();
+    uint32_t scw[2][R]; /* scale windows: rows [32 w, 32 w + 32) and the next 32 of the warp's units */
+#pragma unroll
+    for (int i = 0; i < R; i++) scw[0][i] = i8t_scales<GLU>(j, u0, u1, i, lane), scw[1][i] = i8t_scales<GLU>(j, u0 + 32, u1, i, lane);
+    pdl_wait();
+    pdl_trigger();
+    if (j.nx) i8_norm_inv<1>(j, cols, ninv, nsh);
+    i8_quantize<CMF_DT_Q8_ROW, 1>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
+                                  j.nx && blockIdx.x == 0 ? j.nout : nullptr);
+    __syncthreads();
+
+    float acc[R], rs[R], rxv = 0.0f, bv = 0.0f;
+#pragma unroll
+    for (int i = 0; i < R; i++) acc[i] = 0.0f, rs[i] = 1.0f;
+    int64_t crow, cu = u0;
+    int cwi = i8s_unit<GLU>(j, cu, &crow), cs = 0, li = 0;
+    for (int64_t g = 0; g < uses; g++) {
+        const int k = (int)(g % D);
+        mb_wait(&mb[warp][k], (unsigned)(g / D) & 1u);
+        const uint8_t *sp = ring + k * R * C;
+        const int nq = g * SPS + SPS <= steps ? SPS : (int)(steps - g * SPS); /* steps in this slot */
+        for (int q0 = 0; q0 < nq; q0 += I8T_B) {
+            /* a batch of I8T_B steps: every shared-memory load first (weights, level-1 activations and scales),
+             * then the sums in step order */
+            uint4 wv[I8T_B][R];
+            int4 xv[I8T_B];
+            float xd[I8T_B];
+            int cc = cs;
+#pragma unroll
+            for (int t = 0; t < I8T_B; t++) {
+                const int c = cc * 512 + lane * 16;
+                if (q0 + t < nq) {
+#pragma unroll
+                    for (int i = 0; i < R; i++) wv[t][i] = *(const uint4 *)(sp + i * C + (q0 + t) * 512 + lane * 16);
+                    xv[t] = *(const int4 *)(xq + c);
+                    xd[t] = xs[c >> 5];
+                }
+                cc = cc + 1 == S ? 0 : cc + 1;
+            }
+#pragma unroll
+            for (int t = 0; t < I8T_B; t++) {
+                if (q0 + t >= nq) break; /* warp-uniform */
+                if (cs == 0) {           /* a new row: its scale, epilogue inputs */
+                    if (li > 0 && (li & 31) == 0) { /* the next window; load the one after it */
+#pragma unroll
+                        for (int i = 0; i < R; i++)
+                            scw[0][i] = scw[1][i], scw[1][i] = i8t_scales<GLU>(j, u0 + li + 32, u1, i, lane);
+                    }
+#pragma unroll
+                    for (int i = 0; i < R; i++)
+                        rs[i] = dev_f16((uint16_t)__shfl_sync(0xffffffffu, scw[0][i], li & 31));
+                    if (!GLU && lane == 0) {
+                        if (j.rx) rxv = j.rx[crow];
+                        const float *b = i8s_sel(cwi, j.bias[0], j.bias[1], j.bias[2]);
+                        if (b) bv = b[crow];
+                    }
+                }
+#pragma unroll
+                for (int i = 0; i < R; i++) acc[i] = fmaf((float)i8_chunk_q8(wv[t][i], xv[t]), xd[t], acc[i]);
+                if (lv > 1) { /* level 2 (CMF_CUDA_I8ACT=2), after level 1 as in k_mv_i8s */
+                    const int c = cs * 512 + lane * 16;
+                    const int4 x2 = *(const int4 *)(xq + nb * 32 + c);
+                    const float d2 = xs[nb + (c >> 5)];
+#pragma unroll
+                    for (int i = 0; i < R; i++) acc[i] = fmaf((float)i8_chunk_q8(wv[t][i], x2), d2, acc[i]);
+                }
+                if (++cs == S) { /* the row is summed: reduce, scale, store (lane 0) */
+                    float o[R];
+#pragma unroll
+                    for (int i = 0; i < R; i++) o[i] = warp_sum(acc[i]) * rs[i], acc[i] = 0.0f;
+                    if (lane == 0) {
+                        float *y = i8s_sel(cwi, j.y[0], j.y[1], j.y[2]);
+                        if (GLU) {
+                            y[crow] = i8_act(o[0], gelu) * o[R - 1];
+                        } else {
+                            float v = o[0];
+                            if (i8s_sel(cwi, j.bias[0], j.bias[1], j.bias[2])) v = v + bv;
+                            y[crow] = v;
+                            if (j.rx) j.rx[crow] = rxv + v; /* cmf_cuda_add's x + o */
+                        }
+                    }
+                    cs = 0;
+                    li++;
+                    cwi = i8s_unit<GLU>(j, ++cu, &crow);
+                }
+            }
+        }
+        __syncwarp(); /* every lane has read slot k */
+        if (lane == 0 && g + D < uses) i8t_issue<GLU>(j, ic, S, SPS, ring + k * R * C, &mb[warp][k]);
+    }
+}
+
+/* Whether mode 4 takes this launch: q8_row, one token, whole 512-byte steps, one level of activations. */
+static int i8t_usable(int dtype, int64_t cols, int n) { return dtype == CMF_DT_Q8_ROW && n == 1 && cols % 512 == 0; }
+
+/* CMF_CUDA_I8T_D (slots per warp, 1..8; default 4), CMF_CUDA_I8T_C (bytes per slot and matrix, 512..8192 in
+ * steps of 512; default 1024) and CMF_CUDA_I8T_BPS (blocks per SM the rows are spread over, 1..4; default 1), read
+ * once: A/B switches. Slots are dropped until the block fits in 200 KiB of shared memory; *taken = 0 (nothing
+ * launched) when not even one does. */
+static cmf_status i8t_launch(const I8Job &j, const float *x, int glu, int gelu, cudaStream_t s, int *taken) {
+    static int D0 = 0, sps = 0, bps = 0; /* benign races: every thread reads the same values */
+    if (!D0) {
+        const int d = env_int("CMF_CUDA_I8T_D", 4), c = env_int("CMF_CUDA_I8T_C", 1024),
+                  b = env_int("CMF_CUDA_I8T_BPS", 1);
+        D0 = d >= 1 && d <= I8T_DMAX ? d : 4;
+        sps = c >= 512 && c <= 8192 && c % 512 == 0 ? c / 512 : 2;
+        bps = b >= 1 && b <= 4 ? b : 1;
+    }
+    const int R = glu ? 2 : 1;
+    int D = D0;
+    size_t smem = 0;
+    for (; D >= 1; D--)
+        if ((smem = (size_t)I8_WARPS * D * R * sps * 512 + i8_smem(j.w[0].cols, 1, j.levels)) <= 200 * 1024) break;
+    *taken = D >= 1;
+    if (!*taken) return CMF_OK; /* the activations leave no room for a slot: the caller takes mode 1 */
+    static int attr[2];
+    if (!attr[glu]) {
+        if (cudaFuncSetAttribute(glu ? k_mv_i8t<1> : k_mv_i8t<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 200 * 1024) != cudaSuccess)
+            return cu_fail(cudaGetLastError(), "matvec (int8 activations, bulk copies): shared memory opt-in");
+        attr[glu] = 1;
+    }
+    const int64_t U = j.groups, warps = (int64_t)i8_sms() * bps * I8_WARPS;
+    const int rpw = (int)((U + warps - 1) / warps);
+    const unsigned grid = (unsigned)((U + (int64_t)rpw * I8_WARPS - 1) / ((int64_t)rpw * I8_WARPS));
+    if (glu) cu_launch(k_mv_i8t<1>, grid, 256, smem, s, j, x, gelu, rpw, D, sps);
+    else cu_launch(k_mv_i8t<0>, grid, 256, smem, s, j, x, gelu, rpw, D, sps);
+    return CMF_OK;
+}
+
 /* One launch for n tokens: the grid is what the device holds at once of this instance at this shared-memory size
  * (cached per instance), at most one block per 8 units; q4tp: at least enough blocks for LR units per warp. */
 template <int DT, int N, int GLU, int P>
@@ -364,15 +574,20 @@ cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, 
         const char *e = getenv("CMF_CUDA_I8S_PF");
         spf = e && atoi(e) > 0 ? (atoi(e) < 64 ? atoi(e) : 64) : 8;
     }
-    j.spf = mode >= 2 ? spf : 0;
-    cmf_status st;
-    if (dtype == CMF_DT_Q8_ROW)
-        st = glu ? i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, mode, s)
-                 : i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, mode, s);
-    else
-        st = glu ? i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, mode, s)
-                 : i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, mode, s);
+    j.spf = mode >= 2 && mode <= 3 ? spf : 0;
+    cmf_status st = CMF_OK;
+    int taken = 0; /* mode 4 where it applies and fits; mode 1 otherwise */
+    if (mode == 4 && i8t_usable(dtype, j.w[0].cols, n)) st = i8t_launch(j, d_x, glu, gelu, s, &taken);
     if (st != CMF_OK) return st;
+    if (!taken) {
+        if (dtype == CMF_DT_Q8_ROW)
+            st = glu ? i8s_launch_n<CMF_DT_Q8_ROW, 1>(j, smem, d_x, n, gelu, mode, s)
+                     : i8s_launch_n<CMF_DT_Q8_ROW, 0>(j, smem, d_x, n, gelu, mode, s);
+        else
+            st = glu ? i8s_launch_n<CMF_DT_Q4TP, 1>(j, smem, d_x, n, gelu, mode, s)
+                     : i8s_launch_n<CMF_DT_Q4TP, 0>(j, smem, d_x, n, gelu, mode, s);
+        if (st != CMF_OK) return st;
+    }
     CU_LAUNCHED("matvec (int8 activations, streaming) kernel");
     return CMF_OK;
 }

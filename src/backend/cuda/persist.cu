@@ -148,27 +148,6 @@ static __device__ void p_prefetch(const PSt &s, uint8_t *buf, unsigned cap) {
  * rows, contiguous when they are consecutive rows of one matrix; GLU: gate row and up row), completion counted in
  * bytes on an mbarrier per buffer (PTX ISA, "cp.async.bulk", "mbarrier"), so a block's copies take a few
  * instructions of warp 0 instead of one 16-byte request per thread and chunk. */
-static __device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
-static __device__ __forceinline__ void mb_init(uint64_t *mb) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(smem_u32(mb)) : "memory");
-}
-static __device__ __forceinline__ void mb_wait(uint64_t *mb, unsigned phase) {
-    unsigned done = 0;
-    uint64_t t_start = 0;
-    for (unsigned it = 0; !done; it++) {
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}"
-                     : "=r"(done)
-                     : "r"(smem_u32(mb)), "r"(phase)
-                     : "memory");
-        if (!done && (it & 1023) == 1023) { /* a copy that never lands: trap after 2 s (see p_wait) */
-            uint64_t now;
-            asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-            if (!t_start) t_start = now;
-            else if (now - t_start > 2000000000ull) __trap();
-        }
-    }
-}
 /* Bytes of the block's fitting tasks of stage s (0: nothing to copy, no mbarrier phase). */
 static __device__ __forceinline__ unsigned p_tma_bytes(const PSt &s, unsigned t0, unsigned nfit) {
     unsigned b = 0;
@@ -189,10 +168,7 @@ static __device__ void p_prefetch_tma(const PSt &s, uint8_t *buf, unsigned cap, 
     if (!nfit) return;
     const int lane = threadIdx.x;
     if (lane == 0) {
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); /* earlier generic reads of buf first */
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(mb)),
-                     "r"(p_tma_bytes(s, t0, nfit))
-                     : "memory");
+        mb_expect(mb, p_tma_bytes(s, t0, nfit)); /* earlier generic reads of buf first (its proxy fence) */
     }
     __syncwarp();
     for (unsigned k = lane; k < nfit; k += 32) {
@@ -204,9 +180,7 @@ static __device__ void p_prefetch_tma(const PSt &s, uint8_t *buf, unsigned cap, 
         for (int i = 0; i < parts; i++) {
             const uint8_t *src = p_w(s, wi, i) + (i ? r1 : r0) * s.cols;
             const unsigned n = (unsigned)((!s.glu && r1 != r0 ? 2 : 1) * s.cols);
-            asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
-                         ::"r"(smem_u32(dst + (uint64_t)i * s.cols)), "l"(src), "r"(n), "r"(smem_u32(mb))
-                         : "memory");
+            bulk_copy(dst + (uint64_t)i * s.cols, src, n, mb);
         }
     }
 }
@@ -464,7 +438,7 @@ static __global__ void __launch_bounds__(PK_THREADS, 1) k_persist(PArgs p) {
     if (p.tma) {
         if (threadIdx.x == 0) {
             mb_init(&mbar[0]), mb_init(&mbar[1]);
-            asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+            mb_init_fence();
         }
         __syncthreads();
     }
