@@ -1,5 +1,5 @@
-/* eval.h — the interpreter state shared by eval.c (statements, expressions) and builtins.c (filters, tests,
- * methods, global functions). Internal to src/template/. */
+/* eval.h — the interpreter state shared by eval.c, operators.c, exec.c (expressions, operators, statements) and
+ * builtins.c (filters, tests, methods, global functions). Internal to src/template/. */
 #ifndef CMF_TEMPLATE_EVAL_H
 #define CMF_TEMPLATE_EVAL_H
 
@@ -129,6 +129,22 @@ size_t jinja_work_of(jv v);
 /* Python's a == b within c->steps: *eq gets 1 or 0; CMF_E_UNSUPPORTED (sandbox limit, reported at `at`) once the
  * steps are spent. */
 cmf_status jinja_equal(jctx *c, const jnode *at, jv a, jv b, int *eq);
+/* Python's int for ints and bools (True is 1): whether v is one, and its value. */
+static inline int jinja_is_intlike(jv v) { return v.k == JV_INT || v.k == JV_BOOL; }
+static inline int64_t jinja_ival(jv v) { return v.k == JV_INT ? v.u.i : v.u.b; }
+/* The operators (operators.c), with Python's semantics as jinja2 compiles them to Python; each borrows its
+ * operands and returns an owned *out.
+ * jinja_binop: node n's binary operator n->op ('+', '-', '*', '/', 'F' //, '%', 'P' **, '~') on a and b: numbers
+ * (64-bit ints: a result past int64 is an error, not a bignum; floats as CPython's float_div_mod / float_pow),
+ * str + str, str * int, list/tuple + and *, '~' concatenation of str(a) and str(b), str % args (printf-style
+ * formatting); the string size and list-items limits of c->lim, the work budget for the string it makes.
+ * Errors (CMF_E_FORMAT at n): an undefined operand, unsupported operand types, division by zero, overflow.
+ * jinja_unary: -a / +a (n->type N_NEG / N_POS) of a number; an undefined or non-number a is an error.
+ * jinja_compare_op: n->op 'e' ==, 'n' !=, '<', '>', 'l' <=, 'g' >=, 'i' in, 'I' not in; a bool in *out. Errors:
+ * types that do not compare / cannot be searched (CMF_E_FORMAT), the work budget and nesting depth. */
+cmf_status jinja_binop(jctx *c, const jnode *n, jv a, jv b, jv *out);
+cmf_status jinja_unary(const jnode *n, jv a, jv *out);
+cmf_status jinja_compare_op(jctx *c, const jnode *n, jv a, jv b, jv *out);
 /* Python ordering for sort/min/max: numbers with numbers, strings with strings (optionally case-folded), lists
  * item by item; sets *err = 1 for other pairs, *err = 2 once c->steps is spent (jinja_walk_err reports it), 3 when
  * nested deeper than JV_MAX_DEPTH (jinja_deep_err).
@@ -209,7 +225,8 @@ cmf_status jb_test(jctx *c, const jnode *at, const char *name, jv v, const jv *a
 const char *jinja_str_method_name(const char *name);
 cmf_status jinja_str_method(jctx *c, const jnode *at, jv s, const char *m, const jargs *a, jv *out);
 
-/* filters_more.c: the jinja2 3.1 filters truncate, wordwrap (wordwrap.c), groupby, slice, striptags and urlencode.
+/* filters_more.c: the jinja2 3.1 filters truncate, wordwrap (wordwrap.c), groupby, slice, striptags, urlencode and
+ * filesizeformat.
  * jinja_filter_more_has: 1 when `f` is one of them. jinja_filter_more: the filter's owned result in *out; errors:
  * jinja2's argument checks (CMF_E_FORMAT: truncate's length < len(end) or leeway < 0, wordwrap's width <= 0,
  * slice(0), groupby without an attribute, keys that cannot be compared), the string size and list-items limits
@@ -224,6 +241,9 @@ cmf_status jinja_wordwrap(jctx *c, const jnode *at, jv in, const jargs *a, jv *o
  * single underscores between digits; base 0: from the prefix): 0 and *out, -1 when it is not an integer of that
  * base, -2 when it is one outside int64. */
 int jinja_parse_int(const char *s, size_t n, int base, int64_t *out);
+/* Python's float(s) on the ASCII text s[0..n) (surrounding whitespace, sign, inf/infinity/nan in any case, single
+ * underscores between digits): 0 and *out, -1 when it is not a float literal. */
+int jinja_parse_float(const char *s, size_t n, double *out);
 /* `fmt % args` as Python's printf-style formatting (%s %r %c %d %i %u %x %X %o %e %E %f %F %g %G %%, flags -+ #0,
  * width and precision, `*`, %(key)s from a dict); a tuple gives the arguments, another value is the one argument.
  * Errors (CMF_E_FORMAT) carry CPython's TypeError texts; results keep the string size limit. */

@@ -1,9 +1,12 @@
-/* filters_more.c — the jinja2 3.1 filters truncate, wordwrap, groupby, slice, striptags and urlencode
- * (jinja2/filters.py do_truncate, do_wordwrap, sync_do_groupby, sync_do_slice, do_striptags, do_urlencode; wordwrap
+/* filters_more.c — the jinja2 3.1 filters truncate, wordwrap, groupby, slice, striptags, urlencode and
+ * filesizeformat (jinja2/filters.py do_truncate, do_wordwrap, sync_do_groupby, sync_do_slice, do_striptags,
+ * do_urlencode, do_filesizeformat; wordwrap
  * wraps as Python's textwrap.TextWrapper with expand_tabs=False and replace_whitespace=False; striptags is
  * markupsafe 3's Markup.striptags). Every loop here is bounded by its input or output size: the caller charges the
  * work of what a filter reads and makes, and sizes stay within the string and list-items limits. */
 #include <ctype.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,7 +19,7 @@
 #define NOMEM() cmf_err(CMF_E_NOMEM, "template render")
 #define TRY(x) do { cmf_status st_ = (x); if (st_) return st_; } while (0)
 
-static const char *const NAMES[] = {"truncate", "wordwrap", "groupby", "slice", "striptags", "urlencode", NULL};
+static const char *const NAMES[] = {"truncate", "wordwrap", "groupby", "slice", "striptags", "urlencode", "filesizeformat", NULL};
 
 int jinja_filter_more_has(const char *f) {
     for (const char *const *n = NAMES; *n; n++)
@@ -376,6 +379,53 @@ static cmf_status urlencode(jctx *c, const jnode *at, jv in, jv *out) {
     return jb_ret_buf(out, &b);
 }
 
+/* ---- filesizeformat(binary=False) ----
+ * jinja2's do_filesizeformat: bytes = float(value); 1 -> "1 Byte"; below the base (1000, or 1024 when binary is
+ * true) "<int(bytes)> Bytes"; else "%.1f <prefix>" of base * bytes / unit for the first unit = base**(i+2) above
+ * bytes (kB MB GB TB PB EB ZB YB, or KiB ... YiB), YB / YiB past the last. Python compares the float with the exact
+ * integer base**(i+2): 1000**8 and 1000**9 are not doubles, so their nearest doubles carry whether they lie below
+ * the true power (then bytes equal to that double is still below it); the division rounds the power to a double, as
+ * Python's float / int does. int(bytes) of a large float is its exact integer, which %.0f of trunc(bytes) prints. */
+static cmf_status filesizeformat(jctx *c, const jnode *at, jv in, const jargs *a, jv *out) {
+    (void)c;
+    const jv *bin = jargs_get(a, 0, "binary");
+    double bytes;
+    if (in.k == JV_INT) bytes = (double)in.u.i;
+    else if (in.k == JV_BOOL) bytes = in.u.b;
+    else if (in.k == JV_FLOAT) bytes = in.u.f;
+    else if (in.k == JV_STR) {
+        if (jinja_parse_float(in.u.s->s, in.u.s->len, &bytes))
+            return jinja_rt_err(at, "could not convert string to float: '%.40s'", in.u.s->s);
+    } else if (in.k == JV_UNDEF) return jinja_undef_err(at, in);
+    else return jinja_rt_err(at, "float() argument must be a string or a real number, not '%s'", jv_kind_name(in));
+    int binary = bin && jv_truthy(*bin);
+    static const char *const DEC[] = {"kB", "MB", "GB", "TB", "PB", "EB", "ZB", "YB"};
+    static const char *const BIN[] = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "ZiB", "YiB"};
+    /* base**(i+2) as the nearest double, and 1 when that double is below the exact power */
+    static const struct { double u; int below; } DU[] = {{1e6, 0},  {1e9, 0},  {1e12, 0}, {1e15, 0},
+                                                         {1e18, 0}, {1e21, 0}, {1e24, 1}, {1e27, 0}};
+    double base = binary ? 1024.0 : 1000.0;
+    char buf[512];
+    if (bytes == 1) snprintf(buf, sizeof buf, "1 Byte");
+    else if (bytes < base) {
+        if (isinf(bytes)) return jinja_rt_err(at, "cannot convert float infinity to integer");
+        snprintf(buf, sizeof buf, "%.0f Bytes", trunc(bytes) + 0.0); /* (+ 0.0: int(-0.5) is 0, not -0) */
+    } else {
+        int i = 0;
+        double unit = 0;
+        for (; i < 8; i++) {
+            unit = binary ? ldexp(1.0, 10 * (i + 2)) : DU[i].u;
+            if (bytes < unit || (!binary && DU[i].below && bytes == unit)) break;
+        }
+        if (i == 8) i = 7;
+        double v = base * bytes / unit;
+        if (isnan(v)) snprintf(buf, sizeof buf, "nan %s", binary ? BIN[i] : DEC[i]);
+        else snprintf(buf, sizeof buf, "%.1f %s", v, binary ? BIN[i] : DEC[i]);
+    }
+    *out = jv_strn(buf, strlen(buf));
+    return jv_is_oom(*out) ? NOMEM() : CMF_OK;
+}
+
 /* Python's TypeError for a keyword the filter does not take or too many positional arguments (jinja2 calls the
  * filter function with them). */
 static cmf_status check_params(const jnode *at, const char *f, const jargs *a) {
@@ -386,6 +436,7 @@ static cmf_status check_params(const jnode *at, const char *f, const jargs *a) {
         {"slice", {"slices", "fill_with", NULL}},
         {"striptags", {NULL}},
         {"urlencode", {NULL}},
+        {"filesizeformat", {"binary", NULL}},
     };
     for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
         if (strcmp(P[i].f, f)) continue;
@@ -410,5 +461,6 @@ cmf_status jinja_filter_more(jctx *c, const jnode *at, const char *f, jv in, con
     if (!strcmp(f, "slice")) return slice_filter(c, at, in, a, out);
     if (!strcmp(f, "striptags")) return striptags(c, at, in, out);
     if (!strcmp(f, "urlencode")) return urlencode(c, at, in, out);
+    if (!strcmp(f, "filesizeformat")) return filesizeformat(c, at, in, a, out);
     return cmf_err(CMF_E_UNSUPPORTED, "template:%d:%d: unknown filter '%s'", at->line, at->col, f);
 }

@@ -68,8 +68,7 @@ int jinja_parse_int(const char *s, size_t n, int base, int64_t *out) {
     return 0;
 }
 
-/* Python's float(s) on ASCII text: returns 0 and *out, or -1 when s is not a float literal. */
-static int parse_float(const char *s, size_t n, double *out) {
+int jinja_parse_float(const char *s, size_t n, double *out) {
     size_t i = 0;
     trim_space(s, &i, &n);
     if (i >= n || n - i > 4096) return -1;
@@ -82,7 +81,7 @@ static int parse_float(const char *s, size_t n, double *out) {
         if (rest != strlen(words[w])) continue;
         size_t k = 0;
         while (k < rest && (s[j + k] | 0x20) == words[w][k]) k++;
-        if (k == rest) { *out = w == 2 ? NAN : (buf[0] == '-' ? -INFINITY : INFINITY); return 0; }
+        if (k == rest) { *out = w == 2 ? NAN : (o && buf[0] == '-' ? -INFINITY : INFINITY); return 0; }
     }
     /* digits [. digits] [e [sign] digits], single underscores only between two digits */
     int digits = 0, in_exp = 0, seen_dot = 0, exp_digits = 0;
@@ -134,7 +133,7 @@ cmf_status jinja_filter_int(jctx *c, const jnode *at, jv in, const jargs *a, jv 
         int r = jinja_parse_int(in.u.s->s, in.u.s->len, base, &i);
         if (r == 0) { *out = jv_int(i); return CMF_OK; }
         if (r == -2) return jinja_rt_err(at, "int: '%.40s' is outside the 64-bit integer range", in.u.s->s);
-        if (parse_float(in.u.s->s, in.u.s->len, &d) == 0) {
+        if (jinja_parse_float(in.u.s->s, in.u.s->len, &d) == 0) {
             r = trunc_i64(d, &i);
             if (r == 0) { *out = jv_int(i); return CMF_OK; }
             if (r == -2 && !isinf(d)) return jinja_rt_err(at, "int: '%.40s' is outside the 64-bit integer range", in.u.s->s);
@@ -150,7 +149,7 @@ cmf_status jinja_filter_float(jctx *c, const jnode *at, jv in, const jargs *a, j
     const jv *def = jargs_get(a, 0, "default");
     double d;
     if (jv_is_number(in)) { *out = jv_float(jv_num(in)); return CMF_OK; }
-    if (in.k == JV_STR && parse_float(in.u.s->s, in.u.s->len, &d) == 0) { *out = jv_float(d); return CMF_OK; }
+    if (in.k == JV_STR && jinja_parse_float(in.u.s->s, in.u.s->len, &d) == 0) { *out = jv_float(d); return CMF_OK; }
     *out = def ? jv_retain(*def) : jv_float(0.0);
     return CMF_OK;
 }
