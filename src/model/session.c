@@ -313,16 +313,18 @@ static cmf_status o1_trace(cmf_session *s) {
 
 /* ---- task masks ------------------------------------------------------------------------------------------------ */
 
+/* Whether task names a mask ("off" / "none" / NULL: dense), and the refusal for a file without masks. */
+static int task_named(const char *task) { return task && strcmp(task, "off") && strcmp(task, "none"); }
+static cmf_status no_masks_err(const char *task) {
+    return cmf_err(CMF_E_NOT_FOUND, "session: task '%s': the file has no task masks", task);
+}
+
 /* Chooses the session's task mask by the reference's rule (cmf_masks_choose: an explicit task, else CMF_TASK=off,
  * else the fallback mask) and lists each layer's runs of active FFN neurons, so the forward computes only those
  * rows of gate/up. */
 static cmf_status mask_setup(cmf_session *s, const char *task) {
     const cmf_model *m = s->m;
-    if (!m->masks || !m->masks->n) {
-        if (task && strcmp(task, "off") && strcmp(task, "none"))
-            return cmf_err(CMF_E_NOT_FOUND, "session: task '%s': the file has no task masks", task);
-        return CMF_OK;
-    }
+    if (!m->masks || !m->masks->n) return task_named(task) ? no_masks_err(task) : CMF_OK;
     int idx = -1;
     cmf_status st = cmf_masks_choose(m->masks, task, &idx);
     if (st != CMF_OK) return st;
@@ -367,6 +369,14 @@ const char *cmf_session_task(const cmf_session *s) { return !s ? NULL : s->mask 
 static cmf_status dory_session_setup(cmf_session *s, const cmf_session_params *p, int n_ctx) {
     const cmf_model *m = s->m;
     const cmf_dory_config *dc = &m->dory->cfg;
+    /* a task names a mask (CMF_FORMAT.md §1.7): refused as on a transformer file without masks, since this runtime
+     * does not apply masks to Dory's looped FFN (a file that has a masks section is told so) */
+    if (p && task_named(p->task)) {
+        if (m->file && m->file->masks)
+            return cmf_err(CMF_E_UNSUPPORTED, "session: task '%s': task masks of looped (Dory) models are not applied "
+                                              "by this runtime (use --task off)", p->task);
+        return no_masks_err(p->task);
+    }
     int mode = -1;
     if (p && p->dory_kv_mode) {
         if (!strcmp(p->dory_kv_mode, "per_loop")) mode = CMF_DORY_KV_PER_LOOP;

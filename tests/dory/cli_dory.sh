@@ -8,7 +8,9 @@
 #     same as T; `--gate recon` on a file without a probe, a malformed --gate, and the Conf gate with --o1 are
 #     refused with one line;
 #   - `cmf info` prints the provenance.o1_attn hint of a file converted with --o1, and Dory layer counts from the pattern;
-#   - `cmf convert --o1` on Dory writes a hint the Dory session honours (same PPL as the flags) and refuses MLP layers.
+#   - `cmf convert --o1` on Dory writes a hint the Dory session honours (same PPL as the flags) and refuses MLP layers;
+#   - `--task NAME` is refused on Dory (the file has no task masks) by run, eval, bench, ppl and chat;
+#   - `cmf convert --quant q2tp` puts Dory's MLP gate/up on q2tp, the other matrices on q4tp, and the file runs.
 . "$(dirname "$0")/../cli/lib.sh"
 : "${CMF_TESTDATA:?CMF_TESTDATA must name tests/data}"
 B=$CMF_BIN
@@ -87,5 +89,29 @@ expect_ok "$B" "${PPL[@]}" --o1 4 --o1-window 8 --o1-sink 2 --o1-m 4 && flagged=
 expect_error 1 "$B" convert "$CK" -o "$T/bad.cmf" --quant f32 --no-progress --o1 1 &&
     { grep -q "MLP sub-layer" "$T/err" || fail "convert --o1 1 on Dory: $(cat "$T/err")"; }
 [ ! -e "$T/bad.cmf" ] || fail "a refused convert left an output file"
+
+# ---- --task on a Dory file without masks: refused as on a transformer file without masks (one line, exit 1), in
+# every command that takes it; --task off is the dense run
+for cmd in "run $T/tiny.cmf --tokens 1,2 -n 3" "eval $T/tiny.cmf --tokens 1,2 -o $T/l.f32" \
+    "bench $T/tiny.cmf -p 4 -n 2 -r 1" "ppl $T/tiny.cmf -f $T/text.txt -c 64" "chat $T/tiny.cmf -p w1 -n 2"; do
+    # shellcheck disable=SC2086 # the command line is split on purpose
+    expect_error 1 "$B" $cmd --task foo </dev/null &&
+        { grep -q "task 'foo': the file has no task masks" "$T/err" || fail "${cmd%% *} --task foo: $(cat "$T/err")"; }
+done
+expect_ok "$B" run "$T/tiny.cmf" --tokens 1,2 -n 3 --task off
+
+# ---- --quant q2tp: Dory's MLP gate/up (mixer.gate_proj / mixer.up_proj, 3 MLP sub-layers of *-S-*-) take the 2-bit
+# plane as llama's mlp.gate_proj / up_proj do (CMF_FORMAT.md §2.0: dense gate/up of a model without experts), the
+# other matrices q4tp; the file runs
+expect_ok "$B" convert "$CK" -o "$T/q2.cmf" --quant q2tp --no-progress
+expect_ok "$B" info "$T/q2.cmf" --tensors
+q2=$(awk '$2 == "q2tp" { print $1 }' "$T/out" | sort | tr '\n' ' ')
+want=$(for l in 1 3 5; do for p in gate up; do echo "backbone.layers.$l.mixer.${p}_proj.weight"; done; done | sort |
+    tr '\n' ' ')
+[ "$q2" = "$want" ] || fail "q2tp tensors of Dory at --quant q2tp: '$q2', expected '$want'"
+for l in 1 3 5; do
+    grep -q "^backbone.layers.$l.mixer.down_proj.weight *q4tp " "$T/out" || fail "layer $l down_proj is not q4tp"
+done
+expect_ok "$B" run "$T/q2.cmf" --tokens 1,2 -n 4 --temp 0 --print-ids
 
 finish
