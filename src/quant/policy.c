@@ -39,8 +39,11 @@ int cmf_policy_is_expert(const char *name) {
 int cmf_policy_q2tp_plane(const char *name, int has_moe) {
     if (cmf_policy_is_expert(name)) return gate_or_up_suffix(name);
     if (has_moe || strstr(name, ".shared_expert") || strstr(name, ".mtp.")) return 0;
+    /* Dory's dense MLP layers name their gate/up `backbone.layers.N.mixer.{gate,up}_proj.weight` (DORY.md §1.2):
+     * dense gate/up of a model without experts, so on the 2-bit plane by §2.0's rule */
     return ends_with(name, ".mlp.gate_proj.weight") || ends_with(name, ".mlp.up_proj.weight") ||
-           ends_with(name, ".mlp.w1.weight") || ends_with(name, ".mlp.w3.weight");
+           ends_with(name, ".mlp.w1.weight") || ends_with(name, ".mlp.w3.weight") ||
+           ends_with(name, ".mixer.gate_proj.weight") || ends_with(name, ".mixer.up_proj.weight");
 }
 
 static int needs_cols32(int dt) {

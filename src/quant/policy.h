@@ -10,7 +10,8 @@
  *   1-D / non-2-D tensors, fewer than 32 elements, gate-critical 2-D tensors -> f16 (f32 / bf16 targets keep
  *   f32 / bf16 there);
  *   other 2-D matrices (embed_tokens and lm_head included) -> quant, except: quant q2tp is a profile: q2tp only for
- *   MoE expert gate/up (any model) or dense mlp gate/up (models without experts, has_moe == 0), q4tp for the rest;
+ *   MoE expert gate/up (any model) or dense gate/up (`.mlp.` gate_proj/up_proj/w1/w3, Dory's `.mixer.` gate_proj/
+ *   up_proj; models without experts, has_moe == 0), q4tp for the rest;
  *   dtypes that need cols % 32 == 0 (q4_tiled, q4tp, q2tp, vbit*, q1*) fall back to q8_2f when cols % 32 != 0.
  * Never fails; `quant` is not validated here. */
 int cmf_quant_policy(int quant, const char *name, int ndim, const uint64_t *shape, int has_moe);

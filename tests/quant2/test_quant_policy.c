@@ -34,6 +34,13 @@ static void test_policy_rules(void) {
     CHECK(cmf_quant_policy(CMF_DT_Q2TP, edown, 2, sq, 1) == CMF_DT_Q4TP);
     CHECK(cmf_quant_policy(CMF_DT_Q2TP, "model.mtp.layers.0.mlp.gate_proj.weight", 2, sq, 0) == CMF_DT_Q4TP);
     CHECK(cmf_quant_policy(CMF_DT_Q2TP, "model.embed_tokens.weight", 2, sq, 0) == CMF_DT_Q4TP);
+    /* Dory's dense MLP (DORY.md §1.2): mixer.gate_proj / up_proj on the 2-bit plane, its down_proj and the
+     * attention mixer's projections not */
+    CHECK(cmf_quant_policy(CMF_DT_Q2TP, "backbone.layers.1.mixer.gate_proj.weight", 2, sq, 0) == CMF_DT_Q2TP);
+    CHECK(cmf_quant_policy(CMF_DT_Q2TP, "backbone.layers.1.mixer.up_proj.weight", 2, sq, 0) == CMF_DT_Q2TP);
+    CHECK(cmf_quant_policy(CMF_DT_Q2TP, "backbone.layers.1.mixer.down_proj.weight", 2, sq, 0) == CMF_DT_Q4TP);
+    CHECK(cmf_quant_policy(CMF_DT_Q2TP, "backbone.layers.0.mixer.q_proj.weight", 2, sq, 0) == CMF_DT_Q4TP);
+    CHECK(cmf_quant_policy(CMF_DT_Q2TP, "backbone.layers.0.mixer.g_proj.weight", 2, sq, 0) == CMF_DT_Q4TP);
     CHECK(cmf_quant_policy(CMF_DT_Q4TP, "lm_head.weight", 2, sq, 0) == CMF_DT_Q4TP);
     static const int NEED32[] = {CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP};
     for (int i = 0; i < 3; i++) CHECK(cmf_quant_policy(NEED32[i], gate, 2, odd, 0) == CMF_DT_Q8_2F);
