@@ -182,6 +182,7 @@ cmf_status cmf_skill_export(const char *model_path, const char *id, const char *
     cJSON_Delete(prov);
     h = cJSON_Duplicate(f->header, 1);
     cJSON *arr = cJSON_CreateArray();
+    if (ok && h) ok = cmf_skills_stamp_tool(h, "cmf skill export");
     if (ok && h && arr) {
         cJSON_AddItemToArray(arr, rec);
         rec = NULL;
@@ -242,10 +243,19 @@ cmf_status cmf_skill_apply(const char *base_path, const char *skill_path, const 
     if (strcasecmp(want->valuestring, have) != 0) {
         const cJSON *ba = cJSON_GetObjectItemCaseSensitive(rec, "base_arch");
         if (!force) {
+            /* `cmf skill export` without --base binds the skill to the file it was cut from (provenance.cut_from,
+             * §3.3): say how to bind it to this base instead */
+            const cJSON *rid = cJSON_GetObjectItemCaseSensitive(rec, "id"),
+                        *cut = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(rec, "provenance"),
+                                                                "cut_from");
+            const char *from = cJSON_IsString(cut) ? cut->valuestring : "MODEL.cmf";
             st = cmf_err(CMF_E_ARG,
                          "skill apply: the skill was cut against a different base (base_dir_hash %.32s, "
-                         "this base %s; base_arch %.64s); --force overrides",
-                         want->valuestring, have, cJSON_IsString(ba) ? ba->valuestring : "?");
+                         "this base %s; base_arch %.64s): exported from %.200s, it is bound to the --base given "
+                         "then, or to %.200s itself when there was none; re-export it with `cmf skill export "
+                         "%.200s --id %.64s --base %.200s -o SKILL.cmf`, or --force overrides",
+                         want->valuestring, have, cJSON_IsString(ba) ? ba->valuestring : "?", from, from, from,
+                         cJSON_IsString(rid) ? rid->valuestring : "ID", base_path);
             goto done;
         }
         rep.forced = 1;
@@ -273,7 +283,7 @@ cmf_status cmf_skill_apply(const char *base_path, const char *skill_path, const 
     /* header: the base's, skills = [the record minus base_dir_hash] */
     h = cJSON_Duplicate(base->header, 1);
     cJSON *carried = cJSON_Duplicate(rec, 1), *arr = cJSON_CreateArray();
-    int ok = h && carried && arr;
+    int ok = h && carried && arr && cmf_skills_stamp_tool(h, "cmf skill apply");
     if (ok) {
         cJSON_DeleteItemFromObjectCaseSensitive(carried, "base_dir_hash");
         cJSON_AddItemToArray(arr, carried);

@@ -66,6 +66,19 @@ grep -q 'different base' "$T/err" || fail "mismatch message: $(cat "$T/err")"
 expect_ok "$CMF_BIN" skill apply "$T/other.cmf" "$T/q3.skill.cmf" -o "$T/forced.cmf" --force
 grep -q 'warning: .*--force' "$T/err" || fail "no warning under --force: $(cat "$T/err")"
 
+# --- export without --base binds the skill to the multi-skill file itself: the refusal says how to re-export ---
+expect_ok "$CMF_BIN" skill export "$T/baked.cmf" --id q3 -o "$T/self.skill.cmf"
+expect_error 1 "$CMF_BIN" skill apply "$T/base.cmf" "$T/self.skill.cmf" -o "$T/never.cmf"
+grep -q "different base .*exported from baked.cmf.*re-export it with \`cmf skill export baked.cmf --id q3 --base $T/base.cmf" \
+    "$T/err" || fail "apply of a self-bound export: $(cat "$T/err")"
+expect_ok "$CMF_BIN" skill apply "$T/baked.cmf" "$T/self.skill.cmf" -o "$T/self-applied.cmf"
+
+# --- provenance.tool ("written by" in cmf info) names the command that wrote each file ---
+for f in base:convert baked:"skill add" q3.skill:"skill export" applied:"skill apply"; do
+    expect_ok "$CMF_BIN" info "$T/${f%%:*}.cmf"
+    grep -qx "written by: *cmf ${f#*:}" "$T/out" || fail "info ${f%%:*}.cmf: $(grep 'written by' "$T/out")"
+done
+
 # --- masks ---
 expect_ok "$CMF_BIN" masks "$REF/tiny-F16.cmf"
 grep -q '^default task: general' "$T/out" || fail "masks default task: $(cat "$T/out")"
