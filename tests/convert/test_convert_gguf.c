@@ -345,9 +345,80 @@ static void test_corrupt(void) {
     free(orig);
 }
 
+/* The warnings of a conversion, joined (cmf_convert_opts.warn). */
+typedef struct nan_warns {
+    char all[4096];
+} nan_warns;
+static void nan_on_warn(void *ctx, const char *msg) {
+    nan_warns *w = ctx;
+    size_t l = strlen(w->all);
+    snprintf(w->all + l, sizeof w->all - l, "%s\n", msg);
+}
+
+/* NaN / inf in a GGUF's f32 tensor (review14: `--quant f32` / `f16` converted it without a word): a float target
+ * keeps the values and warns naming the tensor, the count and the first element; q8 refuses, naming the same. */
+static void test_nan(void) {
+    char *orig = NULL;
+    size_t n = 0;
+    if (cmf_read_file(shared_path(GGUF_PATH), &orig, &n) != CMF_OK) {
+        CHECK(0);
+        return;
+    }
+    cmf_gguf *g = NULL;
+    CHECK(cmf_gguf_open(shared_path(GGUF_PATH), &g) == CMF_OK);
+    if (!g) {
+        free(orig);
+        return;
+    }
+    const cmf_gguf_tensor *t = NULL; /* a 2-D F32 matrix: q8 encodes it, so the q8 run reaches the values */
+    for (size_t i = 0; i < g->n_tensors && !t; i++)
+        if (g->tensors[i].type == CMF_GGML_F32 && !strcmp(g->tensors[i].name, "blk.0.attn_output.weight"))
+            t = &g->tensors[i];
+    CHECK(t != NULL);
+    char name[128] = "";
+    if (t) {
+        size_t at = (size_t)(t->data - g->map.data);
+        const float vals[2] = {NAN, -INFINITY}; /* elements 5 and 9 */
+        memcpy(orig + at + 5 * 4, &vals[0], 4);
+        memcpy(orig + at + 9 * 4, &vals[1], 4);
+        snprintf(name, sizeof name, "%s", t->name);
+    }
+    cmf_gguf_close(g);
+    char p[4096];
+    snprintf(p, sizeof p, "%s", tmp_path("nan.gguf"));
+    write_bytes(p, orig, n);
+    free(orig);
+    const char *out = tmp_path("nan.cmf");
+    static const int FLOATS[] = {CMF_DT_F32, CMF_DT_F16, CMF_DT_BF16};
+    for (int k = 0; k < 3 && name[0]; k++) {
+        nan_warns w = {""};
+        cmf_convert_opts o;
+        memset(&o, 0, sizeof o);
+        o.quant = FLOATS[k];
+        o.warn = nan_on_warn;
+        o.warn_ctx = &w;
+        cmf_status s = cmf_convert_gguf(p, out, &o);
+        CHECK_MSG(s == CMF_OK, "NaN -> %s: %s", cmf_dtype_name(FLOATS[k]), cmf_last_error());
+        CHECK_MSG(strstr(w.all, "2 NaN/inf value(s) (first at element 5)") && strstr(w.all, "stored as they are"),
+                  "NaN -> %s: warnings '%s'", cmf_dtype_name(FLOATS[k]), w.all);
+        /* the tensor is named as the CMF file stores it */
+        CHECK_MSG(strstr(w.all, "layers.0.self_attn.o_proj.weight"), "NaN -> %s: tensor not named: '%s' (GGUF %s)",
+                  cmf_dtype_name(FLOATS[k]), w.all, name);
+    }
+    cmf_convert_opts o;
+    memset(&o, 0, sizeof o);
+    o.quant = CMF_DT_Q8_ROW;
+    cmf_status s = cmf_convert_gguf(p, out, &o);
+    CHECK_MSG(s == CMF_E_FORMAT && strstr(cmf_last_error(), "(first at element 5)"), "NaN -> q8: %d %s", s,
+              cmf_last_error());
+    unlink(p);
+    unlink(out);
+}
+
 int main(void) {
     test_convert();
     test_vocab_only();
     test_corrupt();
+    test_nan();
     CMF_TEST_END();
 }
