@@ -11,7 +11,12 @@
  *    t/s, as llama-bench does.
  *
  * Token ids are uniform random in [0, vocab) from a seeded xorshift generator (--seed), so no tokenizer is needed.
- * The table columns follow llama-bench's markdown output: model, size, params, backend, threads, test, t/s. */
+ * The table columns follow llama-bench's markdown output: model, size, params, backend, threads, test, t/s.
+ * --json gives llama-bench's JSON fields that have a value in cmf (tools/llama-bench/llama-bench.cpp, test's
+ * fields): build_commit, cpu_info, model_filename/type/size/n_params, backends, n_threads, type_k/type_v, n_prompt,
+ * n_gen, n_depth, test_time, avg_ns/stddev_ns, avg_ts/stddev_ts, samples_ns/samples_ts; and cmf's own tp, cpu_path,
+ * test and repetitions. Not given: gpu_info, n_batch/n_ubatch (a prefill call takes the whole prompt and cuts it
+ * into forwards inside the session), flash_attn, mmap and the other llama.cpp-only knobs. */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdint.h>
@@ -21,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "build_info.h"
 #include "cli.h"
 #include "format/format.h"
 
@@ -29,7 +35,7 @@
 extern const char *cmf_cpu_features_str(void) __attribute__((weak));
 
 static const char *USAGE =
-    "usage: cmf bench MODEL.cmf [-p 512] [-n 128] [-r 5] [-t THREADS] [--seed S] [--json]\n"
+    "usage: cmf bench MODEL.cmf [-p 512] [-n 128] [-r 5] [-t THREADS] [-c CTX] [--seed S] [--json]\n"
     "\n"
     "Measures prompt processing (ppP: P tokens in one prefill batch) and text generation (tgN: N single-token\n"
     "decode steps from an empty context) as llama-bench does: one warm-up run, then r repetitions each from an\n"
@@ -41,8 +47,11 @@ static const char *USAGE =
     "  -n, --n-gen N       generated tokens of the tg test (default 128; 0 skips it)\n"
     "  -r, --repetitions R timed repetitions of each test (default 5)\n"
     "  -t, --threads T     worker threads (default 0: all online CPUs)\n"
+    "  -c, --ctx-size C    the largest P or N allowed (default 0: the model's trained context); a P or N past\n"
+    "                      it is refused (exit 1); a C past the trained context warns\n"
     "  --seed S            seed of the random token ids (default 1234; -1: from the clock)\n"
-    "  --json              print a JSON array (one object per test) instead of the markdown table\n"
+    "  --json              print a JSON array (one object per test, llama-bench's fields: avg_ns, stddev_ns,\n"
+    "                      samples_ns, avg_ts, ..., test_time, build_commit, cpu_info, type_k/type_v)\n"
     "%s";
 
 typedef struct bench_result {
@@ -51,6 +60,7 @@ typedef struct bench_result {
     double *ts; /* t/s of each repetition */
     double *ns; /* nanoseconds of each repetition */
     double mean, sd;
+    char test_time[32]; /* UTC start of the test, ISO-8601 as llama-bench's "%FT%TZ" */
 } bench_result;
 
 static uint64_t g_rng;
@@ -91,6 +101,45 @@ static void stats(bench_result *r, int reps) {
     r->sd = reps > 1 ? sqrt(ss / (reps - 1)) : 0.0;
 }
 
+/* llama-bench's avg_ns / stddev_ns: over the whole-nanosecond samples, in integer arithmetic as its avg() and
+ * stdev() on uint64_t (mean = sum / n truncated; stddev = sqrt(sum_sq / (n-1) - mean^2 * n / (n-1)) truncated,
+ * 0 for one sample). The samples are whole nanoseconds well below 2^53, so doubles hold them exactly. */
+static void ns_stats(const double *ns, int n, double *avg, double *sd) {
+    double sum = 0, sq = 0;
+    for (int i = 0; i < n; i++) {
+        double v = floor(ns[i] + 0.5);
+        sum += v;
+        sq += v * v;
+    }
+    double mean = floor(sum / n);
+    *avg = mean;
+    *sd = 0;
+    if (n > 1) {
+        double var = sq / (n - 1) - mean * mean * n / (n - 1);
+        *sd = var > 0 ? floor(sqrt(var)) : 0;
+    }
+}
+
+/* The first "model name" of /proc/cpuinfo (llama-bench's cpu_info is the CPU's description), or "unknown" when
+ * there is none (arm64 kernels do not print one). */
+static void cpu_model_name(char *out, size_t cap) {
+    snprintf(out, cap, "unknown");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *c = strchr(line, ':');
+        if (!c) continue;
+        c++;
+        while (*c == ' ' || *c == '\t') c++;
+        size_t len = strcspn(c, "\n");
+        if (len) snprintf(out, cap, "%.*s", (int)len, c);
+        break;
+    }
+    fclose(f);
+}
+
 /* "1.23 GiB" / "4.56 MiB" / "789.00 KiB" (llama-bench prints GiB/MiB). */
 static void human_size(char *out, size_t cap, uint64_t bytes) {
     double b = (double)bytes;
@@ -111,7 +160,7 @@ int cmd_bench(int argc, char **argv) {
     cli_args a;
     cli_args_init(&a, "bench", argc, argv);
     const char *path = NULL;
-    long p = 512, n = 128, reps = 5, threads = 0;
+    long p = 512, n = 128, reps = 5, threads = 0, ctx = 0;
     uint64_t seed = 1234;
     int json = 0, rc = 0;
     cli_model_opts mo;
@@ -129,6 +178,8 @@ int cmd_bench(int argc, char **argv) {
             rc = cli_int(&a, 1, 100000, &reps);
         } else if (cli_is(&a, "--threads", "-t")) {
             rc = cli_int(&a, 0, 4096, &threads);
+        } else if (cli_is(&a, "--ctx-size", "-c")) {
+            rc = cli_int(&a, 0, 1 << 20, &ctx);
         } else if (cli_is(&a, "--seed", NULL)) {
             int random = 0;
             if (!(rc = cli_seed(&a, &seed, &random)) && random) seed = (uint64_t)time(NULL);
@@ -173,9 +224,19 @@ int cmd_bench(int argc, char **argv) {
         rc = cli_lib_error("bench", st);
         goto done;
     }
-    if (cmf_model_n_ctx_train(m) > 0 && (p > cmf_model_n_ctx_train(m) || n > cmf_model_n_ctx_train(m)))
-        cli_warn("bench", "-p %ld / -n %ld exceed the trained context of %d (attention cost grows with the square)",
-                 p, n, cmf_model_n_ctx_train(m));
+    /* the context: -c, else the trained context. A test longer than it is refused before anything runs (as
+     * llama-bench fails a test whose tokens do not fit its n_ctx), instead of minutes of quadratic attention. */
+    const int n_train = cmf_model_n_ctx_train(m);
+    if (ctx > 0 && n_train > 0 && ctx > n_train)
+        cli_warn("bench", "-c %ld is larger than the trained context %d; attention cost grows with the square", ctx,
+                 n_train);
+    const long limit = ctx > 0 ? ctx : n_train;
+    if (limit > 0 && (p > limit || n > limit)) {
+        rc = cli_fail("bench", "%s %ld exceeds the context of %ld tokens (%s; -c sets another)",
+                      p > limit ? "-p" : "-n",
+                      p > limit ? p : n, limit, ctx > 0 ? "-c" : "the model's trained context");
+        goto done;
+    }
     if ((rc = cli_session_new("bench", m, (int)(p > n ? p : n), &mo, &s)) != 0) goto done;
     int vocab = cmf_model_vocab_size(m);
     cmf_sampler_params gp = cmf_sampler_default_params();
@@ -202,6 +263,10 @@ int cmd_bench(int argc, char **argv) {
             rc = cli_fail("bench", "out of memory");
             goto done;
         }
+        time_t now = time(NULL);
+        struct tm tmv;
+        if (!gmtime_r(&now, &tmv) || !strftime(r->test_time, sizeof r->test_time, "%Y-%m-%dT%H:%M:%SZ", &tmv))
+            snprintf(r->test_time, sizeof r->test_time, "unknown");
         for (long i = -1; i < reps; i++) { /* i = -1: the warm-up */
             double t = kind == 0 ? run_pp(s, buf, (int)cnt, vocab) : run_tg(s, greedy, (int)cnt, vocab);
             if (t < 0) {
@@ -227,9 +292,20 @@ int cmd_bench(int argc, char **argv) {
     snprintf(backend, sizeof backend, "%s", !strcmp(cmf_model_backend(m), "cuda") ? "CUDA" : "CPU");
     if (tp > 1) snprintf(backend + strlen(backend), sizeof backend - strlen(backend), " tp%d", tp);
     if (json) {
+        char cpu_info[256];
+        cpu_model_name(cpu_info, sizeof cpu_info);
+        /* the KV cache's element type: f32 on the CPU backend and for Dory models; on CUDA f16 unless
+         * --cache-type f32 (cmf_model_params.cache_type) */
+        const int f16_cache = !strcmp(cmf_model_backend(m), "cuda") && strcmp(arch, "dory") != 0 &&
+                              mo.cache_type != CMF_CACHE_F32;
+        const char *kv_type = f16_cache ? "f16" : "f32";
         cJSON *arr = cJSON_CreateArray();
         for (int i = 0; i < n_res; i++) {
             cJSON *o = cJSON_CreateObject();
+            double avg_ns, sd_ns;
+            ns_stats(res[i].ns, (int)reps, &avg_ns, &sd_ns);
+            cJSON_AddStringToObject(o, "build_commit", CMF_BUILD_COMMIT);
+            cJSON_AddStringToObject(o, "cpu_info", cpu_info);
             cJSON_AddStringToObject(o, "model_filename", slash ? slash + 1 : path);
             cJSON_AddStringToObject(o, "model_type", model_desc);
             cJSON_AddNumberToObject(o, "model_size", (double)size);
@@ -238,10 +314,16 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "tp", tp);
             cJSON_AddStringToObject(o, "cpu_path", cpu);
             cJSON_AddNumberToObject(o, "n_threads", nthreads);
+            cJSON_AddStringToObject(o, "type_k", kv_type);
+            cJSON_AddStringToObject(o, "type_v", kv_type);
             cJSON_AddNumberToObject(o, "n_prompt", res[i].n_prompt);
             cJSON_AddNumberToObject(o, "n_gen", res[i].n_gen);
+            cJSON_AddNumberToObject(o, "n_depth", 0); /* no depth option: every test starts from an empty cache */
+            cJSON_AddStringToObject(o, "test_time", res[i].test_time);
             cJSON_AddStringToObject(o, "test", res[i].test);
             cJSON_AddNumberToObject(o, "repetitions", (double)reps);
+            cJSON_AddNumberToObject(o, "avg_ns", avg_ns);
+            cJSON_AddNumberToObject(o, "stddev_ns", sd_ns);
             cJSON_AddNumberToObject(o, "avg_ts", res[i].mean);
             cJSON_AddNumberToObject(o, "stddev_ts", res[i].sd);
             cJSON *ns = cJSON_AddArrayToObject(o, "samples_ns"); /* whole nanoseconds, as llama-bench */
