@@ -10,6 +10,7 @@ only_build=0
 [ "${1:-}" = --build ] && only_build=1
 pkgs="cmake make gcc pkg-config libcjson-dev libpcre2-dev libutf8proc-dev libmicrohttpd-dev libedit-dev"
 if [ $only_build = 0 ]; then
+  pkgs="$pkgs ninja-build" # scripts/test.sh's build trees (make leaves a core idle between targets)
   pkgs="$pkgs clang libclang-rt-dev" # the clang -Werror build, libFuzzer
   pkgs="$pkgs gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user" # the arm64 kernel check (scripts/cross_neon.sh)
   command -v npm >/dev/null || pkgs="$pkgs nodejs npm" # a node from elsewhere (e.g. nodesource) is kept

@@ -26,7 +26,9 @@ if ! command -v clang >/dev/null || ! clang -fsanitize=fuzzer,address,undefined 
   exit 2
 fi
 
-CC=clang cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMF_FUZZ=ON -DCMF_CUDA=OFF -DCMF_WERROR=OFF >/dev/null
+gen=() # Ninja for a new tree when installed (scripts/test.sh says why); a configured tree keeps its generator
+[ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null && gen=(-G Ninja)
+CC=clang cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMF_FUZZ=ON -DCMF_CUDA=OFF -DCMF_WERROR=OFF >/dev/null
 tgts=()
 for t in "${targets[@]}"; do tgts+=(--target "fuzz_$t"); done
 cmake --build "$build" -j"$jobs" "${tgts[@]}" >/dev/null
