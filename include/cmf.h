@@ -219,7 +219,9 @@ cmf_status cmf_session_new_ex(cmf_model *m, const cmf_session_params *p, cmf_ses
 const char *cmf_session_task(const cmf_session *s);
 int cmf_model_n_task_masks(const cmf_model *m);
 
-/* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace (NULL session: 0). */
+/* Bytes of per-sequence state: KV cache + O(1) far-field states and query trace (NULL session: 0). A far-field
+ * layer keeps min(n_ctx, seal) exact rows plus, until the seal, a query trace of as many rows (freed at the seal),
+ * so with n_ctx <= seal its state exceeds the exact cache's; the far field saves memory beyond the seal. */
 size_t cmf_session_state_bytes(const cmf_session *s);
 
 /* Number of attention KV caches running the O(1) far field (0 = exact attention everywhere): one per converted
