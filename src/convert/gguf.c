@@ -463,10 +463,13 @@ const char *cmf_gguf_type_name(int type) {
 
 cmf_status cmf_gguf_q4_0_to_q4_tiled(const cmf_gguf_tensor *t, uint8_t *dst) {
     if (t->type != CMF_GGML_Q4_0) return cmf_err(CMF_E_ARG, "tensor '%s': not a Q4_0 tensor", t->name);
-    uint64_t nb = t->nbytes / 18;
+    uint64_t nb = t->nbytes / 18, bad = 0, first_bad = 0;
     for (uint64_t b = 0; b < nb; b++) {
         const uint8_t *src = t->data + 18 * b;
         uint8_t *o = dst + 18 * b;
+        /* an inf/NaN f16 scale (exponent bits all set) makes the block's 32 values NaN/inf, refused as the decoded
+         * path refuses them for a quantized target (cmf_emit_check_values) */
+        if ((src[1] & 0x7c) == 0x7c && !bad++) first_bad = b;
         o[0] = src[0]; /* the f16 scale, unchanged */
         o[1] = src[1];
         for (int k = 0; k < 16; k++) {
@@ -476,5 +479,10 @@ cmf_status cmf_gguf_q4_0_to_q4_tiled(const cmf_gguf_tensor *t, uint8_t *dst) {
             o[2 + k] = (uint8_t)(lo | hi << 4);
         }
     }
+    if (bad)
+        return cmf_err(CMF_E_FORMAT, "%llu Q4_0 block(s) have a NaN/inf scale (first: block %llu, elements %llu..%llu), "
+                                     "which q4_tiled cannot encode",
+                       (unsigned long long)bad, (unsigned long long)first_bad,
+                       (unsigned long long)(32 * first_bad), (unsigned long long)(32 * first_bad + 31));
     return CMF_OK;
 }

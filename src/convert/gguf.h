@@ -124,7 +124,8 @@ int cmf_gguf_dequant_blocks(int type, const uint8_t *src, uint64_t n, float *out
  * 32-element block, [f16 scale = the block's d, bit for bit][16 bytes: element 2k in the low nibble of byte k,
  * 2k+1 in the high nibble]. Blocks run along ne[0], so with ne[0] % 32 == 0 (checked at open) tile g of the
  * flattened tensor is block g of the GGUF and every decoded value (q - 8)·d is identical. `dst` receives
- * t->nbytes bytes (the two layouts have the same size). Errors: CMF_E_ARG when t is not Q4_0. */
+ * t->nbytes bytes (the two layouts have the same size). Errors: CMF_E_ARG when t is not Q4_0; CMF_E_FORMAT (naming
+ * the first block) when a block's scale is NaN or inf, as the decoded path refuses NaN/inf for a quantized target. */
 cmf_status cmf_gguf_q4_0_to_q4_tiled(const cmf_gguf_tensor *t, uint8_t *dst);
 
 /* Builds the Hugging Face tokenizer.json equivalent to the tokenizer embedded in an opened GGUF (tokenizer.ggml.*);

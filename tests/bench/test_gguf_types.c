@@ -18,6 +18,7 @@
 
 #include "cmf.h"
 #include "convert/convert.h"
+#include "convert/gguf.h"
 #include "format/format.h"
 #include "gguf_writer.h"
 #include "quant/dtype.h"
@@ -371,6 +372,31 @@ static void test_errors(void) {
     CHECK(gw_write(w, p) == 0);
     gw_free(w);
     expect_err("missing key", p, CMF_E_FORMAT, "qwen3.block_count");
+
+    /* a Q4_0 block whose f16 scale is NaN (review14: the lossless repack skipped the NaN check of the decoded
+     * path): refused naming the tensor and the block, by the repack and by a re-encode (--quant q8) alike */
+    write_model(p, "llama", GW_Q4_0, &m, NULL);
+    free_model(&m);
+    cmf_gguf *g = NULL;
+    long at = -1;
+    if (cmf_gguf_open(p, &g) == CMF_OK) {
+        for (size_t i = 0; i < g->n_tensors; i++)
+            if (!strcmp(g->tensors[i].name, "blk.0.attn_k.weight")) at = (long)(g->tensors[i].data - g->map.data);
+        cmf_gguf_close(g);
+    }
+    CHECK(at > 0);
+    FILE *f = at > 0 ? fopen(p, "r+b") : NULL;
+    if (f) {
+        const uint8_t nan16[2] = {0x00, 0x7e}; /* block 3's scale */
+        CHECK(fseek(f, at + 3 * 18, SEEK_SET) == 0 && fwrite(nan16, 1, 2, f) == 2);
+        fclose(f);
+    }
+    expect_err("Q4_0 NaN scale", p, CMF_E_FORMAT, "'blk.0.attn_k.weight': 1 Q4_0 block(s) have a NaN/inf scale "
+                                                  "(first: block 3, elements 96..127)");
+    CHECK_MSG(convert(p, tmp_path("err.cmf"), CMF_DT_Q8_ROW) == CMF_E_FORMAT &&
+                  strstr(cmf_last_error(), "self_attn.k_proj.weight': the source holds 32 NaN/inf value(s) (first at "
+                                           "element 96)"),
+              "Q4_0 NaN scale -> q8: %s", cmf_last_error());
     remove(p);
 }
 
