@@ -114,6 +114,7 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
         else
             cJSON_AddItemToObject(header, "quant_type", label);
     }
+    if (!s && !cmf_header_set_tool(header, "cmf requant")) s = cmf_err(CMF_E_NOMEM, "requant: cannot copy the header");
     if (s) {
         cJSON_Delete(header);
         cmf_writer_abort(w);

@@ -97,6 +97,12 @@ cmf_status cmf_header_parse(const uint8_t *p, uint64_t len, uint64_t file_off, c
  * with `id`), `shard`, `calibration`, `routing`. Optional keys may be null (absent). */
 cmf_status cmf_header_check(const cJSON *header, uint64_t file_off);
 
+/* Records the command that writes a file in header h's free-form provenance.tool (§1 "Provenance keys": `tool`
+ * names the writer; `cmf info` prints it as "written by"), replacing the tool of the file it was made from (a
+ * requant or a skill command rewrites a converted file); adds the provenance object when h has none and leaves a
+ * provenance that is not an object as it is. Returns 1 on success, 0 when out of memory or h is not an object. */
+int cmf_header_set_tool(cJSON *h, const char *tool);
+
 /* Masks section (§1.7) of `len` bytes: n_masks == meta.masks length, each MaskMeta's required keys, blob
  * bounds inside the section, blob_len equal to the legacy or the loop layout computed from `arch`,
  * has_expert_fields only with arch.moe. */

@@ -317,3 +317,14 @@ cmf_status cmf_header_parse(const uint8_t *p, uint64_t len, uint64_t off, cJSON 
     *out = h;
     return CMF_OK;
 }
+
+int cmf_header_set_tool(cJSON *h, const char *tool) {
+    if (!cJSON_IsObject(h) || !tool) return 0;
+    cJSON *prov = cJSON_GetObjectItemCaseSensitive(h, "provenance");
+    if (!prov) prov = cJSON_AddObjectToObject(h, "provenance");
+    if (!cJSON_IsObject(prov)) return prov != NULL; /* free-form provenance of another shape: left as it is */
+    cJSON *v = cJSON_CreateString(tool);
+    if (!v) return 0;
+    if (cJSON_GetObjectItemCaseSensitive(prov, "tool")) return cJSON_ReplaceItemInObjectCaseSensitive(prov, "tool", v);
+    return cJSON_AddItemToObject(prov, "tool", v);
+}

@@ -311,7 +311,7 @@ static cmf_status make_header(bake *k, uint32_t n_layers, cJSON **out) {
         layers = NULL;
         ok = cJSON_AddNullToObject(rec, "quality") != NULL;
     }
-    if (ok) ok = cmf_skills_stamp_tool(h, "cmf skill add");
+    if (ok) ok = cmf_header_set_tool(h, "cmf skill add");
     if (ok) {
         cJSON_AddItemToArray(sk, rec);
         rec = NULL;
@@ -324,17 +324,6 @@ static cmf_status make_header(bake *k, uint32_t n_layers, cJSON **out) {
     }
     *out = h;
     return CMF_OK;
-}
-
-int cmf_skills_stamp_tool(cJSON *h, const char *tool) {
-    if (!cJSON_IsObject(h) || !tool) return 0;
-    cJSON *prov = cJSON_GetObjectItemCaseSensitive(h, "provenance");
-    if (!prov) prov = cJSON_AddObjectToObject(h, "provenance");
-    if (!cJSON_IsObject(prov)) return prov != NULL; /* free-form provenance of another shape: left as it is */
-    cJSON *v = cJSON_CreateString(tool);
-    if (!v) return 0;
-    if (cJSON_GetObjectItemCaseSensitive(prov, "tool")) return cJSON_ReplaceItemInObjectCaseSensitive(prov, "tool", v);
-    return cJSON_AddItemToObject(prov, "tool", v);
 }
 
 cmf_status cmf_skills_copy_sections(const cmf_file *f, cmf_writer *w, int masks, int vocab) {

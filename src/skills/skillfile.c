@@ -182,7 +182,7 @@ cmf_status cmf_skill_export(const char *model_path, const char *id, const char *
     cJSON_Delete(prov);
     h = cJSON_Duplicate(f->header, 1);
     cJSON *arr = cJSON_CreateArray();
-    if (ok && h) ok = cmf_skills_stamp_tool(h, "cmf skill export");
+    if (ok && h) ok = cmf_header_set_tool(h, "cmf skill export");
     if (ok && h && arr) {
         cJSON_AddItemToArray(arr, rec);
         rec = NULL;
@@ -283,7 +283,7 @@ cmf_status cmf_skill_apply(const char *base_path, const char *skill_path, const 
     /* header: the base's, skills = [the record minus base_dir_hash] */
     h = cJSON_Duplicate(base->header, 1);
     cJSON *carried = cJSON_Duplicate(rec, 1), *arr = cJSON_CreateArray();
-    int ok = h && carried && arr && cmf_skills_stamp_tool(h, "cmf skill apply");
+    int ok = h && carried && arr && cmf_header_set_tool(h, "cmf skill apply");
     if (ok) {
         cJSON_DeleteItemFromObjectCaseSensitive(carried, "base_dir_hash");
         cJSON_AddItemToArray(arr, carried);

@@ -286,13 +286,6 @@ typedef struct cmf_skill_apply_report {
 cmf_status cmf_skill_apply(const char *base_path, const char *skill_path, const char *out_path, int force,
                            cmf_skill_warn_fn warn, void *warn_ctx, cmf_skill_apply_report *report);
 
-/* Internal (bake.c, used by skillfile.c): records the command that writes a file in header h's free-form
- * provenance.tool (CMF_FORMAT.md §1 "Provenance keys": `tool` names the writer; `cmf info` prints it as
- * "written by"), replacing the tool of the file it was made from; adds the provenance object when h has none and
- * leaves a provenance that is not an object as it is. Returns 1 on success, 0 when out of memory or h is not an
- * object. */
-int cmf_skills_stamp_tool(cJSON *h, const char *tool);
-
 /* Internal (bake.c, used by skillfile.c): sets the writer's masks section (when `masks`; validated with
  * cmf_masks_load, loop layout noted) and vocab section (when `vocab`) to f's. Errors: those of the writer and
  * of cmf_masks_load. */

@@ -150,6 +150,11 @@ static void test_requant(void) {
     CHECK(a->env.vocab_len == b->env.vocab_len && !memcmp(a->vocab, b->vocab, a->env.vocab_len));
     CHECK(a->env.masks_len == b->env.masks_len && (!a->env.masks_len || !memcmp(a->masks, b->masks, a->env.masks_len)));
     CHECK(a->env.features == b->env.features);
+    /* provenance.tool names the requant (cmf info's "written by"), not the converter of the input */
+    const cJSON *prov = cJSON_GetObjectItemCaseSensitive(b->header, "provenance");
+    const cJSON *tool = cJSON_GetObjectItemCaseSensitive(prov, "tool");
+    CHECK_MSG(cJSON_IsString(tool) && !strcmp(tool->valuestring, "cmf requant"), "provenance.tool: %s",
+              cJSON_IsString(tool) ? tool->valuestring : "(none)");
     uint64_t nre = 0;
     for (size_t i = 0; i < a->n_tensors; i++) {
         const cmf_tensor *t = &a->tensors[i], *u = cmf_file_find(b, t->name);
