@@ -141,7 +141,7 @@ void jbuf_put(jbuf *b, const char *s, size_t n);
 void jbuf_puts(jbuf *b, const char *s);
 void jbuf_free(jbuf *b);
 
-/* str(v) appended to b (Undefined prints nothing). */
+/* str(v) appended to b (Undefined prints nothing). jv_to_str, jv_repr, jv_float_repr, jv_to_json: repr.c. */
 void jv_to_str(jbuf *b, jv v);
 /* repr(v) appended to b. */
 void jv_repr(jbuf *b, jv v);
