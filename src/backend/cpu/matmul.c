@@ -16,7 +16,9 @@
  * them in registers and keeps its f32 sums in registers over the whole row (kern.h, kern_gemv_i8).
  * A view with a load-time repacked copy (kern.h cmf_rp) reads only the copy: decode kernel for n <= KERN_GEMV_T, the
  * repacked GEMM above it, both summing each row in one order (batch invariance); a split copy (q4 with
- * cols % 32 != 0) through matmul_split. */
+ * cols % 32 != 0) through matmul_split.
+ * Decode and the tiled path hand out their work items in one contiguous range per thread, stolen from the back
+ * when a thread's own range is done (threadpool.h cmf_claim): each thread streams through adjacent rows. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,8 +30,9 @@ enum {
     MAX_ROWS_PER_ITEM = 64,
     QUANT_PAR_MIN = 16384, /* values; fewer are quantized on the caller */
     MM_PAR_MIN = 65536,    /* multiply-adds; a smaller product runs on the caller: waking the pool costs more */
-    RP_SPLIT = 16,         /* repacked decode: work items per thread (Qwen2.5-0.5B q4 tg128, 2 threads, load 1.5:
-                              1 -> 70, 4 -> 63, 8 -> 62-73, 16 -> 75-82, 32 -> 71-85, 64 -> 61-79 t/s) */
+    RP_SPLIT = 16,         /* repacked decode: work items per thread (Qwen2.5-0.5B q4 tg128, 2 threads, load 1.5,
+                              items dealt round robin then: 1 -> 70, 4 -> 63, 8 -> 62-73, 16 -> 75-82, 32 -> 71-85,
+                              64 -> 61-79 t/s; in per-thread ranges (cmf_claim) 1, 4 and 16 are within the noise) */
 };
 
 /* Activation levels of the int8 family (ops.h: cmf_cpu_act_levels): 0 until first read from CMF_ACT_LEVELS. */
@@ -110,6 +113,8 @@ typedef struct {
     int fastq;           /* GEMM on the avx512 path: cmf_qact_quantize_avx512 (bit-identical) quantizes */
     const cmf_rp *rp;    /* the view's load-time repacked copy (kern.h cmf_rp) when the path has kernels for it */
     int64_t gpi;         /* repacked decode: row groups of 16 per work item */
+    cmf_claim claim;     /* decode (repacked or not) and the tiled path: the items, one contiguous range per thread
+                            (threadpool.h) */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -195,9 +200,8 @@ static void mm_worker(void *ctx, int ith, int nth) {
     if (!scratch) return;
     const int64_t nb = (w->cols + 31) / 32;
     for (;;) {
-        const int64_t item = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
-        const int64_t r0 = item * t->rows_per_item;
-        if (r0 >= w->rows) break;
+        const int64_t item = cmf_claim_next(&t->claim, ith), r0 = item * t->rows_per_item;
+        if (item < 0 || r0 >= w->rows) break;
         const int64_t r1 = r0 + t->rows_per_item < w->rows ? r0 + t->rows_per_item : w->rows;
         if (t->gemv) {
             float *ws = (float *)(void *)(scratch + (size_t)KERN_RB * KERN_KB * 32);
@@ -295,15 +299,16 @@ static void gemm_worker(void *ctx, int ith, int nth) {
 }
 
 /* The repacked copy (kern.h cmf_rp), decode: work items of gpi groups of 16 rows, each one sequential stream that
- * the kernel prefetches inside; the bias is added after. */
+ * the kernel prefetches inside, taken from the thread's own range of items first (cmf_claim); the bias is added
+ * after. */
 static void rp_gemv_worker(void *ctx, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     mm_task *t = ctx;
     const cmf_weight *w = t->w;
     const int64_t G0 = w->row0 / KERN_RP_R, ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R;
     for (;;) {
-        const int64_t g = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed) * t->gpi;
-        if (g >= ng) break;
+        const int64_t it = cmf_claim_next(&t->claim, ith), g = it * t->gpi;
+        if (it < 0 || g >= ng) break;
         const int64_t r = KERN_RP_R * g, re = g + t->gpi < ng ? KERN_RP_R * (g + t->gpi) : w->rows;
         t->k->rp_gemv(t->rp, G0 + g, re - r, &t->a, (int)t->n, t->out + r, t->ld_out);
         if (t->bias)
@@ -368,7 +373,7 @@ static void rp_launch(mm_task *t) {
     if (n <= KERN_GEMV_T) {
         const int64_t ng = (w->rows + KERN_RP_R - 1) / KERN_RP_R, items = (int64_t)nth * RP_SPLIT;
         t->gpi = (ng + items - 1) / items;
-        atomic_init(&t->next, 0);
+        cmf_claim_init(&t->claim, (ng + t->gpi - 1) / t->gpi, small ? 1 : nth);
         if (small) rp_gemv_worker(t, 0, 1);
         else cmf_pool_run_dyn(t->pool, rp_gemv_worker, t);
         return;
@@ -486,8 +491,9 @@ void cmf_matmul(cmf_pool *pool, float *out, int64_t ld_out, const float *x, int6
     }
     int64_t rpi = (w->rows / (4 * nth) + KERN_RB - 1) / KERN_RB * KERN_RB;
     t.rows_per_item = rpi < KERN_RB ? KERN_RB : rpi > MAX_ROWS_PER_ITEM ? MAX_ROWS_PER_ITEM : rpi;
-    atomic_init(&t.next, 0);
-    if ((double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN) mm_worker(&t, 0, 1);
+    const int small = (double)w->rows * (double)w->cols * (double)n < MM_PAR_MIN;
+    cmf_claim_init(&t.claim, (w->rows + t.rows_per_item - 1) / t.rows_per_item, small ? 1 : nth);
+    if (small) mm_worker(&t, 0, 1);
     else cmf_pool_run_dyn(pool, mm_worker, &t);
 }
 
@@ -519,7 +525,8 @@ typedef struct {
     grp_prod p[GROUP_MAX];
     int np;
     int64_t units;   /* all products' units (with glu: the gate's only) */
-    atomic_llong next;
+    atomic_llong next; /* prefill: the next unit */
+    cmf_claim claim;   /* decode: the units, one contiguous range per thread (threadpool.h) */
 } grp_task;
 
 /* Unit u of product p: rows [*r, *re) for tokens [*t0, *t1), computed exactly as rp_gemv_worker / rp_gemm_worker
@@ -556,11 +563,11 @@ static void grp_unit(const grp_task *t, const grp_prod *p, int64_t u, int64_t *r
 }
 
 static void grp_worker(void *ctx, int ith, int nth) {
-    (void)ith, (void)nth;
+    (void)nth;
     grp_task *t = ctx;
     for (;;) {
-        const int64_t u = atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
-        if (u >= t->units) break;
+        const int64_t u = t->gemv ? cmf_claim_next(&t->claim, ith) : atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        if (u < 0 || u >= t->units) break;
         int i = 0;
         while (u >= t->p[i].u0 + t->p[i].units) i++;
         int64_t r, re, t0, t1;
@@ -662,6 +669,7 @@ void cmf_matmul_group(cmf_pool *pool, const float *x, int64_t n, const cmf_mm *m
     }
     t->units = glu ? t->p[0].units : t->p[count - 1].u0 + t->p[count - 1].units;
     atomic_init(&t->next, 0);
+    if (t->gemv) cmf_claim_init(&t->claim, t->units, work < MM_PAR_MIN ? 1 : nth);
     if (work < MM_PAR_MIN) grp_worker(t, 0, 1);
     else cmf_pool_run_dyn(pool, grp_worker, t);
 }

@@ -218,3 +218,29 @@ cmf_status cmf_pool_reserve(cmf_pool *p, size_t bytes) {
         if (!cmf_pool_scratch(p, i, bytes)) return cmf_err(CMF_E_NOMEM, "thread pool: cannot reserve %zu bytes", bytes);
     return CMF_OK;
 }
+
+void cmf_claim_init(cmf_claim *c, long long n, int nth) {
+    c->nr = nth < 1 ? 1 : nth > CMF_CLAIM_MAX ? CMF_CLAIM_MAX : nth;
+    for (int i = 0; i < c->nr; i++) {
+        const unsigned long long f = (unsigned long long)(n * i / c->nr), b = (unsigned long long)(n * (i + 1) / c->nr);
+        atomic_init(&c->r[i].fb, f | b << 32);
+    }
+}
+
+long long cmf_claim_next(cmf_claim *c, int ith) {
+    const int own = ith % c->nr;
+    cmf_claim_range *r = &c->r[own];
+    unsigned long long v = atomic_load_explicit(&r->fb, memory_order_relaxed);
+    while ((v & 0xffffffffu) < v >> 32) /* own range: from the front */
+        if (atomic_compare_exchange_weak_explicit(&r->fb, &v, v + 1, memory_order_relaxed, memory_order_relaxed))
+            return (long long)(v & 0xffffffffu);
+    for (int k = 1; k < c->nr; k++) { /* the others': from the back */
+        r = &c->r[(own + k) % c->nr];
+        v = atomic_load_explicit(&r->fb, memory_order_relaxed);
+        while ((v & 0xffffffffu) < v >> 32)
+            if (atomic_compare_exchange_weak_explicit(&r->fb, &v, v - (1ull << 32), memory_order_relaxed,
+                                                      memory_order_relaxed))
+                return (long long)(v >> 32) - 1;
+    }
+    return -1;
+}
