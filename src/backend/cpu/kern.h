@@ -65,10 +65,14 @@ enum { KERN_GEMV_T = 2 };
 /* Software prefetch distance of the gemv kernels: each row's weights are prefetched into L2 (prefetcht1) about this
  * many bytes ahead, rounded up to whole groups of KERN_RB rows (past a matrix's end it touches the next tensor of the
  * mapping: harmless). Measured on the 2-CPU EPYC VM, Qwen2.5-0.5B shape: q4 tg at 1 thread, loaded machine, none
- * 7.5 t/s, next row group into L1 12-14, 8-32 KiB into L2 22-32; 2 threads, quiet machine (load ~1.5), q4 / q8 tg:
- * 4 KiB 66-68 / 45-47, 16 KiB 69-71 / 43, 32 KiB 72-73 / 47, 64 KiB 76-78 / 46, 128 KiB 77-78 / 48-49, 256 KiB
- * 77 / 47 (1 thread: 16 and 64 KiB equal). */
-enum { KERN_PF_BYTES = 131072 };
+ * 7.5 t/s, next row group into L1 12-14, 8-32 KiB into L2 22-32. With 2 threads it was 128 KiB while the work items
+ * were dealt round robin (a prefetch had to reach past the other thread's item: 4 KiB 66-68 / 45-47 q4 / q8 tg, 32 KiB
+ * 72-73 / 47, 128 KiB 77-78 / 48-49). Since each thread streams its own range (threadpool.h cmf_claim), the decode
+ * products (matmul_bench stream, 2 threads, Zen 5 VM, medians of 5 interleaved rounds, q4_block / q4tp / q8_row
+ * tok/s): none 101 / 77 / 106, 8 KiB 208 / 166 / 112, 16 KiB 156 / 172 / 103, 32 KiB 180-182 / 159-174 / 110-112,
+ * 48 KiB 176 / 172 / 111, 64 KiB 171 / 164 / 106, 96 KiB 150 / 150 / 109, 128 KiB 135 / 132 / 95, 256 KiB 93 / 95 /
+ * 77 (session 15, bench/RESULTS.md): a prefetch far ahead lands in the next thread's range. */
+enum { KERN_PF_BYTES = 32768 };
 typedef void (*kern_gemv_i8)(const cmf_weight *w, int64_t r, int nr, const cmf_qact *a, int nt, float *ws,
                              float acc[KERN_RB][KERN_TB]);
 
