@@ -263,29 +263,33 @@ int srv_sse_end(srv_req *r) {
 }
 
 /* ---- other routes ---------------------------------------------------------------------------------------------- */
-/* The served model's object (OpenAI's Model: id, object "model", created, owned_by; plus vLLM's max_model_len). */
-static cJSON *model_object(const cmf_server *s) {
+/* A model object (OpenAI's Model: id, object "model", created, owned_by; plus vLLM's max_model_len, and for a skill
+ * vLLM's "parent" of a LoRA adapter: the served model's name). */
+static cJSON *model_object(const cmf_server *s, const char *id) {
     cJSON *m = cJSON_CreateObject();
-    cJSON_AddStringToObject(m, "id", s->model_name);
+    cJSON_AddStringToObject(m, "id", id);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", (double)time(NULL));
     cJSON_AddStringToObject(m, "owned_by", "cmf");
     cJSON_AddNumberToObject(m, "max_model_len", s->n_ctx);
+    if (id != s->model_name) cJSON_AddStringToObject(m, "parent", s->model_name);
     return m;
 }
 
 srv_reply srv_api_models(cmf_server *s) {
     cJSON *j = cJSON_CreateObject();
     cJSON_AddStringToObject(j, "object", "list");
-    cJSON_AddItemToArray(cJSON_AddArrayToObject(j, "data"), model_object(s));
+    cJSON *data = cJSON_AddArrayToObject(j, "data");
+    cJSON_AddItemToArray(data, model_object(s, s->model_name));
+    for (int i = 0; i < s->n_skills; i++)
+        if (strcmp(s->skills[i], s->model_name)) cJSON_AddItemToArray(data, model_object(s, s->skills[i]));
     return reply_json(j);
 }
 
 srv_reply srv_api_model(cmf_server *s, const char *id) {
-    if (strcmp(id, s->model_name) != 0)
-        return srv_reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'", id,
-                             s->model_name);
-    return reply_json(model_object(s));
+    const char *skill, *name;
+    if (!srv_model_lookup(s, id, &skill, &name)) return srv_unknown_model(s, id);
+    return reply_json(model_object(s, name));
 }
 
 /* A 400 for a field of j outside known[] (NULL-terminated), or for a known boolean field of llama-server's whose

@@ -16,7 +16,9 @@
 
 #include <microhttpd.h>
 
+#include "model/model.h"
 #include "server/internal.h"
+#include "skills/skills.h"
 #include "template/template.h"
 #include "util/error.h"
 
@@ -392,6 +394,34 @@ static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri) {
 /* ---- start / stop ---------------------------------------------------------------------------------------------- */
 static char *dup_or_null(const char *s) { return s && *s ? strdup(s) : NULL; }
 
+/* s->skills: the ids of the file's skills (header records, then tensor prefixes: cmf_skills_list), and s->skill,
+ * the default one (`--skill`: NULL, "" or "none" is the backbone; another id must be in the list). */
+static cmf_status list_skills(cmf_server *s, const char *want) {
+    cmf_skill_info *list = NULL;
+    size_t n = 0;
+    cmf_status st = cmf_skills_list(s->m->file, &list, &n);
+    if (st != CMF_OK) return cmf_err_prefix(st, "serve: skills: ");
+    if (n && !(s->skills = calloc(n, sizeof *s->skills))) {
+        cmf_skills_free(list, n);
+        return cmf_err(CMF_E_NOMEM, "serve: out of memory");
+    }
+    for (size_t i = 0; i < n; i++)
+        if ((s->skills[s->n_skills] = strdup(list[i].id))) s->n_skills++;
+    cmf_skills_free(list, n);
+    if ((size_t)s->n_skills != n) return cmf_err(CMF_E_NOMEM, "serve: out of memory");
+    if (!want || !*want || !strcmp(want, "none")) return CMF_OK;
+    for (int i = 0; i < s->n_skills; i++)
+        if (!strcmp(s->skills[i], want)) {
+            s->skill = s->skills[i];
+            return CMF_OK;
+        }
+    char have[512] = "";
+    for (int i = 0; i < s->n_skills; i++)
+        snprintf(have + strlen(have), sizeof have - strlen(have), "%s'%s'", i ? ", " : "", s->skills[i]);
+    return cmf_err(CMF_E_NOT_FOUND, "serve: --skill '%.64s' is not in this file (%s%s)", want,
+                   s->n_skills ? "its skills: " : "it has no skills", have);
+}
+
 cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_server **out) {
     *out = NULL;
     if (!m || !opts) return cmf_err(CMF_E_ARG, "serve: NULL model or options");
@@ -453,7 +483,8 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
         cmf_server_stop(s);
         return cmf_err(CMF_E_NOMEM, "serve: out of memory");
     }
-    cmf_status st = srv_sched_start(s);
+    cmf_status st = list_skills(s, opts->skill);
+    if (st == CMF_OK) st = srv_sched_start(s);
     if (st != CMF_OK) {
         cmf_server_stop(s);
         return st;
@@ -505,5 +536,7 @@ void cmf_server_stop(cmf_server *s) {
     free(s->model_name);
     free(s->model_path);
     free(s->chat_template);
+    for (int i = 0; i < s->n_skills; i++) free(s->skills[i]);
+    free(s->skills);
     free(s);
 }

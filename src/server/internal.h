@@ -83,7 +83,9 @@ struct srv_req {
     char id[64];
     long created;
     double t_arrival, deadline; /* seconds on the monotonic clock; deadline 0: none */
-    const char *model_name;     /* the server's (outlives the request) */
+    const char *model_name;     /* the name answered in "model": the server's, or the skill's id when the
+                                 * request named a skill (both outlive the request) */
+    const char *skill;          /* the skill it runs with: one of the server's skill ids, or NULL (the backbone) */
 
     /* results (mu) */
     srv_buf sse;       /* stream: event bytes not yet handed to the connection */
@@ -153,6 +155,9 @@ struct cmf_server {
     cmf_server_opts o;
     char *host, *api_key, *cors, *model_name, *model_path; /* owned copies (model_path may be NULL) */
     char *chat_template;                      /* owned copy of the --chat-template-file text, or NULL */
+    char **skills;                            /* the file's skill ids (cmf_skills_list order), owned */
+    int n_skills;
+    const char *skill;                        /* the default skill (opts.skill): one of skills, or NULL */
     int n_ctx, vocab;
     const int32_t *eos;
     int n_eos;
@@ -236,6 +241,11 @@ int srv_llama_fields(const cJSON *j, int chat, srv_llama *out, srv_reply *err);
 /* Parses a /v1/chat/completions, /v1/completions or /completion (SRV_NATIVE: parsed as /v1/completions, with
  * llama-server's sampling defaults) body into a request ready to submit, or fills *err. */
 srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, size_t len, srv_reply *err);
+/* The model ids a request may name: the served model_name (runs with the default skill s->skill) or a skill id of
+ * the file. Returns 1 and sets *skill (NULL: the backbone) and *name (the id, echoed in answers), else 0. */
+int srv_model_lookup(const cmf_server *s, const char *id, const char **skill, const char **name);
+/* The 404 for an unknown model id, naming the served model and the skills. */
+srv_reply srv_unknown_model(const cmf_server *s, const char *id);
 /* The complete (non-stream) response of a finished request. */
 srv_reply srv_generation_reply(cmf_server *s, srv_req *r);
 /* Streaming: appends to r->sse (caller holds mu) an SSE event for one output piece / the role / the end. */

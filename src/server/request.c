@@ -631,18 +631,39 @@ int srv_known_fields(const cJSON *j, srv_reply *err) {
     return 0;
 }
 
-/* "model": absent or null means the served one; anything else must name it (404 otherwise, as OpenAI answers an
- * unknown model). */
-static int model_field(cmf_server *s, const cJSON *j, srv_reply *err) {
+int srv_model_lookup(const cmf_server *s, const char *id, const char **skill, const char **name) {
+    if (!strcmp(id, s->model_name)) {
+        *skill = s->skill, *name = s->model_name;
+        return 1;
+    }
+    for (int i = 0; i < s->n_skills; i++)
+        if (!strcmp(id, s->skills[i])) {
+            *skill = *name = s->skills[i];
+            return 1;
+        }
+    return 0;
+}
+
+srv_reply srv_unknown_model(const cmf_server *s, const char *id) {
+    char have[512] = "";
+    for (int i = 0; i < s->n_skills; i++)
+        snprintf(have + strlen(have), sizeof have - strlen(have), ", '%s'", s->skills[i]);
+    return srv_reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'%s%s", id,
+                         s->model_name, s->n_skills ? " and the skills" : "", have + (s->n_skills ? 1 : 0));
+}
+
+/* "model": absent or null means the served one (with the server's default skill); else the served name or a skill
+ * id of the file (404 otherwise, as OpenAI answers an unknown model). Sets *skill and *name (srv_model_lookup). */
+static int model_field(cmf_server *s, const cJSON *j, const char **skill, const char **name, srv_reply *err) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "model");
+    *skill = s->skill, *name = s->model_name;
     if (!v || cJSON_IsNull(v)) return 0;
     if (!cJSON_IsString(v)) {
         *err = srv_reply_err(400, "model", "'model' must be a string");
         return -1;
     }
-    if (strcmp(v->valuestring, s->model_name) != 0) {
-        *err = srv_reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'", v->valuestring,
-                         s->model_name);
+    if (!srv_model_lookup(s, v->valuestring, skill, name)) {
+        *err = srv_unknown_model(s, v->valuestring);
         return -1;
     }
     return 0;
@@ -652,7 +673,8 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
     cJSON *j = srv_parse_body(body, len, err);
     if (!j) return NULL;
     /* llama-server's own /completion ignores "model" (it answers with the served name), the OpenAI routes do not */
-    if (srv_known_fields(j, err) || (kind != SRV_NATIVE && model_field(s, j, err))) {
+    const char *skill = s->skill, *name = s->model_name;
+    if (srv_known_fields(j, err) || (kind != SRV_NATIVE && model_field(s, j, &skill, &name, err))) {
         cJSON_Delete(j);
         return NULL;
     }
@@ -665,7 +687,8 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
     pthread_cond_init(&r->cv, NULL);
     r->kind = kind;
     r->id_slot = r->stop_hit = -1;
-    r->model_name = s->model_name;
+    r->model_name = name;
+    r->skill = skill;
     r->created = (long)time(NULL);
     r->t_arrival = srv_now();
     r->deadline = s->o.timeout_s > 0 ? r->t_arrival + s->o.timeout_s : 0;

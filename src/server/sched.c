@@ -255,15 +255,28 @@ static int lcp(const int32_t *a, int na, const int32_t *b, int nb) {
 }
 
 /* Gives request r to the free slot with the longest common prefix (ties: the lowest index). */
+/* Whether the slot's session runs skill `skill` (NULL: the backbone). */
+static int slot_has_skill(const srv_slot *sl, const char *skill) {
+    return !strcmp(cmf_session_skill(sl->sess), skill ? skill : "");
+}
+
 static void slot_attach(cmf_server *s, srv_req *r) {
-    int best = -1, best_l = -1;
+    /* the free slot sharing the longest prefix among those already on the request's skill (a slot on another
+     * skill shares none: its KV cache came from other weights), then the one with the shortest history */
+    int best = -1, best_l = -1, best_same = 0;
     for (int i = 0; i < s->o.n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         if (sl->req) continue;
-        int l = lcp(sl->hist, sl->n_hist, r->prompt, r->n_prompt);
-        if (l > best_l) best = i, best_l = l;
+        const int same = slot_has_skill(sl, r->skill);
+        int l = same ? lcp(sl->hist, sl->n_hist, r->prompt, r->n_prompt) : -1 - sl->n_hist;
+        if (best < 0 || same > best_same || (same == best_same && l > best_l)) best = i, best_l = l, best_same = same;
     }
     srv_slot *sl = &s->slots[best];
+    const char *err = NULL;
+    if (!best_same) { /* switching weights: nothing of its cache is kept */
+        best_l = 0;
+        if (cmf_session_set_skill(sl->sess, r->skill ? r->skill : "none") != CMF_OK) err = cmf_last_error();
+    }
     int keep = best_l < r->n_prompt ? best_l : r->n_prompt - 1; /* the last prompt token must run: its logits */
     cmf_session_truncate(sl->sess, keep);                     /* keep <= pos: cannot fail */
     sl->n_hist = keep;
@@ -275,8 +288,7 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     r->t_start = srv_now();
     r->n_cached = keep;
     srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
-    const char *err = NULL;
-    if (r->tool_prefix && srv_out_force_tool(&sl->out, r->tool_prefix)) err = "out of memory";
+    if (!err && r->tool_prefix && srv_out_force_tool(&sl->out, r->tool_prefix)) err = "out of memory";
     /* the detokenizer starts after the prompt (not emitted), so the first generated word keeps its SentencePiece
      * leading space (" upon" after "Once"), as vLLM and llama-server return it; on llama-server's /completion also
      * after a prompt of special tokens only ("" is [BOS]: " Once upon a"), as its joined pieces: the anchor token
@@ -426,9 +438,20 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
                 slot_end(s, sl, NULL, 504, "request timed out while reading its prompt (--timeout)");
         }
     }
+    /* one weight set per forward (cmf_batch_run): the step runs the slots on the skill of the first slot from the
+     * round-robin start that has work; the others wait for a later step */
+    const char *skill = NULL;
+    for (int k = 0; k < s->o.n_slots; k++) {
+        const srv_slot *sl = &s->slots[(*rr + k) % s->o.n_slots];
+        if (sl->req && (sl->has_next || sl->n_fed < sl->req->n_prompt)) {
+            skill = cmf_session_skill(sl->sess);
+            break;
+        }
+    }
+    if (!skill) skill = "";
     for (int i = 0; i < s->o.n_slots; i++) { /* decode tokens first */
         srv_slot *sl = &s->slots[i];
-        if (!sl->req || !sl->has_next) continue;
+        if (!sl->req || !sl->has_next || strcmp(cmf_session_skill(sl->sess), skill)) continue;
         seqs[n] = sl->sess;
         ids[n++] = sl->next;
         sl->hist[sl->n_hist++] = sl->next;
@@ -438,7 +461,7 @@ static int step(cmf_server *s, cmf_session **seqs, int32_t *ids, int *rr) {
     const int n_decode = n;
     for (int k = 0; k < s->o.n_slots && n < max; k++) { /* then prompt chunks, round-robin */
         srv_slot *sl = &s->slots[(*rr + k) % s->o.n_slots];
-        if (!sl->req || sl->n_fed >= sl->req->n_prompt) continue;
+        if (!sl->req || sl->n_fed >= sl->req->n_prompt || strcmp(cmf_session_skill(sl->sess), skill)) continue;
         int take = sl->req->n_prompt - sl->n_fed;
         if (take > max - n) take = max - n;
         for (int j = 0; j < take; j++) {
@@ -590,6 +613,7 @@ cmf_status srv_sched_start(cmf_server *s) {
     for (int i = 0; i < s->o.n_slots; i++) {
         srv_slot *sl = &s->slots[i];
         cmf_status st = cmf_session_new(s->m, s->n_ctx, &sl->sess);
+        if (st == CMF_OK && s->skill) st = cmf_session_set_skill(sl->sess, s->skill); /* built here, once */
         if (st != CMF_OK) return cmf_err_prefix(st, "serve: slot %d: ", i);
         sl->hist = malloc((size_t)s->n_ctx * sizeof *sl->hist);
         if (!sl->hist) return cmf_err(CMF_E_NOMEM, "serve: slot %d: out of memory", i);

@@ -52,6 +52,10 @@ typedef struct cmf_server_opts {
     const char *chat_template; /* NULL or "": the model's chat template (ChatML when it has none); else this Jinja
                                   source for /v1/chat/completions and /apply-template (llama-server's
                                   --chat-template-file); copied; it must parse */
+    const char *skill;     /* the skill (CMF_FORMAT.md §3.1) of requests that name model_name or no model, and of
+                              llama-server's /completion; NULL, "" or "none": the backbone. Whatever this is, a
+                              request selects any skill of the file by giving its id as "model" (as vLLM serves a
+                              LoRA adapter by its name); /v1/models lists the skills with "parent" = model_name */
 } cmf_server_opts;
 
 /* Defaults as documented above (host 127.0.0.1, port 8080, 1 slot, ...). */
@@ -59,7 +63,7 @@ cmf_server_opts cmf_server_default_opts(void);
 
 /* Starts the scheduler thread and the HTTP daemon (thread per connection) for model `m`, which must outlive the
  * server and have a tokenizer. Allocates the slots' sessions (n_slots x n_ctx KV cache) and the batch here.
- * Errors: CMF_E_ARG (bad option, no tokenizer, a tokenizer with ids at or past cmf_model_vocab_size: one that does
+ * Errors: CMF_E_NOT_FOUND (opts->skill is not a skill of the file), CMF_E_ARG (bad option, no tokenizer, a tokenizer with ids at or past cmf_model_vocab_size: one that does
  * not belong to the weights), CMF_E_FORMAT (a chat_template that does not parse: the message
  * gives the engine's "template:LINE:COL: ..."), CMF_E_IO (cannot bind host:port; the message names them),
  * CMF_E_NOMEM. */

@@ -55,7 +55,10 @@ static const char *USAGE =
     "  --chat-template-file F   use the Jinja chat template in F instead of the model's (as llama-server; read and\n"
     "                     parsed at start: a missing, empty or unparsable file exits 1)\n"
     "  -a, --alias NAME   the model id /v1/models reports and requests may name (as llama-server; default: the\n"
-    "                     file name without .cmf); another \"model\" in a request is a 404\n"
+    "                     file name without .cmf); another \"model\" in a request is a 404, but for a skill's id\n"
+    "  --skill ID|none    the skill of requests that name the model (or none, and of /completion); any request may\n"
+    "                     name a skill of the file by its id as \"model\" (as vLLM's LoRA adapters); /v1/models\n"
+    "                     lists them. A step runs the slots of one skill; its tensors load on first use\n"
     "backend (default: $CMF_GPU, else the CPU):\n"
     "%s";
 
@@ -68,7 +71,7 @@ int cmd_serve(int argc, char **argv) {
     const char *model = NULL;
     long l, threads = 0, tp = 0;
     int cache_type = CMF_CACHE_DEFAULT;
-    const char *template_file = NULL, *alias = NULL;
+    const char *template_file = NULL, *alias = NULL, *skill = NULL;
     double d;
     int rc = 0;
     while (cli_args_next(&a)) {
@@ -102,6 +105,8 @@ int cmd_serve(int argc, char **argv) {
             rc = cli_int(&a, 1, 64, &tp);
         } else if (cli_is(&a, "--chat-template-file", NULL)) {
             rc = cli_value(&a, &template_file);
+        } else if (cli_is(&a, "--skill", NULL)) {
+            rc = cli_value(&a, &skill);
         } else if (cli_is(&a, "--alias", "-a")) {
             if (!(rc = cli_value(&a, &alias)) && !*alias) return cli_usage_error("serve", "--alias is empty: give a name");
         } else if (cli_backend_opt(&a, &rc) || cli_cache_type_opt(&a, &cache_type, &rc)) {
@@ -127,6 +132,7 @@ int cmd_serve(int argc, char **argv) {
     if (!alias && nl > 4 && !strcmp(name + nl - 4, ".cmf")) name[nl - 4] = 0;
     o.model_name = alias ? alias : name;
     o.model_path = model;
+    o.skill = skill;
 
     /* the template file is read and parsed before the model is loaded: a bad file fails at once (exit 1) */
     char *tpl = NULL;
@@ -173,8 +179,9 @@ int cmd_serve(int argc, char **argv) {
     }
     const char *host = o.host && *o.host ? o.host : "127.0.0.1";
     int v6 = strchr(host, ':') != NULL; /* an IPv6 literal goes in brackets in a URL (RFC 3986 3.2.2) */
-    printf("cmf serve: listening on http://%s%s%s:%d (model %s, %d slot%s x %d positions%s)\n", v6 ? "[" : "",
-           host, v6 ? "]" : "", cmf_server_port(s), o.model_name, o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
+    printf("cmf serve: listening on http://%s%s%s:%d (model %s%s%s, %d slot%s x %d positions%s)\n", v6 ? "[" : "",
+           host, v6 ? "]" : "", cmf_server_port(s), o.model_name, skill && strcmp(skill, "none") ? " with skill " : "",
+           skill && strcmp(skill, "none") ? skill : "", o.n_slots, o.n_slots == 1 ? "" : "s", cmf_server_n_ctx(s),
            o.api_key && *o.api_key ? ", API key required" : "");
     fflush(stdout);
     int sig = 0;
