@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "backend/cpu/threadpool.h"
+#include "backend/cpu/claim.h"
 #include "testutil.h"
 
 enum { NTH = 4, RUNS = 6000, ITEMS_MAX = 64 };

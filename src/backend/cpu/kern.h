@@ -67,7 +67,7 @@ enum { KERN_GEMV_T = 2 };
  * mapping: harmless). Measured on the 2-CPU EPYC VM, Qwen2.5-0.5B shape: q4 tg at 1 thread, loaded machine, none
  * 7.5 t/s, next row group into L1 12-14, 8-32 KiB into L2 22-32. With 2 threads it was 128 KiB while the work items
  * were dealt round robin (a prefetch had to reach past the other thread's item: 4 KiB 66-68 / 45-47 q4 / q8 tg, 32 KiB
- * 72-73 / 47, 128 KiB 77-78 / 48-49). Since each thread streams its own range (threadpool.h cmf_claim), the decode
+ * 72-73 / 47, 128 KiB 77-78 / 48-49). Since each thread streams its own range (claim.h cmf_claim), the decode
  * products (matmul_bench stream, 2 threads, Zen 5 VM, medians of 5 interleaved rounds, q4_block / q4tp / q8_row
  * tok/s): none 101 / 77 / 106, 8 KiB 208 / 166 / 112, 16 KiB 156 / 172 / 103, 32 KiB 180-182 / 159-174 / 110-112,
  * 48 KiB 176 / 172 / 111, 64 KiB 171 / 164 / 106, 96 KiB 150 / 150 / 109, 128 KiB 135 / 132 / 95, 256 KiB 93 / 95 /

@@ -18,11 +18,12 @@
  * repacked GEMM above it, both summing each row in one order (batch invariance); a split copy (q4 with
  * cols % 32 != 0) through matmul_split.
  * Decode and the tiled path hand out their work items in one contiguous range per thread, stolen from the back
- * when a thread's own range is done (threadpool.h cmf_claim): each thread streams through adjacent rows. */
+ * when a thread's own range is done (claim.h cmf_claim): each thread streams through adjacent rows. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/cpu/claim.h"
 #include "backend/cpu/kern.h"
 #include "util/error.h"
 
@@ -114,7 +115,7 @@ typedef struct {
     const cmf_rp *rp;    /* the view's load-time repacked copy (kern.h cmf_rp) when the path has kernels for it */
     int64_t gpi;         /* repacked decode: row groups of 16 per work item */
     cmf_claim claim;     /* decode (repacked or not) and the tiled path: the items, one contiguous range per thread
-                            (threadpool.h) */
+                            (claim.h) */
     cmf_qact a;
     const float *col; /* q8_2f column scales, f32 [cols] */
     int64_t rows_per_item;
@@ -526,7 +527,7 @@ typedef struct {
     int np;
     int64_t units;   /* all products' units (with glu: the gate's only) */
     atomic_llong next; /* prefill: the next unit */
-    cmf_claim claim;   /* decode: the units, one contiguous range per thread (threadpool.h) */
+    cmf_claim claim;   /* decode: the units, one contiguous range per thread (claim.h) */
 } grp_task;
 
 /* Unit u of product p: rows [*r, *re) for tokens [*t0, *t1), computed exactly as rp_gemv_worker / rp_gemm_worker

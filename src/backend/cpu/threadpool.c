@@ -7,6 +7,7 @@
  * worker has not started by the time the caller's own share is done (the worker then skips it): a preempted or
  * sleeping worker no longer holds up a fan-out whose items the caller has already taken. */
 #include "backend/cpu/threadpool.h"
+#include "backend/cpu/claim.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
