@@ -281,8 +281,7 @@ srv_reply srv_api_models(cmf_server *s) {
     cJSON_AddStringToObject(j, "object", "list");
     cJSON *data = cJSON_AddArrayToObject(j, "data");
     cJSON_AddItemToArray(data, model_object(s, s->model_name));
-    for (int i = 0; i < s->n_skills; i++)
-        if (strcmp(s->skills[i], s->model_name)) cJSON_AddItemToArray(data, model_object(s, s->skills[i]));
+    for (int i = 0; i < s->n_skills && !s->skills_off; i++) cJSON_AddItemToArray(data, model_object(s, s->skills[i]));
     return reply_json(j);
 }
 

@@ -409,6 +409,11 @@ static cmf_status list_skills(cmf_server *s, const char *want) {
         if ((s->skills[s->n_skills] = strdup(list[i].id))) s->n_skills++;
     cmf_skills_free(list, n);
     if ((size_t)s->n_skills != n) return cmf_err(CMF_E_NOMEM, "serve: out of memory");
+    for (int i = 0; i < s->n_skills; i++) /* the name would always mean the served model: the skill unreachable */
+        if (!strcmp(s->skills[i], s->model_name))
+            return cmf_err(CMF_E_ARG, "serve: the served name '%s' is also a skill id of the file: give the model "
+                                      "another name (--alias)", s->model_name);
+    s->skills_off = s->m->tp != NULL;
     if (!want || !*want || !strcmp(want, "none")) return CMF_OK;
     for (int i = 0; i < s->n_skills; i++)
         if (!strcmp(s->skills[i], want)) {

@@ -158,6 +158,7 @@ struct cmf_server {
     char **skills;                            /* the file's skill ids (cmf_skills_list order), owned */
     int n_skills;
     const char *skill;                        /* the default skill (opts.skill): one of skills, or NULL */
+    int skills_off;                           /* 1 under --tp: skills are listed nowhere and refused by name */
     int n_ctx, vocab;
     const int32_t *eos;
     int n_eos;

@@ -135,7 +135,8 @@ int srv_llama_refused(const cJSON *j, srv_reply *err) {
     }
     v = cJSON_GetObjectItemCaseSensitive(j, "lora");
     if (present(v) && !(cJSON_IsArray(v) && !v->child)) {
-        *err = srv_reply_err(400, "lora", "LoRA adapters (lora) are not supported");
+        *err = srv_reply_err(400, "lora", "LoRA adapters (lora) are not supported; a skill of the file (CMF's "
+                                                 "per-task weights) is chosen by naming its id as \"model\"");
         return -1;
     }
     for (size_t i = 0; i < sizeof REFUSED / sizeof REFUSED[0]; i++)

@@ -636,6 +636,7 @@ int srv_model_lookup(const cmf_server *s, const char *id, const char **skill, co
         *skill = s->skill, *name = s->model_name;
         return 1;
     }
+    if (s->skills_off) return 0; /* --tp: skills are not split across ranks */
     for (int i = 0; i < s->n_skills; i++)
         if (!strcmp(id, s->skills[i])) {
             *skill = *name = s->skills[i];
@@ -645,11 +646,16 @@ int srv_model_lookup(const cmf_server *s, const char *id, const char **skill, co
 }
 
 srv_reply srv_unknown_model(const cmf_server *s, const char *id) {
+    for (int i = 0; s->skills_off && i < s->n_skills; i++)
+        if (!strcmp(id, s->skills[i]))
+            return srv_reply_err(400, "model", "the skill '%.64s' is not served with --tp (skills are not split across "
+                                               "ranks: serve without --tp)", id);
     char have[512] = "";
     for (int i = 0; i < s->n_skills; i++)
         snprintf(have + strlen(have), sizeof have - strlen(have), ", '%s'", s->skills[i]);
+    const int n = s->skills_off ? 0 : s->n_skills;
     return srv_reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'%s%s", id,
-                         s->model_name, s->n_skills ? " and the skills" : "", have + (s->n_skills ? 1 : 0));
+                         s->model_name, n ? " and the skills" : "", n ? have + 1 : "");
 }
 
 /* "model": absent or null means the served one (with the server's default skill); else the served name or a skill
@@ -674,6 +680,11 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
     if (!j) return NULL;
     /* llama-server's own /completion ignores "model" (it answers with the served name), the OpenAI routes do not */
     const char *skill = s->skill, *name = s->model_name;
+    if (kind == SRV_NATIVE) { /* llama-server's /completion ignores "model", but a skill's id still selects it */
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "model");
+        const char *sk, *nm;
+        if (cJSON_IsString(v) && srv_model_lookup(s, v->valuestring, &sk, &nm) && sk) skill = sk;
+    }
     if (srv_known_fields(j, err) || (kind != SRV_NATIVE && model_field(s, j, &skill, &name, err))) {
         cJSON_Delete(j);
         return NULL;

@@ -159,6 +159,16 @@ int main(void) {
     http_resp_free(&r);
     st = complete(srv.port, "other", &t, NULL);
     CHECK(st == 404);
+    /* llama-server's /completion ignores "model", except that a skill's id selects the skill */
+    char body[512];
+    snprintf(body, sizeof body, "{\"model\": \"sk\", \"prompt\": %s, \"n_predict\": %d, \"temperature\": 0, "
+             "\"ignore_eos\": true}", prompt_json(), N_GEN);
+    j = NULL;
+    CHECK(http_post_json(srv.port, "/completion", body, &j) == 200);
+    const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
+    CHECK_MSG(cJSON_IsString(content) && same(content->valuestring, ref_sk), "/completion with the skill: '%s'",
+              cJSON_IsString(content) ? content->valuestring : "");
+    cJSON_Delete(j);
     CHECK(http_request(srv.port, "GET", "/v1/models/other", NULL, NULL, &r) == 0 && r.status == 404 && r.body &&
           strstr(r.body, "this server has 'tiny' and the skills 'sk'"));
     http_resp_free(&r);
@@ -180,6 +190,28 @@ int main(void) {
     char *out = slurp_file(log);
     CHECK_MSG(out && strstr(out, "--skill 'nope' is not in this file (its skills: 'sk')"), "log: %s", out ? out : "");
     free(out);
+    const char *empty[] = {"serve", model, "--port", "0", "--skill", "", NULL}; /* as run: a usage error */
+    CHECK(cli_run_until(empty, log, NULL, 60) == 2);
+    /* a served name equal to a skill id would hide the skill: refused, naming it */
+    const char *clash[] = {"serve", model, "--port", "0", "--alias", "sk", NULL};
+    CHECK(cli_run_until(clash, log, NULL, 60) == 1);
+    out = slurp_file(log);
+    CHECK_MSG(out && strstr(out, "the served name 'sk' is also a skill id of the file"), "log: %s", out ? out : "");
+    free(out);
+    /* --tp: skills are not split across ranks, so none is listed and naming one is a 400 that says so */
+    const char *args3[] = {"--parallel", "1", "-c", "64", "-t", "2", "--tp", "2", "--alias", "tiny", NULL};
+    CHECK(server_start(&srv, model, args3) == 0);
+    if (srv.port > 0) {
+        CHECK(http_request(srv.port, "GET", "/v1/models", NULL, NULL, &r) == 0 && r.status == 200 && r.body &&
+              !strstr(r.body, "\"sk\""));
+        http_resp_free(&r);
+        CHECK(complete(srv.port, "tiny", &t, NULL) == 200 && same(t, ref_base));
+        free(t);
+        CHECK(http_request(srv.port, "POST", "/v1/completions", NULL, "{\"model\": \"sk\", \"prompt\": \"a\"}", &r) == 0 &&
+              r.status == 400 && r.body && strstr(r.body, "not served with --tp"));
+        http_resp_free(&r);
+        CHECK_MSG(server_stop(&srv) == 0, "the --tp server did not exit cleanly");
+    }
     free(ref_base);
     free(ref_sk);
     remove(model), remove(base), remove(donor), remove(log);

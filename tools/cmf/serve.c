@@ -118,6 +118,7 @@ int cmd_serve(int argc, char **argv) {
         if (rc) return rc;
     }
     if (!model) return cli_usage_error("serve", "missing MODEL.cmf (see cmf serve --help)");
+    if (skill && !*skill) return cli_usage_error("serve", "--skill is empty: give a skill id, or none for the backbone");
     if (o.api_key && !*o.api_key) /* an empty key would silently mean no authentication at all */
         return cli_usage_error("serve", "%s",
                                key_from_env ? "CMF_API_KEY is set but empty: unset it to serve without a key"
