@@ -420,9 +420,8 @@ static cmf_status list_skills(cmf_server *s, const char *want) {
             s->skill = s->skills[i];
             return CMF_OK;
         }
-    char have[512] = "";
-    for (int i = 0; i < s->n_skills; i++)
-        snprintf(have + strlen(have), sizeof have - strlen(have), "%s'%s'", i ? ", " : "", s->skills[i]);
+    char have[512];
+    srv_skills_joined(s, have, sizeof have);
     return cmf_err(CMF_E_NOT_FOUND, "serve: --skill '%.64s' is not in this file (%s%s)", want,
                    s->n_skills ? "its skills: " : "it has no skills", have);
 }

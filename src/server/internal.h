@@ -245,6 +245,8 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
 /* The model ids a request may name: the served model_name (runs with the default skill s->skill) or a skill id of
  * the file. Returns 1 and sets *skill (NULL: the backbone) and *name (the id, echoed in answers), else 0. */
 int srv_model_lookup(const cmf_server *s, const char *id, const char **skill, const char **name);
+/* The file's skill ids quoted and joined ("'a', 'b'"; "" when none) into buf[cap], truncated to fit. */
+void srv_skills_joined(const cmf_server *s, char *buf, size_t cap);
 /* The 404 for an unknown model id, naming the served model and the skills. */
 srv_reply srv_unknown_model(const cmf_server *s, const char *id);
 /* The complete (non-stream) response of a finished request. */

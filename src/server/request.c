@@ -650,12 +650,17 @@ srv_reply srv_unknown_model(const cmf_server *s, const char *id) {
         if (!strcmp(id, s->skills[i]))
             return srv_reply_err(400, "model", "the skill '%.64s' is not served with --tp (skills are not split across "
                                                "ranks: serve without --tp)", id);
-    char have[512] = "";
-    for (int i = 0; i < s->n_skills; i++)
-        snprintf(have + strlen(have), sizeof have - strlen(have), ", '%s'", s->skills[i]);
+    char have[512];
+    srv_skills_joined(s, have, sizeof have);
     const int n = s->skills_off ? 0 : s->n_skills;
     return srv_reply_err(404, "model", "the model '%.200s' does not exist; this server has '%s'%s%s", id,
-                         s->model_name, n ? " and the skills" : "", n ? have + 1 : "");
+                         s->model_name, n ? " and the skills " : "", n ? have : "");
+}
+
+void srv_skills_joined(const cmf_server *s, char *buf, size_t cap) {
+    buf[0] = 0;
+    for (int i = 0; i < s->n_skills; i++)
+        snprintf(buf + strlen(buf), cap - strlen(buf), "%s'%s'", i ? ", " : "", s->skills[i]);
 }
 
 /* "model": absent or null means the served one (with the server's default skill); else the served name or a skill

@@ -567,7 +567,8 @@ static void grp_worker(void *ctx, int ith, int nth) {
     (void)nth;
     grp_task *t = ctx;
     for (;;) {
-        const int64_t u = t->gemv ? cmf_claim_next(&t->claim, ith) : atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
+        const int64_t u = t->gemv ? cmf_claim_next(&t->claim, ith)
+                                  : atomic_fetch_add_explicit(&t->next, 1, memory_order_relaxed);
         if (u < 0 || u >= t->units) break;
         int i = 0;
         while (u >= t->p[i].u0 + t->p[i].units) i++;
