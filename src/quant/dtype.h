@@ -79,14 +79,24 @@ cmf_status cmf_dtype_check_payload(int dtype, int ndim, const uint32_t *shape, c
  * q4tp and q2tp (§2.6–2.7, cols % 32 == 0; see cmf_quantize_tp in ladder.h; the code search follows the
  * CMF_Q2TP_SEARCH environment variable).
  * With CMF_Q4_SEARCH=1 (cmf_q4_search_enabled) the 4-bit encoders leave cortiq's bytes for lower error, same
- * format: q4_block/q4_tiled pick each group's scale among ±absmax/k, k = 7..8.5 in steps of 1/4, by squared
- * error (negative scales included, so both signs of the extreme value reach the -8 level as in llama.cpp's Q4_0).
- * q4tp/q2tp are not affected (a wider code search did not lower stories260K's perplexity: bench/RESULTS.md).
+ * format: q4_block/q4_tiled pick each group's scale by cmf_q4_search_scale (negative scales included, so both
+ * signs of the extreme value reach the -8 level as in llama.cpp's Q4_0), q4tp fits its row ladder to the tiles'
+ * cmf_q4_search_scale (positive) instead of absmax/7. q2tp is not affected. Measured on stories260K in
+ * bench/RESULTS.md (perplexity below llama.cpp's Q4_0 for all three).
  * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized
  * dtype (the message names the element), a stored scale that rounds past the f16 range (q8 row absmax > ~8.3e6,
  * q4 group absmax > ~4.6e5, a q8_2f column RMS > 65504: the message names the row / group / column) or a size that
  * overflows. */
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst);
+
+/* The CMF_Q4_SEARCH scale of one group of 32 values v with absmax amax (an encoder-quality choice, not in the
+ * format): among s = f16_scale(amax / k) for k = 7 (cortiq's §2.4 rule, tried first), then k = 6, 6.0625, ..., 9,
+ * each with the + sign and, when `negative`, the - sign, the one with the least squared error of
+ * clamp(round-half-even(v / s), -8, 7) * s (the first minimum wins). A negative scale maps the -8 level onto the
+ * largest positive value (llama.cpp's Q4_0 rule d = m / -8 is the candidate k = 8 with the sign of -m,
+ * ggml-quants.c quantize_row_q4_0_ref); k < 7 rounds the extreme to +-7 with finer steps below it. amax == 0
+ * gives the floor scale. */
+float cmf_q4_search_scale(const float v[32], float amax, int negative);
 
 /* The CMF_Q4_SEARCH switch: 1 when the environment variable is exactly "1" (default off: the encoders stay
  * bit-exact with cortiq). Read on every call. */

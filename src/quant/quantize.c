@@ -110,28 +110,26 @@ static cmf_status enc_q8_2f(uint64_t rows, uint64_t cols, const float *src, uint
     return CMF_OK;
 }
 
-/* Squared error of a group of 32 on scale s (levels -8..7, round-half-even of v/s), f32 sum in order. */
+/* Squared error of a group of 32 on scale s (levels -8..7, round-half-even of v/s), summed in 8 f32 lanes then
+ * across them (a search criterion: written so that compilers vectorize it). */
 static float q4_group_err(const float v[32], float s) {
-    float e = 0.0f;
-    for (unsigned k = 0; k < 32; k++) {
-        const float d = v[k] - (float)round_clamp(v[k] / s, -8, 7) * s;
-        e += d * d;
-    }
-    return e;
+    float acc[8] = {0};
+    for (unsigned i = 0; i < 32; i += 8)
+        for (unsigned k = 0; k < 8; k++) {
+            float r = rintf(v[i + k] / s);
+            r = r < -8.0f ? -8.0f : r > 7.0f ? 7.0f : r;
+            const float d = v[i + k] - r * s;
+            acc[k] += d * d;
+        }
+    return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
-/* The scale of one q4 group under the CMF_Q4_SEARCH encoder: among s = ±f16_scale(absmax/k) for
- * k = 7, 7.25, ..., 8.5 (k = 7 with the + sign first: cortiq's scale), the one with the lowest squared error of the
- * reconstruction (first minimum wins). A negative scale maps the -8 level onto the group's largest positive value,
- * so both signs of the extreme value can use the 16th level (llama.cpp's Q4_0 encoder uses d = m / -8 for the
- * value m of largest magnitude: k = 8 with the sign of -m, which is among the candidates). The §2.4 dequantization
- * w = (nibble - 8) * scale is unchanged. */
-static float q4_search_scale(const float v[32], float amax) {
+float cmf_q4_search_scale(const float v[32], float amax, int negative) {
     float best = f16_scale(amax / 7.0f), be = q4_group_err(v, best);
     if (amax == 0.0f) return best;
-    for (int sign = 1; sign >= -1; sign -= 2)
-        for (int i = 0; i <= 6; i++) {
-            const float s = (float)sign * f16_scale(amax / (7.0f + 0.25f * (float)i));
+    for (int sign = 1; sign >= (negative ? -1 : 1); sign -= 2)
+        for (int i = 0; i <= 48; i++) {
+            const float s = (float)sign * f16_scale(amax / (6.0f + 0.0625f * (float)i));
             const float e = q4_group_err(v, s);
             if (e < be) be = e, best = s;
         }
@@ -139,7 +137,7 @@ static float q4_search_scale(const float v[32], float amax) {
 }
 
 /* q4_block (§2.4) and q4_tiled (§2.5): groups of 32 over the flat tensor, last group zero-padded;
- * s = f16_scale(absmax/7) (or q4_search_scale when `search`), nibble = clamp(rhe(w/s), -8, 7) + 8, element 2k low
+ * s = f16_scale(absmax/7) (or cmf_q4_search_scale when `search`), nibble = clamp(rhe(w/s), -8, 7) + 8, element 2k low
  * nibble, 2k+1 high nibble. */
 static cmf_status enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int search) {
     uint64_t G = n / 32 + (n % 32 != 0);
@@ -152,7 +150,7 @@ static cmf_status enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, 
         }
         if (isinf(f16_scale(amax / 7.0f))) /* also with the search: the same groups as cortiq's encoder refuse */
             return scale_overflow(tiled ? CMF_DT_Q4_TILED : CMF_DT_Q4_BLOCK, "group", g, amax);
-        float s = search ? q4_search_scale(v, amax) : f16_scale(amax / 7.0f);
+        float s = search ? cmf_q4_search_scale(v, amax, 1) : f16_scale(amax / 7.0f);
         uint8_t *nib = tiled ? dst + 18 * g + 2 : dst + 16 * g;
         uint8_t *sc = tiled ? dst + 18 * g : dst + 16 * G + 2 * g;
         for (unsigned k = 0; k < 16; k++) {

@@ -290,6 +290,7 @@ cmf_status cmf_quantize_tp(int dtype, uint64_t rows, uint64_t cols, const float 
         return cmf_err(CMF_E_NOMEM, "quantize %s: cannot allocate %llu tiles", nm, (unsigned long long)gpr);
     }
     float div = q2 ? 1.5f : 7.0f;
+    const int q4s = !q2 && cmf_q4_search_enabled();
     cmf_status st = CMF_OK;
     for (uint64_t r = 0; r < rows && !st; r++) {
         tp_row R = {src + r * cols, gpr, lg, dead, 0.0f, 0.0f, 0};
@@ -299,6 +300,8 @@ cmf_status cmf_quantize_tp(int dtype, uint64_t rows, uint64_t cols, const float 
             float amax = 0.0f;
             for (unsigned i = 0; i < CMF_TP_GROUP; i++) amax = fmaxf(amax, fabsf(w[i]));
             float s = f16_scale(amax / div);
+            if (q4s && amax > 0.0f && !isinf(s)) /* CMF_Q4_SEARCH: the ladder fits searched scales (dtype.h) */
+                s = cmf_q4_search_scale(w, amax, 0);
             if (isinf(s)) {
                 st = cmf_err(CMF_E_ARG, "quantize %s: row %llu tile %llu: absmax %g overflows the f16 scale", nm,
                              (unsigned long long)r, (unsigned long long)g, (double)amax);

@@ -3,7 +3,9 @@
  *  - on: the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq rule's, and the
  *    tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of largest
  *    magnitude, q = min(15, trunc(x/d + 8.5)), ggml-quants.c quantize_row_q4_0_ref) on the same data;
- *  - q4_tiled on = q4_block on with each scale moved in front of its nibbles (§2.5).
+ *  - q4_tiled on = q4_block on with each scale moved in front of its nibbles (§2.5);
+ *  - q4tp (§2.6, src/quant/tiledp.c): on, the row ladders fit the searched (positive) tile scales; the payload
+ *    decodes, every ladder scale is positive, and the tensor's squared error is below 0.98 x the default's.
  * Data: deterministic pseudo-random rows (Gaussian-like sums of uniforms, some groups with one large outlier of
  * either sign, one all-zero group). */
 #include <math.h>
@@ -13,6 +15,7 @@
 #include <string.h>
 
 #include "quant/dtype.h"
+#include "quant/ladder.h"
 #include "testutil.h"
 
 enum { ROWS = 64, COLS = 256, N = ROWS * COLS, G = N / 32 };
@@ -93,6 +96,31 @@ int main(void) {
     CHECK_MSG(e_search <= e_ggml, "search error %g > Q4_0 rule error %g", e_search, e_ggml);
     CHECK_MSG(e_search < 0.9 * e_plain, "search error %g not clearly below the cortiq rule's %g", e_search, e_plain);
     CHECK(neg > 0);
+
+    /* q4tp: the same data, search off then on */
+    uint64_t po, co, stride;
+    const uint64_t tpn = cmf_tp_layout(0, ROWS, COLS, &po, &co, &stride);
+    uint8_t *tp0 = malloc(tpn), *tp1 = malloc(tpn);
+    CHECK(cmf_quantize(CMF_DT_Q4TP, ROWS, COLS, src, tp0) == CMF_OK);
+    setenv("CMF_Q4_SEARCH", "1", 1);
+    CHECK(cmf_quantize(CMF_DT_Q4TP, ROWS, COLS, src, tp1) == CMF_OK);
+    unsetenv("CMF_Q4_SEARCH");
+    CHECK_MSG(memcmp(tp0, tp1, tpn) != 0, "q4tp: the search changed no byte");
+    double e_tp[2] = {0, 0};
+    int nonpos = 0;
+    for (int v = 0; v < 2; v++) {
+        CHECK(cmf_dequant(CMF_DT_Q4TP, 2, shape, v ? tp1 : tp0, tpn, dec) == CMF_OK);
+        for (int i = 0; i < N; i++) e_tp[v] += (double)(src[i] - dec[i]) * (src[i] - dec[i]);
+        for (int r = 0; r < ROWS; r++) {
+            float t[32];
+            cmf_q4tp_ladder((v ? tp1 : tp0) + po + 4 * r, t);
+            for (int c = 0; c < 32; c++) nonpos += !(t[c] > 0.0f);
+        }
+    }
+    printf("q4tp squared error: default %.4e, CMF_Q4_SEARCH %.4e\n", e_tp[0], e_tp[1]);
+    CHECK_MSG(nonpos == 0, "q4tp: %d ladder scales are not positive", nonpos);
+    CHECK_MSG(e_tp[1] < 0.98 * e_tp[0], "q4tp search error %g not clearly below the default's %g", e_tp[1], e_tp[0]);
+    free(tp0), free(tp1);
     free(src), free(dec), free(ref), free(blk), free(til), free(plain);
     CMF_TEST_END();
 }
