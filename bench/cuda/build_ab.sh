@@ -10,7 +10,8 @@
 # (shape:dtype list, default "qwen3-0.6b:q8 qwen3-0.6b:bf16 qwen3-4b:q8 llama-8b:q8"), CTX (128,4096), GEN (64),
 # ROUNDS (2), TESTS (1: run B's tests, and test_cuda_ops' groups $OPS_TESTS, default attn_decode), A_ENVS (settings,
 # each "VAR=value[,VAR=value]", with which build A's rows are also run, tagged build=a+setting). Output: $OUT/results.txt (one line per run: build, file, gpu_bench's test
-# lines) and the logs.
+# lines) and the logs. With $DEPS/a.tar (a `git archive` of another commit), A is that tree built without B_FLAGS
+# and B this tree with them (B_FLAGS may be empty): a before/after of a change in one call.
 # Usage (repository root, on the device): DEPS=.cudadev-acc bash bench/cuda/build_ab.sh
 set -uo pipefail
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 CUDA_VISIBLE_DEVICES=0
@@ -19,7 +20,7 @@ R=$PWD
 DEPS=${DEPS:-.devdeps}
 OUT=${OUT:-$R/out-device}
 mkdir -p "$OUT"
-B_FLAGS=${B_FLAGS:-"-DCMF_CUDA_PDL_EARLY=1"}
+B_FLAGS=${B_FLAGS-"-DCMF_CUDA_PDL_EARLY=1"}
 FILES=${FILES:-"qwen3-0.6b:q8 qwen3-0.6b:bf16 qwen3-4b:q8 llama-8b:q8"}
 CTX=${CTX:-128,4096}
 GEN=${GEN:-64}
@@ -31,7 +32,9 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); B: CMAKE_CUDA_FLAGS=$B_FLAGS"
 T="gpu_bench make_random_llama test_gpu_forward test_gpu_persist test_cuda_fuse test_cuda_stream test_cuda_ops"
 echo "== build A and B $(el)"
-(cmf_configure $S/build-a && cmake --build $S/build-a -j8 --target $T) > "$OUT/build-a.log" 2>&1 &
+SA=$S # A's tree: $DEPS/a.tar (e.g. `git archive HEAD`, the tree before a change) when it exists
+if [ -f "$R/$DEPS/a.tar" ]; then SA=/tmp/cmfsrc-a && rm -rf $SA $S/build-a && mkdir -p $SA && tar -xf "$R/$DEPS/a.tar" -C $SA; fi
+(cmf_configure $S/build-a $SA && cmake --build $S/build-a -j8 --target $T) > "$OUT/build-a.log" 2>&1 &
 ba=$!
 (cmf_configure $S/build-b && cmake $S/build-b -DCMAKE_CUDA_FLAGS="$B_FLAGS" && cmake --build $S/build-b -j8 --target $T) \
     > "$OUT/build-b.log" 2>&1 || { echo "build B failed"; tail -30 "$OUT/build-b.log"; exit 1; }
