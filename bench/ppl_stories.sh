@@ -7,8 +7,9 @@
 #            `bench/sample_stories_text.sh CMF_BIN stories260K-f32.cmf bench/stories260K-sampled.txt 5000`
 #   LLAMA_BIN a folder with llama.cpp's llama-perplexity (optional: without it only the cmf rows are printed)
 #   WORK     scratch folder (default /tmp/cmf-ppl-stories)
-# Models: f32 = `cmf convert GGUF --quant f32`; q8/q4/q4t/q4tp = `cmf convert GGUF --quant X` (cortiq's encoders),
-# and q4/q4t/q4tp again with CMF_Q4_SEARCH=1 (error-searched scales, src/quant/quantize.c, tiledp.c); q4_0.gguf =
+# Models: f32 = `cmf convert GGUF --quant f32`; q8/q4/q4t/q4tp = `cmf convert GGUF --quant X` (the default encoders:
+# error-searched 4-bit scales, src/quant/quantize.c, tiledp.c), and q4/q4t/q4tp again with CMF_Q4_SEARCH=0 (cortiq's
+# encoders, byte-identical to the reference converter); q4_0.gguf =
 # bench/gguf_to_q4_0.py (all matrices Q4_0, as `llama-quantize --pure ... Q4_0`), run by llama-perplexity and, via
 # `cmf convert` (lossless Q4_0 -> q4_tiled repack), by cmf ppl. Window 128 tokens (-c 128, llama.cpp -b 128),
 # second half of each window scored (llama-perplexity's method, which cmf ppl follows). 2 threads.
@@ -25,7 +26,7 @@ for q in f32 q8 q4 q4t q4tp; do
     "$CMF" convert "$GGUF" -o "$WORK/$q.cmf" --quant "$q" --no-progress 2>/dev/null
 done
 for q in q4 q4t q4tp; do
-    CMF_Q4_SEARCH=1 "$CMF" convert "$GGUF" -o "$WORK/$q-search.cmf" --quant "$q" --no-progress 2>/dev/null
+    CMF_Q4_SEARCH=0 "$CMF" convert "$GGUF" -o "$WORK/$q-cortiq.cmf" --quant "$q" --no-progress 2>/dev/null
 done
 "$CMF" convert "$WORK/q4_0.gguf" -o "$WORK/q4_0.cmf" --no-progress 2>/dev/null
 cppl() { # model -> "PPL ± err" (also keeps the log)
@@ -45,7 +46,7 @@ echo "| --- | --- | ---: | ---: |"
 row() { echo "| $1 | $2 | $3 | $(awk -v a="${3%% *}" -v b="${base%% *}" 'BEGIN{ if (a > 0 && b > 0) printf "%+.3f%%", 100 * (a / b - 1); else print "n/a" }') |"; }
 row cmf "f32 (GGUF F32)" "$base"
 for q in q8 q4 q4t q4tp; do row cmf "$q" "$(cppl $q)"; done
-for q in q4 q4t q4tp; do row cmf "$q, CMF_Q4_SEARCH=1" "$(cppl $q-search)"; done
+for q in q4 q4t q4tp; do row cmf "$q, CMF_Q4_SEARCH=0 (cortiq's encoder)" "$(cppl $q-cortiq)"; done
 row cmf "q4_tiled from q4_0.gguf (lossless repack)" "$(cppl q4_0)"
 row llama.cpp "F32 GGUF" "$(lppl "$GGUF")"
 row llama.cpp "Q4_0 GGUF (gguf_to_q4_0.py)" "$(lppl "$WORK/q4_0.gguf")"

@@ -71,35 +71,34 @@ cmf_status cmf_dequant(int dtype, int ndim, const uint32_t *shape, const uint8_t
 cmf_status cmf_dtype_check_payload(int dtype, int ndim, const uint32_t *shape, const uint8_t *data,
                                    uint64_t nbytes);
 
-/* Encodes rows x cols floats (row-major) as `dtype`, writing exactly cmf_dtype_nbytes bytes to `dst`
- * (allocated by the caller). 1-D tensors are rows = 1. The encoders follow cortiq bit for bit (§2.2–2.4):
- * scale rounded to f16 and floored before quantizing, round-half-even, q8_2f column RMS in f64 blocks of 256 rows.
- * Supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled (size rows*cols + 2*rows [+ 2*cols] for the
- * q8 pair, 18*ceil(rows*cols/32) for the q4 pair; note that a file's q8 shape must be 2-D for its size to match),
- * q4tp and q2tp (§2.6–2.7, cols % 32 == 0; see cmf_quantize_tp in ladder.h; the code search follows the
- * CMF_Q2TP_SEARCH environment variable).
- * With CMF_Q4_SEARCH=1 (cmf_q4_search_enabled) the 4-bit encoders leave cortiq's bytes for lower error, same
- * format: q4_block/q4_tiled pick each group's scale by cmf_q4_search_scale (negative scales included, so both
- * signs of the extreme value reach the -8 level as in llama.cpp's Q4_0), q4tp fits its row ladder to the tiles'
- * cmf_q4_search_scale (positive) instead of absmax/7. q2tp is not affected. Measured on stories260K in
- * bench/RESULTS.md (perplexity below llama.cpp's Q4_0 for all three).
- * Errors: CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized
- * dtype (the message names the element), a stored scale that rounds past the f16 range (q8 row absmax > ~8.3e6,
- * q4 group absmax > ~4.6e5, a q8_2f column RMS > 65504: the message names the row / group / column) or a size that
- * overflows. */
+/* Encodes rows x cols floats (row-major) as `dtype`, writing exactly cmf_dtype_nbytes bytes to `dst` (allocated by the
+ * caller). 1-D tensors are rows = 1. The encoders follow cortiq bit for bit (§2.2–2.4; 4-bit: see below): scale
+ * rounded to f16 and floored before quantizing, round-half-even, q8_2f column RMS in f64 blocks of 256 rows.
+ * Supported: f32, f16, bf16, q8_row, q8_2f, q4_block, q4_tiled (size rows*cols + 2*rows [+ 2*cols] for the q8 pair,
+ * 18*ceil(rows*cols/32) for the q4 pair; note that a file's q8 shape must be 2-D for its size to match), q4tp and q2tp
+ * (§2.6–2.7, cols % 32 == 0; see cmf_quantize_tp in ladder.h; the code search follows the CMF_Q2TP_SEARCH environment
+ * variable). The 4-bit encoders choose scales by squared error by default (cmf_q4_search_enabled; CMF_Q4_SEARCH=0
+ * gives cortiq's bytes exactly), same format: q4_block/q4_tiled pick each group's scale by cmf_q4_search_scale
+ * (negative scales included, so both signs of the extreme value reach the -8 level as in llama.cpp's Q4_0), q4tp fits
+ * its row ladder to the tiles' cmf_q4_search_scale (positive) instead of absmax/7. q2tp is not affected. Measured on
+ * stories260K in bench/RESULTS.md (perplexity below llama.cpp's Q4_0 for all three; cortiq's rule is 2-6% above). The
+ * 4-bit encoders run on cmf_qpar_threads() threads (quant/qpar.h); the bytes do not depend on the count. Errors:
+ * CMF_E_UNSUPPORTED for a dtype without an encoder; CMF_E_ARG for a non-finite input to a quantized dtype (the message
+ * names the element), a stored scale that rounds past the f16 range (q8 row absmax > ~8.3e6, q4 group absmax > ~4.6e5,
+ * a q8_2f column RMS > 65504: the message names the row / group / column) or a size that overflows. */
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst);
 
-/* The CMF_Q4_SEARCH scale of one group of 32 values v with absmax amax (an encoder-quality choice, not in the
- * format): among s = f16_scale(amax / k) for k = 7 (cortiq's §2.4 rule, tried first), then k = 6, 6.0625, ..., 9,
- * each with the + sign and, when `negative`, the - sign, the one with the least squared error of
- * clamp(round-half-even(v / s), -8, 7) * s (the first minimum wins). A negative scale maps the -8 level onto the
- * largest positive value (llama.cpp's Q4_0 rule d = m / -8 is the candidate k = 8 with the sign of -m,
- * ggml-quants.c quantize_row_q4_0_ref); k < 7 rounds the extreme to +-7 with finer steps below it. amax == 0
- * gives the floor scale. */
+/* The searched scale (the default; CMF_Q4_SEARCH=0 turns it off) of one group of 32 values v with absmax amax (an
+ * encoder-quality choice, not in the format): among s = f16_scale(amax / k) for k = 7 (cortiq's §2.4 rule, tried
+ * first), then k = 6, 6.0625, ..., 9, each with the + sign and, when `negative`, the - sign, the one with the least
+ * squared error of clamp(round-half-even(v / s), -8, 7) * s (the first minimum wins). A negative scale maps the -8
+ * level onto the largest positive value (llama.cpp's Q4_0 rule d = m / -8 is the candidate k = 8 with the sign of -m,
+ * ggml-quants.c quantize_row_q4_0_ref); k < 7 rounds the extreme to +-7 with finer steps below it. amax == 0 gives the
+ * floor scale. */
 float cmf_q4_search_scale(const float v[32], float amax, int negative);
 
-/* The CMF_Q4_SEARCH switch: 1 when the environment variable is exactly "1" (default off: the encoders stay
- * bit-exact with cortiq). Read on every call. */
+/* The CMF_Q4_SEARCH switch: 1 unless the environment variable is exactly "0" (then the 4-bit encoders are bit-exact
+ * with cortiq's converter, §2.4-2.6). Read on every call. */
 int cmf_q4_search_enabled(void);
 
 #endif

@@ -7,6 +7,7 @@
 
 #include "quant/dtype.h"
 #include "quant/ladder.h"
+#include "quant/qpar.h"
 #include "util/error.h"
 
 static void wr16(uint8_t *p, uint16_t v) {
@@ -138,33 +139,45 @@ float cmf_q4_search_scale(const float v[32], float amax, int negative) {
 
 /* q4_block (§2.4) and q4_tiled (§2.5): groups of 32 over the flat tensor, last group zero-padded;
  * s = f16_scale(absmax/7) (or cmf_q4_search_scale when `search`), nibble = clamp(rhe(w/s), -8, 7) + 8, element 2k low
- * nibble, 2k+1 high nibble. */
-static cmf_status enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int search) {
-    uint64_t G = n / 32 + (n % 32 != 0);
-    for (uint64_t g = 0; g < G; g++) {
+ * nibble, 2k+1 high nibble. Groups [lo, hi) of G, one cmf_qpar_run range. */
+typedef struct {
+    int tiled, search;
+    uint64_t n, G;
+    const float *src;
+    uint8_t *dst;
+} q4_job;
+
+static cmf_status enc_q4_groups(void *ctx, uint64_t lo, uint64_t hi) {
+    const q4_job *j = ctx;
+    for (uint64_t g = lo; g < hi; g++) {
         float v[32], amax = 0.0f;
         for (unsigned k = 0; k < 32; k++) {
             uint64_t i = 32 * g + k;
-            v[k] = i < n ? src[i] : 0.0f;
+            v[k] = i < j->n ? j->src[i] : 0.0f;
             amax = fmaxf(amax, fabsf(v[k]));
         }
         if (isinf(f16_scale(amax / 7.0f))) /* also with the search: the same groups as cortiq's encoder refuse */
-            return scale_overflow(tiled ? CMF_DT_Q4_TILED : CMF_DT_Q4_BLOCK, "group", g, amax);
-        float s = search ? cmf_q4_search_scale(v, amax, 1) : f16_scale(amax / 7.0f);
-        uint8_t *nib = tiled ? dst + 18 * g + 2 : dst + 16 * g;
-        uint8_t *sc = tiled ? dst + 18 * g : dst + 16 * G + 2 * g;
+            return scale_overflow(j->tiled ? CMF_DT_Q4_TILED : CMF_DT_Q4_BLOCK, "group", g, amax);
+        float s = j->search ? cmf_q4_search_scale(v, amax, 1) : f16_scale(amax / 7.0f);
+        uint8_t *nib = j->tiled ? j->dst + 18 * g + 2 : j->dst + 16 * g;
+        uint8_t *sc = j->tiled ? j->dst + 18 * g : j->dst + 16 * j->G + 2 * g;
         for (unsigned k = 0; k < 16; k++) {
-            int lo = round_clamp(v[2 * k] / s, -8, 7) + 8, hi = round_clamp(v[2 * k + 1] / s, -8, 7) + 8;
-            nib[k] = (uint8_t)(lo | (hi << 4));
+            int l = round_clamp(v[2 * k] / s, -8, 7) + 8, h = round_clamp(v[2 * k + 1] / s, -8, 7) + 8;
+            nib[k] = (uint8_t)(l | (h << 4));
         }
         wr16(sc, cmf_f32_to_f16(s));
     }
     return CMF_OK;
 }
 
+static cmf_status enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, int search) {
+    q4_job j = {tiled, search, n, n / 32 + (n % 32 != 0), src, dst};
+    return cmf_qpar_run(j.G, 4 * n * (search ? 8 : 1), enc_q4_groups, &j);
+}
+
 int cmf_q4_search_enabled(void) {
     const char *v = getenv("CMF_Q4_SEARCH");
-    return v && strcmp(v, "1") == 0;
+    return !(v && strcmp(v, "0") == 0);
 }
 
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {

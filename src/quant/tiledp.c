@@ -7,6 +7,7 @@
 
 #include "quant/dtype.h"
 #include "quant/ladder.h"
+#include "quant/qpar.h"
 #include "util/error.h"
 
 #ifdef __clang__
@@ -266,44 +267,38 @@ static void enc_row(int q2, tp_row *R, int search, uint8_t *params, uint8_t *cod
     }
 }
 
-cmf_status cmf_quantize_tp(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst, int search) {
-    int q2 = dtype == CMF_DT_Q2TP;
-    const char *nm = q2 ? "q2tp" : "q4tp";
-    if (dtype != CMF_DT_Q4TP && dtype != CMF_DT_Q2TP)
-        return cmf_err(CMF_E_ARG, "quantize_tp: dtype %d is not q4tp or q2tp", dtype);
-    if (cols % CMF_TP_GROUP != 0)
-        return cmf_err(CMF_E_ARG, "quantize %s: cols %llu is not a multiple of 32", nm, (unsigned long long)cols);
-    if (cols != 0 && rows > UINT64_MAX / 4 / cols)
-        return cmf_err(CMF_E_ARG, "quantize %s: %llu x %llu elements overflow", nm, (unsigned long long)rows,
-                       (unsigned long long)cols);
-    for (uint64_t i = 0; i < rows * cols; i++)
-        if (!isfinite(src[i]))
-            return cmf_err(CMF_E_ARG, "quantize %s: element %llu is not finite", nm, (unsigned long long)i);
-    uint64_t gpr = cols / CMF_TP_GROUP, po, co, stride;
-    uint64_t total = cmf_tp_layout(q2, rows, cols, &po, &co, &stride);
-    memset(dst, 0, total);
-    if (gpr == 0) return CMF_OK; /* no tiles: zero params, nothing else */
-    float *lg = malloc(gpr * sizeof *lg);
-    unsigned char *dead = malloc(gpr);
+/* One cmf_qpar_run range of cmf_quantize_tp: rows [lo, hi), each with its own tile scales. */
+typedef struct {
+    int q2, search, q4s; /* q4s: CMF_Q4_SEARCH's tile scales (q4tp only) */
+    const char *nm;
+    uint64_t cols, gpr, po, co, stride; /* cmf_tp_layout's offsets */
+    const float *src;
+    uint8_t *dst;
+} tp_job;
+
+static cmf_status enc_rows(void *ctx, uint64_t r0, uint64_t r1) {
+    const tp_job *j = ctx;
+    const int q2 = j->q2;
+    float *lg = malloc(j->gpr * sizeof *lg);
+    unsigned char *dead = malloc(j->gpr);
     if (!lg || !dead) {
         free(lg), free(dead);
-        return cmf_err(CMF_E_NOMEM, "quantize %s: cannot allocate %llu tiles", nm, (unsigned long long)gpr);
+        return cmf_err(CMF_E_NOMEM, "quantize %s: cannot allocate %llu tiles", j->nm, (unsigned long long)j->gpr);
     }
-    float div = q2 ? 1.5f : 7.0f;
-    const int q4s = !q2 && cmf_q4_search_enabled();
+    const float div = q2 ? 1.5f : 7.0f;
     cmf_status st = CMF_OK;
-    for (uint64_t r = 0; r < rows && !st; r++) {
-        tp_row R = {src + r * cols, gpr, lg, dead, 0.0f, 0.0f, 0};
+    for (uint64_t r = r0; r < r1 && !st; r++) {
+        tp_row R = {j->src + r * j->cols, j->gpr, lg, dead, 0.0f, 0.0f, 0};
         float lo = INFINITY, hi = -INFINITY;
-        for (uint64_t g = 0; g < gpr; g++) {
+        for (uint64_t g = 0; g < j->gpr; g++) {
             const float *w = R.w + g * CMF_TP_GROUP;
             float amax = 0.0f;
             for (unsigned i = 0; i < CMF_TP_GROUP; i++) amax = fmaxf(amax, fabsf(w[i]));
             float s = f16_scale(amax / div);
-            if (q4s && amax > 0.0f && !isinf(s)) /* CMF_Q4_SEARCH: the ladder fits searched scales (dtype.h) */
+            if (j->q4s && amax > 0.0f && !isinf(s)) /* CMF_Q4_SEARCH: the ladder fits searched scales (dtype.h) */
                 s = cmf_q4_search_scale(w, amax, 0);
             if (isinf(s)) {
-                st = cmf_err(CMF_E_ARG, "quantize %s: row %llu tile %llu: absmax %g overflows the f16 scale", nm,
+                st = cmf_err(CMF_E_ARG, "quantize %s: row %llu tile %llu: absmax %g overflows the f16 scale", j->nm,
                              (unsigned long long)r, (unsigned long long)g, (double)amax);
                 break;
             }
@@ -319,9 +314,30 @@ cmf_status cmf_quantize_tp(int dtype, uint64_t rows, uint64_t cols, const float 
         R.lo_h = f16_cortiq(lo);
         R.lo_r = cmf_f16_to_f32(R.lo_h);
         R.hi = hi;
-        enc_row(q2, &R, search, dst + po + 4 * r, dst + co + r * stride,
-                dst + r * gpr * (q2 ? CMF_Q2TP_CHUNK : CMF_Q4TP_NIB));
+        enc_row(q2, &R, j->search, j->dst + j->po + 4 * r, j->dst + j->co + r * j->stride,
+                j->dst + r * j->gpr * (q2 ? CMF_Q2TP_CHUNK : CMF_Q4TP_NIB));
     }
     free(lg), free(dead);
     return st;
+}
+
+cmf_status cmf_quantize_tp(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst, int search) {
+    int q2 = dtype == CMF_DT_Q2TP;
+    const char *nm = q2 ? "q2tp" : "q4tp";
+    if (dtype != CMF_DT_Q4TP && dtype != CMF_DT_Q2TP)
+        return cmf_err(CMF_E_ARG, "quantize_tp: dtype %d is not q4tp or q2tp", dtype);
+    if (cols % CMF_TP_GROUP != 0)
+        return cmf_err(CMF_E_ARG, "quantize %s: cols %llu is not a multiple of 32", nm, (unsigned long long)cols);
+    if (cols != 0 && rows > UINT64_MAX / 4 / cols)
+        return cmf_err(CMF_E_ARG, "quantize %s: %llu x %llu elements overflow", nm, (unsigned long long)rows,
+                       (unsigned long long)cols);
+    for (uint64_t i = 0; i < rows * cols; i++)
+        if (!isfinite(src[i]))
+            return cmf_err(CMF_E_ARG, "quantize %s: element %llu is not finite", nm, (unsigned long long)i);
+    uint64_t gpr = cols / CMF_TP_GROUP;
+    tp_job j = {q2, search, !q2 && cmf_q4_search_enabled(), nm, cols, gpr, 0, 0, 0, src, dst};
+    uint64_t total = cmf_tp_layout(q2, rows, cols, &j.po, &j.co, &j.stride);
+    memset(dst, 0, total);
+    if (gpr == 0) return CMF_OK; /* no tiles: zero params, nothing else */
+    return cmf_qpar_run(rows, 4 * rows * cols * (search || j.q4s ? 8 : 1), enc_rows, &j);
 }

@@ -9,11 +9,14 @@
  *     for f16/bf16 (issue 4's bound):
  *       max|logits(M_D) - logits(M_deq)| <= 5e-2 x max|logits(M_deq)|
  *   - best CPU path with the default one-level activations (llama.cpp's Q8_0 rule): these random-weight models
- *     amplify its error, measured 5.1-7.0% of max|logit| (gemma2 12.7-28.8%); bound 1e-1 (gemma2 4e-1), so a
+ *     amplify its error, measured 3.4-7.0% of max|logit| with cortiq's encoders and 3.4-13.0% with the searched
+ *     ones (gemma2 up to 34.8%); the 13.0% is llama q2tp+search, whose q4tp tensors' other values move the
+ *     activations, while its two-level and f32ref rows stay at 2e-4 / 2e-6. Bound 1.5e-1 (gemma2 4e-1), so a
  *     kernel bug (errors of order 1) still fails
  *   - CMF_CPU_F32REF forced (cmf_cpu_set_path; every matmul is cmf_matmul_ref_f32, f32 activations):
  *       max|logits(M_D) - logits(M_deq)| <= 1e-4 x max|logits(M_deq)|
- * q4_block and q4_tiled are also run as written with CMF_Q4_SEARCH=1 (negative scales reach the kernels).
+ * The rows without "+search" are written with CMF_Q4_SEARCH=0 (cortiq's encoders); the 4-bit dtypes are run again
+ * with the default searched scales (q4_block / q4_tiled: negative scales reach the kernels; q2tp: its q4tp tensors).
  * The measured ratios are printed. The f32 twin itself is checked against transformers by tests/model. */
 #include <math.h>
 #include <stdio.h>
@@ -29,10 +32,11 @@
 #include "testutil.h"
 
 static const char *CASES[] = {"llama", "mistral-swa", "qwen2", "qwen3", "gemma2", "bf16-llama"};
-/* the last two: q4_block / q4_tiled written with CMF_Q4_SEARCH=1 (error-searched, possibly negative scales) */
-static const int DTYPES[] = {CMF_DT_F16,  CMF_DT_BF16, CMF_DT_Q8_ROW,   CMF_DT_Q8_2F,    CMF_DT_Q4_BLOCK,
-                             CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP, CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED};
-enum { N_DT = sizeof DTYPES / sizeof DTYPES[0], N_SEARCH = 2, MAX_SEQ = 2 /* input_0, input_1 (7 and 40 tokens); input_2 (100) only adds run time */ };
+/* the last four: the 4-bit dtypes written with the searched scales (the default; the others CMF_Q4_SEARCH=0) */
+static const int DTYPES[] = {CMF_DT_F16,      CMF_DT_BF16,     CMF_DT_Q8_ROW, CMF_DT_Q8_2F, CMF_DT_Q4_BLOCK,
+                             CMF_DT_Q4_TILED, CMF_DT_Q4TP,     CMF_DT_Q2TP,   CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED,
+                             CMF_DT_Q4TP,     CMF_DT_Q2TP};
+enum { N_DT = sizeof DTYPES / sizeof DTYPES[0], N_SEARCH = 4, MAX_SEQ = 2 /* input_0, input_1 (7 and 40 tokens); input_2 (100) only adds run time */ };
 
 /* Prefill of ids; malloc'd logits [n][vocab] or NULL. */
 static float *eval(cmf_model *m, const int32_t *ids, int n) {
@@ -146,7 +150,7 @@ static void check_case(const char *name, int best_path) {
         cmf_convert_opts opts = {0};
         opts.quant = dt;
         cmf_model *qm = NULL, *dm = NULL;
-        if (search) setenv("CMF_Q4_SEARCH", "1", 1);
+        setenv("CMF_Q4_SEARCH", search ? "1" : "0", 1);
         const cmf_status cst = cmf_convert_hf(dir, qp, &opts);
         unsetenv("CMF_Q4_SEARCH");
         const int ok = cst == CMF_OK && write_dequantized(qp, dp) == 0 &&
@@ -165,7 +169,7 @@ static void check_case(const char *name, int best_path) {
                    "f32ref %.2e\n", name, label, cmf_cpu_path_name(best_path), r_best, r_one, r_ref);
             CHECK_MSG(r_best >= 0 && r_best <= 5e-2, "%s %s: %s path, two levels: %g > 5e-2 (or eval failed: %s)",
                       name, label, cmf_cpu_path_name(best_path), r_best, cmf_last_error());
-            const double one_bound = strcmp(name, "gemma2") == 0 ? 4e-1 : 1e-1;
+            const double one_bound = strcmp(name, "gemma2") == 0 ? 4e-1 : 1.5e-1;
             CHECK_MSG(r_one >= 0 && r_one <= one_bound, "%s %s: %s path, one level: %g > %g (or eval failed: %s)",
                       name, label, cmf_cpu_path_name(best_path), r_one, one_bound, cmf_last_error());
             CHECK_MSG(r_ref >= 0 && r_ref <= 1e-4, "%s %s: f32ref path: %g > 1e-4 (or eval failed: %s)", name,

@@ -1,11 +1,14 @@
-/* The CMF_Q4_SEARCH encoder of q4_block / q4_tiled (src/quant/quantize.c, q4_search_scale):
- *  - off (default): bytes identical to the cortiq rule of CMF_FORMAT.md §2.4 (re-derived here group by group);
- *  - on: the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq rule's, and the
+/* The searched-scale encoder of q4_block / q4_tiled (src/quant/quantize.c, cmf_q4_search_scale), on by default:
+ *  - CMF_Q4_SEARCH=0: bytes identical to the cortiq rule of CMF_FORMAT.md §2.4 (re-derived here group by group);
+ *  - on (unset, or "1"): the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq rule's, and the
  *    tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of largest
  *    magnitude, q = min(15, trunc(x/d + 8.5)), ggml-quants.c quantize_row_q4_0_ref) on the same data;
  *  - q4_tiled on = q4_block on with each scale moved in front of its nibbles (§2.5);
  *  - q4tp (§2.6, src/quant/tiledp.c): on, the row ladders fit the searched (positive) tile scales; the payload
  *    decodes, every ladder scale is positive, and the tensor's squared error is below 0.98 x the default's.
+ *  - threads (src/quant/qpar.c): q4_block, q4_tiled, q4tp and q2tp give the same bytes with CMF_QUANT_THREADS=1
+ *    and 7 (ranges that split rows and groups unevenly), and a tensor with two overflowing groups fails with the
+ *    same message, naming the first of them, whatever the count.
  * Data: deterministic pseudo-random rows (Gaussian-like sums of uniforms, some groups with one large outlier of
  * either sign, one all-zero group). */
 #include <math.h>
@@ -28,6 +31,51 @@ static double urand(void) {
 
 static float f16r(float x) { return cmf_f16_to_f32(cmf_f32_to_f16(x)); }
 
+/* Encodes src (rows x cols) as dt with CMF_QUANT_THREADS=t into a fresh buffer; *st gets the status, msg the message. */
+static uint8_t *enc_threads(int dt, int rows, int cols, const float *src, const char *t, cmf_status *st, char msg[256]) {
+    uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
+    uint64_t n = 0;
+    CHECK(cmf_dtype_nbytes(dt, 2, shape, &n) == 1);
+    uint8_t *out = malloc(n);
+    memset(out, 0xa5, n);
+    setenv("CMF_QUANT_THREADS", t, 1);
+    *st = cmf_quantize(dt, (uint64_t)rows, (uint64_t)cols, src, out);
+    unsetenv("CMF_QUANT_THREADS");
+    snprintf(msg, 256, "%s", *st ? cmf_last_error() : "");
+    return out;
+}
+
+static void test_threads(void) {
+    enum { TR = 333, TC = 1024 }; /* 1.3 MB of input: several ranges, 333 rows split unevenly */
+    float *x = malloc((size_t)TR * TC * sizeof(float));
+    for (int i = 0; i < TR * TC; i++) x[i] = (float)((urand() + urand() - 1.0) * 0.1);
+    const int dts[4] = {CMF_DT_Q4_BLOCK, CMF_DT_Q4_TILED, CMF_DT_Q4TP, CMF_DT_Q2TP};
+    uint32_t shape[2] = {TR, TC};
+    for (int d = 0; d < 4; d++) {
+        cmf_status s1, s7;
+        char m1[256], m7[256];
+        uint8_t *a = enc_threads(dts[d], TR, TC, x, "1", &s1, m1), *b = enc_threads(dts[d], TR, TC, x, "7", &s7, m7);
+        uint64_t n = 0;
+        CHECK(s1 == CMF_OK && s7 == CMF_OK && cmf_dtype_nbytes(dts[d], 2, shape, &n) == 1);
+        CHECK_MSG(memcmp(a, b, n) == 0, "%s: 7 threads wrote other bytes than 1",
+                  cmf_dtype_name(dts[d]));
+        free(a), free(b);
+    }
+    /* two groups past the f16 scale range, in rows 40 and 300 (different ranges at 7 threads) */
+    x[40 * TC + 64] = 1e7f, x[300 * TC + 5] = -2e7f;
+    for (int d = 0; d < 3; d++) {
+        cmf_status s1, s7;
+        char m1[256], m7[256];
+        free(enc_threads(dts[d], TR, TC, x, "1", &s1, m1));
+        free(enc_threads(dts[d], TR, TC, x, "7", &s7, m7));
+        CHECK_MSG(s1 == CMF_E_ARG && s7 == CMF_E_ARG && strcmp(m1, m7) == 0, "%s overflow: '%s' vs '%s'",
+                  cmf_dtype_name(dts[d]), m1, m7);
+        CHECK_MSG(strstr(m1, d < 2 ? "group 1282" : "row 40 ") != NULL, "%s: '%s' does not name the first group",
+                  cmf_dtype_name(dts[d]), m1);
+    }
+    free(x);
+}
+
 int main(void) {
     float *src = malloc(N * sizeof(float)), *dec = malloc(N * sizeof(float)), *ref = malloc(N * sizeof(float));
     uint8_t *blk = malloc(18 * G), *til = malloc(18 * G), *plain = malloc(18 * G);
@@ -36,8 +84,10 @@ int main(void) {
     memset(src + 32 * 7, 0, 32 * sizeof(float));
     const uint32_t shape[2] = {ROWS, COLS};
 
-    /* default: cortiq bytes */
+    /* CMF_Q4_SEARCH=0: cortiq bytes */
     unsetenv("CMF_Q4_SEARCH");
+    CHECK(cmf_q4_search_enabled()); /* the default */
+    setenv("CMF_Q4_SEARCH", "0", 1);
     CHECK(!cmf_q4_search_enabled());
     CHECK(cmf_quantize(CMF_DT_Q4_BLOCK, ROWS, COLS, src, plain) == CMF_OK);
     int mismatch = 0;
@@ -57,12 +107,10 @@ int main(void) {
     CHECK_MSG(mismatch == 0, "default encoder: %d nibbles/scales differ from the §2.4 rule", mismatch);
     CHECK(cmf_dequant(CMF_DT_Q4_BLOCK, 2, shape, plain, 18 * G, ref) == CMF_OK);
 
-    /* search on */
-    setenv("CMF_Q4_SEARCH", "1", 1);
-    CHECK(cmf_q4_search_enabled());
+    /* search on (the default) */
+    unsetenv("CMF_Q4_SEARCH");
     CHECK(cmf_quantize(CMF_DT_Q4_BLOCK, ROWS, COLS, src, blk) == CMF_OK);
     CHECK(cmf_quantize(CMF_DT_Q4_TILED, ROWS, COLS, src, til) == CMF_OK);
-    unsetenv("CMF_Q4_SEARCH");
     int tiled_ok = 1, worse = 0, neg = 0;
     for (int g = 0; g < G; g++) {
         tiled_ok &= !memcmp(til + 18 * g, blk + 16 * G + 2 * g, 2) && !memcmp(til + 18 * g + 2, blk + 16 * g, 16);
@@ -101,6 +149,7 @@ int main(void) {
     uint64_t po, co, stride;
     const uint64_t tpn = cmf_tp_layout(0, ROWS, COLS, &po, &co, &stride);
     uint8_t *tp0 = malloc(tpn), *tp1 = malloc(tpn);
+    setenv("CMF_Q4_SEARCH", "0", 1);
     CHECK(cmf_quantize(CMF_DT_Q4TP, ROWS, COLS, src, tp0) == CMF_OK);
     setenv("CMF_Q4_SEARCH", "1", 1);
     CHECK(cmf_quantize(CMF_DT_Q4TP, ROWS, COLS, src, tp1) == CMF_OK);
@@ -122,5 +171,6 @@ int main(void) {
     CHECK_MSG(e_tp[1] < 0.98 * e_tp[0], "q4tp search error %g not clearly below the default's %g", e_tp[1], e_tp[0]);
     free(tp0), free(tp1);
     free(src), free(dec), free(ref), free(blk), free(til), free(plain);
+    test_threads();
     CMF_TEST_END();
 }
