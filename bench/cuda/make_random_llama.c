@@ -7,8 +7,8 @@
  * tied 1 omits lm_head (tie_word_embeddings). RMSNorm weights are 1, matrices uniform in ±0.5/sqrt(cols) from a
  * per-tensor xorshift seed (repeatable). Tensors are generated and quantized `threads` at a time (pthreads), then
  * written in order. Defaults give the Llama 3.2 1B geometry with a 32000 vocabulary. Used by bench/cuda scripts
- * for shapes whose checkpoint would take too long to write and convert inside one device call (the CPU encoders
- * are single-threaded). Header keys as cmf convert writes them (CMF_FORMAT.md §1.4, docs/HEADER_KEYS.md). */
+ * for shapes whose checkpoint would take too long to write and convert inside one device call, and by
+ * tests/cli/cli_signal.sh for an input whose re-encoding takes seconds. Header keys as cmf convert writes them (CMF_FORMAT.md §1.4, docs/HEADER_KEYS.md). */
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>

@@ -359,8 +359,8 @@ cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const c
         char o[4096];
         int k = snprintf(o, sizeof o, "%s%s", out_path, SUFFIX[i]);
         if (k > 0 && (size_t)k < sizeof o && cmf_same_file(o, gguf_path))
-            return cmf_err(CMF_E_ARG, "-o %s would replace %s, which this conversion reads; write the CMF file "
-                                      "elsewhere", o, gguf_path);
+            return cmf_err(CMF_E_ARG, "-o %s%s%s would replace %s, which this conversion reads; write the CMF file "
+                                      "elsewhere", out_path, i ? ": its temporary file " : "", i ? o : "", gguf_path);
     }
     cmf_gguf *g = NULL;
     cmf_status s = cmf_gguf_open(gguf_path, &g);

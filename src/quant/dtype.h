@@ -97,8 +97,8 @@ cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *sr
  * floor scale. */
 float cmf_q4_search_scale(const float v[32], float amax, int negative);
 
-/* The CMF_Q4_SEARCH switch: 1 unless the environment variable is exactly "0" (then the 4-bit encoders are bit-exact
- * with cortiq's converter, §2.4-2.6). Read on every call. */
+/* The CMF_Q4_SEARCH switch: 1 unless the environment variable is "0", "off", "false" or "no" (any case; then the
+ * 4-bit encoders are bit-exact with cortiq's converter, §2.4-2.6). Read on every call. */
 int cmf_q4_search_enabled(void);
 
 #endif

@@ -18,8 +18,8 @@ typedef cmf_status (*cmf_qpar_fn)(void *ctx, uint64_t lo, uint64_t hi);
  * started runs on the caller (same result). */
 cmf_status cmf_qpar_run(uint64_t n, uint64_t work, cmf_qpar_fn fn, void *ctx);
 
-/* The encoders' thread count: the environment variable CMF_QUANT_THREADS when it is a number 1..256, else the
- * online CPUs (sysconf), at most 64. Read on every call. */
+/* The encoders' thread count: the environment variable CMF_QUANT_THREADS when it is a whole number 1..256 (more
+ * than 64 runs 64), else the online CPUs (sysconf), at most 64. Read on every call. */
 int cmf_qpar_threads(void);
 
 #endif

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "quant/dtype.h"
 #include "quant/ladder.h"
@@ -177,7 +178,7 @@ static cmf_status enc_q4(int tiled, uint64_t n, const float *src, uint8_t *dst, 
 
 int cmf_q4_search_enabled(void) {
     const char *v = getenv("CMF_Q4_SEARCH");
-    return !(v && strcmp(v, "0") == 0);
+    return !(v && (!strcmp(v, "0") || !strcasecmp(v, "off") || !strcasecmp(v, "false") || !strcasecmp(v, "no")));
 }
 
 cmf_status cmf_quantize(int dtype, uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {

@@ -298,8 +298,9 @@ static cmf_status enc_rows(void *ctx, uint64_t r0, uint64_t r1) {
             if (j->q4s && amax > 0.0f && !isinf(s)) /* CMF_Q4_SEARCH: the ladder fits searched scales (dtype.h) */
                 s = cmf_q4_search_scale(w, amax, 0);
             if (isinf(s)) {
-                st = cmf_err(CMF_E_ARG, "quantize %s: row %llu tile %llu: absmax %g overflows the f16 scale", j->nm,
-                             (unsigned long long)r, (unsigned long long)g, (double)amax);
+                st = cmf_err(CMF_E_ARG, "quantize %s: row %llu tile %llu: absmax %g overflows the f16 scale (largest "
+                             "finite f16 65504); use --quant bf16 or --quant f32", j->nm, (unsigned long long)r,
+                             (unsigned long long)g, (double)amax);
                 break;
             }
             dead[g] = amax == 0.0f;

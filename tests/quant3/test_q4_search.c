@@ -1,5 +1,5 @@
 /* The searched-scale encoder of q4_block / q4_tiled (src/quant/quantize.c, cmf_q4_search_scale), on by default:
- *  - CMF_Q4_SEARCH=0: bytes identical to the cortiq rule of CMF_FORMAT.md §2.4 (re-derived here group by group);
+ *  - CMF_Q4_SEARCH=0 (or off / false / no, any case): bytes identical to the cortiq rule of CMF_FORMAT.md §2.4 (re-derived here group by group);
  *  - on (unset, or "1"): the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq rule's, and the
  *    tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of largest
  *    magnitude, q = min(15, trunc(x/d + 8.5)), ggml-quants.c quantize_row_q4_0_ref) on the same data;
@@ -87,8 +87,16 @@ int main(void) {
     /* CMF_Q4_SEARCH=0: cortiq bytes */
     unsetenv("CMF_Q4_SEARCH");
     CHECK(cmf_q4_search_enabled()); /* the default */
+    static const char *const OFF[] = {"0", "off", "OFF", "false", "False", "no"}, *const ON[] = {"1", "on", "", "00", "yes"};
+    for (size_t i = 0; i < sizeof OFF / sizeof OFF[0]; i++) {
+        setenv("CMF_Q4_SEARCH", OFF[i], 1);
+        CHECK_MSG(!cmf_q4_search_enabled(), "CMF_Q4_SEARCH=%s leaves the search on", OFF[i]);
+    }
+    for (size_t i = 0; i < sizeof ON / sizeof ON[0]; i++) {
+        setenv("CMF_Q4_SEARCH", ON[i], 1);
+        CHECK_MSG(cmf_q4_search_enabled(), "CMF_Q4_SEARCH='%s' turns the search off", ON[i]);
+    }
     setenv("CMF_Q4_SEARCH", "0", 1);
-    CHECK(!cmf_q4_search_enabled());
     CHECK(cmf_quantize(CMF_DT_Q4_BLOCK, ROWS, COLS, src, plain) == CMF_OK);
     int mismatch = 0;
     for (int g = 0; g < G; g++) {

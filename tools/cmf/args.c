@@ -4,11 +4,13 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "template/template.h"
@@ -125,6 +127,34 @@ int cli_write_error(const char *cmd, const char *out_path, cmf_status st) {
                         (int)(ol + n), p);
     }
     return cli_fail(cmd, "%s", msg);
+}
+
+static char g_temps[2][4096]; /* OUT.tmp, OUT.blob.tmp: set before the handler is installed, read-only after */
+
+static void remove_temps(int sig) { /* async-signal-safe: unlink, sigaction, raise */
+    for (int i = 0; i < 2; i++)
+        if (g_temps[i][0]) unlink(g_temps[i]);
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof dfl);
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig);
+}
+
+void cli_remove_temps_on_signal(const char *out_path) {
+    static const char *const SUFFIX[2] = {".tmp", ".blob.tmp"};
+    for (int i = 0; i < 2; i++) {
+        int n = snprintf(g_temps[i], sizeof g_temps[i], "%s%s", out_path, SUFFIX[i]);
+        if (n < 0 || (size_t)n >= sizeof g_temps[i]) g_temps[i][0] = '\0'; /* too long to be created anyway */
+    }
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = remove_temps;
+    sigemptyset(&sa.sa_mask);
+    static const int SIGS[3] = {SIGINT, SIGTERM, SIGHUP};
+    for (int i = 0; i < 3; i++) /* a signal ignored on entry (nohup, a script's background job) stays ignored */
+        if (sigaction(SIGS[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN) sigaction(SIGS[i], &sa, NULL);
 }
 
 void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv) {

@@ -66,6 +66,12 @@ int cli_lib_error(const char *cmd, cmf_status st);
  * temporary files ("OUT.tmp", "OUT.blob.tmp", "OUT.tmp.<pid>") instead names OUT and adds the temporary file in
  * parentheses: "cannot create OUT: No such file or directory (temporary file OUT.blob.tmp)". */
 int cli_write_error(const char *cmd, const char *out_path, cmf_status st);
+/* For convert / requant: when SIGINT, SIGTERM or SIGHUP ends the process, first removes the writer's temporary
+ * files of `out_path` ("OUT.tmp", "OUT.blob.tmp"; format/writer.c), then dies of the signal as without the handler
+ * (exit status 128 + signal). OUT itself is never touched: a file already there stays as it was. A signal ignored
+ * when the command starts (nohup's SIGHUP, SIGINT in a script's background job) stays ignored. Call once, after
+ * the arguments are checked. */
+void cli_remove_temps_on_signal(const char *out_path);
 /* A library message (cmf_last_error) as the user should read it after "cmf <cmd>: ": without a leading repeat of
  * the command ("serve: ...", "convert DIR: ...") and without internal function names ("cmf_tokenize: ") at its
  * start or after any ": ". Writes at most cap bytes (NUL included) to out. */

@@ -39,6 +39,11 @@ static const char *USAGE =
     "  --no-progress       no progress bar (by default one is drawn on stderr, when stderr is a terminal and\n"
     "                      the conversion takes more than a second)\n"
     "\n"
+    "Environment: CMF_Q4_SEARCH=0 (or off/false/no) writes q4/q4t/q4tp with cortiq's encoders, byte-identical to\n"
+    "the reference converter (default: each block's scale searched for the least squared error, same format);\n"
+    "CMF_QUANT_THREADS=N encoder threads (default: all CPUs; the bytes do not depend on it); CMF_Q2TP_SEARCH=0\n"
+    "turns off the q4tp/q2tp scale-code search.\n"
+    "\n"
     "Warnings go to stderr, prefixed \"cmf convert: warning:\".\n";
 
 static void on_warn(void *ctx, const char *msg) {
@@ -117,6 +122,7 @@ int cmd_convert(int argc, char **argv) {
     }
     if (!src) return cli_usage_error("convert", "missing SOURCE (a Hugging Face directory or a .gguf file)");
     if (!out) return cli_usage_error("convert", "missing -o OUT.cmf");
+    if (!*out) return cli_usage_error("convert", "-o needs a file name (got an empty string)");
     if (!strcmp(out, "-")) /* the writer seeks back to fill in the envelope and directory (CMF_FORMAT.md §1) */
         return cli_usage_error("convert", "-o - (stdout) is not supported: a CMF file is written with seeks back to "
                                           "its header, so it needs a regular file; give a path");
@@ -173,6 +179,7 @@ int cmd_convert(int argc, char **argv) {
 
     cmf_status st;
     double t0 = cli_now();
+    cli_remove_temps_on_signal(out); /* Ctrl-C leaves no OUT.tmp / OUT.blob.tmp behind */
     if (cmf_is_dir(src)) {
         opts.quant = dtype >= 0 ? dtype : CMF_DT_F16;
         st = cmf_convert_hf(src, out, &opts);
@@ -195,14 +202,35 @@ int cmd_convert(int argc, char **argv) {
     if (out_len >= 5 && !strcasecmp(out + out_len - 5, ".gguf"))
         cli_warn("convert", "-o %s: the output is a CMF file, not GGUF, despite its name (llama.cpp cannot read it); "
                             "a .cmf name avoids the confusion", out);
-    /* the label of what was written: the --quant asked for (the header's quant_type has no value for q4t / q4tp /
-     * q2tp: it says Q4_BLOCK for them), else the header's (a GGUF's quantized tensors keep their own type) */
-    const char *label = cmf_dtype_name(opts.quant);
+    /* what was written: the --quant asked for (the header's quant_type has no value for q4t / q4tp / q2tp: it says
+     * Q4_BLOCK for them), else the header's (a GGUF's quantized tensors keep their own type); then each dtype of the
+     * file's directory with its tensor count, the most bytes first (a GGUF's Q4_0 becomes q4_tiled also under
+     * --quant q4) */
+    char what[256] = "";
     cmf_file *f = NULL;
-    const cJSON *qt = NULL;
-    if (dtype < 0 && cmf_file_open(out, &f) == CMF_OK) qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
-    fprintf(stderr, "cmf convert: wrote %s (%s) in %.1f s\n", out, cJSON_IsString(qt) ? qt->valuestring : label,
+    if (cmf_file_open(out, &f) == CMF_OK) {
+        const cJSON *qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
+        snprintf(what, sizeof what, "%s:", dtype < 0 && cJSON_IsString(qt) ? qt->valuestring : cmf_dtype_name(opts.quant));
+        size_t count[CMF_DT_COUNT] = {0};
+        uint64_t bytes[CMF_DT_COUNT] = {0};
+        for (size_t i = 0; i < f->n_tensors; i++)
+            if (f->tensors[i].dtype < CMF_DT_COUNT) {
+                count[f->tensors[i].dtype]++;
+                bytes[f->tensors[i].dtype] += f->tensors[i].nbytes;
+            }
+        for (;;) {
+            int best = -1;
+            for (int d = 0; d < CMF_DT_COUNT; d++)
+                if (count[d] && (best < 0 || bytes[d] > bytes[best])) best = d;
+            if (best < 0) break;
+            size_t n = strlen(what);
+            snprintf(what + n, sizeof what - n, "%s%s x%zu", what[n - 1] == ':' ? " " : ", ",
+                     cmf_dtype_name(best) ? cmf_dtype_name(best) : "?", count[best]);
+            count[best] = 0;
+        }
+        cmf_file_close(f);
+    }
+    fprintf(stderr, "cmf convert: wrote %s (%s) in %.1f s\n", out, what[0] ? what : cmf_dtype_name(opts.quant),
             cli_now() - t0);
-    cmf_file_close(f);
     return CLI_OK;
 }
