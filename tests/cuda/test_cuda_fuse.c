@@ -7,7 +7,8 @@
  * activation levels, on fresh random data with poisoned outputs; the decode attention with the q/k norm + RoPE +
  * cache write inside (cmf_cuda_attn_decode_rope) against qk_norm_rope_kv + attn_decode_dpos; one-token products
  * with several row groups per block against the double reference (run with CMF_CUDA_I8_XPRE=1 too). Also the
- * refusals (f16 weights, d_res on several products, a GQA group over 8). Exits 77 (ctest SKIP) without a device. */
+ * refusals (f16 weights, d_res on several products, a GQA group over 8); d_res with d_i8q (the activations quantized
+ * once by k_i8_prequant, 8224 columns) on the streaming kernel. Exits 77 (ctest SKIP) without a device. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,25 @@ static void test_residual(int dt, int64_t rows, int64_t cols, int n) {
               (long long)rows, (long long)cols, n);
     CHECK_MSG(same_bits(x, x_ref, (int64_t)n * rows), "residual epilogue: dtype %d [%lld, %lld] n=%d: x differs", dt,
               (long long)rows, (long long)cols, n);
+    /* the same with the activations quantized once (d_i8q: k_i8_prequant for the streaming kernel's rows of >= 8192
+     * columns, one token) on the streaming kernel, against the plain product on it and then the add */
+    cmf_cuda_set_i8_stream(1);
+    float *x2_ref = ref_dev_from(hx, rb), *x2 = ref_dev_from(hx, rb), *y2 = ref_dev_poison(rb);
+    OK(cmf_cuda_matvec_multi(&w, 1, a, &y_ref, NULL, n, NULL));
+    OK(cmf_cuda_add(x2_ref, x2_ref, y_ref, (int64_t)n * rows, NULL));
+    void *qb = NULL;
+    OK(cmf_cuda_malloc(&qb, CMF_CUDA_I8Q_BYTES));
+    ex.d_i8q = qb, ex.d_res = x2;
+    OK(cmf_cuda_matvec_multi_ex(&w, 1, a, &y2, NULL, n, &ex, NULL));
+    CHECK_MSG(same_bits(y2, y_ref, (int64_t)n * rows) && same_bits(x2, x2_ref, (int64_t)n * rows),
+              "residual epilogue, activations quantized once: dtype %d [%lld, %lld] n=%d: y or x differs", dt,
+              (long long)rows, (long long)cols, n);
+    ex.d_i8q = NULL, ex.d_res = x;
+    cmf_cuda_set_i8_stream(-1);
+    cmf_cuda_free(qb);
+    cmf_cuda_free(x2_ref);
+    cmf_cuda_free(x2);
+    cmf_cuda_free(y2);
     /* d_res on several products is refused */
     cmf_cuda_weight w2[2] = {w, w};
     float *ys[2] = {y, y_ref};

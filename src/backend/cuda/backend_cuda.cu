@@ -243,6 +243,9 @@ cmf_status cu_begin(cmf_backend *be, cmf_batch *b, int n) {
             st = cmf_err(CMF_E_NOMEM, "cuda: %zu bytes of pinned host memory", 2 * (size_t)cap * sizeof(int32_t));
         if (st == CMF_OK) I->step_cap = cap;
     }
+    /* the once-quantized activations of wide products (outside any capture; without it the products quantize in
+     * every block, as before) */
+    if (st == CMF_OK && !I->d_i8q && cmf_cuda_malloc(&I->d_i8q, CMF_CUDA_I8Q_BYTES) != CMF_OK) I->d_i8q = NULL;
     /* the head's output: up to n rows of the vocabulary (allocated here, outside any capture) */
     const size_t need = (size_t)n * (size_t)I->m->cfg.vocab_size;
     if (st == CMF_OK && need > I->logits_cap) {
@@ -609,6 +612,7 @@ void cu_destroy(cmf_backend *be) {
         cmf_cuda_free(I->d_step);
         if (I->h_step) cudaFreeHost(I->h_step);
         cmf_cuda_free(I->d_work);
+        cmf_cuda_free(I->d_i8q);
         cmf_cuda_free(I->d_logits);
         cmf_cuda_free(I->d_cnt);
         if (I->h_logits) cudaFreeHost(I->h_logits);

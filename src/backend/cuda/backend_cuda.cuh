@@ -119,6 +119,7 @@ struct cuda_impl {
     int has_pn;
     void *d_work; /* flash-decoding scratch */
     size_t work_bytes;
+    void *d_i8q; /* CMF_CUDA_I8Q_BYTES: wide products' activations quantized once (cmf_cuda_mv_ex.d_i8q); NULL: none */
     float *d_logits; /* head output [rows][V] */
     size_t logits_cap;
     float *h_logits; /* pinned host staging of d_logits for up to LOGITS_PINNED_ROWS rows */

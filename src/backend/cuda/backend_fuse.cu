@@ -202,6 +202,7 @@ cmf_status flush_mm(cuda_impl *I) {
     if ((norm || (rx && k == 1)) && cmf_cuda_matvec_ex_ok(cw, k, I->pm_n)) { /* fuse_pre (block comment "fusion") */
         cmf_cuda_mv_ex ex = {};
         ex.d_res = k == 1 ? rx : NULL;
+        ex.d_i8q = I->d_i8q;
         if (norm) {
             ex.d_norm_x = I->nf.x, ex.d_norm_w = I->nf.w, ex.eps = I->nf.eps, ex.gemma_style = I->nf.gemma;
             I->has_nf = 0;

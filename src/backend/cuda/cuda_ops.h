@@ -175,7 +175,10 @@ typedef struct cmf_cuda_mv_ex {
     const float *d_norm_w;
     float eps;
     int gemma_style;
+    void *d_i8q; /* NULL, or CMF_CUDA_I8Q_BYTES of device scratch: a wide product without the norm prologue may then
+                  * quantize its activations once (a small kernel) instead of in every block (matvec_i8s.cu) */
 } cmf_cuda_mv_ex;
+#define CMF_CUDA_I8Q_BYTES (256 * 1024)
 int cmf_cuda_matvec_ex_ok(const cmf_cuda_weight *w, int count, int n);
 cmf_status cmf_cuda_matvec_multi_ex(const cmf_cuda_weight *w, int count, float *d_x, float *const *d_y,
                                     const float *const *d_bias, int n, const cmf_cuda_mv_ex *ex,

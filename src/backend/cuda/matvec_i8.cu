@@ -415,6 +415,7 @@ static cmf_status i8_ex(I8Job &j, const cmf_cuda_mv_ex *ex, float *d_x, int coun
     j.neps = ex->eps;
     j.ngemma = ex->gemma_style;
     j.nout = d_x;
+    j.qbuf = (uint8_t *)ex->d_i8q;
     return CMF_OK;
 }
 

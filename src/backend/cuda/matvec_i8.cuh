@@ -66,14 +66,15 @@ static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, f
 /* The prologue: x [N][cols] f32 -> per level l < lv: xq [l][N][cols] int8 (q4tp: nibble order in each group of 8),
  * xs [l][N][nb] scales, sx [l][N][nb] int sums; level 2 quantizes what level 1 left (x - d1 * q1), as the CPU's
  * two-level path. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block, 4
- * passes' loads issued together. Every thread of the block takes part. */
+ * passes' loads issued together. Every thread of the block takes part. base0 / bstep: the first pass's block and
+ * the step between passes (k_i8_prequant spreads the passes over its blocks; one block: 0, 128). */
 template <int DT, int N>
 static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
                                                    float *xs, int *sx, const I8Job &j, const float *ninv,
-                                                   float *xout) {
+                                                   float *xout, int64_t base0 = 0, int64_t bstep = 4 * 32) {
     const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
     const int64_t nb = cols >> 5, total = (int64_t)N * nb;
-    for (int64_t base = 0; base < total; base += 4 * 32) {
+    for (int64_t base = base0; base < total; base += bstep) {
         float4 v[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {

@@ -196,9 +196,16 @@ static __global__ void __launch_bounds__(256, 2)
     if (j.spf) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
     pdl_wait();
     pdl_trigger();
-    if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
-    i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
-                       j.nx && blockIdx.x == 0 ? j.nout : nullptr);
+    if (j.qbuf) { /* quantized once by k_i8_prequant, in this layout: copy it in */
+        const int64_t n8 = (int64_t)lv * N * cols * 5 / 32; /* i8_smem / 8 */
+        const uint2 *src = (const uint2 *)j.qbuf;
+        uint2 *dst = (uint2 *)i8_sm;
+        for (int64_t i = threadIdx.x; i < n8; i += 256) dst[i] = __ldcg(src + i);
+    } else {
+        if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
+        i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
+                           j.nx && blockIdx.x == 0 ? j.nout : nullptr);
+    }
     __syncthreads();
 
     float acc[R][N];
@@ -544,6 +551,33 @@ static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, i
     return CMF_OK;
 }
 
+/* The activations of one token quantized once, into j.qbuf in the shared-memory layout of k_mv_i8s's prologue
+ * (xq [lv][cols] int8, xs [lv][nb] scales, sx [lv][nb] sums): block b takes passes b, b + gridDim.x, ... of
+ * i8_quantize, whose blocks of 32 are independent, so the bytes are those every block of the product would compute. */
+template <int DT>
+static __global__ void __launch_bounds__(256) k_i8_prequant(I8Job j, const float *__restrict__ x, int lv) {
+    const int64_t cols = j.w[0].cols, nb = cols >> 5;
+    int8_t *xq = (int8_t *)j.qbuf;
+    float *xs = (float *)(j.qbuf + (int64_t)lv * cols);
+    int *sx = (int *)(xs + (int64_t)lv * nb);
+    pdl_wait();
+    pdl_trigger();
+    i8_quantize<DT, 1>(x, cols, lv, xq, xs, sx, j, nullptr, nullptr, (int64_t)blockIdx.x * 128,
+                       (int64_t)gridDim.x * 128);
+}
+
+/* The least columns whose single-token activations are quantized once by k_i8_prequant (one small launch) instead
+ * of in each of the product's blocks: CMF_CUDA_I8Q_COLS (default 8192; 0: never). The prologue of a 14336-column
+ * down product cost ~6.5 us per launch (bench/cuda/RESULTS.md, session 17). Only without the RMSNorm prologue. */
+static int i8s_prequant_cols(void) {
+    static int c = -1; /* read once (a benign race) */
+    if (c < 0) {
+        const char *e = getenv("CMF_CUDA_I8Q_COLS");
+        c = e && e[0] ? (atoi(e) > 0 ? atoi(e) : 0) : 8192;
+    }
+    return c;
+}
+
 /* Ring depth: 8 chunks of 16 bytes in flight per lane (GLU: 4 per row of the pair). (16 measured slower on Llama-8B
  * q8 decode: 218 vs 288 tok/s, the ring spilled.) */
 template <int DT, int GLU>
@@ -575,6 +609,16 @@ cmf_status mv_i8s_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, 
         spf = e && atoi(e) > 0 ? (atoi(e) < 64 ? atoi(e) : 64) : 8;
     }
     j.spf = mode >= 2 && mode <= 3 ? spf : 0;
+    const int pq = i8s_prequant_cols();
+    if (!(j.qbuf && !glu && !j.nx && n == 1 && mode != 4 && pq > 0 && j.w[0].cols >= pq &&
+          smem <= (size_t)CMF_CUDA_I8Q_BYTES))
+        j.qbuf = NULL;
+    if (j.qbuf) {
+        const unsigned g = (unsigned)(((j.w[0].cols >> 5) + 127) / 128);
+        if (dtype == CMF_DT_Q8_ROW) cu_launch(k_i8_prequant<CMF_DT_Q8_ROW>, g, 256, 0, s, j, d_x, j.levels);
+        else cu_launch(k_i8_prequant<CMF_DT_Q4TP>, g, 256, 0, s, j, d_x, j.levels);
+        CU_LAUNCHED("activation quantization (k_i8_prequant)");
+    }
     cmf_status st = CMF_OK;
     int taken = 0; /* mode 4 where it applies and fits; mode 1 otherwise */
     if (mode == 4 && i8t_usable(dtype, j.w[0].cols, n)) st = i8t_launch(j, d_x, glu, gelu, s, &taken);

@@ -61,6 +61,8 @@ struct I8Job {
     float neps;
     int ngemma; /* 1 + w */
     int spf;    /* streaming kernel: chunks per lane prefetched into L2 beyond its load ring (CMF_CUDA_I8S_PF) */
+    uint8_t *qbuf; /* device scratch (CMF_CUDA_I8Q_BYTES) for activations quantized once by k_i8_prequant; NULL: the
+                    * kernel's blocks quantize them (mv_i8s_launch decides, i8s_prequant_cols) */
 };
 /* Whether the int8-activation kernel takes this product: cmf_cuda_i8act_on(), q8_row or q4tp, cols % 32 == 0,
  * n in 1..8 and the quantized activations (levels * 1.25 * n * cols bytes) within 200 KiB of shared memory. */
