@@ -1,6 +1,7 @@
 /* dtype.c — the dtype table (CMF_FORMAT.md §2.0) and the scalar f16/bf16 conversions (§2, §2.13). */
 #include "quant/dtype.h"
 
+#include <math.h>
 #include <string.h>
 
 static const char *const k_names[CMF_DT_COUNT] = {
@@ -140,3 +141,15 @@ uint16_t cmf_f32_to_bf16(float f) {
 }
 
 float cmf_f16_round(float f) { return cmf_f16_to_f32(cmf_f32_to_f16(f)); }
+
+float cmf_f16_scale(float x) {
+    if (x != x) return x;
+    if (x < CMF_F16_TINY) return CMF_F16_TINY;
+    if (x >= 65520.0f) return INFINITY;
+    uint32_t b;
+    memcpy(&b, &x, 4);
+    /* 13 mantissa bits off, to nearest even (a carry may reach the exponent) */
+    b = (b + 0xfffu + ((b >> 13) & 1u)) & ~0x1fffu;
+    memcpy(&x, &b, 4);
+    return x;
+}

@@ -52,6 +52,11 @@ float cmf_bf16_to_f32(uint16_t h);
 uint16_t cmf_f32_to_bf16(float f);
 /* Round-trip through f16 (the scale rounding of §2.2). */
 float cmf_f16_round(float f);
+/* The stored-scale rule of §2.13: cmf_f16_round(x) floored at CMF_F16_TINY (so 0 and anything below the smallest
+ * normal f16 give CMF_F16_TINY; 65520 and up give inf; NaN stays NaN), computed with integer operations only (the
+ * encoders call it for every candidate scale). Same bits as max(cmf_f16_round(x), CMF_F16_TINY) for every x >= 0 and
+ * NaN (tests/quant3/test_q4_search sweeps the f32 bit patterns). */
+float cmf_f16_scale(float x);
 
 /* Decodes a whole tensor payload to n = prod(shape) floats in `out` (row-major, caller-allocated). Supported:
  * f32, f16, bf16 (§2.1), q8_row (§2.2, 2-D), q8_2f (§2.3, 2-D; w = (q*row_scale)*col in f32, as the reference

@@ -16,11 +16,8 @@ static void wr16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 
-/* The stored-scale rule of §2.13: f16round(x), floored at the smallest normal f16. */
-static float f16_scale(float x) {
-    float s = cmf_f16_round(x);
-    return s < CMF_F16_TINY ? CMF_F16_TINY : s;
-}
+/* The stored-scale rule of §2.13: f16round(x), floored at the smallest normal f16 (dtype.h). */
+static float f16_scale(float x) { return cmf_f16_scale(x); }
 
 /* The error for a stored scale that rounds past the f16 range (absmax / level > 65504 + half an ulp): f16_scale gives
  * inf there, which would decode every element of the group or row as inf / NaN. q4tp / q2tp refuse the same way
@@ -126,15 +123,37 @@ static float q4_group_err(const float v[32], float s) {
     return ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
 }
 
+/* q4_group_err of s (> 0) and of -s from one division: v / -s = -(v / s) and round-half-even is odd, so the level
+ * for -s is -clamp(rint(v / s), -7, 8), and (-r) * (-s) = r * s exactly: both sums are q4_group_err's bits. */
+static void q4_group_err2(const float v[32], float s, float *e_pos, float *e_neg) {
+    float ap[8] = {0}, an[8] = {0};
+    for (unsigned i = 0; i < 32; i += 8)
+        for (unsigned k = 0; k < 8; k++) {
+            const float r = rintf(v[i + k] / s);
+            const float rp = r < -8.0f ? -8.0f : r > 7.0f ? 7.0f : r, rn = r < -7.0f ? -7.0f : r > 8.0f ? 8.0f : r;
+            const float dp = v[i + k] - rp * s, dn = v[i + k] - rn * s;
+            ap[k] += dp * dp;
+            an[k] += dn * dn;
+        }
+    *e_pos = ((ap[0] + ap[1]) + (ap[2] + ap[3])) + ((ap[4] + ap[5]) + (ap[6] + ap[7]));
+    *e_neg = ((an[0] + an[1]) + (an[2] + an[3])) + ((an[4] + an[5]) + (an[6] + an[7]));
+}
+
 float cmf_q4_search_scale(const float v[32], float amax, int negative) {
     float best = f16_scale(amax / 7.0f), be = q4_group_err(v, best);
     if (amax == 0.0f) return best;
-    for (int sign = 1; sign >= (negative ? -1 : 1); sign -= 2)
-        for (int i = 0; i <= 48; i++) {
-            const float s = (float)sign * f16_scale(amax / (6.0f + 0.0625f * (float)i));
-            const float e = q4_group_err(v, s);
-            if (e < be) be = e, best = s;
-        }
+    float sc[49], ep[49], en[49];
+    for (int i = 0; i <= 48; i++) {
+        sc[i] = f16_scale(amax / (6.0f + 0.0625f * (float)i));
+        if (negative)
+            q4_group_err2(v, sc[i], &ep[i], &en[i]);
+        else
+            ep[i] = q4_group_err(v, sc[i]);
+    }
+    for (int i = 0; i <= 48; i++) /* the + candidates first, then the - ones: the first minimum wins */
+        if (ep[i] < be) be = ep[i], best = sc[i];
+    for (int i = 0; negative && i <= 48; i++)
+        if (en[i] < be) be = en[i], best = -sc[i];
     return best;
 }
 

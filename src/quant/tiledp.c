@@ -111,11 +111,8 @@ int cmf_tp_search_enabled(void) {
  * Encoders.
  * ---------------------------------------------------------------------------------------------------------- */
 
-/* §2.13 stored-scale rule: f16 round, floored at the smallest normal f16. */
-static float f16_scale(float x) {
-    float s = cmf_f16_round(x);
-    return s < CMF_F16_TINY ? CMF_F16_TINY : s;
-}
+/* §2.13 stored-scale rule: f16 round, floored at the smallest normal f16 (dtype.h). */
+static float f16_scale(float x) { return cmf_f16_scale(x); }
 
 /* f32 -> f16 bits exactly as cortiq's f32_to_f16 (crates/cortiq-core/src/quant.rs), used for the row's lo and
  * step so that the params match bit for bit: round-to-nearest-even for normal results, but round-half-up (away

@@ -1,7 +1,8 @@
 /* The searched-scale encoder of q4_block / q4_tiled (src/quant/quantize.c, cmf_q4_search_scale), on by default:
- *  - CMF_Q4_SEARCH=0 (or off / false / no, any case): bytes identical to the cortiq rule of CMF_FORMAT.md §2.4 (re-derived here group by group);
- *  - on (unset, or "1"): the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq rule's, and the
- *    tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of largest
+ *  - CMF_Q4_SEARCH=0 (or off / false / no, any case): bytes identical to the cortiq rule of CMF_FORMAT.md §2.4
+ *    (re-derived here group by group);
+ *  - on (unset, or "1"): the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq
+ *    rule's, and the tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of largest
  *    magnitude, q = min(15, trunc(x/d + 8.5)), ggml-quants.c quantize_row_q4_0_ref) on the same data;
  *  - q4_tiled on = q4_block on with each scale moved in front of its nibbles (§2.5);
  *  - q4tp (§2.6, src/quant/tiledp.c): on, the row ladders fit the searched (positive) tile scales; the payload
@@ -9,6 +10,7 @@
  *  - threads (src/quant/qpar.c): q4_block, q4_tiled, q4tp and q2tp give the same bytes with CMF_QUANT_THREADS=1
  *    and 7 (ranges that split rows and groups unevenly), and a tensor with two overflowing groups fails with the
  *    same message, naming the first of them, whatever the count.
+ *  - cmf_f16_scale, the integer form of the stored-scale rule the encoders use, against the f16 converter.
  * Data: deterministic pseudo-random rows (Gaussian-like sums of uniforms, some groups with one large outlier of
  * either sign, one all-zero group). */
 #include <math.h>
@@ -31,8 +33,10 @@ static double urand(void) {
 
 static float f16r(float x) { return cmf_f16_to_f32(cmf_f32_to_f16(x)); }
 
-/* Encodes src (rows x cols) as dt with CMF_QUANT_THREADS=t into a fresh buffer; *st gets the status, msg the message. */
-static uint8_t *enc_threads(int dt, int rows, int cols, const float *src, const char *t, cmf_status *st, char msg[256]) {
+/* Encodes src (rows x cols) as dt with CMF_QUANT_THREADS=t into a fresh buffer; *st gets the status, msg the
+ * message. */
+static uint8_t *enc_threads(int dt, int rows, int cols, const float *src, const char *t, cmf_status *st,
+                            char msg[256]) {
     uint32_t shape[2] = {(uint32_t)rows, (uint32_t)cols};
     uint64_t n = 0;
     CHECK(cmf_dtype_nbytes(dt, 2, shape, &n) == 1);
@@ -43,6 +47,41 @@ static uint8_t *enc_threads(int dt, int rows, int cols, const float *src, const 
     unsetenv("CMF_QUANT_THREADS");
     snprintf(msg, 256, "%s", *st ? cmf_last_error() : "");
     return out;
+}
+
+/* cmf_f16_scale (integer rounding) against max(cmf_f16_round(x), CMF_F16_TINY) (the f16 converter): every 4099th
+ * f32 bit pattern >= 0, every 61st between 2^-15 and 2^16, and per exponent the rounding ties of both parities and
+ * their neighbours, the bounds 2^-14, 65504, 65520 and inf; NaN stays NaN. */
+static void test_f16_scale(void) {
+    int bad = 0;
+    uint32_t first = 0;
+    const float tiny = 6.103515625e-05f;
+    for (int pass = 0; pass < 3; pass++) {
+        uint64_t lo = pass == 1 ? 0x38000000u : 0, hi = pass == 1 ? 0x47800000u : 0x7f800001u;
+        uint64_t step = pass == 1 ? 61 : 4099;
+        if (pass == 2) lo = 0x38000000u, hi = 0x47800000u, step = 0x800000u; /* one per exponent, ties below */
+        for (uint64_t b = lo; b < hi; b += step) {
+            uint32_t probes[7] = {(uint32_t)b, 0, 0, 0, 0, 0, 0};
+            int np = 1;
+            if (pass == 2)
+                for (uint32_t m = 0x1000u; m <= 0x3000u; m += 0x2000u) /* ties with even and odd kept bit */
+                    for (int d = -1; d <= 1 && np < 7; d++) probes[np++] = (uint32_t)b + m + (uint32_t)d;
+            for (int k = 0; k < np; k++) {
+                float x, r;
+                memcpy(&x, &probes[k], 4);
+                r = cmf_f16_round(x);
+                const float want = r < tiny ? tiny : r, got = cmf_f16_scale(x);
+                if (memcmp(&want, &got, 4) != 0 && !bad++) first = probes[k];
+            }
+        }
+    }
+    const float edge[6] = {0.0f, tiny, 65504.0f, 65519.99f, 65520.0f, INFINITY};
+    for (int k = 0; k < 6; k++) {
+        const float r = cmf_f16_round(edge[k]), want = r < tiny ? tiny : r, got = cmf_f16_scale(edge[k]);
+        if (memcmp(&want, &got, 4) != 0 && !bad++) memcpy(&first, &edge[k], 4);
+    }
+    CHECK_MSG(bad == 0, "cmf_f16_scale differs from the f16 converter on %d inputs (first 0x%08x)", bad, first);
+    CHECK(isnan(cmf_f16_scale(NAN)));
 }
 
 static void test_threads(void) {
@@ -87,7 +126,8 @@ int main(void) {
     /* CMF_Q4_SEARCH=0: cortiq bytes */
     unsetenv("CMF_Q4_SEARCH");
     CHECK(cmf_q4_search_enabled()); /* the default */
-    static const char *const OFF[] = {"0", "off", "OFF", "false", "False", "no"}, *const ON[] = {"1", "on", "", "00", "yes"};
+    static const char *const OFF[] = {"0", "off", "OFF", "false", "False", "no"};
+    static const char *const ON[] = {"1", "on", "", "00", "yes"};
     for (size_t i = 0; i < sizeof OFF / sizeof OFF[0]; i++) {
         setenv("CMF_Q4_SEARCH", OFF[i], 1);
         CHECK_MSG(!cmf_q4_search_enabled(), "CMF_Q4_SEARCH=%s leaves the search on", OFF[i]);
@@ -180,5 +220,6 @@ int main(void) {
     free(tp0), free(tp1);
     free(src), free(dec), free(ref), free(blk), free(til), free(plain);
     test_threads();
+    test_f16_scale();
     CMF_TEST_END();
 }
