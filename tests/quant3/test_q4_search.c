@@ -2,8 +2,8 @@
  *  - CMF_Q4_SEARCH=0 (or off / false / no, any case): bytes identical to the cortiq rule of CMF_FORMAT.md §2.4
  *    (re-derived here group by group);
  *  - on (unset, or "1"): the same §2.4 layout, decoded by cmf_dequant; every group's squared error <= the cortiq
- *    rule's, and the tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of largest
- *    magnitude, q = min(15, trunc(x/d + 8.5)), ggml-quants.c quantize_row_q4_0_ref) on the same data;
+ *    rule's, and the tensor's total squared error <= that of llama.cpp's Q4_0 rule (d = m / -8 for the value m of
+ *    largest magnitude, q = min(15, trunc(x/d + 8.5)), ggml-quants.c quantize_row_q4_0_ref) on the same data;
  *  - q4_tiled on = q4_block on with each scale moved in front of its nibbles (§2.5);
  *  - q4tp (§2.6, src/quant/tiledp.c): on, the row ladders fit the searched (positive) tile scales; the payload
  *    decodes, every ladder scale is positive, and the tensor's squared error is below 0.98 x the default's.
