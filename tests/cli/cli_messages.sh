@@ -6,6 +6,8 @@
 #  - `cmf serve` takes --gpu / --backend like run (documented in its --help): on a machine without a usable GPU it
 #    fails as `run --gpu` does (exit 1, the same message), with a GPU it listens; --backend cpu serves;
 #  - CMF_ACT_LEVELS other than 1 or 2: one warning line saying 1 is used, and the output of CMF_ACT_LEVELS=1;
+#    CMF_CPU_REPACK other than 0 or 1 and an unknown CMF_CPU_PATH likewise; CMF_CPU_PATH=scalar is used (bench's
+#    cpu path line) and gives the same greedy ids;
 #  - `cmf ppl -c` beyond the trained context warns and still scores; within it, no warning;
 #  - library messages reach the user without a repeated command or an internal function name ("serve: serve:",
 #    "cmf_tokenize:"), and write errors name the output path the user gave, the temporary file in parentheses.
@@ -134,6 +136,13 @@ CMF_ACT_LEVELS=3 expect_ok "$CMF_BIN" info "$M" && grep -q warning "$T/err" && f
 CMF_CPU_REPACK=off expect_ok gen && grep -qxF "cmf run: warning: CMF_CPU_REPACK='off' is not 0 or 1; using 1 (q4 / q8 weights repacked at load)" \
     "$T/err" || fail "CMF_CPU_REPACK='off' warning: $(cat "$T/err")"
 for v in 0 1; do CMF_CPU_REPACK=$v expect_ok gen && grep -q warning "$T/err" && fail "CMF_CPU_REPACK=$v warns: $(cat "$T/err")"; done
+# CMF_CPU_PATH: scalar (every CPU has it) is used and named by bench, quietly; a name no CPU path has warns once and
+# the detected path is used
+CMF_CPU_PATH=scalar expect_ok "$CMF_BIN" bench "$M" -p 4 -n 2 -r 1 -t 1 && grep -q '^cpu path: scalar ' "$T/out" &&
+    ! grep -q warning "$T/err" || fail "CMF_CPU_PATH=scalar: $(grep 'cpu path' "$T/out") $(cat "$T/err")"
+CMF_CPU_PATH=scalar expect_ok gen && cmp -s "$T/out" "$T/lv1.out" || fail "CMF_CPU_PATH=scalar generates other ids"
+CMF_CPU_PATH=sse9 expect_ok gen && grep -qxF "cmf run: warning: CMF_CPU_PATH='sse9' is not a path this CPU runs (avx512-vnni, avx2, neon, scalar); using the detected one" \
+    "$T/err" || fail "CMF_CPU_PATH='sse9' warning: $(cat "$T/err")"
 
 # --- ppl beyond the trained context (stories260K's GGUF says 128) --------------------------------------------------
 S="$T/s.cmf"

@@ -29,14 +29,18 @@ static const struct {
 };
 #define N_COMMANDS (sizeof commands / sizeof commands[0])
 
-/* The CPU backend reads CMF_ACT_LEVELS ("2": two int8 activation levels; anything else: one) and CMF_CPU_REPACK
- * ("0": no load-time repack; anything else: repack) itself and, being
+/* The CPU backend reads CMF_ACT_LEVELS ("2": two int8 activation levels; anything else: one), CMF_CPU_REPACK
+ * ("0": no load-time repack; anything else: repack) and CMF_CPU_PATH (a kernel path to use) itself and, being
  * library code, cannot say so; the commands that run a forward warn here about a value it will ignore. */
+extern int cmf_cpu_path_from_env(void) __attribute__((weak)); /* backend/cpu/ops.h (weak: as bench.c's) */
+
 static void check_act_levels(const char *cmd, int argc, char **argv) {
     static const char *const forward_cmds[] = {"run", "chat", "eval", "bench", "ppl", "serve"};
     const char *v = getenv("CMF_ACT_LEVELS"), *r = getenv("CMF_CPU_REPACK");
     int bad_levels = v && *v && strcmp(v, "1") && strcmp(v, "2"), bad_repack = r && *r && strcmp(r, "0") && strcmp(r, "1");
-    if (!bad_levels && !bad_repack) return;
+    const char *p = getenv("CMF_CPU_PATH");
+    const int bad_path = cmf_cpu_path_from_env && cmf_cpu_path_from_env() == -2;
+    if (!bad_levels && !bad_repack && !bad_path) return;
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return;
     for (size_t i = 0; i < sizeof forward_cmds / sizeof forward_cmds[0]; i++)
@@ -45,6 +49,9 @@ static void check_act_levels(const char *cmd, int argc, char **argv) {
                 cli_warn(cmd, "CMF_ACT_LEVELS='%.40s' is not 1 or 2; using 1 (one int8 activation level, the default)", v);
             if (bad_repack) /* backend/cpu/repack.c: only "0" turns it off */
                 cli_warn(cmd, "CMF_CPU_REPACK='%.40s' is not 0 or 1; using 1 (q4 / q8 weights repacked at load)", r);
+            if (bad_path)
+                cli_warn(cmd, "CMF_CPU_PATH='%.40s' is not a path this CPU runs (avx512-vnni, avx2, neon, scalar); "
+                              "using the detected one", p);
             return;
         }
 }

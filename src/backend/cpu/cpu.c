@@ -2,6 +2,7 @@
  * string. Sources: Intel SDM vol. 2 (CPUID leaves 1 and 7, XGETBV/XCR0 state bits), AMD APM vol. 3; Linux arm64
  * elf_hwcaps (HWCAP_ASIMDDP). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "backend/cpu/kern.h"
@@ -90,16 +91,29 @@ const char *cmf_cpu_path_name(int path) {
     }
 }
 
+int cmf_cpu_path_from_env(void) {
+    const char *e = getenv("CMF_CPU_PATH");
+    if (!e || !*e) return -1;
+    static const int paths[] = {CMF_CPU_SCALAR, CMF_CPU_NEON, CMF_CPU_AVX2, CMF_CPU_AVX512};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (!strcmp(e, cmf_cpu_path_name(paths[i])) || (paths[i] == CMF_CPU_AVX512 && !strcmp(e, "avx512")))
+            return cmf_cpu_path_supported(paths[i]) ? paths[i] : -2;
+    return -2;
+}
+
 int cmf_cpu_path(void) {
     int p = __atomic_load_n(&g_path, __ATOMIC_ACQUIRE);
     if (p >= 0) return p;
-    p = CMF_CPU_SCALAR;
-    const int order[] = {CMF_CPU_AVX512, CMF_CPU_AVX2, CMF_CPU_NEON};
-    for (int i = 0; i < 3; i++)
-        if (cmf_cpu_path_supported(order[i])) {
-            p = order[i];
-            break;
-        }
+    p = cmf_cpu_path_from_env();
+    if (p < 0) {
+        p = CMF_CPU_SCALAR;
+        const int order[] = {CMF_CPU_AVX512, CMF_CPU_AVX2, CMF_CPU_NEON};
+        for (int i = 0; i < 3; i++)
+            if (cmf_cpu_path_supported(order[i])) {
+                p = order[i];
+                break;
+            }
+    }
     __atomic_store_n(&g_path, p, __ATOMIC_RELEASE);
     return p;
 }

@@ -94,9 +94,14 @@ enum cmf_cpu_path { CMF_CPU_SCALAR = 0, CMF_CPU_NEON = 1, CMF_CPU_AVX2 = 2, CMF_
 /* A constant line naming the active path and the CPU features it was chosen from, e.g.
  * "avx512-vnni (cpu: avx2 fma f16c avx512f avx512bw avx512vl avx512vnni avx512bf16)", for `cmf bench`. */
 const char *cmf_cpu_features_str(void);
-/* The active path (enum cmf_cpu_path). Detected once from CPUID (x86-64: AVX-512 F/BW/VL/DQ/VNNI with OS
- * support -> avx512; AVX2+FMA+F16C -> avx2; arm64 -> neon; else scalar). */
+/* The active path (enum cmf_cpu_path). Chosen once: the environment variable CMF_CPU_PATH ("avx512-vnni" or
+ * "avx512", "avx2", "neon", "scalar") when it names a path this CPU and build support (so an AVX-512 machine can run
+ * and measure the AVX2 kernels), else detected from CPUID (x86-64: AVX-512 F/BW/VL/DQ/VNNI with OS support ->
+ * avx512; AVX2+FMA+F16C -> avx2; arm64 -> neon; else scalar). */
 int cmf_cpu_path(void);
+/* CMF_CPU_PATH's path: -1 when unset or empty, -2 when it names no path or one this CPU / build cannot run (then
+ * cmf_cpu_path detects; the command line warns). */
+int cmf_cpu_path_from_env(void);
 /* 1 when this CPU and build can run `path`. */
 int cmf_cpu_path_supported(int path);
 /* Selects the path used by later cmf_matmul calls (process-wide; for tests and benchmarks; not to be called while
