@@ -16,11 +16,8 @@ static void wr16(uint8_t *p, uint16_t v) {
     p[1] = (uint8_t)(v >> 8);
 }
 
-/* The stored-scale rule of §2.13: f16round(x), floored at the smallest normal f16 (dtype.h). */
-static float f16_scale(float x) { return cmf_f16_scale(x); }
-
-/* The error for a stored scale that rounds past the f16 range (absmax / level > 65504 + half an ulp): f16_scale gives
- * inf there, which would decode every element of the group or row as inf / NaN. q4tp / q2tp refuse the same way
+/* The error for a stored scale that rounds past the f16 range (absmax / level > 65504 + half an ulp): cmf_f16_scale
+ * gives inf there, which would decode every element of the group or row as inf / NaN. q4tp / q2tp refuse the same way
  * (tiledp.c). */
 static cmf_status scale_overflow(int dtype, const char *what, uint64_t i, float amax) {
     return cmf_err(CMF_E_ARG, "quantize %s: %s %llu: absmax %g overflows the f16 scale (largest finite f16 65504); "
@@ -44,14 +41,14 @@ static cmf_status check_finite(const float *src, uint64_t n, int dtype) {
     return CMF_OK;
 }
 
-/* q8_row (§2.2): [int8 q: rows*cols][f16 scale: rows]; s = f16_scale(absmax/127), q in [-128, 127]. */
+/* q8_row (§2.2): [int8 q: rows*cols][f16 scale: rows]; s = cmf_f16_scale(absmax/127), q in [-128, 127]. */
 static cmf_status enc_q8_row(uint64_t rows, uint64_t cols, const float *src, uint8_t *dst) {
     uint8_t *sc = dst + rows * cols;
     for (uint64_t r = 0; r < rows; r++) {
         const float *w = src + r * cols;
         float amax = 0.0f;
         for (uint64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(w[c]));
-        float s = f16_scale(amax / 127.0f);
+        float s = cmf_f16_scale(amax / 127.0f);
         if (isinf(s)) return scale_overflow(CMF_DT_Q8_ROW, "row", r, amax);
         for (uint64_t c = 0; c < cols; c++) dst[r * cols + c] = (uint8_t)(int8_t)round_clamp(w[c] / s, -128, 127);
         wr16(sc + 2 * r, cmf_f32_to_f16(s));
@@ -84,7 +81,7 @@ static cmf_status enc_q8_2f(uint64_t rows, uint64_t cols, const float *src, uint
     for (uint64_t c = 0; c < cols; c++) {
         double rms = rows ? sqrt(tot[c] / (double)rows) : 0.0;
         if (rms < 1e-12) rms = 1e-12;
-        col[c] = f16_scale((float)rms);
+        col[c] = cmf_f16_scale((float)rms);
         if (isinf(col[c])) {
             free(tot), free(blk), free(col);
             return cmf_err(CMF_E_ARG, "quantize q8_2f: column %llu: rms %g overflows the f16 column scale (largest "
@@ -96,7 +93,7 @@ static cmf_status enc_q8_2f(uint64_t rows, uint64_t cols, const float *src, uint
         const float *w = src + r * cols;
         float amax = 0.0f;
         for (uint64_t c = 0; c < cols; c++) amax = fmaxf(amax, fabsf(w[c] / col[c]));
-        float s = f16_scale(fmaxf(amax, 1e-12f) / 127.0f);
+        float s = cmf_f16_scale(fmaxf(amax, 1e-12f) / 127.0f);
         if (isinf(s)) {
             free(tot), free(blk), free(col);
             return scale_overflow(CMF_DT_Q8_2F, "row", r, amax);
@@ -140,11 +137,11 @@ static void q4_group_err2(const float v[32], float s, float *e_pos, float *e_neg
 }
 
 float cmf_q4_search_scale(const float v[32], float amax, int negative) {
-    float best = f16_scale(amax / 7.0f), be = q4_group_err(v, best);
+    float best = cmf_f16_scale(amax / 7.0f), be = q4_group_err(v, best);
     if (amax == 0.0f) return best;
     float sc[49], ep[49], en[49];
     for (int i = 0; i <= 48; i++) {
-        sc[i] = f16_scale(amax / (6.0f + 0.0625f * (float)i));
+        sc[i] = cmf_f16_scale(amax / (6.0f + 0.0625f * (float)i));
         if (negative)
             q4_group_err2(v, sc[i], &ep[i], &en[i]);
         else
@@ -158,8 +155,8 @@ float cmf_q4_search_scale(const float v[32], float amax, int negative) {
 }
 
 /* q4_block (§2.4) and q4_tiled (§2.5): groups of 32 over the flat tensor, last group zero-padded;
- * s = f16_scale(absmax/7) (or cmf_q4_search_scale when `search`), nibble = clamp(rhe(w/s), -8, 7) + 8, element 2k low
- * nibble, 2k+1 high nibble. Groups [lo, hi) of G, one cmf_qpar_run range. */
+ * s = cmf_f16_scale(absmax/7) (or cmf_q4_search_scale when `search`), nibble = clamp(rhe(w/s), -8, 7) + 8, element
+ * 2k low nibble, 2k+1 high nibble. Groups [lo, hi) of G, one cmf_qpar_run range. */
 typedef struct {
     int tiled, search;
     uint64_t n, G;
@@ -176,9 +173,9 @@ static cmf_status enc_q4_groups(void *ctx, uint64_t lo, uint64_t hi) {
             v[k] = i < j->n ? j->src[i] : 0.0f;
             amax = fmaxf(amax, fabsf(v[k]));
         }
-        if (isinf(f16_scale(amax / 7.0f))) /* also with the search: the same groups as cortiq's encoder refuse */
+        if (isinf(cmf_f16_scale(amax / 7.0f))) /* also with the search: the same groups as cortiq's encoder refuse */
             return scale_overflow(j->tiled ? CMF_DT_Q4_TILED : CMF_DT_Q4_BLOCK, "group", g, amax);
-        float s = j->search ? cmf_q4_search_scale(v, amax, 1) : f16_scale(amax / 7.0f);
+        float s = j->search ? cmf_q4_search_scale(v, amax, 1) : cmf_f16_scale(amax / 7.0f);
         uint8_t *nib = j->tiled ? j->dst + 18 * g + 2 : j->dst + 16 * g;
         uint8_t *sc = j->tiled ? j->dst + 18 * g : j->dst + 16 * j->G + 2 * g;
         for (unsigned k = 0; k < 16; k++) {

@@ -111,8 +111,6 @@ int cmf_tp_search_enabled(void) {
  * Encoders.
  * ---------------------------------------------------------------------------------------------------------- */
 
-/* §2.13 stored-scale rule: f16 round, floored at the smallest normal f16 (dtype.h). */
-static float f16_scale(float x) { return cmf_f16_scale(x); }
 
 /* f32 -> f16 bits exactly as cortiq's f32_to_f16 (crates/cortiq-core/src/quant.rs), used for the row's lo and
  * step so that the params match bit for bit: round-to-nearest-even for normal results, but round-half-up (away
@@ -291,7 +289,7 @@ static cmf_status enc_rows(void *ctx, uint64_t r0, uint64_t r1) {
             const float *w = R.w + g * CMF_TP_GROUP;
             float amax = 0.0f;
             for (unsigned i = 0; i < CMF_TP_GROUP; i++) amax = fmaxf(amax, fabsf(w[i]));
-            float s = f16_scale(amax / div);
+            float s = cmf_f16_scale(amax / div);
             if (j->q4s && amax > 0.0f && !isinf(s)) /* CMF_Q4_SEARCH: the ladder fits searched scales (dtype.h) */
                 s = cmf_q4_search_scale(w, amax, 0);
             if (isinf(s)) {

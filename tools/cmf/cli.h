@@ -72,6 +72,9 @@ int cli_write_error(const char *cmd, const char *out_path, cmf_status st);
  * when the command starts (nohup's SIGHUP, SIGINT in a script's background job) stays ignored. Call once, after
  * the arguments are checked. */
 void cli_remove_temps_on_signal(const char *out_path);
+/* info.c: the tensors of f by directory dtype: count[d] tensors of bytes[d] payload bytes for d < CMF_DT_COUNT,
+ * unknown ids in slot CMF_DT_COUNT (both arrays CMF_DT_COUNT + 1 long; filled, not added to). */
+void cli_dtype_tally(const cmf_file *f, size_t *count, uint64_t *bytes);
 /* A library message (cmf_last_error) as the user should read it after "cmf <cmd>: ": without a leading repeat of
  * the command ("serve: ...", "convert DIR: ...") and without internal function names ("cmf_tokenize: ") at its
  * start or after any ": ". Writes at most cap bytes (NUL included) to out. */

@@ -211,13 +211,9 @@ int cmd_convert(int argc, char **argv) {
     if (cmf_file_open(out, &f) == CMF_OK) {
         const cJSON *qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
         snprintf(what, sizeof what, "%s:", dtype < 0 && cJSON_IsString(qt) ? qt->valuestring : cmf_dtype_name(opts.quant));
-        size_t count[CMF_DT_COUNT] = {0};
-        uint64_t bytes[CMF_DT_COUNT] = {0};
-        for (size_t i = 0; i < f->n_tensors; i++)
-            if (f->tensors[i].dtype < CMF_DT_COUNT) {
-                count[f->tensors[i].dtype]++;
-                bytes[f->tensors[i].dtype] += f->tensors[i].nbytes;
-            }
+        size_t count[CMF_DT_COUNT + 1];
+        uint64_t bytes[CMF_DT_COUNT + 1];
+        cli_dtype_tally(f, count, bytes);
         for (;;) {
             int best = -1;
             for (int d = 0; d < CMF_DT_COUNT; d++)

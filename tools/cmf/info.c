@@ -280,14 +280,20 @@ static void print_tensors(const cmf_file *f, const char *prefix) {
 
 /* "dtypes:" line: how many tensors of each directory dtype, and their bytes (the label above is file-level only:
  * the converter writes Q4_BLOCK for q4t / q4tp / q2tp files, CMF_FORMAT.md §1). */
-static void print_dtypes(const cmf_file *f) {
-    size_t count[CMF_DT_COUNT + 1] = {0};
-    uint64_t bytes[CMF_DT_COUNT + 1] = {0};
+void cli_dtype_tally(const cmf_file *f, size_t *count, uint64_t *bytes) {
+    memset(count, 0, (CMF_DT_COUNT + 1) * sizeof *count);
+    memset(bytes, 0, (CMF_DT_COUNT + 1) * sizeof *bytes);
     for (size_t i = 0; i < f->n_tensors; i++) {
         const int d = f->tensors[i].dtype < CMF_DT_COUNT ? (int)f->tensors[i].dtype : CMF_DT_COUNT;
         count[d]++;
         bytes[d] += f->tensors[i].nbytes;
     }
+}
+
+static void print_dtypes(const cmf_file *f) {
+    size_t count[CMF_DT_COUNT + 1];
+    uint64_t bytes[CMF_DT_COUNT + 1];
+    cli_dtype_tally(f, count, bytes);
     printf("dtypes:        ");
     for (int d = 0, first = 1; d <= CMF_DT_COUNT; d++)
         if (count[d]) {

@@ -34,7 +34,7 @@ static const struct {
  * library code, cannot say so; the commands that run a forward warn here about a value it will ignore. */
 extern int cmf_cpu_path_from_env(void) __attribute__((weak)); /* backend/cpu/ops.h (weak: as bench.c's) */
 
-static void check_act_levels(const char *cmd, int argc, char **argv) {
+static void check_cpu_env(const char *cmd, int argc, char **argv) {
     static const char *const forward_cmds[] = {"run", "chat", "eval", "bench", "ppl", "serve"};
     const char *v = getenv("CMF_ACT_LEVELS"), *r = getenv("CMF_CPU_REPACK");
     int bad_levels = v && *v && strcmp(v, "1") && strcmp(v, "2"), bad_repack = r && *r && strcmp(r, "0") && strcmp(r, "1");
@@ -90,7 +90,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < N_COMMANDS; i++)
         if (!strcmp(c, commands[i].name)) {
-            check_act_levels(c, argc, argv);
+            check_cpu_env(c, argc, argv);
             return commands[i].fn(argc - 1, argv + 1);
         }
     if (c[0] == '-') return cli_usage_error(NULL, "unknown option '%s' (see cmf --help)", c);
