@@ -353,17 +353,11 @@ static const char *file_label(const uint64_t *elems_by_dtype, int fallback) {
 
 cmf_status cmf_convert_gguf(const char *gguf_path, const char *out_path, const cmf_convert_opts *opts) {
     if (!gguf_path || !out_path || !opts) return cmf_err(CMF_E_ARG, "cmf_convert_gguf: NULL argument");
-    /* the output (or the writer's out.tmp / out.blob.tmp) must not be the source: same device and inode */
-    static const char *const SUFFIX[] = {"", ".tmp", ".blob.tmp"};
-    for (int i = 0; i < 3; i++) {
-        char o[4096];
-        int k = snprintf(o, sizeof o, "%s%s", out_path, SUFFIX[i]);
-        if (k > 0 && (size_t)k < sizeof o && cmf_same_file(o, gguf_path))
-            return cmf_err(CMF_E_ARG, "-o %s%s%s would replace %s, which this conversion reads; write the CMF file "
-                                      "elsewhere", out_path, i ? ": its temporary file " : "", i ? o : "", gguf_path);
-    }
+    /* the output (or the writer's out.tmp / out.blob.tmp) must not be the source */
+    cmf_status s = cmf_writer_check_source(out_path, gguf_path, "conversion");
+    if (s) return s;
     cmf_gguf *g = NULL;
-    cmf_status s = cmf_gguf_open(gguf_path, &g);
+    s = cmf_gguf_open(gguf_path, &g);
     if (s) return s;
     char *archname = cmf_gguf_get_str(g, "general.architecture");
     cJSON *arch = NULL, *header = NULL;

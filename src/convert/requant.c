@@ -48,8 +48,11 @@ cmf_status cmf_requant(const char *in_path, const char *out_path, int quant, cmf
     if (!cmf_quant_label(quant))
         return cmf_err(CMF_E_ARG, "requant: target dtype %d (%s) is not one of f32, f16, bf16, q8_row, q8_2f, "
                        "q4_block, q4_tiled, q4tp, q2tp", quant, cmf_dtype_name(quant) ? cmf_dtype_name(quant) : "?");
+    /* the output (or the writer's out.tmp / out.blob.tmp) must not be the input */
+    cmf_status s = cmf_writer_check_source(out_path, in_path, "re-encoding");
+    if (s) return s;
     cmf_file *f = NULL;
-    cmf_status s = cmf_file_open(in_path, &f);
+    s = cmf_file_open(in_path, &f);
     if (s) return cmf_err_prefix(s, "requant: "); /* cmf_file_open's message names the path */
     /* The header, directory and sections are copied or re-written with fresh hashes: check them first (each tensor's
      * hash is checked below as it is read), so a corrupt input is refused rather than laundered. */

@@ -136,6 +136,11 @@ typedef struct cmf_writer cmf_writer;
 
 /* Starts a file to be written at `path` (written to "path.tmp" and renamed by finish). */
 cmf_status cmf_writer_new(const char *path, cmf_writer **out);
+/* Whether a writer at `out_path` would replace `src_path`, a file the caller reads while writing: src is out_path
+ * itself or one of the writer's temporary files (out_path.tmp, out_path.blob.tmp), same device and inode. Returns
+ * CMF_OK, or CMF_E_ARG "-o OUT[: its temporary file T] would replace SRC, which this <what> reads; write the CMF file
+ * elsewhere". */
+cmf_status cmf_writer_check_source(const char *out_path, const char *src_path, const char *what);
 
 /* Appends a tensor: the payload (nbytes, already encoded in `dtype`) is hashed and streamed to the blob at the
  * §1.6 alignment (4096 for >= 16 KiB, else 64). Names must be unique (CMF_E_ARG otherwise); for fixed-size

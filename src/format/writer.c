@@ -66,6 +66,18 @@ void cmf_writer_abort(cmf_writer *w) {
     if (w) writer_free(w);
 }
 
+cmf_status cmf_writer_check_source(const char *out_path, const char *src_path, const char *what) {
+    static const char *const SUFFIX[] = {"", ".tmp", ".blob.tmp"};
+    for (int i = 0; i < 3; i++) {
+        char o[4096];
+        int k = snprintf(o, sizeof o, "%s%s", out_path, SUFFIX[i]);
+        if (k > 0 && (size_t)k < sizeof o && cmf_same_file(o, src_path))
+            return cmf_err(CMF_E_ARG, "-o %s%s%s would replace %s, which this %s reads; write the CMF file elsewhere",
+                           out_path, i ? ": its temporary file " : "", i ? o : "", src_path, what);
+    }
+    return CMF_OK;
+}
+
 cmf_status cmf_writer_new(const char *path, cmf_writer **out) {
     if (!path || !out) return cmf_err(CMF_E_ARG, "cmf_writer_new: NULL argument");
     *out = NULL;

@@ -141,7 +141,7 @@ for v in 0 1; do CMF_CPU_REPACK=$v expect_ok gen && grep -q warning "$T/err" && 
 CMF_CPU_PATH=scalar expect_ok "$CMF_BIN" bench "$M" -p 4 -n 2 -r 1 -t 1 && grep -q '^cpu path: scalar ' "$T/out" &&
     ! grep -q warning "$T/err" || fail "CMF_CPU_PATH=scalar: $(grep 'cpu path' "$T/out") $(cat "$T/err")"
 CMF_CPU_PATH=scalar expect_ok gen && cmp -s "$T/out" "$T/lv1.out" || fail "CMF_CPU_PATH=scalar generates other ids"
-CMF_CPU_PATH=sse9 expect_ok gen && grep -qxF "cmf run: warning: CMF_CPU_PATH='sse9' is not a path this CPU runs (avx512-vnni, avx2, neon, scalar); using the detected one" \
+CMF_CPU_PATH=sse9 expect_ok gen && grep -qxF "cmf run: warning: CMF_CPU_PATH='sse9' is not a kernel path this CPU and build run (the names: avx512-vnni, avx2, neon, scalar); using the detected one" \
     "$T/err" || fail "CMF_CPU_PATH='sse9' warning: $(cat "$T/err")"
 
 # --- ppl beyond the trained context (stories260K's GGUF says 128) --------------------------------------------------

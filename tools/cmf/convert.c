@@ -25,7 +25,7 @@ static const char *USAGE =
     "                      f16 scale), q8_2f (int8 with row and column scales), q4 (q4_block), q4t (q4_tiled),\n"
     "                      q4tp (4-bit with a per-row log-scale ladder) or q2tp (a profile: 2-bit gate/up, q4tp\n"
     "                      elsewhere). 1-D and small tensors are stored f16 (f32/bf16 when that is the target);\n"
-    "                      4-bit types fall back to q8_2f for matrices whose columns are not a multiple of 32\n"
+    "                      q4t/q4tp/q2tp fall back to q8_2f for matrices whose columns are not a multiple of 32\n"
     "                      (CMF_FORMAT.md §2.0, in the shared folder's spec/, not in this repository).\n"
     "                      Default: f16 for Hugging Face sources; for GGUF sources f32, with Q4_0 kept as\n"
     "                      q4t (lossless), Q8_0 as f16 and Q4_1/Q5_x/K-quants (Q4_K_M, ...)/IQ4_NL/IQ4_XS\n"
@@ -179,6 +179,10 @@ int cmd_convert(int argc, char **argv) {
 
     cmf_status st;
     double t0 = cli_now();
+    if (cmf_is_file(src)) { /* a GGUF named OUT.tmp / OUT.blob.tmp: refused before the handler could remove it */
+        cmf_status c = cmf_writer_check_source(out, src, "conversion");
+        if (c != CMF_OK) return cli_lib_error("convert", c);
+    }
     cli_remove_temps_on_signal(out); /* Ctrl-C leaves no OUT.tmp / OUT.blob.tmp behind */
     if (cmf_is_dir(src)) {
         opts.quant = dtype >= 0 ? dtype : CMF_DT_F16;

@@ -50,8 +50,8 @@ static void check_cpu_env(const char *cmd, int argc, char **argv) {
             if (bad_repack) /* backend/cpu/repack.c: only "0" turns it off */
                 cli_warn(cmd, "CMF_CPU_REPACK='%.40s' is not 0 or 1; using 1 (q4 / q8 weights repacked at load)", r);
             if (bad_path)
-                cli_warn(cmd, "CMF_CPU_PATH='%.40s' is not a path this CPU runs (avx512-vnni, avx2, neon, scalar); "
-                              "using the detected one", p);
+                cli_warn(cmd, "CMF_CPU_PATH='%.40s' is not a kernel path this CPU and build run (the names: avx512-vnni, "
+                              "avx2, neon, scalar); using the detected one", p);
             return;
         }
 }

@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "convert/requant.h"
+#include "format/format.h"
 #include "quant/dtype.h"
 #include "util/fileio.h"
 
@@ -57,6 +58,8 @@ int cmd_requant(int argc, char **argv) {
         return cli_fail("requant", "-o %s is the input itself; write the re-encoded file under another name", out);
     cmf_requant_stats stats;
     double t0 = cli_now();
+    cmf_status chk = cmf_writer_check_source(out, in, "re-encoding"); /* before the handler may remove OUT.tmp */
+    if (chk != CMF_OK) return cli_lib_error("requant", chk);
     cli_remove_temps_on_signal(out); /* Ctrl-C leaves no OUT.tmp / OUT.blob.tmp behind */
     cmf_status st = cmf_requant(in, out, dt, &stats);
     if (st != CMF_OK) return cli_write_error("requant", out, st);
