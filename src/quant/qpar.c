@@ -27,16 +27,23 @@ static void *qpar_main(void *arg) {
     return NULL;
 }
 
-int cmf_qpar_threads(void) {
+/* CMF_QUANT_THREADS as a count 1..256, 0 when unset or empty, -1 when set to anything else. */
+static int env_threads(void) {
     const char *v = getenv("CMF_QUANT_THREADS");
-    if (v && *v) {
-        char *end;
-        long t = strtol(v, &end, 10);
-        if (*end == '\0' && t >= 1 && t <= 256) return (int)t;
-    }
+    if (!v || !*v) return 0;
+    char *end;
+    long t = strtol(v, &end, 10);
+    return *end == '\0' && t >= 1 && t <= 256 ? (int)t : -1;
+}
+
+int cmf_qpar_threads(void) {
+    const int t = env_threads();
+    if (t > 0) return t;
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n < 1 ? 1 : n > QPAR_MAX ? QPAR_MAX : (int)n;
 }
+
+int cmf_qpar_threads_env_bad(void) { return env_threads() < 0; }
 
 cmf_status cmf_qpar_run(uint64_t n, uint64_t work, cmf_qpar_fn fn, void *ctx) {
     uint64_t T = (uint64_t)cmf_qpar_threads();

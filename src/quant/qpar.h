@@ -22,4 +22,8 @@ cmf_status cmf_qpar_run(uint64_t n, uint64_t work, cmf_qpar_fn fn, void *ctx);
  * than 64 runs 64), else the online CPUs (sysconf), at most 64. Read on every call. */
 int cmf_qpar_threads(void);
 
+/* 1 when CMF_QUANT_THREADS is set, not empty, and not a whole number 1..256 (cmf_qpar_threads then ignores it: the
+ * command line warns, as library code cannot), else 0. */
+int cmf_qpar_threads_env_bad(void);
+
 #endif

@@ -147,6 +147,14 @@ CMF_CPU_PATH=sse9 expect_ok gen && grep -qxF "cmf run: warning: CMF_CPU_PATH='ss
 # --- ppl beyond the trained context (stories260K's GGUF says 128) --------------------------------------------------
 S="$T/s.cmf"
 expect_ok "$CMF_BIN" convert "$GGUF" -o "$S" --no-progress || finish
+# CMF_QUANT_THREADS: a count 1..256 quietly; anything else one warning (the online CPUs are used); the same bytes
+CMF_QUANT_THREADS=many expect_ok "$CMF_BIN" requant "$S" -o "$T/rq1.cmf" --quant q4tp &&
+    [ "$(grep -c warning "$T/err")" -eq 1 ] && grep -qE "^cmf requant: warning: CMF_QUANT_THREADS='many' is not a whole number 1\.\.256; using [0-9]+ encoder threads \(the online CPUs\)$" \
+    "$T/err" || fail "CMF_QUANT_THREADS='many' warning: $(cat "$T/err")"
+CMF_QUANT_THREADS=3 expect_ok "$CMF_BIN" requant "$S" -o "$T/rq3.cmf" --quant q4tp && grep -q warning "$T/err" &&
+    fail "CMF_QUANT_THREADS=3 warns: $(cat "$T/err")"
+cmp -s "$T/rq1.cmf" "$T/rq3.cmf" || fail "requant with 3 encoder threads writes other bytes than with the default"
+rm -f "$T/rq1.cmf" "$T/rq3.cmf"
 awk '/^\$ \.\/run/{f=1;next} f&&/^```/{exit} f' "$CMF_SHARED/data/models/stories260K/stories260K.md" >"$T/one.txt"
 for i in 1 2 3 4 5 6; do cat "$T/one.txt"; done >"$T/text.txt"
 if expect_ok "$CMF_BIN" ppl "$S" -f "$T/text.txt" -c 256 --max-windows 1 -t 1; then

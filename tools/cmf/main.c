@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "cmf.h"
+#include "quant/qpar.h"
 
 static const struct {
     const char *name;
@@ -31,18 +32,24 @@ static const struct {
 
 /* The CPU backend reads CMF_ACT_LEVELS ("2": two int8 activation levels; anything else: one), CMF_CPU_REPACK
  * ("0": no load-time repack; anything else: repack) and CMF_CPU_PATH (a kernel path to use) itself and, being
- * library code, cannot say so; the commands that run a forward warn here about a value it will ignore. */
+ * library code, cannot say so; the commands that run a forward warn here about a value it will ignore, and the
+ * commands that encode weights (convert, requant, skill) about a CMF_QUANT_THREADS the encoders ignore. */
 extern int cmf_cpu_path_from_env(void) __attribute__((weak)); /* backend/cpu/ops.h (weak: as bench.c's) */
 
 static void check_cpu_env(const char *cmd, int argc, char **argv) {
     static const char *const forward_cmds[] = {"run", "chat", "eval", "bench", "ppl", "serve"};
+    static const char *const encode_cmds[] = {"convert", "requant", "skill"}; /* the encoders' threads (quant/qpar) */
     const char *v = getenv("CMF_ACT_LEVELS"), *r = getenv("CMF_CPU_REPACK");
     int bad_levels = v && *v && strcmp(v, "1") && strcmp(v, "2"), bad_repack = r && *r && strcmp(r, "0") && strcmp(r, "1");
     const char *p = getenv("CMF_CPU_PATH");
-    const int bad_path = cmf_cpu_path_from_env && cmf_cpu_path_from_env() == -2;
-    if (!bad_levels && !bad_repack && !bad_path) return;
+    const int bad_path = cmf_cpu_path_from_env && cmf_cpu_path_from_env() == -2, bad_qt = cmf_qpar_threads_env_bad();
+    if (!bad_levels && !bad_repack && !bad_path && !bad_qt) return;
     for (int i = 2; i < argc; i++)
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return;
+    for (size_t i = 0; bad_qt && i < sizeof encode_cmds / sizeof encode_cmds[0]; i++)
+        if (!strcmp(cmd, encode_cmds[i]))
+            cli_warn(cmd, "CMF_QUANT_THREADS='%.40s' is not a whole number 1..256; using %d encoder threads (the "
+                          "online CPUs)", getenv("CMF_QUANT_THREADS"), cmf_qpar_threads());
     for (size_t i = 0; i < sizeof forward_cmds / sizeof forward_cmds[0]; i++)
         if (!strcmp(cmd, forward_cmds[i])) {
             if (bad_levels)
