@@ -7,7 +7,7 @@ GGUF="$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
 
 # Hugging Face sources: default f16, and each --quant recorded as the file label; every output verifies
 expect_ok "$CMF_BIN" convert "$HF/qwen2" -o "$T/q.cmf"
-grep -qE "^cmf convert: wrote $T/q.cmf \(F16: f16 x[0-9]+\) in " "$T/err" || fail "convert summary line: $(cat "$T/err")"
+grep -qE "^cmf convert: wrote $T/q.cmf \(quant_type F16: f16 x[0-9]+\) in " "$T/err" || fail "convert summary line: $(cat "$T/err")"
 expect_ok "$CMF_BIN" verify "$T/q.cmf"
 expect_ok "$CMF_BIN" info "$T/q.cmf" && grep -qE '^quant: +F16' "$T/out" || fail "default quant label F16"
 for q in f32:F32 bf16:BF16 q8:Q8_ROW q8_2f:Q8_2F; do
@@ -17,7 +17,7 @@ for q in f32:F32 bf16:BF16 q8:Q8_ROW q8_2f:Q8_2F; do
 done
 # the directory's dtypes are summarised next to the label: q4tp's file label is Q4_BLOCK (CMF_FORMAT §1)
 expect_ok "$CMF_BIN" convert "$HF/llama" -o "$T/t.cmf" --quant q4tp --no-progress
-grep -qE "^cmf convert: wrote $T/t.cmf \(q4tp: q4tp x[0-9]+, f16 x[0-9]+\)" "$T/err" ||
+grep -qE "^cmf convert: wrote $T/t.cmf \(--quant q4tp: q4tp x[0-9]+, f16 x[0-9]+\)" "$T/err" ||
     fail "q4tp summary names the quant asked for and the dtypes written: $(cat "$T/err")"
 expect_ok "$CMF_BIN" info "$T/t.cmf" && grep -qE '^quant: +Q4_BLOCK' "$T/out" &&
     grep -qE '^dtypes: .*q4tp x[0-9]+, [0-9]+ B' "$T/out" || fail "q4tp: label / dtypes line: $(grep -E '^(quant|dtypes):' "$T/out")"

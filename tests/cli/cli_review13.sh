@@ -59,7 +59,7 @@ expect_ok "$CMF_BIN" convert "$KQ" -o "$T/kq.gguf" --no-progress
 expect_ok "$CMF_BIN" convert "$KQ" -o "$T/kq.cmf" --no-progress
 grep -q 'not GGUF' "$T/err" && fail ".cmf output warned: $(cat "$T/err")"
 # --- the K-quant file's label: its matrices are q8_row (6 of them, more elements than the f32 embedding) ---
-grep -qE "^cmf convert: wrote $T/kq.cmf \(Q8_ROW: ([a-z0-9_]+ x[0-9]+, )*q8_row x6(, [a-z0-9_]+ x[0-9]+)*\) in" "$T/err" || fail "convert label: $(tail -1 "$T/err")"
+grep -qE "^cmf convert: wrote $T/kq.cmf \(quant_type Q8_ROW: ([a-z0-9_]+ x[0-9]+, )*q8_row x6(, [a-z0-9_]+ x[0-9]+)*\) in" "$T/err" || fail "convert label: $(tail -1 "$T/err")"
 expect_ok "$CMF_BIN" info "$T/kq.cmf" && grep -qE '^quant: +Q8_ROW ' "$T/out" || fail "info label: $(grep '^quant' "$T/out")"
 
 # --- eval -o a device or FIFO: written in place ---

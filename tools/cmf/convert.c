@@ -206,15 +206,16 @@ int cmd_convert(int argc, char **argv) {
     if (out_len >= 5 && !strcasecmp(out + out_len - 5, ".gguf"))
         cli_warn("convert", "-o %s: the output is a CMF file, not GGUF, despite its name (llama.cpp cannot read it); "
                             "a .cmf name avoids the confusion", out);
-    /* what was written: the --quant asked for (the header's quant_type has no value for q4t / q4tp / q2tp: it says
-     * Q4_BLOCK for them), else the header's (a GGUF's quantized tensors keep their own type); then each dtype of the
-     * file's directory with its tensor count, the most bytes first (a GGUF's Q4_0 becomes q4_tiled also under
-     * --quant q4) */
+    /* what was written: "--quant Q" as the user gave it (the header's quant_type has no value for q4t / q4tp / q2tp:
+     * it says Q4_BLOCK for them), else "quant_type" and the header's value (a GGUF's quantized tensors keep their own
+     * type); then each dtype of the file's directory with its tensor count, the most bytes first, so what a request
+     * became is plain (a GGUF's Q4_0 is q4_tiled also under --quant q4: "--quant q4: q4_tiled x169, ...") */
     char what[256] = "";
     cmf_file *f = NULL;
     if (cmf_file_open(out, &f) == CMF_OK) {
         const cJSON *qt = cJSON_GetObjectItemCaseSensitive(f->header, "quant_type");
-        snprintf(what, sizeof what, "%s:", dtype < 0 && cJSON_IsString(qt) ? qt->valuestring : cmf_dtype_name(opts.quant));
+        if (dtype >= 0) snprintf(what, sizeof what, "--quant %.40s:", quant);
+        else snprintf(what, sizeof what, "quant_type %.40s:", cJSON_IsString(qt) ? qt->valuestring : cmf_dtype_name(opts.quant));
         size_t count[CMF_DT_COUNT + 1];
         uint64_t bytes[CMF_DT_COUNT + 1];
         cli_dtype_tally(f, count, bytes);
