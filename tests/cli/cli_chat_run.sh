@@ -73,6 +73,9 @@ if expect_ok "$CMF_BIN" bench "$M" -p 4 -n 2 -r 2 --json; then
     ns=$(tr -d '\n\t ' <"$T/out" | grep -o '"samples_ns":\[[^]]*\]' | head -1 | sed 's/.*\[\(.*\)\]/\1/')
     [ -n "$ns" ] && echo "$ns" | tr ',' '\n' | grep -qvx '[0-9]*' && fail "bench --json: samples_ns not integers: $ns"
     [ -n "$ns" ] || fail "bench --json: no samples_ns: $(cat "$T/out")"
+    # cpu_path is the kernel path's name alone (as CMF_CPU_PATH takes it); the CPU's features have their own field
+    grep -qE '"cpu_path":[[:space:]]*"(avx512-vnni|avx2|neon|scalar|f32ref)"' "$T/out" && grep -q '"cpu_features":[[:space:]]*"' "$T/out" ||
+        fail "bench --json: cpu_path / cpu_features: $(grep -E 'cpu_(path|features)' "$T/out")"
 fi
 # -c 0 is the whole trained context (llama.cpp's meaning): the GGUF says 128, so a long run fills 128 positions
 expect_ok "$CMF_BIN" run "$M" -c 0 -p "Once" -n 300 &&

@@ -14,8 +14,8 @@
  * The table columns follow llama-bench's markdown output: model, size, params, backend, threads, test, t/s.
  * --json gives llama-bench's JSON fields that have a value in cmf (tools/llama-bench/llama-bench.cpp, test's
  * fields): build_commit, cpu_info, model_filename/type/size/n_params, backends, n_threads, type_k/type_v, n_prompt,
- * n_gen, n_depth, test_time, avg_ns/stddev_ns, avg_ts/stddev_ts, samples_ns/samples_ts; and cmf's own tp, cpu_path,
- * test and repetitions. Not given: gpu_info, n_batch/n_ubatch (a prefill call takes the whole prompt and cuts it
+ * n_gen, n_depth, test_time, avg_ns/stddev_ns, avg_ts/stddev_ts, samples_ns/samples_ts; and cmf's own tp,
+ * cpu_path (the kernel path's name), cpu_features, test and repetitions. Not given: gpu_info, n_batch/n_ubatch (a prefill call takes the whole prompt and cuts it
  * into forwards inside the session), flash_attn, mmap and the other llama.cpp-only knobs. */
 #include <cjson/cJSON.h>
 #include <math.h>
@@ -33,6 +33,8 @@
 /* The kernels' CPU path line (src/backend/cpu). Declared weak so that the bench still builds and prints "CPU" with
  * a backend that does not provide it. */
 extern const char *cmf_cpu_features_str(void) __attribute__((weak));
+extern int cmf_cpu_path(void) __attribute__((weak));
+extern const char *cmf_cpu_path_name(int path) __attribute__((weak));
 
 static const char *USAGE =
     "usage: cmf bench MODEL.cmf [-p 512] [-n 128] [-r 5] [-t THREADS] [-c CTX] [--seed S] [--json]\n"
@@ -312,7 +314,15 @@ int cmd_bench(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "model_n_params", (double)params);
             cJSON_AddStringToObject(o, "backends", backend);
             cJSON_AddNumberToObject(o, "tp", tp);
-            cJSON_AddStringToObject(o, "cpu_path", cpu);
+            /* the path's name alone, and the CPU's features (the text line's parenthesis) as their own field */
+            const char *pn = cmf_cpu_path && cmf_cpu_path_name ? cmf_cpu_path_name(cmf_cpu_path()) : NULL;
+            const char *feats = strstr(cpu, "(cpu: ");
+            cJSON_AddStringToObject(o, "cpu_path", pn ? pn : cpu);
+            if (feats) {
+                char fb[192];
+                snprintf(fb, sizeof fb, "%.*s", (int)strcspn(feats + 6, ")"), feats + 6);
+                cJSON_AddStringToObject(o, "cpu_features", fb);
+            }
             cJSON_AddNumberToObject(o, "n_threads", nthreads);
             cJSON_AddStringToObject(o, "type_k", kv_type);
             cJSON_AddStringToObject(o, "type_v", kv_type);
