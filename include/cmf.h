@@ -493,8 +493,10 @@ void cmf_sampler_reset(cmf_sampler *s);
 void cmf_sampler_accept(cmf_sampler *s, int32_t token);
 
 /* Chooses the next token from `logits` (vocab floats, not modified) into *token; it does not accept it (call
- * cmf_sampler_accept). Errors: CMF_E_ARG for a NULL argument (e.g. cmf_session_logits of a session without a
- * position) or when every logit is NaN or -inf after the penalties (no token can be drawn). */
+ * cmf_sampler_accept). With a constraint (cmf_sampler_set_constraint) only a token that fits is chosen (below).
+ * Errors: CMF_E_ARG for a NULL argument (e.g. cmf_session_logits of a session without a position) or when every
+ * logit is NaN or -inf after the penalties (no token can be drawn), and with a constraint when no fitting token has
+ * a finite logit or the constraint is broken. */
 cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token);
 
 /* The next token from session `s`'s last logits into *token: always the token of
@@ -505,10 +507,51 @@ cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *toke
  * (penalties applied on the device first with the host's float operations, so the same bits) and downloads only
  * those (id, z) pairs, and the host finishes (top-p, min-p, the draw; src/sample/sample.h); other settings (top_k
  * 0 or above 1024 with a temperature) download the row, as cmf_session_logits. Other backends sample the host row.
- * The row of cmf_session_logits is not downloaded by the device paths (a later cmf_session_logits still can).
+ * The row of cmf_session_logits is not downloaded by the device paths (a later cmf_session_logits still can),
+ * except when a constraint refuses the device's token: then the row is downloaded for the masked redraw.
  * Errors: CMF_E_ARG for a NULL argument, a session without a position (as cmf_session_logits), a sampler of
  * another vocabulary size, or no token that can be drawn (as cmf_sampler_sample); CMF_E_IO for a device fault. */
 cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token);
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * Constrained sampling: JSON mode (OpenAI's response_format {"type": "json_object"}; llama.cpp's json.gbnf).
+ * A constraint is an immutable table built once per tokenizer (the bytes of every token: tokenizer.h's
+ * tok_piece_bytes) and shared by any number of samplers and threads; a sampler given one draws only tokens whose
+ * bytes continue a text that is one JSON object (src/sample/json_fsm.h: RFC 8259, well-formed UTF-8, nesting <= 32,
+ * whitespace runs <= 24 bytes, nothing after the closing brace), and an end-of-text id only once the object is
+ * closed (then nothing else). The draw: the unconstrained draw first; when its token does not fit, the logits of
+ * the tokens that do not fit are set to -inf and the sampler draws again from that row (the distribution of
+ * sampling the masked row, as llama.cpp's grammar sampler does it). Special added tokens never fit.
+ * A generation loop as above; the prompt's tokens are accepted before the constraint is set (once it is set, every
+ * accepted token advances the JSON text):
+ *   cmf_constraint *json; cmf_constraint_new_json(cmf_model_tokenizer(m), cmf_model_vocab_size(m), eos, n_eos, &json);
+ *   cmf_sampler_set_constraint(smp, json);   // then cmf_sampler_accept advances it with each generated token
+ *   ...the loop; it ends on an eos id; if it ends on a length limit first, the text is a JSON prefix...
+ *   cmf_sampler_free(smp); cmf_constraint_free(json);
+ * ------------------------------------------------------------------------------------------------------------- */
+typedef struct cmf_constraint cmf_constraint;
+
+/* Builds the JSON-mode constraint for logits rows of `vocab` ids (cmf_model_vocab_size; ids past the tokenizer's
+ * have no bytes and never fit) with the end-of-text ids eos[0..n_eos) (cmf_model_eos_ids; at least one, each in
+ * [0, vocab)). Costs one decode per id (~0.2 s for a 150k vocabulary); *out is freed with cmf_constraint_free, after
+ * every sampler using it. Errors: CMF_E_ARG (NULL tok, eos or out, vocab <= 0, n_eos < 1, an eos id outside [0,
+ * vocab)), CMF_E_NOMEM. */
+cmf_status cmf_constraint_new_json(const cmf_tokenizer *tok, int vocab, const int32_t *eos, int n_eos,
+                                   cmf_constraint **out);
+
+/* Frees the constraint. NULL is allowed. */
+void cmf_constraint_free(cmf_constraint *c);
+
+/* Gives sampler s the constraint c (NULL: none), starting at the beginning of the text; the constraint is not
+ * copied and must outlive its use by s. From then on cmf_sampler_sample / cmf_session_sample draw only fitting
+ * tokens, and cmf_sampler_accept advances the text by the accepted token (a token that does not fit, accepted
+ * anyway, leaves the constraint broken: the next draw fails with CMF_E_ARG). cmf_sampler_reset restarts it.
+ * Errors: CMF_E_ARG (NULL s, a constraint for another vocabulary size), CMF_E_NOMEM. */
+cmf_status cmf_sampler_set_constraint(cmf_sampler *s, const cmf_constraint *c);
+
+/* 1 when s has a constraint and the accepted tokens complete its text (a JSON object closed: only an eos id fits
+ * now), else 0 (also for NULL s). */
+int cmf_sampler_constraint_done(const cmf_sampler *s);
 
 #ifdef __cplusplus
 }

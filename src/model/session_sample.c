@@ -46,11 +46,15 @@ cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token) 
     if (greedy) { /* as cmf_sampler_sample's greedy branch */
         if (req.n_out < 1) return cmf_err(CMF_E_ARG, "sampler: every logit is NaN");
         *token = t_ids[0];
-        return CMF_OK;
+    } else {
+        for (int i = 0; i < req.n_out; i++) {
+            t_cand[i].z = t_z[i];
+            t_cand[i].id = t_ids[i];
+        }
+        if ((st = cmf_sampler_finish_topk(smp, t_cand, req.n_out, token)) != CMF_OK) return st;
     }
-    for (int i = 0; i < req.n_out; i++) {
-        t_cand[i].z = t_z[i];
-        t_cand[i].id = t_ids[i];
-    }
-    return cmf_sampler_finish_topk(smp, t_cand, req.n_out, token);
+    if (cmf_sampler_fits(smp, *token)) return CMF_OK;
+    /* a constraint refused the device's token: the host redraw on the whole row, as cmf_sampler_sample's */
+    const float *l = cmf_session_logits(s);
+    return l ? cmf_sampler_sample_masked(smp, l, token) : CMF_E_IO;
 }

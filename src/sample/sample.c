@@ -51,6 +51,9 @@ struct cmf_sampler {
     int32_t *recent; /* ring buffer of the last penalty_last_n accepted tokens */
     int n_recent, recent_head;
     int32_t *pen_ids, *pen_counts; /* [penalty_last_n] the window's distinct tokens (cmf_sampler_penalty_window) */
+    const cmf_constraint *con; /* NULL: none (cmf_sampler_set_constraint) */
+    cmf_json_fsm fsm;          /* the constrained text so far */
+    float *masked;             /* [vocab] the row with the tokens that do not fit at -inf (allocated with con) */
 };
 
 cmf_sampler_params cmf_sampler_default_params(void) {
@@ -116,6 +119,7 @@ void cmf_sampler_free(cmf_sampler *s) {
     free(s->recent);
     free(s->pen_ids);
     free(s->pen_counts);
+    free(s->masked);
     free(s);
 }
 
@@ -124,10 +128,12 @@ void cmf_sampler_reset(cmf_sampler *s) {
     s->n_recent = 0;
     s->recent_head = 0;
     cmf_rng_seed(&s->rng, s->p.seed);
+    cmf_json_fsm_init(&s->fsm);
 }
 
 void cmf_sampler_accept(cmf_sampler *s, int32_t token) {
     if (!s) return;
+    if (s->con) cmf_constraint_advance(s->con, &s->fsm, token);
     int cap = s->p.penalty_last_n;
     if (cap <= 0 || token < 0 || token >= s->vocab) return;
     s->recent[s->recent_head] = token;
@@ -270,8 +276,8 @@ static int extend_sorted(cand *c, int n, int sorted, int take) {
     return sorted + take;
 }
 
-cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token) {
-    if (!s || !logits || !token) return cmf_err(CMF_E_ARG, "sampler: NULL argument");
+/* The draw of sample.h's steps 1-7 on the row, without the constraint. */
+static cmf_status sample_row(cmf_sampler *s, const float *logits, int32_t *token) {
     const cmf_sampler_params *p = &s->p;
     int V = s->vocab;
     const float *l = logits;
@@ -379,6 +385,52 @@ static cmf_status finish(cmf_sampler *s, int n, float zmax, int32_t *token) {
         }
     }
     *token = pick;
+    return CMF_OK;
+}
+
+cmf_status cmf_sampler_sample(cmf_sampler *s, const float *logits, int32_t *token) {
+    if (!s || !logits || !token) return cmf_err(CMF_E_ARG, "sampler: NULL argument");
+    cmf_status st = sample_row(s, logits, token);
+    if (st != CMF_OK || cmf_sampler_fits(s, *token)) return st;
+    return cmf_sampler_sample_masked(s, logits, token);
+}
+
+/* ---------------------------------------------------------------------------------------------------------------
+ * The constraint (constrain.c; cmf.h "Constrained sampling").
+ * ------------------------------------------------------------------------------------------------------------- */
+cmf_status cmf_sampler_set_constraint(cmf_sampler *s, const cmf_constraint *c) {
+    if (!s) return cmf_err(CMF_E_ARG, "cmf_sampler_set_constraint: NULL sampler");
+    if (c && cmf_constraint_vocab(c) != s->vocab)
+        return cmf_err(CMF_E_ARG, "cmf_sampler_set_constraint: the constraint has %d ids, the sampler %d",
+                       cmf_constraint_vocab(c), s->vocab);
+    if (c && !s->masked && !(s->masked = malloc((size_t)s->vocab * sizeof *s->masked)))
+        return cmf_err(CMF_E_NOMEM, "cmf_sampler_set_constraint: out of memory");
+    s->con = c;
+    cmf_json_fsm_init(&s->fsm);
+    return CMF_OK;
+}
+
+int cmf_sampler_constraint_done(const cmf_sampler *s) { return s && s->con && cmf_json_fsm_done(&s->fsm); }
+
+int cmf_sampler_fits(const cmf_sampler *s, int32_t id) { return !s->con || cmf_constraint_fits(s->con, &s->fsm, id); }
+
+cmf_status cmf_sampler_sample_masked(cmf_sampler *s, const float *logits, int32_t *token) {
+    if (!s || !logits || !token) return cmf_err(CMF_E_ARG, "sampler: NULL argument");
+    if (!s->con) return sample_row(s, logits, token);
+    if (s->fsm.bad)
+        return cmf_err(CMF_E_ARG, "sampler: JSON mode: an accepted token did not continue the JSON text (accept only "
+                                  "drawn tokens after cmf_sampler_set_constraint)");
+    int any = 0;
+    for (int v = 0; v < s->vocab; v++) {
+        const int ok = cmf_constraint_fits(s->con, &s->fsm, v);
+        s->masked[v] = ok ? logits[v] : -INFINITY;
+        any |= ok;
+    }
+    cmf_status st = any ? sample_row(s, s->masked, token) : CMF_E_ARG;
+    if (st == CMF_OK && !cmf_constraint_fits(s->con, &s->fsm, *token)) st = CMF_E_ARG; /* every fitting logit NaN */
+    if (st != CMF_OK)
+        return cmf_err(CMF_E_ARG, "sampler: JSON mode: no token of the vocabulary %s", any ? "that continues the JSON "
+                       "text has a finite logit" : "continues the JSON text");
     return CMF_OK;
 }
 

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "cmf.h"
+#include "sample/json_fsm.h"
 
 /* The public sampler (cmf_sampler_params, cmf_sampler_new/_free/_reset/_accept/_sample and
  * cmf_sampler_default_params) is declared in include/cmf.h; this header adds the internal helpers below. */
@@ -84,5 +85,21 @@ int cmf_sampler_penalty_window(cmf_sampler *s, const int32_t **ids, const int32_
  * temperature > 0). Errors: CMF_E_ARG when n <= 0 ("no token has a finite logit", as cmf_sampler_sample) or n >
  * vocab. */
 cmf_status cmf_sampler_finish_topk(cmf_sampler *s, const cmf_sample_cand *c, int n, int32_t *token);
+
+/* The constraint (constrain.c). The vocabulary size it was built for. */
+int cmf_constraint_vocab(const cmf_constraint *c);
+/* 1 when token id fits after the text of recognizer state f (json_fsm.h): its bytes continue the text, or the text
+ * is complete and id is an eos id; 0 otherwise (eos before the end, special tokens, ids outside the vocabulary). */
+int cmf_constraint_fits(const cmf_constraint *c, const cmf_json_fsm *f, int32_t id);
+/* Advances f by token id (a token that does not fit marks f bad). */
+void cmf_constraint_advance(const cmf_constraint *c, cmf_json_fsm *f, int32_t id);
+
+/* 1 when s has no constraint or token id fits its text (cmf_constraint_fits). */
+int cmf_sampler_fits(const cmf_sampler *s, int32_t id);
+/* The constrained redraw: the row with every token that does not fit at -inf, sampled as cmf_sampler_sample (one
+ * more draw of the generator). Errors: CMF_E_ARG when the constraint is broken (a token that did not fit was
+ * accepted) or no fitting token has a finite logit. cmf_sampler_sample calls it when its first draw does not fit;
+ * cmf_session_sample when the device's does not. */
+cmf_status cmf_sampler_sample_masked(cmf_sampler *s, const float *logits, int32_t *token);
 
 #endif

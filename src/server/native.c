@@ -179,17 +179,7 @@ int srv_native_sse_end(srv_req *r) {
  * first SentencePiece word keeps its leading space (" Once upon" for [403, 407]), where HF's decode (Metaspace
  * prepend_scheme, the Strip decoder) drops it. Decoding [anchor] + ids and cutting off the anchor's own text gives
  * that join: the first-token rule then applies to the anchor only. */
-int32_t srv_piece_anchor(const cmf_tokenizer *tok) {
-    int32_t *ids = NULL, id = -1;
-    size_t n = 0;
-    char *text = NULL;
-    if (cmf_tokenize(tok, "a", 1, 0, &ids, &n) == CMF_OK && n > 0 &&
-        cmf_detokenize(tok, &ids[n - 1], 1, 0, &text) == CMF_OK && text && *text)
-        id = ids[n - 1];
-    free(ids);
-    free(text);
-    return id;
-}
+int32_t srv_piece_anchor(const cmf_tokenizer *tok) { return tok_anchor_id(tok); }
 
 cmf_status srv_llama_detokenize(const cmf_server *s, const int32_t *ids, size_t n, int skip_special, char **text) {
     *text = NULL;

@@ -154,19 +154,21 @@ static int replace_literal(tok_buf *b, const char *from, const char *to) {
     return 0;
 }
 
-static cmf_status decode_one(const tok_decoder *d, tok_strs *toks) {
+/* One decoder over toks (in place). raw: ByteLevel and ByteFallback keep their bytes as they are (tok_piece_bytes)
+ * instead of HF's lossy UTF-8 (U+FFFD for an incomplete or invalid sequence). */
+static cmf_status decode_one(const tok_decoder *d, tok_strs *toks, int raw_mode) {
     tok_strs out = {0};
     tok_buf b = {0};
     cmf_status st = CMF_OK;
     switch (d->type) {
     case DEC_SEQUENCE:
-        for (size_t i = 0; i < d->n_seq && st == CMF_OK; i++) st = decode_one(d->seq[i], toks);
+        for (size_t i = 0; i < d->n_seq && st == CMF_OK; i++) st = decode_one(d->seq[i], toks, raw_mode);
         return st;
     case DEC_BYTELEVEL: {
-        tok_buf raw = {0};
+        tok_buf bytes = {0};
         for (size_t i = 0; i < toks->n && st == CMF_OK; i++) {
             /* a token all of whose characters are in the byte table becomes those bytes, otherwise its UTF-8 */
-            size_t mark = raw.n, k = 0;
+            size_t mark = bytes.n, k = 0;
             const char *s = toks->s[i];
             int all = 1;
             while (k < toks->len[i]) {
@@ -178,17 +180,19 @@ static cmf_status decode_one(const tok_decoder *d, tok_strs *toks) {
                     break;
                 }
                 unsigned char c = (unsigned char)byte;
-                if (tok_buf_put(&raw, &c, 1)) st = OOM();
+                if (tok_buf_put(&bytes, &c, 1)) st = OOM();
                 k += (size_t)l;
             }
             if (!all) {
-                raw.n = mark;
-                if (tok_buf_put(&raw, s, toks->len[i])) st = OOM();
+                bytes.n = mark;
+                if (tok_buf_put(&bytes, s, toks->len[i])) st = OOM();
             }
         }
-        if (st == CMF_OK && (tok_utf8_lossy(&b, raw.p ? raw.p : "", raw.n) || tok_strs_push(&out, b.p ? b.p : "", b.n)))
+        if (st == CMF_OK && raw_mode && tok_strs_push(&out, bytes.p ? bytes.p : "", bytes.n)) st = OOM();
+        else if (st == CMF_OK && !raw_mode &&
+                 (tok_utf8_lossy(&b, bytes.p ? bytes.p : "", bytes.n) || tok_strs_push(&out, b.p ? b.p : "", b.n)))
             st = OOM();
-        tok_buf_free(&raw);
+        tok_buf_free(&bytes);
         break;
     }
     case DEC_REPLACE: {
@@ -225,7 +229,7 @@ static cmf_status decode_one(const tok_decoder *d, tok_strs *toks) {
                 continue;
             }
             if (nrun) {
-                if (tok_utf8_check(run.p, run.n) == run.n) {
+                if (raw_mode || tok_utf8_check(run.p, run.n) == run.n) {
                     if (tok_strs_push(&out, run.p, run.n)) st = OOM();
                 } else {
                     for (size_t k = 0; k < nrun && st == CMF_OK; k++)
@@ -302,12 +306,13 @@ static cmf_status decode_one(const tok_decoder *d, tok_strs *toks) {
     return st;
 }
 
-cmf_status tok_decode_chain(const tok_decoder *d, tok_strs *toks) { return decode_one(d, toks); }
+cmf_status tok_decode_chain(const tok_decoder *d, tok_strs *toks) { return decode_one(d, toks, 0); }
 
 /* ---- public API -------------------------------------------------------------------------------------------- */
 
-/* Decodes ids into b (cleared first). */
-static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, tok_buf *b) {
+/* Decodes ids into b (cleared first); raw as decode_one's. */
+static cmf_status decode_ids_raw(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, int raw,
+                                 tok_buf *b) {
     tok_strs toks = {0};
     b->n = 0;
     for (size_t i = 0; i < n; i++) {
@@ -327,12 +332,43 @@ static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t 
         }
     }
     cmf_status st = CMF_OK;
-    if (t->decoder) st = tok_decode_chain(t->decoder, &toks);
+    if (t->decoder) st = decode_one(t->decoder, &toks, raw);
     for (size_t i = 0; i < toks.n && st == CMF_OK; i++)
         if ((!t->decoder && i && tok_buf_put(b, " ", 1)) || tok_buf_put(b, toks.s[i], toks.len[i])) st = OOM();
     tok_strs_free(&toks);
     if (st == CMF_OK && !tok_buf_cstr(b)) st = OOM();
     return st;
+}
+
+static cmf_status decode_ids(const cmf_tokenizer *t, const int32_t *ids, size_t n, int skip_special, tok_buf *b) {
+    return decode_ids_raw(t, ids, n, skip_special, 0, b);
+}
+
+/* The bytes of `id` after `anchor`: see tokenizer.h. */
+cmf_status tok_piece_bytes(const cmf_tokenizer *t, int32_t anchor, int32_t id, tok_buf *pre, tok_buf *out) {
+    out->n = 0;
+    if (id < 0 || id >= t->n_ids || (t->added_by_id[id] >= 0 && t->added[t->added_by_id[id]].special)) return CMF_OK;
+    int32_t two[2] = {anchor, id};
+    cmf_status st = CMF_OK;
+    if (pre->n == 0 && (st = decode_ids_raw(t, two, 1, 0, 1, pre)) != CMF_OK) return st;
+    if ((st = decode_ids_raw(t, two, 2, 0, 1, out)) != CMF_OK) return st;
+    if (out->n < pre->n || memcmp(out->p, pre->p, pre->n) != 0) /* the anchor's text changed: take the id alone */
+        return decode_ids_raw(t, &id, 1, 0, 1, out);
+    memmove(out->p, out->p + pre->n, out->n - pre->n);
+    out->n -= pre->n;
+    return CMF_OK;
+}
+
+int32_t tok_anchor_id(const cmf_tokenizer *t) {
+    int32_t *ids = NULL, id = -1;
+    size_t n = 0;
+    char *text = NULL;
+    if (cmf_tokenize(t, "a", 1, 0, &ids, &n) == CMF_OK && n > 0 &&
+        cmf_detokenize(t, &ids[n - 1], 1, 0, &text) == CMF_OK && text && *text)
+        id = ids[n - 1];
+    free(ids);
+    free(text);
+    return id;
 }
 
 /* Decodes ids to text as HF Tokenizer::decode; *len (when not NULL) gets the byte length. See cmf.h. */

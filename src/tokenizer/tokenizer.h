@@ -312,6 +312,19 @@ struct cmf_tokenizer {
     tok_matcher match_raw, match_norm;
 };
 
+/* The bytes token `id` adds to a text in the middle of a sequence, for a sampler that checks candidate tokens
+ * against the text (sample/constrain.c): the decode of [anchor, id] after the decode of [anchor] (the decoders'
+ * first-token rules, Metaspace's dropped space or Strip, then apply to the anchor, as in srv_llama_detokenize), with
+ * ByteLevel and ByteFallback bytes kept raw (a piece of a UTF-8 character stays those bytes; HF's decode would give
+ * U+FFFD). Special added tokens and ids outside the vocabulary have none (out->n = 0). pre caches the anchor's
+ * decode between calls (start with an empty one; free both with tok_buf_free). out is not NUL-terminated in
+ * general. Errors: CMF_E_NOMEM. */
+cmf_status tok_piece_bytes(const cmf_tokenizer *t, int32_t anchor, int32_t id, tok_buf *pre, tok_buf *out);
+
+/* An ordinary token to decode ahead of others (tok_piece_bytes, the server's llama.cpp-style pieces): the last id
+ * of "a" tokenized without special tokens, when it decodes to text; -1 when none. */
+int32_t tok_anchor_id(const cmf_tokenizer *t);
+
 /* Reads and parses a tokenizer.json file (e.g. a sidecar next to a model, CMF_FORMAT.md §1.8). *out is freed with
  * cmf_tokenizer_free. Errors: CMF_E_IO (message names the path), and those of cmf_tokenizer_load. */
 cmf_status cmf_tokenizer_load_file(const char *path, cmf_tokenizer **out);

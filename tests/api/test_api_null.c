@@ -347,6 +347,34 @@ static void c_session_sample(void) {
     EXPECT_ARG(cmf_session_sample(S, s, NULL), "cmf_session_sample");
     cmf_sampler_free(s);
 }
+static void c_constraint_new_json(void) {
+    cmf_constraint *c = (cmf_constraint *)1;
+    const int32_t eos = 2;
+    const int V = cmf_model_vocab_size(M);
+    EXPECT_ARG(cmf_constraint_new_json(NULL, V, &eos, 1, &c), "cmf_constraint_new_json");
+    CHECK(c == NULL);
+    EXPECT_ARG(cmf_constraint_new_json(T, V, NULL, 1, &c), "cmf_constraint_new_json");
+    EXPECT_ARG(cmf_constraint_new_json(T, V, &eos, 1, NULL), "cmf_constraint_new_json");
+    EXPECT_ARG(cmf_constraint_new_json(T, V, &eos, 0, &c), "cmf_constraint_new_json");
+    EXPECT_ARG(cmf_constraint_new_json(T, 0, &eos, 1, &c), "cmf_constraint_new_json");
+    const int32_t bad = V;
+    EXPECT_ARG(cmf_constraint_new_json(T, V, &bad, 1, &c), "outside");
+}
+static void c_constraint_free(void) { cmf_constraint_free(NULL); }
+static void c_sampler_set_constraint(void) {
+    cmf_sampler_params p = cmf_sampler_default_params();
+    cmf_sampler *s = NULL;
+    cmf_constraint *c = NULL;
+    const int32_t eos = 2;
+    EXPECT(cmf_sampler_new(cmf_model_vocab_size(M) + 1, &p, &s), CMF_OK, "");
+    EXPECT(cmf_constraint_new_json(T, cmf_model_vocab_size(M), &eos, 1, &c), CMF_OK, "");
+    EXPECT_ARG(cmf_sampler_set_constraint(NULL, c), "cmf_sampler_set_constraint");
+    EXPECT_ARG(cmf_sampler_set_constraint(s, c), "the sampler"); /* another vocabulary size */
+    EXPECT(cmf_sampler_set_constraint(s, NULL), CMF_OK, "");
+    cmf_sampler_free(s);
+    cmf_constraint_free(c);
+}
+static void c_sampler_constraint_done(void) { CHECK(cmf_sampler_constraint_done(NULL) == 0); }
 
 typedef struct {
     const char *name;
@@ -367,7 +395,8 @@ static const api_case CASES[] = {
     C(detok_stream_flush), C(detok_stream_free), C(tokenizer_token_id), C(model_chat_template),
     C(chat_template_chatml), C(chat_default_params), C(chat_render), C(chat_tokenize), C(detokenize_n),
     C(detok_stream_push_n), C(detok_stream_flush_n), C(sampler_default_params), C(sampler_new), C(sampler_free),
-    C(sampler_reset), C(sampler_accept), C(sampler_sample), C(session_sample),
+    C(sampler_reset), C(sampler_accept), C(sampler_sample), C(session_sample), C(constraint_new_json),
+    C(constraint_free), C(sampler_set_constraint), C(sampler_constraint_done),
 };
 enum { N_CASES = sizeof CASES / sizeof CASES[0] };
 

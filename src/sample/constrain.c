@@ -1,0 +1,84 @@
+/* constrain.c — the JSON-mode constraint (cmf.h, "Constrained sampling"): the bytes of every token, built once, and
+ * the test of a token against a sampler's recognizer state (json_fsm.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample/sample.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+
+struct cmf_constraint {
+    int vocab;
+    uint32_t *off; /* [vocab + 1]: token v's bytes are bytes[off[v] .. off[v + 1]) */
+    char *bytes;
+    uint8_t *eos; /* [vocab]: 1 for an end-of-text id */
+};
+
+void cmf_constraint_free(cmf_constraint *c) {
+    if (!c) return;
+    free(c->off);
+    free(c->bytes);
+    free(c->eos);
+    free(c);
+}
+
+cmf_status cmf_constraint_new_json(const cmf_tokenizer *tok, int vocab, const int32_t *eos, int n_eos,
+                                   cmf_constraint **out) {
+    if (out) *out = NULL;
+    if (!tok || !eos || !out) return cmf_err(CMF_E_ARG, "cmf_constraint_new_json: NULL argument");
+    if (vocab <= 0 || n_eos < 1)
+        return cmf_err(CMF_E_ARG, "cmf_constraint_new_json: vocab %d and %d eos ids (want both >= 1)", vocab, n_eos);
+    for (int i = 0; i < n_eos; i++)
+        if (eos[i] < 0 || eos[i] >= vocab)
+            return cmf_err(CMF_E_ARG, "cmf_constraint_new_json: eos id %d is outside [0, %d)", (int)eos[i], vocab);
+    cmf_constraint *c = calloc(1, sizeof *c);
+    if (!c) return cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of memory");
+    c->vocab = vocab;
+    c->off = malloc(((size_t)vocab + 1) * sizeof *c->off);
+    c->eos = calloc((size_t)vocab, 1);
+    tok_buf all = {0}, pre = {0}, one = {0};
+    cmf_status st = c->off && c->eos ? CMF_OK : cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of memory");
+    const int32_t anchor = tok_anchor_id(tok);
+    for (int v = 0; v < vocab && st == CMF_OK; v++) {
+        c->off[v] = (uint32_t)all.n;
+        if (anchor < 0) break; /* no ordinary token: nothing fits (every draw fails, with a message) */
+        if ((st = tok_piece_bytes(tok, anchor, v, &pre, &one)) != CMF_OK) break;
+        if (all.n + one.n > UINT32_MAX) st = cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: the vocabulary's bytes "
+                                                                  "exceed 4 GiB");
+        else if (one.n && tok_buf_put(&all, one.p, one.n)) st = cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of "
+                                                                                    "memory");
+    }
+    if (st == CMF_OK) {
+        for (int v = anchor < 0 ? 0 : vocab; v <= vocab; v++) c->off[v] = (uint32_t)all.n;
+        for (int i = 0; i < n_eos; i++) c->eos[eos[i]] = 1;
+        c->bytes = all.p, all.p = NULL;
+    }
+    tok_buf_free(&all);
+    tok_buf_free(&pre);
+    tok_buf_free(&one);
+    if (st != CMF_OK) {
+        cmf_constraint_free(c);
+        return st;
+    }
+    *out = c;
+    return CMF_OK;
+}
+
+int cmf_constraint_vocab(const cmf_constraint *c) { return c->vocab; }
+
+int cmf_constraint_fits(const cmf_constraint *c, const cmf_json_fsm *f, int32_t id) {
+    if (id < 0 || id >= c->vocab || f->bad) return 0;
+    if (cmf_json_fsm_done(f)) return c->eos[id];
+    const uint32_t a = c->off[id], b = c->off[id + 1];
+    if (c->eos[id] || a == b) return 0;
+    cmf_json_fsm t = *f;
+    return cmf_json_fsm_feed(&t, c->bytes + a, b - a);
+}
+
+void cmf_constraint_advance(const cmf_constraint *c, cmf_json_fsm *f, int32_t id) {
+    if (!cmf_constraint_fits(c, f, id)) {
+        f->bad = 1;
+        return;
+    }
+    if (!cmf_json_fsm_done(f)) cmf_json_fsm_feed(f, c->bytes + c->off[id], c->off[id + 1] - c->off[id]);
+}
