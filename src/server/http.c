@@ -466,6 +466,8 @@ cmf_status cmf_server_start(cmf_model *m, const cmf_server_opts *opts, cmf_serve
     s->vocab = cmf_model_vocab_size(m);
     s->eos = cmf_model_eos_ids(m, &s->n_eos);
     s->anchor = srv_piece_anchor(tok);
+    if (tok && s->n_eos > 0 && cmf_constraint_new_json(tok, s->vocab, s->eos, s->n_eos, &s->json) != CMF_OK)
+        s->json = NULL; /* out of memory: JSON-mode requests are refused, naming it */
     int train = cmf_model_n_ctx_train(m);
     s->n_ctx = o.n_ctx > 0 ? o.n_ctx : (train > 0 && train < 4096 ? train : 4096);
     s->host = strdup(o.host);
@@ -542,5 +544,6 @@ void cmf_server_stop(cmf_server *s) {
     free(s->chat_template);
     for (int i = 0; i < s->n_skills; i++) free(s->skills[i]);
     free(s->skills);
+    cmf_constraint_free(s->json);
     free(s);
 }

@@ -79,6 +79,7 @@ struct srv_req {
     int n_stops;
     int stream, include_usage, parse_tools, start_in_think;
     int ignore_eos; /* llama-server's ignore_eos: an end-of-generation id does not end the request */
+    int json;       /* response_format {"type": "json_object"}: the sampler draws under s->json */
     char *tool_prefix; /* forced tool call: the call's JSON already in the prompt after "<tool_call>\n", or NULL */
     char id[64];
     long created;
@@ -162,6 +163,7 @@ struct cmf_server {
     int n_ctx, vocab;
     const int32_t *eos;
     int n_eos;
+    cmf_constraint *json; /* JSON mode's token table (response_format json_object), or NULL without a tokenizer / eos */
     int32_t anchor; /* a token decoded ahead of llama-server's texts (srv_piece_anchor), or -1 */
 
     pthread_mutex_t mu;

@@ -610,8 +610,10 @@ int srv_known_fields(const cJSON *j, srv_reply *err) {
     }
     v = cJSON_GetObjectItemCaseSensitive(j, "response_format");
     const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(t) && !strcmp(t->valuestring, "text"))) {
-        *err = srv_reply_err(400, "response_format", "only response_format {\"type\": \"text\"} is supported");
+    if (v && !cJSON_IsNull(v) &&
+        !(cJSON_IsString(t) && (!strcmp(t->valuestring, "text") || !strcmp(t->valuestring, "json_object")))) {
+        *err = srv_reply_err(400, "response_format", "response_format must be {\"type\": \"text\"} or {\"type\": "
+                             "\"json_object\"} (JSON mode: the reply is one JSON object); json_schema is not supported");
         return -1;
     }
     v = cJSON_GetObjectItemCaseSensitive(j, "best_of");
@@ -740,6 +742,19 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
         bad = 1;
     }
     if (!bad) bad = common_fields(s, j, r, err);
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "response_format"), "type");
+    r->json = cJSON_IsString(rf) && !strcmp(rf->valuestring, "json_object");
+    if (!bad && r->json && !s->json) {
+        *err = srv_reply_err(400, "response_format", "JSON mode needs the model's tokenizer and an end-of-text id "
+                             "(tokenizer_config's eos_token_ids), and this model has %s", s->tok ? "no eos id" :
+                             "no tokenizer");
+        bad = 1;
+    }
+    if (!bad && r->json && r->tool_prefix) {
+        *err = srv_reply_err(400, "response_format", "response_format json_object and a forced tool call "
+                             "(tool_choice) cannot be combined: the reply would have to be both");
+        bad = 1;
+    }
     cJSON_Delete(j);
     if (bad) {
         srv_req_free(r);

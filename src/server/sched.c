@@ -299,6 +299,7 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     prime[0] = s->anchor;
     memcpy(prime + 1, r->prompt + r->n_prompt - n_prime, (size_t)n_prime * sizeof *prime);
     if (!err && (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK ||
+                 (r->json && cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) ||
                  cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK ||
                  cmf_detok_stream_prime(sl->ds, anchored ? prime : prime + 1, (size_t)(n_prime + anchored)) != CMF_OK))
         err = cmf_last_error();

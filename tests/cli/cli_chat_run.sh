@@ -2,7 +2,8 @@
 # cli_chat_run.sh — `cmf chat` / `cmf run` behaviors from review 9 (items 8, 11, 12, 13): chat -p and run --chat
 # send the same prompt (exactly one BOS), piped chat exits 1 when a message failed, a NUL byte in a chat line is an
 # error, singular "1 token", CMF_TASK values other than off are reported, -n -1 generates until the context is
-# full, and bench --json writes samples_ns as whole nanoseconds. Model: stories260K (shared GGUF, converted here).
+# full, bench --json writes samples_ns as whole nanoseconds, and run --json starts an object and says when -n cut
+# it. Model: stories260K (shared GGUF, converted here).
 source "$(dirname "$0")/lib.sh"
 GGUF="$CMF_SHARED/data/models/stories260K-gguf/stories260Ktok512.gguf"
 M="$T/st.cmf"
@@ -77,6 +78,17 @@ if expect_ok "$CMF_BIN" bench "$M" -p 4 -n 2 -r 2 --json; then
     grep -qE '"cpu_path":[[:space:]]*"(avx512-vnni|avx2|neon|scalar|f32ref)"' "$T/out" && grep -q '"cpu_features":[[:space:]]*"' "$T/out" ||
         fail "bench --json: cpu_path / cpu_features: $(grep -E 'cpu_(path|features)' "$T/out")"
 fi
+# --json (JSON mode): the text starts an object (whitespace, then '{'); stories260K never closes one in 24 tokens,
+# so the run says the text is incomplete; the same seed gives the same text; without --json no such warning
+expect_ok "$CMF_BIN" run "$M" -p "Once upon a time" -n 24 --seed 7 --json && cp "$T/out" "$T/json1.out" &&
+    grep -qxF "cmf run: warning: --json: generation stopped before the JSON object was closed (-n reached); the text is incomplete" \
+        "$T/err" || fail "run --json: warning: $(cat "$T/err")"
+[ "$(tr -d ' \t\n' <"$T/json1.out" | head -c 1)" = "{" ] || fail "run --json: the text does not start an object: $(cat "$T/json1.out")"
+expect_ok "$CMF_BIN" run "$M" -p "Once upon a time" -n 24 --seed 7 --json && cmp -s "$T/out" "$T/json1.out" ||
+    fail "run --json: the same seed gave another text"
+expect_ok "$CMF_BIN" run "$M" -p "Once upon a time" -n 24 --seed 7 && grep -q -- "--json" "$T/err" &&
+    fail "run without --json warns about it: $(cat "$T/err")"
+expect_ok "$CMF_BIN" run --help && grep -q -- "--json" "$T/out" || fail "run --help does not list --json"
 # -c 0 is the whole trained context (llama.cpp's meaning): the GGUF says 128, so a long run fills 128 positions
 expect_ok "$CMF_BIN" run "$M" -c 0 -p "Once" -n 300 &&
     grep -q "the context of 128 tokens is full" "$T/err" || fail "run -c 0: $(tail -2 "$T/err")"

@@ -31,6 +31,9 @@ static const char *USAGE =
     "                           full); stops earlier at any eos id\n"
     "  --ignore-eos             an eos id does not end generation and its text is not printed (--print-ids\n"
     "                           prints its id), as serve's ignore_eos and llama-cli's --ignore-eos\n"
+    "  --json                   JSON mode (OpenAI's response_format json_object): only tokens that continue one\n"
+    "                           JSON object are drawn, and an eos id only once it is closed, so generation ends\n"
+    "                           there; if -n or the context stops it first, the text is incomplete (a warning)\n"
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
     "                           0: the whole trained context (as llama.cpp); larger than trained is allowed\n"
     "                           with a warning\n"
@@ -47,7 +50,7 @@ static const char *USAGE =
 typedef struct run_opts {
     const char *model, *prompt, *prompt_file, *tokens;
     long n_predict, n_ctx, n_threads;
-    int add_special, print_ids, chat, ignore_eos;
+    int add_special, print_ids, chat, ignore_eos, json;
     cli_sampling smp;
     cli_model_opts mo;
 } run_opts;
@@ -75,6 +78,8 @@ static int parse(int argc, char **argv, run_opts *o) {
             o->chat = 1;
         } else if (cli_is(&a, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
+        } else if (cli_is(&a, "--json", NULL)) {
+            o->json = 1;
         } else if (cli_is(&a, "--no-bos", NULL)) {
             o->add_special = 0;
         } else if (cli_is(&a, "--n-predict", "-n")) {
@@ -190,6 +195,7 @@ int cmd_run(int argc, char **argv) {
     cmf_model *m = NULL;
     cmf_session *s = NULL;
     cmf_sampler *smp = NULL;
+    cmf_constraint *json = NULL;
     cmf_detok_stream *ds = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
@@ -250,6 +256,18 @@ int cmd_run(int argc, char **argv) {
     for (size_t i = 0; i < n_ids; i++) cmf_sampler_accept(smp, ids[i]);
     int n_eos = 0;
     const int32_t *eos = cmf_model_eos_ids(m, &n_eos);
+    if (o.json) { /* after the prompt's tokens: from here every accepted token continues the JSON text */
+        if (!tok || n_eos < 1) {
+            rc = cli_fail("run", "--json needs the model's tokenizer and an eos id (the file has %s)",
+                          tok ? "no eos_token_ids" : "no usable tokenizer");
+            goto done;
+        }
+        if ((st = cmf_constraint_new_json(tok, vocab, eos, n_eos, &json)) != CMF_OK ||
+            (st = cmf_sampler_set_constraint(smp, json)) != CMF_OK) {
+            rc = cli_lib_error("run", st);
+            goto done;
+        }
+    }
 
     cli_sigint_install(1); /* the first Ctrl-C ends generation as a normal end would; a second one kills */
     double t0 = cli_now();
@@ -298,6 +316,9 @@ int cmd_run(int argc, char **argv) {
     if (ctx_full)
         cli_warn("run", "the context of %d tokens is full; stopped after %d token%s", cmf_session_n_ctx(s), n_gen,
                  n_gen == 1 ? "" : "s");
+    if (json && !rc && !cmf_sampler_constraint_done(smp))
+        cli_warn("run", "--json: generation stopped before the JSON object was closed (%s); the text is incomplete",
+                 interrupted ? "Ctrl-C" : ctx_full ? "the context is full" : "-n reached");
     if (!rc) {
         double tp = t1 - t0, td = t2 - t1;
         fprintf(stderr, "prompt: %zu token%s, %.1f tok/s | decode: %d token%s, %.1f tok/s\n", n_ids,
@@ -312,6 +333,7 @@ int cmd_run(int argc, char **argv) {
 done:
     cmf_detok_stream_free(ds);
     cmf_sampler_free(smp);
+    cmf_constraint_free(json);
     cmf_session_free(s);
     cmf_model_free(m);
     free(ids);
