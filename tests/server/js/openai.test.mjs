@@ -1,7 +1,7 @@
 // openai.test.mjs — the official `openai` npm client against `cmf serve` (run by ../js_openai.sh).
 // argv[2]: refs.json from server_refgen: the model paths and texts generated in process by the library, which the
 // server's answers must reproduce byte for byte (texts compared as UTF-8 bytes against their hex).
-// Two servers: stories260K (completions, chat through the fallback template, models, tokenize, errors) and the
+// Two servers: stories260K (completions, chat through the fallback template, JSON mode, models, tokenize, errors) and the
 // Qwen3-architecture "chain" chat model with an API key, whose greedy answer is a fixed CJK + emoji text with
 // characters split across tokens (streamed chat and completions must reassemble it byte for byte).
 import assert from 'node:assert/strict';
@@ -120,6 +120,19 @@ try {
     assert.equal(s.role, 'assistant');
     assert.equal(s.text, r.choices[0].message.content, 'streamed = non-streamed with the same seed');
     assert.equal(s.usage.completion_tokens, 12);
+  });
+
+  await check('JSON mode: response_format json_object through the client starts an object, streamed = not', async () => {
+    const params = { model: 'stories', messages: [{ role: 'user', content: 'Reply in JSON' }], max_tokens: 16, seed: 3, response_format: { type: 'json_object' } };
+    const r = await client.chat.completions.create(params);
+    const text = r.choices[0].message.content;
+    assert.equal(text.trimStart()[0], '{', `not an object: ${JSON.stringify(text)}`);
+    if (r.choices[0].finish_reason === 'stop') assert.equal(typeof JSON.parse(text), 'object');
+    else assert.equal(r.choices[0].finish_reason, 'length');
+    const s = await streamChat(client, params);
+    assert.equal(s.text, text, 'streamed = non-streamed with the same seed');
+    await assert.rejects(client.chat.completions.create({ ...params, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: { type: 'object' } } } }),
+      (e) => e instanceof OpenAI.BadRequestError && e.error.param === 'response_format');
   });
 
   await check('POST /tokenize and /detokenize', async () => {
