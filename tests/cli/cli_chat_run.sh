@@ -89,6 +89,12 @@ expect_ok "$CMF_BIN" run "$M" -p "Once upon a time" -n 24 --seed 7 --json && cmp
 expect_ok "$CMF_BIN" run "$M" -p "Once upon a time" -n 24 --seed 7 && grep -q -- "--json" "$T/err" &&
     fail "run without --json warns about it: $(cat "$T/err")"
 expect_ok "$CMF_BIN" run --help && grep -q -- "--json" "$T/out" || fail "run --help does not list --json"
+# chat --json: each reply starts an object (the turn's prompt tokens stay outside the JSON text), and says when cut
+printf 'hello\nagain\n' >"$T/two.txt"
+expect_ok "$CMF_BIN" chat "$M" --json -n 12 --seed 2 <"$T/two.txt" &&
+    [ "$(grep -c 'the reply stopped before its JSON object was closed' "$T/err")" -eq 2 ] ||
+    fail "chat --json: two cut replies, want two warnings: $(cat "$T/err")"
+[ "$(grep -c '^ *{' "$T/out")" -ge 2 ] || fail "chat --json: the replies do not start objects: $(cat "$T/out")"
 # -c 0 is the whole trained context (llama.cpp's meaning): the GGUF says 128, so a long run fills 128 positions
 expect_ok "$CMF_BIN" run "$M" -c 0 -p "Once" -n 300 &&
     grep -q "the context of 128 tokens is full" "$T/err" || fail "run -c 0: $(tail -2 "$T/err")"

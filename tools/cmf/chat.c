@@ -53,6 +53,8 @@ static const char *USAGE =
     "                           is full); stops earlier at any eos id\n"
     "  --ignore-eos             an eos id does not end the reply (its text is not shown), as serve's\n"
     "                           ignore_eos and llama-cli's --ignore-eos: the reply runs to -n or a full context\n"
+    "  --json                   JSON mode for every reply (as serve's response_format json_object): only\n"
+    "                           tokens that continue one JSON object are drawn; the reply ends when it closes\n"
     "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096; 0: the\n"
     "                           whole trained context (as llama.cpp)\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
@@ -64,7 +66,7 @@ static const char *USAGE =
 typedef struct chat_opts {
     const char *model, *prompt, *system, *template_file;
     long n_predict, n_ctx, n_threads;
-    int no_think, template_only, show_ids, ignore_eos;
+    int no_think, template_only, show_ids, ignore_eos, json;
     cli_sampling smp;
     cli_model_opts mo;
 } chat_opts;
@@ -91,6 +93,8 @@ static int parse(int argc, char **argv, chat_opts *o) {
             o->no_think = 1;
         } else if (cli_is(&a, "--ignore-eos", NULL)) {
             o->ignore_eos = 1;
+        } else if (cli_is(&a, "--json", NULL)) {
+            o->json = 1;
         } else if (cli_is(&a, "--template-only", NULL)) {
             o->template_only = 1;
         } else if (cli_is(&a, "--show-ids", NULL)) {
@@ -158,6 +162,7 @@ typedef struct chat_state {
     cJSON *msgs;
     cmf_session *s;
     cmf_sampler *smp;
+    cmf_constraint *json; /* --json: the constraint each reply starts afresh, or NULL */
     int32_t *cache; /* the ids at positions 0..pos-1 of the session */
     int n_ctx, turn;
 } chat_state;
@@ -205,8 +210,11 @@ static int run_turn(chat_state *c) {
         return cli_lib_error("chat", st);
     }
     memcpy(c->cache + keep, ids + keep, (size_t)n_new * sizeof *ids);
+    /* the prompt's tokens count for the penalties, outside JSON mode; the reply's JSON text starts after them */
+    cmf_sampler_set_constraint(c->smp, NULL);
     for (int i = keep; i < (int)n_ids; i++) cmf_sampler_accept(c->smp, ids[i]);
     free(ids);
+    if (c->json && (st = cmf_sampler_set_constraint(c->smp, c->json)) != CMF_OK) return cli_lib_error("chat", st);
     (void)cmf_session_logits(c->s); /* waits for a device (CUDA keeps them there): the prompt's time is whole */
     double t1 = cli_now();
 
@@ -273,6 +281,8 @@ static int run_turn(chat_state *c) {
     putchar('\n');
     fflush(stdout);
     if (full) cli_warn("chat", "the context of %d tokens is full; the reply was cut (try /reset)", c->n_ctx);
+    if (c->json && !rc && !cmf_sampler_constraint_done(c->smp))
+        cli_warn("chat", "--json: the reply stopped before its JSON object was closed; it is incomplete");
     if (stopped) fprintf(stderr, "[interrupted: reply stopped after %d token%s]\n", n_gen, n_gen == 1 ? "" : "s");
     c->turn++;
     double td = t2 - t1;
@@ -558,6 +568,18 @@ int cmd_chat(int argc, char **argv) {
         rc = cli_lib_error("chat", st);
         goto done;
     }
+    if (o.json) {
+        int n_eos = 0;
+        const int32_t *eos = cmf_model_eos_ids(c.m, &n_eos);
+        if (n_eos < 1) {
+            rc = cli_fail("chat", "--json needs an eos id (the file has no eos_token_ids)");
+            goto done;
+        }
+        if ((st = cmf_constraint_new_json(c.tok, cmf_model_vocab_size(c.m), eos, n_eos, &c.json)) != CMF_OK) {
+            rc = cli_lib_error("chat", st);
+            goto done;
+        }
+    }
     if (!(c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache))) {
         rc = cli_fail("chat", "out of memory");
         goto done;
@@ -570,6 +592,7 @@ int cmd_chat(int argc, char **argv) {
 done:
     free(c.cache);
     cmf_sampler_free(c.smp);
+    cmf_constraint_free(c.json);
     cmf_session_free(c.s);
     cJSON_Delete(c.msgs);
     cmf_model_free(c.m);
