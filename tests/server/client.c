@@ -313,3 +313,10 @@ int http_post_json(int port, const char *path, const char *body, cJSON **j) {
     http_resp_free(&r);
     return st;
 }
+
+const char *ids_json_buf(char *buf, size_t cap, const int32_t *ids, int n) {
+    size_t k = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < n && k < cap; i++) k += (size_t)snprintf(buf + k, cap - k, "%s%d", i ? "," : "", (int)ids[i]);
+    if (k < cap) snprintf(buf + k, cap - k, "]");
+    return buf;
+}

@@ -30,6 +30,9 @@ const char *http_header(const http_resp *r, const char *name, char *buf, size_t 
 struct cJSON;
 int http_post_json(int port, const char *path, const char *body, struct cJSON **j);
 
+/* The ids as a JSON array ("[1,2,3]") in buf (cap bytes; cut short when too small); returns buf. */
+const char *ids_json_buf(char *buf, size_t cap, const int32_t *ids, int n);
+
 /* Opens a connection and sends a request without reading (for disconnect tests); returns the socket or -1. */
 int http_send_only(int port, const char *method, const char *path, const char *auth, const char *body);
 

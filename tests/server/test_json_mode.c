@@ -59,13 +59,6 @@ done:
     return text;
 }
 
-static const char *prompt_json(char *buf, size_t cap) {
-    int k = snprintf(buf, cap, "[");
-    for (int i = 0; i < N_PROMPT; i++) k += snprintf(buf + k, cap - (size_t)k, "%s%d", i ? "," : "", PROMPT[i]);
-    snprintf(buf + k, cap - (size_t)k, "]");
-    return buf;
-}
-
 /* A JSON prefix: the recognizer takes every byte (it is checked against Python's json in test_json_fsm). */
 static int json_prefix(const char *s) {
     cmf_json_fsm f;
@@ -77,8 +70,9 @@ static int json_prefix(const char *s) {
 static int complete(int port, float temp, uint64_t seed, int stream, char **text) {
     char body[1024], pj[256];
     snprintf(body, sizeof body, "{\"prompt\": %s, \"max_tokens\": %d, \"temperature\": %g, \"seed\": %llu, "
-             "\"stream\": %s, \"response_format\": {\"type\": \"json_object\"}}", prompt_json(pj, sizeof pj), N_GEN,
-             (double)temp, (unsigned long long)seed, stream ? "true" : "false");
+             "\"stream\": %s, \"response_format\": {\"type\": \"json_object\"}}",
+             ids_json_buf(pj, sizeof pj, PROMPT, N_PROMPT), N_GEN, (double)temp, (unsigned long long)seed,
+             stream ? "true" : "false");
     *text = NULL;
     if (!stream) {
         cJSON *j = NULL;

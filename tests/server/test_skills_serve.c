@@ -48,21 +48,13 @@ static char *lib_text(cmf_model *m, const char *skill) {
     return text;
 }
 
-/* PROMPT as a JSON array into buf (the caller's: the client threads build their bodies at once). */
-static const char *prompt_json(char *buf, size_t cap) {
-    int k = snprintf(buf, cap, "[");
-    for (int i = 0; i < N_PROMPT; i++) k += snprintf(buf + k, cap - (size_t)k, "%s%d", i ? "," : "", PROMPT[i]);
-    snprintf(buf + k, cap - (size_t)k, "]");
-    return buf;
-}
-
 /* POST /v1/completions, greedy, ignore_eos; model NULL: no "model" field. Returns the status; *text (malloc'd) the
  * choice's text and *echo the answer's "model" (malloc'd), when 200. */
 static int complete(int port, const char *model, char **text, char **echo) {
     char body[512], mfield[128] = "", pj[256];
     if (model) snprintf(mfield, sizeof mfield, "\"model\": \"%s\", ", model);
     snprintf(body, sizeof body, "{%s\"prompt\": %s, \"max_tokens\": %d, \"temperature\": 0, \"ignore_eos\": true}",
-             mfield, prompt_json(pj, sizeof pj), N_GEN);
+             mfield, ids_json_buf(pj, sizeof pj, PROMPT, N_PROMPT), N_GEN);
     cJSON *j = NULL;
     int st = http_post_json(port, "/v1/completions", body, &j);
     *text = NULL;
@@ -162,7 +154,7 @@ int main(void) {
     /* llama-server's /completion ignores "model", except that a skill's id selects the skill */
     char body[512], pj[256];
     snprintf(body, sizeof body, "{\"model\": \"sk\", \"prompt\": %s, \"n_predict\": %d, \"temperature\": 0, "
-             "\"ignore_eos\": true}", prompt_json(pj, sizeof pj), N_GEN);
+             "\"ignore_eos\": true}", ids_json_buf(pj, sizeof pj, PROMPT, N_PROMPT), N_GEN);
     j = NULL;
     CHECK(http_post_json(srv.port, "/completion", body, &j) == 200);
     const cJSON *content = cJSON_GetObjectItemCaseSensitive(j, "content");
