@@ -489,7 +489,9 @@ void cmf_sampler_free(cmf_sampler *s);
 /* Forgets the penalty window and restarts the generator from the seed (a new conversation). NULL: no-op. */
 void cmf_sampler_reset(cmf_sampler *s);
 
-/* Records a token (prompt or generated) in the penalty window. Ids outside [0, vocab) and a NULL s are ignored. */
+/* Records a token (prompt or generated) in the penalty window. Ids outside [0, vocab) and a NULL s are ignored by
+ * the window; with a constraint set (cmf_sampler_set_constraint) the token also advances the constraint's text, and
+ * one that does not fit (an id outside [0, vocab) included) breaks it. */
 void cmf_sampler_accept(cmf_sampler *s, int32_t token);
 
 /* Chooses the next token from `logits` (vocab floats, not modified) into *token; it does not accept it (call
@@ -518,10 +520,13 @@ cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token);
  * A constraint is an immutable table built once per tokenizer (the bytes of every token: tokenizer.h's
  * tok_piece_bytes) and shared by any number of samplers and threads; a sampler given one draws only tokens whose
  * bytes continue a text that is one JSON object (src/sample/json_fsm.h: RFC 8259, well-formed UTF-8, nesting <= 32,
- * whitespace runs <= 24 bytes, nothing after the closing brace), and an end-of-text id only once the object is
- * closed (then nothing else). The draw: the unconstrained draw first; when its token does not fit, the logits of
- * the tokens that do not fit are set to -inf and the sampler draws again from that row (the distribution of
- * sampling the masked row, as llama.cpp's grammar sampler does it). Special added tokens never fit.
+ * whitespace between tokens as llama.cpp's json.gbnf: nothing, one space, or a newline and up to 20 spaces or tabs;
+ * nothing after the closing brace), and an end-of-text id only once the object is closed (then nothing else). The
+ * draw: the unconstrained draw first; when its token does not fit, the logits of the tokens that do not fit are set
+ * to -inf and the sampler draws again from that row, as llama.cpp's grammar sampler does. Without top-k / top-p /
+ * min-p that is exactly sampling the masked row; with them the first draw is truncated on the whole row, so the
+ * odds differ from truncating the masked row. Special added tokens never fit; non-special ones (e.g. Qwen's <think>)
+ * fit where their text does, inside strings.
  * A generation loop as above; the prompt's tokens are accepted before the constraint is set (once it is set, every
  * accepted token advances the JSON text):
  *   cmf_constraint *json; cmf_constraint_new_json(cmf_model_tokenizer(m), cmf_model_vocab_size(m), eos, n_eos, &json);
@@ -532,9 +537,9 @@ cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token);
 typedef struct cmf_constraint cmf_constraint;
 
 /* Builds the JSON-mode constraint for logits rows of `vocab` ids (cmf_model_vocab_size; ids past the tokenizer's
- * have no bytes and never fit) with the end-of-text ids eos[0..n_eos) (cmf_model_eos_ids; at least one, each in
- * [0, vocab)). Costs one decode per id (~0.2 s for a 150k vocabulary); *out is freed with cmf_constraint_free, after
- * every sampler using it. Errors: CMF_E_ARG (NULL tok, eos or out, vocab <= 0, n_eos < 1, an eos id outside [0,
+ * have no bytes and never fit, and cost no memory) with the end-of-text ids eos[0..n_eos) (cmf_model_eos_ids; at
+ * least one, each in [0, vocab)). Costs one decode per tokenizer id (~0.03 s for a 150k vocabulary); *out is freed
+ * with cmf_constraint_free, after every sampler using it. Errors: CMF_E_ARG (NULL tok, eos or out, vocab <= 0, n_eos < 1, an eos id outside [0,
  * vocab)), CMF_E_NOMEM. */
 cmf_status cmf_constraint_new_json(const cmf_tokenizer *tok, int vocab, const int32_t *eos, int n_eos,
                                    cmf_constraint **out);

@@ -8,11 +8,19 @@
 #include "util/error.h"
 
 struct cmf_constraint {
-    int vocab;
-    uint32_t *off; /* [vocab + 1]: token v's bytes are bytes[off[v] .. off[v + 1]) */
+    int vocab;     /* the logits rows' length */
+    int n;         /* ids with bytes: min(vocab, the tokenizer's size); ids n..vocab-1 have none */
+    uint32_t *off; /* [n + 1]: token v's bytes are bytes[off[v] .. off[v + 1]) */
     char *bytes;
-    uint8_t *eos; /* [vocab]: 1 for an end-of-text id */
+    int32_t *eos; /* [n_eos] the end-of-text ids */
+    int n_eos;
 };
+
+static int is_eos(const cmf_constraint *c, int32_t id) {
+    for (int i = 0; i < c->n_eos; i++)
+        if (c->eos[i] == id) return 1;
+    return 0;
+}
 
 void cmf_constraint_free(cmf_constraint *c) {
     if (!c) return;
@@ -33,24 +41,27 @@ cmf_status cmf_constraint_new_json(const cmf_tokenizer *tok, int vocab, const in
             return cmf_err(CMF_E_ARG, "cmf_constraint_new_json: eos id %d is outside [0, %d)", (int)eos[i], vocab);
     cmf_constraint *c = calloc(1, sizeof *c);
     if (!c) return cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of memory");
+    const int n_tok = cmf_tokenizer_vocab_size(tok);
     c->vocab = vocab;
-    c->off = malloc(((size_t)vocab + 1) * sizeof *c->off);
-    c->eos = calloc((size_t)vocab, 1);
+    c->n = n_tok < vocab ? n_tok : vocab;
+    c->n_eos = n_eos;
+    c->off = malloc(((size_t)c->n + 1) * sizeof *c->off);
+    c->eos = malloc((size_t)n_eos * sizeof *c->eos);
     tok_buf all = {0}, pre = {0}, one = {0};
     cmf_status st = c->off && c->eos ? CMF_OK : cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of memory");
     const int32_t anchor = tok_anchor_id(tok);
-    for (int v = 0; v < vocab && st == CMF_OK; v++) {
+    for (int v = 0; v < c->n && st == CMF_OK; v++) {
         c->off[v] = (uint32_t)all.n;
-        if (anchor < 0) break; /* no ordinary token: nothing fits (every draw fails, with a message) */
+        if (anchor < 0) continue; /* no ordinary token: nothing fits (every draw fails, with a message) */
         if ((st = tok_piece_bytes(tok, anchor, v, &pre, &one)) != CMF_OK) break;
-        if (all.n + one.n > UINT32_MAX) st = cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: the vocabulary's bytes "
-                                                                  "exceed 4 GiB");
-        else if (one.n && tok_buf_put(&all, one.p, one.n)) st = cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of "
-                                                                                    "memory");
+        if (all.n + one.n > UINT32_MAX)
+            st = cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: the vocabulary's bytes exceed 4 GiB");
+        else if (one.n && tok_buf_put(&all, one.p, one.n))
+            st = cmf_err(CMF_E_NOMEM, "cmf_constraint_new_json: out of memory");
     }
     if (st == CMF_OK) {
-        for (int v = anchor < 0 ? 0 : vocab; v <= vocab; v++) c->off[v] = (uint32_t)all.n;
-        for (int i = 0; i < n_eos; i++) c->eos[eos[i]] = 1;
+        c->off[c->n] = (uint32_t)all.n;
+        memcpy(c->eos, eos, (size_t)n_eos * sizeof *eos);
         c->bytes = all.p, all.p = NULL;
     }
     tok_buf_free(&all);
@@ -68,9 +79,10 @@ int cmf_constraint_vocab(const cmf_constraint *c) { return c->vocab; }
 
 int cmf_constraint_fits(const cmf_constraint *c, const cmf_json_fsm *f, int32_t id) {
     if (id < 0 || id >= c->vocab || f->bad) return 0;
-    if (cmf_json_fsm_done(f)) return c->eos[id];
+    if (cmf_json_fsm_done(f)) return is_eos(c, id);
+    if (id >= c->n || is_eos(c, id)) return 0;
     const uint32_t a = c->off[id], b = c->off[id + 1];
-    if (c->eos[id] || a == b) return 0;
+    if (a == b) return 0;
     cmf_json_fsm t = *f;
     return cmf_json_fsm_feed(&t, c->bytes + a, b - a);
 }

@@ -581,6 +581,36 @@ static const char *const KNOWN_FIELDS[] = {
     "add_generation_prompt", "response_format", "logit_bias", "best_of", "suffix", "reasoning_effort",
     "modalities", "prediction", NULL};
 
+/* "response_format": absent or null, {"type": "text"} or {"type": "json_object"} (*json = 1; json may be NULL), with
+ * no other key and "type" once; else -1 with a 400 naming response_format (a schema, in OpenAI's json_schema type or
+ * in llama-server's "schema" key, is refused rather than ignored). */
+static int response_format(const cJSON *j, int *json, srv_reply *err) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(j, "response_format");
+    if (json) *json = 0;
+    if (!v || cJSON_IsNull(v)) return 0;
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
+    int nomem = 0, n = 0;
+    for (const cJSON *e = cJSON_IsObject(v) ? v->child : NULL; e; e = e->next) n++;
+    const char *what = NULL;
+    if (!cJSON_IsObject(v) || !cJSON_IsString(t))
+        what = "must be an object with a \"type\"";
+    else if (!strcmp(t->valuestring, "json_schema") || cJSON_GetObjectItemCaseSensitive(v, "schema") ||
+             cJSON_GetObjectItemCaseSensitive(v, "json_schema"))
+        what = "asks for a JSON schema, which is not supported (JSON mode without a schema is: {\"type\": "
+               "\"json_object\"})";
+    else if (strcmp(t->valuestring, "text") && strcmp(t->valuestring, "json_object"))
+        what = "has an unknown type";
+    else if (n != 1 || repeated_key(v, &nomem))
+        what = "must hold only \"type\", once";
+    if (what) {
+        *err = srv_reply_err(400, "response_format", "response_format %s: give {\"type\": \"text\"} or {\"type\": "
+                             "\"json_object\"} (JSON mode: the reply is one JSON object)", what);
+        return -1;
+    }
+    if (json) *json = !strcmp(t->valuestring, "json_object");
+    return 0;
+}
+
 int srv_known_fields(const cJSON *j, srv_reply *err) {
     for (const cJSON *e = j->child; e; e = e->next) {
         int ok = 0;
@@ -608,14 +638,7 @@ int srv_known_fields(const cJSON *j, srv_reply *err) {
         *err = srv_reply_err(400, "logit_bias", "logit_bias is not supported");
         return -1;
     }
-    v = cJSON_GetObjectItemCaseSensitive(j, "response_format");
-    const cJSON *t = cJSON_GetObjectItemCaseSensitive(v, "type");
-    if (v && !cJSON_IsNull(v) &&
-        !(cJSON_IsString(t) && (!strcmp(t->valuestring, "text") || !strcmp(t->valuestring, "json_object")))) {
-        *err = srv_reply_err(400, "response_format", "response_format must be {\"type\": \"text\"} or {\"type\": "
-                             "\"json_object\"} (JSON mode: the reply is one JSON object); json_schema is not supported");
-        return -1;
-    }
+    if (response_format(j, NULL, err)) return -1;
     v = cJSON_GetObjectItemCaseSensitive(j, "best_of");
     if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 1)) {
         *err = srv_reply_err(400, "best_of", "only best_of = 1 is supported");
@@ -742,8 +765,7 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
         bad = 1;
     }
     if (!bad) bad = common_fields(s, j, r, err);
-    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(j, "response_format"), "type");
-    r->json = cJSON_IsString(rf) && !strcmp(rf->valuestring, "json_object");
+    if (!bad) bad = response_format(j, &r->json, err);
     if (!bad && r->json && !s->json) {
         *err = srv_reply_err(400, "response_format", "JSON mode needs the model's tokenizer and an end-of-text id "
                              "(tokenizer_config's eos_token_ids), and this model has %s", s->tok ? "no eos id" :

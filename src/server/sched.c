@@ -36,6 +36,7 @@ struct srv_slot {
     cmf_status st;    /* and the sampler's status; err its message when not CMF_OK */
     char err[256];
     cmf_sampler *smp;
+    int json_wait; /* JSON mode in a reply that starts inside <think>: the constraint starts after </think> */
     cmf_detok_stream *ds;
     srv_out out;
     /* a streaming request's events of this step, built without mu and handed to req->sse in one locked pass per
@@ -277,6 +278,9 @@ static void slot_attach(cmf_server *s, srv_req *r) {
         best_l = 0;
         if (cmf_session_set_skill(sl->sess, r->skill ? r->skill : "none") != CMF_OK) err = cmf_last_error();
     }
+    /* JSON mode and a template that opened <think>: the reasoning is free text and the reply's content, after
+     * </think>, the JSON object (as vLLM's structured outputs with a reasoning parser); slot_emit sets it then */
+    sl->json_wait = r->json && r->start_in_think;
     int keep = best_l < r->n_prompt ? best_l : r->n_prompt - 1; /* the last prompt token must run: its logits */
     cmf_session_truncate(sl->sess, keep);                     /* keep <= pos: cannot fail */
     sl->n_hist = keep;
@@ -299,7 +303,7 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     prime[0] = s->anchor;
     memcpy(prime + 1, r->prompt + r->n_prompt - n_prime, (size_t)n_prime * sizeof *prime);
     if (!err && (cmf_sampler_new(s->vocab, &r->sp, &sl->smp) != CMF_OK ||
-                 (r->json && cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) ||
+                 (r->json && !r->start_in_think && cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) ||
                  cmf_detok_stream_new(s->tok, 1, &sl->ds) != CMF_OK ||
                  cmf_detok_stream_prime(sl->ds, anchored ? prime : prime + 1, (size_t)(n_prime + anchored)) != CMF_OK))
         err = cmf_last_error();
@@ -405,10 +409,16 @@ static void slot_emit(cmf_server *s, srv_slot *sl, double now) {
     emit_ctx e = {s, r, sl};
     int rc = srv_out_push(&sl->out, text, strlen(text), 0, on_piece, &e);
     free(text);
+    if (rc == 0 && sl->json_wait && sl->out.state == 0) { /* </think> came: the content is the JSON text */
+        sl->json_wait = 0;
+        if (cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) rc = -1;
+    }
     if (rc < 0) {
         slot_end(s, sl, NULL, 500, "out of memory");
     } else if (rc == 1) {
         slot_end(s, sl, "stop", 0, NULL);
+    } else if (r->json && r->ignore_eos && cmf_sampler_constraint_done(sl->smp)) {
+        slot_end(s, sl, "stop", 0, NULL); /* the object closed: only end tokens could follow, which would not end it */
     } else if (r->n_gen >= r->max_tokens || sl->n_hist >= s->n_ctx) {
         slot_end(s, sl, "length", 0, NULL);
     } else {

@@ -2,8 +2,10 @@
  * "Constrained sampling"): each answer is the text the library draws for the same prompt, seed and settings with a
  * JSON-mode sampler (the reference: the session + sampler + constraint of the library, detokenized), on
  * /v1/completions, streamed and not, greedy and sampled, and that text is a prefix of a JSON object; a chat reply in
- * JSON mode starts an object; response_format types other than text / json_object, and JSON mode with a forced
- * tool call, are 400 naming response_format.
+ * JSON mode starts an object; with ignore_eos the reply ends when the object closes; a template that opens <think>
+ * keeps the reasoning free (JSON mode starts after </think>); response_format other than {"type": "text"} /
+ * {"type": "json_object"} (a schema, another key, a repeated key) and JSON mode with a forced tool call are 400s
+ * naming response_format.
  * The model: a random one-layer Qwen3 (test_server's shape) with the qwen3 tokenizer and eos ids. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +107,26 @@ static int complete(int port, float temp, uint64_t seed, int stream, char **text
     return st;
 }
 
+/* A chat reply (temperature 1, seed, 16 tokens; json: JSON mode): its content, reasoning_content ("" when none) and
+ * finish_reason, malloc'd. Returns the status. */
+static int chat(int port, uint64_t seed, int json, char **content, char **reasoning, char **finish) {
+    char body[512];
+    snprintf(body, sizeof body, "{\"messages\": [{\"role\": \"user\", \"content\": \"Give JSON\"}], \"max_tokens\": "
+             "16, \"seed\": %llu%s}", (unsigned long long)seed,
+             json ? ", \"response_format\": {\"type\": \"json_object\"}" : "");
+    cJSON *j = NULL;
+    int st = http_post_json(port, "/v1/chat/completions", body, &j);
+    const cJSON *c = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(c, "message");
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(m, "content"), *r = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content");
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(c, "finish_reason");
+    *content = cJSON_IsString(t) ? strdup(t->valuestring) : NULL;
+    *reasoning = strdup(cJSON_IsString(r) ? r->valuestring : "");
+    *finish = cJSON_IsString(f) ? strdup(f->valuestring) : NULL;
+    cJSON_Delete(j);
+    return st;
+}
+
 static int status_of(int port, const char *path, const char *body, const char *param) {
     cJSON *j = NULL;
     int st = http_post_json(port, path, body, &j);
@@ -153,30 +175,67 @@ int main(void) {
             free(t);
         }
     /* a chat reply in JSON mode starts an object */
+    char *content = NULL, *reasoning = NULL, *finish = NULL;
+    CHECK(chat(srv.port, 5, 1, &content, &reasoning, &finish) == 200);
+    CHECK_MSG(content && json_prefix(content) && strchr(content, '{'), "chat JSON mode: '%s'", content ? content : "");
+    free(content), free(reasoning), free(finish);
+    /* ignore_eos: the reply ends when the object closes (only end tokens could follow), "stop" */
+    cmf_json_fsm f;
+    cmf_json_fsm_init(&f);
+    CHECK_MSG(ref[0] && cmf_json_fsm_feed(&f, ref[0], strlen(ref[0])) && cmf_json_fsm_done(&f),
+              "the greedy reference does not close its object: the ignore_eos check needs one that does");
+    char body[1024], pj[256];
+    snprintf(body, sizeof body, "{\"prompt\": %s, \"max_tokens\": %d, \"temperature\": 0, \"ignore_eos\": true, "
+             "\"response_format\": {\"type\": \"json_object\"}}", ids_json_buf(pj, sizeof pj, PROMPT, N_PROMPT), N_GEN);
     cJSON *j = NULL;
-    CHECK(http_post_json(srv.port, "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"Give "
-                         "JSON\"}], \"max_tokens\": 12, \"seed\": 5, \"response_format\": {\"type\": \"json_object\"}}",
-                         &j) == 200);
-    const cJSON *content = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0),
-                                         "message"),
-        "content");
-    CHECK_MSG(cJSON_IsString(content) && json_prefix(content->valuestring) &&
-                  strchr(content->valuestring, '{'), "chat JSON mode: '%s'",
-              cJSON_IsString(content) ? content->valuestring : "");
+    CHECK(http_post_json(srv.port, "/v1/completions", body, &j) == 200);
+    const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(j, "choices"), 0);
+    const cJSON *tx = cJSON_GetObjectItemCaseSensitive(c0, "text"), *fr = cJSON_GetObjectItemCaseSensitive(c0, "finish_reason");
+    CHECK_MSG(cJSON_IsString(tx) && ref[0] && !strcmp(tx->valuestring, ref[0]) && cJSON_IsString(fr) &&
+                  !strcmp(fr->valuestring, "stop"), "ignore_eos in JSON mode: '%s' (%s)",
+              cJSON_IsString(tx) ? tx->valuestring : "", cJSON_IsString(fr) ? fr->valuestring : "");
     cJSON_Delete(j);
-    /* refused, naming response_format */
-    CHECK(status_of(srv.port, "/v1/completions", "{\"prompt\": \"a\", \"response_format\": {\"type\": \"json_schema\", "
-                    "\"json_schema\": {\"name\": \"x\", \"schema\": {}}}}", "response_format") == 400);
-    CHECK(status_of(srv.port, "/v1/completions", "{\"prompt\": \"a\", \"response_format\": {\"type\": 1}}",
-                    "response_format") == 400);
-    CHECK(status_of(srv.port, "/v1/completions", "{\"prompt\": \"a\", \"response_format\": {\"type\": \"text\"}}",
-                    "response_format") == 200);
+    /* refused, naming response_format: a schema in either form, another key, a repeated key, a bad type or shape,
+     * JSON mode with a forced tool call */
+    static const char *const BAD[] = {
+        "{\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", \"schema\": {}}}",
+        "{\"type\": \"json_object\", \"schema\": {\"type\": \"object\"}}",
+        "{\"type\": \"json_object\", \"json_schema\": {}}", "{\"type\": \"json_object\", \"strict\": true}",
+        "{\"type\": \"text\", \"type\": \"json_object\"}", "{\"type\": 1}", "{\"type\": null}", "{}", "[]",
+        "\"json_object\"", "{\"type\": \"xml\"}"};
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        snprintf(body, sizeof body, "{\"prompt\": \"a\", \"max_tokens\": 2, \"response_format\": %s}", BAD[i]);
+        CHECK_MSG(status_of(srv.port, "/v1/completions", body, "response_format") == 400, "response_format %s", BAD[i]);
+    }
+    CHECK(status_of(srv.port, "/v1/completions", "{\"prompt\": \"a\", \"max_tokens\": 2, \"response_format\": "
+                    "{\"type\": \"text\"}}", "response_format") == 200);
     CHECK(status_of(srv.port, "/v1/chat/completions", "{\"messages\": [{\"role\": \"user\", \"content\": \"w\"}], "
                     "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"parameters\": {}}}], "
                     "\"tool_choice\": \"required\", \"response_format\": {\"type\": \"json_object\"}}",
                     "response_format") == 400);
     CHECK_MSG(server_stop(&srv) == 0, "the server did not exit cleanly");
+
+    /* a template that opens <think> for the reply: the reasoning is free text, JSON mode starts after </think>;
+     * this random model does not close its think block in 16 tokens, so a JSON-mode reply is the plain reply */
+    const char *tpl = tmp_path("json-mode-think.jinja");
+    FILE *tf = fopen(tpl, "w");
+    CHECK(tf != NULL);
+    if (tf) {
+        fputs("{%- for m in messages %}{{- '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{%- endfor %}"
+              "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n<think>\\n' }}{%- endif %}", tf);
+        fclose(tf);
+    }
+    const char *args2[] = {"-c", "256", "-t", "1", "--chat-template-file", tpl, NULL};
+    CHECK(server_start(&srv, model, args2) == 0);
+    for (uint64_t seed = 1; seed <= 3 && srv.port > 0; seed++) {
+        char *pc = NULL, *pr = NULL, *pf = NULL, *jc = NULL, *jr = NULL, *jf = NULL;
+        CHECK(chat(srv.port, seed, 0, &pc, &pr, &pf) == 200 && chat(srv.port, seed, 1, &jc, &jr, &jf) == 200);
+        CHECK_MSG(pr && jr && *pr && !strcmp(pr, jr) && pc && jc && !strcmp(pc, jc),
+                  "seed %llu: JSON mode changed the reasoning: plain ('%s', '%s'), JSON ('%s', '%s')",
+                  (unsigned long long)seed, pr ? pr : "", pc ? pc : "", jr ? jr : "", jc ? jc : "");
+        free(pc), free(pr), free(pf), free(jc), free(jr), free(jf);
+    }
+    if (srv.port > 0) CHECK_MSG(server_stop(&srv) == 0, "the think server did not exit cleanly");
     for (int i = 0; i < N_RUNS; i++) free(ref[i]);
     CMF_TEST_END();
 }
