@@ -254,6 +254,7 @@ static int run_turn(chat_state *c) {
         free(piece);
         n_gen++;
         if (n_gen >= o->n_predict) break;
+        if (c->json && o->ignore_eos && cmf_sampler_constraint_done(c->smp)) break; /* only (ignored) eos ids fit */
         int p = cmf_session_pos(c->s);
         if (p >= c->n_ctx) {
             full = 1;

@@ -293,6 +293,7 @@ int cmd_run(int argc, char **argv) {
         if ((rc = emit(&o, ds, next, n_gen))) break;
         n_gen++;
         if (n_gen >= o.n_predict) break;
+        if (json && o.ignore_eos && cmf_sampler_constraint_done(smp)) break; /* only (ignored) eos ids could follow */
         if (cmf_session_pos(s) >= cmf_session_n_ctx(s)) {
             ctx_full = 1; /* reported after the text's final newline */
             break;
