@@ -15,6 +15,10 @@ done
 [ "$rc" -eq 2 ] && grep -q "usage: cmf" "$T/err" || fail "bare cmf: exit $rc: $(cat "$T/err")"
 expect_error 2 "$CMF_BIN" frobnicate && grep -q "unknown command 'frobnicate'" "$T/err" || fail "unknown command text"
 expect_error 2 "$CMF_BIN" --frob
+# a switch given "=value" is refused, not taken as on (--json=0 turned JSON mode on); a value option's "=" form works
+expect_error 2 "$CMF_BIN" run x.cmf -p hi --json=0 && grep -qxF "cmf run: --json takes no value (given '--json=0'; see cmf run --help)" "$T/err" ||
+    fail "run --json=0: $(cat "$T/err")"
+expect_error 2 "$CMF_BIN" chat x.cmf --no-think=false && grep -q "no-think takes no value" "$T/err" || fail "chat --no-think=false: $(cat "$T/err")"
 expect_error 2 "$CMF_BIN" info
 expect_error 2 "$CMF_BIN" info "$M" --bogus && grep -q "unknown option '--bogus'" "$T/err" || fail "unknown option text"
 # llama.cpp's layer offload flag points to --gpu

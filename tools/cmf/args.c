@@ -166,6 +166,15 @@ void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv) {
 }
 
 int cli_args_next(cli_args *a) {
+    if (a->inline_val && !a->inline_used && a->match && !a->no_value) {
+        a->no_value = 1; /* the same argument again, whole: no cli_is matches it; cli_unknown refuses it */
+        a->arg = a->argv[a->i];
+        a->inline_val = NULL;
+        a->match = a->match_alt = NULL;
+        return 1;
+    }
+    a->no_value = 0;
+    a->inline_used = 0;
     a->i++;
     a->inline_val = NULL;
     a->match = a->match_alt = NULL;
@@ -214,6 +223,7 @@ int cli_is(cli_args *a, const char *name, const char *alt) {
 int cli_value(cli_args *a, const char **val) {
     if (a->inline_val) {
         *val = a->inline_val;
+        a->inline_used = 1;
     } else {
         if (a->i + 1 >= a->argc) return cli_usage_error(a->cmd, "missing value for %s", a->arg);
         a->i++;
@@ -313,6 +323,11 @@ int cli_seed(cli_args *a, uint64_t *out, int *random) {
 }
 
 int cli_unknown(const cli_args *a) {
+    if (a->no_value) { /* "--json=0": a switch given a value */
+        const char *eq = strchr(a->arg, '=');
+        return cli_usage_error(a->cmd, "%.*s takes no value (given '%s'; see cmf %s --help)",
+                               (int)(eq ? eq - a->arg : (ptrdiff_t)strlen(a->arg)), a->arg, a->arg, a->cmd);
+    }
     if (!a->positional && (!strcmp(a->arg, "-m") || !strcmp(a->arg, "--model")))
         return cli_usage_error(a->cmd, "missing value for %s", a->arg);
     if (a->positional) /* -m PATH after the model was given already */

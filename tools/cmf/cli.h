@@ -90,6 +90,8 @@ typedef struct cli_args {
     int i;                  /* index of the current argument */
     const char *arg;        /* the current argument (without "=value") */
     const char *inline_val; /* the value after '=' in "--flag=value", else NULL */
+    int inline_used;        /* the flag matched took inline_val (cli_value); else cli_args_next refuses it */
+    int no_value;           /* arg is "--flag=value" again: the flag takes no value (cli_unknown says so) */
     int positional;         /* arg is the value of -m / --model (see cli_args_next) */
     char flagbuf[64];
     const char *match, *match_alt; /* the names cli_is last matched arg with (NULL: none yet) */
@@ -101,7 +103,9 @@ typedef struct cli_args {
 
 /* Starts at argv[1]. */
 void cli_args_init(cli_args *a, const char *cmd, int argc, char **argv);
-/* Advances to the next argument; returns 0 when none is left. "-m PATH", "--model PATH" and "--model=PATH"
+/* Advances to the next argument; returns 0 when none is left. A flag that matched (cli_is) without taking the
+ * "=value" given with it (a switch such as --json=0) comes back once more as the whole "--flag=value", with no_value
+ * set, so that the command's usual fallback, cli_unknown, refuses it: "--json takes no value". "-m PATH", "--model PATH" and "--model=PATH"
  * (llama.cpp's way to name the model) arrive as the one positional argument PATH (cli_is_flag is 0 for it even when
  * it starts with '-'), so every command whose first positional argument is the model also takes -m. */
 int cli_args_next(cli_args *a);

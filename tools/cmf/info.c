@@ -320,6 +320,7 @@ int cmd_info(int argc, char **argv) {
             tensors = 1;
             if (a.inline_val) {
                 prefix = a.inline_val;
+                a.inline_used = 1;
             } else if (path && a.i + 1 < a.argc && a.argv[a.i + 1][0] != '-') {
                 prefix = a.argv[++a.i];
             }
