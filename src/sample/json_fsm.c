@@ -187,3 +187,5 @@ int cmf_json_fsm_feed(cmf_json_fsm *f, const void *bytes, size_t n) {
 }
 
 int cmf_json_fsm_done(const cmf_json_fsm *f) { return !f->bad && f->state == S_DONE; }
+
+int cmf_json_fsm_in_string(const cmf_json_fsm *f) { return !f->bad && f->state == S_STR; }

@@ -42,6 +42,10 @@ void cmf_json_fsm_init(cmf_json_fsm *f);
  * then marked bad and must not be used further: feed a copy to test a continuation). n = 0 returns !bad. */
 int cmf_json_fsm_feed(cmf_json_fsm *f, const void *bytes, size_t n);
 
+/* 1 when the text is inside a string, between characters (not in an escape or a multi-byte character): every byte
+ * other than '"', '\\' and a control character keeps it there, and so does a whole well-formed UTF-8 character. */
+int cmf_json_fsm_in_string(const cmf_json_fsm *f);
+
 /* 1 when the bytes fed so far are a whole text of the language (the object closed), else 0. After that no byte is
  * accepted: the language ends there (trailing whitespace included: a sampler then draws only end-of-text ids). */
 int cmf_json_fsm_done(const cmf_json_fsm *f);

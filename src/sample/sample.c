@@ -420,12 +420,7 @@ cmf_status cmf_sampler_sample_masked(cmf_sampler *s, const float *logits, int32_
     if (s->fsm.bad)
         return cmf_err(CMF_E_ARG, "sampler: JSON mode: an accepted token did not continue the JSON text (accept only "
                                   "drawn tokens after cmf_sampler_set_constraint)");
-    int any = 0;
-    for (int v = 0; v < s->vocab; v++) {
-        const int ok = cmf_constraint_fits(s->con, &s->fsm, v);
-        s->masked[v] = ok ? logits[v] : -INFINITY;
-        any |= ok;
-    }
+    const int any = cmf_constraint_mask(s->con, &s->fsm, logits, s->masked);
     cmf_status st = any ? sample_row(s, s->masked, token) : CMF_E_ARG;
     if (st == CMF_OK && !cmf_constraint_fits(s->con, &s->fsm, *token)) st = CMF_E_ARG; /* every fitting logit NaN */
     if (st != CMF_OK)

@@ -91,6 +91,10 @@ int cmf_constraint_vocab(const cmf_constraint *c);
 /* 1 when token id fits after the text of recognizer state f (json_fsm.h): its bytes continue the text, or the text
  * is complete and id is an eos id; 0 otherwise (eos before the end, special tokens, ids outside the vocabulary). */
 int cmf_constraint_fits(const cmf_constraint *c, const cmf_json_fsm *f, int32_t id);
+/* out[v] = logits[v] for every token v < vocab that fits after f's text (cmf_constraint_fits), else -inf; returns
+ * whether any fits. The same answers as cmf_constraint_fits per token, faster: a token whose first byte the text
+ * cannot take next is out at once, and inside a string a token of plain characters is in at once. */
+int cmf_constraint_mask(const cmf_constraint *c, const cmf_json_fsm *f, const float *logits, float *out);
 /* Advances f by token id (a token that does not fit marks f bad). */
 void cmf_constraint_advance(const cmf_constraint *c, cmf_json_fsm *f, int32_t id);
 

@@ -5,7 +5,8 @@
  *  2. a greedy row built to tempt the sampler out of JSON (eos and '}' above '{' from the start) gives '{', '}', eos,
  *     and ids past the tokenizer's (a padded lm_head) never come out;
  *  3. random rows drawn at temperature 1: every accepted text stays a prefix of a JSON object (fed again to a fresh
- *     recognizer) and eos comes only after the object closed;
+ *     recognizer) and eos comes only after the object closed; in those states the masked row (cmf_constraint_mask,
+ *     with its first-byte and plain-string shortcuts) keeps exactly the tokens cmf_constraint_fits accepts;
  *  4. a token accepted although it does not fit breaks the constraint (the next draw fails, naming it);
  *     cmf_sampler_reset restarts it; rows where no fitting token has a finite logit fail with a message. */
 #include <math.h>
@@ -15,6 +16,7 @@
 
 #include "cmf.h"
 #include "sample/json_fsm.h"
+#include "sample/sample.h"
 #include "tokenizer/tokenizer.h"
 #include "testutil.h"
 
@@ -64,12 +66,12 @@ static int random_walk(const cmf_tokenizer *t, const cmf_constraint *c, int V, i
     p.temperature = 1.0f, p.top_k = 0, p.top_p = 1.0f, p.seed = seed;
     cmf_sampler *s = NULL;
     CHECK(cmf_sampler_new(V, &p, &s) == CMF_OK && cmf_sampler_set_constraint(s, c) == CMF_OK);
-    float *row = malloc((size_t)V * sizeof *row);
+    float *row = malloc((size_t)V * sizeof *row), *mask = malloc((size_t)V * sizeof *mask);
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     tok_buf pre = {0}, one = {0}, text = {0};
     const int32_t anchor = tok_anchor_id(t);
     int closed = 0;
-    for (int step = 0; step < n && s && row; step++) {
+    for (int step = 0; step < n && s && row && mask; step++) {
         for (int v = 0; v < V; v++) { /* xorshift64: logits in [-4, 4) */
             x ^= x << 13, x ^= x >> 7, x ^= x << 17;
             row[v] = (float)((x >> 40) & 0xFFFF) / 8192.0f - 4.0f;
@@ -93,9 +95,22 @@ static int random_walk(const cmf_tokenizer *t, const cmf_constraint *c, int V, i
         CHECK_MSG(cmf_json_fsm_feed(&f, text.p, text.n), "seed %llu step %d: '%.*s' is not a JSON prefix",
                   (unsigned long long)seed, step, (int)text.n, text.p);
         CHECK(cmf_json_fsm_done(&f) == cmf_sampler_constraint_done(s));
+        /* the masked row (with its shortcuts) says what cmf_constraint_fits says, token by token, in this state */
+        if (step % 3 == 0 || cmf_json_fsm_done(&f)) {
+            int bad = 0, n_fit = 0;
+            const int any = cmf_constraint_mask(c, &f, row, mask);
+            for (int v = 0; v < V; v++) {
+                const int fit = cmf_constraint_fits(c, &f, v);
+                n_fit += fit;
+                if (fit != (mask[v] != -INFINITY) || (fit && mask[v] != row[v])) bad++;
+            }
+            CHECK_MSG(!bad && any == (n_fit > 0), "seed %llu step %d ('%.*s'): the mask disagrees with fits on %d ids",
+                      (unsigned long long)seed, step, (int)text.n, text.p, bad);
+        }
     }
     printf("  seed %llu: %zu bytes%s\n", (unsigned long long)seed, text.n, closed ? ", closed, then eos" : "");
     free(row);
+    free(mask);
     tok_buf_free(&pre);
     tok_buf_free(&one);
     tok_buf_free(&text);
