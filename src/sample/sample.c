@@ -410,6 +410,14 @@ cmf_status cmf_sampler_set_constraint(cmf_sampler *s, const cmf_constraint *c) {
     return CMF_OK;
 }
 
+cmf_status cmf_sampler_constraint_feed(cmf_sampler *s, const char *bytes, size_t n) {
+    if (!s->con || n == 0) return CMF_OK;
+    if (cmf_json_fsm_done(&s->fsm)) s->fsm.bad = 1; /* nothing follows the object */
+    if (!cmf_json_fsm_feed(&s->fsm, bytes, n))
+        return cmf_err(CMF_E_ARG, "sampler: JSON mode: the text does not continue the JSON object");
+    return CMF_OK;
+}
+
 int cmf_sampler_constraint_done(const cmf_sampler *s) { return s && s->con && cmf_json_fsm_done(&s->fsm); }
 
 int cmf_sampler_fits(const cmf_sampler *s, int32_t id) { return !s->con || cmf_constraint_fits(s->con, &s->fsm, id); }
@@ -422,7 +430,8 @@ cmf_status cmf_sampler_sample_masked(cmf_sampler *s, const float *logits, int32_
                                   "drawn tokens after cmf_sampler_set_constraint)");
     const int any = cmf_constraint_mask(s->con, &s->fsm, logits, s->masked);
     cmf_status st = any ? sample_row(s, s->masked, token) : CMF_E_ARG;
-    if (st == CMF_OK && !cmf_constraint_fits(s->con, &s->fsm, *token)) st = CMF_E_ARG; /* every fitting logit NaN */
+    if (st == CMF_OK && (!cmf_constraint_fits(s->con, &s->fsm, *token) || s->masked[*token] == -INFINITY))
+        st = CMF_E_ARG; /* every fitting logit NaN or -inf (greedy's argmax then lands on one at -inf) */
     if (st != CMF_OK)
         return cmf_err(CMF_E_ARG, "sampler: JSON mode: no token of the vocabulary %s", any ? "that continues the JSON "
                        "text has a finite logit" : "continues the JSON text");

@@ -98,6 +98,10 @@ int cmf_constraint_mask(const cmf_constraint *c, const cmf_json_fsm *f, const fl
 /* Advances f by token id (a token that does not fit marks f bad). */
 void cmf_constraint_advance(const cmf_constraint *c, cmf_json_fsm *f, int32_t id);
 
+/* Advances s's constraint by n bytes of text that were not drawn as tokens (the server: content that followed
+ * </think> inside the token that closed the reasoning). CMF_E_ARG (and the constraint broken) when they do not
+ * continue the JSON text; CMF_OK without a constraint. */
+cmf_status cmf_sampler_constraint_feed(cmf_sampler *s, const char *bytes, size_t n);
 /* 1 when s has no constraint or token id fits its text (cmf_constraint_fits). */
 int cmf_sampler_fits(const cmf_sampler *s, int32_t id);
 /* The constrained redraw: the row with every token that does not fit at -inf, sampled as cmf_sampler_sample (one

@@ -408,11 +408,21 @@ static void slot_emit(cmf_server *s, srv_slot *sl, double now) {
     }
     emit_ctx e = {s, r, sl};
     int rc = srv_out_push(&sl->out, text, strlen(text), 0, on_piece, &e);
-    free(text);
     if (rc == 0 && sl->json_wait && sl->out.state == 0) { /* </think> came: the content is the JSON text */
+        /* a </think> written in pieces can end in a token that goes on ("</" "think" ">{"): what follows the tag's
+         * '>' in this token (less the whitespace the parser drops after </think>) is already content */
+        const char *gt = strrchr(text, '>');
+        const char *rest = gt ? gt + 1 + strspn(gt + 1, " \t\r\n") : "";
         sl->json_wait = 0;
-        if (cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) rc = -1;
+        if (cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) {
+            rc = -1;
+        } else if (*rest && cmf_sampler_constraint_feed(sl->smp, rest, strlen(rest)) != CMF_OK) {
+            free(text);
+            slot_end(s, sl, NULL, 500, "JSON mode: the model wrote text after </think> that cannot start a JSON object");
+            return;
+        }
     }
+    free(text);
     if (rc < 0) {
         slot_end(s, sl, NULL, 500, "out of memory");
     } else if (rc == 1) {

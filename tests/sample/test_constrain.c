@@ -164,6 +164,13 @@ int main(void) {
     row[eos] = 1.0f; /* the plain draw gives eos, which does not fit; every token that fits is NaN */
     CHECK_MSG(cmf_sampler_sample(s, row, &tok) == CMF_E_ARG && strstr(cmf_last_error(), "finite logit"), "%s",
               cmf_last_error());
+    /* text that was not drawn (the server: content after a </think> written in pieces) advances the constraint */
+    cmf_sampler_reset(s);
+    CHECK(cmf_sampler_constraint_feed(s, "{\"a\": ", 6) == CMF_OK && !cmf_sampler_constraint_done(s));
+    CHECK(cmf_sampler_constraint_feed(s, "1}", 2) == CMF_OK && cmf_sampler_constraint_done(s));
+    CHECK(cmf_sampler_constraint_feed(s, "x", 1) == CMF_E_ARG && strstr(cmf_last_error(), "JSON mode"));
+    cmf_sampler_reset(s);
+    CHECK(cmf_sampler_constraint_feed(s, "x", 1) == CMF_E_ARG);
     cmf_sampler_free(s);
     free(row);
 
