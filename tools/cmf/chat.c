@@ -569,18 +569,7 @@ int cmd_chat(int argc, char **argv) {
         rc = cli_lib_error("chat", st);
         goto done;
     }
-    if (o.json) {
-        int n_eos = 0;
-        const int32_t *eos = cmf_model_eos_ids(c.m, &n_eos);
-        if (n_eos < 1) {
-            rc = cli_fail("chat", "--json needs an eos id (the file has no eos_token_ids)");
-            goto done;
-        }
-        if ((st = cmf_constraint_new_json(c.tok, cmf_model_vocab_size(c.m), eos, n_eos, &c.json)) != CMF_OK) {
-            rc = cli_lib_error("chat", st);
-            goto done;
-        }
-    }
+    if (o.json && (rc = cli_json_constraint("chat", c.m, &c.json))) goto done;
     if (!(c.cache = malloc((size_t)c.n_ctx * sizeof *c.cache))) {
         rc = cli_fail("chat", "out of memory");
         goto done;

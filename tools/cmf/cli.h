@@ -178,5 +178,9 @@ int cli_cache_type_opt(cli_args *a, int *cache_type, int *rc);
 /* Creates a session of n_ctx positions with the options (and the skill); prints the error and returns a CLI
  * status on failure; notes on stderr when the O(1) far field is on. */
 int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_opts *o, cmf_session **s);
+/* --json: JSON mode's constraint for model m (cmf_constraint_new_json with its tokenizer, vocabulary size and eos
+ * ids) into *out; prints the error ("--json needs the model's tokenizer and an eos id ...") and returns a CLI
+ * status on failure. */
+int cli_json_constraint(const char *cmd, const cmf_model *m, cmf_constraint **out);
 
 #endif

@@ -213,3 +213,14 @@ int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_op
         fprintf(stderr, "cmf %s: O(1) far field on %d attention cache(s)\n", cmd, cmf_session_o1_layers(*s));
     return 0;
 }
+
+int cli_json_constraint(const char *cmd, const cmf_model *m, cmf_constraint **out) {
+    int n_eos = 0;
+    const int32_t *eos = cmf_model_eos_ids(m, &n_eos);
+    const cmf_tokenizer *tok = cmf_model_tokenizer(m);
+    if (!tok || n_eos < 1)
+        return cli_fail(cmd, "--json needs the model's tokenizer and an eos id (the file has %s)",
+                        tok ? "no eos_token_ids" : "no usable tokenizer");
+    cmf_status st = cmf_constraint_new_json(tok, cmf_model_vocab_size(m), eos, n_eos, out);
+    return st == CMF_OK ? 0 : cli_lib_error(cmd, st);
+}

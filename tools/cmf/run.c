@@ -257,13 +257,8 @@ int cmd_run(int argc, char **argv) {
     int n_eos = 0;
     const int32_t *eos = cmf_model_eos_ids(m, &n_eos);
     if (o.json) { /* after the prompt's tokens: from here every accepted token continues the JSON text */
-        if (!tok || n_eos < 1) {
-            rc = cli_fail("run", "--json needs the model's tokenizer and an eos id (the file has %s)",
-                          tok ? "no eos_token_ids" : "no usable tokenizer");
-            goto done;
-        }
-        if ((st = cmf_constraint_new_json(tok, vocab, eos, n_eos, &json)) != CMF_OK ||
-            (st = cmf_sampler_set_constraint(smp, json)) != CMF_OK) {
+        if ((rc = cli_json_constraint("run", m, &json))) goto done;
+        if ((st = cmf_sampler_set_constraint(smp, json)) != CMF_OK) {
             rc = cli_lib_error("run", st);
             goto done;
         }
