@@ -9,7 +9,8 @@
 # Environment: DEPS (the carried folder, as run_acceptance.sh), B_FLAGS (default -DCMF_CUDA_PDL_EARLY=1), FILES
 # (shape:dtype list, default "qwen3-0.6b:q8 qwen3-0.6b:bf16 qwen3-4b:q8 llama-8b:q8"), CTX (128,4096), GEN (64),
 # ROUNDS (2), TESTS (1: run B's tests, and test_cuda_ops' groups $OPS_TESTS, default attn_decode), A_ENVS (settings,
-# each "VAR=value[,VAR=value]", with which build A's rows are also run, tagged build=a+setting). Output: $OUT/results.txt (one line per run: build, file, gpu_bench's test
+# each "VAR=value[,VAR=value]", with which build A's rows are also run, tagged build=a+setting), B_ENVS (the same for
+# build B). Output: $OUT/results.txt (one line per run: build, file, gpu_bench's test
 # lines) and the logs. With $DEPS/a.tar (a `git archive` of another commit), A is that tree built without B_FLAGS
 # and B this tree with them (B_FLAGS may be empty): a before/after of a change in one call.
 # Usage (repository root, on the device): DEPS=.cudadev-acc bash bench/cuda/build_ab.sh
@@ -66,10 +67,10 @@ for r in $(seq $ROUNDS); do
     shape=${fd%%:*} dt=${fd##*:}
     f=/tmp/ab-$shape-$dt.cmf
     [ -f $f ] || { echo "no $f"; continue; }
-    for b in a b ${A_ENVS:-}; do
-      case $b in a | b) bd=$b e= ;; *) bd=a e=${b//,/ } ;; esac
+    for b in a b ${A_ENVS:-} $(for e in ${B_ENVS:-}; do echo b:$e; done); do
+      case $b in a | b) bd=$b e= ;; b:*) bd=b e=${b#b:} e=${e//,/ } ;; *) bd=a e=${b//,/ } ;; esac
       env $e timeout 120 $S/build-$bd/tests/gpu/gpu_bench $f -p 0 -g $GEN -c $CTX -r 2 2>&1 | grep test= |
-        sed "s|^|build=$bd${e:++$b} round=$r file=$shape-$dt |" | tee -a "$OUT/results.txt"
+        sed "s|^|build=$bd${e:++${b#b:}} round=$r file=$shape-$dt |" | tee -a "$OUT/results.txt"
     done
   done
 done

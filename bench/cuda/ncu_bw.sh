@@ -9,7 +9,8 @@
 # DTYPES (default q8): the dtypes of the two files (e.g. "q8 q4tp"). STALL=1: also, for the 8B-shaped file, a second
 # ncu run of the product kernels (k_mv_i8*) of the last step with the issue-slot use, the warp instructions and every
 # per-issue stall reason (bench/cuda/ncu_stall.py prints them). BUILD: an existing build folder to use (no build).
-# Usage (repository root, on the device): DEPS=.devdeps bash bench/cuda/ncu_bw.sh; output also in $OUT.
+# Usage (repository root, on the device): DEPS=.devdeps bash bench/cuda/ncu_bw.sh; output also in $OUT (the raw CSVs
+# and logs in $OUT/ncu-raw.tgz).
 set -uo pipefail
 export CUDA_VISIBLE_DEVICES=0
 cd "$(dirname "$0")/../.."
@@ -54,4 +55,7 @@ regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio" --csv --cach
     python3 bench/cuda/ncu_stall.py "$OUT/$f-stall.csv" "$f, ctx 128"
   fi
 done
+# the device tool returns at most 8 files from $OUT: the raw CSVs and logs as one archive
+(cd "$OUT" && tar -czf ncu-raw.tgz -- *.csv *.err *-bench.txt build.log 2>/dev/null &&
+    rm -f -- *.csv *.err *-bench.txt build.log)
 echo "== done $(el)"

@@ -4,6 +4,7 @@
  *    two activation levels, n = 1..8, within 1e-5 (the kernel's f32 accumulation);
  *  - q/k/v-style cmf_cuda_matvec_multi over three weights of different row counts (a bias on the second) and
  *    gate/up + GLU give the plain products' bits (+ bias; then cmf_cuda_glu);
+ *  - mode 1's linear cursor (rows of whole warp steps) gives the bits of its general cursor;
  *  - modes 2 (L2 prefetch), 3 (one block per SM) and 4 (bulk copies into shared memory; q8_row, one token, rows
  *    of whole 512-byte steps) give mode 1's bits; the default (by row width) gives the
  *    streaming kernel's bits on wide rows and the row-group kernel's on narrow ones;
@@ -152,6 +153,46 @@ static void test_modes(int dt, int64_t rows, int64_t cols) {
     cmf_cuda_free((void *)w.d_data);
 }
 
+/* Mode 1's linear cursor (one token, rows of whole warp steps; cmf_cuda_set_i8s_linear) gives the bits of the
+ * cursor that locates every chunk's row, for the plain product, a q/k/v product over three weights of different row
+ * counts (warps whose rows cross from one weight to the next) and gate/up + GLU. */
+static void test_linear(int dt, int64_t rows, int64_t cols) {
+    cmf_cuda_set_i8act(1);
+    cmf_cuda_set_i8_stream(1);
+    const int64_t rows_b = rows / 2 + 3;
+    cmf_cuda_weight w[3];
+    free(dev_weight(dt, rows, cols, &w[0]));
+    free(dev_weight(dt, rows_b, cols, &w[1]));
+    free(dev_weight(dt, rows, cols, &w[2]));
+    float *x = ref_rand_vec(&rng, cols, 1.0f), *d_x = ref_dev_from(x, sizeof(float) * (size_t)cols);
+    const int64_t len[5] = {rows, rows, rows_b, rows, rows}; /* plain, q/k/v (3), GLU */
+    float *y[2][5];
+    for (int lin = 0; lin <= 1; lin++) {
+        cmf_cuda_set_i8s_linear(2 * lin); /* 2: q8_row too */
+        float *d[5];
+        for (int i = 0; i < 5; i++) d[i] = ref_dev_poison(sizeof(float) * (size_t)len[i]);
+        const float *biases[3] = {NULL, NULL, NULL};
+        OK(cmf_cuda_matvec(&w[0], d_x, d[0], 1, NULL));
+        OK(cmf_cuda_matvec_multi(w, 3, d_x, &d[1], biases, 1, NULL));
+        OK(cmf_cuda_matvec_glu(&w[0], &w[2], d_x, d[4], 1, 0, NULL));
+        for (int i = 0; i < 5; i++) {
+            y[lin][i] = download(d[i], len[i]);
+            cmf_cuda_free(d[i]);
+        }
+    }
+    for (int i = 0; i < 5; i++) {
+        const int64_t bad = ndiff(y[1][i], y[0][i], len[i]);
+        CHECK_MSG(bad == 0, "linear cursor %s [%lld, %lld] output %d (plain, q, k, v, glu): %lld values differ",
+                  cmf_dtype_name(dt), (long long)len[i], (long long)cols, i, (long long)bad);
+        free(y[0][i]);
+        free(y[1][i]);
+    }
+    cmf_cuda_set_i8s_linear(1);
+    cmf_cuda_free(d_x);
+    free(x);
+    for (int i = 0; i < 3; i++) cmf_cuda_free((void *)w[i].d_data);
+}
+
 /* The default (-1) takes the kernel mv_i8_stream_pick names for a plain product of rows x cols (matvec_i8.cuh:
  * q4tp by the columns; q8_row by the columns and the rows): its bits equal those of that mode forced. */
 static void test_auto(int dt, int64_t rows, int64_t cols, int mode) {
@@ -181,11 +222,13 @@ static void test_auto(int dt, int64_t rows, int64_t cols, int mode) {
 int main(void) {
     if (!ref_have_device()) return 77;
     const int dts[2] = {CMF_DT_Q8_ROW, CMF_DT_Q4TP};
+    const char *only = getenv("CMF_CUDA_TEST_ONLY"); /* "linear": the linear-cursor checks alone (memcheck runs) */
+    const int all_groups = !(only && !strcmp(only, "linear"));
     const int all[8] = {1, 2, 3, 4, 5, 6, 7, 8}, few[2] = {1, 3}, one[1] = {1};
     /* rows x cols: fewer rows than warps; 2048 / 8224 columns (a partial last step); several rows per warp
      * (7000 x 64: 4 of 32 lanes per step); more than 32 rows per warp (q4tp ladder batches, GLU too) */
     static const int64_t shapes[][2] = {{5, 32}, {37, 160}, {130, 4096}, {21, 8224}, {1000, 1056}, {7000, 64}};
-    for (int di = 0; di < 2; di++) {
+    for (int di = 0; di < 2 && all_groups; di++) {
         for (size_t si = 0; si < sizeof shapes / sizeof *shapes; si++) {
             test_shape(dts[di], shapes[si][0], shapes[si][1], 1, 1, all, 8);
             test_shape(dts[di], shapes[si][0], shapes[si][1], 1, 2, few, 2);
@@ -201,16 +244,23 @@ int main(void) {
      * windows of 32 row scales per warp (40000 rows), 1-step rows whose slots span two rows and, in the q/k/v
      * product, two matrices; two activation levels */
     static const int64_t q8t[][2] = {{130, 4096}, {37, 1536}, {2100, 512}, {40000, 512}, {3001, 14336}};
-    for (size_t si = 0; si < sizeof q8t / sizeof *q8t; si++) {
+    for (size_t si = 0; si < sizeof q8t / sizeof *q8t && all_groups; si++) {
         test_shape(CMF_DT_Q8_ROW, q8t[si][0], q8t[si][1], 4, 1, one, 1);
         test_shape(CMF_DT_Q8_ROW, q8t[si][0], q8t[si][1], 4, 2, one, 1);
         test_modes(CMF_DT_Q8_ROW, q8t[si][0], q8t[si][1]);
     }
-    test_auto(CMF_DT_Q8_ROW, 2048, 2048, 1); /* wide and tall enough: streaming */
-    test_auto(CMF_DT_Q8_ROW, 2048, 1024, 0); /* narrow rows */
-    test_auto(CMF_DT_Q8_ROW, 130, 4096, 0);  /* few rows */
-    test_auto(CMF_DT_Q4TP, 130, 2048, 1);
-    test_auto(CMF_DT_Q4TP, 130, 1024, 0);
+    /* the linear cursor: one step per row (q8: two), several, 14 (q8: 28; a 14336-column down product); about one
+     * row per warp and more than 16 (q4tp GLU: ladders in batches) */
+    static const int64_t lin[][2] = {{130, 1024}, {3001, 1024}, {130, 4096}, {1200, 14336}, {20000, 1024}};
+    for (int di = 0; di < 2; di++)
+        for (size_t si = 0; si < sizeof lin / sizeof *lin; si++) test_linear(dts[di], lin[si][0], lin[si][1]);
+    if (all_groups) {
+        test_auto(CMF_DT_Q8_ROW, 2048, 2048, 1); /* wide and tall enough: streaming */
+        test_auto(CMF_DT_Q8_ROW, 2048, 1024, 0); /* narrow rows */
+        test_auto(CMF_DT_Q8_ROW, 130, 4096, 0);  /* few rows */
+        test_auto(CMF_DT_Q4TP, 130, 2048, 1);
+        test_auto(CMF_DT_Q4TP, 130, 1024, 0);
+    }
     cmf_cuda_set_i8_stream(-1);
     cmf_cuda_set_i8act(1);
     CMF_TEST_END();

@@ -118,6 +118,13 @@ void cmf_cuda_set_i8act(int levels);
  * (process-wide; tests and benchmarks; not while products are captured into a CUDA graph). Measured:
  * bench/cuda/RESULTS.md (helper cudamv; session 14 for mode 4). */
 void cmf_cuda_set_i8_stream(int mode);
+/* Mode 1's one-token launches whose rows are whole warp steps (q8_row: columns a multiple of 512, q4tp of 1024) can
+ * walk a weight's rows with a cursor that only adds (matvec_i8s.cu I8sLin) instead of one that locates every chunk's
+ * row: same chunks, same order, same bits. mode 0: never; 1 (the default): q4tp only (Llama-3.1-8B q4tp decode
+ * +6.8%; q8_row measured -1.1%, bench/cuda/RESULTS.md session 19); 2: q8_row too; other values: 1.
+ * CMF_CUDA_I8S_LIN=0..2 in the environment (read at the first call) or this setter (tests and benchmarks; not while
+ * products are captured). */
+void cmf_cuda_set_i8s_linear(int mode);
 
 /* L2 prefetch of weights ahead of the decode products (the next products' weights stream into L2 while this one
  * runs, so the dependent chain of small kernels reads them from L2 and DRAM stays busy across kernel boundaries).

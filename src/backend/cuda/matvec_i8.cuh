@@ -162,27 +162,32 @@ static __device__ __forceinline__ uint4 ld_w16(const void *p) {
 }
 
 /* q8_row: the exact int32 dot product of one 16-column chunk (16 int8 weights in w) with 16 int8 activations xv
- * (four __dp4a in byte order); the caller adds (float)sum * the activation block's scale. */
+ * (four __dp4a); the caller adds (float)sum * the activation block's scale. Two independent chains of two: the sum
+ * is exact, so its order does not change it, and the shorter chain hides the dp4a latency. */
 static __device__ __forceinline__ int i8_chunk_q8(uint4 w, int4 xv) {
-    int s = __dp4a((int)w.x, xv.x, 0);
-    s = __dp4a((int)w.y, xv.y, s);
-    s = __dp4a((int)w.z, xv.z, s);
-    return __dp4a((int)w.w, xv.w, s);
+    const int a = __dp4a((int)w.x, xv.x, 0), b = __dp4a((int)w.y, xv.y, 0);
+    return __dp4a((int)w.z, xv.z, a) + __dp4a((int)w.w, xv.w, b);
+}
+
+/* dp4a of four unsigned bytes a with four signed bytes b, plus c (PTX dp4a.u32.s32). */
+static __device__ __forceinline__ int dp4a_us(uint32_t a, int b, int c) {
+    int d;
+    asm("dp4a.u32.s32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(c));
+    return d;
 }
 
 /* q4tp: the int32 dot product of one 32-column tile (16 bytes of nibbles, low nibble first, §2.6) with the tile's
  * 32 int8 activations stored in nibble order (i8_quantize: per group of 8, even then odd elements) as xa, xb; the
- * nibbles are unsigned 0..15 (the caller subtracts 8 * the block's activation sum, then scales). */
+ * nibbles are unsigned 0..15 (the caller subtracts 8 * the block's activation sum, then scales). The high nibbles
+ * are taken in place (w & 0xf0: 16 x the nibble, unsigned) and their sum divided by 16 at the end, which is exact;
+ * four independent chains of two dp4a. The result is the exact integer sum whatever the order. */
 static __device__ __forceinline__ int i8_chunk_q4tp(uint4 w, int4 xa, int4 xb) {
-    const uint32_t wu[4] = {w.x, w.y, w.z, w.w};
-    const int X[8] = {xa.x, xa.y, xa.z, xa.w, xb.x, xb.y, xb.z, xb.w};
-    int s = 0;
-#pragma unroll
-    for (int k = 0; k < 4; k++) {
-        s = __dp4a((int)(wu[k] & 0x0f0f0f0fu), X[2 * k], s);
-        s = __dp4a((int)((wu[k] >> 4) & 0x0f0f0f0fu), X[2 * k + 1], s);
-    }
-    return s;
+    const uint32_t L = 0x0f0f0f0fu, H = 0xf0f0f0f0u;
+    int lo0 = __dp4a((int)(w.x & L), xa.x, 0), hi0 = dp4a_us(w.x & H, xa.y, 0);
+    int lo1 = __dp4a((int)(w.y & L), xa.z, 0), hi1 = dp4a_us(w.y & H, xa.w, 0);
+    lo0 = __dp4a((int)(w.z & L), xb.x, lo0), hi0 = dp4a_us(w.z & H, xb.y, hi0);
+    lo1 = __dp4a((int)(w.w & L), xb.z, lo1), hi1 = dp4a_us(w.w & H, xb.w, hi1);
+    return (lo0 + lo1) + ((hi0 + hi1) >> 4); /* hi0 + hi1 = 16 x the high nibbles' sum: the shift is exact */
 }
 
 /* The streaming kernel (matvec_i8s.cu): the same products and results layout as mv_i8_launch (same arguments,

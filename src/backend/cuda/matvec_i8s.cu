@@ -139,6 +139,71 @@ static __device__ __forceinline__ void i8s_prefetch(const I8Job &j, I8sCur<GLU ?
     }
 }
 
+/* The linear cursor (LIN, one token, cols a multiple of STEP): a weight's rows are contiguous and each row is a
+ * whole number of warp steps, so within one weight the next step's 512 bytes follow the last ones (q4tp: its 32
+ * tile codes, 160 bits, follow in the 20 code bytes after the last step's: the codes plane has no row padding when
+ * 5 x the tiles per row is a multiple of 8). The cursor only adds; it seeks at a weight's end (a q/k/v group: at
+ * most twice). Same chunks, same order as I8sCur: the sums are bit for bit the same. */
+template <int R> struct I8sLin {
+    const uint8_t *wp[R], *cp[R]; /* the next step's weights; q8 the row's f16 scale, q4tp the step's codes */
+    int64_t unext;                /* the first unit after this weight's rows */
+    int left, seg, s;             /* chunks left in all / of this weight; q8: the next chunk's step in its row */
+};
+
+/* Points the linear cursor at unit u (its step 0); left is set by the caller. */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8s_lin_seek(const I8Job &j, I8sLin<GLU ? 2 : 1> &c, int64_t u, int S) {
+    int64_t row;
+    const int wi = i8s_unit<GLU>(j, u, &row);
+    const int64_t rows = i8s_sel(wi, j.w[0].rows, j.w[1].rows, j.w[2].rows);
+#pragma unroll
+    for (int i = 0; i < (GLU ? 2 : 1); i++) {
+        const int k = GLU ? i : wi;
+        const uint8_t *base = i8s_sel(k, j.w[0].base, j.w[1].base, j.w[2].base);
+        if constexpr (DT == CMF_DT_Q8_ROW) {
+            c.wp[i] = base + row * j.w[0].cols;
+            c.cp[i] = i8s_sel(k, j.w[0].s1, j.w[1].s1, j.w[2].s1) + 2 * row;
+        } else {
+            c.wp[i] = base + row * (j.w[0].cols >> 5) * 16;
+            c.cp[i] = i8s_sel(k, j.w[0].s2, j.w[1].s2, j.w[2].s2) + row * j.w[0].stride;
+        }
+    }
+    c.unext = u + rows - row;
+    const int64_t seg = (rows - row) * S;
+    c.seg = seg < c.left ? (int)seg : c.left;
+    c.s = 0;
+}
+
+/* i8s_issue for the linear cursor. */
+template <int DT, int GLU>
+static __device__ __forceinline__ void i8s_lin_issue(const I8Job &j, I8sLin<GLU ? 2 : 1> &c, int S, int lane,
+                                                     uint4 (&wv)[GLU ? 2 : 1], uint32_t (&aux)[GLU ? 2 : 1]) {
+    constexpr int R = GLU ? 2 : 1;
+#pragma unroll
+    for (int i = 0; i < R; i++) wv[i] = make_uint4(0, 0, 0, 0), aux[i] = 0;
+    if (c.left <= 0) return;
+    c.left--;
+#pragma unroll
+    for (int i = 0; i < R; i++) {
+        wv[i] = CMF_CUDA_W_EF_STREAM ? ld_w16_ef(c.wp[i] + lane * 16) : ld_w16(c.wp[i] + lane * 16);
+        c.wp[i] += 512;
+        if constexpr (DT == CMF_DT_Q8_ROW) {
+            if (c.s == 0) aux[i] = (uint32_t)__ldg(c.cp[i]) | (uint32_t)__ldg(c.cp[i] + 1) << 8;
+        } else {
+            const uint8_t *p = c.cp[i] + ((5 * lane) >> 3);
+            aux[i] = (uint32_t)__ldg(p) | (((5 * lane) & 7) > 3 ? (uint32_t)__ldg(p + 1) << 8 : 0u);
+            c.cp[i] += 20;
+        }
+    }
+    if constexpr (DT == CMF_DT_Q8_ROW)
+        if (++c.s == S) {
+            c.s = 0;
+#pragma unroll
+            for (int i = 0; i < R; i++) c.cp[i] += 2;
+        }
+    if (--c.seg == 0 && c.left > 0) i8s_lin_seek<DT, GLU>(j, c, c.unext, S);
+}
+
 /* q4tp ladders: a warp owns at most LR rows (the launch sizes the grid so) and computes all their ladders at once
  * before the PDL wait, one row per lane (GLU: LR outputs of gate and up, lanes 0..15 / 16..31), into its
  * lad[LR][R][32]; the ring then only reads them. */
@@ -162,7 +227,7 @@ static __device__ __forceinline__ void i8s_ladders(const I8Job &j, int64_t u, in
     __syncwarp();
 }
 
-template <int DT, int N, int GLU, int P>
+template <int DT, int N, int GLU, int P, int LIN>
 static __global__ void __launch_bounds__(256, 2)
     k_mv_i8s(I8Job j, const float *__restrict__ x, int gelu) {
     constexpr int R = GLU ? 2 : 1, W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
@@ -181,19 +246,30 @@ static __global__ void __launch_bounds__(256, 2)
     /* this warp's units [u0, u1): all resident warps share the units evenly */
     const int64_t U = j.groups, nw = (int64_t)gridDim.x * I8_WARPS, gw = (int64_t)blockIdx.x * I8_WARPS + warp;
     const int64_t u0 = gw * U / nw, u1 = (gw + 1) * U / nw, total = (u1 - u0) * S;
-    I8sCur<R> lc;
-    lc.u = u0, lc.s = 0, lc.left = total;
-    i8s_seek<DT, GLU>(j, lc);
-    int64_t crow = lc.row, cu = u0; /* the consume cursor */
-    int cwi = lc.wi, cs = 0, li = 0; /* li: the row's index among the warp's rows (q4tp: its ladder) */
+    I8sCur<R> lc; /* the load cursor (LIN: ln) */
+    I8sLin<R> ln;
+    if constexpr (LIN) {
+        ln.left = (int)total; /* the launch checked that it fits */
+        i8s_lin_seek<DT, GLU>(j, ln, u0, S);
+    } else {
+        lc.u = u0, lc.s = 0, lc.left = total;
+        i8s_seek<DT, GLU>(j, lc);
+    }
+    int64_t crow, cu = u0; /* the consume cursor */
+    int cwi = i8s_unit<GLU>(j, u0, &crow), cs = 0, li = 0; /* li: the row's index among the warp's rows (q4tp: its ladder) */
+    const int sh = (5 * lane) & 7; /* q4tp: the bit of the lane's tile code in its first byte (every step: 160 bits) */
 
     uint4 wv[P][R];
     uint32_t aux[P][R];
     if (threadIdx.x == 0 && j.pf_tot && !j.pf_at) i8_l2pf(j);
     if (DT == CMF_DT_Q4TP && total > 0) i8s_ladders<GLU>(j, u0, u1, lane, lad[warp]); /* all of them, before the wait */
 #pragma unroll
-    for (int k = 0; k < P; k++) i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);
-    if (j.spf) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
+    for (int k = 0; k < P; k++) {
+        if constexpr (LIN) i8s_lin_issue<DT, GLU>(j, ln, S, lane, wv[k], aux[k]);
+        else i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);
+    }
+    if constexpr (!LIN)
+        if (j.spf) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
     pdl_wait();
     pdl_trigger();
     if (j.qbuf) { /* quantized once by k_i8_prequant, in this layout: copy it in */
@@ -238,12 +314,10 @@ static __global__ void __launch_bounds__(256, 2)
                     }
                 }
                 const int c = cs * STEP + lane * W;
-                if (c < cols) {
+                if (LIN || c < cols) {
                     const int blk = c >> 5;
                     float ts[R];
-                    int sh = 0;
                     if constexpr (DT == CMF_DT_Q4TP) {
-                        sh = (5 * blk) & 7;
 #pragma unroll
                         for (int i = 0; i < R; i++)
                             ts[i] = lad[warp][(li * R + i) * 32 + ((aux[k][i] >> sh) & 31u)];
@@ -299,7 +373,8 @@ static __global__ void __launch_bounds__(256, 2)
                     cwi = i8s_unit<GLU>(j, ++cu, &crow);
                 }
             }
-            i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]); /* chunk it + k + P into the freed slot */
+            if constexpr (LIN) i8s_lin_issue<DT, GLU>(j, ln, S, lane, wv[k], aux[k]); /* chunk it + k + P ... */
+            else i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);            /* ... into the freed slot */
         }
     }
     if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
@@ -517,13 +592,13 @@ static cmf_status i8t_launch(const I8Job &j, const float *x, int glu, int gelu, 
 
 /* One launch for n tokens: the grid is what the device holds at once of this instance at this shared-memory size
  * (cached per instance), at most one block per 8 units; q4tp: at least enough blocks for LR units per warp. */
-template <int DT, int N, int GLU, int P>
+template <int DT, int N, int GLU, int P, int LIN>
 static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, int gelu, int mode, cudaStream_t s) {
     enum { SLOTS = 8 };
     static size_t occ_smem[SLOTS]; /* per instance; benign races (same values) */
     static int occ_val[SLOTS], occ_n, attr;
     if (!attr) { /* static (q4tp: 32 KiB of ladders) + dynamic above 48 KiB needs the opt-in: always take it */
-        if (cudaFuncSetAttribute(k_mv_i8s<DT, N, GLU, P>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        if (cudaFuncSetAttribute(k_mv_i8s<DT, N, GLU, P, LIN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  (int)I8S_SMEM_MAX(DT)) != cudaSuccess)
             return cu_fail(cudaGetLastError(), "matvec (int8 activations, streaming): shared memory opt-in");
         attr = 1;
@@ -533,7 +608,7 @@ static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, i
         if (occ_smem[i] == smem) occ = occ_val[i];
     if (!occ) {
         int b = 0;
-        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8s<DT, N, GLU, P>, 256, smem) != cudaSuccess ||
+        if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, k_mv_i8s<DT, N, GLU, P, LIN>, 256, smem) != cudaSuccess ||
             b < 1)
             b = 1;
         occ = b < 4 ? b : 4;
@@ -547,7 +622,7 @@ static cmf_status i8s_launch_inst(const I8Job &j, size_t smem, const float *x, i
         const unsigned lr = (unsigned)I8sLad<GLU>::LR, least = (j.groups + I8_WARPS * lr - 1) / (I8_WARPS * lr);
         if (grid < least) grid = least;
     }
-    cu_launch(k_mv_i8s<DT, N, GLU, P>, grid, 256, smem, s, j, x, gelu);
+    cu_launch(k_mv_i8s<DT, N, GLU, P, LIN>, grid, 256, smem, s, j, x, gelu);
     return CMF_OK;
 }
 
@@ -578,20 +653,45 @@ static int i8s_prequant_cols(void) {
     return c;
 }
 
+/* Whether a one-token launch takes the linear cursor (I8sLin): mode 1, cols a multiple of a warp step (q8 512,
+ * q4tp 1024 columns), q4tp codes planes without row padding, the launch's chunk count (so any warp's) within an int,
+ * and the setting: CMF_CUDA_I8S_LIN / cmf_cuda_set_i8s_linear 0 (never), 1 (q4tp only: the default) or 2 (q8_row
+ * too). Measured (bench/cuda/RESULTS.md, session 19): Llama-3.1-8B q4tp decode +6.8%, q8 -1.1%. */
+static int g_i8s_lin = -1; /* -1: not read yet (a benign race: every thread computes the same value) */
+
+extern "C" void cmf_cuda_set_i8s_linear(int mode) { g_i8s_lin = mode >= 0 && mode <= 2 ? mode : 1; }
+
+static int i8s_linear(const I8Job &j, int dtype, int mode) {
+    if (g_i8s_lin < 0) {
+        const char *e = getenv("CMF_CUDA_I8S_LIN");
+        g_i8s_lin = e && e[0] >= '0' && e[0] <= '2' && !e[1] ? e[0] - '0' : 1;
+    }
+    const int64_t cols = j.w[0].cols, step = dtype == CMF_DT_Q8_ROW ? 512 : 1024;
+    if (g_i8s_lin < (dtype == CMF_DT_Q8_ROW ? 2 : 1) || mode != 1 || j.spf || cols % step ||
+        (int64_t)j.groups * (cols / step) > INT32_MAX)
+        return 0;
+    if (dtype == CMF_DT_Q4TP)
+        for (int i = 0; i < j.count; i++)
+            if (j.w[i].stride * 8 != 5 * (cols >> 5)) return 0;
+    return 1;
+}
+
 /* Ring depth: 8 chunks of 16 bytes in flight per lane (GLU: 4 per row of the pair). (16 measured slower on Llama-8B
  * q8 decode: 218 vs 288 tok/s, the ring spilled.) */
 template <int DT, int GLU>
 static cmf_status i8s_launch_n(const I8Job &j, size_t smem, const float *x, int n, int gelu, int mode, cudaStream_t s) {
     constexpr int P = GLU ? 4 : 8;
     switch (n) {
-    case 1: return i8s_launch_inst<DT, 1, GLU, P>(j, smem, x, gelu, mode, s);
-    case 2: return i8s_launch_inst<DT, 2, GLU, P>(j, smem, x, gelu, mode, s);
-    case 3: return i8s_launch_inst<DT, 3, GLU, P>(j, smem, x, gelu, mode, s);
-    case 4: return i8s_launch_inst<DT, 4, GLU, P>(j, smem, x, gelu, mode, s);
-    case 5: return i8s_launch_inst<DT, 5, GLU, P>(j, smem, x, gelu, mode, s);
-    case 6: return i8s_launch_inst<DT, 6, GLU, P>(j, smem, x, gelu, mode, s);
-    case 7: return i8s_launch_inst<DT, 7, GLU, P>(j, smem, x, gelu, mode, s);
-    default: return i8s_launch_inst<DT, 8, GLU, P>(j, smem, x, gelu, mode, s);
+    case 1:
+        return i8s_linear(j, DT, mode) ? i8s_launch_inst<DT, 1, GLU, P, 1>(j, smem, x, gelu, mode, s)
+                                       : i8s_launch_inst<DT, 1, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    case 2: return i8s_launch_inst<DT, 2, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    case 3: return i8s_launch_inst<DT, 3, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    case 4: return i8s_launch_inst<DT, 4, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    case 5: return i8s_launch_inst<DT, 5, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    case 6: return i8s_launch_inst<DT, 6, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    case 7: return i8s_launch_inst<DT, 7, GLU, P, 0>(j, smem, x, gelu, mode, s);
+    default: return i8s_launch_inst<DT, 8, GLU, P, 0>(j, smem, x, gelu, mode, s);
     }
 }
 
