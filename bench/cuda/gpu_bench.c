@@ -12,7 +12,9 @@
  * token, as a greedy generation runs; --tg-row gives the behaviour before 2026-11-30 instead: random tokens and
  * the whole logits row downloaded every step (cmf_session_logits). Timing: wall clock around whole calls (a pp
  * run ends with cmf_session_logits, which waits for the device). --no-graph turns decode-step CUDA graphs off
- * (the same as CMF_CUDA_GRAPH=0). Runs on the GPU (cmf_model_load_on "cuda"); an error without one. */
+ * (the same as CMF_CUDA_GRAPH=0). Runs on the GPU (cmf_model_load_on "cuda"); an error without one.
+ * CMF_TPROF=1 with a build configured with -DCMAKE_CUDA_FLAGS=-DCMF_CUDA_TPROF=1: after each tg@C, two more decode
+ * steps, the second one's kernel timeline printed as "TPROF" lines (tprof_sum.c). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +26,7 @@
 #ifdef CMF_HAVE_CUDA
 #include "backend/cuda/cuda_ops.h"
 #include "backend/cuda/persist.h"
+#include "tprof_sum.h"
 #include "model/model.h"
 #endif
 
@@ -175,6 +178,22 @@ int main(int argc, char **argv) {
         }
         stats(t, R, &mean, &sd);
         printf("RESULT model=%s test=tg@%d tps=%.2f sd=%.2f\n", path, C, mean, sd);
+#ifdef CMF_HAVE_CUDA
+        if (getenv("CMF_TPROF") && atoi(getenv("CMF_TPROF")) == 1) { /* one more step's kernel timeline */
+            int32_t tok = rand_tok(V);
+            if (cmf_cuda_tprof_start() != CMF_OK) return fail("tprof_start");
+            if (cmf_session_decode(s, tok) != CMF_OK || !cmf_session_logits(s)) return fail("decode");
+            if (cmf_cuda_tprof_start() != CMF_OK) return fail("tprof_start"); /* the next step only */
+            if (cmf_session_decode(s, tok) != CMF_OK || !cmf_session_logits(s)) return fail("decode");
+            const int64_t cap = 1 << 20;
+            cmf_cuda_tprec *rec = malloc(sizeof *rec * (size_t)cap);
+            const int64_t n = rec ? cmf_cuda_tprof_read(rec, cap) : -1;
+            char label[64];
+            snprintf(label, sizeof label, "tg@%d", C);
+            if (n < 0 || tprof_print(rec, n < cap ? n : cap, label) != 0) return fail("tprof_read");
+            free(rec);
+        }
+#endif
         const char *comma = strchr(c, ',');
         if (!comma) break;
         c = comma + 1;

@@ -5,8 +5,11 @@
 #include <cooperative_groups.h>
 
 #include "backend/cuda/attn_decode.cuh"
+#include "backend/cuda/tprof.cuh"
 
 namespace cg = cooperative_groups;
+
+CMF_TPROF_BINDER(tprof_bind_attn)
 
 static int pow2_at_least(int v) {
     int p = 1;
@@ -169,6 +172,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
                                                                   float *__restrict__ work, int *__restrict__ done,
                                                                   float *__restrict__ out, AttnRope fr, int mk,
                                                                   int flags, CuPf pf) {
+    TP_DECL;
+    TP_AT(0);
     /* the position is written before the step's first kernel (complete by the PDL rule's chain) */
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h;
     const uint64_t blk = blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z),
@@ -176,10 +181,14 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_split(cmf_cuda_attn 
     if (threadIdx.x == 0 && pf.tot && (flags & 4)) l2pf_share(pf.p, pf.n, pf.tot, blk, nblk);
     if (flags & 1) attn_prefetch(a, kc, vc, pos, blockIdx.x, blockIdx.y, mk, KF);
     pdl_enter();
+    TP_AT(1);
     if (threadIdx.x == 0 && pf.tot && !(flags & 4)) l2pf_share(pf.p, pf.n, pf.tot, blk, nblk);
     __shared__ AttnSm<GH, L, FR> S;
     attn_split_item<GH, L, KF, FR, KT>(a, q, kc, vc, pos, nsplit, work, done, out, fr, blockIdx.x, blockIdx.y,
                                        blockIdx.z, gridDim.z, threadIdx.x, 0, mk, S, flags & 2);
+    TP_AT(2);
+    TP_AT(3);
+    TP_PUT(TP_ATTN, kc);
 }
 
 /* Block (split, kv head, head chunk) of a cluster of AD_CL splits (the cluster form above). ncl_max: the clusters
@@ -192,6 +201,8 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
                                                                     float *__restrict__ work, int *__restrict__ done,
                                                                     float *__restrict__ out, AttnRope fr, int mk,
                                                                     CuPf pf) {
+    TP_DECL;
+    TP_AT(0);
     const int64_t pos = dpos ? (int64_t)*dpos : pos_h; /* written before the step's first kernel */
     if (threadIdx.x == 0 && pf.tot) /* weights: immutable */
         l2pf_share(pf.p, pf.n, pf.tot, blockIdx.x + (uint64_t)gridDim.x * (blockIdx.y + (uint64_t)gridDim.y * blockIdx.z),
@@ -204,8 +215,10 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads, h0 = hz * AD_MAXG, gh = G - h0 < GH ? G - h0 : GH;
     /* with AD_CL_PRE the PDL wait is inside, after the first round's cached K / V rows are loaded */
     if (!AD_CL_PRE) pdl_enter();
+    TP_AT(1); /* (with AD_CL_PRE: before the wait) */
     attn_split_partial<GH, L, KF, FR, KT, AD_CL_PRE>(a, q, kc, vc, pos, geo, fr, kvh, split, hz, threadIdx.x, 0, S,
                                                      &part[0][0], 8 * L + 2);
+    TP_AT(2);
     cg::cluster_group cl = cg::this_cluster();
     cl.sync(); /* every partial of the cluster written (release / acquire at cluster scope) */
     const int ncl = geo.ns / AD_CL, ci = split / AD_CL, r = (int)cl.block_rank();
@@ -237,18 +250,27 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
         }
     }
     cl.sync(); /* no block leaves while another still reads its shared memory */
-    if (ncl == 1) return;
+    TP_AT(3);
+    if (ncl == 1) {
+        TP_PUT(TP_ATTN_CL, kc);
+        return;
+    }
     /* several clusters: the last block to finish merges the clusters' partials (as attn_split_item) */
     __threadfence();
     __syncthreads();
     int *cnt = done + (int64_t)kvh * gridDim.z + hz;
     if (threadIdx.x == 0) S.last = atomicAdd(cnt, 1) == geo.ns - 1;
     __syncthreads();
-    if (!S.last) return;
+    if (!S.last) {
+        TP_PUT(TP_ATTN_CL, kc);
+        return;
+    }
     __threadfence();
     attn_merge_splits<GH, L, FR>(work + ((int64_t)kvh * G + h0) * ncl_max * (int64_t)(D + 2),
                                  out + ((int64_t)kvh * G + h0) * D, gh, ncl, ncl_max, D, threadIdx.x, 0, S);
     if (threadIdx.x == 0) *cnt = 0;
+    TP_AT(3);
+    TP_PUT(TP_ATTN_CL, kc);
 }
 
 /* cu_launch with clusters of AD_CL blocks along x (the PDL attribute as cu_launch sets it). */

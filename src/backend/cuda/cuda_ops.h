@@ -426,6 +426,25 @@ cmf_status cmf_cuda_sample_topk_topp(const float *d_logits, int64_t n, int top_k
 /* Scratch bytes for the calls above over n logits. */
 size_t cmf_cuda_sample_work_bytes(int64_t n);
 
+/* ---- the decode kernels' timeline (tprof.cu, tprof.cuh; a profiling build: -DCMF_CUDA_TPROF=1) ------------- */
+
+/* One warp of one instrumented launch: %globaltimer (ns) at its start, after the PDL wait, after its prologue and at
+ * its end; kind (tprof.cuh: 1 streaming product, 2 row-group product, 3 cluster attention, 4 split attention,
+ * 5 activation prequantization), key (the launch's first weight or K cache base), SM, block, warp. */
+typedef struct {
+    uint64_t t[4];
+    uint64_t key;
+    uint32_t kind, sm, block, warp;
+} cmf_cuda_tprec;
+/* Allocates the device ring of 2^20 records on first use and points the instrumented kernels at it, empty; later
+ * launches (graph replays included) append. Errors: CMF_E_UNSUPPORTED when the build lacks CMF_CUDA_TPROF=1,
+ * CMF_E_NOMEM, CMF_E_IO. */
+cmf_status cmf_cuda_tprof_start(void);
+/* Waits for the device and copies the records appended since cmf_cuda_tprof_start (up to cap, in append order)
+ * into dst; returns how many were appended (more than cap or than the ring holds: the rest are lost), or -1 on a
+ * CUDA error or when profiling was not started. */
+int64_t cmf_cuda_tprof_read(cmf_cuda_tprec *dst, int64_t cap);
+
 /* ---- the cuda backend's CUDA graphs (backend_cuda.cu) ----------------------------------------------------- */
 
 struct cmf_backend;

@@ -29,6 +29,9 @@
 #include <string.h>
 
 #include "backend/cuda/matvec_i8.cuh"
+#include "backend/cuda/tprof.cuh"
+
+CMF_TPROF_BINDER(tprof_bind_i8)
 
 
 static int g_i8act = -1; /* -1: not read yet; a benign race (every thread computes the same value) */
@@ -211,6 +214,8 @@ static __device__ __forceinline__ void i8_dot(const I8Job &j, int wi, const int6
 template <int DT, int N, int GLU, int XP>
 static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_i8(I8Job j, const float *__restrict__ x,
                                                                                   int gelu) {
+    TP_DECL;
+    TP_AT(0);
     extern __shared__ __align__(16) int8_t i8_sm[];
     __shared__ float lad[I8_WARPS][I8_R][32];
     __shared__ float red[I8_WARPS][I8_R][N]; /* split-column partial sums (j.ks > 1) */
@@ -250,10 +255,12 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     }
     pdl_wait();
     pdl_trigger();
+    TP_AT(1);
     if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
     i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
                        j.nx && blockIdx.x == 0 ? j.nout : nullptr);
     __syncthreads();
+    TP_AT(2);
 
     for (; g < j.groups; g += gridDim.x) { /* block-uniform trip count (the split-column reduction syncs) */
         bool act = pre;
@@ -351,6 +358,8 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
         }
     }
     if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
+    TP_AT(3);
+    TP_PUT(TP_I8, j.w[0].base);
 }
 
 /* One launch of the kernel for n tokens; the grid is the row groups, at most the blocks the device holds at once

@@ -21,6 +21,9 @@
 #include <stdlib.h>
 
 #include "backend/cuda/matvec_i8.cuh"
+#include "backend/cuda/tprof.cuh"
+
+CMF_TPROF_BINDER(tprof_bind_i8s)
 
 static int g_i8s = -2; /* -2: not read yet; -1: by size; a benign race (every thread computes the same value) */
 
@@ -231,6 +234,8 @@ template <int DT, int N, int GLU, int P, int LIN>
 static __global__ void __launch_bounds__(256, 2)
     k_mv_i8s(I8Job j, const float *__restrict__ x, int gelu) {
     constexpr int R = GLU ? 2 : 1, W = I8Chunk<DT>::W, STEP = I8Chunk<DT>::STEP;
+    TP_DECL;
+    TP_AT(0);
     extern __shared__ __align__(16) int8_t i8_sm[];
     constexpr int LR = I8sLad<GLU>::LR, LW = DT == CMF_DT_Q4TP ? LR * R * 32 : 1; /* ladder floats per warp */
     __shared__ float lad[I8_WARPS][LW];
@@ -272,6 +277,7 @@ static __global__ void __launch_bounds__(256, 2)
         if (j.spf) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
     pdl_wait();
     pdl_trigger();
+    TP_AT(1);
     if (j.qbuf) { /* quantized once by k_i8_prequant, in this layout: copy it in */
         const int64_t n8 = (int64_t)lv * N * cols * 5 / 32; /* i8_smem / 8 */
         const uint2 *src = (const uint2 *)j.qbuf;
@@ -283,6 +289,7 @@ static __global__ void __launch_bounds__(256, 2)
                            j.nx && blockIdx.x == 0 ? j.nout : nullptr);
     }
     __syncthreads();
+    TP_AT(2);
 
     float acc[R][N];
 #pragma unroll
@@ -378,6 +385,8 @@ static __global__ void __launch_bounds__(256, 2)
         }
     }
     if (threadIdx.x == 0 && j.pf_tot && j.pf_at) i8_l2pf(j);
+    TP_AT(3);
+    TP_PUT(TP_I8S, j.w[0].base);
 }
 
 /* ---- mode 4: the same rows streamed by the bulk-copy engine (q8_row, one token, cols % 512 == 0) ---------------
@@ -635,10 +644,16 @@ static __global__ void __launch_bounds__(256) k_i8_prequant(I8Job j, const float
     int8_t *xq = (int8_t *)j.qbuf;
     float *xs = (float *)(j.qbuf + (int64_t)lv * cols);
     int *sx = (int *)(xs + (int64_t)lv * nb);
+    TP_DECL;
+    TP_AT(0);
     pdl_wait();
     pdl_trigger();
+    TP_AT(1);
     i8_quantize<DT, 1>(x, cols, lv, xq, xs, sx, j, nullptr, nullptr, (int64_t)blockIdx.x * 128,
                        (int64_t)gridDim.x * 128);
+    TP_AT(2);
+    TP_AT(3);
+    TP_PUT(TP_PREQ, j.w[0].base);
 }
 
 /* The least columns whose single-token activations are quantized once by k_i8_prequant (one small launch) instead
