@@ -50,9 +50,7 @@ if command -v clang >/dev/null && printf 'int LLVMFuzzerTestOneInput(const unsig
   # counts, e.g. 10 for a longer local run)
   k=${FUZZ_EXPLORE_SCALE:-1}
   stage "fuzz the tokenizer and template targets further, seed $seed (from the commit; ~12 s each)"
-  FUZZ_RUNS=$((50000 * k)) FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenizer_json
-  FUZZ_RUNS=$((15000 * k)) FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenize
-  FUZZ_RUNS=$((60000 * k)) FUZZ_SEED=$seed bash scripts/fuzz.sh 0 template
+  FUZZ_SEED=$seed bash scripts/fuzz.sh 0 tokenizer_json=$((50000 * k)) tokenize=$((15000 * k)) template=$((60000 * k))
 else
   echo "skipped: clang with libFuzzer is not available (need clang and libclang-rt-dev)"
 fi
