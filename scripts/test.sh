@@ -36,7 +36,9 @@ rm -rf build-clang # a compile check: nothing in it is run
 stage "arm64 NEON kernels: cross-built, tests under qemu-aarch64 (scripts/cross_neon.sh)"
 bash scripts/cross_neon.sh
 stage "ASan+UBSan build + ctest"
-cmake -S . -B build-asan $(gen build-asan) -DCMAKE_BUILD_TYPE=Debug -DCMF_SANITIZE=ON -DCMF_CUDA=OFF >/dev/null
+# Without the benchmark programs (CMF_BENCH=OFF: no test runs them; the two builds above compiled them): the same
+# tests.
+cmake -S . -B build-asan $(gen build-asan) -DCMAKE_BUILD_TYPE=Debug -DCMF_SANITIZE=ON -DCMF_CUDA=OFF -DCMF_BENCH=OFF >/dev/null
 cmake --build build-asan -j"$jobs" >/dev/null
 (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j"$jobs")
 if [ "${CMF_CI_PRUNE:-0}" = 1 ]; then rm -rf build-asan; fi
