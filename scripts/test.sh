@@ -9,8 +9,21 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/deps.sh
 jobs=$(nproc)
-# Each stage's header says when it started and how much disk is left, so a CI log shows where time and space went.
-stage() { echo "== $* [${SECONDS}s; $(df -h --output=avail . | tail -1 | tr -d ' ') free]"; }
+# Each stage's header says when it started (seconds since the start, and CPU seconds of this script and what it ran,
+# both cores together), the previous stage's share of each, the load average and how much disk is left, so a CI
+# log shows where time and space went.
+cpu_s() { # user + system time of this shell and its finished children (/proc/PID/stat fields 14-17), in seconds
+  local s; s=$(cat /proc/$$/stat 2>/dev/null) || { echo 0; return; }
+  s=${s##*) }; set -- $s
+  echo $(( (${12} + ${13} + ${14} + ${15}) / $(getconf CLK_TCK) ))
+}
+last_wall=0 last_cpu=0
+stage() {
+  local cpu; cpu=$(cpu_s)
+  echo "== $* [${SECONDS} s, ${cpu} CPU-s; previous stage $((SECONDS - last_wall)) s, $((cpu - last_cpu)) CPU-s;" \
+       "load $(cut -d' ' -f1 /proc/loadavg 2>/dev/null); $(df -h --output=avail . | tail -1 | tr -d ' ') free]"
+  last_wall=$SECONDS last_cpu=$cpu
+}
 # Ninja builds a new tree (deps.sh installs it): make builds one target after another (the C library waited for the
 # last CUDA object, each test's objects for the libraries: one core idle ~80 s of the gcc build) and spends CPU on
 # its per-target dependency scans; ninja keeps both cores on whatever is ready. On the 2-core VM: gcc build 430 ->
@@ -21,6 +34,13 @@ stage "gcc Release build + ctest"
 cmake -S . -B build $(gen build) -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$jobs" >/dev/null
 (cd build && ctest --output-on-failure -j"$jobs")
+# The ASan+UBSan ctest below starts the costliest tests first, by this run's times (ctest keeps each test's last
+# time in Testing/Temporary/CTestCostData.txt; a new tree has none and starts the tests in list order, so a long one
+# late in the list ran on alone at the end). A tree with times of its own keeps them.
+if [ -f build/Testing/Temporary/CTestCostData.txt ] && [ ! -f build-asan/Testing/Temporary/CTestCostData.txt ]; then
+  mkdir -p build-asan/Testing/Temporary
+  cp build/Testing/Temporary/CTestCostData.txt build-asan/Testing/Temporary/
+fi
 # CI (.ci/run sets CMF_CI_PRUNE=1) drops each build tree once its stage is done: a fresh CI machine's disk can be
 # small, and the CUDA-linked Release tree alone is ~3.5 GB. A developer's run keeps build/ for the next one.
 if [ "${CMF_CI_PRUNE:-0}" = 1 ]; then rm -rf build; fi
