@@ -4,26 +4,20 @@
 . "$(dirname "$0")/lib.sh"
 M="$REF/tiny-Q8_ROW.cmf"
 
-# --- independent directory reader (CMF_FORMAT.md §1.2, §1.5) ---
+# --- independent directory reader (CMF_FORMAT.md §1.2, §1.5; lib.sh's cmf_dir) ---
 dir_off=$(u64 "$M" 32)
 data_off=$(u64 "$M" 48)
 count=$(u64 "$M" "$dir_off")
-pool_off=$(u64 "$M" $((dir_off + 8)))
 dtype_name() {  # spec names, CMF_FORMAT.md §2.0
     case $1 in 0) echo f32;; 1) echo f16;; 2) echo bf16;; 3) echo q8_row;; 4) echo q4_block;; 9) echo q8_2f;;
         *) echo "?";; esac
 }
-: >"$T/dir.txt"
-for ((i = 0; i < count; i++)); do
-    rec=$((dir_off + 16 + 56 * i))
-    name_off=$(u32 "$M" "$rec"); name_len=$(u16 "$M" $((rec + 4)))
-    dt=$(u8 "$M" $((rec + 6))); nd=$(u8 "$M" $((rec + 7)))
-    shape=""
-    for ((d = 0; d < nd; d++)); do shape="$shape${shape:+, }$(u32 "$M" $((rec + 8 + 4 * d)))"; done
-    off=$(u64 "$M" $((rec + 32))); nbytes=$(u64 "$M" $((rec + 40)))
-    name=$(dd if="$M" bs=1 skip=$((dir_off + pool_off + name_off)) count="$name_len" status=none)
-    echo "$name|$(dtype_name "$dt")|[$shape]|$nbytes|$off" >>"$T/dir.txt"
-done
+cmf_dir "$M" >"$T/dir.raw"
+[ "$(wc -l <"$T/dir.raw")" -eq "$count" ] || fail "the independent reader read $(wc -l <"$T/dir.raw") of $count records"
+while read -r dt nd shape off nbytes hash name; do
+    shape=${shape#-}
+    echo "$name|$(dtype_name "$dt")|[${shape//,/, }]|$nbytes|$off"
+done <"$T/dir.raw" >"$T/dir.txt"
 [ "$count" -gt 0 ] || fail "the independent reader found no tensors"
 
 # --- verify: intact ---

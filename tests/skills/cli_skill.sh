@@ -7,15 +7,10 @@ HF="$CMF_SHARED/data/hf-tiny"
 expect_ok "$CMF_BIN" convert "$HF/qwen2" -o "$T/base.cmf" --quant f16 --no-progress || finish
 expect_ok "$CMF_BIN" convert "$HF/qwen3" -o "$T/other.cmf" --quant f16 --no-progress || finish
 
-# names in the directory of a file, one per line (independent reader)
+# names in the directory of a file, one per line (independent reader: lib.sh's cmf_dir)
 names() {
-    local f=$1 dir_off count pool_off i rec
-    dir_off=$(u64 "$f" 32); count=$(u64 "$f" "$dir_off"); pool_off=$(u64 "$f" $((dir_off + 8)))
-    for ((i = 0; i < count; i++)); do
-        rec=$((dir_off + 16 + 56 * i))
-        dd if="$f" bs=1 skip=$((dir_off + pool_off + $(u32 "$f" "$rec"))) count="$(u16 "$f" $((rec + 4)))" status=none
-        echo
-    done
+    local dt nd shape off nbytes hash name
+    cmf_dir "$1" | while read -r dt nd shape off nbytes hash name; do echo "$name"; done
 }
 
 # --- add: the FFN of layers 0-1 from qwen3 (6 tensors, all different) ---

@@ -47,16 +47,10 @@ expect_error 1 "$CMF_BIN" eval "$T/with.cmf" --skill nope --tokens "$TOK" -o "$T
 grep -q "nope" "$T/err" || fail "unknown skill message: $(cat "$T/err")"
 
 # --- size: the file grows by the skill tensors (and their alignment padding) only ---
-# dir_entries FILE: "name off nbytes hash" per directory record (§1.5), in directory order.
+# dir_entries FILE: "name off nbytes hash" per directory record (§1.5), in directory order (lib.sh's cmf_dir).
 dir_entries() {
-    local f=$1 dir_off count pool_off i rec name
-    dir_off=$(u64 "$f" 32); count=$(u64 "$f" "$dir_off"); pool_off=$(u64 "$f" $((dir_off + 8)))
-    for ((i = 0; i < count; i++)); do
-        rec=$((dir_off + 16 + 56 * i))
-        name=$(dd if="$f" bs=1 skip=$((dir_off + pool_off + $(u32 "$f" "$rec"))) count="$(u16 "$f" $((rec + 4)))" \
-            status=none)
-        echo "$name $(u64 "$f" $((rec + 32))) $(u64 "$f" $((rec + 40))) $(u64 "$f" $((rec + 48)))"
-    done
+    local dt nd shape off nbytes hash name
+    cmf_dir "$1" | while read -r dt nd shape off nbytes hash name; do echo "$name $off $nbytes $hash"; done
 }
 dir_entries "$T/base.cmf" | sort >"$T/base-dir"
 dir_entries "$T/with.cmf" >"$T/with-dir-order"
