@@ -35,7 +35,9 @@ gen=() # Ninja for a new tree when installed (scripts/test.sh says why); a confi
 CC=clang cmake -S . -B "$build" "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMF_FUZZ=ON -DCMF_CUDA=OFF -DCMF_WERROR=OFF >/dev/null
 tgts=()
 for t in "${targets[@]}"; do tgts+=(--target "fuzz_${t%%=*}"); done
-cmake --build "$build" -j"$jobs" "${tgts[@]}" >/dev/null
+# (glibc malloc on transparent huge pages while building: scripts/test.sh says why)
+GLIBC_TUNABLES=${GLIBC_TUNABLES:+$GLIBC_TUNABLES:}glibc.malloc.hugetlb=1 \
+  cmake --build "$build" -j"$jobs" "${tgts[@]}" >/dev/null
 
 export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
