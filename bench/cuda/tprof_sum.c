@@ -31,7 +31,19 @@ typedef struct {
     int64_t i0, n; /* records [i0, i0 + n) */
     unsigned kind;
     uint64_t t0min, t0max, t1min, t1med, t3med, t3max, pro_med, pro_max, body_med, body_max;
+    double xin, quant, sync, nin, norm; /* medians of the prologue's steps (t4 - t1, t5 - t4, t2 - t5, t7 - t1,
+                                         * t6 - t1), or -1 where the launch has no such stamps */
 } launch;
+
+/* median over the launch's records of t[b] - t[a] (us), those with both stamps; -1 when none */
+static double step_med(const cmf_cuda_tprec *r, int64_t n, int a, int b, uint64_t *v) {
+    int64_t k = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (r[i].t[a] && r[i].t[b]) v[k++] = r[i].t[b] - r[i].t[a];
+    if (!k) return -1.0;
+    qsort(v, (size_t)k, sizeof *v, cmp_u64);
+    return (double)v[k / 2] / 1000.0;
+}
 
 static int by_start(const void *a, const void *b) {
     const launch *x = a, *y = b;
@@ -76,6 +88,9 @@ int tprof_print(cmf_cuda_tprec *r, int64_t n, const char *label) {
         l->pro_med = med(v, l->n), l->pro_max = v[l->n - 1];
         for (int64_t k = i; k < e; k++) v[k - i] = r[k].t[3] - r[k].t[2];
         l->body_med = med(v, l->n), l->body_max = v[l->n - 1];
+        l->xin = step_med(r + i, l->n, 1, 4, v), l->quant = step_med(r + i, l->n, 4, 5, v);
+        l->sync = step_med(r + i, l->n, 5, 2, v), l->nin = step_med(r + i, l->n, 1, 7, v);
+        l->norm = step_med(r + i, l->n, 1, 6, v);
         i = e;
     }
     qsort(L, (size_t)nl, sizeof *L, by_start);
@@ -104,20 +119,30 @@ int tprof_print(cmf_cuda_tprec *r, int64_t n, const char *label) {
     if (per) {
         const int64_t cyc = nl / per;
         printf("TPROF per layer position (mean over %lld layers): kernel | prologue med | body med | tail (end max - "
-               "med) | handoff | span\n",
+               "med) | handoff | span || prologue steps: norm inputs in, norm scale, activations in, quantized, "
+               "synced (the first three from the wait, the last two durations; -: none)\n",
                (long long)cyc);
         double tot = 0;
         for (int p = 0; p < per; p++) {
-            double pro = 0, body = 0, tail = 0, hand = 0, span = 0;
+            double pro = 0, body = 0, tail = 0, hand = 0, span = 0, st[5] = {0, 0, 0, 0, 0};
+            int nst[5] = {0, 0, 0, 0, 0};
             for (int64_t c = 0; c < cyc; c++) {
                 const int64_t i = c * per + p;
                 const launch *l = &L[i];
                 pro += US(l->pro_med), body += US(l->body_med), tail += US(l->t3max - l->t3med);
                 hand += i ? US((double)l->t1min - (double)L[i - 1].t3max) : 0.0;
                 span += US(l->t3max - l->t1min);
+                const double one[5] = {l->nin, l->norm, l->xin, l->quant, l->sync};
+                for (int k = 0; k < 5; k++)
+                    if (one[k] >= 0) st[k] += one[k], nst[k]++;
             }
-            printf("TPROF  pos %d %-8s | %5.2f | %6.2f | %5.2f | %5.2f | %6.2f\n", p, kind_name(L[p].kind), pro / cyc,
+            printf("TPROF  pos %d %-8s | %5.2f | %6.2f | %5.2f | %5.2f | %6.2f ||", p, kind_name(L[p].kind), pro / cyc,
                    body / cyc, tail / cyc, hand / cyc, span / cyc);
+            for (int k = 0; k < 5; k++) { /* means over the layers whose launch has the step */
+                if (!nst[k]) printf("     -");
+                else printf(" %5.2f", st[k] / nst[k]);
+            }
+            printf("\n");
             tot += (hand + span) / cyc;
         }
         printf("TPROF  layer (handoffs + spans): %.2f us\n", tot);

@@ -236,7 +236,7 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     unsigned g = blockIdx.x;
     int wi = 0;
     int64_t row[I8_R] = {0, 0}, rbase = 0;
-    bool pre = g < j.groups && i8_rows<GLU>(j, g, rg, &wi, row, &rbase);
+    bool pre = j.wpre != 0 && g < j.groups && i8_rows<GLU>(j, g, rg, &wi, row, &rbase);
     uint4 wv[I8_U][I8_R];
     float rs[I8_R] = {1.0f, 1.0f};
     const bool out_lane = seg == 0 && lane == 0; /* the lane that scales and stores the row sums */
@@ -256,9 +256,9 @@ static __global__ void __launch_bounds__(256, DT == CMF_DT_Q8_ROW ? 3 : 2) k_mv_
     pdl_wait();
     pdl_trigger();
     TP_AT(1);
-    if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
+    if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh, TP_ARG);
     i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
-                       j.nx && blockIdx.x == 0 ? j.nout : nullptr);
+                       j.nx && blockIdx.x == 0 ? j.nout : nullptr, 0, 4 * 32, TP_ARG);
     __syncthreads();
     TP_AT(2);
 
@@ -487,6 +487,11 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
     static int xpre = -1; /* CMF_CUDA_I8_XPRE=1: the next row group's first batch during this one's sums (opt-in) */
     if (xpre < 0) xpre = env_int("CMF_CUDA_I8_XPRE", 0) == 1;
     j.pre = cu_pre_on(), j.pf_at = pf_at, j.pf_tot = 0, j.xpre = xpre;
+    static int wpre = -2, norm1 = -1, qilp = -1; /* CMF_CUDA_I8_WPRE, _NORM1, _QILP: A/B switches (weights.cuh) */
+    if (wpre < -1) wpre = env_int("CMF_CUDA_I8_WPRE", -1) < 0 ? -1 : env_int("CMF_CUDA_I8_WPRE", -1);
+    if (norm1 < 0) norm1 = env_int("CMF_CUDA_I8_NORM1", 1) != 0;
+    if (qilp < 0) qilp = env_int("CMF_CUDA_I8_QILP", 1) != 0;
+    j.wpre = wpre, j.norm1 = norm1, j.qilp = qilp;
     for (int i = 0; i < t_npf; i++) {
         j.pf[i] = (const uint8_t *)t_pf[i].d_ptr, j.pfn[i] = t_pf[i].bytes;
         j.pf_tot += t_pf[i].bytes;

@@ -9,6 +9,7 @@
 
 #include <stdlib.h>
 
+#include "backend/cuda/tprof.cuh"
 #include "backend/cuda/weights.cuh"
 
 #define I8_WARPS 8
@@ -71,7 +72,8 @@ static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, f
 template <int DT, int N>
 static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
                                                    float *xs, int *sx, const I8Job &j, const float *ninv,
-                                                   float *xout, int64_t base0 = 0, int64_t bstep = 4 * 32) {
+                                                   float *xout, int64_t base0 = 0, int64_t bstep = 4 * 32,
+                                                   unsigned long long *tpt = nullptr) {
     const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
     const int64_t nb = cols >> 5, total = (int64_t)N * nb;
     for (int64_t base = base0; base < total; base += bstep) {
@@ -81,45 +83,94 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
             const int64_t b = base + 32 * k + oct;
             v[k] = b < total ? __ldg((const float4 *)(x + b * 32 + sub * 4)) : make_float4(0, 0, 0, 0);
         }
+#if CMF_CUDA_TPROF
+        if (tpt && base == base0) tpt[4] = tp_now_after(v[0].x); /* tprof.cuh: the first activations are in */
+#endif
+        float e[4][4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
             const int64_t b = base + 32 * k + oct;
-            float e[4] = {v[k].x, v[k].y, v[k].z, v[k].w};
+            e[k][0] = v[k].x, e[k][1] = v[k].y, e[k][2] = v[k].z, e[k][3] = v[k].w;
             if (ninv && b < total) { /* the RMSNorm of the prologue: k_rmsnorm's x * inv * g */
                 const float inv = ninv[b / nb];
                 const int64_t c = (b % nb) * 32 + sub * 4;
 #pragma unroll
                 for (int m = 0; m < 4; m++) {
                     const float g = j.nw ? (j.ngemma ? 1.0f + __ldg(j.nw + c + m) : __ldg(j.nw + c + m)) : 1.0f;
-                    e[m] = __fmul_rn(__fmul_rn(e[m], inv), g);
+                    e[k][m] = __fmul_rn(__fmul_rn(e[k][m], inv), g);
                 }
-                if (xout) *(float4 *)(xout + b * 32 + sub * 4) = make_float4(e[0], e[1], e[2], e[3]);
+                if (xout) *(float4 *)(xout + b * 32 + sub * 4) = make_float4(e[k][0], e[k][1], e[k][2], e[k][3]);
             }
+        }
+        if (lv == 1 && j.qilp) { /* one level: the 4 blocks' quantizations as independent straight-line chains */
+            float d[4];
+            int q[4][4], sm[4];
+            uint32_t p[4];
+#pragma unroll
+            for (int k = 0; k < 4; k++) i8_qblock<DT>(e[k], sub, &d[k], q[k], &p[k], &sm[k]);
+#pragma unroll
+            for (int k = 0; k < 4; k++) {
+                const int64_t b = base + 32 * k + oct;
+                if (b < total) {
+                    *(uint32_t *)(xq + b * 32 + sub * 4) = p[k];
+                    if (sub == 0) xs[b] = d[k], sx[b] = sm[k];
+                }
+            }
+            continue;
+        }
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int64_t b = base + 32 * k + oct;
             for (int l = 0; l < lv; l++) {
                 float d;
                 int q[4], s;
                 uint32_t p;
-                i8_qblock<DT>(e, sub, &d, q, &p, &s);
+                i8_qblock<DT>(e[k], sub, &d, q, &p, &s);
                 if (b < total) {
                     *(uint32_t *)(xq + l * total * 32 + b * 32 + sub * 4) = p;
                     if (sub == 0) xs[l * total + b] = d, sx[l * total + b] = s;
                 }
 #pragma unroll
-                for (int m = 0; m < 4; m++) e[m] = __fsub_rn(e[m], __fmul_rn(d, (float)q[m])); /* the remainder */
+                for (int m = 0; m < 4; m++) e[k][m] = __fsub_rn(e[k][m], __fmul_rn(d, (float)q[m])); /* the remainder */
             }
         }
     }
+#if CMF_CUDA_TPROF
+    if (tpt) tpt[5] = tp_now();
+#else
+    (void)tpt;
+#endif
 }
 
 /* The prologue's RMSNorm scales: ninv[t] = 1 / sqrt(mean(nx[t]^2) + eps) for t < N with k_rmsnorm's order
  * (elementwise.cu: thread i sums elements i, i + 256, ..., then block_sum256), so the normalized input has its bits. */
 template <int N>
-static __device__ __forceinline__ void i8_norm_inv(const I8Job &j, int64_t d, float *ninv, float *sh) {
+static __device__ __forceinline__ void i8_norm_inv(const I8Job &j, int64_t d, float *ninv, float *sh,
+                                                   unsigned long long *tpt = nullptr) {
     for (int t = 0; t < N; t++) {
         const float *xr = j.nx + (int64_t)t * d;
         float ss = 0.0f;
-        for (int64_t i = threadIdx.x; i < d; i += 256) ss = fmaf(xr[i], xr[i], ss);
+        if (j.norm1) { /* 8 loads in flight per thread, then the same sums in the same order */
+            for (int64_t i0 = threadIdx.x; i0 < d; i0 += 256 * 8) {
+                float v[8];
+#pragma unroll
+                for (int k = 0; k < 8; k++) v[k] = i0 + 256 * k < d ? xr[i0 + 256 * k] : 0.0f;
+#pragma unroll
+                for (int k = 0; k < 8; k++)
+                    if (i0 + 256 * k < d) ss = fmaf(v[k], v[k], ss);
+            }
+        } else {
+            for (int64_t i = threadIdx.x; i < d; i += 256) ss = fmaf(xr[i], xr[i], ss);
+        }
+#if CMF_CUDA_TPROF
+        if (tpt && t == 0) tpt[7] = tp_now_after(ss);
+#endif
         ss = block_sum256(ss, sh);
+#if CMF_CUDA_TPROF
+        if (tpt && t == 0) tpt[6] = tp_now_after(ss);
+#else
+        (void)tpt;
+#endif
         if (threadIdx.x == 0) ninv[t] = 1.0f / sqrtf(ss / (float)d + j.neps);
     }
     __syncthreads();

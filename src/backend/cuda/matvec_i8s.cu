@@ -268,25 +268,35 @@ static __global__ void __launch_bounds__(256, 2)
     uint32_t aux[P][R];
     if (threadIdx.x == 0 && j.pf_tot && !j.pf_at) i8_l2pf(j);
     if (DT == CMF_DT_Q4TP && total > 0) i8s_ladders<GLU>(j, u0, u1, lane, lad[warp]); /* all of them, before the wait */
+    const int wpre = j.wpre < 0 || j.wpre > P ? P : j.wpre; /* ring slots [0, wpre) now, the rest after the wait */
 #pragma unroll
     for (int k = 0; k < P; k++) {
+        if (k >= wpre) break;
         if constexpr (LIN) i8s_lin_issue<DT, GLU>(j, ln, S, lane, wv[k], aux[k]);
         else i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);
     }
     if constexpr (!LIN)
-        if (j.spf) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
+        if (j.spf && wpre == P) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf); /* CMF_CUDA_I8S_PF */
     pdl_wait();
     pdl_trigger();
     TP_AT(1);
+#pragma unroll
+    for (int k = 0; k < P; k++) {
+        if (k < wpre) continue;
+        if constexpr (LIN) i8s_lin_issue<DT, GLU>(j, ln, S, lane, wv[k], aux[k]);
+        else i8s_issue<DT, GLU>(j, lc, cols, S, lane, wv[k], aux[k]);
+    }
+    if constexpr (!LIN)
+        if (j.spf && wpre < P) i8s_prefetch<DT, GLU>(j, lc, cols, S, lane, j.spf);
     if (j.qbuf) { /* quantized once by k_i8_prequant, in this layout: copy it in */
         const int64_t n8 = (int64_t)lv * N * cols * 5 / 32; /* i8_smem / 8 */
         const uint2 *src = (const uint2 *)j.qbuf;
         uint2 *dst = (uint2 *)i8_sm;
         for (int64_t i = threadIdx.x; i < n8; i += 256) dst[i] = __ldcg(src + i);
     } else {
-        if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh);
+        if (j.nx) i8_norm_inv<N>(j, cols, ninv, nsh, TP_ARG);
         i8_quantize<DT, N>(j.nx ? j.nx : x, cols, lv, xq, xs, sx, j, j.nx ? ninv : nullptr,
-                           j.nx && blockIdx.x == 0 ? j.nout : nullptr);
+                           j.nx && blockIdx.x == 0 ? j.nout : nullptr, 0, 4 * 32, TP_ARG);
     }
     __syncthreads();
     TP_AT(2);
@@ -650,7 +660,7 @@ static __global__ void __launch_bounds__(256) k_i8_prequant(I8Job j, const float
     pdl_trigger();
     TP_AT(1);
     i8_quantize<DT, 1>(x, cols, lv, xq, xs, sx, j, nullptr, nullptr, (int64_t)blockIdx.x * 128,
-                       (int64_t)gridDim.x * 128);
+                       (int64_t)gridDim.x * 128, TP_ARG);
     TP_AT(2);
     TP_AT(3);
     TP_PUT(TP_PREQ, j.w[0].base);

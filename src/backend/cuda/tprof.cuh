@@ -3,7 +3,9 @@
  *
  * Lane 0 of each warp of an instrumented kernel reads %globaltimer (PTX ISA, "Special registers": a nanosecond
  * counter common to the whole device) at the warp's start (t0), after the PDL wait (t1), after its prologue (t2: the
- * activations are in shared memory; attention: the split's partial is done) and at its end (t3), and appends one
+ * activations are in shared memory; attention: the split's partial is done) and at its end (t3) — the products'
+ * prologue also when its first activations arrived (t4), when its quantization is done (t5), and with the RMSNorm
+ * prologue when the norm's first inputs arrived (t7) and its scale is known (t6) — and appends one
  * record (cmf_cuda_tprec: kind, key = the launch's first weight or K cache base, SM, block, warp) to a device ring
  * that cmf_cuda_tprof_start / cmf_cuda_tprof_read (cuda_ops.h, tprof.cu) reset and read. The key tells launches of
  * one step apart (every layer's weights and cache have their own address). Cost: one atomic and one 48-byte store
@@ -40,20 +42,29 @@ static __device__ __noinline__ void tp_put(const unsigned long long *t, unsigned
     unsigned sm;
     asm volatile("mov.u32 %0, %%smid;" : "=r"(sm));
     cmf_cuda_tprec r;
-    for (int k = 0; k < 4; k++) r.t[k] = t[k];
+    for (int k = 0; k < 8; k++) r.t[k] = t[k];
     r.key = (uint64_t)(uintptr_t)key;
     r.kind = kind, r.sm = sm, r.block = blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
     r.warp = threadIdx.x >> 5;
     g_tp.rec[i] = r;
 }
 
-#define TP_DECL unsigned long long tp_t[4] = {0, 0, 0, 0}
+/* The timer once v is available (the asm's input: not before the load that produced v completes). */
+static __device__ __forceinline__ unsigned long long tp_now_after(float v) {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t) : "f"(v));
+    return t;
+}
+
+#define TP_DECL unsigned long long tp_t[8] = {0, 0, 0, 0, 0, 0, 0, 0}
+#define TP_ARG tp_t
 #define TP_AT(i) (tp_t[i] = tp_now())
 #define TP_PUT(kind, key) tp_put(tp_t, (kind), (const void *)(key))
 #define CMF_TPROF_BINDER(fn)                                                                                           \
     extern "C" int fn(const void *b) { return cudaMemcpyToSymbol(g_tp, b, sizeof(TpBuf)) == cudaSuccess; }
 #else
 #define TP_DECL
+#define TP_ARG nullptr
 #define TP_AT(i)
 #define TP_PUT(kind, key)
 #define CMF_TPROF_BINDER(fn)                                                                                           \
