@@ -6,8 +6,8 @@
 #   so that a run is reproducible on any machine (CI uses this; the time budget explores more). TARGET=RUNS gives
 #   one target its own number of inputs (seed FUZZ_SEED too), e.g. `scripts/fuzz.sh 0 tokenize=15000 template=60000`.
 #   FUZZ_JOBS=J (environment; default min(nproc, 2)): J targets run at once, each a single-process libFuzzer with
-#   its own corpus, log and seed, so a run's inputs do not depend on J; each target's lines are printed in the
-#   order the targets were given, as a run one after the other would print them.
+#   its own corpus, log and seed, as when they run one after the other; each target's lines are printed in the
+#   order the targets were given, as such a run prints them.
 # Seeds come from tests/fuzz/corpus/<target>/ (read only); inputs found while fuzzing go to build-fuzz/corpus/<target>/,
 # logs to build-fuzz/logs/<target>.log. A crash, sanitizer report, leak, timeout (10 s per input) or broken
 # invariant stops the script (exit 1) and prints the reproducer path and the command that replays it.
