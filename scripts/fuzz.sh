@@ -3,7 +3,8 @@
 #   usage: scripts/fuzz.sh [SECONDS_PER_TARGET (default 60)] [TARGET[=RUNS]...]
 #   targets: cmf tokenizer_json tokenize template gguf safetensors http (default: all)
 #   FUZZ_RUNS=N (environment): instead of a time budget, exactly N inputs per target with FUZZ_SEED (default 1),
-#   so that a run is reproducible on any machine (CI uses this; the time budget explores more). TARGET=RUNS gives
+#   so that a run does about the same work on any machine (CI uses this; libFuzzer is not fully deterministic:
+#   the inputs a run adds can differ a little; the time budget explores more). TARGET=RUNS gives
 #   one target its own number of inputs (seed FUZZ_SEED too), e.g. `scripts/fuzz.sh 0 tokenize=15000 template=60000`.
 #   FUZZ_JOBS=J (environment; default min(nproc, 2)): J targets run at once, each a single-process libFuzzer with
 #   its own corpus, log and seed, as when they run one after the other; each target's lines are printed in the
