@@ -11,6 +11,12 @@
  *   weights chain plus a stream of B bytes of weights split over the blocks (16-byte loads; the first 4 loads of
  *           each thread issued before the PDL wait, as the int8 products do), each kernel its own slab so the
  *           stream comes from DRAM: a product of that many bytes without its arithmetic.
+ *   code    (PDL on) every block reads one value of the previous vector, then runs L straight-line FMAs (8
+ *           independent chains, each FMA one instruction with its own constant) and writes a sum: a kernel whose
+ *           critical path is instruction fetch and issue. The chain cycles through V distinct kernels of L
+ *           instructions each (V = 1: the same code every time; V = 6: 6 x L x 16 bytes of code in turn, like a
+ *           decode layer's kernels), so the V > 1 / V = 1 difference at one L is what refetching code costs, and
+ *           the V x L x 16 bytes where it starts is the instruction cache's capacity.
  * Grid: one block of 256 threads per multiprocessor (132 on an H100 / H200). Each chain of N kernels is captured
  * into one graph (as the backend does), replayed 20 times after a warm-up; the time per kernel is the replay's time
  * over N (median of 5 repetitions).
@@ -85,6 +91,36 @@ static __global__ void __launch_bounds__(THREADS) k_chain(const float *__restric
         out[i] = in[i] * 0.5f + tot * 1e-6f;
 }
 
+/* L FMAs in 8 chains after the PDL wait; V only makes the constants (so the code) of each instance distinct */
+template <int V, int L>
+static __global__ void __launch_bounds__(THREADS) k_code(const float *__restrict__ in, float *__restrict__ out, int d) {
+    pdl_enter();
+    const float x = in[threadIdx.x % d] + 1.0f;
+    float a[8];
+#pragma unroll
+    for (int c = 0; c < 8; c++) a[c] = x * (float)(c + 1);
+#pragma unroll
+    for (int i = 0; i < L; i++) a[i & 7] = fmaf(a[i & 7], x, 1.0f + (float)(i * 7 + V * 131 + 1) * 1.0e-7f);
+    const float s = ((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7]));
+    if (blockIdx.x * THREADS + threadIdx.x < (unsigned)d) out[blockIdx.x * THREADS + threadIdx.x] = s * 1e-30f;
+}
+
+template <int L> static void launch_code(int v, cudaLaunchConfig_t *cfg, const float *in, float *out, int d) {
+    switch (v) {
+    case 0: CK(cudaLaunchKernelEx(cfg, k_code<0, L>, in, out, d)); break;
+    case 1: CK(cudaLaunchKernelEx(cfg, k_code<1, L>, in, out, d)); break;
+    case 2: CK(cudaLaunchKernelEx(cfg, k_code<2, L>, in, out, d)); break;
+    case 3: CK(cudaLaunchKernelEx(cfg, k_code<3, L>, in, out, d)); break;
+    case 4: CK(cudaLaunchKernelEx(cfg, k_code<4, L>, in, out, d)); break;
+    default: CK(cudaLaunchKernelEx(cfg, k_code<5, L>, in, out, d)); break;
+    }
+}
+
+/* the code modes' (L, V) pairs */
+static const int CODE_L[] = {256, 256, 1024, 1024, 2048, 2048, 2048, 4096, 4096, 4096, 4096};
+static const int CODE_V[] = {1, 6, 1, 6, 1, 3, 6, 1, 2, 3, 6};
+enum { CODE_MODES = sizeof CODE_L / sizeof CODE_L[0] };
+
 static void launch(int mode, bool pdl, int blocks, cudaStream_t s, const float *in, float *out, int d, const uint4 *w,
                    int per_block) {
     cudaLaunchConfig_t cfg = {};
@@ -96,7 +132,13 @@ static void launch(int mode, bool pdl, int blocks, cudaStream_t s, const float *
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = pdl ? 1 : 0;
-    if (mode == 0) CK(cudaLaunchKernelEx(&cfg, k_empty, 0));
+    if (mode >= 3) { /* code: CODE_L[mode - 3], the kernel variant in per_block */
+        const int l = CODE_L[mode - 3];
+        if (l == 256) launch_code<256>(per_block, &cfg, in, out, d);
+        else if (l == 1024) launch_code<1024>(per_block, &cfg, in, out, d);
+        else if (l == 2048) launch_code<2048>(per_block, &cfg, in, out, d);
+        else launch_code<4096>(per_block, &cfg, in, out, d);
+    } else if (mode == 0) CK(cudaLaunchKernelEx(&cfg, k_empty, 0));
     else CK(cudaLaunchKernelEx(&cfg, k_chain, in, out, d, mode == 2 ? w : (const uint4 *)nullptr,
                                mode == 2 ? per_block : 0));
 }
@@ -129,14 +171,15 @@ int main(int argc, char **argv) {
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     const char *names[3] = {"empty", "chain", "weights"};
-    for (int mode = 0; mode < 3; mode++)
-        for (int pdl = 0; pdl < 2; pdl++) {
+    for (int mode = 0; mode < 3 + CODE_MODES; mode++)
+        for (int pdl = mode >= 3 ? 1 : 0; pdl < 2; pdl++) {
+            const int nv = mode >= 3 ? CODE_V[mode - 3] : 0; /* code: distinct kernels in turn */
             cudaGraph_t g;
             cudaGraphExec_t ge;
             CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
             for (int i = 0; i < n; i++)
                 launch(mode, pdl != 0, blocks, s, vec + (i & 1) * d, vec + ((i + 1) & 1) * d, d,
-                       w + (size_t)i * per_block * blocks, per_block);
+                       w + (size_t)i * per_block * blocks, mode >= 3 ? i % nv : per_block);
             CK(cudaStreamEndCapture(s, &g));
             CK(cudaGraphInstantiate(&ge, g, 0));
             cudaEvent_t e0, e1;
@@ -153,6 +196,10 @@ int main(int argc, char **argv) {
                 if (rep) t.push_back(ms * 1000.0f / 20.0f / (float)n); /* rep 0: warm-up */
             }
             std::sort(t.begin(), t.end());
+            if (mode >= 3)
+                printf("RESULT mode=code L=%d V=%d pdl=1 n=%d us_per_kernel=%.3f step_us=%.1f\n", CODE_L[mode - 3],
+                       nv, n, t[t.size() / 2], t[t.size() / 2] * n);
+            else
             printf("RESULT mode=%s pdl=%d n=%d d=%d bytes=%lld us_per_kernel=%.3f step_us=%.1f\n", names[mode], pdl, n,
                    d, mode == 2 ? (long long)per_block * 16 * blocks : 0LL, t[t.size() / 2], t[t.size() / 2] * n);
             CK(cudaEventDestroy(e0));

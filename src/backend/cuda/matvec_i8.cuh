@@ -68,20 +68,34 @@ static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, f
  * xs [l][N][nb] scales, sx [l][N][nb] int sums; level 2 quantizes what level 1 left (x - d1 * q1), as the CPU's
  * two-level path. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block, 4
  * passes' loads issued together. Every thread of the block takes part. base0 / bstep: the first pass's block and
- * the step between passes (k_i8_prequant spreads the passes over its blocks; one block: 0, 128). */
+ * the step between passes (k_i8_prequant spreads the passes over its blocks; one block: 0, 128).
+ * Cost: every warp of every block of a product runs this after the PDL wait, so its instruction count is the
+ * prologue's time (session 21: ~700 instructions per warp when all 4 of a pass's slots were computed whatever the
+ * width). A slot no lane of the warp has a block in (base + 32 k + 4 warp >= total) is skipped (a warp-uniform
+ * branch), and the indices are 32-bit (total = N * cols / 32 < 2^31). */
 template <int DT, int N>
 static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
                                                    float *xs, int *sx, const I8Job &j, const float *ninv,
                                                    float *xout, int64_t base0 = 0, int64_t bstep = 4 * 32,
                                                    unsigned long long *tpt = nullptr) {
-    const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3; /* 32 octs */
-    const int64_t nb = cols >> 5, total = (int64_t)N * nb;
-    for (int64_t base = base0; base < total; base += bstep) {
-        float4 v[4];
+    const int sub = threadIdx.x & 7, oct = threadIdx.x >> 3, w4 = oct & ~3; /* 32 octs; the warp's first */
+    const int nb = (int)(cols >> 5), total = N * nb;
+    const bool nw16 = ((uintptr_t)j.nw & 15u) == 0; /* the norm weights as float4 (else four scalar loads) */
+    for (int base = (int)base0; base < total; base += (int)bstep) {
+        /* every load of the pass first (activations and, with the RMSNorm, its weights): one round trip for all */
+        float4 v[4], g[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const int64_t b = base + 32 * k + oct;
-            v[k] = b < total ? __ldg((const float4 *)(x + b * 32 + sub * 4)) : make_float4(0, 0, 0, 0);
+            const int b = base + 32 * k + oct;
+            const bool in = b < total;
+            v[k] = make_float4(0, 0, 0, 0);
+            g[k] = make_float4(1.0f, 1.0f, 1.0f, 1.0f);
+            if (base + 32 * k + w4 >= total) continue; /* warp-uniform: no lane of the warp has this slot */
+            if (in) v[k] = __ldg((const float4 *)(x + b * 32 + sub * 4));
+            if (ninv && j.nw && in) {
+                const float *gp = j.nw + (N == 1 ? b : b % nb) * 32 + sub * 4;
+                g[k] = nw16 ? __ldg((const float4 *)gp) : make_float4(__ldg(gp), __ldg(gp + 1), __ldg(gp + 2), __ldg(gp + 3));
+            }
         }
 #if CMF_CUDA_TPROF
         if (tpt && base == base0) tpt[4] = tp_now_after(v[0].x); /* tprof.cuh: the first activations are in */
@@ -89,45 +103,46 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
         float e[4][4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const int64_t b = base + 32 * k + oct;
+            const int b = base + 32 * k + oct;
             e[k][0] = v[k].x, e[k][1] = v[k].y, e[k][2] = v[k].z, e[k][3] = v[k].w;
             if (ninv && b < total) { /* the RMSNorm of the prologue: k_rmsnorm's x * inv * g */
-                const float inv = ninv[b / nb];
-                const int64_t c = (b % nb) * 32 + sub * 4;
+                const float inv = ninv[N == 1 ? 0 : b / nb];
+                const float gm[4] = {g[k].x, g[k].y, g[k].z, g[k].w};
 #pragma unroll
                 for (int m = 0; m < 4; m++) {
-                    const float g = j.nw ? (j.ngemma ? 1.0f + __ldg(j.nw + c + m) : __ldg(j.nw + c + m)) : 1.0f;
-                    e[k][m] = __fmul_rn(__fmul_rn(e[k][m], inv), g);
+                    const float gv = j.nw && j.ngemma ? 1.0f + gm[m] : gm[m];
+                    e[k][m] = __fmul_rn(__fmul_rn(e[k][m], inv), gv);
                 }
                 if (xout) *(float4 *)(xout + b * 32 + sub * 4) = make_float4(e[k][0], e[k][1], e[k][2], e[k][3]);
             }
         }
-        if (lv == 1 && j.qilp) { /* one level: the 4 blocks' quantizations as independent straight-line chains */
-            float d[4];
-            int q[4][4], sm[4];
-            uint32_t p[4];
-#pragma unroll
-            for (int k = 0; k < 4; k++) i8_qblock<DT>(e[k], sub, &d[k], q[k], &p[k], &sm[k]);
+        if (lv == 1 && j.qilp) { /* one level: each slot's block as a straight-line chain, stored at once */
 #pragma unroll
             for (int k = 0; k < 4; k++) {
-                const int64_t b = base + 32 * k + oct;
+                const int b = base + 32 * k + oct;
+                if (base + 32 * k + w4 >= total) break; /* warp-uniform, and so are the later slots */
+                float d;
+                int q[4], sm;
+                uint32_t p;
+                i8_qblock<DT>(e[k], sub, &d, q, &p, &sm);
                 if (b < total) {
-                    *(uint32_t *)(xq + b * 32 + sub * 4) = p[k];
-                    if (sub == 0) xs[b] = d[k], sx[b] = sm[k];
+                    *(uint32_t *)(xq + b * 32 + sub * 4) = p;
+                    if (sub == 0) xs[b] = d, sx[b] = sm;
                 }
             }
             continue;
         }
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-            const int64_t b = base + 32 * k + oct;
+            const int b = base + 32 * k + oct;
+            if (base + 32 * k + w4 >= total) break;
             for (int l = 0; l < lv; l++) {
                 float d;
                 int q[4], s;
                 uint32_t p;
                 i8_qblock<DT>(e[k], sub, &d, q, &p, &s);
                 if (b < total) {
-                    *(uint32_t *)(xq + l * total * 32 + b * 32 + sub * 4) = p;
+                    *(uint32_t *)(xq + (int64_t)l * total * 32 + b * 32 + sub * 4) = p;
                     if (sub == 0) xs[l * total + b] = d, sx[l * total + b] = s;
                 }
 #pragma unroll
@@ -151,13 +166,13 @@ static __device__ __forceinline__ void i8_norm_inv(const I8Job &j, int64_t d, fl
         const float *xr = j.nx + (int64_t)t * d;
         float ss = 0.0f;
         if (j.norm1) { /* 8 loads in flight per thread, then the same sums in the same order */
-            for (int64_t i0 = threadIdx.x; i0 < d; i0 += 256 * 8) {
+            for (int i0 = threadIdx.x; i0 < (int)d; i0 += 256 * 8) {
                 float v[8];
 #pragma unroll
-                for (int k = 0; k < 8; k++) v[k] = i0 + 256 * k < d ? xr[i0 + 256 * k] : 0.0f;
+                for (int k = 0; k < 8; k++) v[k] = i0 + 256 * k < (int)d ? xr[i0 + 256 * k] : 0.0f;
 #pragma unroll
                 for (int k = 0; k < 8; k++)
-                    if (i0 + 256 * k < d) ss = fmaf(v[k], v[k], ss);
+                    if (i0 + 256 * k < (int)d) ss = fmaf(v[k], v[k], ss);
             }
         } else {
             for (int64_t i = threadIdx.x; i < d; i += 256) ss = fmaf(xr[i], xr[i], ss);
