@@ -40,8 +40,9 @@ enum cmf_backend_kind { CMF_BACKEND_CPU = 0, CMF_BACKEND_CUDA = 1 };
 /* A sampling request for cmf_backend.sample (filled by session.c's cmf_session_sample from a cmf_sampler).
  * Penalties (step 1, cmf_sample_penalize's float operations) for the n_pen distinct tokens pen_ids[i] seen
  * pen_counts[i] times; then
- *   k == 0: greedy: *ids = the argmax of the penalized row (NaN never wins, ties -> the lower id, -0.0 == 0.0),
- *           n_out = 1, or n_out = 0 when every value is NaN;
+ *   k == 0: greedy: *ids = the argmax of the penalized row (NaN never wins, ties -> the lower id, -0.0 == 0.0)
+ *           and, when z is given, *z = its value (-inf: no token has a finite logit), n_out = 1, or n_out = 0
+ *           when every value is NaN;
  *   k >= 1: z = l / temperature (IEEE division; +inf -> 3e38; NaN and -inf are not candidates): the min(k,
  *           candidates) first candidates in the order (z desc, id asc) into ids[] / z[] (host arrays of k),
  *           sorted, n_out of them (0: no candidate). */
@@ -53,7 +54,7 @@ typedef struct cmf_dev_sample {
     int n_pen;
     float repeat_penalty, presence_penalty, frequency_penalty;
     int32_t *ids; /* out: host [max(k, 1)] */
-    float *z;     /* out: host [k] (k >= 1) */
+    float *z;     /* out: host [max(k, 1)] (k >= 1; optional with k == 0) */
     int n_out;    /* out */
 } cmf_dev_sample;
 

@@ -3,6 +3,7 @@
  * computes steps 1-2 (greedy) or 1-4 (top-k) of src/sample/sample.h with the host's float operations and hands
  * back the id or the sorted top-k list; cmf_sampler_finish_topk runs steps 5-7 on that list, so the token and the
  * generator's advance are those of cmf_sampler_sample on the full row. */
+#include <math.h>
 #include <stdlib.h>
 
 #include "backend/backend.h"
@@ -45,6 +46,7 @@ cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token) 
     if (st != CMF_OK) return cmf_err_prefix(st, "cmf_session_sample: ");
     if (greedy) { /* as cmf_sampler_sample's greedy branch */
         if (req.n_out < 1) return cmf_err(CMF_E_ARG, "sampler: every logit is NaN");
+        if (t_z[0] == -INFINITY) return cmf_err(CMF_E_ARG, "sampler: no token has a finite logit (every one is -inf)");
         *token = t_ids[0];
     } else {
         for (int i = 0; i < req.n_out; i++) {

@@ -290,6 +290,8 @@ static cmf_status sample_row(cmf_sampler *s, const float *logits, int32_t *token
     if (p->temperature <= 0.0f) {
         int32_t best = cmf_argmax(l, V);
         if (best < 0) return cmf_err(CMF_E_ARG, "sampler: every logit is NaN");
+        if (l[best] == -INFINITY) /* as the draw below: a -inf logit (a masked token) is never chosen */
+            return cmf_err(CMF_E_ARG, "sampler: no token has a finite logit (every one is -inf)");
         *token = best;
         return CMF_OK;
     }

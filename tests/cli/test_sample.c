@@ -315,6 +315,17 @@ static void test_bad_params(void) {
     float one[3] = {-INFINITY, 0.0f, -INFINITY}; /* only id 1 can be drawn */
     for (int i = 0; i < 20; i++) CHECK(cmf_sampler_sample(s, one, &t) == CMF_OK && t == 1);
     cmf_sampler_free(s);
+    /* greedy as well: an all -inf row is an error, not id 0 */
+    p = cmf_sampler_default_params();
+    p.temperature = 0.0f;
+    s = make(3, p);
+    t = -7;
+    CHECK(cmf_sampler_sample(s, m, &t) == CMF_E_ARG && t == -7);
+    CHECK(strstr(cmf_last_error(), "-inf") != NULL);
+    CHECK(cmf_sampler_sample(s, one, &t) == CMF_OK && t == 1);
+    float nan_inf[3] = {NAN, -INFINITY, NAN}; /* NaN never wins; the only number is -inf */
+    CHECK(cmf_sampler_sample(s, nan_inf, &t) == CMF_E_ARG);
+    cmf_sampler_free(s);
 }
 
 int main(void) {

@@ -67,7 +67,8 @@ static inline cmf_status grid_emulated(cmf_sampler *smp, const float *logits, in
     cmf_status st;
     grid_keys(row, V, p->temperature, keys);
     if (p->temperature <= 0.0f) {
-        st = (keys[0] >> 32) ? CMF_OK : CMF_E_ARG;
+        /* session_sample.c's greedy branch: no number (all NaN) or the maximum is -inf: an error */
+        st = (keys[0] >> 32) && grid_key_value(keys[0]) != -INFINITY ? CMF_OK : CMF_E_ARG;
         *token = (int32_t)(0xffffffffu - (uint32_t)keys[0]);
     } else {
         const int k = p->top_k < V ? p->top_k : V;
@@ -191,7 +192,7 @@ static inline void grid_crafted(void) {
     for (int i = 0; i < V; i++) {
         special[0][i] = i % 3 == 0 ? NANF : (float)(i % 5); /* NaN */
         special[1][i] = i % 2 ? -INF : (float)i;            /* -inf */
-        special[2][i] = -INF;                                /* all -inf: nothing to draw, greedy id 0 */
+        special[2][i] = -INF;                                /* all -inf: nothing to draw, greedy too */
         special[3][i] = i == 7 || i == 4 ? INF : (float)i;   /* +inf ties */
         special[4][i] = i < 3 ? (float)i : -INF;            /* fewer finite values than k */
         special[5][i] = NANF;                                /* all NaN: an error everywhere */

@@ -82,7 +82,7 @@ static cmf_status sample_locked(cuda_impl *I, const float *logits, int n, cmf_de
     req->n_out = 0;
     for (int i = 0; i < cnt && cmf_cuda_key_valid(I->h_samp[i]); i++) { /* candidates first, in order */
         req->ids[i] = cmf_cuda_key_id(I->h_samp[i]);
-        if (req->k > 0) req->z[i] = cmf_cuda_key_value(I->h_samp[i]);
+        if (req->z) req->z[i] = cmf_cuda_key_value(I->h_samp[i]); /* greedy: the maximum itself */
         req->n_out = i + 1;
     }
     return CMF_OK;
