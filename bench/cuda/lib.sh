@@ -11,7 +11,10 @@
 #    and stderr to the caller's redirection);
 #  - geo SHAPE: the make_random_llama geometry of a benchmark shape (hf_bench.py's SHAPES): hidden layers
 #    intermediate vocab n_heads n_kv_heads head_dim qk_norm tied;
-#  - el: "[seconds since the script sourced this]".
+#  - el: "[seconds since the script sourced this]";
+#  - cmf_dev_header: the card, the date, and which tree runs: the device copy's git HEAD (its .git can lag the
+#    working tree it was copied with) and the sha1 of $S/src/backend/cuda/* in name order, which tells two trees'
+#    CUDA code apart (locally: `cat $(ls src/backend/cuda/* | LC_ALL=C sort) | sha1sum`).
 T0=$(date +%s)
 el() { echo "[$(($(date +%s) - T0)) s]"; }
 
@@ -41,4 +44,10 @@ geo() {
     qwen3-4b) echo 2560 36 9728 151936 32 8 128 1 1 ;;
     llama-8b) echo 4096 32 14336 128256 32 8 128 0 0 ;;
     esac
+}
+
+cmf_dev_header() {
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); git HEAD: $(git -C "$R" log --oneline -1 2>/dev/null | cut -c1-60);" \
+        "CUDA sources sha1: $(cd "$S" && cat $(ls src/backend/cuda/* | LC_ALL=C sort) | sha1sum | cut -c1-12)"
 }

@@ -21,8 +21,7 @@ mkdir -p "$OUT"
 . "$R/bench/cuda/lib.sh"
 cmf_dev_setup
 cd "$S"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); tree: $(git -C "$R" log --oneline -1 2>/dev/null | cut -c1-60)"
+cmf_dev_header
 B=${BUILD:-$S/build}
 if [ -z "${BUILD:-}" ]; then
   (cmf_configure $B && cmake --build $B -j16 --target gpu_bench make_random_llama) > "$OUT/build.log" 2>&1 ||

@@ -18,8 +18,7 @@ mkdir -p "$OUT"
 cmf_dev_setup
 cd "$S"
 exec > >(tee "$OUT/tprof.txt") 2>&1
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
-echo "date: $(date -u '+%Y-%m-%d %H:%M UTC'); tree: $(git -C "$R" log --oneline -1 2>/dev/null | cut -c1-60)"
+cmf_dev_header
 B=${BUILD:-$S/build-tprof}
 if [ -z "${BUILD:-}" ]; then
   (CUDAFLAGS=-DCMF_CUDA_TPROF=1 cmf_configure $B && cmake --build $B -j16 --target gpu_bench make_random_llama) \
