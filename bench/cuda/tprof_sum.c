@@ -31,8 +31,10 @@ typedef struct {
     int64_t i0, n; /* records [i0, i0 + n) */
     unsigned kind;
     uint64_t t0min, t0max, t1min, t1med, t3med, t3max, pro_med, pro_max, body_med, body_max;
-    double xin, quant, sync, nin, norm; /* medians of the prologue's steps (t4 - t1, t5 - t4, t2 - t5, t7 - t1,
-                                         * t6 - t1), or -1 where the launch has no such stamps */
+    double st[5]; /* medians of the prologue's steps, -1 where the launch has no such stamps: products t7 - t1 (norm
+                   * inputs in), t6 - t1 (norm scale), t4 - t1 (activations in), t5 - t4 (quantized), t2 - t5 (synced);
+                   * attention t4 - t1 (q / k normalized and rotated), t5 - t4 (first K / V in), t6 - t5 (key rounds
+                   * done), t7 - t6 (lane groups' partials in shared memory), t2 - t7 (the split's partial written) */
 } launch;
 
 /* median over the launch's records of t[b] - t[a] (us), those with both stamps; -1 when none */
@@ -88,9 +90,10 @@ int tprof_print(cmf_cuda_tprec *r, int64_t n, const char *label) {
         l->pro_med = med(v, l->n), l->pro_max = v[l->n - 1];
         for (int64_t k = i; k < e; k++) v[k - i] = r[k].t[3] - r[k].t[2];
         l->body_med = med(v, l->n), l->body_max = v[l->n - 1];
-        l->xin = step_med(r + i, l->n, 1, 4, v), l->quant = step_med(r + i, l->n, 4, 5, v);
-        l->sync = step_med(r + i, l->n, 5, 2, v), l->nin = step_med(r + i, l->n, 1, 7, v);
-        l->norm = step_med(r + i, l->n, 1, 6, v);
+        static const int PROD[5][2] = {{1, 7}, {1, 6}, {1, 4}, {4, 5}, {5, 2}};
+        static const int ATTN[5][2] = {{1, 4}, {4, 5}, {5, 6}, {6, 7}, {7, 2}};
+        const int(*ab)[2] = l->kind == 3 || l->kind == 4 ? ATTN : PROD; /* 3, 4: the attention kinds (cuda_ops.h) */
+        for (int k = 0; k < 5; k++) l->st[k] = step_med(r + i, l->n, ab[k][0], ab[k][1], v);
         i = e;
     }
     qsort(L, (size_t)nl, sizeof *L, by_start);
@@ -119,8 +122,9 @@ int tprof_print(cmf_cuda_tprec *r, int64_t n, const char *label) {
     if (per) {
         const int64_t cyc = nl / per;
         printf("TPROF per layer position (mean over %lld layers): kernel | prologue med | body med | tail (end max - "
-               "med) | handoff | span || prologue steps: norm inputs in, norm scale, activations in, quantized, "
-               "synced (the first three from the wait, the last two durations; -: none)\n",
+               "med) | handoff | span || prologue steps (-: none): products: norm inputs in, norm scale, activations "
+               "in (these three from the wait), quantized, synced (durations); attention: q/k normalized + rotated "
+               "(from the wait), first K/V in, key rounds done, groups merged, partial written (durations)\n",
                (long long)cyc);
         double tot = 0;
         for (int p = 0; p < per; p++) {
@@ -132,9 +136,8 @@ int tprof_print(cmf_cuda_tprec *r, int64_t n, const char *label) {
                 pro += US(l->pro_med), body += US(l->body_med), tail += US(l->t3max - l->t3med);
                 hand += i ? US((double)l->t1min - (double)L[i - 1].t3max) : 0.0;
                 span += US(l->t3max - l->t1min);
-                const double one[5] = {l->nin, l->norm, l->xin, l->quant, l->sync};
                 for (int k = 0; k < 5; k++)
-                    if (one[k] >= 0) st[k] += one[k], nst[k]++;
+                    if (l->st[k] >= 0) st[k] += l->st[k], nst[k]++;
             }
             printf("TPROF  pos %d %-8s | %5.2f | %6.2f | %5.2f | %5.2f | %6.2f ||", p, kind_name(L[p].kind), pro / cyc,
                    body / cyc, tail / cyc, hand / cyc, span / cyc);

@@ -217,7 +217,7 @@ static __global__ void __launch_bounds__(AD_THREADS) k_attn_cluster(cmf_cuda_att
     if (!AD_CL_PRE) pdl_enter();
     TP_AT(1); /* (with AD_CL_PRE: before the wait) */
     attn_split_partial<GH, L, KF, FR, KT, AD_CL_PRE>(a, q, kc, vc, pos, geo, fr, kvh, split, hz, threadIdx.x, 0, S,
-                                                     &part[0][0], 8 * L + 2);
+                                                     &part[0][0], 8 * L + 2, TP_ARG);
     TP_AT(2);
     cg::cluster_group cl = cg::this_cluster();
     cl.sync(); /* every partial of the cluster written (release / acquire at cluster scope) */

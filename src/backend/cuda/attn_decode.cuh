@@ -9,6 +9,7 @@
 #include <stdlib.h>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/tprof.cuh"
 
 #define AD_THREADS 128
 #define AD_MAXG 8 /* query heads per block (a larger GQA group is split over grid.z) */
@@ -253,7 +254,8 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
                                                           const uint16_t *__restrict__ vc, int64_t pos,
                                                           const split_geo &geo, const AttnRope &fr, int kvh, int split,
                                                           int hz, int tid, int bar, AttnSm<GH, L, FR> &S,
-                                                          float *__restrict__ dst, int64_t hstride) {
+                                                          float *__restrict__ dst, int64_t hstride,
+                                                          unsigned long long *tpt = nullptr) {
     constexpr int GPW = 32 / L, NG = 4 * GPW; /* lane groups per warp / per item */
     constexpr int T = L < 8 ? 1 : GH >= 8 && KT > 2 ? 2 : KT; /* keys per group and round (launch_tile's rule) */
     const int D = a.head_dim, G = a.n_heads / a.n_kv_heads;
@@ -309,6 +311,9 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
         }
         ad_sync(bar);
     }
+#if CMF_CUDA_TPROF
+    if (tpt) tpt[4] = tp_now(); /* tprof.cuh (attention): q (and the own K row) normalized and rotated */
+#endif
     float qv[GH][8], acc[GH][8], m[GH], l[GH];
 #pragma unroll
     for (int h = 0; h < GH; h++) {
@@ -343,6 +348,9 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
                 for (int w = 0; w < (KF ? 2 : 1); w++) kr[t].w[w] = vr[t].w[w] = make_uint4(0u, 0u, 0u, 0u);
             }
         }
+#if CMF_CUDA_TPROF
+        if (tpt && first) tpt[5] = tp_now_after(__uint_as_float(kr[0].w[0].x ^ vr[0].w[0].x)); /* the first K / V in */
+#endif
 #pragma unroll
         for (int h = 0; h < GH; h++) {
             float s[T];
@@ -376,6 +384,9 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
             for (int i = 0; i < 8; i++) acc[h][i] = ac[i];
         }
     }
+#if CMF_CUDA_TPROF
+    if (tpt) tpt[6] = tp_now_after(l[0]); /* the key rounds done */
+#endif
 #pragma unroll
     for (int h = 0; h < GH; h++) {
         if (sub == 0) S.ml[grp][h][0] = m[h], S.ml[grp][h][1] = l[h];
@@ -383,6 +394,9 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
         for (int i = 0; i < 8; i++) S.acc[grp][h][sub * 8 + i] = acc[h][i];
     }
     ad_sync(bar);
+#if CMF_CUDA_TPROF
+    if (tpt) tpt[7] = tp_now(); /* the lane groups' partials in shared memory */
+#endif
     for (int e = tid; e < gh * D; e += AD_THREADS) {
         int h = e / D, d = e % D;
         float M = -INFINITY;
@@ -398,6 +412,9 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
         wo[2 + d] = o;
         if (d == 0) wo[0] = M, wo[1] = ls;
     }
+#if !CMF_CUDA_TPROF
+    (void)tpt;
+#endif
 }
 
 /* Work item (kv head kvh, split, head chunk hz of nz) by 128 threads: attn_split_partial into work[head][nsplit]

@@ -429,11 +429,12 @@ size_t cmf_cuda_sample_work_bytes(int64_t n);
 /* ---- the decode kernels' timeline (tprof.cu, tprof.cuh; a profiling build: -DCMF_CUDA_TPROF=1) ------------- */
 
 /* One warp of one instrumented launch: %globaltimer (ns) at its start, after the PDL wait, after its prologue and at
- * its end (and the products' prologue steps); kind (tprof.cuh: 1 streaming product, 2 row-group product, 3 cluster attention, 4 split attention,
+ * its end (and the products' prologue steps, the cluster attention's partial steps); kind (tprof.cuh: 1 streaming product, 2 row-group product, 3 cluster attention, 4 split attention,
  * 5 activation prequantization), key (the launch's first weight or K cache base), SM, block, warp. */
 typedef struct {
     uint64_t t[8]; /* 0 start, 1 PDL wait done, 2 prologue done, 3 end; products: 4 first activations in, 5
-                    * quantized, 6 RMSNorm scale known, 7 its first inputs in (0: not reached) */
+                    * quantized, 6 RMSNorm scale known, 7 its first inputs in; cluster attention: 4 q / k normalized
+                    * and rotated, 5 first K / V in, 6 key rounds done, 7 lane groups merged (0: not reached) */
     uint64_t key;
     uint32_t kind, sm, block, warp;
 } cmf_cuda_tprec;
