@@ -22,7 +22,8 @@
  * over N (median of 5 repetitions).
  *
  *   cmake --build build --target chain_bench && build/tests/cuda/chain_bench [N=145] [d=1024] [bytes=2097152]
- * Output: one line per mode x PDL setting, "RESULT mode=... pdl=0|1 n=N us_per_kernel=...". */
+ * Output: one line per mode x PDL setting, "RESULT mode=... pdl=0|1 n=N us_per_kernel=..."; code: one per (L, V) pair
+ * (PDL on), "RESULT mode=code L=... V=... pdl=1 n=N us_per_kernel=...". */
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
