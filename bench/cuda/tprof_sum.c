@@ -34,7 +34,7 @@ typedef struct {
     double st[5]; /* medians of the prologue's steps, -1 where the launch has no such stamps: products t7 - t1 (norm
                    * inputs in), t6 - t1 (norm scale), t4 - t1 (activations in), t5 - t4 (quantized), t2 - t5 (synced);
                    * attention t4 - t1 (q / k normalized and rotated), t5 - t4 (first K / V in), t6 - t5 (key rounds
-                   * done), t7 - t6 (lane groups' partials in shared memory), t2 - t7 (the split's partial written) */
+                   * done), t7 - t6 (lane groups' partials stored), t2 - t7 (their merge, the split's partial written) */
 } launch;
 
 /* median over the launch's records of t[b] - t[a] (us), those with both stamps; -1 when none */
@@ -124,7 +124,7 @@ int tprof_print(cmf_cuda_tprec *r, int64_t n, const char *label) {
         printf("TPROF per layer position (mean over %lld layers): kernel | prologue med | body med | tail (end max - "
                "med) | handoff | span || prologue steps (-: none): products: norm inputs in, norm scale, activations "
                "in (these three from the wait), quantized, synced (durations); attention: q/k normalized + rotated "
-               "(from the wait), first K/V in, key rounds done, groups merged, partial written (durations)\n",
+               "(from the wait), first K/V in, key rounds done, groups' partials stored, merged + written (durations)\n",
                (long long)cyc);
         double tot = 0;
         for (int p = 0; p < per; p++) {

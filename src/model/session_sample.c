@@ -42,6 +42,7 @@ cmf_status cmf_session_sample(cmf_session *s, cmf_sampler *smp, int32_t *token) 
     req.frequency_penalty = p->frequency_penalty;
     req.ids = t_ids;
     req.z = t_z;
+    t_z[0] = NAN; /* greedy: a backend that does not report the maximum leaves no stale value behind */
     cmf_status st = be->sample(be, s->dlogits, V, &req);
     if (st != CMF_OK) return cmf_err_prefix(st, "cmf_session_sample: ");
     if (greedy) { /* as cmf_sampler_sample's greedy branch */

@@ -395,7 +395,7 @@ static __device__ __forceinline__ void attn_split_partial(const cmf_cuda_attn &a
     }
     ad_sync(bar);
 #if CMF_CUDA_TPROF
-    if (tpt) tpt[7] = tp_now(); /* the lane groups' partials in shared memory */
+    if (tpt) tpt[7] = tp_now(); /* the lane groups' partials in shared memory (merged next, until t2) */
 #endif
     for (int e = tid; e < gh * D; e += AD_THREADS) {
         int h = e / D, d = e % D;

@@ -434,7 +434,8 @@ size_t cmf_cuda_sample_work_bytes(int64_t n);
 typedef struct {
     uint64_t t[8]; /* 0 start, 1 PDL wait done, 2 prologue done, 3 end; products: 4 first activations in, 5
                     * quantized, 6 RMSNorm scale known, 7 its first inputs in; cluster attention: 4 q / k normalized
-                    * and rotated, 5 first K / V in, 6 key rounds done, 7 lane groups merged (0: not reached) */
+                    * and rotated, 5 first K / V in, 6 key rounds done, 7 lane groups' partials stored (their merge
+                    * runs from 7 to 2) (0: not reached) */
     uint64_t key;
     uint32_t kind, sm, block, warp;
 } cmf_cuda_tprec;

@@ -92,7 +92,8 @@ static __device__ __forceinline__ void i8_qslots(const float (&e)[4][4], int bas
  * Cost: every warp of every block of a product runs this after the PDL wait, so its instruction count is the
  * prologue's time (session 21: ~700 instructions per warp when all 4 of a pass's slots were computed whatever the
  * width). A slot no lane of the warp has a block in (base + 32 k + 4 warp >= total) is skipped (a warp-uniform
- * branch), and the indices are 32-bit (total = N * cols / 32 < 2^31). */
+ * branch), and the indices are 32-bit: b * 32 needs N * cols < 2^31, which the callers' caps keep far below
+ * (mv_i8_usable: 200 KiB of shared memory, N * cols <= 163,840; k_i8_prequant: CMF_CUDA_I8Q_BYTES). */
 template <int DT, int N>
 static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, int64_t cols, int lv, int8_t *xq,
                                                    float *xs, int *sx, const I8Job &j, const float *ninv,
