@@ -10,6 +10,7 @@
 
 #include "format/format.h"
 #include "server/internal.h"
+#include "template/template.h"
 #include "util/jsontext.h"
 
 static int cmp_key(const void *a, const void *b) {
@@ -560,13 +561,6 @@ static int force_tool_call(srv_req *r, char **text, const char *forced, srv_repl
     return 0;
 }
 
-/* Whether the rendered prompt leaves a <think> block open (templates that start the reasoning themselves). */
-static int ends_in_think(const char *text) {
-    size_t n = strlen(text);
-    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) n--;
-    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
-}
-
 /* Request fields the generation routes know: OpenAI's Chat Completions and Completions arguments (some accepted and
  * ignored because they do not change the output: user, metadata, store, service_tier, parallel_tool_calls,
  * prediction (OpenAI's Predicted Outputs only speed generation up), modalities ["text"], ...)
@@ -744,7 +738,7 @@ srv_req *srv_parse_generation(cmf_server *s, srv_kind kind, const char *body, si
         bad = tool_choice_field(j, tools, &tools_on, &forced, err);
         if (!bad) bad = srv_render_chat(s, j, tools_on, &text, err);
         if (!bad) {
-            r->start_in_think = ends_in_think(text);
+            r->start_in_think = cmf_chat_ends_in_think(text);
             r->parse_tools = tools_on && cJSON_IsArray(tools) && cJSON_GetArraySize(tools) > 0;
             if (forced) bad = force_tool_call(r, &text, forced, err);
         }

@@ -302,3 +302,9 @@ cmf_status cmf_chat_tokenize(const cmf_model *m, const char *text, size_t len, i
     }
     return cmf_tokenize(tok, text, len, add_special, ids, n);
 }
+
+int cmf_chat_ends_in_think(const char *text) {
+    size_t n = strlen(text);
+    while (n > 0 && (text[n - 1] == '\n' || text[n - 1] == ' ')) n--;
+    return n >= 7 && !memcmp(text + n - 7, "<think>", 7);
+}

@@ -111,4 +111,9 @@ cmf_status cmf_chat_render_src(const char *src, size_t len, const char *bos_toke
  * (naming the templates it has). */
 cmf_status cmf_chat_template_select(const struct cJSON *ct, int has_tools, const char **src);
 
+/* Whether a rendered chat prompt leaves a <think> block open: `text` ends with "<think>" (trailing spaces and
+ * newlines aside), as templates that start the reasoning themselves render (DeepSeek-R1's). The reply then begins
+ * as reasoning; JSON mode starts after its "</think>" (src/server/sched.c, tools/cmf cli_json_begin). */
+int cmf_chat_ends_in_think(const char *text);
+
 #endif

@@ -95,6 +95,17 @@ expect_ok "$CMF_BIN" chat "$M" --json -n 12 --seed 2 <"$T/two.txt" &&
     [ "$(grep -c 'the reply stopped before its JSON object was closed' "$T/err")" -eq 2 ] ||
     fail "chat --json: two cut replies, want two warnings: $(cat "$T/err")"
 [ "$(grep -c '^ *{' "$T/out")" -ge 2 ] || fail "chat --json: the replies do not start objects: $(cat "$T/out")"
+# chat --json after a template that leaves <think> open (as serve): the reasoning is free text and the JSON object
+# starts after </think>; stories260K writes no </think> in 12 tokens, so the reply is the one without --json
+printf '%s' "{% for m in messages %}{{ m['role'] }}: {{ m['content'] }}
+{% endfor %}assistant: <think>
+" >"$T/think.jinja"
+expect_ok "$CMF_BIN" chat "$M" --chat-template-file "$T/think.jinja" -p hello -n 12 --seed 2 && cp "$T/out" "$T/think.out"
+expect_ok "$CMF_BIN" chat "$M" --chat-template-file "$T/think.jinja" -p hello -n 12 --seed 2 --json &&
+    cmp -s "$T/out" "$T/think.out" || fail "chat --json inside <think>: '$(cat "$T/out")' vs '$(cat "$T/think.out")'"
+grep -qF "cmf chat: warning: --json: the reply stopped inside its <think> block, before its JSON object" "$T/err" ||
+    fail "chat --json inside <think>: warning: $(cat "$T/err")"
+[ "$(tr -d ' \t\n' <"$T/think.out" | head -c 1)" != "{" ] || fail "chat inside <think>: the test reply starts with {"
 # -c 0 is the whole trained context (llama.cpp's meaning): the GGUF says 128, so a long run fills 128 positions
 expect_ok "$CMF_BIN" run "$M" -c 0 -p "Once" -n 300 &&
     grep -q "the context of 128 tokens is full" "$T/err" || fail "run -c 0: $(tail -2 "$T/err")"

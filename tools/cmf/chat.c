@@ -26,6 +26,7 @@
 
 #include "cli.h"
 #include "sample/sample.h"
+#include "template/template.h"
 
 #define CHAT_DEFAULT_CTX_CAP 4096
 
@@ -54,7 +55,8 @@ static const char *USAGE =
     "  --ignore-eos             an eos id does not end the reply (its text is not shown), as serve's\n"
     "                           ignore_eos and llama-cli's --ignore-eos: the reply runs to -n or a full context\n"
     "  --json                   JSON mode for every reply (as serve's response_format json_object): only\n"
-    "                           tokens that continue one JSON object are drawn; the reply ends when it closes\n"
+    "                           tokens that continue one JSON object are drawn; the reply ends when it closes;\n"
+    "                           a template that leaves <think> open gets free reasoning, then the JSON after </think>\n"
     "  -c, --ctx-size N         context (KV cache) size; default the trained context capped at 4096; 0: the\n"
     "                           whole trained context (as llama.cpp)\n"
     "  -t, --threads N          worker threads (default 0: all online CPUs)\n"
@@ -177,6 +179,7 @@ static int run_turn(chat_state *c) {
     cmf_detok_stream *ds = NULL;
     int rc = cli_chat_render("chat", c->m, c->template_src, c->msgs, o->no_think ? 0 : -1, &text);
     if (rc) return -1;
+    const int in_think = cmf_chat_ends_in_think(text); /* --json: the JSON object starts after </think> */
     /* exactly one BOS: the post-processor's special tokens only when the template did not write the BOS itself */
     cmf_status st = cmf_chat_tokenize(c->m, text, strlen(text), &ids, &n_ids);
     free(text);
@@ -214,13 +217,17 @@ static int run_turn(chat_state *c) {
     cmf_sampler_set_constraint(c->smp, NULL);
     for (int i = keep; i < (int)n_ids; i++) cmf_sampler_accept(c->smp, ids[i]);
     free(ids);
-    if (c->json && (st = cmf_sampler_set_constraint(c->smp, c->json)) != CMF_OK) return cli_lib_error("chat", st);
+    cli_json_wait jw = {0};
+    if (c->json && (rc = cli_json_begin("chat", c->tok, c->smp, c->json, in_think, &jw))) return rc;
     (void)cmf_session_logits(c->s); /* waits for a device (CUDA keeps them there): the prompt's time is whole */
     double t1 = cli_now();
 
     int n_eos = 0, n_gen = 0, full = 0, stopped = 0;
     const int32_t *eos = cmf_model_eos_ids(c->m, &n_eos);
-    if ((st = cmf_detok_stream_new(c->tok, 1, &ds)) != CMF_OK) return cli_lib_error("chat", st);
+    if ((st = cmf_detok_stream_new(c->tok, 1, &ds)) != CMF_OK) {
+        cli_json_wait_end(&jw);
+        return cli_lib_error("chat", st);
+    }
     while (n_gen < o->n_predict) {
         if (g_sigint) { /* Ctrl-C: stop this reply, keep the conversation */
             g_sigint = 0;
@@ -234,6 +241,7 @@ static int run_turn(chat_state *c) {
         }
         if (!o->ignore_eos && is_eos(eos, n_eos, next)) break; /* ignored: the stream shows no special text */
         cmf_sampler_accept(c->smp, next);
+        if (jw.waiting && (rc = cli_json_token("chat", c->smp, c->json, next, &jw))) break;
         char *piece = NULL;
         if ((st = cmf_detok_stream_push(ds, next, &piece)) != CMF_OK) {
             rc = cli_lib_error("chat", st);
@@ -279,10 +287,14 @@ static int run_turn(chat_state *c) {
     }
     free(rest);
     cmf_detok_stream_free(ds);
+    const int thinking = jw.waiting; /* --json: the reply never left its <think> block */
+    cli_json_wait_end(&jw);
     putchar('\n');
     fflush(stdout);
     if (full) cli_warn("chat", "the context of %d tokens is full; the reply was cut (try /reset)", c->n_ctx);
-    if (c->json && !rc && !cmf_sampler_constraint_done(c->smp))
+    if (c->json && !rc && thinking)
+        cli_warn("chat", "--json: the reply stopped inside its <think> block, before its JSON object");
+    else if (c->json && !rc && !cmf_sampler_constraint_done(c->smp))
         cli_warn("chat", "--json: the reply stopped before its JSON object was closed; it is incomplete");
     if (stopped) fprintf(stderr, "[interrupted: reply stopped after %d token%s]\n", n_gen, n_gen == 1 ? "" : "s");
     c->turn++;

@@ -10,6 +10,7 @@
 #include "cli.h"
 #include "model/model.h"
 #include "model/o1.h"
+#include "sample/sample.h"
 
 const char *const CLI_SAMPLING_USAGE =
     "sampling:\n"
@@ -223,4 +224,48 @@ int cli_json_constraint(const char *cmd, const cmf_model *m, cmf_constraint **ou
                         tok ? "no eos_token_ids" : "no usable tokenizer");
     cmf_status st = cmf_constraint_new_json(tok, cmf_model_vocab_size(m), eos, n_eos, out);
     return st == CMF_OK ? 0 : cli_lib_error(cmd, st);
+}
+
+int cli_json_begin(const char *cmd, const cmf_tokenizer *tok, cmf_sampler *smp, cmf_constraint *json, int in_think,
+                   cli_json_wait *w) {
+    memset(w, 0, sizeof *w);
+    cmf_status st;
+    if (!in_think) {
+        st = cmf_sampler_set_constraint(smp, json);
+        return st == CMF_OK ? 0 : cli_lib_error(cmd, st);
+    }
+    /* special tokens kept: a template whose </think> is a special token still shows it */
+    if ((st = cmf_detok_stream_new(tok, 0, &w->ds)) != CMF_OK) return cli_lib_error(cmd, st);
+    w->waiting = 1;
+    return 0;
+}
+
+int cli_json_token(const char *cmd, cmf_sampler *smp, cmf_constraint *json, int32_t id, cli_json_wait *w) {
+    if (!w->waiting) return 0;
+    char *piece = NULL;
+    cmf_status st = cmf_detok_stream_push(w->ds, id, &piece);
+    if (st != CMF_OK) return cli_lib_error(cmd, st);
+    const size_t pl = strlen(piece), from = w->len > 7 ? w->len - 7 : 0; /* the tag may straddle two pieces */
+    char *t = realloc(w->text, w->len + pl + 1);
+    if (!t) {
+        free(piece);
+        return cli_fail(cmd, "out of memory");
+    }
+    memcpy(t + w->len, piece, pl + 1);
+    w->text = t, w->len += pl;
+    free(piece);
+    const char *tag = strstr(w->text + from, "</think>");
+    if (!tag) return 0;
+    w->waiting = 0; /* the reply's content: the JSON text, from the bytes after the tag */
+    const char *rest = tag + 8;
+    if ((st = cmf_sampler_set_constraint(smp, json)) != CMF_OK) return cli_lib_error(cmd, st);
+    if (*rest && cmf_sampler_constraint_feed(smp, rest, strlen(rest)) != CMF_OK)
+        return cli_fail(cmd, "--json: the model wrote text after </think> that cannot start a JSON object");
+    return 0;
+}
+
+void cli_json_wait_end(cli_json_wait *w) {
+    cmf_detok_stream_free(w->ds);
+    free(w->text);
+    memset(w, 0, sizeof *w);
 }

@@ -11,6 +11,7 @@
 
 #include "cli.h"
 #include "sample/sample.h"
+#include "template/template.h"
 
 #define RUN_DEFAULT_CTX_CAP 4096 /* -c default: the trained context, capped here for memory */
 
@@ -33,7 +34,9 @@ static const char *USAGE =
     "                           prints its id), as serve's ignore_eos and llama-cli's --ignore-eos\n"
     "  --json                   JSON mode (OpenAI's response_format json_object): only tokens that continue one\n"
     "                           JSON object are drawn, and an eos id only once it is closed, so generation ends\n"
-    "                           there; if -n or the context stops it first, the text is incomplete (a warning)\n"
+    "                           there; if -n or the context stops it first, the text is incomplete (a warning);\n"
+    "                           with --chat, a template that leaves <think> open gets free reasoning first and\n"
+    "                           the JSON object after </think> (as serve)\n"
     "  -c, --ctx-size N         context (KV cache) size; default the model's trained context capped at 4096;\n"
     "                           0: the whole trained context (as llama.cpp); larger than trained is allowed\n"
     "                           with a warning\n"
@@ -108,8 +111,10 @@ static int parse(int argc, char **argv, run_opts *o) {
     return 0;
 }
 
-/* The prompt as ids: parsed from --tokens, or tokenized from -p / -f. */
-static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size_t *n) {
+/* The prompt as ids: parsed from --tokens, or tokenized from -p / -f; *in_think: --chat's rendered prompt leaves
+ * <think> open (cmf_chat_ends_in_think). */
+static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size_t *n, int *in_think) {
+    *in_think = 0;
     if (o->tokens) return cli_parse_ids("run", "--tokens", o->tokens, ids, n);
     const cmf_tokenizer *tok = cmf_model_tokenizer(m);
     if (!tok) {
@@ -143,6 +148,7 @@ static int prompt_ids(const run_opts *o, const cmf_model *m, int32_t **ids, size
         text = NULL;
         src = rendered;
         src_len = strlen(rendered);
+        *in_think = cmf_chat_ends_in_think(rendered);
         /* exactly one BOS, as `cmf chat` (README): cmf_chat_tokenize; --no-bos: no special tokens at all */
         chat_bos = o->add_special;
         add_special = 0;
@@ -197,12 +203,14 @@ int cmd_run(int argc, char **argv) {
     cmf_sampler *smp = NULL;
     cmf_constraint *json = NULL;
     cmf_detok_stream *ds = NULL;
+    cli_json_wait jw = {0}; /* --json after an open <think> (cli_json_begin) */
     int32_t *ids = NULL;
     size_t n_ids = 0;
     cmf_status st = cmf_model_load(o.model, &mp, &m);
     if (st != CMF_OK) return cli_lib_error("run", st);
 
-    if ((rc = prompt_ids(&o, m, &ids, &n_ids))) goto done;
+    int in_think = 0;
+    if ((rc = prompt_ids(&o, m, &ids, &n_ids, &in_think))) goto done;
     int vocab = cmf_model_vocab_size(m);
     for (size_t i = 0; i < n_ids; i++) {
         if (ids[i] >= vocab) {
@@ -256,12 +264,9 @@ int cmd_run(int argc, char **argv) {
     for (size_t i = 0; i < n_ids; i++) cmf_sampler_accept(smp, ids[i]);
     int n_eos = 0;
     const int32_t *eos = cmf_model_eos_ids(m, &n_eos);
-    if (o.json) { /* after the prompt's tokens: from here every accepted token continues the JSON text */
+    if (o.json) { /* after the prompt's tokens (and an open <think> block): every accepted token continues the JSON */
         if ((rc = cli_json_constraint("run", m, &json))) goto done;
-        if ((st = cmf_sampler_set_constraint(smp, json)) != CMF_OK) {
-            rc = cli_lib_error("run", st);
-            goto done;
-        }
+        if ((rc = cli_json_begin("run", tok, smp, json, in_think, &jw))) goto done;
     }
 
     cli_sigint_install(1); /* the first Ctrl-C ends generation as a normal end would; a second one kills */
@@ -285,6 +290,7 @@ int cmd_run(int argc, char **argv) {
         }
         if (!o.ignore_eos && is_eos(eos, n_eos, next)) break; /* ignored: special text, not shown */
         cmf_sampler_accept(smp, next);
+        if (jw.waiting && (rc = cli_json_token("run", smp, json, next, &jw))) break;
         if ((rc = emit(&o, ds, next, n_gen))) break;
         n_gen++;
         if (n_gen >= o.n_predict) break;
@@ -312,7 +318,10 @@ int cmd_run(int argc, char **argv) {
     if (ctx_full)
         cli_warn("run", "the context of %d tokens is full; stopped after %d token%s", cmf_session_n_ctx(s), n_gen,
                  n_gen == 1 ? "" : "s");
-    if (json && !rc && !cmf_sampler_constraint_done(smp))
+    if (json && !rc && jw.waiting)
+        cli_warn("run", "--json: generation stopped inside the <think> block, before the JSON object (%s)",
+                 interrupted ? "Ctrl-C" : ctx_full ? "the context is full" : "-n reached");
+    else if (json && !rc && !cmf_sampler_constraint_done(smp))
         cli_warn("run", "--json: generation stopped before the JSON object was closed (%s); the text is incomplete",
                  interrupted ? "Ctrl-C" : ctx_full ? "the context is full" : "-n reached");
     if (!rc) {
@@ -329,6 +338,7 @@ int cmd_run(int argc, char **argv) {
 done:
     cmf_detok_stream_free(ds);
     cmf_sampler_free(smp);
+    cli_json_wait_end(&jw);
     cmf_constraint_free(json);
     cmf_session_free(s);
     cmf_model_free(m);
