@@ -490,7 +490,7 @@ cmf_status mv_i8_launch(I8Job &j, int dtype, const float *d_x, int n, int glu, i
     static int wpre = -2, norm1 = -1, qilp = -1; /* CMF_CUDA_I8_WPRE, _NORM1, _QILP: A/B switches (weights.cuh) */
     if (wpre < -1) wpre = env_int("CMF_CUDA_I8_WPRE", -1) < 0 ? -1 : env_int("CMF_CUDA_I8_WPRE", -1);
     if (norm1 < 0) norm1 = env_int("CMF_CUDA_I8_NORM1", 1) != 0;
-    if (qilp < 0) qilp = env_int("CMF_CUDA_I8_QILP", 1) == 2 ? 2 : env_int("CMF_CUDA_I8_QILP", 1) != 0;
+    if (qilp < 0) qilp = env_int("CMF_CUDA_I8_QILP", 1) != 0;
     j.wpre = wpre, j.norm1 = norm1, j.qilp = qilp;
     for (int i = 0; i < t_npf; i++) {
         j.pf[i] = (const uint8_t *)t_pf[i].d_ptr, j.pfn[i] = t_pf[i].bytes;

@@ -64,26 +64,6 @@ static __device__ __forceinline__ void i8_qblock(const float (&e)[4], int sub, f
     *d_out = d, *p_out = p, *s_out = s;
 }
 
-/* One level of a pass's K live slots (the warp's; K = 1..4) as K independent straight-line chains, so that their
- * shuffle reductions and IEEE divisions overlap, then their stores (i8_quantize with CMF_CUDA_I8_QILP=2). */
-template <int DT, int K>
-static __device__ __forceinline__ void i8_qslots(const float (&e)[4][4], int base, int oct, int sub, int total,
-                                                 int8_t *xq, float *xs, int *sx) {
-    float d[K];
-    int q[K][4], sm[K];
-    uint32_t p[K];
-#pragma unroll
-    for (int k = 0; k < K; k++) i8_qblock<DT>(e[k], sub, &d[k], q[k], &p[k], &sm[k]);
-#pragma unroll
-    for (int k = 0; k < K; k++) {
-        const int b = base + 32 * k + oct;
-        if (b < total) {
-            *(uint32_t *)(xq + b * 32 + sub * 4) = p[k];
-            if (sub == 0) xs[b] = d[k], sx[b] = sm[k];
-        }
-    }
-}
-
 /* The prologue: x [N][cols] f32 -> per level l < lv: xq [l][N][cols] int8 (q4tp: nibble order in each group of 8),
  * xs [l][N][nb] scales, sx [l][N][nb] int sums; level 2 quantizes what level 1 left (x - d1 * q1), as the CPU's
  * two-level path. Groups of 8 lanes own one block of 32 (a float4 each); 32 blocks per pass of the block, 4
@@ -137,18 +117,6 @@ static __device__ __forceinline__ void i8_quantize(const float *__restrict__ x, 
                 if (xout) *(float4 *)(xout + b * 32 + sub * 4) = make_float4(e[k][0], e[k][1], e[k][2], e[k][3]);
             }
         }
-        if constexpr (N == 1)
-            if (lv == 1 && j.qilp == 2) { /* one level, the live slots as independent chains (an A/B switch) */
-                const int live = (total - base - w4 + 31) / 32; /* warp-uniform; <= 0: no slot of this warp */
-                switch (live >= 4 ? 4 : live) {
-                case 4: i8_qslots<DT, 4>(e, base, oct, sub, total, xq, xs, sx); break;
-                case 3: i8_qslots<DT, 3>(e, base, oct, sub, total, xq, xs, sx); break;
-                case 2: i8_qslots<DT, 2>(e, base, oct, sub, total, xq, xs, sx); break;
-                case 1: i8_qslots<DT, 1>(e, base, oct, sub, total, xq, xs, sx); break;
-                default: break;
-                }
-                continue;
-            }
         if (lv == 1 && j.qilp) { /* one level: each slot's block as a straight-line chain, stored at once */
 #pragma unroll
             for (int k = 0; k < 4; k++) {

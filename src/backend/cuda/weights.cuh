@@ -64,8 +64,7 @@ struct I8Job {
     int wpre;      /* weight loads issued before the PDL wait (CMF_CUDA_I8_WPRE; streaming: ring slots 0..P, < 0 all;
                     * row groups: 0 none, else the first batch); the rest follow the activations' loads */
     int norm1;     /* the prologue RMSNorm's loads issued 8 at a time per thread (CMF_CUDA_I8_NORM1, default 1) */
-    int qilp;      /* one activation level: 1 each live slot quantized without the level loop, 2 (one token) the
-                    * live slots as independent straight-line chains, 0 the level loop (CMF_CUDA_I8_QILP, 1) */
+    int qilp;      /* one activation level: each slot quantized without the level loop (CMF_CUDA_I8_QILP, 1) */
     uint8_t *qbuf; /* device scratch (CMF_CUDA_I8Q_BYTES) for activations quantized once by k_i8_prequant; NULL: the
                     * kernel's blocks quantize them (mv_i8s_launch decides, i8s_prequant_cols) */
 };
