@@ -241,7 +241,10 @@ static int run_turn(chat_state *c) {
         }
         if (!o->ignore_eos && is_eos(eos, n_eos, next)) break; /* ignored: the stream shows no special text */
         cmf_sampler_accept(c->smp, next);
-        if (jw.waiting && (rc = cli_json_token("chat", c->smp, c->json, next, &jw))) break;
+        if (jw.waiting && cli_json_token("chat", c->smp, c->json, next, &jw)) { /* message printed */
+            rc = -1; /* this reply fails; the conversation goes on */
+            break;
+        }
         char *piece = NULL;
         if ((st = cmf_detok_stream_push(ds, next, &piece)) != CMF_OK) {
             rc = cli_lib_error("chat", st);

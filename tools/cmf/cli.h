@@ -184,14 +184,13 @@ int cli_session_new(const char *cmd, cmf_model *m, int n_ctx, const cli_model_op
 int cli_json_constraint(const char *cmd, const cmf_model *m, cmf_constraint **out);
 /* --json after a chat template that leaves <think> open (cmf_chat_ends_in_think; as `serve`, src/server/sched.c):
  * the reasoning is free text and the JSON object starts after "</think>". cli_json_begin: with in_think, w waits
- * (a detokenizer of the reply, tok's) and the constraint is set later; otherwise json is set on smp now.
- * cli_json_token: each accepted token of the reply; once the reply's text holds "</think>", sets the constraint and
- * feeds it the text after the tag. Both return 0 or a CLI status (message printed). cli_json_wait_end frees w
- * (zero-initialized, or after cli_json_begin). */
+ * (a detokenizer of the reply, tok's, special tokens skipped as printed) and the constraint is set later; otherwise
+ * json is set on smp now. cli_json_token: each accepted token of the reply; once the reply's text holds "</think>",
+ * sets the constraint and feeds it the text after the tag less the whitespace after it (as serve). Both return 0 or
+ * a CLI status (message printed). cli_json_wait_end frees w (zero-initialized, or after cli_json_begin). */
 typedef struct cli_json_wait {
     cmf_detok_stream *ds;
-    char *text;
-    size_t len;
+    char tail[8]; /* the last bytes of the reply's text so far (up to 7: a tag split across pieces) */
     int waiting;
 } cli_json_wait;
 int cli_json_begin(const char *cmd, const cmf_tokenizer *tok, cmf_sampler *smp, cmf_constraint *json, int in_think,

@@ -234,8 +234,9 @@ int cli_json_begin(const char *cmd, const cmf_tokenizer *tok, cmf_sampler *smp, 
         st = cmf_sampler_set_constraint(smp, json);
         return st == CMF_OK ? 0 : cli_lib_error(cmd, st);
     }
-    /* special tokens kept: a template whose </think> is a special token still shows it */
-    if ((st = cmf_detok_stream_new(tok, 0, &w->ds)) != CMF_OK) return cli_lib_error(cmd, st);
+    /* the text as printed (special tokens skipped), which is also the text serve's reasoning parser watches: a
+     * </think> that the tokenizer marks special is not seen by either */
+    if ((st = cmf_detok_stream_new(tok, 1, &w->ds)) != CMF_OK) return cli_lib_error(cmd, st);
     w->waiting = 1;
     return 0;
 }
@@ -245,27 +246,37 @@ int cli_json_token(const char *cmd, cmf_sampler *smp, cmf_constraint *json, int3
     char *piece = NULL;
     cmf_status st = cmf_detok_stream_push(w->ds, id, &piece);
     if (st != CMF_OK) return cli_lib_error(cmd, st);
-    const size_t pl = strlen(piece), from = w->len > 7 ? w->len - 7 : 0; /* the tag may straddle two pieces */
-    char *t = realloc(w->text, w->len + pl + 1);
+    /* the tag may straddle pieces: search the last 7 bytes of the text before this piece followed by the piece */
+    const size_t tl = strlen(w->tail), pl = strlen(piece);
+    char *t = malloc(tl + pl + 1);
     if (!t) {
         free(piece);
         return cli_fail(cmd, "out of memory");
     }
-    memcpy(t + w->len, piece, pl + 1);
-    w->text = t, w->len += pl;
+    memcpy(t, w->tail, tl);
+    memcpy(t + tl, piece, pl + 1);
     free(piece);
-    const char *tag = strstr(w->text + from, "</think>");
-    if (!tag) return 0;
-    w->waiting = 0; /* the reply's content: the JSON text, from the bytes after the tag */
+    const char *tag = strstr(t, "</think>");
+    if (!tag) {
+        const size_t n = tl + pl, keep = n < 7 ? n : 7;
+        memcpy(w->tail, t + n - keep, keep + 1);
+        free(t);
+        return 0;
+    }
+    w->waiting = 0; /* the reply's content: the JSON text, from the bytes after the tag less the whitespace that
+                     * follows it (serve's parser drops it from the content too) */
     const char *rest = tag + 8;
-    if ((st = cmf_sampler_set_constraint(smp, json)) != CMF_OK) return cli_lib_error(cmd, st);
-    if (*rest && cmf_sampler_constraint_feed(smp, rest, strlen(rest)) != CMF_OK)
-        return cli_fail(cmd, "--json: the model wrote text after </think> that cannot start a JSON object");
-    return 0;
+    rest += strspn(rest, " \t\r\n");
+    int rc = 0;
+    if ((st = cmf_sampler_set_constraint(smp, json)) != CMF_OK)
+        rc = cli_lib_error(cmd, st);
+    else if (*rest && cmf_sampler_constraint_feed(smp, rest, strlen(rest)) != CMF_OK)
+        rc = cli_fail(cmd, "--json: the model wrote text after </think> that cannot start a JSON object");
+    free(t);
+    return rc;
 }
 
 void cli_json_wait_end(cli_json_wait *w) {
     cmf_detok_stream_free(w->ds);
-    free(w->text);
     memset(w, 0, sizeof *w);
 }

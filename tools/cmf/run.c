@@ -277,7 +277,7 @@ int cmd_run(int argc, char **argv) {
     }
     (void)cmf_session_logits(s); /* waits for a device (CUDA keeps them there): the prompt's time is whole */
     double t1 = cli_now();
-    int n_gen = 0, ctx_full = 0, interrupted = 0;
+    int n_gen = 0, ctx_full = 0, interrupted = 0, ended = 0;
     while (n_gen < o.n_predict) {
         if (cli_sigint_pending()) {
             interrupted = 1;
@@ -288,7 +288,10 @@ int cmd_run(int argc, char **argv) {
             rc = cli_lib_error("run", st);
             break;
         }
-        if (!o.ignore_eos && is_eos(eos, n_eos, next)) break; /* ignored: special text, not shown */
+        if (!o.ignore_eos && is_eos(eos, n_eos, next)) { /* ignored: special text, not shown */
+            ended = 1;
+            break;
+        }
         cmf_sampler_accept(smp, next);
         if (jw.waiting && (rc = cli_json_token("run", smp, json, next, &jw))) break;
         if ((rc = emit(&o, ds, next, n_gen))) break;
@@ -320,7 +323,10 @@ int cmd_run(int argc, char **argv) {
                  n_gen == 1 ? "" : "s");
     if (json && !rc && jw.waiting)
         cli_warn("run", "--json: generation stopped inside the <think> block, before the JSON object (%s)",
-                 interrupted ? "Ctrl-C" : ctx_full ? "the context is full" : "-n reached");
+                 interrupted ? "Ctrl-C"
+                 : ctx_full  ? "the context is full"
+                 : ended     ? "the model ended its reply"
+                             : "-n reached");
     else if (json && !rc && !cmf_sampler_constraint_done(smp))
         cli_warn("run", "--json: generation stopped before the JSON object was closed (%s); the text is incomplete",
                  interrupted ? "Ctrl-C" : ctx_full ? "the context is full" : "-n reached");
