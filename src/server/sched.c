@@ -291,7 +291,10 @@ static void slot_attach(cmf_server *s, srv_req *r) {
     r->id_slot = (int)(sl - s->slots);
     r->t_start = srv_now();
     r->n_cached = keep;
-    srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT, r->parse_tools, r->start_in_think);
+    /* JSON mode from the first token: the reply is the object, so no tag in it is parsed */
+    const int json_now = r->json && !r->start_in_think;
+    srv_out_init(&sl->out, r->stops, r->n_stops, r->kind == SRV_CHAT && !json_now, r->parse_tools && !json_now,
+                 r->start_in_think);
     if (!err && r->tool_prefix && srv_out_force_tool(&sl->out, r->tool_prefix)) err = "out of memory";
     /* the detokenizer starts after the prompt (not emitted), so the first generated word keeps its SentencePiece
      * leading space (" upon" after "Once"), as vLLM and llama-server return it; on llama-server's /completion also
@@ -414,6 +417,7 @@ static void slot_emit(cmf_server *s, srv_slot *sl, double now) {
         const char *gt = strrchr(text, '>');
         const char *rest = gt ? gt + 1 + strspn(gt + 1, " \t\r\n") : "";
         sl->json_wait = 0;
+        sl->out.parse_think = sl->out.parse_tools = 0; /* the rest is the object: a <think> in it is string text */
         if (cmf_sampler_set_constraint(sl->smp, s->json) != CMF_OK) {
             rc = -1;
         } else if (*rest && cmf_sampler_constraint_feed(sl->smp, rest, strlen(rest)) != CMF_OK) {
