@@ -1,5 +1,5 @@
 /* attn_decode.cuh — the device side of flash-decoding (Dao et al. 2023, "Flash-Decoding": split the keys across
- * blocks, online softmax per split, merge the splits) shared by attention.cu's decode kernel (one block per work
+ * blocks, online softmax per split, merge the splits) shared by attn_launch.cuh's decode kernels (one block per work
  * item) and persist.cu's persistent decode kernel (128-thread halves of its blocks take the items): the split
  * geometry, the merge, and one work item (kv head, split, chunk of query heads) as a device function with its shared
  * memory passed in. One function for both callers, so they give the same bits. Internal (cuda_ops.h is the API). */
@@ -237,7 +237,7 @@ static __device__ __forceinline__ void kv_raw_set(KvRaw<true> &r, const float *v
 /* The partial of one split (kv head kvh, split of geometry geo, head chunk hz) by 128 threads (tid 0..127; bar:
  * ad_sync): lane groups of L = pow2(D/8) lanes each hold key rows (16 bytes per lane and row), GH query heads of the
  * group in registers. A group takes KT keys per round (tile: KT rows of K and V loaded before the first is used; KT
- * is lowered to 2 for GH = 8 to stay in registers, and to 1 for head_dim <= 32, L < 8, as attention.cu launches
+ * is lowered to 2 for GH = 8 to stay in registers, and to 1 for head_dim <= 32, L < 8, as attn_launch.cuh launches
  * it), scores them for every head, and does one online-softmax update per head and tile (the tile's max, one
  * rescale of the running sum and output, Milakov & Gimelshein 2018); with KT = 1 this is the per-key update. Then
  * the groups merge in shared memory into dst + h * hstride = (max, sum, output[D]) of head h of the chunk (global

@@ -5,7 +5,10 @@
 
 extern "C" int tprof_bind_i8s(const void *b);
 extern "C" int tprof_bind_i8(const void *b);
-extern "C" int tprof_bind_attn(const void *b);
+extern "C" int tprof_bind_attn_g1(const void *b); /* attn_decode_g{1,2,4,8}.cu */
+extern "C" int tprof_bind_attn_g2(const void *b);
+extern "C" int tprof_bind_attn_g4(const void *b);
+extern "C" int tprof_bind_attn_g8(const void *b);
 
 #define TP_CAP (1u << 20)
 
@@ -24,7 +27,8 @@ extern "C" cmf_status cmf_cuda_tprof_start(void) {
     }
     CU_TRY(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
     CU_TRY(cudaMemset(g_host.n, 0, sizeof(unsigned)), "cudaMemset");
-    if (!tprof_bind_i8s(&g_host) || !tprof_bind_i8(&g_host) || !tprof_bind_attn(&g_host))
+    if (!tprof_bind_i8s(&g_host) || !tprof_bind_i8(&g_host) || !tprof_bind_attn_g1(&g_host) ||
+        !tprof_bind_attn_g2(&g_host) || !tprof_bind_attn_g4(&g_host) || !tprof_bind_attn_g8(&g_host))
         return cmf_err(CMF_E_IO, "cuda timeline: cudaMemcpyToSymbol failed");
     return CMF_OK;
 }
