@@ -251,8 +251,8 @@ int cmd_run(int argc, char **argv) {
     }
     const cmf_tokenizer *tok = cmf_model_tokenizer(m);
     if (!o.print_ids) {
-        if (!tok) {
-            cli_warn("run", "the model has no tokenizer: printing token ids");
+        if (!tok) { /* (--json fails below, saying why) */
+            if (!o.json) cli_warn("run", "the model has no tokenizer: printing token ids");
             o.print_ids = 1;
         } else if ((st = cmf_detok_stream_new(tok, 1, &ds)) != CMF_OK ||
                    /* after the prompt's last tokens: the first word keeps its leading space, as in the server */
